@@ -1,0 +1,140 @@
+//! The engine's one door to the disk.
+//!
+//! Everything the engine reads or writes goes through [`Io`]. Three backends implement it:
+//!
+//! | backend | module | used for |
+//! | --- | --- | --- |
+//! | io_uring | `uring` | the real one: O_DIRECT data files, linked write + fdatasync, completions from the CQ |
+//! | plain syscalls | `syscall` | hosts where io_uring setup fails (a container's default seccomp profile) |
+//! | deterministic memory | `memory` | tests and simulation: page cache vs. durable medium, crashes, torn writes, bit flips, EIO |
+//!
+//! The shape is completion-based, like io_uring itself: data operations (write, read, fdatasync) are
+//! *submitted* and their results arrive later as [`Completion`]s, which the caller drains into its
+//! own queue and handles afterwards (no callbacks, so no re-entrancy). That is what lets the
+//! partition log run group commit: appends that arrive while a write + fdatasync is in flight
+//! accumulate in memory and share the next one. Metadata operations (open, rename, remove,
+//! directory fsync, truncate) are rare and off the hot path, so they are synchronous.
+//!
+//! Offsets, lengths and buffer addresses of writes and reads on a file opened with
+//! [`OpenOptions::direct`] must be multiples of [`Io::block_size_bytes`]; [`AlignedBuf`] gives
+//! such buffers. Files opened without `direct` (the small metadata files) take any offset.
+//!
+//! Every error carries the operation, the path and the offset ([`IoError`]).
+
+use std::path::{Path, PathBuf};
+
+mod buffer;
+pub use buffer::AlignedBuf;
+
+/// A file opened through an [`Io`] backend. Ids are never reused within one backend instance,
+/// so a completion can never be mistaken for one of a later file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub u64);
+
+/// Identity of one submitted data operation, unique within one backend instance and increasing
+/// in submission order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail if the file exists (with `create`).
+    pub create_new: bool,
+    /// Open for reading only.
+    pub read_only: bool,
+    /// Bypass the page cache (O_DIRECT): offsets, lengths and buffers must be block aligned.
+    pub direct: bool,
+}
+
+/// A data operation to submit.
+#[derive(Debug)]
+pub enum Op {
+    /// Write `buf.as_slice()` (its whole length) at `offset`.
+    Write { file: FileId, offset: u64, buf: AlignedBuf },
+    /// Read up to `len` bytes at `offset` into a fresh buffer, returned in the completion.
+    Read { file: FileId, offset: u64, len: usize },
+    /// Make every completed write to `file` durable (data and the size needed to read it).
+    Fdatasync { file: FileId },
+}
+
+/// The result of one data operation.
+#[derive(Debug)]
+pub struct Completion {
+    pub op_id: OpId,
+    /// Bytes written or read (0 for fdatasync), or the error with its context.
+    pub result: Result<usize, IoError>,
+    /// The buffer of a write (given back for reuse) or of a read (holding `result` bytes).
+    pub buf: Option<AlignedBuf>,
+}
+
+/// Which operation failed, on which path, at which offset.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation} {path} at offset {offset}: {source}")]
+pub struct IoError {
+    pub operation: &'static str,
+    pub path: PathBuf,
+    pub offset: u64,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    pub fn new(operation: &'static str, path: &Path, offset: u64, source: std::io::Error) -> Self {
+        IoError { operation, path: path.to_path_buf(), offset, source }
+    }
+
+    /// The raw OS error number, if any (EIO, ENOSPC, ...).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+}
+
+/// The engine's I/O: synchronous metadata calls, asynchronous data operations.
+pub trait Io {
+    /// Alignment (bytes) for O_DIRECT offsets, lengths and buffers on this backend's device.
+    fn block_size_bytes(&self) -> usize;
+
+    // --- metadata, synchronous -------------------------------------------------------------
+    fn open(&mut self, path: &Path, options: OpenOptions) -> Result<FileId, IoError>;
+    /// Close a file. Every operation submitted on it must have completed first.
+    fn close(&mut self, file: FileId) -> Result<(), IoError>;
+    /// Current size of the file in bytes (what a reader would see now, not what is durable).
+    fn file_size_bytes(&mut self, file: FileId) -> Result<u64, IoError>;
+    /// Truncate or extend (with zeros). Durable only after the next fdatasync of the file.
+    fn set_len(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError>;
+    /// Reserve space (fallocate, keeping the size) so appends do not fail with ENOSPC later.
+    fn preallocate(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError>;
+    fn create_dir_all(&mut self, path: &Path) -> Result<(), IoError>;
+    /// Names (not paths) of the entries of a directory, sorted.
+    fn list_dir(&mut self, path: &Path) -> Result<Vec<String>, IoError>;
+    fn exists(&mut self, path: &Path) -> bool;
+    /// Atomic rename. Durable only after `sync_dir` of the parent(s).
+    fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError>;
+    /// Remove a file. Durable only after `sync_dir` of the parent.
+    fn remove_file(&mut self, path: &Path) -> Result<(), IoError>;
+    /// fsync a directory: makes creations, renames and removals in it durable.
+    fn sync_dir(&mut self, path: &Path) -> Result<(), IoError>;
+    /// The OS file descriptor, for zero-copy sends (sendfile/splice); `None` on the memory backend.
+    fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd>;
+
+    // --- data, asynchronous ----------------------------------------------------------------
+    /// Queue a data operation. It may start at once or at the next [`Io::submit_and_wait`].
+    /// Operations on one file complete in any order unless the caller waits in between;
+    /// an `Fdatasync` covers the writes that *completed* before it started, so the caller
+    /// submits it after the writes it must cover have completed, or relies on a backend's
+    /// ordering guarantee (io_uring's IOSQE_IO_LINK, which `submit_linked` offers).
+    fn submit(&mut self, op: Op) -> OpId;
+    /// Queue a chain: each operation starts only after the previous one completed successfully;
+    /// if one fails, the rest complete with an error (ECANCELED). One write + fdatasync is the
+    /// group commit's chain.
+    fn submit_linked(&mut self, ops: Vec<Op>) -> Vec<OpId>;
+    /// Push queued operations to the kernel and block until at least `min_completions`
+    /// completions are ready (0: do not block).
+    fn submit_and_wait(&mut self, min_completions: usize) -> Result<(), IoError>;
+    /// Move every ready completion to `out`, in completion order.
+    fn drain_completions(&mut self, out: &mut Vec<Completion>);
+    /// Number of submitted operations whose completion has not been drained yet.
+    fn in_flight(&self) -> usize;
+}

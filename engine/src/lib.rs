@@ -1,0 +1,3 @@
+//! ringlog-engine: files, record batches, segments, snapshots, quorum-state and io_uring.
+//! Knows nothing of Raft roles.
+pub mod io;

@@ -1,0 +1,1 @@
+//! ringlog-net
