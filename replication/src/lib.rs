@@ -1,1 +1,2 @@
 //! ringlog-replication
+pub mod fair_share;
