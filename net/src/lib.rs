@@ -1,1 +1,2 @@
 //! ringlog-net
+pub mod config;

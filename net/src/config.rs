@@ -1,0 +1,658 @@
+//! The node's configuration: one Java-style properties file with Kafka's key names.
+//!
+//! Every key the node understands is a row of [`KEYS`]: its name, the aliases other revisions of
+//! the KIPs or Kafka itself use for the same setting, its default, and one line of documentation.
+//! `docs/configuration.md` lists the same rows (a test checks that the two agree). A key that is not
+//! in the table is rejected with its name, so a typo never silently falls back to a default.
+//!
+//! ```text
+//! node.id=1
+//! controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+//! listeners=127.0.0.1:9093
+//! metadata.log.dir=/var/lib/ringlog/1
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// One configuration key: the name we document, the other names accepted for it, the default as
+/// it would be written in the file (`None`: required), and what it means.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDefinition {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub default: Option<&'static str>,
+    pub doc: &'static str,
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Every key the node accepts. Kafka's names and defaults wherever Kafka has one; the KIPs' names
+/// where they introduce one (see `shared/kips/README.md`).
+pub const KEYS: &[KeyDefinition] = &[
+    KeyDefinition {
+        name: "node.id",
+        aliases: &[],
+        default: None,
+        doc: "This node's id. A node whose id is in controller.quorum.voters is a voter; any other node is an observer.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.voters",
+        aliases: &[],
+        default: None,
+        doc: "The voters as id@host:port, comma separated. Every node, voter or observer, lists the same set.",
+    },
+    KeyDefinition {
+        name: "listeners",
+        aliases: &[],
+        default: None,
+        doc: "host:port this node listens on for Kafka protocol requests (peers and clients alike). A PLAINTEXT:// prefix is accepted.",
+    },
+    KeyDefinition {
+        name: "advertised.listeners",
+        aliases: &[],
+        default: Some(""),
+        doc: "host:port clients are told to connect to (Metadata); empty means the listener itself.",
+    },
+    KeyDefinition {
+        name: "metadata.log.dir",
+        aliases: &["log.dirs", "log.dir"],
+        default: None,
+        doc: "The data folder: meta.properties, one folder per partition with its segments, snapshots and quorum-state.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.election.timeout.ms",
+        aliases: &[],
+        default: Some("1000"),
+        doc: "How long a voter waits without a leader before it becomes a candidate, and how long a candidate waits for votes.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.election.backoff.max.ms",
+        aliases: &[],
+        default: Some("1000"),
+        doc: "Upper bound of the randomized backoff before a failed candidate starts the next election.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.fetch.timeout.ms",
+        aliases: &[],
+        default: Some("2000"),
+        doc: "A follower that has not heard from its leader for this long starts an election; a leader not fetched from by a majority for this long resigns (check quorum).",
+    },
+    KeyDefinition {
+        name: "controller.quorum.request.timeout.ms",
+        aliases: &[],
+        default: Some("2000"),
+        doc: "How long a peer request (Vote, BeginQuorumEpoch, Fetch, FetchSnapshot) may stay unanswered before it is retried.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.retry.backoff.ms",
+        aliases: &[],
+        default: Some("20"),
+        doc: "Pause before a failed peer request is sent again.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.append.linger.ms",
+        aliases: &[],
+        default: Some("25"),
+        doc: "How long the leader may wait to gather appends into one write and fsync (group commit).",
+    },
+    KeyDefinition {
+        name: "controller.quorum.fetch.max.wait.ms",
+        aliases: &[],
+        default: Some("500"),
+        doc: "How long the leader holds an empty Fetch (long poll) before answering it with no records.",
+    },
+    KeyDefinition {
+        name: "metadata.log.segment.bytes",
+        aliases: &["log.segment.bytes"],
+        default: Some("1073741824"),
+        doc: "A segment rolls once it holds this many bytes.",
+    },
+    KeyDefinition {
+        name: "metadata.log.max.record.bytes.between.snapshots",
+        aliases: &["metadata.snapshot.min.records.size"],
+        default: Some("20971520"),
+        doc: "Bytes of committed records since the last snapshot before a new one may be taken (with controller.snapshot.minimum.records).",
+    },
+    KeyDefinition {
+        name: "controller.snapshot.minimum.records",
+        aliases: &[],
+        default: Some("16384"),
+        doc: "Committed records since the last snapshot before a new one may be taken.",
+    },
+    KeyDefinition {
+        name: "metadata.snapshot.min.cleanable.ratio",
+        aliases: &[],
+        default: Some("0.5"),
+        doc: "Share of keys changed since the last snapshot above which a snapshot is taken regardless of the byte threshold.",
+    },
+    KeyDefinition {
+        name: "metadata.log.max.snapshot.interval.ms",
+        aliases: &[],
+        default: Some("3600000"),
+        doc: "A snapshot is taken at least this often while there are new committed records (0 disables).",
+    },
+    KeyDefinition {
+        name: "replica.fetch.snapshot.max.bytes",
+        aliases: &[],
+        default: Some("10485760"),
+        doc: "The most snapshot bytes one partition may receive in one FetchSnapshot response.",
+    },
+    KeyDefinition {
+        name: "replica.fetch.snapshot.response.max.bytes",
+        aliases: &[],
+        default: Some("10485760"),
+        doc: "The most snapshot bytes one FetchSnapshot response carries in all, shared fairly between its partitions.",
+    },
+    KeyDefinition {
+        name: "max.replication.lag.ms",
+        aliases: &["metadata.start.offset.lag.time.max.ms"],
+        default: Some("604800000"),
+        doc: "The leader advances the log begin offset past a replica that has not fetched it after this long.",
+    },
+    KeyDefinition {
+        name: "socket.request.max.bytes",
+        aliases: &[],
+        default: Some("104857600"),
+        doc: "The largest request frame accepted; a larger size prefix closes the connection before the body is read.",
+    },
+    KeyDefinition {
+        name: "message.max.bytes",
+        aliases: &[],
+        default: Some("1048588"),
+        doc: "The largest record batch a Produce request may carry (MESSAGE_TOO_LARGE above it).",
+    },
+    KeyDefinition {
+        name: "metrics.listener",
+        aliases: &[],
+        default: Some(""),
+        doc: "host:port of the Prometheus text endpoint; empty disables it.",
+    },
+    KeyDefinition {
+        name: "auto.create.topics.enable",
+        aliases: &[],
+        default: Some("true"),
+        doc: "Create a topic when a client asks for its metadata or produces to it.",
+    },
+    KeyDefinition {
+        name: "num.partitions",
+        aliases: &[],
+        default: Some("1"),
+        doc: "Partitions of an automatically created topic.",
+    },
+];
+
+/// A voter of the quorum as `controller.quorum.voters` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoterAddress {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// The parsed, validated configuration of one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    pub node_id: i32,
+    pub quorum_voters: Vec<VoterAddress>,
+    pub listener: SocketAddr,
+    pub advertised_listener: (String, u16),
+    pub metadata_log_dir: PathBuf,
+    pub election_timeout_ms: u64,
+    pub election_backoff_max_ms: u64,
+    pub fetch_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
+    pub append_linger_ms: u64,
+    pub fetch_max_wait_ms: u64,
+    pub segment_size_bytes: u64,
+    pub max_record_bytes_between_snapshots: u64,
+    pub snapshot_minimum_records: u64,
+    pub snapshot_min_cleanable_ratio: f64,
+    pub max_snapshot_interval_ms: u64,
+    pub fetch_snapshot_max_bytes: u32,
+    pub fetch_snapshot_response_max_bytes: u32,
+    pub max_replication_lag_ms: u64,
+    pub socket_request_max_bytes: u32,
+    pub message_max_bytes: u32,
+    pub metrics_listener: Option<SocketAddr>,
+    pub auto_create_topics_enable: bool,
+    pub num_partitions: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("{path}: line {line}: expected key=value, found {text:?}")]
+    Syntax {
+        path: String,
+        line: usize,
+        text: String,
+    },
+    #[error("{path}: line {line}: unknown configuration key {key:?}")]
+    UnknownKey {
+        path: String,
+        line: usize,
+        key: String,
+    },
+    #[error("{path}: key {key:?} is set twice (also as {other:?})")]
+    Duplicate {
+        path: String,
+        key: String,
+        other: String,
+    },
+    #[error("{path}: required key {key:?} is missing")]
+    Missing { path: String, key: &'static str },
+    #[error("{path}: {key}={value:?}: {reason}")]
+    Invalid {
+        path: String,
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{path}: {reason}")]
+    Read { path: String, reason: String },
+}
+
+impl NodeConfig {
+    /// Read and validate a properties file.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.display().to_string(),
+            reason: error.to_string(),
+        })?;
+        NodeConfig::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parse properties text; `origin` names the source in error messages.
+    pub fn parse(origin: &str, text: &str) -> Result<NodeConfig, ConfigError> {
+        let values = Properties::parse(origin, text)?;
+        let voters_text = values.required("controller.quorum.voters")?;
+        let quorum_voters = parse_voters(voters_text)
+            .map_err(|reason| values.invalid("controller.quorum.voters", reason))?;
+        let node_id: i32 = values.number("node.id")?;
+        if node_id < 0 {
+            return Err(values.invalid("node.id", "must not be negative".into()));
+        }
+        let listener_text = strip_listener_prefix(values.required("listeners")?);
+        let listener: SocketAddr = listener_text.parse().map_err(|_| {
+            values.invalid(
+                "listeners",
+                "expected host:port with a numeric IP address".into(),
+            )
+        })?;
+        let advertised_text = strip_listener_prefix(values.get("advertised.listeners"));
+        let advertised_listener = if advertised_text.is_empty() {
+            (listener.ip().to_string(), listener.port())
+        } else {
+            split_host_port(advertised_text)
+                .map_err(|reason| values.invalid("advertised.listeners", reason))?
+        };
+        let metrics_text = values.get("metrics.listener");
+        let metrics_listener = if metrics_text.is_empty() {
+            None
+        } else {
+            Some(
+                metrics_text
+                    .parse()
+                    .map_err(|_| values.invalid("metrics.listener", "expected host:port".into()))?,
+            )
+        };
+        let ratio: f64 = values.number("metadata.snapshot.min.cleanable.ratio")?;
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(values.invalid(
+                "metadata.snapshot.min.cleanable.ratio",
+                "must be between 0 and 1".into(),
+            ));
+        }
+        let config = NodeConfig {
+            node_id,
+            quorum_voters,
+            listener,
+            advertised_listener,
+            metadata_log_dir: PathBuf::from(values.required("metadata.log.dir")?),
+            election_timeout_ms: values.positive("controller.quorum.election.timeout.ms")?,
+            election_backoff_max_ms: values
+                .positive("controller.quorum.election.backoff.max.ms")?,
+            fetch_timeout_ms: values.positive("controller.quorum.fetch.timeout.ms")?,
+            request_timeout_ms: values.positive("controller.quorum.request.timeout.ms")?,
+            retry_backoff_ms: values.number("controller.quorum.retry.backoff.ms")?,
+            append_linger_ms: values.number("controller.quorum.append.linger.ms")?,
+            fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
+            segment_size_bytes: values.positive("metadata.log.segment.bytes")?,
+            max_record_bytes_between_snapshots: values
+                .number("metadata.log.max.record.bytes.between.snapshots")?,
+            snapshot_minimum_records: values.number("controller.snapshot.minimum.records")?,
+            snapshot_min_cleanable_ratio: ratio,
+            max_snapshot_interval_ms: values.number("metadata.log.max.snapshot.interval.ms")?,
+            fetch_snapshot_max_bytes: values.positive("replica.fetch.snapshot.max.bytes")?,
+            fetch_snapshot_response_max_bytes: values
+                .positive("replica.fetch.snapshot.response.max.bytes")?,
+            max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
+            socket_request_max_bytes: values.positive("socket.request.max.bytes")?,
+            message_max_bytes: values.positive("message.max.bytes")?,
+            metrics_listener,
+            auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
+            num_partitions: values.positive("num.partitions")?,
+        };
+        if config.segment_size_bytes < MIB / 16 {
+            return Err(values.invalid(
+                "metadata.log.segment.bytes",
+                "must be at least 65536".into(),
+            ));
+        }
+        Ok(config)
+    }
+
+    /// True when this node is one of the voters; otherwise it is an observer.
+    pub fn is_voter(&self) -> bool {
+        self.quorum_voters
+            .iter()
+            .any(|voter| voter.node_id == self.node_id)
+    }
+}
+
+/// The raw key=value pairs of a file, keyed by the documented name (aliases resolved).
+struct Properties {
+    origin: String,
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Properties {
+    fn parse(origin: &str, text: &str) -> Result<Properties, ConfigError> {
+        let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
+        let mut spelled: BTreeMap<&'static str, String> = BTreeMap::new();
+        for (index, raw_line) in text.lines().enumerate() {
+            let line = raw_line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let Some(split_at) = line.find(['=', ':']) else {
+                return Err(ConfigError::Syntax {
+                    path: origin.into(),
+                    line: index + 1,
+                    text: line.into(),
+                });
+            };
+            let key = line[..split_at].trim();
+            let value = line[split_at + 1..].trim();
+            let Some(definition) = KEYS
+                .iter()
+                .find(|definition| definition.name == key || definition.aliases.contains(&key))
+            else {
+                return Err(ConfigError::UnknownKey {
+                    path: origin.into(),
+                    line: index + 1,
+                    key: key.into(),
+                });
+            };
+            if let Some(other) = spelled.insert(definition.name, key.to_string()) {
+                return Err(ConfigError::Duplicate {
+                    path: origin.into(),
+                    key: key.into(),
+                    other,
+                });
+            }
+            values.insert(definition.name, value.to_string());
+        }
+        for definition in KEYS {
+            if let Some(default) = definition.default {
+                values
+                    .entry(definition.name)
+                    .or_insert_with(|| default.to_string());
+            }
+        }
+        Ok(Properties {
+            origin: origin.into(),
+            values,
+        })
+    }
+
+    fn get(&self, key: &'static str) -> &str {
+        debug_assert!(
+            KEYS.iter().any(|definition| definition.name == key),
+            "undeclared key {key}"
+        );
+        self.values.get(key).map(String::as_str).unwrap_or("")
+    }
+
+    fn required(&self, key: &'static str) -> Result<&str, ConfigError> {
+        match self.values.get(key) {
+            Some(value) if !value.is_empty() => Ok(value),
+            _ => Err(ConfigError::Missing {
+                path: self.origin.clone(),
+                key,
+            }),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &'static str) -> Result<T, ConfigError> {
+        let text = self.required(key)?;
+        text.parse()
+            .map_err(|_| self.invalid(key, "expected a number".into()))
+    }
+
+    fn positive<T: std::str::FromStr + Default + PartialOrd>(
+        &self,
+        key: &'static str,
+    ) -> Result<T, ConfigError> {
+        let value: T = self.number(key)?;
+        if value <= T::default() {
+            return Err(self.invalid(key, "must be greater than zero".into()));
+        }
+        Ok(value)
+    }
+
+    fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
+        match self.required(key)? {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(self.invalid(key, "expected true or false".into())),
+        }
+    }
+
+    fn invalid(&self, key: &'static str, reason: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.origin.clone(),
+            key,
+            value: self.get(key).to_string(),
+            reason,
+        }
+    }
+}
+
+fn strip_listener_prefix(text: &str) -> &str {
+    let text = text.trim();
+    match text.find("://") {
+        Some(at) => &text[at + 3..],
+        None => text,
+    }
+}
+
+fn split_host_port(text: &str) -> Result<(String, u16), String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} is not host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{port:?} is not a port"))?;
+    if host.is_empty() {
+        return Err(format!("{text:?} has no host"));
+    }
+    Ok((
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port,
+    ))
+}
+
+/// Parse `1@host:port,2@host:port`: ids unique, at least one voter.
+pub fn parse_voters(text: &str) -> Result<Vec<VoterAddress>, String> {
+    let mut voters: Vec<VoterAddress> = Vec::new();
+    for entry in text
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+    {
+        let (id, address) = entry
+            .split_once('@')
+            .ok_or_else(|| format!("{entry:?} is not id@host:port"))?;
+        let node_id: i32 = id.parse().map_err(|_| format!("{id:?} is not a node id"))?;
+        if node_id < 0 {
+            return Err(format!("voter id {node_id} is negative"));
+        }
+        let (host, port) = split_host_port(address)?;
+        if voters.iter().any(|voter| voter.node_id == node_id) {
+            return Err(format!("voter {node_id} is listed twice"));
+        }
+        voters.push(VoterAddress {
+            node_id,
+            host,
+            port,
+        });
+    }
+    if voters.is_empty() {
+        return Err("no voters".into());
+    }
+    Ok(voters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "node.id=2\ncontroller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094\nlisteners=PLAINTEXT://127.0.0.1:9094\nmetadata.log.dir=/tmp/x\n";
+
+    #[test]
+    fn minimal_file_takes_kafka_defaults() {
+        let config = NodeConfig::parse("node.properties", MINIMAL).unwrap();
+        assert_eq!(config.node_id, 2);
+        assert!(config.is_voter());
+        assert_eq!(config.quorum_voters.len(), 2);
+        assert_eq!(config.election_timeout_ms, 1000);
+        assert_eq!(config.fetch_timeout_ms, 2000);
+        assert_eq!(config.fetch_snapshot_response_max_bytes, 10 * 1024 * 1024);
+        assert_eq!(config.max_replication_lag_ms, 7 * 24 * 3600 * 1000);
+        assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
+        assert_eq!(config.advertised_listener, ("127.0.0.1".to_string(), 9094));
+        assert_eq!(config.metrics_listener, None);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_by_name() {
+        let text = format!("{MINIMAL}controller.quorum.election.timout.ms=5\n");
+        let error = NodeConfig::parse("node.properties", &text).unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::UnknownKey {
+                path: "node.properties".into(),
+                line: 5,
+                key: "controller.quorum.election.timout.ms".into()
+            }
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("controller.quorum.election.timout.ms")
+        );
+    }
+
+    #[test]
+    fn aliases_resolve_and_may_not_both_be_set() {
+        let text = format!("{MINIMAL}metadata.start.offset.lag.time.max.ms=5000\n");
+        assert_eq!(
+            NodeConfig::parse("p", &text)
+                .unwrap()
+                .max_replication_lag_ms,
+            5000
+        );
+        let both = format!("{text}max.replication.lag.ms=6000\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &both),
+            Err(ConfigError::Duplicate { .. })
+        ));
+        let size = format!("{MINIMAL}metadata.snapshot.min.records.size=4096\n");
+        assert_eq!(
+            NodeConfig::parse("p", &size)
+                .unwrap()
+                .max_record_bytes_between_snapshots,
+            4096
+        );
+    }
+
+    #[test]
+    fn missing_and_invalid_values_name_the_key() {
+        let error = NodeConfig::parse("p", "node.id=1\n").unwrap_err();
+        assert!(matches!(
+            error,
+            ConfigError::Missing {
+                key: "controller.quorum.voters",
+                ..
+            }
+        ));
+        let bad = MINIMAL.replace("node.id=2", "node.id=two");
+        assert!(matches!(
+            NodeConfig::parse("p", &bad),
+            Err(ConfigError::Invalid { key: "node.id", .. })
+        ));
+        let zero = format!("{MINIMAL}controller.quorum.fetch.timeout.ms=0\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &zero),
+            Err(ConfigError::Invalid {
+                key: "controller.quorum.fetch.timeout.ms",
+                ..
+            })
+        ));
+        assert!(matches!(
+            NodeConfig::parse("p", "just words\n"),
+            Err(ConfigError::Syntax { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn voters_are_validated() {
+        assert!(parse_voters("1@h:1,1@h:2").unwrap_err().contains("twice"));
+        assert!(parse_voters("x@h:1").is_err());
+        assert!(parse_voters("1@h").is_err());
+        assert!(parse_voters("").is_err());
+        let voters = parse_voters("1@localhost:9093, 3@[::1]:9095").unwrap();
+        assert_eq!(
+            voters[1],
+            VoterAddress {
+                node_id: 3,
+                host: "::1".into(),
+                port: 9095
+            }
+        );
+    }
+
+    #[test]
+    fn observer_when_not_listed() {
+        let text = MINIMAL.replace("node.id=2", "node.id=7");
+        assert!(!NodeConfig::parse("p", &text).unwrap().is_voter());
+    }
+
+    /// docs/configuration.md documents exactly the keys the node accepts.
+    #[test]
+    fn every_key_is_documented() {
+        let docs = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/configuration.md"
+        ))
+        .unwrap();
+        for definition in KEYS {
+            assert!(
+                docs.contains(&format!("`{}`", definition.name)),
+                "{} is not documented",
+                definition.name
+            );
+            for alias in definition.aliases {
+                assert!(
+                    docs.contains(&format!("`{alias}`")),
+                    "alias {alias} is not documented"
+                );
+            }
+        }
+    }
+}
