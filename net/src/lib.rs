@@ -1,2 +1,3 @@
 //! ringlog-net
 pub mod config;
+pub mod meta_properties;

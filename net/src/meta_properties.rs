@@ -1,0 +1,277 @@
+//! `meta.properties`: the stamp `ringlog format` puts on a data folder, as `kafka-storage format`
+//! does, so that a node never starts on a folder that is not its own.
+//!
+//! ```text
+//! version=1
+//! cluster.id=MkU3OEVBNTcwNTJENDM2Qg
+//! node.id=1
+//! ```
+//!
+//! The file is written to a temporary name, fsynced, renamed into place and the folder fsynced,
+//! so a crash leaves either no stamp or a whole one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "meta.properties";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaProperties {
+    pub cluster_id: String,
+    pub node_id: i32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaPropertiesError {
+    #[error("{dir} is not formatted (no {FILE_NAME}); run `ringlog format` first", dir = .0.display())]
+    NotFormatted(PathBuf),
+    #[error("{dir} belongs to node {found}, but this node is {expected}", dir = .dir.display())]
+    ForeignNode {
+        dir: PathBuf,
+        expected: i32,
+        found: i32,
+    },
+    #[error("{dir} belongs to cluster {found:?}, but {expected:?} was expected", dir = .dir.display())]
+    ForeignCluster {
+        dir: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("{dir} is already formatted for cluster {cluster_id:?} as node {node_id}", dir = .dir.display())]
+    AlreadyFormatted {
+        dir: PathBuf,
+        cluster_id: String,
+        node_id: i32,
+    },
+    #[error("{path}: {reason}", path = .path.display())]
+    Malformed { path: PathBuf, reason: String },
+    #[error("{path}: {source}", path = .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cluster id {0:?} is not valid: use 22 characters of base64url, as `ringlog format` generates"
+    )]
+    InvalidClusterId(String),
+}
+
+impl MetaProperties {
+    /// Stamp `dir` (created if missing). Refuses a folder that is already formatted.
+    pub fn format(dir: &Path, meta: &MetaProperties) -> Result<(), MetaPropertiesError> {
+        if !is_valid_cluster_id(&meta.cluster_id) {
+            return Err(MetaPropertiesError::InvalidClusterId(
+                meta.cluster_id.clone(),
+            ));
+        }
+        match MetaProperties::read(dir) {
+            Ok(existing) => {
+                return Err(MetaPropertiesError::AlreadyFormatted {
+                    dir: dir.to_path_buf(),
+                    cluster_id: existing.cluster_id,
+                    node_id: existing.node_id,
+                });
+            }
+            Err(MetaPropertiesError::NotFormatted(_)) => {}
+            Err(other) => return Err(other),
+        }
+        let io_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| MetaPropertiesError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let final_path = dir.join(FILE_NAME);
+        let temporary_path = dir.join(format!("{FILE_NAME}.tmp"));
+        let text = format!(
+            "#\n#Written by ringlog format\nversion=1\ncluster.id={}\nnode.id={}\n",
+            meta.cluster_id, meta.node_id
+        );
+        let mut file = std::fs::File::create(&temporary_path).map_err(io_error(&temporary_path))?;
+        file.write_all(text.as_bytes())
+            .map_err(io_error(&temporary_path))?;
+        file.sync_all().map_err(io_error(&temporary_path))?;
+        drop(file);
+        std::fs::rename(&temporary_path, &final_path).map_err(io_error(&final_path))?;
+        std::fs::File::open(dir)
+            .and_then(|folder| folder.sync_all())
+            .map_err(io_error(dir))?;
+        Ok(())
+    }
+
+    /// Read the stamp of `dir`.
+    pub fn read(dir: &Path) -> Result<MetaProperties, MetaPropertiesError> {
+        let path = dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(MetaPropertiesError::NotFormatted(dir.to_path_buf()));
+            }
+            Err(source) => return Err(MetaPropertiesError::Io { path, source }),
+        };
+        let malformed = |reason: &str| MetaPropertiesError::Malformed {
+            path: path.clone(),
+            reason: reason.into(),
+        };
+        let (mut cluster_id, mut node_id, mut version) = (None, None, None);
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        {
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| malformed("expected key=value lines"))?;
+            match key.trim() {
+                "cluster.id" => cluster_id = Some(value.trim().to_string()),
+                "node.id" => {
+                    node_id = Some(
+                        value
+                            .trim()
+                            .parse::<i32>()
+                            .map_err(|_| malformed("node.id is not a number"))?,
+                    )
+                }
+                "version" => version = Some(value.trim().to_string()),
+                // Kafka also writes directory.id; tolerate what Kafka writes, require what we need.
+                _ => {}
+            }
+        }
+        if version.as_deref() != Some("1") {
+            return Err(malformed("version must be 1"));
+        }
+        Ok(MetaProperties {
+            cluster_id: cluster_id.ok_or_else(|| malformed("cluster.id is missing"))?,
+            node_id: node_id.ok_or_else(|| malformed("node.id is missing"))?,
+        })
+    }
+
+    /// Read the stamp and check that it belongs to `node_id` (and to `cluster_id` if given).
+    pub fn check(
+        dir: &Path,
+        node_id: i32,
+        cluster_id: Option<&str>,
+    ) -> Result<MetaProperties, MetaPropertiesError> {
+        let meta = MetaProperties::read(dir)?;
+        if meta.node_id != node_id {
+            return Err(MetaPropertiesError::ForeignNode {
+                dir: dir.to_path_buf(),
+                expected: node_id,
+                found: meta.node_id,
+            });
+        }
+        if let Some(expected) = cluster_id
+            && meta.cluster_id != expected
+        {
+            return Err(MetaPropertiesError::ForeignCluster {
+                dir: dir.to_path_buf(),
+                expected: expected.to_string(),
+                found: meta.cluster_id,
+            });
+        }
+        Ok(meta)
+    }
+}
+
+/// A new random cluster id: 16 random bytes in unpadded base64url (22 characters), like Kafka's
+/// `Uuid.randomUuid().toString()`. The randomness comes from the OS, outside the replication core.
+pub fn random_cluster_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(base64url(&bytes))
+}
+
+/// Kafka's cluster ids are 16 bytes in unpadded base64url: 22 characters of `[A-Za-z0-9_-]`.
+pub fn is_valid_cluster_id(text: &str) -> bool {
+    text.len() == 22
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let value = chunk.iter().enumerate().fold(0u32, |acc, (index, byte)| {
+            acc | (*byte as u32) << (16 - 8 * index)
+        });
+        let symbols = chunk.len() + 1;
+        for index in 0..symbols {
+            out.push(ALPHABET[(value >> (18 - 6 * index) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_then_check_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = MetaProperties {
+            cluster_id: random_cluster_id().unwrap(),
+            node_id: 3,
+        };
+        MetaProperties::format(dir.path(), &meta).unwrap();
+        assert_eq!(
+            MetaProperties::check(dir.path(), 3, Some(&meta.cluster_id)).unwrap(),
+            meta
+        );
+        assert!(!dir.path().join("meta.properties.tmp").exists());
+    }
+
+    #[test]
+    fn refuses_unformatted_foreign_and_double_format() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            MetaProperties::check(dir.path(), 1, None),
+            Err(MetaPropertiesError::NotFormatted(_))
+        ));
+        let meta = MetaProperties {
+            cluster_id: "MkU3OEVBNTcwNTJENDM2Qg".into(),
+            node_id: 1,
+        };
+        MetaProperties::format(dir.path(), &meta).unwrap();
+        let foreign = MetaProperties::check(dir.path(), 2, None).unwrap_err();
+        assert!(matches!(
+            foreign,
+            MetaPropertiesError::ForeignNode {
+                expected: 2,
+                found: 1,
+                ..
+            }
+        ));
+        assert!(foreign.to_string().contains("belongs to node 1"));
+        assert!(matches!(
+            MetaProperties::check(dir.path(), 1, Some("AAAAAAAAAAAAAAAAAAAAAA")),
+            Err(MetaPropertiesError::ForeignCluster { .. })
+        ));
+        assert!(matches!(
+            MetaProperties::format(dir.path(), &meta),
+            Err(MetaPropertiesError::AlreadyFormatted { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_stamp_is_reported_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "version=1\nnode.id=x\n").unwrap();
+        let error = MetaProperties::read(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("meta.properties"), "{error}");
+        assert!(matches!(error, MetaPropertiesError::Malformed { .. }));
+    }
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let id = random_cluster_id().unwrap();
+        assert!(is_valid_cluster_id(&id), "{id}");
+        assert_ne!(id, random_cluster_id().unwrap());
+        // 16 zero bytes encode to 21 'A's and one more 'A' (the last 4 bits).
+        assert_eq!(base64url(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(base64url(&[0xff; 3]), "____");
+        assert!(!is_valid_cluster_id("short"));
+    }
+}
