@@ -1,3 +1,4 @@
 //! ringlog-engine: files, record batches, segments, snapshots, quorum-state and io_uring.
 //! Knows nothing of Raft roles.
+pub mod batch;
 pub mod io;

@@ -1,0 +1,94 @@
+//! Splitting a buffer of concatenated batches (a segment, a fetch response's records) into
+//! zero-copy [`RecordBatch`]es.
+//!
+//! The last batch being cut short is reported as [`BatchError::Truncated`], distinct from every
+//! corruption error, so that recovery can tell a torn final write (truncate it) from a bad batch
+//! (never truncate there). A batch is only called truncated when every field that the bytes
+//! present can show is consistent: its length is within bounds and its magic byte, if present,
+//! is 2.
+
+use bytes::Bytes;
+
+use super::header::{self, Frame};
+use super::{BatchError, DEFAULT_MAX_BATCH_SIZE_BYTES, RecordBatch};
+
+/// Iterator over the batches of a buffer. Yields each valid batch; the first error ends it.
+#[derive(Clone, Debug)]
+pub struct BatchIter {
+    buf: Bytes,
+    cursor: usize,
+    base_position: u64,
+    max_size_bytes: usize,
+    done: bool,
+}
+
+/// The batches of `buf`, with [`DEFAULT_MAX_BATCH_SIZE_BYTES`] as the size limit.
+pub fn batches(buf: &Bytes) -> BatchIter {
+    BatchIter::new(buf.clone())
+}
+
+impl BatchIter {
+    pub fn new(buf: Bytes) -> BatchIter {
+        BatchIter {
+            buf,
+            cursor: 0,
+            base_position: 0,
+            max_size_bytes: DEFAULT_MAX_BATCH_SIZE_BYTES,
+            done: false,
+        }
+    }
+
+    /// A batch claiming more than `max_size_bytes` is reported as `Oversize`.
+    pub fn with_max_batch_size_bytes(mut self, max_size_bytes: usize) -> BatchIter {
+        self.max_size_bytes = max_size_bytes;
+        self
+    }
+
+    /// Where `buf` starts in the file or stream it came from; added to every reported position.
+    pub fn with_base_position(mut self, base_position: u64) -> BatchIter {
+        self.base_position = base_position;
+        self
+    }
+
+    /// Bytes consumed by the batches yielded so far: after an error, the position (relative to
+    /// the buffer) of the batch that failed.
+    pub fn valid_bytes(&self) -> usize {
+        self.cursor
+    }
+
+    fn next_batch(&mut self) -> Result<RecordBatch, BatchError> {
+        let rest = &self.buf[self.cursor..];
+        let position = self.base_position + self.cursor as u64;
+        let size_bytes = match header::check_frame(rest, position, self.max_size_bytes)? {
+            Frame::Complete { size_bytes } => size_bytes,
+            Frame::Short { needed, available } => {
+                return Err(BatchError::Truncated {
+                    position,
+                    needed,
+                    available,
+                });
+            }
+        };
+        let bytes = self.buf.slice(self.cursor..self.cursor + size_bytes);
+        header::check_crc_and_counts(&bytes, position)?;
+        self.cursor += size_bytes;
+        Ok(RecordBatch::from_validated(bytes, position))
+    }
+}
+
+impl Iterator for BatchIter {
+    type Item = Result<RecordBatch, BatchError>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch, BatchError>> {
+        if self.done || self.cursor == self.buf.len() {
+            return None;
+        }
+        let result = self.next_batch();
+        if result.is_err() {
+            self.done = true;
+        }
+        Some(result)
+    }
+}
+
+impl std::iter::FusedIterator for BatchIter {}
