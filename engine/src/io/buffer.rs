@@ -1,5 +1,301 @@
-//! Owned, block-aligned buffers for O_DIRECT I/O (placeholder until the io backends land).
-#[derive(Debug)]
+//! Owned, heap-allocated, aligned buffers for O_DIRECT I/O.
+//!
+//! O_DIRECT needs the buffer's address, the length and the file offset to be multiples of the
+//! device's logical block size. A `Vec<u8>` only guarantees an alignment of 1, so the engine's
+//! data buffers are [`AlignedBuf`]s: one allocation made with [`std::alloc`] and a [`Layout`] whose
+//! alignment is the block size. The buffer moves by value into a backend (the kernel writes into it
+//! while an io_uring read is in flight) and comes back in the [`Completion`](super::Completion);
+//! moving the struct never moves the heap bytes.
+//!
+//! Every byte up to the capacity is initialised (the allocation is zeroed and growth zeroes the new
+//! tail), so [`AlignedBuf::set_len`] is safe: growing the length shows zeros or bytes that were
+//! written before, never uninitialised memory.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// A byte buffer whose first byte sits at an address that is a multiple of `align`.
 pub struct AlignedBuf {
-    _private: (),
+    ptr: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+    align: usize,
+}
+
+// SAFETY: `AlignedBuf` owns its allocation exclusively (like `Vec<u8>`); no other handle to the
+// bytes exists, so moving it to another thread or sharing `&AlignedBuf` is as safe as for a Vec.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only give `&[u8]`; mutation needs `&mut self`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// An empty buffer with room for `capacity` bytes, aligned to `align` (a power of two).
+    ///
+    /// # Panics
+    /// If `align` is not a power of two or the capacity overflows `isize` (programming errors).
+    pub fn with_capacity(capacity: usize, align: usize) -> Self {
+        assert!(
+            align.is_power_of_two(),
+            "alignment {align} is not a power of two"
+        );
+        let ptr = Self::allocate_zeroed(capacity, align);
+        AlignedBuf {
+            ptr,
+            len: 0,
+            capacity,
+            align,
+        }
+    }
+
+    /// A buffer of `len` zero bytes, aligned to `align`.
+    pub fn zeroed(len: usize, align: usize) -> Self {
+        let mut buf = Self::with_capacity(len, align);
+        buf.len = len;
+        buf
+    }
+
+    /// A copy of `data`, aligned to `align`.
+    pub fn from_slice(data: &[u8], align: usize) -> Self {
+        let mut buf = Self::with_capacity(data.len(), align);
+        buf.extend_from_slice(data);
+        buf
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The alignment this buffer was allocated with.
+    pub fn align(&self) -> usize {
+        self.align
+    }
+
+    /// Whether the buffer's address is a multiple of `align` (always true for `align <= self.align()`).
+    pub fn is_aligned_to(&self, align: usize) -> bool {
+        (self.ptr.as_ptr() as usize).is_multiple_of(align.max(1))
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `capacity >= len` initialised bytes (the allocation is zeroed
+        // and every growth zeroes its tail), owned by `self` and borrowed immutably here.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The start address, for handing the buffer to the kernel (io_uring SQEs).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The start address for the kernel to write into (io_uring reads). The caller keeps the buffer
+    /// alive and untouched until the operation completes.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Append `data`, growing the allocation (keeping the alignment) if needed.
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        let new_len = self
+            .len
+            .checked_add(data.len())
+            .expect("AlignedBuf length overflows usize");
+        self.reserve_total(new_len);
+        // SAFETY: `reserve_total` made the allocation at least `new_len` bytes long; the source
+        // is a separate borrow, so the ranges cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                data.len(),
+            );
+        }
+        self.len = new_len;
+    }
+
+    /// Set the length. Shrinking keeps the bytes for later reuse; growing shows zeros past the old
+    /// length (the new bytes are zero-filled, so padding a block with `set_len` pads with zeros).
+    pub fn set_len(&mut self, new_len: usize) {
+        if new_len > self.len {
+            self.reserve_total(new_len);
+            // SAFETY: the allocation holds at least `new_len` bytes after `reserve_total`.
+            unsafe {
+                std::ptr::write_bytes(self.ptr.as_ptr().add(self.len), 0, new_len - self.len)
+            };
+        }
+        self.len = new_len;
+    }
+
+    /// Same as `set_len(0)`: keeps the allocation for the next batch.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Make room for at least `additional` more bytes past the current length.
+    pub fn reserve(&mut self, additional: usize) {
+        let wanted = self
+            .len
+            .checked_add(additional)
+            .expect("AlignedBuf length overflows usize");
+        self.reserve_total(wanted);
+    }
+
+    /// Grow the allocation to hold `wanted` bytes, at least doubling so appends stay amortised O(1).
+    fn reserve_total(&mut self, wanted: usize) {
+        if wanted <= self.capacity {
+            return;
+        }
+        let new_capacity = wanted.max(self.capacity.saturating_mul(2)).max(self.align);
+        let new_ptr = Self::allocate_zeroed(new_capacity, self.align);
+        // SAFETY: both allocations are valid for `self.len <= self.capacity <= new_capacity` bytes
+        // and are distinct, so they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), new_ptr.as_ptr(), self.len) };
+        Self::deallocate(self.ptr, self.capacity, self.align);
+        self.ptr = new_ptr;
+        self.capacity = new_capacity;
+    }
+
+    fn allocate_zeroed(capacity: usize, align: usize) -> NonNull<u8> {
+        if capacity == 0 {
+            // A zero-sized allocation is not allowed; an aligned dangling pointer is the Vec idiom
+            // and keeps `is_aligned_to` true for empty buffers.
+            return NonNull::new(std::ptr::without_provenance_mut(align))
+                .expect("align is non-zero");
+        }
+        let layout =
+            Layout::from_size_align(capacity, align).expect("AlignedBuf layout overflows isize");
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+    }
+
+    fn deallocate(ptr: NonNull<u8>, capacity: usize, align: usize) {
+        if capacity == 0 {
+            return;
+        }
+        let layout =
+            Layout::from_size_align(capacity, align).expect("layout was valid at allocation");
+        // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout and is freed only once
+        // (callers replace or drop the owning `AlignedBuf` right after).
+        unsafe { alloc::dealloc(ptr.as_ptr(), layout) };
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        Self::deallocate(self.ptr, self.capacity, self.align);
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> Self {
+        let mut copy = Self::with_capacity(self.len.max(1), self.align);
+        copy.extend_from_slice(self.as_slice());
+        copy
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity)
+            .field("align", &self.align)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for AlignedBuf {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for AlignedBuf {}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_is_aligned_and_zero() {
+        for align in [1, 512, 4096, 65536] {
+            let buf = AlignedBuf::zeroed(3 * 4096, align);
+            assert!(buf.is_aligned_to(align));
+            assert_eq!(buf.len(), 3 * 4096);
+            assert!(buf.as_slice().iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn extend_grows_and_keeps_alignment_and_contents() {
+        let mut buf = AlignedBuf::with_capacity(0, 4096);
+        assert!(buf.is_aligned_to(4096));
+        let mut expected = Vec::new();
+        for round in 0..100u32 {
+            let chunk: Vec<u8> = (0..(round * 37 % 700)).map(|i| (i ^ round) as u8).collect();
+            buf.extend_from_slice(&chunk);
+            expected.extend_from_slice(&chunk);
+            assert!(buf.is_aligned_to(4096));
+            assert_eq!(buf.as_slice(), &expected[..]);
+        }
+        assert!(buf.capacity() >= buf.len());
+    }
+
+    #[test]
+    fn set_len_zero_fills_growth_and_keeps_prefix() {
+        let mut buf = AlignedBuf::from_slice(b"hello", 512);
+        buf.set_len(2);
+        assert_eq!(buf.as_slice(), b"he");
+        // Growing again must show zeros, not the old "llo": padding must be deterministic filler.
+        buf.set_len(5);
+        assert_eq!(buf.as_slice(), b"he\0\0\0");
+        buf.set_len(5000);
+        assert_eq!(buf.len(), 5000);
+        assert!(buf.as_slice()[2..].iter().all(|&b| b == 0));
+        assert!(buf.is_aligned_to(512));
+    }
+
+    #[test]
+    fn clone_and_mutation_are_independent() {
+        let mut a = AlignedBuf::from_slice(&[1, 2, 3], 64);
+        let b = a.clone();
+        a.as_mut_slice()[0] = 9;
+        assert_eq!(b.as_slice(), &[1, 2, 3]);
+        assert_eq!(a.as_slice(), &[9, 2, 3]);
+        assert!(b.is_aligned_to(64));
+        let empty = AlignedBuf::with_capacity(0, 64).clone();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn buffer_is_send_across_threads() {
+        let buf = AlignedBuf::from_slice(b"abc", 4096);
+        let back = std::thread::spawn(move || buf).join().expect("thread");
+        assert_eq!(back.as_slice(), b"abc");
+    }
 }

@@ -24,7 +24,15 @@
 use std::path::{Path, PathBuf};
 
 mod buffer;
+mod common;
+pub mod memory;
+mod posix;
+pub mod syscall;
+
 pub use buffer::AlignedBuf;
+pub use memory::{MemoryConfig, MemoryIo};
+pub use posix::{BLOCK_SIZE_BYTES_MIN, discover_block_size_bytes};
+pub use syscall::SyscallIo;
 
 /// A file opened through an [`Io`] backend. Ids are never reused within one backend instance,
 /// so a completion can never be mistaken for one of a later file.
@@ -52,9 +60,17 @@ pub struct OpenOptions {
 #[derive(Debug)]
 pub enum Op {
     /// Write `buf.as_slice()` (its whole length) at `offset`.
-    Write { file: FileId, offset: u64, buf: AlignedBuf },
+    Write {
+        file: FileId,
+        offset: u64,
+        buf: AlignedBuf,
+    },
     /// Read up to `len` bytes at `offset` into a fresh buffer, returned in the completion.
-    Read { file: FileId, offset: u64, len: usize },
+    Read {
+        file: FileId,
+        offset: u64,
+        len: usize,
+    },
     /// Make every completed write to `file` durable (data and the size needed to read it).
     Fdatasync { file: FileId },
 }
@@ -82,7 +98,12 @@ pub struct IoError {
 
 impl IoError {
     pub fn new(operation: &'static str, path: &Path, offset: u64, source: std::io::Error) -> Self {
-        IoError { operation, path: path.to_path_buf(), offset, source }
+        IoError {
+            operation,
+            path: path.to_path_buf(),
+            offset,
+            source,
+        }
     }
 
     /// The raw OS error number, if any (EIO, ENOSPC, ...).
@@ -131,7 +152,8 @@ pub trait Io {
     /// group commit's chain.
     fn submit_linked(&mut self, ops: Vec<Op>) -> Vec<OpId>;
     /// Push queued operations to the kernel and block until at least `min_completions`
-    /// completions are ready (0: do not block).
+    /// completions are ready to drain (0: do not block). The minimum is capped at
+    /// [`Io::in_flight`], so asking for more than was submitted never hangs.
     fn submit_and_wait(&mut self, min_completions: usize) -> Result<(), IoError>;
     /// Move every ready completion to `out`, in completion order.
     fn drain_completions(&mut self, out: &mut Vec<Completion>);
