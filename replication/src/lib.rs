@@ -1,2 +1,34 @@
-//! ringlog-replication
-pub mod fair_share;
+//! ringlog-replication: the KIP-595 quorum as a pure state machine.
+//!
+//! No sockets, threads, clock, files or global randomness: a host feeds [`Raft`] (one
+//! partition) or [`MultiRaft`] (several partitions over one voter set) with messages, time
+//! and persistence completions, and executes the [`Work`] it returns. See docs/raft.md.
+//! With the `sim` feature, [`sim`] runs whole clusters of the real core in a deterministic
+//! simulator (docs/simulator.md).
+
+pub mod error;
+pub mod log_state;
+pub mod message;
+pub mod multi;
+pub mod mutation;
+pub mod quorum;
+pub mod raft;
+pub mod records;
+pub mod rng;
+pub mod types;
+pub mod work;
+
+#[cfg(feature = "sim")]
+pub mod sim;
+
+pub use error::{ErrorCode, RaftError};
+pub use log_state::{LogState, ValidatedOffset};
+pub use message::*;
+pub use multi::{MultiRaft, PartitionMessage, PartitionWork};
+pub use mutation::Mutation;
+pub use quorum::EpochState;
+pub use raft::{AppendResult, Raft};
+pub use types::{
+    ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState,
+};
+pub use work::{Persisted, Work};

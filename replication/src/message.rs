@@ -1,0 +1,138 @@
+//! The quorum's messages, named after KIP-595 (and KIP-320's DivergingEpoch). The net layer
+//! maps Kafka's wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum)
+//! to and from these structs; the core never sees bytes on the wire except record batches.
+
+use bytes::Bytes;
+
+use crate::error::ErrorCode;
+use crate::types::{Epoch, NodeId, OffsetAndEpoch};
+
+/// KIP-595 `CurrentLeader`/`LeaderIdAndEpoch`: who the responder believes leads, in which epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaderIdAndEpoch {
+    pub leader_id: Option<NodeId>,
+    pub leader_epoch: Epoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VoteRequest {
+    pub candidate_epoch: Epoch,
+    pub candidate_id: NodeId,
+    /// Epoch of the candidate's last record.
+    pub last_offset_epoch: Epoch,
+    /// The candidate's log end offset.
+    pub last_offset: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VoteResponse {
+    pub error_code: ErrorCode,
+    pub current_leader: LeaderIdAndEpoch,
+    pub vote_granted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BeginQuorumEpochRequest {
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BeginQuorumEpochResponse {
+    pub error_code: ErrorCode,
+    pub current_leader: LeaderIdAndEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EndQuorumEpochRequest {
+    /// The resigning leader (or candidate).
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    /// Voters in the order the resigning node prefers them as successor: most caught up first.
+    pub preferred_successors: Vec<NodeId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EndQuorumEpochResponse {
+    pub error_code: ErrorCode,
+    pub current_leader: LeaderIdAndEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchRequest {
+    /// Matches the response to this request (the net layer maps it to the request header's
+    /// CorrelationId). A follower ignores responses to fetches it no longer waits for, so a
+    /// duplicated or late response can never make it truncate twice.
+    pub correlation_id: u64,
+    pub replica_id: NodeId,
+    pub current_leader_epoch: Epoch,
+    pub fetch_offset: u64,
+    pub last_fetched_epoch: Epoch,
+    pub max_bytes: u32,
+    pub max_wait_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchResponse {
+    pub correlation_id: u64,
+    pub error_code: ErrorCode,
+    pub current_leader: LeaderIdAndEpoch,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+    /// KIP-320/595 DivergingEpoch: truncate to at most this end offset of this epoch.
+    pub diverging_epoch: Option<OffsetAndEpoch>,
+    /// KIP-630 SnapshotId: the fetch offset is below the log start; load this snapshot.
+    pub snapshot_id: Option<OffsetAndEpoch>,
+    /// Whole RecordBatch v2 batches starting at the fetch offset.
+    pub records: Bytes,
+}
+
+/// One message between two replicas of the same partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Message {
+    VoteRequest(VoteRequest),
+    VoteResponse(VoteResponse),
+    BeginQuorumEpochRequest(BeginQuorumEpochRequest),
+    BeginQuorumEpochResponse(BeginQuorumEpochResponse),
+    EndQuorumEpochRequest(EndQuorumEpochRequest),
+    EndQuorumEpochResponse(EndQuorumEpochResponse),
+    FetchRequest(FetchRequest),
+    FetchResponse(FetchResponse),
+}
+
+impl Message {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::VoteRequest(_) => "VoteRequest",
+            Message::VoteResponse(_) => "VoteResponse",
+            Message::BeginQuorumEpochRequest(_) => "BeginQuorumEpochRequest",
+            Message::BeginQuorumEpochResponse(_) => "BeginQuorumEpochResponse",
+            Message::EndQuorumEpochRequest(_) => "EndQuorumEpochRequest",
+            Message::EndQuorumEpochResponse(_) => "EndQuorumEpochResponse",
+            Message::FetchRequest(_) => "FetchRequest",
+            Message::FetchResponse(_) => "FetchResponse",
+        }
+    }
+}
+
+/// DescribeQuorum's per-replica state (KIP-595 `ReplicaState`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaState {
+    pub replica_id: NodeId,
+    /// The last fetch offset the leader accepted from this replica (for the leader itself: its
+    /// log end offset).
+    pub log_end_offset: Option<u64>,
+    pub last_fetch_timestamp_ms: Option<u64>,
+    pub last_caught_up_timestamp_ms: Option<u64>,
+}
+
+/// DescribeQuorum's partition data, answered by the leader only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribeQuorumPartition {
+    pub error_code: ErrorCode,
+    pub leader_id: Option<NodeId>,
+    pub leader_epoch: Epoch,
+    pub high_watermark: u64,
+    pub current_voters: Vec<ReplicaState>,
+    pub observers: Vec<ReplicaState>,
+}

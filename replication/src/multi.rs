@@ -1,0 +1,160 @@
+//! Several partitions on one node: one [`Raft`] group per partition over the same voter set.
+//! Messages and work are tagged with the partition, so a host can batch the fetches (and
+//! other messages) bound for one peer into one request, as Kafka's Fetch carries many
+//! partitions.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::error::RaftError;
+use crate::message::Message;
+use crate::raft::{AppendResult, Raft};
+use crate::types::{NodeId, PartitionId, QuorumConfig, RecoveredState};
+use crate::work::{Persisted, Work};
+
+/// A message for one partition's group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionMessage {
+    pub partition: PartitionId,
+    pub message: Message,
+}
+
+/// Work for one partition's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionWork {
+    pub partition: PartitionId,
+    pub work: Work,
+}
+
+#[derive(Clone, Debug)]
+pub struct MultiRaft {
+    node_id: NodeId,
+    partitions: BTreeMap<PartitionId, Raft>,
+}
+
+impl MultiRaft {
+    /// One group per recovered partition; each gets its own RNG stream derived from `seed`.
+    pub fn new(
+        config: &QuorumConfig,
+        partitions: &BTreeMap<PartitionId, RecoveredState>,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
+        let mut groups = BTreeMap::new();
+        for (&partition, recovered) in partitions {
+            let partition_seed =
+                seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            groups.insert(
+                partition,
+                Raft::new(config.clone(), recovered, partition_seed, now_ms)?,
+            );
+        }
+        Ok(Self {
+            node_id: config.node_id,
+            partitions: groups,
+        })
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    pub fn partition(&self, partition: PartitionId) -> Option<&Raft> {
+        self.partitions.get(&partition)
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = (PartitionId, &Raft)> {
+        self.partitions.iter().map(|(p, r)| (*p, r))
+    }
+
+    fn group(&mut self, partition: PartitionId) -> Result<&mut Raft, RaftError> {
+        self.partitions
+            .get_mut(&partition)
+            .ok_or(RaftError::UnknownPartition(partition))
+    }
+
+    fn tag(partition: PartitionId, work: Vec<Work>) -> Vec<PartitionWork> {
+        work.into_iter()
+            .map(|work| PartitionWork { partition, work })
+            .collect()
+    }
+
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        message: PartitionMessage,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self
+            .group(message.partition)?
+            .step(now_ms, from, message.message)?;
+        Ok(Self::tag(message.partition, work))
+    }
+
+    /// Ticks every group; returns the work and the earliest next deadline of them all.
+    pub fn tick(&mut self, now_ms: u64) -> Result<(Vec<PartitionWork>, u64), RaftError> {
+        let mut all = Vec::new();
+        let mut next = u64::MAX;
+        for (&partition, raft) in &mut self.partitions {
+            let (work, deadline) = raft.tick(now_ms)?;
+            all.extend(Self::tag(partition, work));
+            next = next.min(deadline);
+        }
+        Ok((all, next))
+    }
+
+    pub fn on_persisted(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        persisted: Persisted,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self.group(partition)?.on_persisted(now_ms, persisted)?;
+        Ok(Self::tag(partition, work))
+    }
+
+    pub fn append(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        batches: Vec<Bytes>,
+    ) -> Result<(AppendResult, Vec<PartitionWork>), RaftError> {
+        let (result, work) = self.group(partition)?.append(now_ms, batches)?;
+        Ok((result, Self::tag(partition, work)))
+    }
+
+    pub fn resign(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self.group(partition)?.resign(now_ms)?;
+        Ok(Self::tag(partition, work))
+    }
+
+    /// Groups the immediately sendable messages of a work list by destination peer (in
+    /// partition order), so a host can put all of one peer's fetches into one request. Other
+    /// work is returned in its original order.
+    pub fn batch_sends_by_peer(
+        work: Vec<PartitionWork>,
+    ) -> (BTreeMap<NodeId, Vec<PartitionMessage>>, Vec<PartitionWork>) {
+        let mut by_peer: BTreeMap<NodeId, Vec<PartitionMessage>> = BTreeMap::new();
+        let mut rest = Vec::new();
+        for item in work {
+            match item.work {
+                Work::Send { to, message } => {
+                    by_peer.entry(to).or_default().push(PartitionMessage {
+                        partition: item.partition,
+                        message,
+                    });
+                }
+                other => rest.push(PartitionWork {
+                    partition: item.partition,
+                    work: other,
+                }),
+            }
+        }
+        (by_peer, rest)
+    }
+}

@@ -1,0 +1,42 @@
+//! Deliberate rule breakers for the simulator's mutation check (docs/simulator.md).
+//!
+//! The enum always exists so the core can name a rule at the place it is enforced, but a
+//! mutation can only be switched on through `QuorumConfig::mutation`, which exists only with
+//! the `sim` feature: a production build cannot break a rule by configuration.
+
+/// One safety rule to break on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// A voter grants every vote request whose log is up to date, even after voting for
+    /// someone else in the same epoch.
+    DoubleVote,
+    /// The leader advances the high-watermark to the largest end offset any voter reports
+    /// instead of the majority's.
+    HighWatermarkWithoutMajority,
+    /// The leader advances the high-watermark before a record of its own epoch is committed.
+    SkipOwnEpochCommitRule,
+    /// A follower told to truncate drops one batch below its high-watermark as well.
+    TruncateBelowHighWatermark,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 4] = [
+        Mutation::DoubleVote,
+        Mutation::HighWatermarkWithoutMajority,
+        Mutation::SkipOwnEpochCommitRule,
+        Mutation::TruncateBelowHighWatermark,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutation::DoubleVote => "double-vote",
+            Mutation::HighWatermarkWithoutMajority => "hw-without-majority",
+            Mutation::SkipOwnEpochCommitRule => "skip-own-epoch-commit",
+            Mutation::TruncateBelowHighWatermark => "truncate-below-hw",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mutation> {
+        Mutation::ALL.into_iter().find(|m| m.name() == name)
+    }
+}

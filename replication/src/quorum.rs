@@ -1,0 +1,308 @@
+//! The epoch states of a replica, one type per state, and the legal transitions between them
+//! (KIP-595; Kafka's `QuorumState`).
+//!
+//! | from \ to      | Unattached | Voted        | Candidate | Leader        | Follower                | Resigned |
+//! |----------------|------------|--------------|-----------|---------------|-------------------------|----------|
+//! | Unattached(e)  | e' > e     | e' ≥ e, voter| voter     | –             | e' ≥ e                  | –        |
+//! | Voted(e)       | e' > e     | e' > e       | voter     | –             | e' ≥ e                  | –        |
+//! | Candidate(e)   | e' > e     | e' > e       | voter     | same e, quorum| e' ≥ e                  | same e   |
+//! | Leader(e)      | e' > e     | e' > e       | –         | –             | e' > e                  | same e   |
+//! | Follower(e)    | e' > e     | e' > e       | voter     | –             | e' > e                  | –        |
+//! | Resigned(e)    | e' > e     | e' > e       | voter     | –             | e' > e                  | –        |
+//!
+//! "voter" means the local node is in `controller.quorum.voters`: observers never vote, never
+//! stand and never lead. A candidacy always moves to epoch e + 1. A leader must resign (or see
+//! a newer epoch) before it can stand again. Any transition to a newer epoch is legal from any
+//! state. Everything else is refused with `RaftError::IllegalTransition`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::error::RaftError;
+use crate::types::{Epoch, NodeId};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnattachedState {
+    pub epoch: Epoch,
+    /// None for observers: they never stand for election.
+    pub election_deadline_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VotedState {
+    pub epoch: Epoch,
+    pub voted_id: NodeId,
+    pub election_deadline_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CandidateState {
+    pub epoch: Epoch,
+    pub granting: BTreeSet<NodeId>,
+    pub rejecting: BTreeSet<NodeId>,
+    pub election_deadline_ms: u64,
+    /// Set once the election is lost (timed out or rejected by enough voters): the next
+    /// candidacy starts at this time.
+    pub backoff_until_ms: Option<u64>,
+    /// When to resend the Vote request to voters that have not answered.
+    pub vote_resend_ms: u64,
+}
+
+/// What the leader knows about one replica's progress in its epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReplicaProgress {
+    /// The last validated fetch offset (the replica's durable log end).
+    pub end_offset: Option<u64>,
+    pub last_fetch_ms: Option<u64>,
+    pub last_caught_up_ms: Option<u64>,
+}
+
+/// A fetch with nothing to return yet, parked until data arrives, the high-watermark moves or
+/// `deadline_ms` passes (long-poll).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParkedFetch {
+    pub correlation_id: u64,
+    pub fetch_offset: u64,
+    pub max_bytes: u32,
+    pub deadline_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderState {
+    pub epoch: Epoch,
+    /// Offset of this epoch's LeaderChangeMessage: the high-watermark may only pass it.
+    pub epoch_start_offset: u64,
+    pub granting_voters: Vec<NodeId>,
+    pub voters: BTreeMap<NodeId, ReplicaProgress>,
+    pub observers: BTreeMap<NodeId, ReplicaProgress>,
+    /// Voters that acknowledged BeginQuorumEpoch (or fetched in this epoch).
+    pub endorsed: BTreeSet<NodeId>,
+    pub begin_quorum_resend_ms: u64,
+    pub became_leader_ms: u64,
+    pub parked: BTreeMap<NodeId, ParkedFetch>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowerState {
+    pub epoch: Epoch,
+    pub leader_id: NodeId,
+    /// Without a successful fetch response before this time, a voter stands for election and
+    /// an observer tries another voter.
+    pub fetch_timeout_deadline_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResignedState {
+    pub epoch: Epoch,
+    pub preferred_successors: Vec<NodeId>,
+    pub unacknowledged: BTreeSet<NodeId>,
+    pub end_quorum_resend_ms: u64,
+    pub election_deadline_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EpochState {
+    Unattached(UnattachedState),
+    Voted(VotedState),
+    Candidate(CandidateState),
+    Leader(LeaderState),
+    Follower(FollowerState),
+    Resigned(ResignedState),
+}
+
+impl EpochState {
+    pub fn epoch(&self) -> Epoch {
+        match self {
+            EpochState::Unattached(s) => s.epoch,
+            EpochState::Voted(s) => s.epoch,
+            EpochState::Candidate(s) => s.epoch,
+            EpochState::Leader(s) => s.epoch,
+            EpochState::Follower(s) => s.epoch,
+            EpochState::Resigned(s) => s.epoch,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            EpochState::Unattached(_) => "Unattached",
+            EpochState::Voted(_) => "Voted",
+            EpochState::Candidate(_) => "Candidate",
+            EpochState::Leader(_) => "Leader",
+            EpochState::Follower(_) => "Follower",
+            EpochState::Resigned(_) => "Resigned",
+        }
+    }
+
+    fn illegal(&self, to: &'static str, epoch: Epoch) -> RaftError {
+        RaftError::IllegalTransition {
+            from: self.name(),
+            to,
+            epoch,
+        }
+    }
+
+    /// Unattached: a newer epoch without a known leader.
+    pub fn check_to_unattached(&self, epoch: Epoch) -> Result<(), RaftError> {
+        if epoch > self.epoch() {
+            Ok(())
+        } else {
+            Err(self.illegal("Unattached", epoch))
+        }
+    }
+
+    /// Voted: only voters, only once per epoch, only from Unattached in the same epoch.
+    pub fn check_to_voted(&self, epoch: Epoch, local_is_voter: bool) -> Result<(), RaftError> {
+        let ok = local_is_voter
+            && (epoch > self.epoch()
+                || (epoch == self.epoch() && matches!(self, EpochState::Unattached(_))));
+        if ok {
+            Ok(())
+        } else {
+            Err(self.illegal("Voted", epoch))
+        }
+    }
+
+    /// Candidate: only voters, never straight from Leader (resign first).
+    pub fn check_to_candidate(&self, local_is_voter: bool) -> Result<(), RaftError> {
+        if local_is_voter && !matches!(self, EpochState::Leader(_)) {
+            Ok(())
+        } else {
+            Err(self.illegal("Candidate", self.epoch() + 1))
+        }
+    }
+
+    /// Leader: only a candidate holding a majority of grants, in its own epoch.
+    pub fn check_to_leader(&self, majority: usize) -> Result<(), RaftError> {
+        match self {
+            EpochState::Candidate(c)
+                if c.granting.len() >= majority && c.backoff_until_ms.is_none() =>
+            {
+                Ok(())
+            }
+            _ => Err(self.illegal("Leader", self.epoch())),
+        }
+    }
+
+    /// Follower: a newer epoch, or the same epoch while no leader was known.
+    pub fn check_to_follower(&self, epoch: Epoch) -> Result<(), RaftError> {
+        let ok = epoch > self.epoch()
+            || (epoch == self.epoch()
+                && matches!(
+                    self,
+                    EpochState::Unattached(_) | EpochState::Voted(_) | EpochState::Candidate(_)
+                ));
+        if ok {
+            Ok(())
+        } else {
+            Err(self.illegal("Follower", epoch))
+        }
+    }
+
+    /// Resigned: a leader (or a candidate shutting down) in its own epoch.
+    pub fn check_to_resigned(&self) -> Result<(), RaftError> {
+        match self {
+            EpochState::Leader(_) | EpochState::Candidate(_) => Ok(()),
+            _ => Err(self.illegal("Resigned", self.epoch())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unattached(epoch: Epoch) -> EpochState {
+        EpochState::Unattached(UnattachedState {
+            epoch,
+            election_deadline_ms: None,
+        })
+    }
+    fn voted(epoch: Epoch) -> EpochState {
+        EpochState::Voted(VotedState {
+            epoch,
+            voted_id: 2,
+            election_deadline_ms: 0,
+        })
+    }
+    fn candidate(epoch: Epoch, grants: &[NodeId]) -> EpochState {
+        EpochState::Candidate(CandidateState {
+            epoch,
+            granting: grants.iter().copied().collect(),
+            rejecting: BTreeSet::new(),
+            election_deadline_ms: 0,
+            backoff_until_ms: None,
+            vote_resend_ms: 0,
+        })
+    }
+    fn leader(epoch: Epoch) -> EpochState {
+        EpochState::Leader(LeaderState {
+            epoch,
+            epoch_start_offset: 0,
+            granting_voters: vec![],
+            voters: BTreeMap::new(),
+            observers: BTreeMap::new(),
+            endorsed: BTreeSet::new(),
+            begin_quorum_resend_ms: 0,
+            became_leader_ms: 0,
+            parked: BTreeMap::new(),
+        })
+    }
+    fn follower(epoch: Epoch) -> EpochState {
+        EpochState::Follower(FollowerState {
+            epoch,
+            leader_id: 2,
+            fetch_timeout_deadline_ms: 0,
+        })
+    }
+    fn resigned(epoch: Epoch) -> EpochState {
+        EpochState::Resigned(ResignedState {
+            epoch,
+            preferred_successors: vec![],
+            unacknowledged: BTreeSet::new(),
+            end_quorum_resend_ms: 0,
+            election_deadline_ms: 0,
+        })
+    }
+
+    #[test]
+    fn transition_table_matches_the_module_doc() {
+        let states = [
+            unattached(5),
+            voted(5),
+            candidate(5, &[1, 2]),
+            leader(5),
+            follower(5),
+            resigned(5),
+        ];
+        // (to Unattached same epoch, Voted same epoch, Candidate, Leader(majority 2), Follower same epoch, Resigned)
+        let expected = [
+            (false, true, true, false, true, false),   // Unattached
+            (false, false, true, false, true, false),  // Voted
+            (false, false, true, true, true, true),    // Candidate
+            (false, false, false, false, false, true), // Leader
+            (false, false, true, false, false, false), // Follower
+            (false, false, true, false, false, false), // Resigned
+        ];
+        for (state, want) in states.iter().zip(expected) {
+            let got = (
+                state.check_to_unattached(5).is_ok(),
+                state.check_to_voted(5, true).is_ok(),
+                state.check_to_candidate(true).is_ok(),
+                state.check_to_leader(2).is_ok(),
+                state.check_to_follower(5).is_ok(),
+                state.check_to_resigned().is_ok(),
+            );
+            assert_eq!(got, want, "from {}", state.name());
+            // A newer epoch is always reachable as Unattached, Voted (voters) and Follower.
+            assert!(state.check_to_unattached(6).is_ok());
+            assert!(state.check_to_voted(6, true).is_ok());
+            assert!(state.check_to_follower(6).is_ok());
+            // Observers never vote or stand.
+            assert!(state.check_to_voted(6, false).is_err());
+            assert!(state.check_to_candidate(false).is_err());
+        }
+        assert!(
+            candidate(5, &[1]).check_to_leader(2).is_err(),
+            "a minority never leads"
+        );
+    }
+}

@@ -1,0 +1,542 @@
+//! Elections and leadership changes: Vote, BeginQuorumEpoch, EndQuorumEpoch, candidacy,
+//! becoming leader, check quorum and resignation (KIP-595).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Out, Raft};
+use crate::error::{ErrorCode, RaftError};
+use crate::message::{
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
+    EndQuorumEpochResponse, Message, VoteRequest, VoteResponse,
+};
+use crate::mutation::Mutation;
+use crate::quorum::{CandidateState, EpochState, LeaderState, ReplicaProgress, ResignedState};
+use crate::types::{ElectionState, NodeId, OffsetAndEpoch};
+use crate::work::Work;
+
+impl Raft {
+    // ---- Vote ----
+
+    /// KIP-595: a voter grants at most one vote per epoch, only to a candidate whose log
+    /// (last epoch, end offset) is at least as up to date as its own, and the grant is durable
+    /// (quorum-state written) before the response leaves.
+    pub(crate) fn handle_vote_request(
+        &mut self,
+        from: NodeId,
+        request: VoteRequest,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        let respond = |raft: &Raft, out: &mut Out, error_code: ErrorCode, vote_granted: bool| {
+            let current_leader = raft.leader_and_epoch();
+            out.send(
+                from,
+                Message::VoteResponse(VoteResponse {
+                    error_code,
+                    current_leader,
+                    vote_granted,
+                }),
+            );
+        };
+        if !self.config.is_voter(request.candidate_id)
+            || !self.config.is_local_voter()
+            || from != request.candidate_id
+        {
+            respond(self, out, ErrorCode::InconsistentVoterSet, false);
+            return Ok(());
+        }
+        if request.candidate_epoch < self.epoch() {
+            respond(self, out, ErrorCode::FencedLeaderEpoch, false);
+            return Ok(());
+        }
+        if request.candidate_epoch > self.epoch() {
+            // A newer epoch ends whatever we were doing in ours, leadership included.
+            self.transition_to_unattached(request.candidate_epoch, out)?;
+        }
+        let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
+        let log_ok = candidate_log >= self.log.end_offset_and_epoch();
+        let granted = match &self.state {
+            EpochState::Unattached(_) => log_ok,
+            EpochState::Voted(v) => {
+                v.voted_id == request.candidate_id
+                    || (log_ok && self.config.mutated(Mutation::DoubleVote))
+            }
+            _ => false,
+        };
+        if granted {
+            match &self.state {
+                EpochState::Unattached(_) => {
+                    self.transition_to_voted(request.candidate_epoch, request.candidate_id, out)?
+                }
+                EpochState::Voted(v) if v.voted_id != request.candidate_id => {
+                    // Only reachable under the DoubleVote mutation: overwrite the vote.
+                    let epoch = request.candidate_epoch;
+                    if let EpochState::Voted(v) = &mut self.state {
+                        v.voted_id = request.candidate_id;
+                    }
+                    let election = ElectionState {
+                        epoch,
+                        leader_id: None,
+                        voted_for: Some(request.candidate_id),
+                    };
+                    self.election = election;
+                    out.pending_election = Some(election);
+                }
+                _ => {}
+            }
+        }
+        respond(self, out, ErrorCode::None, granted);
+        Ok(())
+    }
+
+    pub(crate) fn handle_vote_response(
+        &mut self,
+        from: NodeId,
+        response: VoteResponse,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        if self.observe_leader(response.current_leader, out)? {
+            return Ok(());
+        }
+        let majority = self.config.majority();
+        let voters = self.config.voters.len();
+        let now = self.now_ms;
+        let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
+        let EpochState::Candidate(candidate) = &mut self.state else {
+            return Ok(());
+        };
+        if response.current_leader.leader_epoch != candidate.epoch
+            || response.error_code != ErrorCode::None
+            || !self.config.voters.contains(&from)
+        {
+            return Ok(());
+        }
+        if response.vote_granted {
+            candidate.granting.insert(from);
+            candidate.rejecting.remove(&from);
+        } else if !candidate.granting.contains(&from) {
+            candidate.rejecting.insert(from);
+        }
+        if candidate.backoff_until_ms.is_some() {
+            return Ok(());
+        }
+        if candidate.granting.len() >= majority {
+            self.transition_to_leader(out)?;
+        } else if candidate.rejecting.len() > voters - majority {
+            // The election cannot be won any more: back off now rather than at the timeout.
+            candidate.backoff_until_ms = Some(now + backoff);
+        }
+        Ok(())
+    }
+
+    /// Stands for election in the next epoch: the vote for ourselves is persisted before any
+    /// Vote request leaves.
+    pub(crate) fn transition_to_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        self.state
+            .check_to_candidate(self.config.is_local_voter())?;
+        let epoch = self.epoch() + 1;
+        let local = self.config.node_id;
+        let deadline = self.now_ms + self.random_election_timeout_ms();
+        self.state = EpochState::Candidate(CandidateState {
+            epoch,
+            granting: BTreeSet::from([local]),
+            rejecting: BTreeSet::new(),
+            election_deadline_ms: deadline,
+            backoff_until_ms: None,
+            vote_resend_ms: self.now_ms + self.config.request_timeout_ms,
+        });
+        self.set_election(
+            ElectionState {
+                epoch,
+                leader_id: None,
+                voted_for: Some(local),
+            },
+            out,
+        );
+        self.fetch_in_flight = None;
+        if self.config.majority() == 1 {
+            return self.transition_to_leader(out);
+        }
+        self.send_vote_requests(out, &BTreeSet::new());
+        Ok(())
+    }
+
+    fn send_vote_requests(&mut self, out: &mut Out, answered: &BTreeSet<NodeId>) {
+        let end = self.log.end_offset_and_epoch();
+        let request = VoteRequest {
+            candidate_epoch: self.epoch(),
+            candidate_id: self.config.node_id,
+            last_offset_epoch: end.epoch,
+            last_offset: end.offset,
+        };
+        for &voter in &self.config.voters {
+            if voter != self.config.node_id && !answered.contains(&voter) {
+                out.send(voter, Message::VoteRequest(request.clone()));
+            }
+        }
+    }
+
+    pub(crate) fn poll_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let now = self.now_ms;
+        let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
+        let request_timeout = self.config.request_timeout_ms;
+        let EpochState::Candidate(candidate) = &mut self.state else {
+            return Ok(());
+        };
+        match candidate.backoff_until_ms {
+            Some(until) if now >= until => return self.transition_to_candidate(out),
+            Some(_) => return Ok(()),
+            None if now >= candidate.election_deadline_ms => {
+                candidate.backoff_until_ms = Some(now + backoff);
+                return Ok(());
+            }
+            None => {}
+        }
+        if now >= candidate.vote_resend_ms {
+            candidate.vote_resend_ms = now + request_timeout;
+            let answered: BTreeSet<NodeId> = candidate
+                .granting
+                .union(&candidate.rejecting)
+                .copied()
+                .collect();
+            self.send_vote_requests(out, &answered);
+        }
+        Ok(())
+    }
+
+    // ---- becoming leader and BeginQuorumEpoch ----
+
+    /// A candidate with a majority becomes leader: it writes the quorum-state, appends a
+    /// LeaderChangeMessage (so the high-watermark has a record of its own epoch to commit) and
+    /// tells every voter with BeginQuorumEpoch.
+    pub(crate) fn transition_to_leader(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        self.state.check_to_leader(self.config.majority())?;
+        let EpochState::Candidate(candidate) = &self.state else {
+            unreachable!("checked above")
+        };
+        let epoch = candidate.epoch;
+        let granting_voters: Vec<NodeId> = candidate.granting.iter().copied().collect();
+        let local = self.config.node_id;
+        let epoch_start_offset = self.log.log_end_offset();
+        let voters: BTreeMap<NodeId, ReplicaProgress> = self
+            .config
+            .voters
+            .iter()
+            .map(|&v| (v, ReplicaProgress::default()))
+            .collect();
+        self.state = EpochState::Leader(LeaderState {
+            epoch,
+            epoch_start_offset,
+            granting_voters: granting_voters.clone(),
+            voters,
+            observers: BTreeMap::new(),
+            endorsed: BTreeSet::new(),
+            begin_quorum_resend_ms: self.now_ms + self.config.request_timeout_ms,
+            became_leader_ms: self.now_ms,
+            parked: BTreeMap::new(),
+        });
+        self.set_election(
+            ElectionState {
+                epoch,
+                leader_id: Some(local),
+                voted_for: Some(local),
+            },
+            out,
+        );
+        self.fetch_in_flight = None;
+        let batch =
+            crate::records::leader_change_batch(local, &self.config.voters, &granting_voters);
+        self.log
+            .append(epoch_start_offset, epoch_start_offset, epoch);
+        out.push(Work::AppendAsLeader {
+            base_offset: epoch_start_offset,
+            leader_epoch: epoch,
+            batches: vec![batch],
+        });
+        self.request_flush(out);
+        self.send_begin_quorum_epoch(out);
+        // A single-voter quorum commits on its own flush.
+        self.on_leader_progress(out);
+        Ok(())
+    }
+
+    fn send_begin_quorum_epoch(&mut self, out: &mut Out) {
+        let EpochState::Leader(leader) = &self.state else {
+            return;
+        };
+        let request = BeginQuorumEpochRequest {
+            leader_id: self.config.node_id,
+            leader_epoch: leader.epoch,
+        };
+        let targets: Vec<NodeId> = self
+            .config
+            .voters
+            .iter()
+            .copied()
+            .filter(|&v| v != self.config.node_id && !leader.endorsed.contains(&v))
+            .collect();
+        for voter in targets {
+            out.send(voter, Message::BeginQuorumEpochRequest(request.clone()));
+        }
+    }
+
+    pub(crate) fn handle_begin_quorum_epoch_request(
+        &mut self,
+        from: NodeId,
+        request: BeginQuorumEpochRequest,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        let respond = |raft: &Raft, out: &mut Out, error_code: ErrorCode| {
+            let current_leader = raft.leader_and_epoch();
+            out.send(
+                from,
+                Message::BeginQuorumEpochResponse(BeginQuorumEpochResponse {
+                    error_code,
+                    current_leader,
+                }),
+            );
+        };
+        if !self.config.is_voter(request.leader_id)
+            || !self.config.is_local_voter()
+            || from != request.leader_id
+        {
+            respond(self, out, ErrorCode::InconsistentVoterSet);
+            return Ok(());
+        }
+        if request.leader_epoch < self.epoch() {
+            respond(self, out, ErrorCode::FencedLeaderEpoch);
+            return Ok(());
+        }
+        if request.leader_epoch == self.epoch()
+            && let Some(known) = self.leader_id()
+            && known != request.leader_id
+        {
+            return Err(RaftError::ConflictingLeader {
+                epoch: request.leader_epoch,
+                local: known,
+                remote: request.leader_id,
+            });
+        }
+        let seen = crate::message::LeaderIdAndEpoch {
+            leader_id: Some(request.leader_id),
+            leader_epoch: request.leader_epoch,
+        };
+        self.observe_leader(seen, out)?;
+        respond(self, out, ErrorCode::None);
+        Ok(())
+    }
+
+    pub(crate) fn handle_begin_quorum_epoch_response(
+        &mut self,
+        from: NodeId,
+        response: BeginQuorumEpochResponse,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        if self.observe_leader(response.current_leader, out)? {
+            return Ok(());
+        }
+        if let EpochState::Leader(leader) = &mut self.state
+            && response.error_code == ErrorCode::None
+            && response.current_leader.leader_epoch == leader.epoch
+        {
+            leader.endorsed.insert(from);
+        }
+        Ok(())
+    }
+
+    /// Leader timers: BeginQuorumEpoch retries until every voter endorsed us; check quorum;
+    /// parked fetches whose wait is over.
+    pub(crate) fn poll_leader(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let now = self.now_ms;
+        let EpochState::Leader(leader) = &self.state else {
+            return Ok(());
+        };
+        if now >= self.check_quorum_deadline_ms(leader) {
+            // KIP-595: a leader that a majority has not fetched from within the fetch timeout
+            // may be partitioned away: it resigns so the others can elect a new leader.
+            return self.transition_to_resigned(out);
+        }
+        if now >= leader.begin_quorum_resend_ms {
+            if let EpochState::Leader(leader) = &mut self.state {
+                leader.begin_quorum_resend_ms = now + self.config.request_timeout_ms;
+            }
+            self.send_begin_quorum_epoch(out);
+        }
+        self.complete_parked_fetches(out, true);
+        Ok(())
+    }
+
+    /// When check quorum fires: `fetch_timeout_ms` after the majority-th most recent fetch from
+    /// a voter (the leader counts as fetching now; a fresh leader gets a full timeout).
+    pub(crate) fn check_quorum_deadline_ms(&self, leader: &LeaderState) -> u64 {
+        if self.config.voters.len() == 1 {
+            return u64::MAX;
+        }
+        let mut times: Vec<u64> = leader
+            .voters
+            .iter()
+            .filter(|(id, _)| **id != self.config.node_id)
+            .map(|(_, p)| {
+                p.last_fetch_ms
+                    .unwrap_or(leader.became_leader_ms)
+                    .max(leader.became_leader_ms)
+            })
+            .collect();
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        // The leader itself is one of the majority; the other (majority - 1) must be fresh.
+        let others_needed = self.config.majority() - 1;
+        times[others_needed - 1] + self.config.fetch_timeout_ms
+    }
+
+    // ---- EndQuorumEpoch and resignation ----
+
+    pub(crate) fn transition_to_resigned(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        if self.state.check_to_resigned().is_err() {
+            return Err(RaftError::NothingToResign);
+        }
+        let epoch = self.epoch();
+        let local = self.config.node_id;
+        // Preferred successors: the most caught-up voters first (KIP-595).
+        let mut successors: Vec<(u64, NodeId)> = match &self.state {
+            EpochState::Leader(leader) => leader
+                .voters
+                .iter()
+                .filter(|(id, _)| **id != local)
+                .map(|(id, p)| (p.end_offset.unwrap_or(0), *id))
+                .collect(),
+            _ => self
+                .config
+                .voters
+                .iter()
+                .filter(|&&v| v != local)
+                .map(|&v| (0, v))
+                .collect(),
+        };
+        successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let preferred_successors: Vec<NodeId> = successors.into_iter().map(|(_, id)| id).collect();
+        let deadline = self.now_ms + self.random_election_timeout_ms();
+        self.state = EpochState::Resigned(ResignedState {
+            epoch,
+            preferred_successors: preferred_successors.clone(),
+            unacknowledged: preferred_successors.iter().copied().collect(),
+            end_quorum_resend_ms: self.now_ms + self.config.request_timeout_ms,
+            election_deadline_ms: deadline,
+        });
+        // The quorum-state keeps naming us (a candidate names nobody): nothing to rewrite.
+        self.send_end_quorum_epoch(out);
+        Ok(())
+    }
+
+    fn send_end_quorum_epoch(&mut self, out: &mut Out) {
+        let EpochState::Resigned(resigned) = &self.state else {
+            return;
+        };
+        let request = EndQuorumEpochRequest {
+            leader_id: self.config.node_id,
+            leader_epoch: resigned.epoch,
+            preferred_successors: resigned.preferred_successors.clone(),
+        };
+        let targets: Vec<NodeId> = resigned
+            .preferred_successors
+            .iter()
+            .copied()
+            .filter(|id| resigned.unacknowledged.contains(id))
+            .collect();
+        for voter in targets {
+            out.send(voter, Message::EndQuorumEpochRequest(request.clone()));
+        }
+    }
+
+    pub(crate) fn poll_resigned(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let now = self.now_ms;
+        let EpochState::Resigned(resigned) = &mut self.state else {
+            return Ok(());
+        };
+        if now >= resigned.election_deadline_ms {
+            return self.transition_to_candidate(out);
+        }
+        if now >= resigned.end_quorum_resend_ms && !resigned.unacknowledged.is_empty() {
+            resigned.end_quorum_resend_ms = now + self.config.request_timeout_ms;
+            self.send_end_quorum_epoch(out);
+        }
+        Ok(())
+    }
+
+    /// KIP-595: a voter told that the leader (or a candidate) of its epoch stepped down starts
+    /// the next election soon; the more preferred it is, the sooner.
+    pub(crate) fn handle_end_quorum_epoch_request(
+        &mut self,
+        from: NodeId,
+        request: EndQuorumEpochRequest,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        let respond = |raft: &Raft, out: &mut Out, error_code: ErrorCode| {
+            let current_leader = raft.leader_and_epoch();
+            out.send(
+                from,
+                Message::EndQuorumEpochResponse(EndQuorumEpochResponse {
+                    error_code,
+                    current_leader,
+                }),
+            );
+        };
+        if !self.config.is_voter(request.leader_id)
+            || !self.config.is_local_voter()
+            || from != request.leader_id
+        {
+            respond(self, out, ErrorCode::InconsistentVoterSet);
+            return Ok(());
+        }
+        if request.leader_epoch < self.epoch() {
+            respond(self, out, ErrorCode::FencedLeaderEpoch);
+            return Ok(());
+        }
+        if request.leader_epoch > self.epoch() {
+            self.transition_to_unattached(request.leader_epoch, out)?;
+        }
+        let local = self.config.node_id;
+        let position = request
+            .preferred_successors
+            .iter()
+            .position(|&id| id == local);
+        let backoff_max = self.config.election_backoff_max_ms;
+        let jitter = self.rng.below(backoff_max / 10 + 1);
+        let timeout = match position {
+            // The first preferred successor stands almost at once, the next ones a step later.
+            Some(p) => {
+                (p as u64) * backoff_max / (request.preferred_successors.len() as u64).max(1)
+                    + jitter
+            }
+            None => backoff_max + jitter,
+        };
+        let deadline = self.now_ms + timeout;
+        match &mut self.state {
+            EpochState::Follower(f) if f.leader_id == request.leader_id => {
+                f.fetch_timeout_deadline_ms = f.fetch_timeout_deadline_ms.min(deadline);
+            }
+            EpochState::Unattached(u) => {
+                u.election_deadline_ms = u.election_deadline_ms.map(|d| d.min(deadline));
+            }
+            EpochState::Voted(v) => v.election_deadline_ms = v.election_deadline_ms.min(deadline),
+            _ => {}
+        }
+        respond(self, out, ErrorCode::None);
+        Ok(())
+    }
+
+    pub(crate) fn handle_end_quorum_epoch_response(
+        &mut self,
+        from: NodeId,
+        response: EndQuorumEpochResponse,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        if self.observe_leader(response.current_leader, out)? {
+            return Ok(());
+        }
+        if let EpochState::Resigned(resigned) = &mut self.state
+            && response.current_leader.leader_epoch == resigned.epoch
+        {
+            resigned.unacknowledged.remove(&from);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,402 @@
+//! Fetch, both sides (KIP-595 with KIP-320's DivergingEpoch), the high-watermark and the
+//! leader's long-poll.
+
+use super::{InFlightFetch, Out, Raft};
+use crate::error::{ErrorCode, RaftError};
+use crate::log_state::ValidatedOffset;
+use crate::message::{FetchRequest, FetchResponse, Message};
+use crate::mutation::Mutation;
+use crate::quorum::{EpochState, ParkedFetch};
+use crate::types::NodeId;
+use crate::work::Work;
+
+impl Raft {
+    fn fetch_response(&self, correlation_id: u64, error_code: ErrorCode) -> FetchResponse {
+        FetchResponse {
+            correlation_id,
+            error_code,
+            current_leader: self.leader_and_epoch(),
+            high_watermark: self.log.high_watermark(),
+            log_start_offset: self.log.log_start_offset(),
+            diverging_epoch: None,
+            snapshot_id: None,
+            records: bytes::Bytes::new(),
+        }
+    }
+
+    /// Leader side. Order of checks as in KIP-595/KIP-320: the epoch (FENCED_LEADER_EPOCH,
+    /// UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER), then the offset against the epoch cache
+    /// (DivergingEpoch, or a snapshot id below the log start), then records or a long-poll.
+    pub(crate) fn handle_fetch_request(
+        &mut self,
+        from: NodeId,
+        request: FetchRequest,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        let error = if request.current_leader_epoch < self.epoch() {
+            Some(ErrorCode::FencedLeaderEpoch)
+        } else if request.current_leader_epoch > self.epoch() {
+            Some(ErrorCode::UnknownLeaderEpoch)
+        } else if !self.is_leader() {
+            Some(ErrorCode::NotLeaderOrFollower)
+        } else if from != request.replica_id {
+            Some(ErrorCode::InvalidRequest)
+        } else {
+            None
+        };
+        if let Some(error_code) = error {
+            let response = self.fetch_response(request.correlation_id, error_code);
+            out.push(Work::SendFetchResponse {
+                to: from,
+                response,
+                fetch_offset: request.fetch_offset,
+                max_bytes: 0,
+            });
+            return Ok(());
+        }
+        match self
+            .log
+            .validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
+        {
+            ValidatedOffset::Diverging(end) => {
+                let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
+                response.diverging_epoch = Some(end);
+                out.push(Work::SendFetchResponse {
+                    to: from,
+                    response,
+                    fetch_offset: request.fetch_offset,
+                    max_bytes: 0,
+                });
+            }
+            ValidatedOffset::Snapshot(snapshot_id) => {
+                // KIP-630 hook: the snapshot layer makes the log start move; then the fetcher
+                // is told which snapshot to load with FetchSnapshot.
+                let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
+                response.snapshot_id = Some(snapshot_id);
+                out.push(Work::SendFetchResponse {
+                    to: from,
+                    response,
+                    fetch_offset: request.fetch_offset,
+                    max_bytes: 0,
+                });
+            }
+            ValidatedOffset::Valid(_) => {
+                let now = self.now_ms;
+                let log_end_offset = self.log.log_end_offset();
+                let is_voter = self.config.is_voter(from);
+                let max_wait_ms = request.max_wait_ms.min(self.config.fetch_max_wait_ms);
+                let EpochState::Leader(leader) = &mut self.state else {
+                    unreachable!("checked above")
+                };
+                // The fetch offset is the replica's durable log end (a replica flushes before it
+                // fetches again), and validation proved its log matches ours below it.
+                let progress = if is_voter {
+                    leader.endorsed.insert(from);
+                    leader.voters.entry(from).or_default()
+                } else {
+                    leader.observers.entry(from).or_default()
+                };
+                progress.end_offset = Some(request.fetch_offset);
+                progress.last_fetch_ms = Some(now);
+                if request.fetch_offset >= log_end_offset {
+                    progress.last_caught_up_ms = Some(now);
+                }
+                leader.parked.remove(&from);
+                let max_bytes = request.max_bytes.min(self.config.fetch_max_bytes);
+                if request.fetch_offset < log_end_offset || max_wait_ms == 0 {
+                    let response = self.fetch_response(request.correlation_id, ErrorCode::None);
+                    out.push(Work::SendFetchResponse {
+                        to: from,
+                        response,
+                        fetch_offset: request.fetch_offset,
+                        max_bytes,
+                    });
+                } else {
+                    leader.parked.insert(
+                        from,
+                        ParkedFetch {
+                            correlation_id: request.correlation_id,
+                            fetch_offset: request.fetch_offset,
+                            max_bytes,
+                            deadline_ms: now + max_wait_ms,
+                        },
+                    );
+                }
+                if is_voter {
+                    self.on_leader_progress(out);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Recomputes the high-watermark after a voter's (or our own durable) progress moved:
+    /// the largest offset fsynced on a majority of voters, and only once it covers a record of
+    /// the leader's own epoch (KIP-595; Raft §5.4.2). Parked fetches learn the new value.
+    pub(crate) fn on_leader_progress(&mut self, out: &mut Out) {
+        let local = self.config.node_id;
+        let durable = self.log.durable_end_offset();
+        let EpochState::Leader(leader) = &self.state else {
+            return;
+        };
+        let mut offsets: Vec<u64> = leader
+            .voters
+            .iter()
+            .map(|(id, p)| {
+                if *id == local {
+                    durable
+                } else {
+                    p.end_offset.unwrap_or(0)
+                }
+            })
+            .collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        let majority_offset = if self.config.mutated(Mutation::HighWatermarkWithoutMajority) {
+            offsets[0]
+        } else {
+            offsets[self.config.majority() - 1]
+        };
+        let own_epoch_committed = majority_offset > leader.epoch_start_offset
+            || self.config.mutated(Mutation::SkipOwnEpochCommitRule);
+        if own_epoch_committed
+            && self
+                .log
+                .advance_high_watermark(majority_offset.min(self.log.log_end_offset()))
+        {
+            out.push(Work::HighWatermarkChanged {
+                high_watermark: self.log.high_watermark(),
+            });
+            self.complete_parked_fetches(out, false);
+        }
+    }
+
+    /// Answers parked fetches: all of them when data arrived or the high-watermark moved
+    /// (`only_expired == false`), else only those whose wait is over.
+    pub(crate) fn complete_parked_fetches(&mut self, out: &mut Out, only_expired: bool) {
+        let now = self.now_ms;
+        let EpochState::Leader(leader) = &mut self.state else {
+            return;
+        };
+        let ready: Vec<NodeId> = leader
+            .parked
+            .iter()
+            .filter(|(_, p)| !only_expired || now >= p.deadline_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut answers = Vec::with_capacity(ready.len());
+        for id in ready {
+            if let Some(parked) = leader.parked.remove(&id) {
+                answers.push((id, parked));
+            }
+        }
+        for (to, parked) in answers {
+            let response = self.fetch_response(parked.correlation_id, ErrorCode::None);
+            out.push(Work::SendFetchResponse {
+                to,
+                response,
+                fetch_offset: parked.fetch_offset,
+                max_bytes: parked.max_bytes,
+            });
+        }
+    }
+
+    /// Follower (or observer) side.
+    pub(crate) fn handle_fetch_response(
+        &mut self,
+        from: NodeId,
+        response: FetchResponse,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        match self.fetch_in_flight {
+            Some(f) if f.correlation_id == response.correlation_id && f.to == from => {
+                self.fetch_in_flight = None
+            }
+            // A duplicate or a late answer to a fetch we gave up on: ignore it.
+            _ => return Ok(()),
+        }
+        if self.observe_leader(response.current_leader, out)? {
+            return Ok(());
+        }
+        let now = self.now_ms;
+        let retry_backoff_ms = self
+            .config
+            .request_timeout_ms
+            .min(self.config.fetch_max_wait_ms)
+            .max(1);
+        let EpochState::Follower(follower) = &mut self.state else {
+            // An observer looking for the leader asked a voter that does not know one either.
+            self.fetch_backoff_until_ms = now + retry_backoff_ms;
+            self.discovery_index += 1;
+            return Ok(());
+        };
+        if response.error_code != ErrorCode::None
+            || follower.leader_id != from
+            || response.current_leader.leader_epoch != follower.epoch
+        {
+            // Not (or no longer) the leader, or not yet aware of our epoch: try again a little
+            // later; an observer asks the next voter.
+            self.fetch_backoff_until_ms = now + retry_backoff_ms;
+            if !self.config.is_local_voter() {
+                self.discovery_index += 1;
+            }
+            return Ok(());
+        }
+        follower.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
+        self.discovery_index = 0;
+        let leader_epoch = follower.epoch;
+        if let Some(diverging) = response.diverging_epoch {
+            // KIP-320: truncate to the end of the largest common epoch, as far as we know it.
+            let local_end = self.log.end_offset_for_epoch(diverging.epoch);
+            let mut truncation = local_end
+                .offset
+                .min(diverging.offset)
+                .min(self.log.log_end_offset());
+            let allow_below_hw = self.config.mutated(Mutation::TruncateBelowHighWatermark);
+            if allow_below_hw && self.log.high_watermark() > 0 {
+                let hw = self.log.high_watermark();
+                let below = self
+                    .log
+                    .epoch_cache()
+                    .iter()
+                    .rev()
+                    .find(|e| e.offset < hw)
+                    .map_or(0, |e| e.offset);
+                truncation = truncation.min(below);
+            }
+            // Refuse loudly to lose committed records (Kafka's handleFetchResponse does too).
+            assert!(
+                allow_below_hw || truncation >= self.log.high_watermark(),
+                "node {}: leader {from} asks to truncate to {truncation}, below the high-watermark {}",
+                self.config.node_id,
+                self.log.high_watermark()
+            );
+            if truncation < self.log.log_end_offset() {
+                self.log.truncate_to(truncation, allow_below_hw);
+                out.push(Work::Truncate { offset: truncation });
+            }
+            return Ok(());
+        }
+        if let Some(snapshot_id) = response.snapshot_id {
+            // KIP-630 hook: the snapshot layer will fetch `snapshot_id` here. Until then a log
+            // never starts above 0, so a leader never sends this; ignore it.
+            tracing::warn!(
+                ?snapshot_id,
+                "fetch answered with a snapshot id; snapshots are not wired yet"
+            );
+            return Ok(());
+        }
+        if !response.records.is_empty() {
+            let headers = crate::records::batch_headers(&response.records)?;
+            let mut expected = self.log.log_end_offset();
+            let mut last_epoch = self.log.last_fetched_epoch();
+            if headers.first().is_some_and(|h| h.base_offset != expected) {
+                // Records for a position we are no longer at: a stale response.
+                return Ok(());
+            }
+            for header in &headers {
+                if header.base_offset != expected {
+                    return Err(RaftError::NonContiguousBatch {
+                        expected,
+                        actual: header.base_offset,
+                    });
+                }
+                if header.partition_leader_epoch < last_epoch
+                    || header.partition_leader_epoch > leader_epoch
+                {
+                    return Err(RaftError::InvalidBatchEpoch {
+                        batch_epoch: header.partition_leader_epoch,
+                        last_epoch,
+                        leader_epoch,
+                    });
+                }
+                expected = header.last_offset + 1;
+                last_epoch = header.partition_leader_epoch;
+            }
+            for header in &headers {
+                self.log.append(
+                    header.base_offset,
+                    header.last_offset,
+                    header.partition_leader_epoch,
+                );
+            }
+            out.push(Work::AppendAsFollower {
+                records: response.records.clone(),
+            });
+            self.request_flush(out);
+        }
+        // The follower's log matches the leader's up to its end now, so the leader's
+        // high-watermark applies up to there.
+        let high_watermark = response.high_watermark.min(self.log.log_end_offset());
+        if self.log.advance_high_watermark(high_watermark) {
+            out.push(Work::HighWatermarkChanged { high_watermark });
+        }
+        Ok(())
+    }
+
+    /// Whether this replica should have a fetch going: a follower, or an observer that does not
+    /// know the leader.
+    pub(crate) fn wants_to_fetch(&self) -> bool {
+        match &self.state {
+            EpochState::Follower(_) => true,
+            EpochState::Unattached(_) => !self.config.is_local_voter(),
+            _ => false,
+        }
+    }
+
+    /// Sends the next fetch if none is in flight, but only once the log is durable up to its
+    /// end: the leader counts the fetch offset as fsynced here.
+    pub(crate) fn maybe_send_fetch(&mut self, out: &mut Out) {
+        if !self.wants_to_fetch()
+            || self.fetch_in_flight.is_some()
+            || self.now_ms < self.fetch_backoff_until_ms
+        {
+            return;
+        }
+        if self.log.durable_end_offset() < self.log.log_end_offset() {
+            self.request_flush(out);
+            return;
+        }
+        let to = match &self.state {
+            EpochState::Follower(f) if self.config.is_local_voter() => f.leader_id,
+            _ => {
+                // An observer fetches from the leader it knows; once that stops answering (or
+                // while it knows none) it asks the voters in turn.
+                let known = if let EpochState::Follower(f) = &self.state {
+                    Some(f.leader_id)
+                } else {
+                    None
+                };
+                let others: Vec<NodeId> = self
+                    .config
+                    .voters
+                    .iter()
+                    .copied()
+                    .filter(|&v| v != self.config.node_id)
+                    .collect();
+                match (known, self.discovery_index) {
+                    (Some(leader), 0) => leader,
+                    _ if others.is_empty() => return,
+                    (_, index) => others[index % others.len()],
+                }
+            }
+        };
+        let correlation_id = self.next_correlation_id();
+        let request = FetchRequest {
+            correlation_id,
+            replica_id: self.config.node_id,
+            current_leader_epoch: self.epoch(),
+            fetch_offset: self.log.log_end_offset(),
+            last_fetched_epoch: self.log.last_fetched_epoch(),
+            max_bytes: self.config.fetch_max_bytes,
+            max_wait_ms: self.config.fetch_max_wait_ms,
+        };
+        self.fetch_in_flight = Some(InFlightFetch {
+            correlation_id,
+            to,
+            resend_at_ms: self.now_ms
+                + self.config.fetch_max_wait_ms
+                + self.config.request_timeout_ms,
+        });
+        out.send(to, Message::FetchRequest(request));
+    }
+}

@@ -1,0 +1,633 @@
+//! The driver of one partition's quorum: a pure state machine fed with inputs and returning
+//! the work to do.
+//!
+//! Inputs: [`Raft::step`] (a message from a peer), [`Raft::tick`] (time passed; returns the
+//! next deadline), [`Raft::on_persisted`] (a flush or quorum-state write completed),
+//! [`Raft::append`] (proposals on the leader) and [`Raft::resign`] (graceful shutdown). Every
+//! input takes the host's current time in milliseconds, so the core never reads a clock, and
+//! randomness comes from a seed given at construction. Output: a `Vec<Work>` to execute in
+//! order (see [`Work`]).
+//!
+//! The handlers live in [`election`] (Vote, BeginQuorumEpoch, EndQuorumEpoch, candidacy,
+//! resignation) and [`fetch`] (Fetch on both sides, the high-watermark, long-poll).
+
+mod election;
+mod fetch;
+
+use bytes::Bytes;
+
+use crate::error::RaftError;
+use crate::log_state::LogState;
+use crate::message::{DescribeQuorumPartition, LeaderIdAndEpoch, Message, ReplicaState};
+use crate::quorum::{
+    EpochState, FollowerState, ReplicaProgress, ResignedState, UnattachedState, VotedState,
+};
+use crate::rng::SplitMix64;
+use crate::types::{ElectionState, Epoch, NodeId, QuorumConfig, RecoveredState};
+use crate::work::{Persisted, Work};
+
+/// The offsets a leader assigned to an `append`: `[base_offset, last_offset]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendResult {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    pub leader_epoch: Epoch,
+}
+
+/// The fetch a follower (or an observer looking for the leader) has in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InFlightFetch {
+    correlation_id: u64,
+    to: NodeId,
+    resend_at_ms: u64,
+}
+
+/// Collects the work of one input. Messages queued after a quorum-state write become
+/// `SendAfterPersist`; the quorum-state write itself is emitted lazily so that two transitions
+/// in one input (Unattached then Voted) cost one write.
+#[derive(Debug, Default)]
+pub(crate) struct Out {
+    pub(crate) work: Vec<Work>,
+    pending_election: Option<ElectionState>,
+    barrier: bool,
+}
+
+impl Out {
+    fn write_pending_election(&mut self) {
+        if let Some(state) = self.pending_election.take() {
+            self.work.push(Work::WriteQuorumState(state));
+            self.barrier = true;
+        }
+    }
+
+    pub(crate) fn send(&mut self, to: NodeId, message: Message) {
+        self.write_pending_election();
+        if self.barrier {
+            self.work.push(Work::SendAfterPersist { to, message });
+        } else {
+            self.work.push(Work::Send { to, message });
+        }
+    }
+
+    pub(crate) fn push(&mut self, work: Work) {
+        debug_assert!(!matches!(
+            work,
+            Work::Send { .. } | Work::SendAfterPersist { .. }
+        ));
+        if matches!(work, Work::SendFetchResponse { .. }) {
+            debug_assert!(
+                self.pending_election.is_none() && !self.barrier,
+                "fetch answer after a vote write"
+            );
+        }
+        self.work.push(work);
+    }
+
+    fn finish(mut self) -> Vec<Work> {
+        self.write_pending_election();
+        self.work
+    }
+}
+
+/// One replica of one partition.
+#[derive(Clone, Debug)]
+pub struct Raft {
+    config: QuorumConfig,
+    state: EpochState,
+    /// The quorum-state this replica wants on disk (written through `Work::WriteQuorumState`).
+    election: ElectionState,
+    /// The last quorum-state the host reported durable.
+    persisted_election: ElectionState,
+    log: LogState,
+    rng: SplitMix64,
+    now_ms: u64,
+    next_correlation_id: u64,
+    fetch_in_flight: Option<InFlightFetch>,
+    fetch_backoff_until_ms: u64,
+    /// Round-robin position for an observer looking for the leader.
+    discovery_index: usize,
+    /// The last flush requested, as (generation, end offset), so one is not asked twice.
+    requested_flush: Option<(u64, u64)>,
+}
+
+impl Raft {
+    /// Starts a replica from its recovered durable state. A replica that was leader comes back
+    /// Resigned (its in-memory view is gone); one that knew a leader comes back its Follower;
+    /// one that had voted keeps that vote.
+    pub fn new(
+        config: QuorumConfig,
+        recovered: &RecoveredState,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
+        let log = LogState::recovered(recovered)?;
+        let election = recovered.election;
+        let mut raft = Self {
+            state: EpochState::Unattached(UnattachedState {
+                epoch: election.epoch,
+                election_deadline_ms: None,
+            }),
+            config,
+            election,
+            persisted_election: election,
+            log,
+            rng: SplitMix64::new(seed),
+            now_ms,
+            next_correlation_id: 1,
+            fetch_in_flight: None,
+            fetch_backoff_until_ms: 0,
+            discovery_index: 0,
+            requested_flush: None,
+        };
+        let local = raft.config.node_id;
+        let is_voter = raft.config.is_local_voter();
+        raft.state = match (election.leader_id, election.voted_for) {
+            (Some(leader), _) if leader == local && is_voter => {
+                EpochState::Resigned(ResignedState {
+                    epoch: election.epoch,
+                    preferred_successors: Vec::new(),
+                    unacknowledged: Default::default(),
+                    end_quorum_resend_ms: u64::MAX,
+                    election_deadline_ms: now_ms + raft.random_election_timeout_ms(),
+                })
+            }
+            (Some(leader), _) if leader != local => EpochState::Follower(FollowerState {
+                epoch: election.epoch,
+                leader_id: leader,
+                fetch_timeout_deadline_ms: now_ms + raft.config.fetch_timeout_ms,
+            }),
+            (_, Some(voted)) if is_voter => EpochState::Voted(VotedState {
+                epoch: election.epoch,
+                voted_id: voted,
+                election_deadline_ms: now_ms + raft.random_election_timeout_ms(),
+            }),
+            _ => {
+                let deadline = is_voter.then(|| now_ms + raft.random_election_timeout_ms());
+                EpochState::Unattached(UnattachedState {
+                    epoch: election.epoch,
+                    election_deadline_ms: deadline,
+                })
+            }
+        };
+        Ok(raft)
+    }
+
+    // ---- inputs ----
+
+    /// Handles one message from `from`.
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        message: Message,
+    ) -> Result<Vec<Work>, RaftError> {
+        self.advance_clock(now_ms);
+        let mut out = Out::default();
+        match message {
+            Message::VoteRequest(r) => self.handle_vote_request(from, r, &mut out)?,
+            Message::VoteResponse(r) => self.handle_vote_response(from, r, &mut out)?,
+            Message::BeginQuorumEpochRequest(r) => {
+                self.handle_begin_quorum_epoch_request(from, r, &mut out)?
+            }
+            Message::BeginQuorumEpochResponse(r) => {
+                self.handle_begin_quorum_epoch_response(from, r, &mut out)?
+            }
+            Message::EndQuorumEpochRequest(r) => {
+                self.handle_end_quorum_epoch_request(from, r, &mut out)?
+            }
+            Message::EndQuorumEpochResponse(r) => {
+                self.handle_end_quorum_epoch_response(from, r, &mut out)?
+            }
+            Message::FetchRequest(r) => self.handle_fetch_request(from, r, &mut out)?,
+            Message::FetchResponse(r) => self.handle_fetch_response(from, r, &mut out)?,
+        }
+        self.maybe_send_fetch(&mut out);
+        Ok(out.finish())
+    }
+
+    /// Lets time pass: fires every expired timer. Returns the work and the next deadline
+    /// (the host calls `tick` again at that time at the latest).
+    pub fn tick(&mut self, now_ms: u64) -> Result<(Vec<Work>, u64), RaftError> {
+        self.advance_clock(now_ms);
+        let mut out = Out::default();
+        self.poll_timers(&mut out)?;
+        self.maybe_send_fetch(&mut out);
+        Ok((out.finish(), self.next_deadline_ms()))
+    }
+
+    /// The host finished a flush or a quorum-state write.
+    pub fn on_persisted(
+        &mut self,
+        now_ms: u64,
+        persisted: Persisted,
+    ) -> Result<Vec<Work>, RaftError> {
+        self.advance_clock(now_ms);
+        let mut out = Out::default();
+        match persisted {
+            Persisted::QuorumState(state) => {
+                if state.epoch >= self.persisted_election.epoch {
+                    self.persisted_election = state;
+                }
+            }
+            Persisted::Log {
+                generation,
+                end_offset,
+            } => {
+                if self.log.on_flushed(generation, end_offset)
+                    && matches!(self.state, EpochState::Leader(_))
+                {
+                    self.on_leader_progress(&mut out);
+                }
+            }
+        }
+        self.maybe_send_fetch(&mut out);
+        Ok(out.finish())
+    }
+
+    /// Appends client batches on the leader. Each batch is a RecordBatch v2 whose record count
+    /// is read from its header; the host stamps base offsets and the epoch.
+    pub fn append(
+        &mut self,
+        now_ms: u64,
+        batches: Vec<Bytes>,
+    ) -> Result<(AppendResult, Vec<Work>), RaftError> {
+        self.advance_clock(now_ms);
+        let EpochState::Leader(leader) = &self.state else {
+            return Err(RaftError::NotLeader {
+                leader_id: self.leader_id(),
+                epoch: self.epoch(),
+            });
+        };
+        let leader_epoch = leader.epoch;
+        if batches.is_empty() {
+            return Err(RaftError::EmptyAppend);
+        }
+        let mut counts = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let headers = crate::records::batch_headers(batch)?;
+            let [header] = headers.as_slice() else {
+                return Err(RaftError::MalformedBatch {
+                    position: 0,
+                    reason: "expected exactly one batch",
+                });
+            };
+            counts.push(header.records_count);
+        }
+        let base_offset = self.log.log_end_offset();
+        for count in counts {
+            let base = self.log.log_end_offset();
+            self.log
+                .append(base, base + u64::from(count) - 1, leader_epoch);
+        }
+        let last_offset = self.log.log_end_offset() - 1;
+        let mut out = Out::default();
+        out.push(Work::AppendAsLeader {
+            base_offset,
+            leader_epoch,
+            batches,
+        });
+        self.request_flush(&mut out);
+        // Parked fetches learn about the new records at once.
+        self.complete_parked_fetches(&mut out, false);
+        Ok((
+            AppendResult {
+                base_offset,
+                last_offset,
+                leader_epoch,
+            },
+            out.finish(),
+        ))
+    }
+
+    /// Graceful resignation (KIP-595 EndQuorumEpoch) of a leader or a candidate, so that the
+    /// next election starts without waiting for a timeout.
+    pub fn resign(&mut self, now_ms: u64) -> Result<Vec<Work>, RaftError> {
+        self.advance_clock(now_ms);
+        let mut out = Out::default();
+        self.transition_to_resigned(&mut out)?;
+        Ok(out.finish())
+    }
+
+    // ---- queries ----
+
+    pub fn node_id(&self) -> NodeId {
+        self.config.node_id
+    }
+    pub fn config(&self) -> &QuorumConfig {
+        &self.config
+    }
+    pub fn epoch(&self) -> Epoch {
+        self.state.epoch()
+    }
+    pub fn state(&self) -> &EpochState {
+        &self.state
+    }
+    pub fn is_leader(&self) -> bool {
+        matches!(self.state, EpochState::Leader(_))
+    }
+    pub fn log(&self) -> &LogState {
+        &self.log
+    }
+    pub fn high_watermark(&self) -> u64 {
+        self.log.high_watermark()
+    }
+    /// The quorum-state this replica has asked to be written.
+    pub fn election_state(&self) -> ElectionState {
+        self.election
+    }
+    /// The quorum-state the host last reported durable.
+    pub fn persisted_election_state(&self) -> ElectionState {
+        self.persisted_election
+    }
+
+    /// The leader this replica knows of in its epoch.
+    pub fn leader_id(&self) -> Option<NodeId> {
+        match &self.state {
+            EpochState::Leader(_) | EpochState::Resigned(_) => Some(self.config.node_id),
+            EpochState::Follower(f) => Some(f.leader_id),
+            _ => None,
+        }
+    }
+
+    pub fn leader_and_epoch(&self) -> LeaderIdAndEpoch {
+        LeaderIdAndEpoch {
+            leader_id: self.leader_id(),
+            leader_epoch: self.epoch(),
+        }
+    }
+
+    /// DescribeQuorum, answered by the leader; other replicas answer NOT_LEADER_OR_FOLLOWER.
+    pub fn describe_quorum(&self) -> DescribeQuorumPartition {
+        let EpochState::Leader(leader) = &self.state else {
+            return DescribeQuorumPartition {
+                error_code: crate::error::ErrorCode::NotLeaderOrFollower,
+                leader_id: self.leader_id(),
+                leader_epoch: self.epoch(),
+                high_watermark: self.log.high_watermark(),
+                current_voters: Vec::new(),
+                observers: Vec::new(),
+            };
+        };
+        let replica = |(id, p): (&NodeId, &ReplicaProgress)| ReplicaState {
+            replica_id: *id,
+            log_end_offset: p.end_offset,
+            last_fetch_timestamp_ms: p.last_fetch_ms,
+            last_caught_up_timestamp_ms: p.last_caught_up_ms,
+        };
+        let mut current_voters: Vec<ReplicaState> = leader.voters.iter().map(replica).collect();
+        for voter in &mut current_voters {
+            if voter.replica_id == self.config.node_id {
+                voter.log_end_offset = Some(self.log.log_end_offset());
+                voter.last_fetch_timestamp_ms = Some(self.now_ms);
+                voter.last_caught_up_timestamp_ms = Some(self.now_ms);
+            }
+        }
+        DescribeQuorumPartition {
+            error_code: crate::error::ErrorCode::None,
+            leader_id: Some(self.config.node_id),
+            leader_epoch: leader.epoch,
+            high_watermark: self.log.high_watermark(),
+            current_voters,
+            observers: leader.observers.iter().map(replica).collect(),
+        }
+    }
+
+    /// The earliest time at which `tick` has something to do.
+    pub fn next_deadline_ms(&self) -> u64 {
+        let mut deadline = match &self.state {
+            EpochState::Unattached(s) => s.election_deadline_ms.unwrap_or(u64::MAX),
+            EpochState::Voted(s) => s.election_deadline_ms,
+            EpochState::Candidate(s) => s
+                .backoff_until_ms
+                .unwrap_or(s.election_deadline_ms.min(s.vote_resend_ms)),
+            EpochState::Leader(s) => {
+                let parked = s
+                    .parked
+                    .values()
+                    .map(|p| p.deadline_ms)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let begin = if s.endorsed.len() + 1 < self.config.voters.len() {
+                    s.begin_quorum_resend_ms
+                } else {
+                    u64::MAX
+                };
+                parked.min(begin).min(self.check_quorum_deadline_ms(s))
+            }
+            EpochState::Follower(s) => s.fetch_timeout_deadline_ms,
+            EpochState::Resigned(s) => s.election_deadline_ms.min(if s.unacknowledged.is_empty() {
+                u64::MAX
+            } else {
+                s.end_quorum_resend_ms
+            }),
+        };
+        if let Some(fetch) = self.fetch_in_flight {
+            deadline = deadline.min(fetch.resend_at_ms);
+        } else if self.wants_to_fetch() && self.fetch_backoff_until_ms > self.now_ms {
+            deadline = deadline.min(self.fetch_backoff_until_ms);
+        }
+        deadline.max(self.now_ms)
+    }
+
+    // ---- internals shared by the handlers ----
+
+    fn advance_clock(&mut self, now_ms: u64) {
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
+    fn random_election_timeout_ms(&mut self) -> u64 {
+        self.config.election_timeout_ms + self.rng.below(self.config.election_timeout_ms)
+    }
+
+    fn next_correlation_id(&mut self) -> u64 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        id
+    }
+
+    /// Records a new quorum-state to write before the next message leaves.
+    fn set_election(&mut self, election: ElectionState, out: &mut Out) {
+        assert!(
+            election.epoch >= self.election.epoch,
+            "quorum-state epoch moving back"
+        );
+        if election != self.election {
+            self.election = election;
+            out.pending_election = Some(election);
+        }
+    }
+
+    fn request_flush(&mut self, out: &mut Out) {
+        let want = (self.log.generation(), self.log.log_end_offset());
+        if self.log.durable_end_offset() < want.1 && self.requested_flush != Some(want) {
+            self.requested_flush = Some(want);
+            out.push(Work::Flush {
+                generation: want.0,
+                end_offset: want.1,
+            });
+        }
+    }
+
+    fn poll_timers(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let now = self.now_ms;
+        if let Some(fetch) = self.fetch_in_flight
+            && now >= fetch.resend_at_ms
+        {
+            // The response is lost (or the leader is gone): free the slot to fetch again.
+            self.fetch_in_flight = None;
+        }
+        match &self.state {
+            EpochState::Unattached(s) => {
+                if s.election_deadline_ms.is_some_and(|d| now >= d) {
+                    self.transition_to_candidate(out)?;
+                }
+            }
+            EpochState::Voted(s) => {
+                if now >= s.election_deadline_ms {
+                    self.transition_to_candidate(out)?;
+                }
+            }
+            EpochState::Candidate(_) => self.poll_candidate(out)?,
+            EpochState::Leader(_) => self.poll_leader(out)?,
+            EpochState::Follower(s) => {
+                if now >= s.fetch_timeout_deadline_ms {
+                    if self.config.is_local_voter() {
+                        self.transition_to_candidate(out)?;
+                    } else {
+                        // An observer keeps its leader but asks another voter who leads now.
+                        self.fetch_in_flight = None;
+                        self.discovery_index += 1;
+                        if let EpochState::Follower(f) = &mut self.state {
+                            f.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
+                        }
+                    }
+                }
+            }
+            EpochState::Resigned(_) => self.poll_resigned(out)?,
+        }
+        Ok(())
+    }
+
+    // ---- transitions (each checks the table in `quorum.rs`) ----
+
+    pub(crate) fn transition_to_unattached(
+        &mut self,
+        epoch: Epoch,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        self.state.check_to_unattached(epoch)?;
+        let deadline = self
+            .config
+            .is_local_voter()
+            .then(|| self.now_ms + self.random_election_timeout_ms());
+        self.state = EpochState::Unattached(UnattachedState {
+            epoch,
+            election_deadline_ms: deadline,
+        });
+        self.set_election(
+            ElectionState {
+                epoch,
+                leader_id: None,
+                voted_for: None,
+            },
+            out,
+        );
+        self.fetch_in_flight = None;
+        Ok(())
+    }
+
+    pub(crate) fn transition_to_voted(
+        &mut self,
+        epoch: Epoch,
+        candidate: NodeId,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        self.state
+            .check_to_voted(epoch, self.config.is_local_voter())?;
+        let deadline = self.now_ms + self.random_election_timeout_ms();
+        self.state = EpochState::Voted(VotedState {
+            epoch,
+            voted_id: candidate,
+            election_deadline_ms: deadline,
+        });
+        self.set_election(
+            ElectionState {
+                epoch,
+                leader_id: None,
+                voted_for: Some(candidate),
+            },
+            out,
+        );
+        self.fetch_in_flight = None;
+        Ok(())
+    }
+
+    pub(crate) fn transition_to_follower(
+        &mut self,
+        epoch: Epoch,
+        leader_id: NodeId,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        assert_ne!(leader_id, self.config.node_id, "following ourselves");
+        self.state.check_to_follower(epoch)?;
+        // Keep the vote cast in this epoch: after a restart it must still forbid a second one.
+        let voted_for = if epoch == self.election.epoch {
+            self.election.voted_for
+        } else {
+            None
+        };
+        self.state = EpochState::Follower(FollowerState {
+            epoch,
+            leader_id,
+            fetch_timeout_deadline_ms: self.now_ms + self.config.fetch_timeout_ms,
+        });
+        self.set_election(
+            ElectionState {
+                epoch,
+                leader_id: Some(leader_id),
+                voted_for,
+            },
+            out,
+        );
+        self.fetch_in_flight = None;
+        self.fetch_backoff_until_ms = 0;
+        Ok(())
+    }
+
+    /// Reacts to the leader and epoch another replica reports (in any request or response):
+    /// a newer epoch makes us follow its leader, or wait unattached when none is known yet.
+    /// Returns true if the state changed.
+    pub(crate) fn observe_leader(
+        &mut self,
+        seen: LeaderIdAndEpoch,
+        out: &mut Out,
+    ) -> Result<bool, RaftError> {
+        let local = self.config.node_id;
+        let epoch = self.epoch();
+        match seen.leader_id {
+            Some(leader) if leader != local && seen.leader_epoch > epoch => {
+                self.transition_to_follower(seen.leader_epoch, leader, out)?;
+                Ok(true)
+            }
+            Some(leader)
+                if leader != local
+                    && seen.leader_epoch == epoch
+                    && matches!(
+                        self.state,
+                        EpochState::Unattached(_) | EpochState::Voted(_) | EpochState::Candidate(_)
+                    ) =>
+            {
+                self.transition_to_follower(epoch, leader, out)?;
+                Ok(true)
+            }
+            _ if seen.leader_epoch > epoch => {
+                self.transition_to_unattached(seen.leader_epoch, out)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,842 @@
+//! Handler tests: each calls one input and asserts the exact work list it produced.
+
+use bytes::Bytes;
+
+use super::*;
+use crate::error::ErrorCode;
+use crate::message::*;
+use crate::records::{batch_headers, build_batch, leader_change_batch, stamp_batch};
+use crate::types::OffsetAndEpoch;
+
+fn config(node_id: NodeId) -> QuorumConfig {
+    QuorumConfig::new(node_id, &[1, 2, 3]).unwrap()
+}
+
+fn fresh(node_id: NodeId) -> Raft {
+    Raft::new(config(node_id), &RecoveredState::default(), 42, 0).unwrap()
+}
+
+fn vote_request(
+    candidate_id: NodeId,
+    epoch: Epoch,
+    last_offset_epoch: Epoch,
+    last_offset: u64,
+) -> Message {
+    Message::VoteRequest(VoteRequest {
+        candidate_epoch: epoch,
+        candidate_id,
+        last_offset_epoch,
+        last_offset,
+    })
+}
+
+fn vote_response(granted: bool, epoch: Epoch, leader_id: Option<NodeId>) -> Message {
+    Message::VoteResponse(VoteResponse {
+        error_code: ErrorCode::None,
+        current_leader: LeaderIdAndEpoch {
+            leader_id,
+            leader_epoch: epoch,
+        },
+        vote_granted: granted,
+    })
+}
+
+fn client_batch(records: usize) -> Bytes {
+    let values: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        (0..records).map(|_| (None, Some(&b"v"[..]))).collect();
+    build_batch(&values, false, 0)
+}
+
+/// Node 1 stands at its election timeout and wins epoch 1 with node 2's vote.
+fn leader_1() -> Raft {
+    let mut raft = fresh(1);
+    raft.tick(5_000).unwrap();
+    raft.step(5_000, 2, vote_response(true, 1, None)).unwrap();
+    assert!(raft.is_leader());
+    raft
+}
+
+fn fetch(
+    replica_id: NodeId,
+    epoch: Epoch,
+    fetch_offset: u64,
+    last_fetched_epoch: Epoch,
+) -> FetchRequest {
+    FetchRequest {
+        correlation_id: 9,
+        replica_id,
+        current_leader_epoch: epoch,
+        fetch_offset,
+        last_fetched_epoch,
+        max_bytes: 1024,
+        max_wait_ms: 500,
+    }
+}
+
+#[test]
+fn vote_in_newer_epoch_writes_quorum_state_before_the_response() {
+    // KIP-595: the vote is durable before the response leaves.
+    let mut raft = fresh(1);
+    let work = raft.step(10, 2, vote_request(2, 3, 0, 0)).unwrap();
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 3,
+                leader_id: None,
+                voted_for: Some(2)
+            }),
+            Work::SendAfterPersist {
+                to: 2,
+                message: vote_response(true, 3, None)
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_voter_grants_at_most_one_vote_per_epoch() {
+    let mut raft = fresh(1);
+    raft.step(10, 2, vote_request(2, 3, 0, 0)).unwrap();
+    let work = raft.step(11, 3, vote_request(3, 3, 0, 0)).unwrap();
+    assert_eq!(
+        work,
+        vec![Work::Send {
+            to: 3,
+            message: vote_response(false, 3, None)
+        }]
+    );
+    // Asking again for the same candidate is idempotent.
+    let work = raft.step(12, 2, vote_request(2, 3, 0, 0)).unwrap();
+    assert_eq!(
+        work,
+        vec![Work::Send {
+            to: 2,
+            message: vote_response(true, 3, None)
+        }]
+    );
+}
+
+#[test]
+fn a_vote_is_refused_to_a_less_up_to_date_log_and_to_an_old_epoch() {
+    let mut raft = leader_1(); // log: LeaderChange at offset 0 in epoch 1
+    let work = raft.step(6_000, 2, vote_request(2, 2, 0, 5)).unwrap();
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 2,
+                leader_id: None,
+                voted_for: None
+            }),
+            Work::SendAfterPersist {
+                to: 2,
+                message: vote_response(false, 2, None)
+            },
+        ],
+        "last epoch 0 < 1 loses whatever its length"
+    );
+    let work = raft.step(6_001, 3, vote_request(3, 1, 1, 1)).unwrap();
+    let Work::Send {
+        message: Message::VoteResponse(r),
+        ..
+    } = &work[0]
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(
+        (r.error_code, r.vote_granted),
+        (ErrorCode::FencedLeaderEpoch, false)
+    );
+}
+
+#[test]
+fn election_timeout_makes_a_candidate_that_persists_its_own_vote_first() {
+    let mut raft = fresh(1);
+    let (idle, deadline) = raft.tick(0).unwrap();
+    assert!(idle.is_empty());
+    assert!(
+        (1000..2000).contains(&deadline),
+        "election timeout in [t, 2t): {deadline}"
+    );
+    let (work, _) = raft.tick(deadline).unwrap();
+    let request = vote_request(1, 1, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 1,
+                leader_id: None,
+                voted_for: Some(1)
+            }),
+            Work::SendAfterPersist {
+                to: 2,
+                message: request.clone()
+            },
+            Work::SendAfterPersist {
+                to: 3,
+                message: request
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_epoch() {
+    let mut raft = fresh(1);
+    raft.tick(5_000).unwrap();
+    let work = raft.step(5_001, 3, vote_response(true, 1, None)).unwrap();
+    let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 1,
+    });
+    assert_eq!(
+        work,
+        vec![
+            Work::AppendAsLeader {
+                base_offset: 0,
+                leader_epoch: 1,
+                batches: vec![leader_change_batch(1, &[1, 2, 3], &[1, 3])]
+            },
+            Work::Flush {
+                generation: 0,
+                end_offset: 1
+            },
+            Work::WriteQuorumState(ElectionState {
+                epoch: 1,
+                leader_id: Some(1),
+                voted_for: Some(1)
+            }),
+            Work::SendAfterPersist {
+                to: 2,
+                message: begin.clone()
+            },
+            Work::SendAfterPersist {
+                to: 3,
+                message: begin
+            },
+        ]
+    );
+}
+
+#[test]
+fn begin_quorum_epoch_makes_a_follower_that_fetches_after_the_quorum_state_write() {
+    let mut raft = fresh(2);
+    let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 4,
+    });
+    let work = raft.step(10, 1, begin).unwrap();
+    let leader = LeaderIdAndEpoch {
+        leader_id: Some(1),
+        leader_epoch: 4,
+    };
+    let mut expected_fetch = fetch(2, 4, 0, 0);
+    expected_fetch.correlation_id = 1;
+    expected_fetch.max_bytes = 1 << 20;
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 4,
+                leader_id: Some(1),
+                voted_for: None
+            }),
+            Work::SendAfterPersist {
+                to: 1,
+                message: Message::BeginQuorumEpochResponse(BeginQuorumEpochResponse {
+                    error_code: ErrorCode::None,
+                    current_leader: leader
+                })
+            },
+            Work::SendAfterPersist {
+                to: 1,
+                message: Message::FetchRequest(expected_fetch)
+            },
+        ]
+    );
+}
+
+#[test]
+fn leader_validates_fetch_epochs() {
+    let mut raft = leader_1();
+    for (epoch, error) in [
+        (0, ErrorCode::FencedLeaderEpoch),
+        (2, ErrorCode::UnknownLeaderEpoch),
+    ] {
+        let work = raft
+            .step(5_100, 2, Message::FetchRequest(fetch(2, epoch, 0, 0)))
+            .unwrap();
+        let [
+            Work::SendFetchResponse {
+                to: 2, response, ..
+            },
+        ] = work.as_slice()
+        else {
+            panic!("{work:?}")
+        };
+        assert_eq!(response.error_code, error);
+        assert_eq!(
+            response.current_leader,
+            LeaderIdAndEpoch {
+                leader_id: Some(1),
+                leader_epoch: 1
+            }
+        );
+    }
+    // A follower answers NOT_LEADER_OR_FOLLOWER naming the leader.
+    let mut follower = fresh(2);
+    follower
+        .step(
+            10,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 1,
+            }),
+        )
+        .unwrap();
+    let work = follower
+        .step(11, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
+        .unwrap();
+    let [Work::SendFetchResponse { response, .. }] = work.as_slice() else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.error_code, ErrorCode::NotLeaderOrFollower);
+    assert_eq!(response.current_leader.leader_id, Some(1));
+}
+
+#[test]
+fn leader_answers_diverging_epoch_and_records() {
+    let mut raft = leader_1();
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    // A follower claiming offset 3 in epoch 0 diverges: the leader's epoch 0 ends at 0.
+    let work = raft
+        .step(5_100, 2, Message::FetchRequest(fetch(2, 1, 3, 0)))
+        .unwrap();
+    let [
+        Work::SendFetchResponse {
+            response,
+            max_bytes: 0,
+            ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.diverging_epoch, Some(OffsetAndEpoch::new(0, 0)));
+    // From offset 0 it gets records, and its fetch offset counts for the high-watermark only
+    // once it covers the leader's own epoch: offset 0 does not.
+    let work = raft
+        .step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
+        .unwrap();
+    let [
+        Work::SendFetchResponse {
+            to: 2,
+            fetch_offset: 0,
+            max_bytes: 1024,
+            response,
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(
+        (
+            response.error_code,
+            response.high_watermark,
+            response.diverging_epoch
+        ),
+        (ErrorCode::None, 0, None)
+    );
+    // Fetching from 1 (it has the LeaderChange record, durably): the majority {1, 2} holds
+    // offset 0 of epoch 1, the high-watermark moves to 1, and the fetch is parked (long-poll).
+    // The fetch parks, and is answered at once because the high-watermark moved.
+    let work = raft
+        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    let [
+        Work::HighWatermarkChanged { high_watermark: 1 },
+        Work::SendFetchResponse {
+            to: 2,
+            fetch_offset: 1,
+            response,
+            ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 1);
+}
+
+#[test]
+fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
+    let mut raft = leader_1();
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    raft.step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap(); // moves the HW to 1
+    let work = raft
+        .step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "parked, nothing new: {work:?}");
+    let work = raft
+        .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "both parked, nothing new: {work:?}");
+    let batch = client_batch(3);
+    let (result, work) = raft.append(5_200, vec![batch.clone()]).unwrap();
+    assert_eq!(
+        result,
+        AppendResult {
+            base_offset: 1,
+            last_offset: 3,
+            leader_epoch: 1
+        }
+    );
+    assert_eq!(work.len(), 4, "{work:?}");
+    assert_eq!(
+        work[0],
+        Work::AppendAsLeader {
+            base_offset: 1,
+            leader_epoch: 1,
+            batches: vec![batch]
+        }
+    );
+    assert_eq!(
+        work[1],
+        Work::Flush {
+            generation: 0,
+            end_offset: 4
+        }
+    );
+    assert!(matches!(
+        work[2],
+        Work::SendFetchResponse {
+            to: 2,
+            fetch_offset: 1,
+            ..
+        }
+    ));
+    assert!(matches!(
+        work[3],
+        Work::SendFetchResponse {
+            to: 3,
+            fetch_offset: 1,
+            ..
+        }
+    ));
+    // Parked again, then the long-poll wait expires.
+    raft.step(5_300, 2, Message::FetchRequest(fetch(2, 1, 4, 1)))
+        .unwrap();
+    assert_eq!(raft.next_deadline_ms(), 5_800);
+    let (work, _) = raft.tick(5_800).unwrap();
+    let [
+        Work::SendFetchResponse {
+            to: 2,
+            fetch_offset: 4,
+            response,
+            ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(
+        response.high_watermark, 1,
+        "the leader's own copy of 1..4 is not flushed yet"
+    );
+}
+
+#[test]
+fn high_watermark_needs_a_majority_of_durable_copies() {
+    let mut raft = leader_1();
+    raft.append(5_001, vec![client_batch(2)]).unwrap(); // offsets 1..=2
+    raft.step(5_010, 2, Message::FetchRequest(fetch(2, 1, 3, 1)))
+        .unwrap();
+    assert_eq!(
+        raft.high_watermark(),
+        0,
+        "the leader itself has not flushed: only one durable copy"
+    );
+    let work = raft
+        .on_persisted(
+            5_020,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 3,
+            },
+        )
+        .unwrap();
+    // Node 2's parked fetch learns the new high-watermark at once.
+    let [
+        Work::HighWatermarkChanged { high_watermark: 3 },
+        Work::SendFetchResponse {
+            to: 2, response, ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 3);
+    let d = raft.describe_quorum();
+    assert_eq!(
+        (d.leader_id, d.leader_epoch, d.high_watermark),
+        (Some(1), 1, 3)
+    );
+    assert_eq!(
+        d.current_voters
+            .iter()
+            .find(|r| r.replica_id == 2)
+            .unwrap()
+            .log_end_offset,
+        Some(3)
+    );
+    assert_eq!(
+        d.current_voters
+            .iter()
+            .find(|r| r.replica_id == 3)
+            .unwrap()
+            .log_end_offset,
+        None
+    );
+}
+
+/// Node 2 follows 1 in epoch 1 and has a fetch in flight (correlation id 1).
+fn follower_2() -> Raft {
+    let mut raft = fresh(2);
+    raft.step(
+        10,
+        1,
+        Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+            leader_id: 1,
+            leader_epoch: 1,
+        }),
+    )
+    .unwrap();
+    raft
+}
+
+fn fetch_response(correlation_id: u64, high_watermark: u64, records: Bytes) -> Message {
+    Message::FetchResponse(FetchResponse {
+        correlation_id,
+        error_code: ErrorCode::None,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: Some(1),
+            leader_epoch: 1,
+        },
+        high_watermark,
+        log_start_offset: 0,
+        diverging_epoch: None,
+        snapshot_id: None,
+        records,
+    })
+}
+
+#[test]
+fn follower_appends_flushes_and_fetches_again_only_after_the_flush() {
+    let mut raft = follower_2();
+    let records = stamp_batch(&client_batch(2), 0, 1);
+    let work = raft
+        .step(20, 1, fetch_response(1, 0, records.clone()))
+        .unwrap();
+    assert_eq!(
+        work,
+        vec![
+            Work::AppendAsFollower { records },
+            Work::Flush {
+                generation: 0,
+                end_offset: 2
+            }
+        ]
+    );
+    let work = raft
+        .on_persisted(
+            21,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 2,
+            },
+        )
+        .unwrap();
+    let [
+        Work::Send {
+            to: 1,
+            message: Message::FetchRequest(f),
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(
+        (f.fetch_offset, f.last_fetched_epoch, f.correlation_id),
+        (2, 1, 2)
+    );
+    // The leader's high-watermark arrives with the next response.
+    let work = raft
+        .step(22, 1, fetch_response(2, 2, Bytes::new()))
+        .unwrap();
+    assert_eq!(work[0], Work::HighWatermarkChanged { high_watermark: 2 });
+    assert!(matches!(
+        work[1],
+        Work::Send {
+            message: Message::FetchRequest(_),
+            ..
+        }
+    ));
+    // A duplicate of an old response is ignored.
+    assert!(
+        raft.step(23, 1, fetch_response(2, 5, Bytes::new()))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn follower_truncates_at_a_diverging_epoch() {
+    let mut raft = follower_2();
+    let mut records = stamp_batch(&client_batch(3), 0, 1).to_vec();
+    records.extend_from_slice(&stamp_batch(&client_batch(2), 3, 1));
+    raft.step(20, 1, fetch_response(1, 0, Bytes::from(records)))
+        .unwrap();
+    raft.on_persisted(
+        21,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 5,
+        },
+    )
+    .unwrap();
+    let Message::FetchResponse(mut diverging) = fetch_response(2, 0, Bytes::new()) else {
+        unreachable!()
+    };
+    diverging.diverging_epoch = Some(OffsetAndEpoch::new(3, 1));
+    let work = raft.step(30, 1, Message::FetchResponse(diverging)).unwrap();
+    assert_eq!(work[0], Work::Truncate { offset: 3 });
+    let Work::Send {
+        message: Message::FetchRequest(f),
+        ..
+    } = &work[1]
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!((f.fetch_offset, f.last_fetched_epoch), (3, 1));
+    assert_eq!(raft.log().generation(), 1);
+}
+
+#[test]
+#[should_panic(expected = "below the high-watermark")]
+fn follower_refuses_to_truncate_below_its_high_watermark() {
+    let mut raft = follower_2();
+    raft.step(
+        20,
+        1,
+        fetch_response(1, 3, stamp_batch(&client_batch(3), 0, 1)),
+    )
+    .unwrap();
+    raft.on_persisted(
+        21,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 3,
+        },
+    )
+    .unwrap();
+    assert_eq!(raft.high_watermark(), 3);
+    let Message::FetchResponse(mut diverging) = fetch_response(2, 3, Bytes::new()) else {
+        unreachable!()
+    };
+    diverging.diverging_epoch = Some(OffsetAndEpoch::new(1, 1));
+    let _ = raft.step(30, 1, Message::FetchResponse(diverging));
+}
+
+#[test]
+fn follower_without_leader_contact_stands_and_leader_without_quorum_resigns() {
+    let mut follower = follower_2();
+    let (work, _) = follower.tick(10 + 2_000).unwrap();
+    assert!(matches!(
+        work[0],
+        Work::WriteQuorumState(ElectionState {
+            epoch: 2,
+            voted_for: Some(2),
+            ..
+        })
+    ));
+    assert!(matches!(follower.state(), EpochState::Candidate(_)));
+
+    let mut leader = leader_1();
+    let (work, _) = leader.tick(5_000 + 2_000).unwrap();
+    assert!(matches!(leader.state(), EpochState::Resigned(_)));
+    let ends: Vec<_> = work
+        .iter()
+        .filter(|w| {
+            matches!(
+                w,
+                Work::Send {
+                    message: Message::EndQuorumEpochRequest(_),
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(ends.len(), 2, "{work:?}");
+}
+
+#[test]
+fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
+    let mut leader = leader_1();
+    leader
+        .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    let work = leader.resign(5_020).unwrap();
+    let end = EndQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 1,
+        preferred_successors: vec![3, 2],
+    };
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 3,
+                message: Message::EndQuorumEpochRequest(end.clone())
+            },
+            Work::Send {
+                to: 2,
+                message: Message::EndQuorumEpochRequest(end.clone())
+            },
+        ]
+    );
+    // The first successor's fetch timeout drops to (almost) now.
+    let mut follower = fresh(3);
+    follower
+        .step(
+            10,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 1,
+            }),
+        )
+        .unwrap();
+    follower
+        .step(20, 1, Message::EndQuorumEpochRequest(end))
+        .unwrap();
+    assert!(
+        follower.next_deadline_ms() <= 20 + 101,
+        "{}",
+        follower.next_deadline_ms()
+    );
+    // Nothing to resign for a follower.
+    assert_eq!(follower.resign(21), Err(RaftError::NothingToResign));
+}
+
+#[test]
+fn observers_never_vote_nor_stand() {
+    let config = QuorumConfig::new(9, &[1, 2, 3]).unwrap();
+    let mut observer = Raft::new(config, &RecoveredState::default(), 1, 0).unwrap();
+    let work = observer.step(10, 2, vote_request(2, 1, 0, 0)).unwrap();
+    let Work::Send {
+        message: Message::VoteResponse(r),
+        ..
+    } = &work[0]
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(
+        (r.error_code, r.vote_granted),
+        (ErrorCode::InconsistentVoterSet, false)
+    );
+    assert!(
+        matches!(
+            work[1],
+            Work::Send {
+                to: 1,
+                message: Message::FetchRequest(_)
+            }
+        ),
+        "looks for the leader: {work:?}"
+    );
+    // It asks a voter for the leader instead of standing.
+    let (work, _) = observer.tick(100_000).unwrap();
+    assert!(
+        work.iter().all(|w| matches!(
+            w,
+            Work::Send {
+                message: Message::FetchRequest(_),
+                ..
+            }
+        )),
+        "{work:?}"
+    );
+    assert!(matches!(observer.state(), EpochState::Unattached(_)));
+    assert_eq!(observer.epoch(), 0);
+}
+
+#[test]
+fn restart_keeps_the_vote_and_a_former_leader_comes_back_resigned() {
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 4,
+            leader_id: None,
+            voted_for: Some(3),
+        },
+        ..Default::default()
+    };
+    let mut raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
+    let work = raft.step(1, 2, vote_request(2, 4, 0, 0)).unwrap();
+    assert_eq!(
+        work,
+        vec![Work::Send {
+            to: 2,
+            message: vote_response(false, 4, None)
+        }]
+    );
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 4,
+            leader_id: Some(1),
+            voted_for: Some(1),
+        },
+        log_end_offset: 1,
+        epoch_cache: vec![OffsetAndEpoch::new(0, 4)],
+        ..Default::default()
+    };
+    let raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
+    assert!(matches!(raft.state(), EpochState::Resigned(_)));
+    assert_eq!(raft.log().end_offset_and_epoch(), OffsetAndEpoch::new(1, 4));
+}
+
+#[test]
+fn append_on_a_follower_is_a_typed_error_and_malformed_batches_are_refused() {
+    let mut follower = follower_2();
+    assert_eq!(
+        follower.append(30, vec![client_batch(1)]).unwrap_err(),
+        RaftError::NotLeader {
+            leader_id: Some(1),
+            epoch: 1
+        }
+    );
+    let mut leader = leader_1();
+    assert!(matches!(
+        leader.append(5_001, vec![Bytes::from_static(b"short")]),
+        Err(RaftError::MalformedBatch { .. })
+    ));
+    assert_eq!(leader.log().log_end_offset(), 1, "nothing appended");
+    let lc = leader_change_batch(1, &[1], &[1]);
+    assert_eq!(batch_headers(&lc).unwrap()[0].records_count, 1);
+}

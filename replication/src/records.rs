@@ -1,0 +1,267 @@
+//! The little the core needs to know about Kafka RecordBatch v2 bytes: per batch, its offsets,
+//! record count and partition leader epoch; plus the one batch the core writes itself, the
+//! LeaderChangeMessage control batch.
+//!
+//! Batches stay opaque `Bytes` everywhere else. This header reader and the builder below are
+//! deliberately tiny and sit behind two functions ([`batch_headers`], [`leader_change_batch`])
+//! so that they can be swapped for `ringlog_engine::batch` (RecordBatch::parse,
+//! build_leader_change_batch) without touching the consensus logic.
+//!
+//! RecordBatch v2 header (big-endian), byte positions:
+//! ```text
+//!  0 baseOffset i64        8 batchLength i32     12 partitionLeaderEpoch i32   16 magic i8 (=2)
+//! 17 crc u32 (CRC32C of bytes 21..end)           21 attributes i16 (0x20 = control)
+//! 23 lastOffsetDelta i32  27 baseTimestamp i64   35 maxTimestamp i64   43 producerId i64
+//! 51 producerEpoch i16    53 baseSequence i32    57 recordsCount i32   61 records...
+//! ```
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::RaftError;
+use crate::types::{Epoch, NodeId};
+
+/// Size of the RecordBatch v2 header.
+pub const BATCH_HEADER_SIZE_BYTES: usize = 61;
+const MAGIC_V2: u8 = 2;
+const ATTRIBUTE_CONTROL: u16 = 0x20;
+const CONTROL_TYPE_LEADER_CHANGE: i16 = 2;
+
+/// What the core reads from one batch header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    pub partition_leader_epoch: Epoch,
+    pub records_count: u32,
+    /// Total size of the batch in bytes.
+    pub size_bytes: usize,
+}
+
+fn be_u32(data: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+}
+
+fn be_u64(data: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&data[at..at + 8]);
+    u64::from_be_bytes(b)
+}
+
+/// Reads the headers of the consecutive batches in `records`. A truncated or malformed batch
+/// is a typed error: the whole response is rejected, nothing is appended.
+pub fn batch_headers(records: &[u8]) -> Result<Vec<BatchHeader>, RaftError> {
+    let mut headers = Vec::new();
+    let mut position = 0usize;
+    while position < records.len() {
+        let rest = &records[position..];
+        if rest.len() < BATCH_HEADER_SIZE_BYTES {
+            return Err(RaftError::MalformedBatch {
+                position,
+                reason: "truncated header",
+            });
+        }
+        let batch_length = be_u32(rest, 8) as usize;
+        let size_bytes = batch_length
+            .checked_add(12)
+            .ok_or(RaftError::MalformedBatch {
+                position,
+                reason: "batch length overflow",
+            })?;
+        if size_bytes < BATCH_HEADER_SIZE_BYTES || size_bytes > rest.len() {
+            return Err(RaftError::MalformedBatch {
+                position,
+                reason: "bad batch length",
+            });
+        }
+        if rest[16] != MAGIC_V2 {
+            return Err(RaftError::MalformedBatch {
+                position,
+                reason: "magic is not 2",
+            });
+        }
+        let base_offset = be_u64(rest, 0);
+        let last_offset_delta = be_u32(rest, 23);
+        let records_count = be_u32(rest, 57);
+        let partition_leader_epoch = be_u32(rest, 12);
+        if base_offset > i64::MAX as u64 || partition_leader_epoch > i32::MAX as u32 {
+            return Err(RaftError::MalformedBatch {
+                position,
+                reason: "negative offset or epoch",
+            });
+        }
+        if records_count == 0 || last_offset_delta > i32::MAX as u32 {
+            return Err(RaftError::MalformedBatch {
+                position,
+                reason: "bad record count",
+            });
+        }
+        headers.push(BatchHeader {
+            base_offset,
+            last_offset: base_offset + u64::from(last_offset_delta),
+            partition_leader_epoch,
+            records_count,
+            size_bytes,
+        });
+        position += size_bytes;
+    }
+    Ok(headers)
+}
+
+/// Writes `base_offset` and `partition_leader_epoch` into a copy of `batch`. Both fields sit
+/// outside the CRC, so the checksum stays valid. The host's log does this for
+/// `Work::AppendAsLeader`; the simulator uses it too.
+pub fn stamp_batch(batch: &[u8], base_offset: u64, leader_epoch: Epoch) -> Bytes {
+    assert!(
+        batch.len() >= BATCH_HEADER_SIZE_BYTES,
+        "stamping a batch shorter than a header"
+    );
+    let mut out = BytesMut::from(batch);
+    out[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    out[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+    out.freeze()
+}
+
+/// Builds a RecordBatch v2 with the given records (each `(key, value)`), base offset 0 and
+/// epoch 0 (the leader stamps both). `control` sets the control attribute.
+pub fn build_batch(
+    records: &[(Option<&[u8]>, Option<&[u8]>)],
+    control: bool,
+    timestamp_ms: i64,
+) -> Bytes {
+    assert!(!records.is_empty(), "a batch holds at least one record");
+    let mut body = BytesMut::new();
+    for (offset_delta, (key, value)) in records.iter().enumerate() {
+        let mut record = BytesMut::new();
+        record.put_i8(0); // attributes
+        put_varlong(&mut record, 0); // timestampDelta
+        put_varlong(&mut record, offset_delta as i64);
+        put_nullable(&mut record, *key);
+        put_nullable(&mut record, *value);
+        put_varlong(&mut record, 0); // headers count
+        put_varlong(&mut body, record.len() as i64);
+        body.extend_from_slice(&record);
+    }
+    let mut batch = BytesMut::with_capacity(BATCH_HEADER_SIZE_BYTES + body.len());
+    batch.put_i64(0); // baseOffset, stamped by the leader
+    batch.put_i32((BATCH_HEADER_SIZE_BYTES - 12 + body.len()) as i32);
+    batch.put_i32(0); // partitionLeaderEpoch, stamped by the leader
+    batch.put_u8(MAGIC_V2);
+    batch.put_u32(0); // crc, filled below
+    batch.put_u16(if control { ATTRIBUTE_CONTROL } else { 0 });
+    batch.put_i32(records.len() as i32 - 1); // lastOffsetDelta
+    batch.put_i64(timestamp_ms);
+    batch.put_i64(timestamp_ms);
+    batch.put_i64(-1); // producerId
+    batch.put_i16(-1); // producerEpoch
+    batch.put_i32(-1); // baseSequence
+    batch.put_i32(records.len() as i32);
+    batch.extend_from_slice(&body);
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch.freeze()
+}
+
+/// The LeaderChangeMessage control batch a new leader appends (KIP-595): LeaderId, Voters,
+/// GrantingVoters. Key = control record key (version 0, type 2 = LEADER_CHANGE); value =
+/// version 0 of the flexible LeaderChangeMessage, prefixed by its version like Kafka's
+/// `MessageUtil.toByteBuffer`.
+// TODO(batch): switch to ringlog_engine::batch::control::build_leader_change_batch once it lands.
+pub fn leader_change_batch(
+    leader_id: NodeId,
+    voters: &[NodeId],
+    granting_voters: &[NodeId],
+) -> Bytes {
+    let mut key = BytesMut::new();
+    key.put_i16(0);
+    key.put_i16(CONTROL_TYPE_LEADER_CHANGE);
+    let mut value = BytesMut::new();
+    value.put_i16(0); // message version
+    value.put_i32(leader_id);
+    for list in [voters, granting_voters] {
+        put_unsigned_varint(&mut value, list.len() as u64 + 1); // compact array length
+        for id in list {
+            value.put_i32(*id);
+            put_unsigned_varint(&mut value, 0); // tagged fields of Voter
+        }
+    }
+    put_unsigned_varint(&mut value, 0); // tagged fields
+    build_batch(&[(Some(&key), Some(&value))], true, 0)
+}
+
+/// Whether a batch is a control batch (attributes bit 5).
+pub fn is_control_batch(batch: &[u8]) -> bool {
+    batch.len() >= BATCH_HEADER_SIZE_BYTES
+        && u16::from_be_bytes([batch[21], batch[22]]) & ATTRIBUTE_CONTROL != 0
+}
+
+fn put_nullable(out: &mut BytesMut, data: Option<&[u8]>) {
+    match data {
+        None => put_varlong(out, -1),
+        Some(d) => {
+            put_varlong(out, d.len() as i64);
+            out.extend_from_slice(d);
+        }
+    }
+}
+
+fn put_varlong(out: &mut BytesMut, value: i64) {
+    put_unsigned_varint(out, ((value << 1) ^ (value >> 63)) as u64);
+}
+
+fn put_unsigned_varint(out: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        out.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.put_u8(value as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_batches_parse_back_and_stamping_keeps_the_crc() {
+        let a = build_batch(&[(None, Some(b"x")), (None, Some(b"y"))], false, 5);
+        let b = stamp_batch(&leader_change_batch(1, &[1, 2, 3], &[1, 2]), 2, 7);
+        let mut both = BytesMut::new();
+        both.extend_from_slice(&a);
+        both.extend_from_slice(&b);
+        let headers = batch_headers(&both).unwrap();
+        assert_eq!(headers.len(), 2);
+        assert_eq!(
+            (
+                headers[0].base_offset,
+                headers[0].last_offset,
+                headers[0].records_count
+            ),
+            (0, 1, 2)
+        );
+        assert_eq!(
+            (
+                headers[1].base_offset,
+                headers[1].last_offset,
+                headers[1].partition_leader_epoch
+            ),
+            (2, 2, 7)
+        );
+        assert!(is_control_batch(&b) && !is_control_batch(&a));
+        assert_eq!(crc32c::crc32c(&b[21..]).to_be_bytes(), b[17..21]);
+    }
+
+    #[test]
+    fn malformed_batches_are_typed_errors() {
+        let a = build_batch(&[(None, Some(b"x"))], false, 0);
+        assert!(matches!(
+            batch_headers(&a[..30]),
+            Err(RaftError::MalformedBatch { .. })
+        ));
+        let mut bad_magic = BytesMut::from(&a[..]);
+        bad_magic[16] = 1;
+        assert!(batch_headers(&bad_magic).is_err());
+        let mut bad_len = BytesMut::from(&a[..]);
+        bad_len[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(batch_headers(&bad_len).is_err());
+        assert_eq!(batch_headers(&[]).unwrap(), vec![]);
+    }
+}

@@ -1,0 +1,144 @@
+//! Identifiers, the persisted quorum-state record and the quorum configuration.
+
+use std::cmp::Ordering;
+
+use crate::error::RaftError;
+
+/// A node id (`node.id`): Kafka's int32 broker/controller id.
+pub type NodeId = i32;
+/// A leader epoch (KIP-595 `LeaderEpoch`). Epoch 0 means "no election has happened yet".
+pub type Epoch = u32;
+/// A partition index inside a [`crate::MultiRaft`] node.
+pub type PartitionId = u32;
+
+/// An offset paired with the epoch it belongs to. Ordered epoch first, then offset, like
+/// Kafka's `OffsetAndEpoch`: a log whose last record has a larger epoch is more up to date
+/// whatever its length (KIP-595 vote rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct OffsetAndEpoch {
+    pub offset: u64,
+    pub epoch: Epoch,
+}
+
+impl OffsetAndEpoch {
+    pub const fn new(offset: u64, epoch: Epoch) -> Self {
+        Self { offset, epoch }
+    }
+}
+
+impl PartialOrd for OffsetAndEpoch {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OffsetAndEpoch {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.epoch
+            .cmp(&other.epoch)
+            .then(self.offset.cmp(&other.offset))
+    }
+}
+
+/// The content of the `quorum-state` file: what must be durable before a vote (or a
+/// candidacy) is announced. KIP-595: "leader, epoch, voted-for".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ElectionState {
+    pub epoch: Epoch,
+    pub leader_id: Option<NodeId>,
+    pub voted_for: Option<NodeId>,
+}
+
+/// What the host recovered from disk for one partition: the log's extent and its
+/// leader-epoch cache (`leader-epoch-checkpoint`: epoch → start offset), plus the quorum-state
+/// file. Everything described here must already be durable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveredState {
+    pub election: ElectionState,
+    pub log_start_offset: u64,
+    pub log_end_offset: u64,
+    /// Entries `(epoch, start_offset)` sorted by epoch; `OffsetAndEpoch.offset` is the epoch's
+    /// first offset.
+    pub epoch_cache: Vec<OffsetAndEpoch>,
+}
+
+/// The quorum configuration, with Kafka's property names and defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumConfig {
+    /// `node.id`
+    pub node_id: NodeId,
+    /// `controller.quorum.voters` (ids only; addresses are the net layer's business).
+    pub voters: Vec<NodeId>,
+    /// `controller.quorum.election.timeout.ms` (default 1000). The actual timeout is drawn
+    /// uniformly from `[t, 2t)`.
+    pub election_timeout_ms: u64,
+    /// `controller.quorum.election.backoff.max.ms` (default 1000): the random pause after a
+    /// lost election before the next candidacy.
+    pub election_backoff_max_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms` (default 2000): a follower that has not heard from
+    /// the leader for this long becomes a candidate; a leader not fetched from by a majority
+    /// for this long resigns (check quorum).
+    pub fetch_timeout_ms: u64,
+    /// `replica.fetch.wait.max.ms`-style long-poll (default 500): how long the leader parks an
+    /// empty fetch.
+    pub fetch_max_wait_ms: u64,
+    /// `controller.quorum.request.timeout.ms` (default 2000): when an unanswered request is
+    /// sent again.
+    pub request_timeout_ms: u64,
+    /// `replica.fetch.max.bytes`-style cap on the records in one fetch response (default 1 MiB).
+    pub fetch_max_bytes: u32,
+    /// Test-only rule breakers for the simulator's mutation check.
+    #[cfg(feature = "sim")]
+    pub mutation: Option<crate::mutation::Mutation>,
+}
+
+impl QuorumConfig {
+    /// A configuration with Kafka's defaults. Rejects an empty or duplicated voter set.
+    pub fn new(node_id: NodeId, voters: &[NodeId]) -> Result<Self, RaftError> {
+        let mut sorted = voters.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.is_empty() || sorted.len() != voters.len() {
+            return Err(RaftError::InvalidVoterSet(voters.to_vec()));
+        }
+        Ok(Self {
+            node_id,
+            voters: sorted,
+            election_timeout_ms: 1000,
+            election_backoff_max_ms: 1000,
+            fetch_timeout_ms: 2000,
+            fetch_max_wait_ms: 500,
+            request_timeout_ms: 2000,
+            fetch_max_bytes: 1 << 20,
+            #[cfg(feature = "sim")]
+            mutation: None,
+        })
+    }
+
+    pub fn is_voter(&self, id: NodeId) -> bool {
+        self.voters.binary_search(&id).is_ok()
+    }
+
+    pub fn is_local_voter(&self) -> bool {
+        self.is_voter(self.node_id)
+    }
+
+    /// Votes (or durable copies) needed for a decision: a strict majority of the voters.
+    pub fn majority(&self) -> usize {
+        self.voters.len() / 2 + 1
+    }
+
+    /// Whether a test-only mutation is switched on; always false without the `sim` feature.
+    #[inline]
+    #[allow(unused_variables)]
+    pub(crate) fn mutated(&self, which: crate::mutation::Mutation) -> bool {
+        #[cfg(feature = "sim")]
+        {
+            self.mutation == Some(which)
+        }
+        #[cfg(not(feature = "sim"))]
+        {
+            false
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The core's output: the work a host must do, in order.
+
+use bytes::Bytes;
+
+use crate::message::{FetchResponse, Message};
+use crate::types::{ElectionState, Epoch, NodeId};
+
+/// One item of work. A host executes a list front to back with these rules:
+/// - `Send` may leave at once.
+/// - `SendAfterPersist` may leave only after every `WriteQuorumState`, `Flush` and append
+///   earlier in the same list has completed (a vote response after the quorum-state write).
+/// - `AppendAsLeader`/`AppendAsFollower`/`Truncate` change the log in memory; records become
+///   durable only at a `Flush`, whose completion the host reports with
+///   `on_persisted(Persisted::Log { .. })`. `Truncate` itself must be durable when the item
+///   completes (truncate + fsync), as Kafka does.
+/// - `WriteQuorumState` completes with `on_persisted(Persisted::QuorumState(..))`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Work {
+    Send {
+        to: NodeId,
+        message: Message,
+    },
+    SendAfterPersist {
+        to: NodeId,
+        message: Message,
+    },
+    /// Answer a fetch: fill `response.records` with whole batches read from the log starting
+    /// at `fetch_offset` (at least one batch if any, then up to `max_bytes`), then send it.
+    SendFetchResponse {
+        to: NodeId,
+        response: FetchResponse,
+        fetch_offset: u64,
+        max_bytes: u32,
+    },
+    /// Stamp base offsets (consecutive from `base_offset`) and `leader_epoch` into `batches`
+    /// and append them.
+    AppendAsLeader {
+        base_offset: u64,
+        leader_epoch: Epoch,
+        batches: Vec<Bytes>,
+    },
+    /// Append batches received from the leader as they are (already stamped).
+    AppendAsFollower {
+        records: Bytes,
+    },
+    /// Drop every record at and above `offset` (durably).
+    Truncate {
+        offset: u64,
+    },
+    /// fsync the log; report `Persisted::Log { generation, end_offset }` when done.
+    Flush {
+        generation: u64,
+        end_offset: u64,
+    },
+    /// Write the quorum-state file (tmp + fsync + rename + dir fsync).
+    WriteQuorumState(ElectionState),
+    /// The high-watermark moved: records below it are committed (feed the state machine).
+    HighWatermarkChanged {
+        high_watermark: u64,
+    },
+}
+
+/// A persistence completion reported by the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persisted {
+    /// The log is durable up to `end_offset` for the log generation the flush was issued in.
+    Log {
+        generation: u64,
+        end_offset: u64,
+    },
+    QuorumState(ElectionState),
+}
