@@ -7,8 +7,10 @@ use crate::types::{ElectionState, Epoch, NodeId};
 
 /// One item of work. A host executes a list front to back with these rules:
 /// - `Send` may leave at once.
-/// - `SendAfterPersist` may leave only after every `WriteQuorumState`, `Flush` and append
-///   earlier in the same list has completed (a vote response after the quorum-state write).
+/// - `SendAfterPersist` may leave only after every persistence item issued so far (in this
+///   list and earlier ones: `WriteQuorumState`, `Flush`) has completed, e.g. a vote response
+///   after the quorum-state write. Hosts complete persistence in issue order, so holding the
+///   message behind the last outstanding operation is enough.
 /// - `AppendAsLeader`/`AppendAsFollower`/`Truncate` change the log in memory; records become
 ///   durable only at a `Flush`, whose completion the host reports with
 ///   `on_persisted(Persisted::Log { .. })`. `Truncate` itself must be durable when the item

@@ -74,12 +74,9 @@ impl Out {
             work,
             Work::Send { .. } | Work::SendAfterPersist { .. }
         ));
-        if matches!(work, Work::SendFetchResponse { .. }) {
-            debug_assert!(
-                self.pending_election.is_none() && !self.barrier,
-                "fetch answer after a vote write"
-            );
-        }
+        // A fetch answer never waits for a quorum-state write: only votes and the epoch a
+        // candidate stands in must be durable first, and those were written before any fetch
+        // in this epoch could be answered.
         self.work.push(work);
     }
 
@@ -182,7 +179,7 @@ impl Raft {
         message: Message,
     ) -> Result<Vec<Work>, RaftError> {
         self.advance_clock(now_ms);
-        let mut out = Out::default();
+        let mut out = self.new_out();
         match message {
             Message::VoteRequest(r) => self.handle_vote_request(from, r, &mut out)?,
             Message::VoteResponse(r) => self.handle_vote_response(from, r, &mut out)?,
@@ -209,7 +206,7 @@ impl Raft {
     /// (the host calls `tick` again at that time at the latest).
     pub fn tick(&mut self, now_ms: u64) -> Result<(Vec<Work>, u64), RaftError> {
         self.advance_clock(now_ms);
-        let mut out = Out::default();
+        let mut out = self.new_out();
         self.poll_timers(&mut out)?;
         self.maybe_send_fetch(&mut out);
         Ok((out.finish(), self.next_deadline_ms()))
@@ -222,12 +219,16 @@ impl Raft {
         persisted: Persisted,
     ) -> Result<Vec<Work>, RaftError> {
         self.advance_clock(now_ms);
-        let mut out = Out::default();
+        let mut out = self.new_out();
         match persisted {
             Persisted::QuorumState(state) => {
-                if state.epoch >= self.persisted_election.epoch {
-                    self.persisted_election = state;
-                }
+                // Writes complete in the order they were issued, so the latest report is what
+                // is on disk.
+                assert!(
+                    state.epoch >= self.persisted_election.epoch,
+                    "quorum-state write completed out of order"
+                );
+                self.persisted_election = state;
             }
             Persisted::Log {
                 generation,
@@ -280,7 +281,7 @@ impl Raft {
                 .append(base, base + u64::from(count) - 1, leader_epoch);
         }
         let last_offset = self.log.log_end_offset() - 1;
-        let mut out = Out::default();
+        let mut out = self.new_out();
         out.push(Work::AppendAsLeader {
             base_offset,
             leader_epoch,
@@ -303,7 +304,7 @@ impl Raft {
     /// next election starts without waiting for a timeout.
     pub fn resign(&mut self, now_ms: u64) -> Result<Vec<Work>, RaftError> {
         self.advance_clock(now_ms);
-        let mut out = Out::default();
+        let mut out = self.new_out();
         self.transition_to_resigned(&mut out)?;
         Ok(out.finish())
     }
@@ -430,6 +431,16 @@ impl Raft {
     }
 
     // ---- internals shared by the handlers ----
+
+    /// A work collector. While a quorum-state write is outstanding (issued, not yet reported
+    /// by `on_persisted`), every message waits for it: a vote granted again to the same
+    /// candidate must not overtake the write that made the first grant durable.
+    fn new_out(&self) -> Out {
+        Out {
+            barrier: self.election != self.persisted_election,
+            ..Out::default()
+        }
+    }
 
     fn advance_clock(&mut self, now_ms: u64) {
         self.now_ms = self.now_ms.max(now_ms);

@@ -50,10 +50,22 @@ fn client_batch(records: usize) -> Bytes {
 /// Node 1 stands at its election timeout and wins epoch 1 with node 2's vote.
 fn leader_1() -> Raft {
     let mut raft = fresh(1);
-    raft.tick(5_000).unwrap();
-    raft.step(5_000, 2, vote_response(true, 1, None)).unwrap();
+    let (work, _) = raft.tick(5_000).unwrap();
+    persist_quorum_state(&mut raft, 5_000, &work);
+    let work = raft.step(5_000, 2, vote_response(true, 1, None)).unwrap();
+    persist_quorum_state(&mut raft, 5_000, &work);
     assert!(raft.is_leader());
     raft
+}
+
+/// Reports every quorum-state write in `work` as durable (the host finished them).
+fn persist_quorum_state(raft: &mut Raft, now_ms: u64, work: &[Work]) {
+    for item in work {
+        if let Work::WriteQuorumState(state) = item {
+            raft.on_persisted(now_ms, Persisted::QuorumState(*state))
+                .unwrap();
+        }
+    }
 }
 
 fn fetch(
@@ -98,6 +110,22 @@ fn vote_in_newer_epoch_writes_quorum_state_before_the_response() {
 fn a_voter_grants_at_most_one_vote_per_epoch() {
     let mut raft = fresh(1);
     raft.step(10, 2, vote_request(2, 3, 0, 0)).unwrap();
+    // Until the vote is durable, even a refusal waits behind the write.
+    let work = raft.step(11, 3, vote_request(3, 3, 0, 0)).unwrap();
+    assert_eq!(
+        work,
+        vec![Work::SendAfterPersist {
+            to: 3,
+            message: vote_response(false, 3, None)
+        }]
+    );
+    let voted = ElectionState {
+        epoch: 3,
+        leader_id: None,
+        voted_for: Some(2),
+    };
+    raft.on_persisted(11, Persisted::QuorumState(voted))
+        .unwrap();
     let work = raft.step(11, 3, vote_request(3, 3, 0, 0)).unwrap();
     assert_eq!(
         work,
@@ -121,6 +149,7 @@ fn a_voter_grants_at_most_one_vote_per_epoch() {
 fn a_vote_is_refused_to_a_less_up_to_date_log_and_to_an_old_epoch() {
     let mut raft = leader_1(); // log: LeaderChange at offset 0 in epoch 1
     let work = raft.step(6_000, 2, vote_request(2, 2, 0, 5)).unwrap();
+    persist_quorum_state(&mut raft, 6_000, &work);
     assert_eq!(
         work,
         vec![
@@ -519,15 +548,17 @@ fn high_watermark_needs_a_majority_of_durable_copies() {
 /// Node 2 follows 1 in epoch 1 and has a fetch in flight (correlation id 1).
 fn follower_2() -> Raft {
     let mut raft = fresh(2);
-    raft.step(
-        10,
-        1,
-        Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
-            leader_id: 1,
-            leader_epoch: 1,
-        }),
-    )
-    .unwrap();
+    let work = raft
+        .step(
+            10,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 1,
+            }),
+        )
+        .unwrap();
+    persist_quorum_state(&mut raft, 10, &work);
     raft
 }
 
@@ -723,7 +754,7 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
     );
     // The first successor's fetch timeout drops to (almost) now.
     let mut follower = fresh(3);
-    follower
+    let work = follower
         .step(
             10,
             1,
@@ -733,6 +764,7 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
             }),
         )
         .unwrap();
+    persist_quorum_state(&mut follower, 10, &work);
     follower
         .step(20, 1, Message::EndQuorumEpochRequest(end))
         .unwrap();
