@@ -597,3 +597,21 @@ conformance_suite!(syscall, {
     let root = real_root();
     Some((ringlog_engine::io::SyscallIo::for_dir(&root.path), root))
 });
+
+/// io_uring, unless the host forbids it (EPERM/ENOSYS from a seccomp profile, or disabled by
+/// sysctl): then say so on stderr. Any other setup failure fails the tests.
+fn uring_backend() -> Option<(ringlog_engine::io::UringIo, Root)> {
+    let root = real_root();
+    match ringlog_engine::io::UringIo::for_dir(&root.path) {
+        Ok(io) => Some((io, root)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)) => {
+            eprintln!(
+                "io_uring is not permitted on this host ({e}); its conformance run is skipped"
+            );
+            None
+        }
+        Err(e) => panic!("io_uring setup failed: {e}"),
+    }
+}
+
+conformance_suite!(uring, uring_backend());

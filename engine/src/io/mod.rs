@@ -23,16 +23,21 @@
 
 use std::path::{Path, PathBuf};
 
+mod any;
 mod buffer;
 mod common;
 pub mod memory;
 mod posix;
 pub mod syscall;
+pub mod uring;
+
+pub use any::{AnyIo, BackendChoice, BackendChoiceError, IO_BACKEND_ENV, open_default_io};
 
 pub use buffer::AlignedBuf;
 pub use memory::{MemoryConfig, MemoryIo};
 pub use posix::{BLOCK_SIZE_BYTES_MIN, discover_block_size_bytes};
 pub use syscall::SyscallIo;
+pub use uring::UringIo;
 
 /// A file opened through an [`Io`] backend. Ids are never reused within one backend instance,
 /// so a completion can never be mistaken for one of a later file.
@@ -81,7 +86,8 @@ pub struct Completion {
     pub op_id: OpId,
     /// Bytes written or read (0 for fdatasync), or the error with its context.
     pub result: Result<usize, IoError>,
-    /// The buffer of a write (given back for reuse) or of a read (holding `result` bytes).
+    /// The buffer of a write (given back for reuse, also when it failed) or of a successful read
+    /// (holding `result` bytes); `None` for fdatasync and for a failed read.
     pub buf: Option<AlignedBuf>,
 }
 

@@ -88,8 +88,11 @@ impl SyscallIo {
             Op::Read { offset, len, .. } => {
                 let mut buf = AlignedBuf::zeroed(len, self.block_size_bytes);
                 let result = retry_eintr(|| entry.file.read_at(buf.as_mut_slice(), offset));
-                buf.set_len(*result.as_ref().unwrap_or(&0));
-                (result, Some(buf))
+                let buf = result.as_ref().ok().map(|&n| {
+                    buf.set_len(n);
+                    buf
+                });
+                (result, buf)
             }
             Op::Fdatasync { .. } => (retry_eintr(|| entry.file.sync_data().map(|()| 0)), None),
         };

@@ -1,0 +1,453 @@
+//! The io_uring backend: data operations as SQEs, completions from the CQ.
+//!
+//! - One ring (256 SQ entries by default). Every data operation becomes one SQE whose `user_data`
+//!   is its [`OpId`]; a linked chain sets IOSQE_IO_LINK on every SQE but the last, so a group
+//!   commit's write → fdatasync is one chain the kernel runs in order.
+//! - Buffers belong to the backend while the kernel may touch them: a write's buffer and a read's
+//!   fresh buffer sit in `in_flight` keyed by OpId (moving an `AlignedBuf` never moves its heap
+//!   bytes), and come back in [`Completion::buf`].
+//! - CQEs are drained into `ready` and handed out only by [`Io::drain_completions`]; the backend
+//!   never calls back into the caller while it walks the ring.
+//! - A full SQ parks submissions in `overflow` (whole chains together: a chain split across two
+//!   `io_uring_enter` calls would lose its link) until `submit_and_wait` makes room.
+//! - `submit_and_wait` retries EINTR, and on EBUSY/EAGAIN (CQ overflow backlog) reaps and retries.
+//!   A standalone operation whose CQE is -EAGAIN/-EINTR is submitted again; one inside a chain is
+//!   reported, because resubmitting it alone would break the chain's order.
+//! - Short reads and writes are returned as counts; the caller decides (the kernel cancels the
+//!   rest of a chain after a short transfer).
+//! - Metadata operations are plain syscalls (`posix`).
+//! - `close` asserts the file has nothing in flight, and dropping the backend waits for every
+//!   operation in the kernel before freeing the buffers it writes into.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use io_uring::{IoUring, opcode, squeue, types};
+
+use super::common::{UNKNOWN_FILE_PATH, check_direct_alignment, errno, failed_completion};
+use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
+use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+
+/// Submission queue entries of the ring; the CQ gets twice as many (the kernel default).
+pub const RING_ENTRIES: u32 = 256;
+
+/// The path named in errors of the ring itself (not of one file).
+const RING_PATH: &str = "<io_uring>";
+
+pub struct UringIo {
+    ring: IoUring,
+    files: PosixFiles,
+    block_size_bytes: usize,
+    next_op_id: u64,
+    /// Every operation submitted to the backend and not yet completed, with the buffer it owns.
+    in_flight: HashMap<u64, InFlight>,
+    /// Chains (or single SQEs) waiting for room in the SQ, in submission order.
+    overflow: VecDeque<Vec<squeue::Entry>>,
+    ready: VecDeque<Completion>,
+}
+
+struct InFlight {
+    op: Op,
+    /// The buffer a read fills (writes keep theirs inside `op`).
+    read_buf: Option<AlignedBuf>,
+    linked: bool,
+}
+
+impl UringIo {
+    /// Set up a ring and check that it works (a NOP must complete): in containers whose seccomp
+    /// profile blocks io_uring, setup fails with EPERM or ENOSYS, or the NOP never completes.
+    pub fn new() -> std::io::Result<Self> {
+        Self::with_block_size(BLOCK_SIZE_BYTES_MIN)
+    }
+
+    /// As [`UringIo::new`], with the alignment discovered from the device holding `data_dir`.
+    pub fn for_dir(data_dir: &Path) -> std::io::Result<Self> {
+        Self::with_block_size(posix::discover_block_size_bytes(data_dir))
+    }
+
+    pub fn with_block_size(block_size_bytes: usize) -> std::io::Result<Self> {
+        assert!(
+            block_size_bytes.is_power_of_two(),
+            "block size must be a power of two"
+        );
+        let mut ring = IoUring::new(RING_ENTRIES)?;
+        probe_nop(&mut ring)?;
+        Ok(UringIo {
+            ring,
+            files: PosixFiles::new(),
+            block_size_bytes,
+            next_op_id: 1,
+            in_flight: HashMap::new(),
+            overflow: VecDeque::new(),
+            ready: VecDeque::new(),
+        })
+    }
+
+    fn allocate_op_id(&mut self) -> OpId {
+        let id = OpId(self.next_op_id);
+        self.next_op_id += 1;
+        id
+    }
+
+    /// Check an operation before it reaches the kernel; the error completes it at once.
+    fn validate(&self, op: &Op) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+        let entry = self
+            .files
+            .get(op.file(), op.operation_name())
+            .map_err(|e| (e.path, e.source))?;
+        if entry.read_only && matches!(op, Op::Write { .. }) {
+            return Err((entry.path.clone(), errno(libc::EBADF)));
+        }
+        if entry.direct {
+            check_direct_alignment(op, self.block_size_bytes)
+                .map_err(|e| (entry.path.clone(), e))?;
+        }
+        if u32::try_from(op.len_bytes()).is_err() {
+            return Err((entry.path.clone(), errno(libc::EINVAL)));
+        }
+        Ok(())
+    }
+
+    /// Record the operation as in flight and build its SQE. The buffer is moved into `in_flight`
+    /// first and the SQE points at its heap bytes, which stay put until the CQE is reaped.
+    fn prepare(&mut self, op_id: OpId, op: Op, linked: bool, link_next: bool) -> squeue::Entry {
+        let file = self.files.get_mut(op.file()).expect("validated");
+        file.in_flight += 1;
+        let fd = types::Fd(file.file.as_raw_fd());
+        let mut flight = InFlight {
+            op,
+            read_buf: None,
+            linked,
+        };
+        let entry = match &mut flight.op {
+            Op::Write { offset, buf, .. } => opcode::Write::new(fd, buf.as_ptr(), buf.len() as u32)
+                .offset(*offset)
+                .build(),
+            Op::Read { offset, len, .. } => {
+                let mut buf = AlignedBuf::zeroed(*len, self.block_size_bytes);
+                let entry = opcode::Read::new(fd, buf.as_mut_ptr(), *len as u32)
+                    .offset(*offset)
+                    .build();
+                flight.read_buf = Some(buf);
+                entry
+            }
+            Op::Fdatasync { .. } => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+        };
+        let previous = self.in_flight.insert(op_id.0, flight);
+        assert!(previous.is_none(), "op id {op_id:?} reused while in flight");
+        let entry = entry.user_data(op_id.0);
+        if link_next {
+            entry.flags(squeue::Flags::IO_LINK)
+        } else {
+            entry
+        }
+    }
+
+    /// Queue SQEs as one unit: straight into the SQ if it has room and nothing is parked ahead,
+    /// otherwise behind the parked ones (order of submission is kept).
+    fn enqueue(&mut self, entries: Vec<squeue::Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        if self.overflow.is_empty() && self.push_unit(&entries) {
+            return;
+        }
+        self.overflow.push_back(entries);
+    }
+
+    fn push_unit(&mut self, entries: &[squeue::Entry]) -> bool {
+        let mut sq = self.ring.submission();
+        if sq.capacity() - sq.len() < entries.len() {
+            return false;
+        }
+        // SAFETY: every SQE points into a buffer held in `self.in_flight` (or none, for fsync),
+        // which is not freed or touched until its CQE is reaped; the fd stays open because `close`
+        // asserts nothing is in flight on it and `Drop` waits for the kernel.
+        unsafe { sq.push_multiple(entries) }.is_ok()
+    }
+
+    /// Move parked units into the SQ while they fit.
+    fn fill_from_overflow(&mut self) {
+        while let Some(unit) = self.overflow.front() {
+            let unit = unit.clone();
+            if !self.push_unit(&unit) {
+                break;
+            }
+            self.overflow.pop_front();
+        }
+    }
+
+    /// Move every available CQE into `ready` (or back into the ring, for a retryable standalone op).
+    fn reap(&mut self) {
+        let cqes: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|cqe| (cqe.user_data(), cqe.result()))
+            .collect();
+        for (user_data, result) in cqes {
+            let flight = self
+                .in_flight
+                .remove(&user_data)
+                .expect("a CQE for an operation we submitted");
+            let file_id = flight.op.file();
+            let file = self
+                .files
+                .get_mut(file_id)
+                .expect("a file with operations in flight stays open");
+            file.in_flight -= 1;
+            let path = file.path.clone();
+            let retryable = result == -libc::EAGAIN || result == -libc::EINTR;
+            if retryable && !flight.linked {
+                let op_id = OpId(user_data);
+                let entry = self.prepare(op_id, flight.op, false, false);
+                self.enqueue(vec![entry]);
+                continue;
+            }
+            let op_id = OpId(user_data);
+            let operation = flight.op.operation_name();
+            let offset = flight.op.offset();
+            let outcome = if result < 0 {
+                Err(IoError::new(operation, &path, offset, errno(-result)))
+            } else {
+                Ok(result as usize)
+            };
+            let buf = match flight.op {
+                Op::Write { buf, .. } => Some(buf),
+                Op::Read { .. } => {
+                    // A failed read hands back no buffer, like the other backends.
+                    let mut buf = flight.read_buf.expect("reads own a buffer");
+                    outcome.as_ref().ok().map(|&n| {
+                        buf.set_len(n);
+                        buf
+                    })
+                }
+                Op::Fdatasync { .. } => None,
+            };
+            self.ready.push_back(Completion {
+                op_id,
+                result: outcome,
+                buf,
+            });
+        }
+    }
+
+    /// One `io_uring_enter`: submit what is in the SQ and wait for `want` CQEs. Returns false if
+    /// the call was interrupted or pushed back (the caller loops), true if it went through.
+    fn enter(&mut self, want: usize) -> Result<bool, IoError> {
+        match self.ring.submit_and_wait(want) {
+            Ok(_) => Ok(true),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) => Ok(false),
+                Some(libc::EBUSY) | Some(libc::EAGAIN) => {
+                    // The kernel holds CQEs it could not post: make room by reaping.
+                    self.reap();
+                    Ok(false)
+                }
+                _ => Err(IoError::new("submit_and_wait", Path::new(RING_PATH), 0, e)),
+            },
+        }
+    }
+}
+
+/// Submit one NOP and wait for it: proves the ring works end to end.
+fn probe_nop(ring: &mut IoUring) -> std::io::Result<()> {
+    const PROBE_USER_DATA: u64 = u64::MAX;
+    let nop = opcode::Nop::new().build().user_data(PROBE_USER_DATA);
+    // SAFETY: a NOP references no memory.
+    unsafe { ring.submission().push(&nop) }
+        .map_err(|_| std::io::Error::other("fresh ring has a full SQ"))?;
+    loop {
+        match ring.submit_and_wait(1) {
+            Ok(_) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let cqe = ring
+        .completion()
+        .next()
+        .ok_or_else(|| std::io::Error::other("io_uring NOP did not complete"))?;
+    if cqe.user_data() != PROBE_USER_DATA || cqe.result() < 0 {
+        return Err(std::io::Error::from_raw_os_error(-cqe.result().min(-1)));
+    }
+    Ok(())
+}
+
+impl Io for UringIo {
+    fn block_size_bytes(&self) -> usize {
+        self.block_size_bytes
+    }
+
+    fn open(&mut self, path: &Path, options: OpenOptions) -> Result<FileId, IoError> {
+        self.files.open(path, options)
+    }
+
+    fn close(&mut self, file: FileId) -> Result<(), IoError> {
+        self.files.close(file)
+    }
+
+    fn file_size_bytes(&mut self, file: FileId) -> Result<u64, IoError> {
+        self.files.file_size_bytes(file)
+    }
+
+    fn set_len(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
+        self.files.set_len(file, len_bytes)
+    }
+
+    fn preallocate(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
+        self.files.preallocate(file, len_bytes)
+    }
+
+    fn create_dir_all(&mut self, path: &Path) -> Result<(), IoError> {
+        posix::create_dir_all(path)
+    }
+
+    fn list_dir(&mut self, path: &Path) -> Result<Vec<String>, IoError> {
+        posix::list_dir(path)
+    }
+
+    fn exists(&mut self, path: &Path) -> bool {
+        posix::exists(path)
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError> {
+        posix::rename(from, to)
+    }
+
+    fn remove_file(&mut self, path: &Path) -> Result<(), IoError> {
+        posix::remove_file(path)
+    }
+
+    fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
+        posix::sync_dir(path)
+    }
+
+    fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
+        self.files
+            .get(file, "raw_fd")
+            .ok()
+            .map(|f| f.file.as_raw_fd())
+    }
+
+    fn submit(&mut self, op: Op) -> OpId {
+        let op_id = self.allocate_op_id();
+        match self.validate(&op) {
+            Err((path, e)) => self.ready.push_back(failed_completion(op_id, op, &path, e)),
+            Ok(()) => {
+                let entry = self.prepare(op_id, op, false, false);
+                self.enqueue(vec![entry]);
+            }
+        }
+        op_id
+    }
+
+    fn submit_linked(&mut self, ops: Vec<Op>) -> Vec<OpId> {
+        let ids: Vec<OpId> = ops.iter().map(|_| self.allocate_op_id()).collect();
+        // The valid prefix goes to the kernel as one chain; the first invalid op fails at once and
+        // everything after it is cancelled, as the kernel would have done had it failed there.
+        let valid_prefix = ops
+            .iter()
+            .position(|op| self.validate(op).is_err())
+            .unwrap_or(ops.len());
+        let valid_prefix = if valid_prefix > RING_ENTRIES as usize {
+            0
+        } else {
+            valid_prefix
+        };
+        let mut entries = Vec::with_capacity(valid_prefix);
+        let mut failure = None;
+        for (index, (op_id, op)) in ids.iter().copied().zip(ops).enumerate() {
+            if index < valid_prefix {
+                let link_next = index + 1 < valid_prefix;
+                entries.push(self.prepare(op_id, op, true, link_next));
+            } else if failure.is_none() {
+                let (path, e) = self.validate(&op).err().unwrap_or_else(|| {
+                    // Only reached for a chain longer than the ring: it can never be one chain.
+                    let path = self.files.get(op.file(), "").map(|f| f.path.clone());
+                    (
+                        path.unwrap_or_else(|_| UNKNOWN_FILE_PATH.into()),
+                        errno(libc::EINVAL),
+                    )
+                });
+                failure = Some(path.clone());
+                self.ready.push_back(failed_completion(op_id, op, &path, e));
+            } else {
+                let path = self
+                    .files
+                    .get(op.file(), "")
+                    .map(|f| f.path.clone())
+                    .unwrap_or_else(|_| UNKNOWN_FILE_PATH.into());
+                self.ready
+                    .push_back(failed_completion(op_id, op, &path, errno(libc::ECANCELED)));
+            }
+        }
+        self.enqueue(entries);
+        ids
+    }
+
+    fn submit_and_wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+        let target = min_completions.min(self.in_flight());
+        loop {
+            self.fill_from_overflow();
+            let missing = target.saturating_sub(self.ready.len());
+            // While units are parked, only submit (never block): they need the SQ room that the
+            // submission frees. `want` never exceeds what is in the kernel, so this cannot hang.
+            let in_kernel =
+                self.in_flight.len() - self.overflow.iter().map(Vec::len).sum::<usize>();
+            let want = if self.overflow.is_empty() {
+                missing.min(in_kernel)
+            } else {
+                0
+            };
+            let went_through = self.enter(want)?;
+            self.reap();
+            if went_through
+                && self.overflow.is_empty()
+                && self.ready.len() >= target
+                && self.ring.submission().is_empty()
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    fn drain_completions(&mut self, out: &mut Vec<Completion>) {
+        self.reap();
+        out.extend(self.ready.drain(..));
+    }
+
+    fn in_flight(&self) -> usize {
+        self.ready.len() + self.in_flight.len()
+    }
+}
+
+impl Drop for UringIo {
+    fn drop(&mut self) {
+        // Parked units never reached the kernel: their buffers can go.
+        let parked: Vec<u64> = self
+            .overflow
+            .drain(..)
+            .flatten()
+            .map(|e| e.get_user_data())
+            .collect();
+        for user_data in parked {
+            self.in_flight.remove(&user_data);
+        }
+        // The kernel may still write into read buffers or read from write buffers: wait for it.
+        while !self.in_flight.is_empty() {
+            let in_kernel = self.in_flight.len();
+            if self.enter(in_kernel).is_err() {
+                // A ring that cannot be entered any more: leak the buffers rather than free memory
+                // the kernel might still touch.
+                for (_, flight) in self.in_flight.drain() {
+                    std::mem::forget(flight);
+                }
+                return;
+            }
+            self.reap();
+        }
+    }
+}
