@@ -2,3 +2,6 @@
 //! Knows nothing of Raft roles.
 pub mod batch;
 pub mod io;
+pub mod epoch_cache;
+pub mod log;
+pub mod quorum_state;

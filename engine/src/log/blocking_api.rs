@@ -1,0 +1,386 @@
+//! The log's blocking operations: rare, off the hot path, each waits for any chain in flight
+//! first so that its own synchronous I/O cannot swallow one of the chain's completions.
+
+use bytes::Bytes;
+
+use super::blocking;
+use super::segment::{self, Chunk, Segment, round_down};
+use super::tail_slot::{self, encode_slot, slot_offset};
+use super::{LogError, PartitionLog, ReadView};
+use crate::io::{AlignedBuf, Completion, Io, Op, OpenOptions};
+
+impl PartitionLog {
+    /// Flush and block until everything appended so far is durable. Returns the durable end
+    /// offset. For tests, tools and the rare blocking paths; the hot path uses `flush` and
+    /// `on_completion`.
+    pub fn flush_and_wait<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
+        self.flush(io)?;
+        self.wait_for_in_flight(io)?;
+        debug_assert!(self.durable_end_offset >= self.flush_requested_offset);
+        Ok(self.durable_end_offset)
+    }
+
+    /// Remove every record at or after `offset` (a follower whose log diverged, KIP-595), and
+    /// make the truncation durable before returning. A batch holding `offset` is removed whole,
+    /// so the new log end offset (returned) may be below `offset`.
+    ///
+    /// Refuses (typed error, nothing changed) to go below `floor`, the high-watermark: records
+    /// below it may be committed, and a voter that forgets them can break the quorum's safety.
+    pub fn truncate_to<I: Io>(
+        &mut self,
+        io: &mut I,
+        offset: i64,
+        floor: i64,
+    ) -> Result<i64, LogError> {
+        self.check_running()?;
+        if offset < floor {
+            return Err(LogError::TruncateBelowFloor {
+                dir: self.dir.clone(),
+                offset,
+                floor,
+            });
+        }
+        let log_end_offset = self.log_end_offset();
+        if offset >= log_end_offset {
+            return Ok(log_end_offset);
+        }
+        if offset < self.log_start_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let index = self.segment_index_for(offset);
+        let (batch, position, new_end_offset) = {
+            let segment = &self.segments[index];
+            let batch = segment.batch_index_for(offset);
+            match segment.batches.get(batch) {
+                Some(entry) => (batch, entry.position, entry.base_offset),
+                None => (batch, segment.size_bytes, segment.next_offset),
+            }
+        };
+        if new_end_offset < floor {
+            return Err(LogError::TruncateBelowFloor {
+                dir: self.dir.clone(),
+                offset: new_end_offset,
+                floor,
+            });
+        }
+        // Everything durable first: the cut below then only ever shortens durable bytes.
+        self.flush_and_wait(io)?;
+        self.generation += 1;
+
+        // Later segments go first (and durably): a crash must never leave a later segment
+        // whose base offset no longer continues the one being cut.
+        let removed: Vec<Segment> = self.segments.drain(index + 1..).collect();
+        for segment in &removed {
+            self.delete_segment_files(io, segment)?;
+        }
+        if !removed.is_empty() {
+            io.sync_dir(&self.dir)?;
+        }
+        self.cut_segment(io, index, batch, position, new_end_offset)?;
+
+        self.durable_end_offset = new_end_offset;
+        self.flush_requested_offset = new_end_offset;
+        if self.epoch_cache.truncate_from_end(new_end_offset) {
+            let path = self.epoch_checkpoint_path();
+            self.epoch_cache
+                .persist(io, &path, &mut self.foreign)
+                .map_err(|source| LogError::EpochCache {
+                    dir: self.dir.clone(),
+                    source,
+                })?;
+            self.epoch_cache_dirty = false;
+        }
+        Ok(new_end_offset)
+    }
+
+    /// Move the log start offset (KIP-630: to a snapshot's end offset) and delete every whole
+    /// segment below it. Returns the number of segments deleted. The active segment is kept.
+    pub fn advance_log_start_offset<I: Io>(
+        &mut self,
+        io: &mut I,
+        offset: i64,
+    ) -> Result<usize, LogError> {
+        self.check_running()?;
+        if offset <= self.log_start_offset {
+            return Ok(0);
+        }
+        let log_end_offset = self.log_end_offset();
+        if offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        self.wait_for_in_flight(io)?;
+        self.log_start_offset = offset;
+        let mut deletable = 0;
+        while deletable + 1 < self.segments.len()
+            && self.segments[deletable + 1].base_offset <= offset
+            && self.segments[deletable].seal_durable
+        {
+            deletable += 1;
+        }
+        let removed: Vec<Segment> = self.segments.drain(..deletable).collect();
+        for segment in &removed {
+            self.delete_segment_files(io, segment)?;
+        }
+        if !removed.is_empty() {
+            io.sync_dir(&self.dir)?;
+        }
+        if self.epoch_cache.truncate_from_start(offset) {
+            let path = self.epoch_checkpoint_path();
+            self.epoch_cache
+                .persist(io, &path, &mut self.foreign)
+                .map_err(|source| LogError::EpochCache {
+                    dir: self.dir.clone(),
+                    source,
+                })?;
+        }
+        Ok(removed.len())
+    }
+
+    /// Wait for in-flight I/O, flush what is appended (unless the log stopped), write the
+    /// active segment's index, close every file. Returns completions of other `Io` users that
+    /// were drained meanwhile.
+    pub fn close<I: Io>(mut self, io: &mut I) -> Result<Vec<Completion>, LogError> {
+        let flushed = if self.stopped.is_none() {
+            self.flush_and_wait(io).map(|_| ())
+        } else {
+            Ok(())
+        };
+        let waited = self.wait_for_in_flight(io);
+        if flushed.is_ok() && waited.is_ok() && self.stopped.is_none() {
+            let active = self.active();
+            if active.file.is_some() {
+                let path = segment::segment_file_path(&self.dir, active.base_offset, "index");
+                let encoded = active.index.encode();
+                blocking::write_whole_file(io, &path, &encoded, &mut self.foreign)?;
+            }
+        }
+        for segment in &mut self.segments {
+            if let Some(file) = segment.file.take() {
+                io.close(file)?;
+            }
+            if let Some(tail) = segment.tail_file.take() {
+                io.close(tail)?;
+            }
+        }
+        flushed?;
+        waited?;
+        Ok(std::mem::take(&mut self.foreign))
+    }
+
+    /// Materialise a view's bytes (a blocking read for file regions). For tests and tools; a
+    /// server sends file regions with sendfile instead.
+    pub fn read_view_bytes<I: Io>(
+        &mut self,
+        io: &mut I,
+        view: &ReadView,
+    ) -> Result<Bytes, LogError> {
+        match view {
+            ReadView::Memory(bytes) => Ok(bytes.clone()),
+            ReadView::File {
+                file,
+                position,
+                length_bytes,
+                ..
+            } => {
+                self.wait_for_in_flight(io)?;
+                let bytes = blocking::read_range(
+                    io,
+                    *file,
+                    *position,
+                    Some(*length_bytes),
+                    &mut self.foreign,
+                )?;
+                Ok(Bytes::from(bytes))
+            }
+        }
+    }
+
+    fn delete_segment_files<I: Io>(
+        &mut self,
+        io: &mut I,
+        segment: &Segment,
+    ) -> Result<(), LogError> {
+        if let Some(file) = segment.file {
+            io.close(file)?;
+        }
+        if let Some(tail) = segment.tail_file {
+            io.close(tail)?;
+        }
+        for extension in ["log", "index", "tail"] {
+            let path = segment::segment_file_path(&self.dir, segment.base_offset, extension);
+            if io.exists(&path) {
+                io.remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Make segment `index` end at `position` (batch `batch` and later removed), durably, and
+    /// make it the active segment again.
+    fn cut_segment<I: Io>(
+        &mut self,
+        io: &mut I,
+        index: usize,
+        batch: usize,
+        position: u64,
+        new_end_offset: i64,
+    ) -> Result<(), LogError> {
+        let block = self.block_size_bytes;
+        let block_start = round_down(position, block);
+        // The batches that must stay readable from memory: from the first one not wholly in
+        // full blocks of the file.
+        let segment = &self.segments[index];
+        let first_in_memory = (0..batch)
+            .find(|&j| segment.batch_end(j) > block_start)
+            .unwrap_or(batch);
+        let memory_from = segment
+            .batches
+            .get(first_in_memory)
+            .map_or(position, |entry| entry.position.min(position));
+        let memory_bytes = match segment.copy_from_chunks(memory_from, position) {
+            Some(bytes) => bytes,
+            None => {
+                let file = segment.file.expect("bytes not in memory are in the file");
+                blocking::read_range(
+                    io,
+                    file,
+                    memory_from,
+                    Some(position - memory_from),
+                    &mut self.foreign,
+                )?
+            }
+        };
+        if (memory_bytes.len() as u64) < position - memory_from {
+            return Err(LogError::Corruption {
+                path: segment::segment_file_path(&self.dir, segment.base_offset, "log"),
+                position: memory_from + memory_bytes.len() as u64,
+                reason: "segment file shorter than its durable bytes while truncating".into(),
+            });
+        }
+        let partial =
+            memory_bytes[(block_start.max(memory_from) - memory_from) as usize..].to_vec();
+        debug_assert_eq!(
+            partial.len() as u64,
+            position - block_start.max(memory_from)
+        );
+        if segment.file.is_some() {
+            self.write_durable_end(io, index, position, &partial)?;
+        }
+        let index_path =
+            segment::segment_file_path(&self.dir, self.segments[index].base_offset, "index");
+        if io.exists(&index_path) {
+            io.remove_file(&index_path)?; // stale: rewritten at the next seal or close
+        }
+        let segment = &mut self.segments[index];
+        segment.batches.truncate(batch);
+        segment.size_bytes = position;
+        segment.next_offset = new_end_offset;
+        segment.index.truncate_to_position(position, position);
+        segment.written_full_end = block_start;
+        segment.flushed_end = position;
+        segment.flushed_next_offset = new_end_offset;
+        segment.sealed = false;
+        segment.seal_durable = false;
+        segment.write_tail = AlignedBuf::from_slice(&partial, block);
+        segment.chunks.clear();
+        if memory_from < position {
+            segment.chunks.push_back(Chunk {
+                position: memory_from,
+                bytes: Bytes::from(memory_bytes),
+            });
+        }
+        Ok(())
+    }
+
+    /// Durably record that segment `index` ends at `position`, whose partial last block is
+    /// `partial`: a new tail slot first (the durable mark), then the `.log` file cut at the
+    /// block boundary. A crash in between leaves the slot, so recovery discards what lies past
+    /// the mark anyway. Used by truncation and by recovery.
+    pub(crate) fn write_durable_end<I: Io>(
+        &mut self,
+        io: &mut I,
+        index: usize,
+        position: u64,
+        partial: &[u8],
+    ) -> Result<(), LogError> {
+        let block = self.block_size_bytes;
+        let block_start = round_down(position, block);
+        assert_eq!(
+            partial.len() as u64,
+            position - block_start,
+            "the partial block ends at the cut"
+        );
+        let base = self.segments[index].base_offset;
+        let tail_path = segment::segment_file_path(&self.dir, base, "tail");
+        let sequence = self.segments[index].slot_sequence + 1;
+        let slot = encode_slot(sequence, block_start / block as u64, partial, block);
+        match self.segments[index].tail_file {
+            Some(tail) => {
+                let ops = vec![
+                    Op::Write {
+                        file: tail,
+                        offset: slot_offset(sequence, block),
+                        buf: slot,
+                    },
+                    Op::Fdatasync { file: tail },
+                ];
+                self.run_checked(io, ops, &tail_path)?;
+            }
+            None => {
+                // A sealed segment becoming active again: a tail file born with its slot.
+                let mut bytes = vec![0u8; tail_slot::tail_file_size_bytes(block) as usize];
+                let at = slot_offset(sequence, block) as usize;
+                bytes[at..at + slot.len()].copy_from_slice(slot.as_slice());
+                blocking::write_file_atomically(io, &tail_path, &bytes, &mut self.foreign)?;
+                let tail = io.open(
+                    &tail_path,
+                    OpenOptions {
+                        direct: true,
+                        ..Default::default()
+                    },
+                )?;
+                self.segments[index].tail_file = Some(tail);
+            }
+        }
+        self.segments[index].slot_sequence = sequence;
+        let file = self.segments[index]
+            .file
+            .expect("a segment with durable bytes has a file");
+        let log_path = segment::segment_file_path(&self.dir, base, "log");
+        io.set_len(file, block_start)?;
+        if self.config.preallocate {
+            io.preallocate(file, self.config.segment_size_bytes + block as u64)?;
+        }
+        self.run_checked(io, vec![Op::Fdatasync { file }], &log_path)?;
+        Ok(())
+    }
+
+    /// Run a small blocking chain; a failed write or fdatasync stops the log.
+    fn run_checked<I: Io>(
+        &mut self,
+        io: &mut I,
+        ops: Vec<Op>,
+        path: &std::path::Path,
+    ) -> Result<(), LogError> {
+        let offset = ops.first().map_or(0, |op| op.offset());
+        for mut completion in blocking::run_ops(io, ops, true, &mut self.foreign)? {
+            if let Err(source) = blocking::completion_result(&mut completion) {
+                self.stopped = Some(format!("{path:?} at byte {offset}: {source}"));
+                return Err(LogError::WriteFailed {
+                    path: path.to_path_buf(),
+                    position: offset,
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+}

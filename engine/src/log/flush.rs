@@ -1,0 +1,335 @@
+//! Group commit: at most one write + fdatasync chain in flight per log.
+//!
+//! A chain covers one segment (the oldest with unflushed bytes or an unwritten seal):
+//!
+//! ```text
+//! [write full blocks to .log] [fdatasync .log] [write tail slot] [fdatasync .tail]
+//! ```
+//!
+//! submitted with `Io::submit_linked`, so the slot write starts only after the segment's
+//! fdatasync completed. That order is what makes the slot a *durable mark*: if a slot is on the
+//! disk, every full block before it is too, so recovery knows that any damage below the mark is
+//! corruption, and anything after it is the unfinished next flush. A sealing chain (the segment
+//! was rolled) writes the final partial block, zero padded, to the `.log` file itself (a position
+//! never written before), then the slot, then the `.index` file.
+//!
+//! Completions are matched by `OpId` and the chain carries the log's truncation generation, so
+//! a completion from before a truncation can never move the durable offset (openraft's IOId idea).
+
+use std::path::PathBuf;
+
+use super::blocking;
+use super::segment::{self, round_down, round_up};
+use super::tail_slot::{self, encode_slot, slot_offset};
+use super::{LogError, PartitionLog};
+use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+
+/// What [`PartitionLog::on_completion`] made of a completion.
+#[derive(Debug)]
+pub enum Routed {
+    /// Not ours: handed back for its owner.
+    Foreign(Completion),
+    /// Ours. `Some(offset)` when the durable end offset advanced to `offset`.
+    Mine {
+        durable_end_offset_advanced_to: Option<i64>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct InFlightFlush {
+    generation: u64,
+    segment_base_offset: i64,
+    op_ids: Vec<OpId>,
+    /// (path, file position) of each op, for errors.
+    op_targets: Vec<(PathBuf, u64)>,
+    completed: usize,
+    failure: Option<(PathBuf, u64, IoError)>,
+    target_position: u64,
+    target_next_offset: i64,
+    new_written_full_end: u64,
+    slot_sequence: u64,
+    sealing: bool,
+    index_file: Option<FileId>,
+}
+
+impl PartitionLog {
+    /// Ask for everything appended so far to become durable. Starts a chain now if none is in
+    /// flight; otherwise the next chain (started when the current one completes) covers it.
+    pub fn flush<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        self.check_running()?;
+        self.flush_requested_offset = self.flush_requested_offset.max(self.log_end_offset());
+        self.maybe_start_flush(io)
+    }
+
+    /// Route a completion. Foreign completions come back as [`Routed::Foreign`]. A failed write
+    /// or fdatasync stops the log (EIO/ENOSPC are fatal) and is returned as the error.
+    pub fn on_completion<I: Io>(
+        &mut self,
+        io: &mut I,
+        completion: Completion,
+    ) -> Result<Routed, LogError> {
+        let Some(flight) = self.in_flight.as_mut() else {
+            return Ok(Routed::Foreign(completion));
+        };
+        let Some(slot) = flight.op_ids.iter().position(|id| *id == completion.op_id) else {
+            return Ok(Routed::Foreign(completion));
+        };
+        flight.completed += 1;
+        if let Err(error) = completion.result
+            && flight.failure.is_none()
+        {
+            let (path, position) = flight.op_targets[slot].clone();
+            flight.failure = Some((path, position, error));
+        }
+        if flight.completed < flight.op_ids.len() {
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        let flight = self.in_flight.take().expect("checked above");
+        if let Some(index_file) = flight.index_file {
+            io.close(index_file)?;
+        }
+        if let Some((path, position, source)) = flight.failure {
+            self.stopped = Some(format!("{path:?} at byte {position}: {source}"));
+            return Err(LogError::WriteFailed {
+                path,
+                position,
+                source,
+            });
+        }
+        let advanced = self.apply_completed_flush(io, flight)?;
+        self.maybe_start_flush(io)?;
+        Ok(Routed::Mine {
+            durable_end_offset_advanced_to: advanced,
+        })
+    }
+
+    /// Block until no chain is in flight (routing completions, stashing foreign ones).
+    pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        let mut ready = Vec::new();
+        while self.in_flight.is_some() {
+            io.submit_and_wait(1)?;
+            io.drain_completions(&mut ready);
+            for completion in ready.drain(..) {
+                if let Routed::Foreign(completion) = self.on_completion(io, completion)? {
+                    self.foreign.push(completion);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_completed_flush<I: Io>(
+        &mut self,
+        io: &mut I,
+        flight: InFlightFlush,
+    ) -> Result<Option<i64>, LogError> {
+        let dir = self.dir.clone();
+        let segment = self
+            .segments
+            .iter_mut()
+            .find(|segment| segment.base_offset == flight.segment_base_offset)
+            .expect("a segment with a chain in flight is neither truncated nor deleted");
+        assert!(
+            flight.target_position <= segment.size_bytes,
+            "flushed bytes are still in the segment"
+        );
+        segment.written_full_end = flight.new_written_full_end;
+        segment.flushed_end = flight.target_position;
+        segment.flushed_next_offset = flight.target_next_offset;
+        segment.slot_sequence = flight.slot_sequence;
+        if flight.sealing {
+            // The final bytes are in the .log file itself now; the tail file is no longer
+            // needed (a stale one is ignored for any segment that is not the last).
+            segment.seal_durable = true;
+            segment.write_tail.clear();
+            if let Some(tail) = segment.tail_file.take() {
+                io.close(tail)?;
+            }
+            io.remove_file(&segment::segment_file_path(
+                &dir,
+                segment.base_offset,
+                "tail",
+            ))?;
+        }
+        segment.release_written_chunks();
+        if flight.generation == self.generation
+            && flight.target_next_offset > self.durable_end_offset
+        {
+            self.durable_end_offset = flight.target_next_offset;
+            return Ok(Some(self.durable_end_offset));
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn maybe_start_flush<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        if self.in_flight.is_some() || self.durable_end_offset >= self.flush_requested_offset {
+            return Ok(());
+        }
+        let Some(index) = self
+            .segments
+            .iter()
+            .position(|segment| segment.needs_flush())
+        else {
+            return Ok(());
+        };
+        if self.epoch_cache_dirty {
+            // Rare (a new epoch): written before the chain so the blocking write cannot swallow
+            // one of our own completions.
+            let path = self.epoch_checkpoint_path();
+            self.epoch_cache
+                .persist(io, &path, &mut self.foreign)
+                .map_err(|source| LogError::EpochCache {
+                    dir: self.dir.clone(),
+                    source,
+                })?;
+            self.epoch_cache_dirty = false;
+        }
+        if self.segments[index].file.is_none() {
+            self.create_segment_files(io, index)?;
+        }
+        self.start_chain(io, index)
+    }
+
+    /// Create a segment's `.tail` (atomically, with an empty first slot) and then its `.log`
+    /// (preallocated), and fsync the folder. `.log` exists ⇒ `.tail` exists, for a new segment.
+    fn create_segment_files<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
+        let block = self.block_size_bytes;
+        let base = self.segments[index].base_offset;
+        let tail_path = segment::segment_file_path(&self.dir, base, "tail");
+        let log_path = segment::segment_file_path(&self.dir, base, "log");
+        let mut tail_bytes = vec![0u8; tail_slot::tail_file_size_bytes(block) as usize];
+        let first_slot = encode_slot(0, 0, &[], block);
+        tail_bytes[..first_slot.len()].copy_from_slice(first_slot.as_slice());
+        blocking::write_file_atomically(io, &tail_path, &tail_bytes, &mut self.foreign)?;
+        let tail = io.open(
+            &tail_path,
+            OpenOptions {
+                direct: true,
+                ..Default::default()
+            },
+        )?;
+        let file = io.open(
+            &log_path,
+            OpenOptions {
+                create: true,
+                direct: true,
+                ..Default::default()
+            },
+        )?;
+        if self.config.preallocate {
+            io.preallocate(file, self.config.segment_size_bytes + block as u64)?;
+        }
+        io.sync_dir(&self.dir)?;
+        let segment = &mut self.segments[index];
+        segment.tail_file = Some(tail);
+        segment.file = Some(file);
+        segment.slot_sequence = 0;
+        Ok(())
+    }
+
+    fn start_chain<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
+        let block = self.block_size_bytes;
+        let dir = self.dir.clone();
+        let segment = &mut self.segments[index];
+        let file = segment.file.expect("created above");
+        let tail = segment
+            .tail_file
+            .expect("a segment being written has a tail file");
+        let log_path = segment::segment_file_path(&dir, segment.base_offset, "log");
+        let tail_path = segment::segment_file_path(&dir, segment.base_offset, "tail");
+        let end = segment.size_bytes;
+        let sealing = segment.sealed;
+        let full_end = round_down(end, block);
+        let slot_sequence = segment.slot_sequence + 1;
+        let partial =
+            &segment.write_tail.as_slice()[(full_end - segment.written_full_end) as usize..];
+        let slot = encode_slot(slot_sequence, full_end / block as u64, partial, block);
+
+        let mut ops = Vec::new();
+        let mut targets = Vec::new();
+        let new_written_full_end = if sealing {
+            round_up(end, block)
+        } else {
+            full_end
+        };
+        if new_written_full_end > segment.written_full_end {
+            // Move the aligned bytes out; keep the partial block (if any) for the next flush.
+            let keep_from = (full_end - segment.written_full_end) as usize;
+            let mut buf = std::mem::replace(
+                &mut segment.write_tail,
+                AlignedBuf::with_capacity(block, block),
+            );
+            if !sealing {
+                segment
+                    .write_tail
+                    .extend_from_slice(&buf.as_slice()[keep_from..]);
+                buf.set_len(keep_from);
+            } else {
+                // Zero padding to the block boundary: the final block goes to a position of the
+                // .log file never written before, and nothing is appended here again.
+                let padding = (new_written_full_end - end) as usize;
+                buf.extend_from_slice(&vec![0u8; padding]);
+            }
+            targets.push((log_path.clone(), segment.written_full_end));
+            ops.push(Op::Write {
+                file,
+                offset: segment.written_full_end,
+                buf,
+            });
+            targets.push((log_path.clone(), 0));
+            ops.push(Op::Fdatasync { file });
+        }
+        targets.push((tail_path.clone(), slot_offset(slot_sequence, block)));
+        ops.push(Op::Write {
+            file: tail,
+            offset: slot_offset(slot_sequence, block),
+            buf: slot,
+        });
+        targets.push((tail_path, 0));
+        ops.push(Op::Fdatasync { file: tail });
+
+        let mut index_file = None;
+        if sealing {
+            let index_path = segment::segment_file_path(&dir, segment.base_offset, "index");
+            let index_fd = io.open(
+                &index_path,
+                OpenOptions {
+                    create: true,
+                    ..Default::default()
+                },
+            )?;
+            io.set_len(index_fd, 0)?;
+            let encoded = segment.index.encode();
+            if !encoded.is_empty() {
+                targets.push((index_path.clone(), 0));
+                ops.push(Op::Write {
+                    file: index_fd,
+                    offset: 0,
+                    buf: AlignedBuf::from_slice(&encoded, block),
+                });
+            }
+            targets.push((index_path, 0));
+            ops.push(Op::Fdatasync { file: index_fd });
+            index_file = Some(index_fd);
+        }
+        let op_ids = io.submit_linked(ops);
+        let target_next_offset = segment.next_offset;
+        self.in_flight = Some(InFlightFlush {
+            generation: self.generation,
+            segment_base_offset: self.segments[index].base_offset,
+            op_ids,
+            op_targets: targets,
+            completed: 0,
+            failure: None,
+            target_position: end,
+            target_next_offset,
+            new_written_full_end,
+            slot_sequence,
+            sealing,
+            index_file,
+        });
+        Ok(())
+    }
+}

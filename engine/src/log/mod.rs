@@ -1,0 +1,506 @@
+//! The partition log: Kafka-layout segments of RecordBatch v2, group commit over the [`Io`]
+//! trait, a torn-write-proof tail, and crash recovery (docs/log.md tells the whole design).
+//!
+//! ```text
+//! <dir>/00000000000000000000.log     batches, O_DIRECT, full blocks written once
+//!       00000000000000000000.index   sparse offset -> position (Kafka layout, advisory)
+//!       00000000000000000000.tail    two double-write slots holding the partial last block
+//!       leader-epoch-checkpoint      epoch -> start offset (Kafka text format)
+//! ```
+//!
+//! Context passing: the log owns no `Io`; every call that touches the disk takes `&mut I`, so
+//! many logs can share one backend (one ring). Completions are routed back with
+//! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
+//!
+//! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one linked
+//! write + fdatasync chain if none is in flight; appends that arrive meanwhile wait for the
+//! next chain, which starts as soon as the current one completes. [`PartitionLog::durable_end_offset`]
+//! advances only when a chain's last fdatasync completed.
+
+pub(crate) mod blocking;
+mod blocking_api;
+mod error;
+mod flush;
+pub mod index;
+pub mod recovery;
+mod segment;
+mod tail_slot;
+
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::batch::{
+    BatchChainValidator, BatchIter, stamp_base_offset, stamp_partition_leader_epoch,
+};
+use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
+use crate::io::{Completion, FileId, Io};
+
+pub use error::LogError;
+pub use flush::Routed;
+pub use recovery::RecoveryReport;
+use segment::{BatchEntry, Chunk, Segment};
+
+/// Kafka's `metadata.log.segment.bytes` default (1 GiB).
+pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 1 << 30;
+/// Kafka's `index.interval.bytes` default.
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Roll to a new segment before a batch would take the active one past this size
+    /// (`metadata.log.segment.bytes`). At most 2 GiB: index positions are 32-bit.
+    pub segment_size_bytes: u64,
+    /// Bytes of batches between two sparse index entries (`index.interval.bytes`).
+    pub index_interval_bytes: u64,
+    /// Reserve each new segment's full size on creation, so appends never hit ENOSPC midway.
+    pub preallocate: bool,
+    /// A batch claiming more than this is corruption, not a torn write.
+    pub max_batch_size_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_size_bytes: DEFAULT_SEGMENT_SIZE_BYTES,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            preallocate: true,
+            max_batch_size_bytes: crate::batch::DEFAULT_MAX_BATCH_SIZE_BYTES,
+        }
+    }
+}
+
+/// Offsets assigned to (leader) or accepted from (follower) one append call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub batches: usize,
+}
+
+/// Where the bytes of a read are: whole batches, starting at the batch holding the asked offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadView {
+    /// A zero-copy slice of the in-memory tail.
+    Memory(Bytes),
+    /// A region of a segment file, for sendfile/splice (or an `Io` read on the memory backend).
+    File {
+        file: FileId,
+        raw_fd: Option<RawFd>,
+        path: PathBuf,
+        position: u64,
+        length_bytes: u64,
+    },
+}
+
+impl ReadView {
+    pub fn len_bytes(&self) -> u64 {
+        match self {
+            ReadView::Memory(bytes) => bytes.len() as u64,
+            ReadView::File { length_bytes, .. } => *length_bytes,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len_bytes() == 0
+    }
+}
+
+/// In-flight write + fdatasync chain of one segment (see `flush.rs`).
+pub(crate) use flush::InFlightFlush;
+
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    block_size_bytes: usize,
+    /// Sorted by base offset; the last one takes appends. Never empty.
+    segments: Vec<Segment>,
+    log_start_offset: i64,
+    durable_end_offset: i64,
+    epoch_cache: LeaderEpochCache,
+    epoch_cache_dirty: bool,
+    in_flight: Option<InFlightFlush>,
+    /// A flush was asked to cover everything below this offset.
+    flush_requested_offset: i64,
+    /// Bumped by every truncation: a chain started before it must not move the durable offset.
+    generation: u64,
+    /// Set by the first failed write; every later append or flush fails.
+    stopped: Option<String>,
+    /// Completions of other users of the shared `Io`, drained during a blocking wait.
+    foreign: Vec<Completion>,
+}
+
+impl PartitionLog {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The first offset still in the log (KIP-630 LogBeginOffset).
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next appended record gets.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// Every record below this offset survived an fdatasync.
+    pub fn durable_end_offset(&self) -> i64 {
+        self.durable_end_offset
+    }
+
+    /// Whether a write + fdatasync chain is in flight.
+    pub fn flush_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Kafka's endOffsetFor for a fetcher's LastFetchedEpoch (KIP-320).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epoch_cache
+            .end_offset_for_epoch(epoch, self.log_end_offset())
+    }
+
+    pub fn epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epoch_cache
+    }
+
+    /// The latest leader epoch in the log, if any batch carries one.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epoch_cache.latest_epoch()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments
+            .iter()
+            .map(|segment| segment.base_offset)
+            .collect()
+    }
+
+    /// The sparse index's answer for `offset`: (segment base offset, byte position to scan from).
+    pub fn index_lookup(&self, offset: i64) -> Option<(i64, u64)> {
+        if offset < self.log_start_offset || offset >= self.log_end_offset() {
+            return None;
+        }
+        let segment = &self.segments[self.segment_index_for(offset)];
+        let entry = segment.index.lookup(segment.base_offset, offset);
+        Some((segment.base_offset, u64::from(entry.position)))
+    }
+
+    /// Completions of other users of the shared `Io` that a blocking call drained.
+    pub fn take_foreign_completions(&mut self) -> Vec<Completion> {
+        std::mem::take(&mut self.foreign)
+    }
+
+    /// Leader append (KIP-595 leaders append in their own epoch): assign offsets from the log
+    /// end, stamp baseOffset and partitionLeaderEpoch in place (neither is CRC-covered, so no
+    /// re-checksum), keep the bytes. Durable only after a flush covering them.
+    pub fn append_as_leader(
+        &mut self,
+        batches: BytesMut,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_running()?;
+        if let Some(latest) = self.epoch_cache.latest_epoch()
+            && leader_epoch < latest
+        {
+            return Err(self.invalid(crate::batch::BatchError::EpochWentBackwards {
+                position: 0,
+                previous: latest,
+                found: leader_epoch,
+            }));
+        }
+        let frozen = batches.freeze();
+        let mut metas = self.split_batches(&frozen)?;
+        let mut bytes = match frozen.try_into_mut() {
+            Ok(unique) => unique,
+            Err(shared) => BytesMut::from(&shared[..]),
+        };
+        let mut next_offset = self.log_end_offset();
+        for meta in &mut metas {
+            let batch = &mut bytes[meta.start..meta.start + meta.size_bytes];
+            stamp_base_offset(batch, next_offset);
+            stamp_partition_leader_epoch(batch, leader_epoch);
+            meta.base_offset = next_offset;
+            meta.last_offset = next_offset + meta.last_offset_delta;
+            meta.epoch = leader_epoch;
+            next_offset = meta.last_offset + 1;
+        }
+        self.append_validated(bytes.freeze(), &metas)
+    }
+
+    /// Follower append: the leader chose the offsets and epochs; check that they continue this
+    /// log (offset continuity, epochs never backwards) before keeping the bytes.
+    pub fn append_as_follower(&mut self, batches: Bytes) -> Result<AppendInfo, LogError> {
+        self.check_running()?;
+        let metas = self.split_batches(&batches)?;
+        let mut chain = BatchChainValidator::expecting(
+            self.log_end_offset(),
+            self.epoch_cache
+                .latest_epoch()
+                .unwrap_or(crate::batch::NO_PARTITION_LEADER_EPOCH),
+        );
+        for batch in BatchIter::new(batches.clone())
+            .with_max_batch_size_bytes(self.config.max_batch_size_bytes)
+        {
+            let batch = batch.map_err(|source| self.invalid(source))?;
+            chain.check(&batch).map_err(|source| self.invalid(source))?;
+        }
+        self.append_validated(batches, &metas)
+    }
+
+    /// A view of whole batches from the one holding `from_offset`, at most `max_bytes` unless the
+    /// first batch alone is larger (it is returned whole, as Kafka does). An empty view at the
+    /// log end. Reads may return records not yet durable; bound them by the high-watermark.
+    pub fn read<I: Io>(
+        &self,
+        io: &I,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<ReadView, LogError> {
+        let log_end_offset = self.log_end_offset();
+        if from_offset == log_end_offset {
+            return Ok(ReadView::Memory(Bytes::new()));
+        }
+        if from_offset < self.log_start_offset || from_offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let segment = &self.segments[self.segment_index_for(from_offset)];
+        let first = segment.batch_index_for(from_offset);
+        assert!(
+            first < segment.batches.len(),
+            "offset {from_offset} below the segment's end has a batch"
+        );
+        let start = segment.batches[first].position;
+        let limit = start + max_bytes as u64;
+        let in_memory = segment
+            .chunks
+            .front()
+            .is_some_and(|chunk| start >= chunk.position);
+        let available_end = if in_memory {
+            let chunk = segment
+                .chunks
+                .iter()
+                .find(|chunk| chunk.position <= start && start < chunk.end())
+                .expect("chunks cover every position from the first chunk to the segment end");
+            chunk.end()
+        } else {
+            segment.written_full_end.min(segment.size_bytes)
+        };
+        let mut end = segment.batch_end(first);
+        debug_assert!(end <= available_end, "the first batch is wholly readable");
+        let mut index = first + 1;
+        while index < segment.batches.len() {
+            let next_end = segment.batch_end(index);
+            if next_end > available_end || next_end > limit {
+                break;
+            }
+            end = next_end;
+            index += 1;
+        }
+        if in_memory {
+            let chunk = segment
+                .chunks
+                .iter()
+                .find(|chunk| chunk.position <= start && start < chunk.end())
+                .unwrap();
+            let from = (start - chunk.position) as usize;
+            let to = (end - chunk.position) as usize;
+            Ok(ReadView::Memory(chunk.bytes.slice(from..to)))
+        } else {
+            let file = segment
+                .file
+                .expect("bytes below written_full_end are in an open file");
+            Ok(ReadView::File {
+                file,
+                raw_fd: io.raw_fd(file),
+                path: segment::segment_file_path(&self.dir, segment.base_offset, "log"),
+                position: start,
+                length_bytes: end - start,
+            })
+        }
+    }
+
+    // --- internals -------------------------------------------------------------------------
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    fn segment_index_for(&self, offset: i64) -> usize {
+        let after = self
+            .segments
+            .partition_point(|segment| segment.base_offset <= offset);
+        after.saturating_sub(1)
+    }
+
+    fn check_running(&self) -> Result<(), LogError> {
+        match &self.stopped {
+            None => Ok(()),
+            Some(first_error) => Err(LogError::Stopped {
+                dir: self.dir.clone(),
+                first_error: first_error.clone(),
+            }),
+        }
+    }
+
+    fn invalid(&self, source: crate::batch::BatchError) -> LogError {
+        LogError::InvalidBatch {
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    fn epoch_checkpoint_path(&self) -> PathBuf {
+        self.dir.join(LEADER_EPOCH_CHECKPOINT_FILE_NAME)
+    }
+
+    /// Frame and CRC-check every batch of an append (no copy: `Bytes` slices).
+    fn split_batches(&self, bytes: &Bytes) -> Result<Vec<BatchMeta>, LogError> {
+        let mut metas = Vec::new();
+        for batch in BatchIter::new(bytes.clone())
+            .with_max_batch_size_bytes(self.config.max_batch_size_bytes)
+        {
+            let batch = batch.map_err(|source| self.invalid(source))?;
+            if batch.size_bytes() as u64 > self.config.segment_size_bytes {
+                return Err(LogError::BatchTooLarge {
+                    size_bytes: batch.size_bytes(),
+                    segment_size_bytes: self.config.segment_size_bytes,
+                });
+            }
+            metas.push(BatchMeta {
+                start: batch.position() as usize,
+                size_bytes: batch.size_bytes(),
+                base_offset: batch.base_offset(),
+                last_offset: batch.last_offset(),
+                last_offset_delta: i64::from(batch.header().last_offset_delta()),
+                epoch: batch.partition_leader_epoch(),
+            });
+        }
+        if metas.is_empty() {
+            return Err(self.invalid(crate::batch::BatchError::Truncated {
+                position: 0,
+                needed: crate::batch::RECORD_BATCH_OVERHEAD,
+                available: 0,
+            }));
+        }
+        Ok(metas)
+    }
+
+    /// Keep validated, stamped batches: roll when a batch would overflow the active segment,
+    /// copy into the aligned write tail, remember the `Bytes` for reads, update indexes.
+    fn append_validated(
+        &mut self,
+        bytes: Bytes,
+        metas: &[BatchMeta],
+    ) -> Result<AppendInfo, LogError> {
+        let mut run_start = 0;
+        for (index, meta) in metas.iter().enumerate() {
+            let active = self.segments.last().expect("active segment");
+            let run_bytes = (meta.start + meta.size_bytes - metas[run_start].start) as u64;
+            if active.size_bytes > 0
+                && active.size_bytes + run_bytes > self.config.segment_size_bytes
+            {
+                if index > run_start {
+                    self.keep_run(&bytes, &metas[run_start..index]);
+                }
+                run_start = index;
+                if self.active().size_bytes > 0 {
+                    self.roll(meta.base_offset);
+                }
+            }
+            if meta.epoch >= 0 {
+                let changed = self
+                    .epoch_cache
+                    .assign(meta.epoch, meta.base_offset)
+                    .map_err(|source| LogError::EpochCache {
+                        dir: self.dir.clone(),
+                        source,
+                    })?;
+                self.epoch_cache_dirty |= changed;
+            }
+        }
+        self.keep_run(&bytes, &metas[run_start..]);
+        Ok(AppendInfo {
+            base_offset: metas[0].base_offset,
+            last_offset: metas[metas.len() - 1].last_offset,
+            batches: metas.len(),
+        })
+    }
+
+    /// Append consecutive batches that all fit the active segment.
+    fn keep_run(&mut self, bytes: &Bytes, metas: &[BatchMeta]) {
+        let interval = self.config.index_interval_bytes;
+        let segment = self.segments.last_mut().expect("active segment");
+        let first = metas[0].start;
+        let last = metas[metas.len() - 1].start + metas[metas.len() - 1].size_bytes;
+        let run = bytes.slice(first..last);
+        let run_position = segment.size_bytes;
+        for meta in metas {
+            assert_eq!(
+                meta.base_offset, segment.next_offset,
+                "batches continue the log"
+            );
+            let position = run_position + (meta.start - first) as u64;
+            segment.index.on_batch_appended(
+                segment.base_offset,
+                meta.base_offset,
+                position,
+                meta.size_bytes as u64,
+                interval,
+            );
+            segment.batches.push(BatchEntry {
+                base_offset: meta.base_offset,
+                last_offset: meta.last_offset,
+                position,
+            });
+            segment.next_offset = meta.last_offset + 1;
+        }
+        segment.write_tail.extend_from_slice(&run);
+        segment.size_bytes += run.len() as u64;
+        segment.chunks.push_back(Chunk {
+            position: run_position,
+            bytes: run,
+        });
+        debug_assert_eq!(
+            segment.written_full_end + segment.write_tail.len() as u64,
+            segment.size_bytes
+        );
+    }
+
+    /// Seal the active segment and start a new one at `base_offset` (its files are created by
+    /// the first flush that reaches it, after the sealed one is durable).
+    fn roll(&mut self, base_offset: i64) {
+        let block = self.block_size_bytes;
+        let active = self.segments.last_mut().expect("active segment");
+        assert_eq!(
+            active.next_offset, base_offset,
+            "a new segment starts at the log end"
+        );
+        active.sealed = true;
+        self.segments.push(Segment::new_empty(base_offset, block));
+    }
+}
+
+/// What an append learned about one batch.
+#[derive(Clone, Copy, Debug)]
+struct BatchMeta {
+    start: usize,
+    size_bytes: usize,
+    base_offset: i64,
+    last_offset: i64,
+    last_offset_delta: i64,
+    epoch: i32,
+}

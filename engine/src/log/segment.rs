@@ -1,0 +1,191 @@
+//! One segment's in-memory state: where its batches are, what is in its file, what is durable.
+//!
+//! Positions inside a segment (block size B):
+//!
+//! ```text
+//! 0 ........ written_full_end ........ flushed_end ..... size_bytes
+//! |  full blocks in the .log file  |  partial block: in the .tail slot + memory |
+//! |<-------------- durable (fdatasync done) -------------->|  not yet flushed  |
+//! ```
+//!
+//! `written_full_end` is a multiple of B (a sealed segment's final, zero-padded block excepted):
+//! full blocks are written to the `.log` file once and never again. The bytes from
+//! `written_full_end` to `size_bytes` live in `write_tail` (an aligned buffer, ready for O_DIRECT);
+//! the bytes of recent batches also live in `chunks` (the appended `Bytes`, zero-copy) so reads
+//! of the tail never touch the disk.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::index::SparseIndex;
+use crate::io::{AlignedBuf, FileId};
+
+/// One batch's place in its segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchEntry {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub position: u64,
+}
+
+/// Appended bytes kept in memory, starting at a batch boundary.
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk {
+    pub position: u64,
+    pub bytes: Bytes,
+}
+
+impl Chunk {
+    pub fn end(&self) -> u64 {
+        self.position + self.bytes.len() as u64
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base_offset: i64,
+    /// The offset the next batch appended here gets.
+    pub next_offset: i64,
+    pub size_bytes: u64,
+    pub batches: Vec<BatchEntry>,
+    pub index: SparseIndex,
+    pub file: Option<FileId>,
+    pub tail_file: Option<FileId>,
+    pub written_full_end: u64,
+    /// Everything before this position survived an fdatasync.
+    pub flushed_end: u64,
+    /// The log offset at `flushed_end`.
+    pub flushed_next_offset: i64,
+    /// No more appends go here (a newer segment exists).
+    pub sealed: bool,
+    /// The final bytes were written to the `.log` file itself and made durable.
+    pub seal_durable: bool,
+    /// Bytes `[written_full_end, size_bytes)`, block aligned for the next O_DIRECT write.
+    pub write_tail: AlignedBuf,
+    pub chunks: VecDeque<Chunk>,
+    /// Sequence number of the newest tail slot written.
+    pub slot_sequence: u64,
+}
+
+impl Segment {
+    pub fn new_empty(base_offset: i64, block_size_bytes: usize) -> Segment {
+        Segment {
+            base_offset,
+            next_offset: base_offset,
+            size_bytes: 0,
+            batches: Vec::new(),
+            index: SparseIndex::default(),
+            file: None,
+            tail_file: None,
+            written_full_end: 0,
+            flushed_end: 0,
+            flushed_next_offset: base_offset,
+            sealed: false,
+            seal_durable: false,
+            write_tail: AlignedBuf::with_capacity(block_size_bytes, block_size_bytes),
+            chunks: VecDeque::new(),
+            slot_sequence: 0,
+        }
+    }
+
+    /// Whether a flush has work here: unflushed bytes, or a seal not yet written.
+    pub fn needs_flush(&self) -> bool {
+        self.flushed_end < self.size_bytes || (self.sealed && !self.seal_durable)
+    }
+
+    /// End position of batch `index`.
+    pub fn batch_end(&self, index: usize) -> u64 {
+        self.batches
+            .get(index + 1)
+            .map_or(self.size_bytes, |next| next.position)
+    }
+
+    /// Index of the batch holding `offset` (the first whose last offset is ≥ it).
+    pub fn batch_index_for(&self, offset: i64) -> usize {
+        self.batches
+            .partition_point(|batch| batch.last_offset < offset)
+    }
+
+    /// Drop in-memory chunks that lie entirely in full blocks already in the file.
+    pub fn release_written_chunks(&mut self) {
+        while let Some(front) = self.chunks.front() {
+            if front.end() <= self.written_full_end && self.chunks.len() > 0 {
+                self.chunks.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Copy `[from, to)` out of the in-memory chunks, if they hold all of it.
+    pub fn copy_from_chunks(&self, from: u64, to: u64) -> Option<Vec<u8>> {
+        let first = self.chunks.front()?;
+        if from < first.position || to > self.size_bytes {
+            return None;
+        }
+        let mut out = Vec::with_capacity((to - from) as usize);
+        for chunk in &self.chunks {
+            let start = from.max(chunk.position);
+            let end = to.min(chunk.end());
+            if start < end {
+                out.extend_from_slice(
+                    &chunk.bytes
+                        [(start - chunk.position) as usize..(end - chunk.position) as usize],
+                );
+            }
+        }
+        (out.len() as u64 == to - from).then_some(out)
+    }
+}
+
+/// `<dir>/<20-digit base offset>.<extension>`, Kafka's naming.
+pub(crate) fn segment_file_path(dir: &Path, base_offset: i64, extension: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{extension}"))
+}
+
+/// The base offset of a `<20 digits>.<extension>` file name.
+pub(crate) fn parse_segment_file_name(name: &str, extension: &str) -> Option<i64> {
+    let stem = name.strip_suffix(extension)?.strip_suffix('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+pub(crate) fn round_up(value: u64, block_size_bytes: usize) -> u64 {
+    value.div_ceil(block_size_bytes as u64) * block_size_bytes as u64
+}
+
+pub(crate) fn round_down(value: u64, block_size_bytes: usize) -> u64 {
+    value / block_size_bytes as u64 * block_size_bytes as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_file_names() {
+        let path = segment_file_path(Path::new("/d"), 5120793, "log");
+        assert_eq!(path, Path::new("/d/00000000000005120793.log"));
+        assert_eq!(
+            parse_segment_file_name("00000000000005120793.log", "log"),
+            Some(5120793)
+        );
+        assert_eq!(
+            parse_segment_file_name("00000000000005120793.index", "log"),
+            None
+        );
+        assert_eq!(parse_segment_file_name("5120793.log", "log"), None);
+        assert_eq!(
+            parse_segment_file_name("0000000000000512079x.log", "log"),
+            None
+        );
+        assert_eq!(
+            parse_segment_file_name("99999999999999999999.log", "log"),
+            None
+        );
+    }
+}
