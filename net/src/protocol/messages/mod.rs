@@ -1,0 +1,57 @@
+//! Our message definitions, one `message!` table per struct (see `dsl.rs`). Written from the
+//! Kafka JSON schemas' field lists; module names follow Kafka's message names so that
+//! `vote_request::PartitionData` and `vote_response::PartitionData` can both exist.
+
+mod admin;
+mod fetch;
+mod metadata;
+mod offsets;
+mod produce;
+mod raft;
+
+pub use admin::{
+    create_topics_request, create_topics_response, delete_topics_request, delete_topics_response,
+};
+pub use fetch::{fetch_request, fetch_response};
+pub use metadata::{
+    api_versions_request, api_versions_response, metadata_request, metadata_response,
+};
+pub use offsets::{
+    init_producer_id_request, init_producer_id_response, list_offsets_request,
+    list_offsets_response, offset_for_leader_epoch_request, offset_for_leader_epoch_response,
+};
+pub use produce::{produce_request, produce_response};
+pub use raft::{
+    begin_quorum_epoch_request, begin_quorum_epoch_response, describe_quorum_request,
+    describe_quorum_response, end_quorum_epoch_request, end_quorum_epoch_response,
+    fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
+};
+
+pub use api_versions_request::ApiVersionsRequest;
+pub use api_versions_response::ApiVersionsResponse;
+pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
+pub use begin_quorum_epoch_response::BeginQuorumEpochResponse;
+pub use create_topics_request::CreateTopicsRequest;
+pub use create_topics_response::CreateTopicsResponse;
+pub use delete_topics_request::DeleteTopicsRequest;
+pub use delete_topics_response::DeleteTopicsResponse;
+pub use describe_quorum_request::DescribeQuorumRequest;
+pub use describe_quorum_response::DescribeQuorumResponse;
+pub use end_quorum_epoch_request::EndQuorumEpochRequest;
+pub use end_quorum_epoch_response::EndQuorumEpochResponse;
+pub use fetch_request::FetchRequest;
+pub use fetch_response::FetchResponse;
+pub use fetch_snapshot_request::FetchSnapshotRequest;
+pub use fetch_snapshot_response::FetchSnapshotResponse;
+pub use init_producer_id_request::InitProducerIdRequest;
+pub use init_producer_id_response::InitProducerIdResponse;
+pub use list_offsets_request::ListOffsetsRequest;
+pub use list_offsets_response::ListOffsetsResponse;
+pub use metadata_request::MetadataRequest;
+pub use metadata_response::MetadataResponse;
+pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
+pub use offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
+pub use produce_request::ProduceRequest;
+pub use produce_response::ProduceResponse;
+pub use vote_request::VoteRequest;
+pub use vote_response::VoteResponse;
