@@ -47,6 +47,10 @@ pub enum BackendChoiceError {
 }
 
 /// One of the two real backends.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per process; a Box would put an indirection back on every call"
+)]
 pub enum AnyIo {
     Uring(UringIo),
     Syscall(SyscallIo),
