@@ -366,13 +366,14 @@ fn a_flipped_bit_is_visible_before_and_after_a_crash() {
 }
 
 /// Run a fault-heavy scenario and return everything observable.
-fn scenario(
-    seed: u64,
-) -> (
+/// (op id, bytes or errno) of every completion, the crash report, the durable file.
+type ScenarioOutcome = (
     Vec<(u64, Result<usize, i32>)>,
     ringlog_engine::io::memory::CrashReport,
     Vec<u8>,
-) {
+);
+
+fn scenario(seed: u64) -> ScenarioOutcome {
     let faults = FaultConfig {
         tear_probability: 0.7,
         writeback_probability: 0.3,
