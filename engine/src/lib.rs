@@ -5,3 +5,4 @@ pub mod io;
 pub mod epoch_cache;
 pub mod log;
 pub mod quorum_state;
+pub mod snapshot;
