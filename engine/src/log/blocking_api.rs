@@ -290,6 +290,7 @@ impl PartitionLog {
         segment.sealed = false;
         segment.seal_durable = false;
         segment.write_tail = AlignedBuf::from_slice(&partial, block);
+        segment.write_tail_start = block_start;
         segment.chunks.clear();
         if memory_from < position {
             segment.chunks.push_back(Chunk {

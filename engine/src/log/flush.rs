@@ -6,8 +6,8 @@
 //! [write full blocks to .log] [fdatasync .log] [write tail slot] [fdatasync .tail]
 //! ```
 //!
-//! submitted with `Io::submit_linked`, so the slot write starts only after the segment's
-//! fdatasync completed. That order is what makes the slot a *durable mark*: if a slot is on the
+//! submitted as two linked chains, the second only when the first completed, so the slot write
+//! starts only after the segment's fdatasync completed (not left to a backend's link semantics). That order is what makes the slot a *durable mark*: if a slot is on the
 //! disk, every full block before it is too, so recovery knows that any damage below the mark is
 //! corruption, and anything after it is the unfinished next flush. A sealing chain (the segment
 //! was rolled) writes the final partial block, zero padded, to the `.log` file itself (a position
@@ -42,6 +42,10 @@ pub(crate) struct InFlightFlush {
     op_ids: Vec<OpId>,
     /// (path, file position) of each op, for errors.
     op_targets: Vec<(PathBuf, u64)>,
+    /// The second chain (tail slot, index), submitted only once the first (segment write +
+    /// fdatasync) completed: the slot must never reach the disk before the blocks it vouches
+    /// for, whatever a backend's link semantics at a crash.
+    second_stage: Vec<(Op, (PathBuf, u64))>,
     completed: usize,
     failure: Option<(PathBuf, u64, IoError)>,
     target_position: u64,
@@ -82,6 +86,16 @@ impl PartitionLog {
             flight.failure = Some((path, position, error));
         }
         if flight.completed < flight.op_ids.len() {
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        if flight.failure.is_none() && !flight.second_stage.is_empty() {
+            let (ops, targets): (Vec<Op>, Vec<(PathBuf, u64)>) =
+                std::mem::take(&mut flight.second_stage).into_iter().unzip();
+            flight.op_ids = io.submit_linked(ops);
+            flight.op_targets = targets;
+            flight.completed = 0;
             return Ok(Routed::Mine {
                 durable_end_offset_advanced_to: None,
             });
@@ -144,6 +158,7 @@ impl PartitionLog {
             // needed (a stale one is ignored for any segment that is not the last).
             segment.seal_durable = true;
             segment.write_tail.clear();
+            segment.write_tail_start = segment.size_bytes;
             if let Some(tail) = segment.tail_file.take() {
                 io.close(tail)?;
             }
@@ -243,8 +258,12 @@ impl PartitionLog {
         let sealing = segment.sealed;
         let full_end = round_down(end, block);
         let slot_sequence = segment.slot_sequence + 1;
+        assert_eq!(
+            segment.write_tail_start, segment.written_full_end,
+            "no chain in flight: the aligned tail starts where the file's full blocks end"
+        );
         let partial =
-            &segment.write_tail.as_slice()[(full_end - segment.written_full_end) as usize..];
+            &segment.write_tail.as_slice()[(full_end - segment.write_tail_start) as usize..];
         let slot = encode_slot(slot_sequence, full_end / block as u64, partial, block);
 
         let mut ops = Vec::new();
@@ -256,21 +275,23 @@ impl PartitionLog {
         };
         if new_written_full_end > segment.written_full_end {
             // Move the aligned bytes out; keep the partial block (if any) for the next flush.
-            let keep_from = (full_end - segment.written_full_end) as usize;
+            let keep_from = (full_end - segment.write_tail_start) as usize;
             let mut buf = std::mem::replace(
                 &mut segment.write_tail,
                 AlignedBuf::with_capacity(block, block),
             );
-            if !sealing {
-                segment
-                    .write_tail
-                    .extend_from_slice(&buf.as_slice()[keep_from..]);
-                buf.set_len(keep_from);
-            } else {
+            if sealing {
                 // Zero padding to the block boundary: the final block goes to a position of the
                 // .log file never written before, and nothing is appended here again.
                 let padding = (new_written_full_end - end) as usize;
                 buf.extend_from_slice(&vec![0u8; padding]);
+                segment.write_tail_start = end;
+            } else {
+                segment
+                    .write_tail
+                    .extend_from_slice(&buf.as_slice()[keep_from..]);
+                segment.write_tail_start = full_end;
+                buf.set_len(keep_from);
             }
             targets.push((log_path.clone(), segment.written_full_end));
             ops.push(Op::Write {
@@ -281,6 +302,8 @@ impl PartitionLog {
             targets.push((log_path.clone(), 0));
             ops.push(Op::Fdatasync { file });
         }
+        let mut second_stage = Vec::new();
+        let first_stage_len = ops.len();
         targets.push((tail_path.clone(), slot_offset(slot_sequence, block)));
         ops.push(Op::Write {
             file: tail,
@@ -314,6 +337,11 @@ impl PartitionLog {
             ops.push(Op::Fdatasync { file: index_fd });
             index_file = Some(index_fd);
         }
+        if first_stage_len > 0 {
+            let later_ops = ops.split_off(first_stage_len);
+            let later_targets = targets.split_off(first_stage_len);
+            second_stage = later_ops.into_iter().zip(later_targets).collect();
+        }
         let op_ids = io.submit_linked(ops);
         let target_next_offset = segment.next_offset;
         self.in_flight = Some(InFlightFlush {
@@ -321,6 +349,7 @@ impl PartitionLog {
             segment_base_offset: self.segments[index].base_offset,
             op_ids,
             op_targets: targets,
+            second_stage,
             completed: 0,
             failure: None,
             target_position: end,

@@ -410,7 +410,9 @@ impl PartitionLog {
         for (index, meta) in metas.iter().enumerate() {
             let active = self.segments.last().expect("active segment");
             let run_bytes = (meta.start + meta.size_bytes - metas[run_start].start) as u64;
-            if active.size_bytes > 0
+            // Roll before a batch that would take the active segment past its size, unless
+            // it would be the segment's first batch (a batch never spans two segments).
+            if (active.size_bytes > 0 || index > run_start)
                 && active.size_bytes + run_bytes > self.config.segment_size_bytes
             {
                 if index > run_start {
@@ -475,7 +477,7 @@ impl PartitionLog {
             bytes: run,
         });
         debug_assert_eq!(
-            segment.written_full_end + segment.write_tail.len() as u64,
+            segment.write_tail_start + segment.write_tail.len() as u64,
             segment.size_bytes
         );
     }

@@ -231,6 +231,13 @@ impl PartitionLog {
         );
         let block = io.block_size_bytes();
         io.create_dir_all(dir)?;
+        // The folder itself (and any parent just created) must survive a crash too.
+        for ancestor in dir.ancestors() {
+            if ancestor.as_os_str().is_empty() {
+                break;
+            }
+            io.sync_dir(ancestor)?;
+        }
         let mut report = RecoveryReport::default();
         let mut foreign: Vec<Completion> = Vec::new();
         let names = io.list_dir(dir)?;
@@ -452,6 +459,7 @@ impl PartitionLog {
                 SegmentRole::Last => {
                     let block_start = round_down(valid_end, block);
                     segment.written_full_end = block_start;
+                    segment.write_tail_start = block_start;
                     segment.write_tail = AlignedBuf::from_slice(
                         &image[block_start as usize..valid_end as usize],
                         block,

@@ -62,8 +62,11 @@ pub(crate) struct Segment {
     pub sealed: bool,
     /// The final bytes were written to the `.log` file itself and made durable.
     pub seal_durable: bool,
-    /// Bytes `[written_full_end, size_bytes)`, block aligned for the next O_DIRECT write.
+    /// Bytes `[write_tail_start, size_bytes)`, block aligned for the next O_DIRECT write.
+    /// `write_tail_start` runs ahead of `written_full_end` while a chain writing the full
+    /// blocks is in flight.
     pub write_tail: AlignedBuf,
+    pub write_tail_start: u64,
     pub chunks: VecDeque<Chunk>,
     /// Sequence number of the newest tail slot written.
     pub slot_sequence: u64,
@@ -85,6 +88,7 @@ impl Segment {
             sealed: false,
             seal_durable: false,
             write_tail: AlignedBuf::with_capacity(block_size_bytes, block_size_bytes),
+            write_tail_start: 0,
             chunks: VecDeque::new(),
             slot_sequence: 0,
         }

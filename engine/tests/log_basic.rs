@@ -1,0 +1,275 @@
+//! The partition log on the deterministic memory backend: append, group commit, read, roll,
+//! truncate, log start offset, reopen.
+
+mod log_support;
+
+use std::path::Path;
+
+use bytes::BytesMut;
+use log_support::*;
+use ringlog_engine::io::{Io, MemoryIo};
+use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
+
+#[test]
+fn leader_append_stamps_offsets_and_epoch_and_reads_back() {
+    let mut io = MemoryIo::with_seed(1);
+    let dir = Path::new("/data/p-0");
+    let (mut log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert_eq!(report.log_end_offset, 0);
+    let first = log.append_as_leader(batch_bytes(3, 100, 7), 5).unwrap();
+    assert_eq!((first.base_offset, first.last_offset), (0, 2));
+    let second = log.append_as_leader(batch_bytes(2, 100, 8), 5).unwrap();
+    assert_eq!((second.base_offset, second.last_offset), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(
+        log.durable_end_offset(),
+        0,
+        "nothing is durable before a flush"
+    );
+
+    let batches = read_all(&mut log, &mut io);
+    assert_eq!(batches.len(), 2);
+    assert_eq!(
+        (
+            batches[1].base_offset(),
+            batches[1].partition_leader_epoch()
+        ),
+        (3, 5)
+    );
+    assert_eq!(log.end_offset_for_epoch(5), (5, 5));
+    assert_eq!(log.flush_and_wait(&mut io).unwrap(), 5);
+    log.close(&mut io).unwrap();
+
+    let (mut log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert_eq!((report.log_start_offset, report.log_end_offset), (0, 5));
+    assert_eq!(report.truncated, None);
+    assert_eq!(read_all(&mut log, &mut io).len(), 2);
+    assert_eq!(log.end_offset_for_epoch(5), (5, 5));
+}
+
+#[test]
+fn group_commit_one_chain_in_flight_and_appends_share_the_next() {
+    let mut io = MemoryIo::with_seed(2);
+    let dir = Path::new("/data/p-1");
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    log.append_as_leader(batch_bytes(1, 50, 1), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    assert!(log.flush_in_flight());
+    // Arrive while the first chain is in flight: they wait for the next one.
+    log.append_as_leader(batch_bytes(1, 50, 2), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    log.append_as_leader(batch_bytes(1, 50, 3), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    let mut advances = Vec::new();
+    let mut ready = Vec::new();
+    while log.flush_in_flight() {
+        io.submit_and_wait(1).unwrap();
+        io.drain_completions(&mut ready);
+        for completion in ready.drain(..) {
+            match log.on_completion(&mut io, completion).unwrap() {
+                Routed::Mine {
+                    durable_end_offset_advanced_to: Some(offset),
+                } => advances.push(offset),
+                Routed::Mine { .. } => {}
+                Routed::Foreign(c) => panic!("no foreign ops here: {c:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        advances,
+        vec![1, 3],
+        "two chains: the first, then one shared by both later appends"
+    );
+    assert_eq!(log.durable_end_offset(), 3);
+}
+
+#[test]
+fn foreign_completions_are_handed_back() {
+    let mut io = MemoryIo::with_seed(3);
+    let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/p-2"), small_config()).unwrap();
+    let other = io
+        .open(
+            Path::new("/data/other"),
+            ringlog_engine::io::OpenOptions {
+                create: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let foreign_id = io.submit(ringlog_engine::io::Op::Fdatasync { file: other });
+    io.submit_and_wait(1).unwrap();
+    let mut ready = Vec::new();
+    io.drain_completions(&mut ready);
+    let completion = ready.pop().unwrap();
+    match log.on_completion(&mut io, completion).unwrap() {
+        Routed::Foreign(c) => assert_eq!(c.op_id, foreign_id),
+        other => panic!("expected foreign, got {other:?}"),
+    }
+    // A blocking call that drains a foreign completion stashes it for its owner.
+    let foreign_id = io.submit(ringlog_engine::io::Op::Fdatasync { file: other });
+    log.append_as_leader(batch_bytes(1, 10, 1), 1).unwrap();
+    log.flush_and_wait(&mut io).unwrap();
+    let stashed = log.take_foreign_completions();
+    assert_eq!(
+        stashed.iter().map(|c| c.op_id).collect::<Vec<_>>(),
+        vec![foreign_id]
+    );
+}
+
+#[test]
+fn segments_roll_and_reads_cross_them() {
+    let mut io = MemoryIo::with_seed(4);
+    let dir = Path::new("/data/p-3");
+    let config = LogConfig {
+        segment_size_bytes: 4096,
+        ..small_config()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, dir, config.clone()).unwrap();
+    for i in 0..40 {
+        log.append_as_leader(batch_bytes(2, 300, i), 1).unwrap();
+        if i % 7 == 0 {
+            log.flush_and_wait(&mut io).unwrap();
+        }
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 4, "rolled: {bases:?}");
+    for base in &bases {
+        let name = format!("{base:020}.log");
+        assert!(
+            io.visible_files().iter().any(|p| p.ends_with(&name)),
+            "{name} exists"
+        );
+    }
+    assert_eq!(read_all(&mut log, &mut io).len(), 40);
+    // Sealed segments are served as file regions (zero-copy), the tail from memory.
+    assert!(matches!(
+        log.read(&io, 0, 1 << 20).unwrap(),
+        ReadView::File { .. }
+    ));
+    log.close(&mut io).unwrap();
+    let (mut log, report) = PartitionLog::open(&mut io, dir, config).unwrap();
+    assert_eq!(report.log_end_offset, 80);
+    assert_eq!(log.segment_base_offsets(), bases);
+    assert_eq!(read_all(&mut log, &mut io).len(), 40);
+    // Index lookup: the sparse entry points at a batch boundary at or before the offset.
+    let sealed_end = *bases.last().unwrap();
+    for offset in [0, 17, 40, sealed_end - 1] {
+        let (segment_base, position) = log.index_lookup(offset).unwrap();
+        assert!(segment_base <= offset);
+        let bytes = io
+            .visible_bytes(&dir.join(format!("{segment_base:020}.log")))
+            .unwrap();
+        let batch = parse_at(&bytes, position as usize);
+        assert!(
+            batch.base_offset() <= offset,
+            "index for {offset} points at {}",
+            batch.base_offset()
+        );
+        // Scanning forward from the entry reaches the batch holding the offset.
+        let mut at = position as usize;
+        let mut batch = batch;
+        while batch.last_offset() < offset {
+            at += batch.size_bytes();
+            batch = parse_at(&bytes, at);
+        }
+        assert!(batch.base_offset() <= offset && offset <= batch.last_offset());
+    }
+}
+
+#[test]
+fn truncate_is_durable_and_refuses_below_the_floor() {
+    let mut io = MemoryIo::with_seed(5);
+    let dir = Path::new("/data/p-4");
+    let config = LogConfig {
+        segment_size_bytes: 4096,
+        ..small_config()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, dir, config.clone()).unwrap();
+    for i in 0..30 {
+        log.append_as_leader(batch_bytes(1, 200, i), 1 + i as i32 / 10)
+            .unwrap();
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    let error = log.truncate_to(&mut io, 5, 10).unwrap_err();
+    assert!(
+        matches!(error, LogError::TruncateBelowFloor { floor: 10, .. }),
+        "{error}"
+    );
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.truncate_to(&mut io, 12, 10).unwrap(), 12);
+    assert_eq!(log.end_offset_for_epoch(2), (2, 12));
+    assert_eq!(log.end_offset_for_epoch(3), (-1, -1));
+    // Durable at once: a crash right now keeps the cut.
+    io.crash();
+    let (mut log, report) = PartitionLog::open(&mut io, dir, config.clone()).unwrap();
+    assert_eq!(report.log_end_offset, 12);
+    assert_eq!(read_all(&mut log, &mut io).len(), 12);
+    // Appending continues from the cut.
+    let info = log.append_as_leader(batch_bytes(1, 10, 99), 4).unwrap();
+    assert_eq!(info.base_offset, 12);
+    log.flush_and_wait(&mut io).unwrap();
+    io.crash();
+    let (mut log, _) = PartitionLog::open(&mut io, dir, config).unwrap();
+    assert_eq!(read_all(&mut log, &mut io).len(), 13);
+    assert_eq!(log.end_offset_for_epoch(2), (2, 12));
+}
+
+#[test]
+fn log_start_offset_deletes_whole_segments_only() {
+    let mut io = MemoryIo::with_seed(6);
+    let dir = Path::new("/data/p-5");
+    let config = LogConfig {
+        segment_size_bytes: 2048,
+        ..small_config()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, dir, config.clone()).unwrap();
+    for i in 0..30 {
+        log.append_as_leader(batch_bytes(1, 200, i), 1).unwrap();
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    let bases = log.segment_base_offsets();
+    let target = bases[2] + 1;
+    let deleted = log.advance_log_start_offset(&mut io, target).unwrap();
+    assert_eq!(deleted, 2);
+    assert_eq!(log.log_start_offset(), target);
+    assert_eq!(log.segment_base_offsets()[0], bases[2]);
+    assert!(matches!(
+        log.read(&io, bases[0], 100),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    io.crash();
+    let (log, report) = PartitionLog::open(&mut io, dir, config).unwrap();
+    assert_eq!(report.log_start_offset, bases[2]);
+    assert_eq!(log.log_end_offset(), 30);
+}
+
+#[test]
+fn follower_append_checks_continuity_and_epochs() {
+    let mut io = MemoryIo::with_seed(7);
+    let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/p-6"), small_config()).unwrap();
+    let ok = stamped(batch_bytes(2, 10, 1), 0, 3);
+    assert_eq!(log.append_as_follower(ok).unwrap().last_offset, 1);
+    let gap = stamped(batch_bytes(1, 10, 2), 5, 3);
+    assert!(matches!(
+        log.append_as_follower(gap),
+        Err(LogError::InvalidBatch { .. })
+    ));
+    let backwards = stamped(batch_bytes(1, 10, 2), 2, 2);
+    assert!(matches!(
+        log.append_as_follower(backwards),
+        Err(LogError::InvalidBatch { .. })
+    ));
+    let mut corrupt = BytesMut::from(&stamped(batch_bytes(1, 10, 2), 2, 3)[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 1;
+    assert!(matches!(
+        log.append_as_follower(corrupt.freeze()),
+        Err(LogError::InvalidBatch { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 2);
+    assert!(matches!(
+        log.append_as_leader(batch_bytes(1, 10, 3), 2),
+        Err(LogError::InvalidBatch { .. })
+    ));
+}
