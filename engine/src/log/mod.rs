@@ -506,3 +506,17 @@ struct BatchMeta {
     last_offset_delta: i64,
     epoch: i32,
 }
+
+impl std::fmt::Debug for PartitionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionLog")
+            .field("dir", &self.dir)
+            .field("log_start_offset", &self.log_start_offset)
+            .field("log_end_offset", &self.log_end_offset())
+            .field("durable_end_offset", &self.durable_end_offset)
+            .field("segments", &self.segment_base_offsets())
+            .field("flush_in_flight", &self.in_flight.is_some())
+            .field("stopped", &self.stopped)
+            .finish()
+    }
+}
