@@ -7,6 +7,7 @@
 //! simulator (docs/simulator.md).
 
 pub mod error;
+pub mod fair_share;
 pub mod log_state;
 pub mod message;
 pub mod multi;
@@ -15,6 +16,7 @@ pub mod quorum;
 pub mod raft;
 pub mod records;
 pub mod rng;
+pub mod state_machine;
 pub mod types;
 pub mod work;
 
