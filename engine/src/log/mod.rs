@@ -21,6 +21,7 @@ pub(crate) mod blocking;
 mod blocking_api;
 mod error;
 mod flush;
+mod fuzz;
 pub mod index;
 pub mod recovery;
 mod segment;
@@ -39,6 +40,7 @@ use crate::io::{Completion, FileId, Io};
 
 pub use error::LogError;
 pub use flush::Routed;
+pub use fuzz::fuzz_log_recovery;
 pub use recovery::RecoveryReport;
 use segment::{BatchEntry, Chunk, Segment};
 

@@ -38,7 +38,10 @@ pub(crate) struct TailSlot {
 impl TailSlot {
     /// The segment position this slot says everything before is durable.
     pub fn durable_mark(&self, block_size_bytes: usize) -> u64 {
-        self.block_index * block_size_bytes as u64 + self.data.len() as u64
+        // Saturating: a crafted slot must yield an absurd mark (rejected), not an overflow.
+        self.block_index
+            .saturating_mul(block_size_bytes as u64)
+            .saturating_add(self.data.len() as u64)
     }
 }
 
