@@ -658,3 +658,38 @@ fn close_with_an_operation_in_flight_is_refused() {
         "closing a file with a queued operation is a bug the backend asserts on"
     );
 }
+
+#[test]
+fn after_a_failed_fdatasync_a_retry_succeeds_but_the_data_is_not_durable() {
+    // Linux drops the dirty pages a failed writeback covered ("fsyncgate"); retrying fsync then
+    // reports success. The model does the same, so only "fsync EIO is fatal" survives a crash.
+    let mut io = MemoryIo::with_seed(1);
+    let file = durable_file(&mut io);
+    write_synced(&mut io, file, 0, b"old-data");
+    write_unsynced(&mut io, file, 0, b"NEW!");
+    write_unsynced(&mut io, file, 8, b"+tail");
+    io.add_fault(FaultTrigger::once(FaultKind::FsyncEio));
+    io.submit(Op::Fdatasync { file });
+    let failed = wait_all(&mut io, 1).pop().expect("one");
+    assert_eq!(
+        failed.result.expect_err("EIO").raw_os_error(),
+        Some(libc::EIO)
+    );
+    io.submit(Op::Fdatasync { file });
+    wait_all(&mut io, 1)
+        .pop()
+        .expect("one")
+        .result
+        .expect("the retry reports success");
+    assert_eq!(
+        io.visible_bytes(&file_path()).expect("visible"),
+        b"NEW!data+tail",
+        "the cache still shows it"
+    );
+    io.crash();
+    assert_eq!(
+        io.durable_bytes(&file_path()).expect("durable"),
+        b"old-data\0\0\0\0\0",
+        "the overwrite never reached the medium and the extension is zeros"
+    );
+}

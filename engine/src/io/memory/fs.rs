@@ -32,6 +32,9 @@ pub(crate) struct FileData {
     /// The smallest visible length since the last fdatasync: bytes from here on may differ
     /// from the durable image (a truncate then an extend leaves zeros where old data was).
     pub min_len_since_sync: usize,
+    /// Byte ranges whose dirty data a failed fdatasync dropped: they read back from the cache but
+    /// reach the medium as zeros, until rewritten (or a crash resets the cache).
+    pub lost_ranges: Vec<(usize, usize)>,
 }
 
 #[derive(Clone, Debug)]
@@ -332,6 +335,7 @@ impl Fs {
                 Inode::File(f) => {
                     f.visible = f.durable.clone();
                     f.unsynced_writes.clear();
+                    f.lost_ranges.clear();
                     f.min_len_since_sync = f.visible.len();
                 }
                 Inode::Dir(d) => d.visible = d.durable.clone(),
@@ -381,6 +385,10 @@ impl FileData {
     /// Write `data` at `offset` into the visible image, growing it with zeros if needed.
     pub fn write_visible(&mut self, offset: u64, data: &[u8]) {
         apply_at(&mut self.visible, offset, data);
+        // A rewrite of a whole lost range makes its pages dirty again: the next sync carries them.
+        let end = offset as usize + data.len();
+        self.lost_ranges
+            .retain(|&(s, e)| !(offset as usize <= s && e <= end));
         self.unsynced_writes.push(UnsyncedWrite {
             offset,
             data: data.to_vec(),
@@ -392,6 +400,15 @@ impl FileData {
         self.min_len_since_sync = self.min_len_since_sync.min(len);
     }
 
+    /// A failed fdatasync: the writes it covered stay visible but are no longer tracked as dirty,
+    /// so no later fdatasync copies them to the medium (the length still syncs).
+    pub fn forget_dirty_writes(&mut self) {
+        for write in self.unsynced_writes.drain(..) {
+            let start = write.offset as usize;
+            self.lost_ranges.push((start, start + write.data.len()));
+        }
+    }
+
     /// fdatasync: the durable image becomes the visible one (data and length). Only the ranges that
     /// can differ are copied, so a group commit on a large segment costs the size of the group.
     pub fn sync(&mut self) {
@@ -399,6 +416,14 @@ impl FileData {
         let keep = self.min_len_since_sync.min(self.durable.len()).min(len);
         self.durable.truncate(keep);
         self.durable.extend_from_slice(&self.visible[keep..]);
+        for &(start, end) in &self.lost_ranges {
+            // Below `keep` the medium still holds its old bytes (the dropped overwrite never
+            // reached it); above, the extension was never written: zeros.
+            let (start, end) = (start.max(keep).min(len), end.min(len));
+            if start < end {
+                self.durable[start..end].fill(0);
+            }
+        }
         for write in self.unsynced_writes.drain(..) {
             let start = (write.offset as usize).min(len);
             let end = (write.offset as usize)

@@ -402,6 +402,13 @@ impl MemoryIo {
             }
             Op::Fdatasync { .. } => {
                 if self.fault_fires(FaultKind::FsyncEio, &path, 0, 0) {
+                    // Linux marks the dirty pages clean after a failed writeback ("fsyncgate"): a
+                    // retried fdatasync succeeds without making them durable. Model exactly that,
+                    // so only a caller that treats fsync EIO as fatal passes the crash tests.
+                    self.fs
+                        .file_mut(inode)
+                        .expect("open files are file inodes")
+                        .forget_dirty_writes();
                     let error = IoError::new("fdatasync", &path, 0, errno(libc::EIO));
                     return Completion {
                         op_id,
