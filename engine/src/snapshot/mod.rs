@@ -84,8 +84,17 @@ pub fn fuzz_snapshot_load(data: &[u8]) {
 
     let mut io = MemoryIo::with_seed(0);
     let partition_dir = Path::new("/data/__cluster_metadata-0");
-    // The id comes from the input too, so that epoch checks see mismatches as well as matches.
-    let epoch = data.first().map_or(0, |b| i32::from(*b % 4));
+    // The id's epoch is the first batch's partitionLeaderEpoch (so valid snapshots load), off by
+    // one for a fifth of the input lengths (so the epoch check sees mismatches too).
+    let stamped_epoch = data
+        .get(12..16)
+        .map_or(0, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .max(0);
+    let epoch = if data.len() % 5 == 4 {
+        stamped_epoch.saturating_add(1)
+    } else {
+        stamped_epoch
+    };
     let id = SnapshotId {
         end_offset: 100,
         epoch,
