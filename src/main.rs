@@ -1,12 +1,18 @@
 //! `ringlog`: the command line. A thin shell: every subcommand parses its arguments and calls
-//! into `ringlog-net` (node, clients) or `ringlog-engine` (files); no logic of its own lives here.
+//! into `ringlog-net` (node, clients) or `ringlog-engine` (files); the only logic of its own is
+//! `dev`'s process supervision and the output tables.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, ExitCode, Stdio};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use clap::{Parser, Subcommand};
+use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties::{self, MetaProperties};
+use ringlog_net::node::client::{self, Client};
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +38,51 @@ enum Command {
     },
     /// Print a new random cluster id (like kafka-storage random-uuid).
     RandomUuid,
+    /// Run one node (voter or observer) until SIGTERM or Ctrl-C.
+    Serve {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a local three-voter quorum plus one observer on 127.0.0.1 (child processes).
+    Dev {
+        /// Where each node's folder and properties file go.
+        #[arg(long, default_value = "ringlog-data")]
+        data_dir: PathBuf,
+        /// Port of node 1; nodes 2, 3 (voters) and 4 (observer) take the next ones.
+        #[arg(long, default_value_t = 9093)]
+        base_port: u16,
+    },
+    /// Show the quorum's state (like kafka-metadata-quorum describe --status --replication).
+    DescribeQuorum {
+        #[arg(long)]
+        bootstrap: String,
+    },
+    /// Print a segment or snapshot file batch by batch (like kafka-dump-log).
+    Dump {
+        file: PathBuf,
+        /// Also print each record's key and value.
+        #[arg(long)]
+        print_records: bool,
+    },
+    /// Append each line of stdin as one record (acks=all by default).
+    Produce {
+        #[arg(long)]
+        bootstrap: String,
+        /// 0, 1 or all.
+        #[arg(long, default_value = "all")]
+        acks: String,
+    },
+    /// Print committed records (values, one per line).
+    Consume {
+        #[arg(long)]
+        bootstrap: String,
+        /// Start at offset 0 instead of the high-watermark.
+        #[arg(long)]
+        from_beginning: bool,
+        /// Stop after this many records.
+        #[arg(long)]
+        max_records: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -50,6 +101,8 @@ fn main() -> ExitCode {
     }
 }
 
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Format { config, cluster_id } => {
@@ -58,19 +111,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 Some(id) => id,
                 None => meta_properties::random_cluster_id().map_err(|error| error.to_string())?,
             };
-            let meta = MetaProperties {
-                cluster_id,
-                node_id: config.node_id,
-            };
-            MetaProperties::format(&config.metadata_log_dir, &meta)
-                .map_err(|error| error.to_string())?;
-            println!(
-                "Formatted {} for node {} in cluster {}",
-                config.metadata_log_dir.display(),
-                meta.node_id,
-                meta.cluster_id
-            );
-            Ok(())
+            format(&config, &cluster_id)
         }
         Command::RandomUuid => {
             println!(
@@ -79,5 +120,388 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
+        Command::Serve { config } => {
+            let config = NodeConfig::load(&config).map_err(|error| error.to_string())?;
+            ringlog_net::node::run(config).map_err(|error| error.to_string())
+        }
+        Command::Dev {
+            data_dir,
+            base_port,
+        } => dev(&data_dir, base_port),
+        Command::DescribeQuorum { bootstrap } => describe_quorum(&bootstrap),
+        Command::Dump {
+            file,
+            print_records,
+        } => dump(&file, print_records),
+        Command::Produce { bootstrap, acks } => produce(&bootstrap, &acks),
+        Command::Consume {
+            bootstrap,
+            from_beginning,
+            max_records,
+        } => consume(&bootstrap, from_beginning, max_records),
     }
+}
+
+fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String> {
+    let meta = MetaProperties {
+        cluster_id: cluster_id.to_string(),
+        node_id: config.node_id,
+    };
+    MetaProperties::format(&config.metadata_log_dir, &meta).map_err(|error| error.to_string())?;
+    println!(
+        "Formatted {} for node {} in cluster {}",
+        config.metadata_log_dir.display(),
+        meta.node_id,
+        meta.cluster_id
+    );
+    Ok(())
+}
+
+// ---- dev ------------------------------------------------------------------------------------
+
+fn dev(data_dir: &Path, base_port: u16) -> Result<(), String> {
+    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    let data_dir = data_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    let cluster_file = data_dir.join("cluster.id");
+    let cluster_id = match std::fs::read_to_string(&cluster_file) {
+        Ok(text) => text.trim().to_string(),
+        Err(_) => {
+            let id = meta_properties::random_cluster_id().map_err(|e| e.to_string())?;
+            std::fs::write(&cluster_file, &id)
+                .map_err(|e| format!("{}: {e}", cluster_file.display()))?;
+            id
+        }
+    };
+    let nodes: Vec<(i32, u16)> = (1..=4).map(|id| (id, base_port + id as u16 - 1)).collect();
+    let voters = nodes[..3]
+        .iter()
+        .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut children: Vec<(i32, Child)> = Vec::new();
+    for (id, port) in &nodes {
+        let properties = data_dir.join(format!("node-{id}.properties"));
+        let folder = data_dir.join(format!("node-{id}"));
+        let text = format!(
+            "node.id={id}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{port}\nmetadata.log.dir={}\n",
+            folder.display()
+        );
+        std::fs::write(&properties, text).map_err(|e| format!("{}: {e}", properties.display()))?;
+        if !folder.join("meta.properties").exists() {
+            let config = NodeConfig::load(&properties).map_err(|e| e.to_string())?;
+            format(&config, &cluster_id)?;
+        }
+        let log_path = data_dir.join(format!("node-{id}.log"));
+        let log =
+            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let child = Process::new(&exe)
+            .arg("serve")
+            .arg("--config")
+            .arg(&properties)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting node {id}: {e}"))?;
+        let role = if *id <= 3 { "voter" } else { "observer" };
+        println!(
+            "node {id} ({role}): 127.0.0.1:{port}   log: {}",
+            log_path.display()
+        );
+        children.push((*id, child));
+    }
+    println!(
+        "cluster {cluster_id}, data in {}; Ctrl-C stops everything",
+        data_dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let addresses: Vec<String> = nodes[..3]
+        .iter()
+        .map(|(_, p)| format!("127.0.0.1:{p}"))
+        .collect();
+    let result = runtime.block_on(async {
+        let mut last: Option<(i32, i32)> = None;
+        let mut ticker = tokio::time::interval(Duration::from_millis(300));
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = ticker.tick() => {
+                    for (id, child) in &mut children {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            return Err(format!("node {id} exited ({status}); see its log"));
+                        }
+                    }
+                    if let Some(view) = addresses.iter().find_map(|a| {
+                        Client::connect(a, Duration::from_millis(200)).ok()?.describe_quorum().ok()
+                    }) && view.partition.leader_id >= 0 {
+                        let now = (view.partition.leader_id, view.partition.leader_epoch);
+                        if last != Some(now) {
+                            println!(
+                                "leader: node {} ({}), epoch {}, high-watermark {}",
+                                now.0,
+                                view.leader_address().unwrap_or_default(),
+                                now.1,
+                                view.partition.high_watermark
+                            );
+                            last = Some(now);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    println!("stopping");
+    for (_, child) in &children {
+        // SIGTERM: graceful (a leader resigns). The terminal's SIGINT may have come too.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    }
+    for (id, mut child) in children {
+        match child.wait() {
+            Ok(status) => println!("node {id} stopped ({status})"),
+            Err(e) => println!("node {id}: {e}"),
+        }
+    }
+    result
+}
+
+// ---- describe-quorum ------------------------------------------------------------------------
+
+fn describe_quorum(bootstrap: &str) -> Result<(), String> {
+    let mut view = Client::connect(bootstrap, CLIENT_TIMEOUT)
+        .and_then(|mut c| c.describe_quorum())
+        .map_err(|e| e.to_string())?;
+    if view.partition.error_code != 0 {
+        // Only the leader describes the quorum; ask it.
+        let leader = view
+            .leader_address()
+            .ok_or_else(|| "no leader elected yet".to_string())?;
+        view = Client::connect(&leader, CLIENT_TIMEOUT)
+            .and_then(|mut c| c.describe_quorum())
+            .map_err(|e| e.to_string())?;
+    }
+    let p = &view.partition;
+    if p.error_code != 0 {
+        return Err(format!("the leader answered error {}", p.error_code));
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let max_lag = p
+        .current_voters
+        .iter()
+        .map(|r| (p.high_watermark - r.log_end_offset).max(0))
+        .max()
+        .unwrap_or(0);
+    let ids = |list: &[ringlog_net::protocol::describe_quorum_response::ReplicaState]| {
+        list.iter()
+            .map(|r| r.replica_id.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    println!("LeaderId:               {}", p.leader_id);
+    println!("LeaderEpoch:            {}", p.leader_epoch);
+    println!("HighWatermark:          {}", p.high_watermark);
+    println!("MaxFollowerLag:         {max_lag}");
+    println!("CurrentVoters:          [{}]", ids(&p.current_voters));
+    println!("CurrentObservers:       [{}]", ids(&p.observers));
+    println!();
+    println!(
+        "{:<8} {:<14} {:<8} {:<20} {:<23} {}",
+        "NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"
+    );
+    let ago = |ts: i64| {
+        if ts < 0 {
+            "-".to_string()
+        } else {
+            format!("{} ms ago", (now_ms - ts).max(0))
+        }
+    };
+    let rows = p
+        .current_voters
+        .iter()
+        .map(|r| {
+            (
+                r,
+                if r.replica_id == p.leader_id {
+                    "Leader"
+                } else {
+                    "Follower"
+                },
+            )
+        })
+        .chain(p.observers.iter().map(|r| (r, "Observer")));
+    for (r, status) in rows {
+        println!(
+            "{:<8} {:<14} {:<8} {:<20} {:<23} {}",
+            r.replica_id,
+            r.log_end_offset,
+            (p.high_watermark - r.log_end_offset).max(0),
+            ago(r.last_fetch_timestamp),
+            ago(r.last_caught_up_timestamp),
+            status
+        );
+    }
+    Ok(())
+}
+
+// ---- dump -----------------------------------------------------------------------------------
+
+fn dump(file: &Path, print_records: bool) -> Result<(), String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let bytes = Bytes::from(bytes);
+    println!("Dumping {}", file.display());
+    let mut batches = BatchIter::new(bytes.clone());
+    let mut count = 0u64;
+    loop {
+        match batches.next() {
+            None => break,
+            Some(Ok(batch)) => {
+                count += 1;
+                let header = batch.header();
+                println!(
+                    "baseOffset: {} lastOffset: {} count: {} partitionLeaderEpoch: {} isControl: {} position: {} size: {} crc: {:#010x} crcValid: true",
+                    batch.base_offset(),
+                    batch.last_offset(),
+                    batch.records_count(),
+                    batch.partition_leader_epoch(),
+                    batch.is_control(),
+                    batch.position(),
+                    batch.size_bytes(),
+                    header.crc(),
+                );
+                if print_records && !batch.is_control() {
+                    match batch.records() {
+                        Ok(records) => {
+                            for record in records {
+                                match record {
+                                    Ok(r) => println!(
+                                        "| offset: {} key: {} value: {}",
+                                        r.offset(),
+                                        r.key()
+                                            .map_or("null".into(), |k| String::from_utf8_lossy(k)
+                                                .into_owned()),
+                                        r.value()
+                                            .map_or("null".into(), |v| String::from_utf8_lossy(v)
+                                                .into_owned()),
+                                    ),
+                                    Err(e) => {
+                                        println!("| bad record: {e}");
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => println!("| records not readable: {e}"),
+                    }
+                }
+            }
+            Some(Err(error)) => {
+                let at = batches.valid_bytes();
+                if bytes[at..].iter().all(|b| *b == 0) {
+                    println!(
+                        "({} zero bytes of preallocated space after the last batch)",
+                        bytes.len() - at
+                    );
+                } else {
+                    println!("stopped at byte {at}: {error}");
+                }
+                break;
+            }
+        }
+    }
+    println!("{count} batches");
+    Ok(())
+}
+
+// ---- produce / consume ----------------------------------------------------------------------
+
+fn produce(bootstrap: &str, acks: &str) -> Result<(), String> {
+    let acks: i16 = match acks {
+        "all" | "-1" => -1,
+        "1" => 1,
+        "0" => 0,
+        other => return Err(format!("--acks {other:?}: expected 0, 1 or all")),
+    };
+    let mut leader =
+        client::connect_to_leader(bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let mut builder = RecordBatchBuilder::new(0);
+        builder.append(now_ms(), None, Some(line.as_bytes()), &[]);
+        let records = builder.build().into_bytes();
+        match leader
+            .produce(records, acks, 30_000)
+            .map_err(|e| e.to_string())?
+        {
+            None => {}
+            Some(answer) if answer.error_code == 0 => {
+                writeln!(stdout, "offset {}", answer.base_offset).map_err(|e| e.to_string())?;
+            }
+            Some(answer) => {
+                return Err(format!(
+                    "produce failed: error {} {}",
+                    answer.error_code,
+                    answer.error_message.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn consume(bootstrap: &str, from_beginning: bool, max_records: Option<u64>) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
+    let mut offset: i64 = if from_beginning {
+        0
+    } else {
+        client
+            .fetch(0, 0, 1)
+            .map_err(|e| e.to_string())?
+            .high_watermark
+            .max(0)
+    };
+    let mut printed = 0u64;
+    let started = Instant::now();
+    loop {
+        let data = client
+            .fetch(offset, 500, 1 << 20)
+            .map_err(|e| e.to_string())?;
+        if data.error_code != 0 {
+            return Err(format!(
+                "fetch at offset {offset}: error {}",
+                data.error_code
+            ));
+        }
+        for batch in BatchIter::new(client::fetched_records(&data)) {
+            let batch = batch.map_err(|e| e.to_string())?;
+            offset = offset.max(batch.next_offset());
+            if batch.is_control() {
+                continue;
+            }
+            for record in batch.records().map_err(|e| e.to_string())? {
+                let record = record.map_err(|e| e.to_string())?;
+                if let Some(value) = record.value() {
+                    println!("{}", String::from_utf8_lossy(value));
+                }
+                printed += 1;
+                if max_records.is_some_and(|max| printed >= max) {
+                    return Ok(());
+                }
+            }
+        }
+        let _ = started;
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

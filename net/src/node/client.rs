@@ -1,0 +1,271 @@
+//! A small blocking Kafka-protocol client for the CLI (`describe-quorum`, `produce`,
+//! `consume`, `perf`) and the node's integration tests: one connection, one request at a time.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::convert::METADATA_TOPIC;
+use crate::protocol::wire::Records;
+use crate::protocol::{
+    ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, decode_response,
+    describe_quorum_request, describe_quorum_response, encode_request, fetch_request,
+    fetch_response, produce_request, produce_response, split_frame,
+};
+
+/// Versions the client speaks (every node accepts them).
+pub const DESCRIBE_QUORUM_VERSION: i16 = 2;
+pub const PRODUCE_VERSION: i16 = 9;
+pub const CONSUMER_FETCH_VERSION: i16 = 12;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{address}: {source}")]
+    Io {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{0}")]
+    Protocol(String),
+}
+
+pub struct Client {
+    address: String,
+    stream: TcpStream,
+    next_correlation_id: i32,
+    buf: BytesMut,
+}
+
+impl Client {
+    pub fn connect(address: &str, timeout: Duration) -> Result<Client, ClientError> {
+        let io = |source| ClientError::Io {
+            address: address.to_string(),
+            source,
+        };
+        let target = address
+            .to_socket_addrs()
+            .map_err(io)?
+            .next()
+            .ok_or_else(|| ClientError::Protocol(format!("{address}: no address")))?;
+        let stream = TcpStream::connect_timeout(&target, timeout).map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        stream
+            .set_read_timeout(Some(timeout.max(Duration::from_secs(5))))
+            .map_err(io)?;
+        Ok(Client {
+            address: address.to_string(),
+            stream,
+            next_correlation_id: 1,
+            buf: BytesMut::new(),
+        })
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn io(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io {
+            address: self.address.clone(),
+            source,
+        }
+    }
+
+    /// Sends a request without reading an answer (Produce with acks=0).
+    pub fn send(&mut self, request: &Request, version: i16) -> Result<i32, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let header = RequestHeader {
+            api_key: request.api_key().key(),
+            api_version: version,
+            correlation_id,
+            client_id: Some("ringlog-cli".into()),
+        };
+        let frame = encode_request(&header, request)?;
+        self.stream.write_all(&frame).map_err(|e| self.io(e))?;
+        Ok(correlation_id)
+    }
+
+    /// Sends a request and reads its answer.
+    pub fn request(&mut self, request: &Request, version: i16) -> Result<Response, ClientError> {
+        let api = request.api_key();
+        let correlation_id = self.send(request, version)?;
+        self.read_response(api, version, correlation_id)
+    }
+
+    fn read_response(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<Response, ClientError> {
+        loop {
+            if let Some(frame) = split_frame(&mut self.buf, 1 << 30)? {
+                let (header, response) = decode_response(api, version, frame)?;
+                if header.correlation_id != correlation_id {
+                    return Err(ClientError::Protocol(format!(
+                        "answer to request {} while waiting for {correlation_id}",
+                        header.correlation_id
+                    )));
+                }
+                return Ok(response);
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            let n = self.stream.read(&mut chunk).map_err(|e| self.io(e))?;
+            if n == 0 {
+                return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// DescribeQuorum for `__cluster_metadata-0`: the partition data and the voters' endpoints.
+    pub fn describe_quorum(&mut self) -> Result<QuorumView, ClientError> {
+        let request = Request::DescribeQuorum(describe_quorum_request::DescribeQuorumRequest {
+            topics: vec![describe_quorum_request::TopicData {
+                topic_name: METADATA_TOPIC.into(),
+                partitions: vec![describe_quorum_request::PartitionData { partition_index: 0 }],
+            }],
+        });
+        let Response::DescribeQuorum(r) = self.request(&request, DESCRIBE_QUORUM_VERSION)? else {
+            return Err(ClientError::Protocol("not a DescribeQuorum answer".into()));
+        };
+        let partition = r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .cloned()
+            .ok_or_else(|| {
+                ClientError::Protocol("DescribeQuorum answer without partition".into())
+            })?;
+        let endpoints = r
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                n.listeners
+                    .first()
+                    .map(|l| (n.node_id, format!("{}:{}", l.host, l.port)))
+            })
+            .collect();
+        Ok(QuorumView {
+            partition,
+            endpoints,
+        })
+    }
+
+    /// Produces `batches` (RecordBatch v2 bytes) to `__cluster_metadata-0`. `None` for acks=0.
+    pub fn produce(
+        &mut self,
+        records: Bytes,
+        acks: i16,
+        timeout_ms: i32,
+    ) -> Result<Option<produce_response::PartitionProduceResponse>, ClientError> {
+        let request = Request::Produce(produce_request::ProduceRequest {
+            acks,
+            timeout_ms,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: METADATA_TOPIC.into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(records),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        if acks == 0 {
+            self.send(&request, PRODUCE_VERSION)?;
+            return Ok(None);
+        }
+        let Response::Produce(r) = self.request(&request, PRODUCE_VERSION)? else {
+            return Err(ClientError::Protocol("not a Produce answer".into()));
+        };
+        r.responses
+            .into_iter()
+            .next()
+            .and_then(|t| t.partition_responses.into_iter().next())
+            .map(Some)
+            .ok_or_else(|| ClientError::Protocol("Produce answer without partition".into()))
+    }
+
+    /// Consumer-style Fetch (replica id -1) of `__cluster_metadata-0` from `offset`.
+    pub fn fetch(
+        &mut self,
+        offset: i64,
+        max_wait_ms: i32,
+        max_bytes: i32,
+    ) -> Result<fetch_response::PartitionData, ClientError> {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms,
+            min_bytes: 1,
+            max_bytes,
+            topics: vec![fetch_request::FetchTopic {
+                topic: METADATA_TOPIC.into(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: offset,
+                    partition_max_bytes: max_bytes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Response::Fetch(r) = self.request(&request, CONSUMER_FETCH_VERSION)? else {
+            return Err(ClientError::Protocol("not a Fetch answer".into()));
+        };
+        r.responses
+            .into_iter()
+            .next()
+            .and_then(|t| t.partitions.into_iter().next())
+            .ok_or_else(|| ClientError::Protocol("Fetch answer without partition".into()))
+    }
+}
+
+/// What DescribeQuorum tells a client.
+#[derive(Clone, Debug)]
+pub struct QuorumView {
+    pub partition: describe_quorum_response::PartitionData,
+    /// (node id, host:port) of every voter.
+    pub endpoints: Vec<(i32, String)>,
+}
+
+impl QuorumView {
+    pub fn leader_address(&self) -> Option<String> {
+        let leader = self.partition.leader_id;
+        self.endpoints
+            .iter()
+            .find(|(id, _)| *id == leader)
+            .map(|(_, a)| a.clone())
+    }
+}
+
+/// The records of a fetch answer, as bytes.
+pub fn fetched_records(data: &fetch_response::PartitionData) -> Bytes {
+    match &data.records {
+        Some(Records::Bytes(b)) => b.clone(),
+        _ => Bytes::new(),
+    }
+}
+
+/// Asks `bootstrap` who leads and connects to the leader.
+pub fn connect_to_leader(bootstrap: &str, timeout: Duration) -> Result<Client, ClientError> {
+    let view = Client::connect(bootstrap, timeout)?.describe_quorum()?;
+    if view.partition.leader_id < 0 {
+        return Err(ClientError::Protocol("no leader elected yet".into()));
+    }
+    let address = view.leader_address().ok_or_else(|| {
+        ClientError::Protocol(format!(
+            "no address for leader {}",
+            view.partition.leader_id
+        ))
+    })?;
+    Client::connect(&address, timeout)
+}

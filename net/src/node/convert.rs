@@ -1,0 +1,851 @@
+//! The mapping between Kafka's wire messages (`crate::protocol`) and the replication core's
+//! messages (`ringlog_replication::message`).
+//!
+//! One wire request carries many partitions (`topics[].partitions[]`); the core speaks one
+//! partition at a time. Inbound, a wire request becomes one [`InboundPart`] per partition, each
+//! either a core message for a hosted partition or an error code to answer with. Outbound, the
+//! core's answers (or those error codes) are put back in the request's topic/partition order.
+//!
+//! Versions the node *sends* (peers accept them all, Kafka 3.x voters too): Vote v0,
+//! BeginQuorumEpoch v0, EndQuorumEpoch v0 and Fetch v12 (the first Raft-aware Fetch: topic
+//! names, DivergingEpoch, CurrentLeader, SnapshotId). Inbound, every version the codec speaks is
+//! accepted. Epochs are unsigned in the core and `int32` on the wire: a negative epoch in a peer
+//! request is INVALID_REQUEST, never a wrapped number.
+
+use bytes::Bytes;
+use ringlog_replication as core;
+use ringlog_replication::{Epoch, NodeId, OffsetAndEpoch, PartitionId};
+
+use crate::protocol::wire::{Records, Uuid};
+use crate::protocol::{
+    ErrorCode, begin_quorum_epoch_request as bqe_req, begin_quorum_epoch_response as bqe_resp,
+    end_quorum_epoch_request as eqe_req, end_quorum_epoch_response as eqe_resp,
+    fetch_request as fetch_req, fetch_response as fetch_resp, vote_request as vote_req,
+    vote_response as vote_resp,
+};
+
+/// The metadata topic every node hosts (KIP-595's `__cluster_metadata`, partition 0).
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+/// Kafka's `Uuid.METADATA_TOPIC_ID` (`AAAAAAAAAAAAAAAAAAAAAQ`), for Fetch v13+.
+pub const METADATA_TOPIC_ID: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+
+/// Wire versions the node uses for the requests it sends to peers.
+pub const VOTE_VERSION: i16 = 0;
+pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 0;
+pub const END_QUORUM_EPOCH_VERSION: i16 = 0;
+pub const PEER_FETCH_VERSION: i16 = 12;
+
+/// One hosted partition: its topic, index and (for Fetch v13+) topic id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostedPartition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+}
+
+/// The partitions of this node, in [`PartitionId`] order (the id is the position).
+#[derive(Clone, Debug, Default)]
+pub struct PartitionTable {
+    partitions: Vec<HostedPartition>,
+}
+
+impl PartitionTable {
+    /// The table of a node that hosts only `__cluster_metadata-0`.
+    pub fn metadata_only() -> Self {
+        PartitionTable {
+            partitions: vec![HostedPartition {
+                topic: METADATA_TOPIC.to_string(),
+                topic_id: METADATA_TOPIC_ID,
+                index: 0,
+            }],
+        }
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        (0..self.partitions.len()).map(|i| i as PartitionId)
+    }
+
+    pub fn get(&self, id: PartitionId) -> &HostedPartition {
+        &self.partitions[id as usize]
+    }
+
+    /// The partition's folder name in the data folder (Kafka's `<topic>-<partition>`).
+    pub fn dir_name(&self, id: PartitionId) -> String {
+        let p = self.get(id);
+        format!("{}-{}", p.topic, p.index)
+    }
+
+    pub fn find(&self, topic: &str, index: i32) -> Option<PartitionId> {
+        self.partitions
+            .iter()
+            .position(|p| p.topic == topic && p.index == index)
+            .map(|i| i as PartitionId)
+    }
+
+    pub fn find_by_id(&self, topic_id: Uuid, index: i32) -> Option<PartitionId> {
+        self.partitions
+            .iter()
+            .position(|p| p.topic_id == topic_id && p.index == index)
+            .map(|i| i as PartitionId)
+    }
+}
+
+/// One partition of an inbound wire request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboundPart {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    /// The core message for a hosted partition (and its sender), or the error to answer with.
+    pub target: Result<(PartitionId, NodeId, core::Message), ErrorCode>,
+}
+
+fn epoch(value: i32) -> Result<Epoch, ErrorCode> {
+    Epoch::try_from(value).map_err(|_| ErrorCode::InvalidRequest)
+}
+
+fn offset(value: i64) -> Result<u64, ErrorCode> {
+    u64::try_from(value).map_err(|_| ErrorCode::InvalidRequest)
+}
+
+fn leader_wire(leader: Option<NodeId>) -> i32 {
+    leader.unwrap_or(-1)
+}
+
+fn leader_core(leader_id: i32, leader_epoch: i32) -> core::LeaderIdAndEpoch {
+    core::LeaderIdAndEpoch {
+        leader_id: (leader_id >= 0).then_some(leader_id),
+        leader_epoch: Epoch::try_from(leader_epoch).unwrap_or(0),
+    }
+}
+
+/// A core error code as a wire error code (same numbers).
+pub fn error_to_wire(code: core::ErrorCode) -> i16 {
+    code.code()
+}
+
+/// A wire error code as a core error code; numbers the core does not know become
+/// UNKNOWN_SERVER_ERROR (the core then treats the response as failed).
+pub fn error_to_core(code: i16) -> core::ErrorCode {
+    core::ErrorCode::from_code(code).unwrap_or(core::ErrorCode::UnknownServerError)
+}
+
+fn part(
+    table: &PartitionTable,
+    topic: &str,
+    index: i32,
+    build: impl FnOnce() -> Result<(NodeId, core::Message), ErrorCode>,
+) -> InboundPart {
+    let target = match table.find(topic, index) {
+        None => Err(ErrorCode::UnknownTopicOrPartition),
+        Some(id) => build().map(|(from, message)| (id, from, message)),
+    };
+    InboundPart {
+        topic: topic.to_string(),
+        topic_id: Uuid::ZERO,
+        index,
+        target,
+    }
+}
+
+// ---- inbound requests -------------------------------------------------------------------
+
+pub fn vote_request_parts(
+    request: &vote_req::VoteRequest,
+    table: &PartitionTable,
+) -> Vec<InboundPart> {
+    let mut parts = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                if p.pre_vote {
+                    // KIP-996 pre-vote is not implemented: a pre-vote must never be granted as
+                    // if it were a real vote (that would bump nothing but still bind us).
+                    return Err(ErrorCode::InvalidRequest);
+                }
+                Ok((
+                    p.replica_id,
+                    core::Message::VoteRequest(core::VoteRequest {
+                        candidate_epoch: epoch(p.replica_epoch)?,
+                        candidate_id: p.replica_id,
+                        last_offset_epoch: epoch(p.last_offset_epoch)?,
+                        last_offset: offset(p.last_offset)?,
+                    }),
+                ))
+            }));
+        }
+    }
+    parts
+}
+
+pub fn begin_quorum_epoch_request_parts(
+    request: &bqe_req::BeginQuorumEpochRequest,
+    table: &PartitionTable,
+) -> Vec<InboundPart> {
+    let mut parts = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                Ok((
+                    p.leader_id,
+                    core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
+                        leader_id: p.leader_id,
+                        leader_epoch: epoch(p.leader_epoch)?,
+                    }),
+                ))
+            }));
+        }
+    }
+    parts
+}
+
+pub fn end_quorum_epoch_request_parts(
+    request: &eqe_req::EndQuorumEpochRequest,
+    table: &PartitionTable,
+) -> Vec<InboundPart> {
+    let mut parts = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                let mut preferred_successors = p.preferred_successors.clone();
+                preferred_successors.extend(p.preferred_candidates.iter().map(|c| c.candidate_id));
+                Ok((
+                    p.leader_id,
+                    core::Message::EndQuorumEpochRequest(core::EndQuorumEpochRequest {
+                        leader_id: p.leader_id,
+                        leader_epoch: epoch(p.leader_epoch)?,
+                        preferred_successors,
+                    }),
+                ))
+            }));
+        }
+    }
+    parts
+}
+
+/// The replica id of a Fetch request (top-level before v15, in ReplicaState from v15).
+pub fn fetch_replica_id(request: &fetch_req::FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        request.replica_state.replica_id
+    } else {
+        request.replica_id
+    }
+}
+
+/// The partitions of a replica Fetch (replica id >= 0) as core fetch requests. `next_id` hands
+/// out the core correlation ids that tie each partition's answer back to this request.
+pub fn replica_fetch_parts(
+    request: &fetch_req::FetchRequest,
+    version: i16,
+    table: &PartitionTable,
+    mut next_id: impl FnMut() -> u64,
+) -> Vec<InboundPart> {
+    let replica_id = fetch_replica_id(request, version);
+    let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
+    let mut parts = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let found = if version >= 13 {
+                table.find_by_id(topic.topic_id, p.partition)
+            } else {
+                table.find(&topic.topic, p.partition)
+            };
+            let target = match found {
+                None => Err(ErrorCode::UnknownTopicOrPartition),
+                Some(id) => (|| {
+                    Ok((
+                        id,
+                        replica_id,
+                        core::Message::FetchRequest(core::FetchRequest {
+                            correlation_id: next_id(),
+                            replica_id,
+                            current_leader_epoch: epoch(p.current_leader_epoch)?,
+                            fetch_offset: offset(p.fetch_offset)?,
+                            // -1 (no record fetched yet) is epoch 0 in the core.
+                            last_fetched_epoch: Epoch::try_from(p.last_fetched_epoch).unwrap_or(0),
+                            max_bytes: u32::try_from(p.partition_max_bytes).unwrap_or(0),
+                            max_wait_ms,
+                        }),
+                    ))
+                })(),
+            };
+            parts.push(InboundPart {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                index: p.partition,
+                target,
+            });
+        }
+    }
+    parts
+}
+
+// ---- outbound responses -----------------------------------------------------------------
+
+/// One partition's answer: the core's response message, or an error code.
+#[derive(Clone, Debug)]
+pub enum PartAnswer {
+    Core(core::Message),
+    Error(ErrorCode),
+}
+
+/// Groups answers by topic in request order (consecutive parts of the same topic share one
+/// topic entry, as they arrived).
+fn group<'a, T>(
+    parts: &'a [InboundPart],
+    answers: &'a [PartAnswer],
+    mut make: impl FnMut(&'a InboundPart, &'a PartAnswer) -> T,
+) -> Vec<(&'a InboundPart, Vec<T>)> {
+    let mut out: Vec<(&InboundPart, Vec<T>)> = Vec::new();
+    for (p, a) in parts.iter().zip(answers) {
+        let item = make(p, a);
+        match out.last_mut() {
+            Some((head, items)) if head.topic == p.topic && head.topic_id == p.topic_id => {
+                items.push(item)
+            }
+            _ => out.push((p, vec![item])),
+        }
+    }
+    out
+}
+
+pub fn vote_response(parts: &[InboundPart], answers: &[PartAnswer]) -> vote_resp::VoteResponse {
+    let topics = group(parts, answers, |p, a| match a {
+        PartAnswer::Core(core::Message::VoteResponse(r)) => vote_resp::PartitionData {
+            partition_index: p.index,
+            error_code: error_to_wire(r.error_code),
+            leader_id: leader_wire(r.current_leader.leader_id),
+            leader_epoch: r.current_leader.leader_epoch as i32,
+            vote_granted: r.vote_granted,
+        },
+        other => vote_resp::PartitionData {
+            partition_index: p.index,
+            error_code: answer_error(other),
+            leader_id: -1,
+            leader_epoch: -1,
+            vote_granted: false,
+        },
+    });
+    vote_resp::VoteResponse {
+        topics: topics
+            .into_iter()
+            .map(|(head, partitions)| vote_resp::TopicData {
+                topic_name: head.topic.clone(),
+                partitions,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn begin_quorum_epoch_response(
+    parts: &[InboundPart],
+    answers: &[PartAnswer],
+) -> bqe_resp::BeginQuorumEpochResponse {
+    let topics = group(parts, answers, |p, a| match a {
+        PartAnswer::Core(core::Message::BeginQuorumEpochResponse(r)) => bqe_resp::PartitionData {
+            partition_index: p.index,
+            error_code: error_to_wire(r.error_code),
+            leader_id: leader_wire(r.current_leader.leader_id),
+            leader_epoch: r.current_leader.leader_epoch as i32,
+        },
+        other => bqe_resp::PartitionData {
+            partition_index: p.index,
+            error_code: answer_error(other),
+            leader_id: -1,
+            leader_epoch: -1,
+        },
+    });
+    bqe_resp::BeginQuorumEpochResponse {
+        topics: topics
+            .into_iter()
+            .map(|(head, partitions)| bqe_resp::TopicData {
+                topic_name: head.topic.clone(),
+                partitions,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn end_quorum_epoch_response(
+    parts: &[InboundPart],
+    answers: &[PartAnswer],
+) -> eqe_resp::EndQuorumEpochResponse {
+    let topics = group(parts, answers, |p, a| match a {
+        PartAnswer::Core(core::Message::EndQuorumEpochResponse(r)) => eqe_resp::PartitionData {
+            partition_index: p.index,
+            error_code: error_to_wire(r.error_code),
+            leader_id: leader_wire(r.current_leader.leader_id),
+            leader_epoch: r.current_leader.leader_epoch as i32,
+        },
+        other => eqe_resp::PartitionData {
+            partition_index: p.index,
+            error_code: answer_error(other),
+            leader_id: -1,
+            leader_epoch: -1,
+        },
+    });
+    eqe_resp::EndQuorumEpochResponse {
+        topics: topics
+            .into_iter()
+            .map(|(head, partitions)| eqe_resp::TopicData {
+                topic_name: head.topic.clone(),
+                partitions,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A core fetch response as one wire partition entry (records already filled in).
+pub fn fetch_partition_data(index: i32, r: &core::FetchResponse) -> fetch_resp::PartitionData {
+    fetch_resp::PartitionData {
+        partition_index: index,
+        error_code: error_to_wire(r.error_code),
+        high_watermark: r.high_watermark as i64,
+        last_stable_offset: r.high_watermark as i64,
+        log_start_offset: r.log_start_offset as i64,
+        diverging_epoch: match r.diverging_epoch {
+            Some(d) => fetch_resp::EpochEndOffset {
+                epoch: d.epoch as i32,
+                end_offset: d.offset as i64,
+            },
+            None => fetch_resp::EpochEndOffset::default(),
+        },
+        current_leader: fetch_resp::LeaderIdAndEpoch {
+            leader_id: leader_wire(r.current_leader.leader_id),
+            leader_epoch: r.current_leader.leader_epoch as i32,
+        },
+        snapshot_id: match r.snapshot_id {
+            Some(s) => fetch_resp::SnapshotId {
+                end_offset: s.offset as i64,
+                epoch: s.epoch as i32,
+            },
+            None => fetch_resp::SnapshotId::default(),
+        },
+        records: Some(Records::Bytes(r.records.clone())),
+        ..Default::default()
+    }
+}
+
+/// An error entry for a partition of a Fetch.
+pub fn fetch_partition_error(index: i32, error: ErrorCode) -> fetch_resp::PartitionData {
+    fetch_resp::PartitionData {
+        partition_index: index,
+        error_code: error.code(),
+        high_watermark: -1,
+        records: Some(Records::Bytes(Bytes::new())),
+        ..Default::default()
+    }
+}
+
+pub fn fetch_response(parts: &[InboundPart], answers: &[PartAnswer]) -> fetch_resp::FetchResponse {
+    let topics = group(parts, answers, |p, a| match a {
+        PartAnswer::Core(core::Message::FetchResponse(r)) => fetch_partition_data(p.index, r),
+        other => fetch_partition_error(p.index, answer_error_code(other)),
+    });
+    fetch_resp::FetchResponse {
+        responses: topics
+            .into_iter()
+            .map(|(head, partitions)| fetch_resp::FetchableTopicResponse {
+                topic: head.topic.clone(),
+                topic_id: head.topic_id,
+                partitions,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn answer_error_code(answer: &PartAnswer) -> ErrorCode {
+    match answer {
+        PartAnswer::Error(e) => *e,
+        // A core answer of the wrong kind is a node bug; answer it as a server error.
+        PartAnswer::Core(_) => ErrorCode::UnknownServerError,
+    }
+}
+
+fn answer_error(answer: &PartAnswer) -> i16 {
+    answer_error_code(answer).code()
+}
+
+// ---- outbound requests (to peers) and their responses -----------------------------------
+
+/// A core request for one partition as a single-partition wire request (Vote,
+/// BeginQuorumEpoch, EndQuorumEpoch). Fetches go through [`fetch_request`], which batches.
+pub fn peer_request(
+    cluster_id: &str,
+    hosted: &HostedPartition,
+    message: &core::Message,
+) -> Option<(crate::protocol::Request, i16)> {
+    use crate::protocol::Request;
+    Some(match message {
+        core::Message::VoteRequest(r) => (
+            Request::Vote(vote_req::VoteRequest {
+                cluster_id: Some(cluster_id.to_string()),
+                topics: vec![vote_req::TopicData {
+                    topic_name: hosted.topic.clone(),
+                    partitions: vec![vote_req::PartitionData {
+                        partition_index: hosted.index,
+                        replica_epoch: r.candidate_epoch as i32,
+                        replica_id: r.candidate_id,
+                        last_offset_epoch: r.last_offset_epoch as i32,
+                        last_offset: r.last_offset as i64,
+                        ..Default::default()
+                    }],
+                }],
+                ..Default::default()
+            }),
+            VOTE_VERSION,
+        ),
+        core::Message::BeginQuorumEpochRequest(r) => (
+            Request::BeginQuorumEpoch(bqe_req::BeginQuorumEpochRequest {
+                cluster_id: Some(cluster_id.to_string()),
+                topics: vec![bqe_req::TopicData {
+                    topic_name: hosted.topic.clone(),
+                    partitions: vec![bqe_req::PartitionData {
+                        partition_index: hosted.index,
+                        leader_id: r.leader_id,
+                        leader_epoch: r.leader_epoch as i32,
+                        ..Default::default()
+                    }],
+                }],
+                ..Default::default()
+            }),
+            BEGIN_QUORUM_EPOCH_VERSION,
+        ),
+        core::Message::EndQuorumEpochRequest(r) => (
+            Request::EndQuorumEpoch(eqe_req::EndQuorumEpochRequest {
+                cluster_id: Some(cluster_id.to_string()),
+                topics: vec![eqe_req::TopicData {
+                    topic_name: hosted.topic.clone(),
+                    partitions: vec![eqe_req::PartitionData {
+                        partition_index: hosted.index,
+                        leader_id: r.leader_id,
+                        leader_epoch: r.leader_epoch as i32,
+                        preferred_successors: r.preferred_successors.clone(),
+                        ..Default::default()
+                    }],
+                }],
+                ..Default::default()
+            }),
+            END_QUORUM_EPOCH_VERSION,
+        ),
+        _ => return None,
+    })
+}
+
+/// One Fetch request carrying the fetches of every partition bound for one peer.
+pub fn fetch_request(
+    cluster_id: &str,
+    replica_id: NodeId,
+    fetches: &[(&HostedPartition, &core::FetchRequest)],
+) -> fetch_req::FetchRequest {
+    let max_wait_ms = fetches
+        .iter()
+        .map(|(_, f)| f.max_wait_ms)
+        .min()
+        .unwrap_or(0);
+    let mut topics: Vec<fetch_req::FetchTopic> = Vec::new();
+    for (hosted, f) in fetches {
+        let partition = fetch_req::FetchPartition {
+            partition: hosted.index,
+            current_leader_epoch: f.current_leader_epoch as i32,
+            fetch_offset: f.fetch_offset as i64,
+            last_fetched_epoch: f.last_fetched_epoch as i32,
+            log_start_offset: -1,
+            partition_max_bytes: i32::try_from(f.max_bytes).unwrap_or(i32::MAX),
+            ..Default::default()
+        };
+        match topics.iter_mut().find(|t| t.topic == hosted.topic) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(fetch_req::FetchTopic {
+                topic: hosted.topic.clone(),
+                topic_id: hosted.topic_id,
+                partitions: vec![partition],
+            }),
+        }
+    }
+    fetch_req::FetchRequest {
+        cluster_id: Some(cluster_id.to_string()),
+        replica_id,
+        max_wait_ms: i32::try_from(max_wait_ms).unwrap_or(i32::MAX),
+        min_bytes: 1,
+        max_bytes: i32::MAX,
+        topics,
+        ..Default::default()
+    }
+}
+
+/// The per-partition core responses in a peer's wire response. Partitions not hosted here are
+/// skipped (a response can only name what we asked for).
+pub fn peer_response_parts(
+    response: &crate::protocol::Response,
+    table: &PartitionTable,
+) -> Vec<(PartitionId, core::Message)> {
+    use crate::protocol::Response;
+    let mut out = Vec::new();
+    match response {
+        Response::Vote(r) => {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    if let Some(id) = table.find(&t.topic_name, p.partition_index) {
+                        let error = if p.error_code == 0 {
+                            r.error_code
+                        } else {
+                            p.error_code
+                        };
+                        out.push((
+                            id,
+                            core::Message::VoteResponse(core::VoteResponse {
+                                error_code: error_to_core(error),
+                                current_leader: leader_core(p.leader_id, p.leader_epoch),
+                                vote_granted: p.vote_granted,
+                            }),
+                        ));
+                    }
+                }
+            }
+        }
+        Response::BeginQuorumEpoch(r) => {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    if let Some(id) = table.find(&t.topic_name, p.partition_index) {
+                        let error = if p.error_code == 0 {
+                            r.error_code
+                        } else {
+                            p.error_code
+                        };
+                        out.push((
+                            id,
+                            core::Message::BeginQuorumEpochResponse(
+                                core::BeginQuorumEpochResponse {
+                                    error_code: error_to_core(error),
+                                    current_leader: leader_core(p.leader_id, p.leader_epoch),
+                                },
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Response::EndQuorumEpoch(r) => {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    if let Some(id) = table.find(&t.topic_name, p.partition_index) {
+                        let error = if p.error_code == 0 {
+                            r.error_code
+                        } else {
+                            p.error_code
+                        };
+                        out.push((
+                            id,
+                            core::Message::EndQuorumEpochResponse(core::EndQuorumEpochResponse {
+                                error_code: error_to_core(error),
+                                current_leader: leader_core(p.leader_id, p.leader_epoch),
+                            }),
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The per-partition core fetch responses of a peer's Fetch response; `correlation_for` maps a
+/// partition to the core correlation id of the fetch we sent for it.
+pub fn peer_fetch_response_parts(
+    response: &fetch_resp::FetchResponse,
+    table: &PartitionTable,
+    mut correlation_for: impl FnMut(PartitionId) -> Option<u64>,
+) -> Vec<(PartitionId, core::Message)> {
+    let mut out = Vec::new();
+    for t in &response.responses {
+        for p in &t.partitions {
+            let Some(id) = table.find(&t.topic, p.partition_index) else {
+                continue;
+            };
+            let Some(correlation_id) = correlation_for(id) else {
+                continue;
+            };
+            let error = if p.error_code == 0 {
+                response.error_code
+            } else {
+                p.error_code
+            };
+            let records = match &p.records {
+                Some(Records::Bytes(b)) => b.clone(),
+                _ => Bytes::new(),
+            };
+            out.push((
+                id,
+                core::Message::FetchResponse(core::FetchResponse {
+                    correlation_id,
+                    error_code: error_to_core(error),
+                    current_leader: leader_core(
+                        p.current_leader.leader_id,
+                        p.current_leader.leader_epoch,
+                    ),
+                    high_watermark: u64::try_from(p.high_watermark).unwrap_or(0),
+                    log_start_offset: u64::try_from(p.log_start_offset).unwrap_or(0),
+                    diverging_epoch: (p.diverging_epoch.epoch >= 0
+                        && p.diverging_epoch.end_offset >= 0)
+                        .then(|| {
+                            OffsetAndEpoch::new(
+                                p.diverging_epoch.end_offset as u64,
+                                p.diverging_epoch.epoch as Epoch,
+                            )
+                        }),
+                    snapshot_id: (p.snapshot_id.epoch >= 0 && p.snapshot_id.end_offset >= 0).then(
+                        || {
+                            OffsetAndEpoch::new(
+                                p.snapshot_id.end_offset as u64,
+                                p.snapshot_id.epoch as Epoch,
+                            )
+                        },
+                    ),
+                    records,
+                }),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{
+        ApiKey, Request, RequestHeader, Response, decode_request, decode_response, encode_request,
+        encode_response,
+    };
+
+    fn round_trip_request(request: Request, version: i16) -> Request {
+        let header = RequestHeader {
+            api_key: request.api_key().key(),
+            api_version: version,
+            correlation_id: 7,
+            client_id: Some("t".into()),
+        };
+        let frame = encode_request(&header, &request).unwrap();
+        decode_request(frame.slice(4..)).unwrap().1
+    }
+
+    fn round_trip_response(api: ApiKey, version: i16, response: Response) -> Response {
+        let frame = encode_response(7, version, &response).unwrap();
+        decode_response(api, version, frame.slice(4..)).unwrap().1
+    }
+
+    /// KIP-595 Vote: what the node sends decodes, on the other node, to the same core request.
+    #[test]
+    fn vote_request_survives_the_wire() {
+        let table = PartitionTable::metadata_only();
+        let message = core::Message::VoteRequest(core::VoteRequest {
+            candidate_epoch: 5,
+            candidate_id: 2,
+            last_offset_epoch: 4,
+            last_offset: 17,
+        });
+        let (request, version) = peer_request("c", table.get(0), &message).unwrap();
+        let Request::Vote(decoded) = round_trip_request(request, version) else {
+            panic!()
+        };
+        let parts = vote_request_parts(&decoded, &table);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].target, Ok((0, 2, message)));
+    }
+
+    #[test]
+    fn unknown_partition_and_negative_epoch_are_errors() {
+        let table = PartitionTable::metadata_only();
+        let request = vote_req::VoteRequest {
+            topics: vec![vote_req::TopicData {
+                topic_name: METADATA_TOPIC.into(),
+                partitions: vec![
+                    vote_req::PartitionData {
+                        partition_index: 3,
+                        ..Default::default()
+                    },
+                    vote_req::PartitionData {
+                        partition_index: 0,
+                        replica_epoch: -4,
+                        ..Default::default()
+                    },
+                ],
+            }],
+            ..Default::default()
+        };
+        let parts = vote_request_parts(&request, &table);
+        assert_eq!(parts[0].target, Err(ErrorCode::UnknownTopicOrPartition));
+        assert_eq!(parts[1].target, Err(ErrorCode::InvalidRequest));
+    }
+
+    /// KIP-320/595: DivergingEpoch, CurrentLeader and the records survive a peer fetch round trip.
+    #[test]
+    fn fetch_round_trip_keeps_diverging_epoch_and_records() {
+        let table = PartitionTable::metadata_only();
+        let fetch = core::FetchRequest {
+            correlation_id: 9,
+            replica_id: 3,
+            current_leader_epoch: 4,
+            fetch_offset: 10,
+            last_fetched_epoch: 3,
+            max_bytes: 1000,
+            max_wait_ms: 500,
+        };
+        let wire = fetch_request("c", 3, &[(table.get(0), &fetch)]);
+        let Request::Fetch(decoded) = round_trip_request(Request::Fetch(wire), PEER_FETCH_VERSION)
+        else {
+            panic!()
+        };
+        let mut ids = 100..;
+        let parts =
+            replica_fetch_parts(&decoded, PEER_FETCH_VERSION, &table, || ids.next().unwrap());
+        let Ok((0, 3, core::Message::FetchRequest(seen))) = &parts[0].target else {
+            panic!()
+        };
+        assert_eq!(seen.correlation_id, 100);
+        assert_eq!(
+            (
+                seen.fetch_offset,
+                seen.last_fetched_epoch,
+                seen.current_leader_epoch
+            ),
+            (10, 3, 4)
+        );
+
+        let answer = core::FetchResponse {
+            correlation_id: 100,
+            error_code: core::ErrorCode::None,
+            current_leader: core::LeaderIdAndEpoch {
+                leader_id: Some(1),
+                leader_epoch: 4,
+            },
+            high_watermark: 8,
+            log_start_offset: 0,
+            diverging_epoch: Some(OffsetAndEpoch::new(7, 3)),
+            snapshot_id: None,
+            records: Bytes::from_static(b"abc"),
+        };
+        let response = fetch_response(
+            &parts,
+            &[PartAnswer::Core(core::Message::FetchResponse(
+                answer.clone(),
+            ))],
+        );
+        let Response::Fetch(back) =
+            round_trip_response(ApiKey::Fetch, PEER_FETCH_VERSION, Response::Fetch(response))
+        else {
+            panic!()
+        };
+        let got = peer_fetch_response_parts(&back, &table, |_| Some(9));
+        let expected = core::FetchResponse {
+            correlation_id: 9,
+            ..answer
+        };
+        assert_eq!(got, vec![(0, core::Message::FetchResponse(expected))]);
+    }
+}

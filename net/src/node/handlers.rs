@@ -1,0 +1,704 @@
+//! Client requests the node answers itself (not through the quorum's request/response pairs):
+//! ApiVersions, DescribeQuorum, Produce (with acks 0, 1 and all) and consumer Fetch (replica id
+//! -1, read up to the high-watermark, long-polled until it moves).
+
+use bytes::Bytes;
+use ringlog_engine::batch::{BatchError, BatchIter};
+use ringlog_replication::{self as core, PartitionId, RaftError};
+
+use super::convert;
+use super::transport::Responder;
+use super::{Node, NodeError};
+use crate::protocol::wire::{Records, Uuid};
+use crate::protocol::{
+    ApiVersionsResponse, ErrorCode, Request, RequestHeader, Response, describe_quorum_request,
+    describe_quorum_response as dq, encode_response, fetch_request, fetch_response,
+    produce_request, produce_response, supported_api_versions,
+};
+
+/// Produce requests waiting for durability or the high-watermark, and parked consumer fetches.
+#[derive(Default)]
+pub(super) struct State {
+    produces: std::collections::HashMap<u64, PendingProduce>,
+    next_produce_id: u64,
+    waiters: Vec<Waiter>,
+    parked: Vec<ParkedFetch>,
+}
+
+impl State {
+    pub(super) fn next_deadline_ms(&self) -> u64 {
+        let produce = self
+            .produces
+            .values()
+            .map(|p| p.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        let parked = self
+            .parked
+            .iter()
+            .map(|p| p.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        produce.min(parked)
+    }
+}
+
+struct PendingProduce {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+    topics: Vec<(String, Uuid, Vec<ProduceAnswer>)>,
+    deadline_ms: u64,
+}
+
+#[derive(Clone)]
+struct ProduceAnswer {
+    index: i32,
+    answer: Option<(ErrorCode, i64, Option<String>)>,
+}
+
+/// A produced batch range waiting for acks=1 (durable locally) or acks=all (committed).
+struct Waiter {
+    produce: u64,
+    topic: usize,
+    part: usize,
+    partition: PartitionId,
+    base_offset: u64,
+    last_offset: u64,
+    acks_all: bool,
+    leader_epoch: u32,
+}
+
+struct ParkedFetch {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+    request: fetch_request::FetchRequest,
+    deadline_ms: u64,
+}
+
+/// Why a Produce batch is refused before anything is stored.
+fn batch_error_code(error: &BatchError) -> ErrorCode {
+    match error {
+        BatchError::Oversize { .. } => ErrorCode::MessageTooLarge,
+        BatchError::CrcMismatch { .. }
+        | BatchError::ShortBuffer { .. }
+        | BatchError::Truncated { .. }
+        | BatchError::SizeMismatch { .. }
+        | BatchError::LengthBelowMinimum { .. } => ErrorCode::CorruptMessage,
+        _ => ErrorCode::InvalidRecord,
+    }
+}
+
+/// Splits a Produce partition's records into batches, checking each one (frame, magic, CRC,
+/// size ≤ message.max.bytes, not a control batch, at least one record).
+pub(crate) fn validate_produce_records(
+    records: Option<&Bytes>,
+    message_max_bytes: usize,
+) -> Result<Vec<Bytes>, (ErrorCode, String)> {
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Err((ErrorCode::InvalidRecord, "no record batch".into()));
+    };
+    let mut batches = Vec::new();
+    for batch in BatchIter::new(records.clone()).with_max_batch_size_bytes(message_max_bytes) {
+        let batch = batch.map_err(|e| (batch_error_code(&e), e.to_string()))?;
+        if batch.size_bytes() > message_max_bytes {
+            return Err((
+                ErrorCode::MessageTooLarge,
+                format!(
+                    "batch of {} bytes exceeds message.max.bytes",
+                    batch.size_bytes()
+                ),
+            ));
+        }
+        if batch.is_control() {
+            return Err((
+                ErrorCode::InvalidRecord,
+                "clients may not write control batches".into(),
+            ));
+        }
+        if batch.records_count() <= 0 {
+            return Err((ErrorCode::InvalidRecord, "a batch without records".into()));
+        }
+        batches.push(batch.into_bytes());
+    }
+    Ok(batches)
+}
+
+impl Node {
+    pub(super) fn handle_client_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let response = match request {
+            Request::ApiVersions(_) => Response::ApiVersions(ApiVersionsResponse {
+                error_code: 0,
+                api_keys: supported_api_versions(),
+                ..Default::default()
+            }),
+            Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
+            Request::Produce(r) => return self.handle_produce(responder, &header, r),
+            Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
+            other => {
+                // Not served by this node yet: an empty answer keeps the connection in step.
+                tracing::debug!(api = ?other.api_key(), "request not served; empty answer");
+                match other {
+                    Request::Metadata(_) => Response::Metadata(Default::default()),
+                    Request::ListOffsets(_) => Response::ListOffsets(Default::default()),
+                    Request::CreateTopics(_) => Response::CreateTopics(Default::default()),
+                    Request::DeleteTopics(_) => Response::DeleteTopics(Default::default()),
+                    Request::InitProducerId(_) => Response::InitProducerId(Default::default()),
+                    Request::OffsetForLeaderEpoch(_) => {
+                        Response::OffsetForLeaderEpoch(Default::default())
+                    }
+                    Request::FetchSnapshot(_) => Response::FetchSnapshot(Default::default()),
+                    _ => return Ok(()),
+                }
+            }
+        };
+        let frame = encode_response(header.correlation_id, version, &response)?;
+        responder.send(Some(frame));
+        Ok(())
+    }
+
+    // ---- DescribeQuorum ---------------------------------------------------------------------
+
+    fn describe_quorum(
+        &self,
+        request: &describe_quorum_request::DescribeQuorumRequest,
+    ) -> dq::DescribeQuorumResponse {
+        let wall = |ms: Option<u64>| ms.map_or(-1, |ms| (self.started_wall_ms + ms) as i64);
+        let replica = |r: &core::ReplicaState| dq::ReplicaState {
+            replica_id: r.replica_id,
+            log_end_offset: r.log_end_offset.map_or(-1, |o| o as i64),
+            last_fetch_timestamp: wall(r.last_fetch_timestamp_ms),
+            last_caught_up_timestamp: wall(r.last_caught_up_timestamp_ms),
+            ..Default::default()
+        };
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| dq::TopicData {
+                topic_name: t.topic_name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let found = self
+                            .table
+                            .find(&t.topic_name, p.partition_index)
+                            .and_then(|id| self.multi.partition(id));
+                        match found {
+                            None => dq::PartitionData {
+                                partition_index: p.partition_index,
+                                error_code: ErrorCode::UnknownTopicOrPartition.code(),
+                                leader_id: -1,
+                                leader_epoch: -1,
+                                high_watermark: -1,
+                                ..Default::default()
+                            },
+                            Some(raft) => {
+                                let d = raft.describe_quorum();
+                                dq::PartitionData {
+                                    partition_index: p.partition_index,
+                                    error_code: d.error_code.code(),
+                                    leader_id: d.leader_id.unwrap_or(-1),
+                                    leader_epoch: d.leader_epoch as i32,
+                                    high_watermark: d.high_watermark as i64,
+                                    current_voters: d.current_voters.iter().map(replica).collect(),
+                                    observers: d.observers.iter().map(replica).collect(),
+                                    ..Default::default()
+                                }
+                            }
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        dq::DescribeQuorumResponse {
+            error_code: 0,
+            topics,
+            nodes: self
+                .config
+                .quorum_voters
+                .iter()
+                .map(|v| dq::Node {
+                    node_id: v.node_id,
+                    listeners: vec![dq::Listener {
+                        name: "CONTROLLER".into(),
+                        host: v.host.clone(),
+                        port: v.port,
+                    }],
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    // ---- Produce ----------------------------------------------------------------------------
+
+    fn handle_produce(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: produce_request::ProduceRequest,
+    ) -> Result<(), NodeError> {
+        let acks = request.acks;
+        let id = self.handlers.next_produce_id;
+        self.handlers.next_produce_id += 1;
+        let mut topics = Vec::new();
+        let mut waiters = Vec::new();
+        for (topic_index, topic) in request.topic_data.iter().enumerate() {
+            let mut answers = Vec::new();
+            for (part_index, data) in topic.partition_data.iter().enumerate() {
+                let mut answer = ProduceAnswer {
+                    index: data.index,
+                    answer: None,
+                };
+                let partition = self.table.find(&topic.name, data.index);
+                let result: Result<(), (ErrorCode, Option<String>)> = (|| {
+                    if !matches!(acks, -1..=1) {
+                        return Err((ErrorCode::InvalidRequiredAcks, None));
+                    }
+                    let Some(partition) = partition else {
+                        return Err((ErrorCode::UnknownTopicOrPartition, None));
+                    };
+                    if self.shutdown_until_ms.is_some() {
+                        return Err((ErrorCode::NotLeaderOrFollower, None));
+                    }
+                    let batches = validate_produce_records(
+                        data.records.as_ref(),
+                        self.config.message_max_bytes as usize,
+                    )
+                    .map_err(|(code, message)| (code, Some(message)))?;
+                    let now = self.now_ms();
+                    let (appended, work) = match self.multi.append(now, partition, batches) {
+                        Ok(ok) => ok,
+                        Err(RaftError::NotLeader { .. }) => {
+                            return Err((ErrorCode::NotLeaderOrFollower, None));
+                        }
+                        Err(error) => {
+                            return Err((ErrorCode::InvalidRecord, Some(error.to_string())));
+                        }
+                    };
+                    self.execute(work)
+                        .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?;
+                    if acks == 0 {
+                        answer.answer = Some((ErrorCode::None, appended.base_offset as i64, None));
+                    } else {
+                        waiters.push(Waiter {
+                            produce: id,
+                            topic: topic_index,
+                            part: part_index,
+                            partition,
+                            base_offset: appended.base_offset,
+                            last_offset: appended.last_offset,
+                            acks_all: acks == -1,
+                            leader_epoch: appended.leader_epoch,
+                        });
+                    }
+                    Ok(())
+                })();
+                if let Err((code, message)) = result {
+                    answer.answer = Some((code, -1, message));
+                }
+                answers.push(answer);
+            }
+            topics.push((topic.name.clone(), topic.topic_id, answers));
+        }
+        if acks == 0 {
+            // Kafka sends no response to acks=0; the slot is freed so later answers flow.
+            responder.send(None);
+            return Ok(());
+        }
+        self.handlers.waiters.extend(waiters);
+        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
+        self.handlers.produces.insert(
+            id,
+            PendingProduce {
+                responder,
+                correlation_id: header.correlation_id,
+                version: header.api_version,
+                topics,
+                deadline_ms: self.now_ms() + timeout_ms,
+            },
+        );
+        self.check_produce_waiters()?;
+        self.maybe_complete_produce(id)
+    }
+
+    /// Answers the produce waiters whose records are durable (acks=1) or committed (acks=all),
+    /// and fails those whose leader lost its epoch: records appended in a lost epoch may be
+    /// replaced, so the high-watermark passing their offsets proves nothing about them.
+    pub(super) fn check_produce_waiters(&mut self) -> Result<(), NodeError> {
+        let mut touched = Vec::new();
+        let mut index = 0;
+        while index < self.handlers.waiters.len() {
+            let w = &self.handlers.waiters[index];
+            let raft = self.multi.partition(w.partition).expect("hosted partition");
+            let store = &self.stores[&w.partition];
+            let outcome = if !raft.is_leader() || raft.epoch() != w.leader_epoch {
+                Some(ErrorCode::NotLeaderOrFollower)
+            } else if (w.acks_all && store.high_watermark > w.last_offset)
+                || (!w.acks_all && store.log.durable_end_offset() as u64 > w.last_offset)
+            {
+                Some(ErrorCode::None)
+            } else {
+                None
+            };
+            match outcome {
+                None => index += 1,
+                Some(code) => {
+                    let w = self.handlers.waiters.swap_remove(index);
+                    let base = if code == ErrorCode::None {
+                        w.base_offset as i64
+                    } else {
+                        -1
+                    };
+                    if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
+                        p.topics[w.topic].2[w.part].answer = Some((code, base, None));
+                    }
+                    touched.push(w.produce);
+                }
+            }
+        }
+        for id in touched {
+            self.maybe_complete_produce(id)?;
+        }
+        self.wake_parked_fetches()
+    }
+
+    fn maybe_complete_produce(&mut self, id: u64) -> Result<(), NodeError> {
+        let done = self.handlers.produces.get(&id).is_some_and(|p| {
+            p.topics
+                .iter()
+                .all(|(_, _, parts)| parts.iter().all(|a| a.answer.is_some()))
+        });
+        if done {
+            let p = self.handlers.produces.remove(&id).expect("checked");
+            self.send_produce_response(p)?;
+        }
+        Ok(())
+    }
+
+    fn send_produce_response(&mut self, p: PendingProduce) -> Result<(), NodeError> {
+        let responses = p
+            .topics
+            .into_iter()
+            .map(
+                |(name, topic_id, parts)| produce_response::TopicProduceResponse {
+                    name,
+                    topic_id,
+                    partition_responses: parts
+                        .into_iter()
+                        .map(|a| {
+                            let (code, base_offset, message) =
+                                a.answer.unwrap_or((ErrorCode::RequestTimedOut, -1, None));
+                            let leader = self
+                                .table
+                                .find(METADATA, a.index)
+                                .and_then(|id| self.multi.partition(id))
+                                .map(|r| r.leader_and_epoch());
+                            produce_response::PartitionProduceResponse {
+                                index: a.index,
+                                error_code: code.code(),
+                                base_offset,
+                                log_start_offset: 0,
+                                error_message: message,
+                                current_leader: produce_response::LeaderIdAndEpoch {
+                                    leader_id: leader.and_then(|l| l.leader_id).unwrap_or(-1),
+                                    leader_epoch: leader.map_or(-1, |l| l.leader_epoch as i32),
+                                },
+                                ..Default::default()
+                            }
+                        })
+                        .collect(),
+                },
+            )
+            .collect();
+        let response = Response::Produce(produce_response::ProduceResponse {
+            responses,
+            ..Default::default()
+        });
+        let frame = encode_response(p.correlation_id, p.version, &response)?;
+        p.responder.send(Some(frame));
+        Ok(())
+    }
+
+    /// Produce requests past their timeout and parked fetches past their wait are answered.
+    pub(super) fn handlers_expire(&mut self, now: u64) {
+        let expired: Vec<u64> = self
+            .handlers
+            .produces
+            .iter()
+            .filter(|(_, p)| p.deadline_ms <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.handlers.waiters.retain(|w| w.produce != id);
+            let p = self.handlers.produces.remove(&id).expect("listed");
+            if let Err(error) = self.send_produce_response(p) {
+                tracing::warn!(%error, "answering an expired produce");
+            }
+        }
+        let mut index = 0;
+        while index < self.handlers.parked.len() {
+            if self.handlers.parked[index].deadline_ms <= now {
+                let parked = self.handlers.parked.swap_remove(index);
+                if let Err(error) = self.answer_parked(parked) {
+                    tracing::warn!(%error, "answering a parked fetch");
+                }
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// Shutdown: every waiting produce and parked fetch is answered now.
+    pub(super) fn handlers_fail_all(&mut self, code: ErrorCode) -> Result<(), NodeError> {
+        let waiters = std::mem::take(&mut self.handlers.waiters);
+        for w in waiters {
+            if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
+                p.topics[w.topic].2[w.part]
+                    .answer
+                    .get_or_insert((code, -1, None));
+            }
+        }
+        let ids: Vec<u64> = self.handlers.produces.keys().copied().collect();
+        for id in ids {
+            self.maybe_complete_produce(id)?;
+        }
+        for parked in std::mem::take(&mut self.handlers.parked) {
+            self.answer_parked(parked)?;
+        }
+        Ok(())
+    }
+
+    // ---- consumer Fetch ---------------------------------------------------------------------
+
+    fn consumer_fetch(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: fetch_request::FetchRequest,
+        may_park: bool,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let (response, has_data) = self.read_for_consumer(&request, version)?;
+        let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
+        if !has_data && may_park && max_wait_ms > 0 && self.shutdown_until_ms.is_none() {
+            self.handlers.parked.push(ParkedFetch {
+                responder,
+                correlation_id: header.correlation_id,
+                version,
+                request,
+                deadline_ms: self.now_ms() + max_wait_ms,
+            });
+            return Ok(());
+        }
+        let frame = encode_response(header.correlation_id, version, &Response::Fetch(response))?;
+        responder.send(Some(frame));
+        Ok(())
+    }
+
+    fn answer_parked(&mut self, parked: ParkedFetch) -> Result<(), NodeError> {
+        let (response, _) = self.read_for_consumer(&parked.request, parked.version)?;
+        let frame = encode_response(
+            parked.correlation_id,
+            parked.version,
+            &Response::Fetch(response),
+        )?;
+        parked.responder.send(Some(frame));
+        Ok(())
+    }
+
+    /// Parked fetches whose partitions gained committed records are answered.
+    fn wake_parked_fetches(&mut self) -> Result<(), NodeError> {
+        let mut index = 0;
+        while index < self.handlers.parked.len() {
+            let p = &self.handlers.parked[index];
+            let ready = p.request.topics.iter().any(|t| {
+                t.partitions.iter().any(|part| {
+                    let id = if p.version >= 13 {
+                        self.table.find_by_id(t.topic_id, part.partition)
+                    } else {
+                        self.table.find(&t.topic, part.partition)
+                    };
+                    id.is_some_and(|id| self.stores[&id].high_watermark as i64 > part.fetch_offset)
+                })
+            });
+            if ready {
+                let parked = self.handlers.parked.swap_remove(index);
+                self.answer_parked(parked)?;
+            } else {
+                index += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A consumer reads whole batches below the high-watermark only (uncommitted records may
+    /// still be truncated away).
+    fn read_for_consumer(
+        &mut self,
+        request: &fetch_request::FetchRequest,
+        version: i16,
+    ) -> Result<(fetch_response::FetchResponse, bool), NodeError> {
+        let mut has_data = false;
+        let mut responses = Vec::new();
+        for topic in &request.topics {
+            let mut partitions = Vec::new();
+            for p in &topic.partitions {
+                let id = if version >= 13 {
+                    self.table.find_by_id(topic.topic_id, p.partition)
+                } else {
+                    self.table.find(&topic.topic, p.partition)
+                };
+                let Some(id) = id else {
+                    partitions.push(convert::fetch_partition_error(
+                        p.partition,
+                        ErrorCode::UnknownTopicOrPartition,
+                    ));
+                    continue;
+                };
+                let leader = self.multi.partition(id).map(|r| r.leader_and_epoch());
+                let store = self.stores.get_mut(&id).expect("hosted partition");
+                let high_watermark = store.high_watermark;
+                let log_start_offset = store.log.log_start_offset() as u64;
+                let mut data = fetch_response::PartitionData {
+                    partition_index: p.partition,
+                    high_watermark: high_watermark as i64,
+                    last_stable_offset: high_watermark as i64,
+                    log_start_offset: log_start_offset as i64,
+                    current_leader: fetch_response::LeaderIdAndEpoch {
+                        leader_id: leader.and_then(|l| l.leader_id).unwrap_or(-1),
+                        leader_epoch: leader.map_or(-1, |l| l.leader_epoch as i32),
+                    },
+                    records: Some(Records::Bytes(Bytes::new())),
+                    ..Default::default()
+                };
+                if p.fetch_offset < log_start_offset as i64
+                    || p.fetch_offset > high_watermark as i64
+                {
+                    data.error_code = ErrorCode::OffsetOutOfRange.code();
+                } else if (p.fetch_offset as u64) < high_watermark {
+                    let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
+                    let bytes = store.read(&mut self.io, p.fetch_offset as u64, max_bytes)?;
+                    let committed = committed_prefix(&bytes, high_watermark);
+                    has_data |= !committed.is_empty();
+                    data.records = Some(Records::Bytes(committed));
+                }
+                partitions.push(data);
+            }
+            responses.push(fetch_response::FetchableTopicResponse {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                partitions,
+            });
+        }
+        self.collect_foreign();
+        Ok((
+            fetch_response::FetchResponse {
+                responses,
+                ..Default::default()
+            },
+            has_data,
+        ))
+    }
+}
+
+const METADATA: &str = convert::METADATA_TOPIC;
+
+/// The whole batches of `bytes` that end below `high_watermark`.
+fn committed_prefix(bytes: &Bytes, high_watermark: u64) -> Bytes {
+    let Ok(headers) = core::records::batch_headers(bytes) else {
+        return Bytes::new();
+    };
+    let mut end = 0;
+    for header in headers {
+        if header.last_offset >= high_watermark {
+            break;
+        }
+        end += header.size_bytes;
+    }
+    bytes.slice(..end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog_engine::batch::RecordBatchBuilder;
+
+    fn batch(values: &[&[u8]]) -> Bytes {
+        let mut builder = RecordBatchBuilder::new(0);
+        for v in values {
+            builder.append(0, None, Some(v), &[]);
+        }
+        builder.build().into_bytes()
+    }
+
+    #[test]
+    fn produce_validation_accepts_good_batches_and_names_each_fault() {
+        let good = batch(&[b"a", b"b"]);
+        let two = Bytes::from([good.clone(), good.clone()].concat());
+        assert_eq!(
+            validate_produce_records(Some(&two), 1 << 20).unwrap().len(),
+            2
+        );
+
+        let mut flipped = good.to_vec();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        let code = validate_produce_records(Some(&Bytes::from(flipped)), 1 << 20)
+            .unwrap_err()
+            .0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+
+        let code = validate_produce_records(Some(&good), 70).unwrap_err().0;
+        assert_eq!(code, ErrorCode::MessageTooLarge);
+
+        let mut magic = good.to_vec();
+        magic[16] = 1;
+        let code = validate_produce_records(Some(&Bytes::from(magic)), 1 << 20)
+            .unwrap_err()
+            .0;
+        assert!(
+            matches!(code, ErrorCode::InvalidRecord | ErrorCode::CorruptMessage),
+            "{code:?}"
+        );
+
+        let code = validate_produce_records(None, 1 << 20).unwrap_err().0;
+        assert_eq!(code, ErrorCode::InvalidRecord);
+    }
+
+    #[test]
+    fn consumers_see_only_batches_below_the_high_watermark() {
+        let first = RecordBatchBuilder::new(0)
+            .tap(|b| {
+                b.append(0, None, Some(b"x"), &[]);
+            })
+            .build()
+            .into_bytes();
+        let second = RecordBatchBuilder::new(1)
+            .tap(|b| {
+                b.append(0, None, Some(b"y"), &[]);
+            })
+            .build()
+            .into_bytes();
+        let both = Bytes::from([first.clone(), second].concat());
+        assert_eq!(committed_prefix(&both, 0).len(), 0);
+        assert_eq!(committed_prefix(&both, 1), first);
+        assert_eq!(committed_prefix(&both, 2), both);
+    }
+
+    trait Tap: Sized {
+        fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
+            f(&mut self);
+            self
+        }
+    }
+    impl Tap for RecordBatchBuilder {}
+}

@@ -1,0 +1,948 @@
+//! The node: the replication core, the storage engine and the sockets, driven by one event
+//! loop on one thread (docs/node.md).
+//!
+//! ```text
+//!  sockets (transport.rs) ──Event──▶ ┌────────────── event loop ──────────────┐
+//!  peer lanes ─────────────Event──▶ │ step / tick / on_persisted / append    │──▶ MultiRaft
+//!                                    │ execute Work, in order:                │◀── Vec<Work>
+//!                                    │   storage (storage.rs, shared AnyIo)   │
+//!                                    │   messages (peer lanes, answer slots)  │
+//!                                    └────────────────────────────────────────┘
+//! ```
+//!
+//! No re-entrancy: the core is never called while a work list is being executed. Persistence
+//! completions (`Persisted::Log`, `Persisted::QuorumState`) go into a queue and are reported
+//! after the current list is done, like a completion ring drained into a queue.
+//!
+//! Persistence order (KIP-595): a quorum-state write is synchronous (tmp + fdatasync + rename +
+//! folder fsync) and finishes before the next work item runs; a `SendAfterPersist` message
+//! waits in `held` until every log flush requested before it has completed; `Persisted::Log`
+//! is reported only from the engine's durable end offset, which moves only after an fdatasync.
+
+pub mod client;
+pub mod convert;
+mod handlers;
+pub mod storage;
+pub mod transport;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ringlog_engine::io::{AnyIo, BackendChoiceError, Completion, Io};
+use ringlog_engine::log::LogConfig;
+use ringlog_replication::{
+    self as core, MultiRaft, NodeId, PartitionId, PartitionMessage, PartitionWork, Persisted,
+    QuorumConfig, RaftError, RecoveredState, Work,
+};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::config::NodeConfig;
+use crate::meta_properties::{MetaProperties, MetaPropertiesError};
+use crate::protocol::{
+    ApiKey, EncodeError, Request, RequestHeader, Response, encode_request, encode_response,
+};
+use convert::{InboundPart, PartAnswer, PartitionTable};
+use storage::{PartitionStore, StorageError};
+use transport::{Event, Outgoing, PeerLane, Responder};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Meta(#[from] MetaPropertiesError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    IoBackend(#[from] BackendChoiceError),
+    #[error("replication core: {0}")]
+    Raft(#[from] RaftError),
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("encoding a message: {0}")]
+    Encode(#[from] EncodeError),
+}
+
+/// Starts a node from its configuration and runs it until SIGTERM or SIGINT (graceful: a leader
+/// resigns first). Blocks the calling thread.
+pub fn run(config: NodeConfig) -> Result<(), NodeError> {
+    let meta = MetaProperties::check(&config.metadata_log_dir, config.node_id, None)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(NodeError::Runtime)?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let (events_tx, events_rx) = unbounded_channel();
+        let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
+        let listener = TcpListener::bind(node.config.listener)
+            .await
+            .map_err(|source| NodeError::Bind {
+                address: node.config.listener.to_string(),
+                source,
+            })?;
+        tracing::info!(
+            node_id = node.config.node_id,
+            listener = %node.config.listener,
+            voter = node.config.is_voter(),
+            io = node.io.backend_name(),
+            "node started"
+        );
+        tokio::task::spawn_local(transport::serve(
+            listener,
+            events_tx,
+            node.config.socket_request_max_bytes as usize,
+        ));
+        node.run(events_rx).await
+    })
+}
+
+/// A request from a peer waiting for the core's answers (one per partition).
+struct PendingRequest {
+    responder: Responder,
+    correlation_id: i32,
+    api: ApiKey,
+    version: i16,
+    parts: Vec<InboundPart>,
+    answers: Vec<Option<PartAnswer>>,
+    started_ms: u64,
+}
+
+/// What we sent a peer and wait for.
+enum PeerPending {
+    Control,
+    /// Partition and core correlation id of each fetch in the wire request.
+    Fetch(Vec<(PartitionId, u64)>),
+}
+
+/// A `SendAfterPersist` message waiting for the flushes requested before it.
+struct Held {
+    /// (partition, flush target, truncation count) when the message was held.
+    targets: Vec<(PartitionId, u64, u64)>,
+    partition: PartitionId,
+    to: NodeId,
+    message: core::Message,
+}
+
+pub(crate) struct Node {
+    config: NodeConfig,
+    cluster_id: String,
+    table: PartitionTable,
+    multi: MultiRaft,
+    io: AnyIo,
+    stores: BTreeMap<PartitionId, PartitionStore>,
+    started: Instant,
+    /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
+    started_wall_ms: u64,
+    peers: BTreeMap<NodeId, (PeerLane, PeerLane)>,
+    next_peer_correlation_id: i32,
+    peer_pending: HashMap<(NodeId, i32), PeerPending>,
+    pending: HashMap<u64, PendingRequest>,
+    next_pending_id: u64,
+    /// Vote/BeginQuorumEpoch/EndQuorumEpoch answer slots, oldest first, by (sender, API, partition).
+    fifo: HashMap<(NodeId, ApiKey, PartitionId), VecDeque<(u64, usize)>>,
+    /// Replica fetch answer slots by the core correlation id we gave the fetch.
+    fetch_slots: HashMap<u64, (u64, usize)>,
+    /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
+    latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
+    next_core_correlation_id: u64,
+    held: VecDeque<Held>,
+    persisted: VecDeque<(PartitionId, Persisted)>,
+    handlers: handlers::State,
+    /// Last (leader, epoch) logged per partition.
+    last_leader: BTreeMap<PartitionId, (Option<NodeId>, u32)>,
+    /// Set by SIGTERM/SIGINT: the loop ends at this time or once the resignation is delivered.
+    shutdown_until_ms: Option<u64>,
+    foreign: Vec<Completion>,
+}
+
+impl Node {
+    fn open(
+        config: NodeConfig,
+        cluster_id: String,
+        events: UnboundedSender<Event>,
+    ) -> Result<Node, NodeError> {
+        let mut io = AnyIo::from_env(Some(&config.metadata_log_dir))?;
+        let table = PartitionTable::metadata_only();
+        let voter_ids: Vec<NodeId> = config.quorum_voters.iter().map(|v| v.node_id).collect();
+        let mut stores = BTreeMap::new();
+        let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
+        for id in table.ids() {
+            let dir: PathBuf = config.metadata_log_dir.join(table.dir_name(id));
+            let log_config = LogConfig {
+                segment_size_bytes: config.segment_size_bytes,
+                max_batch_size_bytes: (config.message_max_bytes as usize)
+                    .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
+                ..LogConfig::default()
+            };
+            let (store, state) =
+                PartitionStore::open(&mut io, &dir, log_config, &cluster_id, &voter_ids)?;
+            tracing::info!(partition = id, ?state, "recovered");
+            stores.insert(id, store);
+            recovered.insert(id, state);
+        }
+        let mut quorum = QuorumConfig::new(config.node_id, &voter_ids)?;
+        quorum.election_timeout_ms = config.election_timeout_ms;
+        quorum.election_backoff_max_ms = config.election_backoff_max_ms;
+        quorum.fetch_timeout_ms = config.fetch_timeout_ms;
+        quorum.request_timeout_ms = config.request_timeout_ms;
+        quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+        let seed = random_seed();
+        let multi = MultiRaft::new(&quorum, &recovered, seed, 0)?;
+        let max_frame = config.socket_request_max_bytes as usize;
+        let connect_timeout = Duration::from_millis(config.request_timeout_ms.min(1000));
+        let mut peers = BTreeMap::new();
+        for voter in &config.quorum_voters {
+            if voter.node_id == config.node_id {
+                continue;
+            }
+            let address = format!("{}:{}", voter.host, voter.port);
+            let lane = |events: &UnboundedSender<Event>| {
+                PeerLane::spawn(
+                    voter.node_id,
+                    address.clone(),
+                    events.clone(),
+                    max_frame,
+                    connect_timeout,
+                )
+            };
+            peers.insert(voter.node_id, (lane(&events), lane(&events)));
+        }
+        let started_wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Ok(Node {
+            config,
+            cluster_id,
+            table,
+            multi,
+            io,
+            stores,
+            started: Instant::now(),
+            started_wall_ms,
+            peers,
+            next_peer_correlation_id: 1,
+            peer_pending: HashMap::new(),
+            pending: HashMap::new(),
+            next_pending_id: 1,
+            fifo: HashMap::new(),
+            fetch_slots: HashMap::new(),
+            latest_replica_fetch: HashMap::new(),
+            next_core_correlation_id: 1,
+            held: VecDeque::new(),
+            persisted: VecDeque::new(),
+            handlers: handlers::State::default(),
+            last_leader: BTreeMap::new(),
+            shutdown_until_ms: None,
+            foreign: Vec::new(),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The event loop. Returns after a graceful shutdown.
+    async fn run(mut self, mut events: UnboundedReceiver<Event>) -> Result<(), NodeError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).map_err(NodeError::Runtime)?;
+        let mut interrupt = signal(SignalKind::interrupt()).map_err(NodeError::Runtime)?;
+        loop {
+            let now = self.now_ms();
+            let (work, next_deadline_ms) = self.multi.tick(now)?;
+            self.execute(work)?;
+            self.pump()?;
+            self.expire(now);
+            self.log_leader_changes();
+            if let Some(until) = self.shutdown_until_ms
+                && (now >= until || !self.control_requests_pending())
+            {
+                break;
+            }
+            let mut wake_ms = next_deadline_ms
+                .min(self.handlers.next_deadline_ms())
+                .min(now + 100);
+            if self.io.in_flight() > 0 {
+                // The Io trait has no readiness fd: poll the completion queue while a flush
+                // is in flight (docs/node.md, "known limits").
+                wake_ms = wake_ms.min(now + 1);
+            }
+            if let Some(until) = self.shutdown_until_ms {
+                wake_ms = wake_ms.min(until);
+            }
+            let sleep = tokio::time::sleep_until(
+                tokio::time::Instant::from_std(self.started) + Duration::from_millis(wake_ms),
+            );
+            tokio::select! {
+                biased;
+                _ = terminate.recv(), if self.shutdown_until_ms.is_none() => self.begin_shutdown()?,
+                _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => self.begin_shutdown()?,
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    self.handle_event(event)?;
+                    // Drain what is already queued before the next tick.
+                    for _ in 0..256 {
+                        match events.try_recv() {
+                            Ok(event) => self.handle_event(event)?,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = sleep => {}
+            }
+        }
+        self.finish_shutdown().await
+    }
+
+    fn handle_event(&mut self, event: Event) -> Result<(), NodeError> {
+        match event {
+            Event::Request {
+                responder,
+                header,
+                request,
+            } => self.handle_request(responder, header, request),
+            Event::PeerResponse {
+                peer,
+                correlation_id,
+                response,
+            } => self.handle_peer_response(peer, correlation_id, response),
+            Event::PeerFailed {
+                peer,
+                correlation_ids,
+            } => {
+                for id in correlation_ids {
+                    self.peer_pending.remove(&(peer, id));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    // ---- inbound requests -------------------------------------------------------------------
+
+    fn handle_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        match request {
+            Request::Vote(r) => {
+                let parts = convert::vote_request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::Vote, parts)
+            }
+            Request::BeginQuorumEpoch(r) => {
+                let parts = convert::begin_quorum_epoch_request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
+            }
+            Request::EndQuorumEpoch(r) => {
+                let parts = convert::end_quorum_epoch_request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
+            }
+            Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
+                let mut next = self.next_core_correlation_id;
+                let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
+                    next += 1;
+                    next
+                });
+                self.next_core_correlation_id = next;
+                self.start_raft_request(responder, &header, ApiKey::Fetch, parts)
+            }
+            other => self.handle_client_request(responder, header, other),
+        }
+    }
+
+    /// Registers an answer slot per partition, then steps the core with each part.
+    fn start_raft_request(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        api: ApiKey,
+        parts: Vec<InboundPart>,
+    ) -> Result<(), NodeError> {
+        let id = self.next_pending_id;
+        self.next_pending_id += 1;
+        let mut answers = Vec::with_capacity(parts.len());
+        let mut steps = Vec::new();
+        for (slot, part) in parts.iter().enumerate() {
+            match &part.target {
+                Err(error) => answers.push(Some(PartAnswer::Error(*error))),
+                Ok((partition, from, message)) => {
+                    answers.push(None);
+                    if let core::Message::FetchRequest(f) = message {
+                        self.fetch_slots.insert(f.correlation_id, (id, slot));
+                        let superseded = self
+                            .latest_replica_fetch
+                            .insert((*from, *partition), f.correlation_id);
+                        if let Some(old) = superseded {
+                            // The core drops a parked fetch when the same replica fetches
+                            // again; answer the old request so its connection moves on.
+                            self.answer_slot_by_fetch_id(
+                                old,
+                                PartAnswer::Error(crate::protocol::ErrorCode::RequestTimedOut),
+                            );
+                        }
+                    } else {
+                        self.fifo
+                            .entry((*from, api, *partition))
+                            .or_default()
+                            .push_back((id, slot));
+                    }
+                    steps.push((slot, *partition, *from, message.clone()));
+                }
+            }
+        }
+        self.pending.insert(
+            id,
+            PendingRequest {
+                responder,
+                correlation_id: header.correlation_id,
+                api,
+                version: header.api_version,
+                parts,
+                answers,
+                started_ms: self.now_ms(),
+            },
+        );
+        for (slot, partition, from, message) in steps {
+            let now = self.now_ms();
+            let span = tracing::debug_span!("step", partition, from, kind = message.kind());
+            let _guard = span.enter();
+            match self
+                .multi
+                .step(now, from, PartitionMessage { partition, message })
+            {
+                Ok(work) => self.execute(work)?,
+                Err(error) => {
+                    tracing::warn!(%error, "request refused by the core");
+                    self.fill(
+                        id,
+                        slot,
+                        PartAnswer::Error(crate::protocol::ErrorCode::InvalidRequest),
+                    );
+                }
+            }
+        }
+        self.maybe_complete(id)
+    }
+
+    fn fill(&mut self, id: u64, slot: usize, answer: PartAnswer) {
+        if let Some(pending) = self.pending.get_mut(&id)
+            && pending.answers[slot].is_none()
+        {
+            pending.answers[slot] = Some(answer);
+        }
+    }
+
+    fn answer_slot_by_fetch_id(&mut self, correlation_id: u64, answer: PartAnswer) {
+        if let Some((id, slot)) = self.fetch_slots.remove(&correlation_id) {
+            self.fill(id, slot, answer);
+            if let Err(error) = self.maybe_complete(id) {
+                tracing::warn!(%error, "answering a fetch");
+            }
+        }
+    }
+
+    /// Sends the wire response once every partition is answered.
+    fn maybe_complete(&mut self, id: u64) -> Result<(), NodeError> {
+        let done = self
+            .pending
+            .get(&id)
+            .is_some_and(|p| p.answers.iter().all(Option::is_some));
+        if !done {
+            return Ok(());
+        }
+        let pending = self.pending.remove(&id).expect("checked above");
+        let answers: Vec<PartAnswer> = pending
+            .answers
+            .into_iter()
+            .map(|a| a.expect("all answered"))
+            .collect();
+        let response = match pending.api {
+            ApiKey::Vote => Response::Vote(convert::vote_response(&pending.parts, &answers)),
+            ApiKey::BeginQuorumEpoch => Response::BeginQuorumEpoch(
+                convert::begin_quorum_epoch_response(&pending.parts, &answers),
+            ),
+            ApiKey::EndQuorumEpoch => Response::EndQuorumEpoch(convert::end_quorum_epoch_response(
+                &pending.parts,
+                &answers,
+            )),
+            ApiKey::Fetch => Response::Fetch(convert::fetch_response(&pending.parts, &answers)),
+            other => unreachable!("{other:?} is not a quorum request"),
+        };
+        let frame = encode_response(pending.correlation_id, pending.version, &response)?;
+        pending.responder.send(Some(frame));
+        Ok(())
+    }
+
+    /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
+    /// so their connections are not blocked forever.
+    fn expire(&mut self, now: u64) {
+        let limit_ms = self.config.fetch_max_wait_ms + self.config.request_timeout_ms;
+        let stale: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now.saturating_sub(p.started_ms) > limit_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            if let Some(pending) = self.pending.get_mut(&id) {
+                for answer in &mut pending.answers {
+                    answer.get_or_insert(PartAnswer::Error(
+                        crate::protocol::ErrorCode::RequestTimedOut,
+                    ));
+                }
+            }
+            if let Err(error) = self.maybe_complete(id) {
+                tracing::warn!(%error, "answering an expired request");
+            }
+        }
+        self.handlers_expire(now);
+    }
+
+    // ---- peer responses ---------------------------------------------------------------------
+
+    fn handle_peer_response(
+        &mut self,
+        peer: NodeId,
+        correlation_id: i32,
+        response: Response,
+    ) -> Result<(), NodeError> {
+        let Some(pending) = self.peer_pending.remove(&(peer, correlation_id)) else {
+            return Ok(());
+        };
+        let parts = match (&pending, &response) {
+            (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
+                convert::peer_fetch_response_parts(r, &self.table, |partition| {
+                    fetches
+                        .iter()
+                        .find(|(p, _)| *p == partition)
+                        .map(|(_, id)| *id)
+                })
+            }
+            (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
+            _ => Vec::new(),
+        };
+        for (partition, message) in parts {
+            let now = self.now_ms();
+            match self
+                .multi
+                .step(now, peer, PartitionMessage { partition, message })
+            {
+                Ok(work) => self.execute(work)?,
+                Err(error) => {
+                    tracing::warn!(peer, partition, %error, "peer response refused by the core")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- executing the core's work ---------------------------------------------------------
+
+    /// Executes one work list front to back (see `Work`'s rules).
+    fn execute(&mut self, work: Vec<PartitionWork>) -> Result<(), NodeError> {
+        let mut fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>> = BTreeMap::new();
+        for PartitionWork { partition, work } in work {
+            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!("work", partition, epoch);
+            let _guard = span.enter();
+            match work {
+                Work::Send { to, message } => {
+                    self.dispatch(partition, to, message, &mut fetches)?
+                }
+                Work::SendAfterPersist { to, message } => {
+                    if self.stores.values().any(PartitionStore::flush_outstanding) {
+                        let targets = self
+                            .stores
+                            .iter()
+                            .map(|(p, s)| (*p, s.flush_target, s.truncations))
+                            .collect();
+                        self.held.push_back(Held {
+                            targets,
+                            partition,
+                            to,
+                            message,
+                        });
+                    } else if self.held.is_empty() {
+                        self.dispatch(partition, to, message, &mut fetches)?;
+                    } else {
+                        // Keep the order of held messages.
+                        self.held.push_back(Held {
+                            targets: Vec::new(),
+                            partition,
+                            to,
+                            message,
+                        });
+                    }
+                }
+                Work::SendFetchResponse {
+                    to: _,
+                    mut response,
+                    fetch_offset,
+                    max_bytes,
+                } => {
+                    if response.error_code == core::ErrorCode::None
+                        && response.diverging_epoch.is_none()
+                        && response.snapshot_id.is_none()
+                    {
+                        let store = self.stores.get_mut(&partition).expect("hosted partition");
+                        response.records = store.read(&mut self.io, fetch_offset, max_bytes)?;
+                    }
+                    self.collect_foreign();
+                    self.answer_fetch(response)?;
+                }
+                Work::AppendAsLeader {
+                    base_offset,
+                    leader_epoch,
+                    batches,
+                } => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    let got = store.append_as_leader(&batches, leader_epoch)?;
+                    assert_eq!(
+                        got, base_offset,
+                        "the engine and the core disagree on the log end"
+                    );
+                }
+                Work::AppendAsFollower { records } => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    store
+                        .log
+                        .append_as_follower(records)
+                        .map_err(StorageError::from)?;
+                }
+                Work::Truncate { offset } => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    let floor = store.high_watermark as i64;
+                    let end = store
+                        .log
+                        .truncate_to(&mut self.io, offset as i64, floor)
+                        .map_err(StorageError::from)? as u64;
+                    if end != offset {
+                        tracing::warn!(offset, end, "truncation ended below the asked offset");
+                    }
+                    store.truncations += 1;
+                    store.flush_target = store.flush_target.min(end);
+                    store.reported_durable_end_offset = store.reported_durable_end_offset.min(end);
+                    tracing::info!(offset = end, "log truncated (diverging epoch)");
+                    self.collect_foreign();
+                }
+                Work::Flush { end_offset, .. } => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    store.flush_target = store.flush_target.max(end_offset);
+                    store.log.flush(&mut self.io).map_err(StorageError::from)?;
+                }
+                Work::WriteQuorumState(state) => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    store.write_quorum_state(&mut self.io, state, &mut self.foreign)?;
+                    self.persisted
+                        .push_back((partition, Persisted::QuorumState(state)));
+                    self.collect_foreign();
+                }
+                Work::HighWatermarkChanged { high_watermark } => {
+                    let store = self.stores.get_mut(&partition).expect("hosted partition");
+                    assert!(
+                        high_watermark >= store.high_watermark,
+                        "the high-watermark moved back from {} to {high_watermark}",
+                        store.high_watermark
+                    );
+                    // Produce waiters and parked consumer fetches are checked in `pump`.
+                    store.high_watermark = high_watermark;
+                }
+            }
+        }
+        self.send_fetches(fetches)
+    }
+
+    /// Sends a core message: requests go to the peer, responses fill answer slots.
+    fn dispatch(
+        &mut self,
+        partition: PartitionId,
+        to: NodeId,
+        message: core::Message,
+        fetches: &mut BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
+    ) -> Result<(), NodeError> {
+        match message {
+            core::Message::FetchRequest(f) => {
+                fetches.entry(to).or_default().push((partition, f));
+                Ok(())
+            }
+            core::Message::VoteRequest(_)
+            | core::Message::BeginQuorumEpochRequest(_)
+            | core::Message::EndQuorumEpochRequest(_) => {
+                let Some((request, version)) =
+                    convert::peer_request(&self.cluster_id, self.table.get(partition), &message)
+                else {
+                    return Ok(());
+                };
+                self.send_to_peer(to, request, version, PeerPending::Control, false)
+            }
+            core::Message::VoteResponse(_) => {
+                self.answer_fifo(to, ApiKey::Vote, partition, message)
+            }
+            core::Message::BeginQuorumEpochResponse(_) => {
+                self.answer_fifo(to, ApiKey::BeginQuorumEpoch, partition, message)
+            }
+            core::Message::EndQuorumEpochResponse(_) => {
+                self.answer_fifo(to, ApiKey::EndQuorumEpoch, partition, message)
+            }
+            core::Message::FetchResponse(r) => self.answer_fetch(r),
+        }
+    }
+
+    fn answer_fifo(
+        &mut self,
+        to: NodeId,
+        api: ApiKey,
+        partition: PartitionId,
+        message: core::Message,
+    ) -> Result<(), NodeError> {
+        let queue = self.fifo.entry((to, api, partition)).or_default();
+        while let Some((id, slot)) = queue.pop_front() {
+            if self.pending.contains_key(&id) {
+                self.fill(id, slot, PartAnswer::Core(message));
+                return self.maybe_complete(id);
+            }
+        }
+        tracing::debug!(to, ?api, "a core answer with no waiting request (expired)");
+        Ok(())
+    }
+
+    fn answer_fetch(&mut self, response: core::FetchResponse) -> Result<(), NodeError> {
+        match self.fetch_slots.remove(&response.correlation_id) {
+            Some((id, slot)) => {
+                self.fill(
+                    id,
+                    slot,
+                    PartAnswer::Core(core::Message::FetchResponse(response)),
+                );
+                self.maybe_complete(id)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn send_fetches(
+        &mut self,
+        fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
+    ) -> Result<(), NodeError> {
+        for (to, list) in fetches {
+            let hosted: Vec<_> = list.iter().map(|(p, f)| (self.table.get(*p), f)).collect();
+            let request = convert::fetch_request(&self.cluster_id, self.config.node_id, &hosted);
+            let pending =
+                PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
+            self.send_to_peer(
+                to,
+                Request::Fetch(request),
+                convert::PEER_FETCH_VERSION,
+                pending,
+                true,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn send_to_peer(
+        &mut self,
+        to: NodeId,
+        request: Request,
+        version: i16,
+        pending: PeerPending,
+        fetch_lane: bool,
+    ) -> Result<(), NodeError> {
+        let Some((control, fetch)) = self.peers.get(&to) else {
+            tracing::warn!(to, "no address for this peer (not a voter)");
+            return Ok(());
+        };
+        let correlation_id = self.next_peer_correlation_id;
+        self.next_peer_correlation_id = self.next_peer_correlation_id.wrapping_add(1).max(1);
+        let api = request.api_key();
+        let header = RequestHeader {
+            api_key: api.key(),
+            api_version: version,
+            correlation_id,
+            client_id: Some(format!("ringlog-node-{}", self.config.node_id)),
+        };
+        let frame = encode_request(&header, &request)?;
+        let lane = if fetch_lane { fetch } else { control };
+        if lane.send(Outgoing {
+            correlation_id,
+            api,
+            version,
+            frame,
+        }) {
+            self.peer_pending.insert((to, correlation_id), pending);
+        }
+        Ok(())
+    }
+
+    // ---- storage completions and persistence reports ---------------------------------------
+
+    /// Drains storage completions, reports durability, releases held messages and feeds the
+    /// queued persistence reports to the core until nothing is left to do.
+    fn pump(&mut self) -> Result<(), NodeError> {
+        loop {
+            self.poll_storage()?;
+            self.report_durable();
+            self.release_held()?;
+            self.check_produce_waiters()?;
+            let Some((partition, persisted)) = self.persisted.pop_front() else {
+                return Ok(());
+            };
+            let now = self.now_ms();
+            let work = self.multi.on_persisted(now, partition, persisted)?;
+            self.execute(work)?;
+        }
+    }
+
+    fn poll_storage(&mut self) -> Result<(), NodeError> {
+        if self.io.in_flight() > 0 {
+            self.io
+                .submit_and_wait(0)
+                .map_err(|e| StorageError::from(ringlog_engine::log::LogError::from(e)))?;
+        }
+        let mut ready = std::mem::take(&mut self.foreign);
+        self.io.drain_completions(&mut ready);
+        if !ready.is_empty() {
+            let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
+            storage::route_completions(&mut self.io, &mut stores, ready)?;
+        }
+        Ok(())
+    }
+
+    /// Completions of other logs that a blocking engine call drained meanwhile.
+    fn collect_foreign(&mut self) {
+        for store in self.stores.values_mut() {
+            self.foreign.extend(store.log.take_foreign_completions());
+        }
+    }
+
+    fn report_durable(&mut self) {
+        for (partition, store) in &mut self.stores {
+            let durable = store.log.durable_end_offset() as u64;
+            if durable > store.reported_durable_end_offset {
+                let generation = self
+                    .multi
+                    .partition(*partition)
+                    .map_or(0, |r| r.log().generation());
+                self.persisted.push_back((
+                    *partition,
+                    Persisted::Log {
+                        generation,
+                        end_offset: durable,
+                    },
+                ));
+            }
+            store.reported_durable_end_offset = durable;
+        }
+    }
+
+    fn release_held(&mut self) -> Result<(), NodeError> {
+        let mut fetches = BTreeMap::new();
+        while let Some(front) = self.held.front() {
+            let ready = front.targets.iter().all(|(p, target, truncations)| {
+                let store = &self.stores[p];
+                store.truncations != *truncations
+                    || store.log.durable_end_offset() as u64 >= *target
+            });
+            if !ready {
+                break;
+            }
+            let held = self.held.pop_front().expect("front exists");
+            self.dispatch(held.partition, held.to, held.message, &mut fetches)?;
+        }
+        self.send_fetches(fetches)
+    }
+
+    fn control_requests_pending(&self) -> bool {
+        self.peer_pending
+            .values()
+            .any(|p| matches!(p, PeerPending::Control))
+    }
+
+    fn log_leader_changes(&mut self) {
+        for (partition, raft) in self.multi.partitions() {
+            let now = (raft.leader_id(), raft.epoch());
+            if self.last_leader.get(&partition) != Some(&now) {
+                self.last_leader.insert(partition, now);
+                let topic = self.table.dir_name(partition);
+                match now.0 {
+                    Some(leader) => tracing::info!(
+                        partition = %topic,
+                        epoch = now.1,
+                        leader,
+                        local = leader == self.config.node_id,
+                        "leader known"
+                    ),
+                    None => tracing::info!(partition = %topic, epoch = now.1, "no leader"),
+                }
+            }
+        }
+    }
+
+    // ---- shutdown ---------------------------------------------------------------------------
+
+    /// KIP-595 graceful shutdown: a leader (or candidate) resigns, so the voters elect a
+    /// successor at once instead of waiting for the fetch timeout.
+    fn begin_shutdown(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        tracing::info!("shutting down");
+        let ids: Vec<PartitionId> = self.table.ids().collect();
+        for partition in ids {
+            match self.multi.resign(now, partition) {
+                Ok(work) => {
+                    tracing::info!(partition, "resigning");
+                    self.execute(work)?;
+                }
+                Err(RaftError::NothingToResign) => {}
+                Err(error) => tracing::warn!(partition, %error, "resign failed"),
+            }
+        }
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        // Wait for the EndQuorumEpoch answers, but not longer than a request may take.
+        self.shutdown_until_ms = Some(now + self.config.request_timeout_ms.min(1000));
+        Ok(())
+    }
+
+    async fn finish_shutdown(mut self) -> Result<(), NodeError> {
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        for id in ids {
+            if let Some(pending) = self.pending.get_mut(&id) {
+                for answer in &mut pending.answers {
+                    answer.get_or_insert(PartAnswer::Error(
+                        crate::protocol::ErrorCode::NotLeaderOrFollower,
+                    ));
+                }
+            }
+            self.maybe_complete(id)?;
+        }
+        let stores = std::mem::take(&mut self.stores);
+        for (partition, store) in stores {
+            if let Err(error) = store.log.close(&mut self.io) {
+                tracing::warn!(partition, %error, "closing the log");
+            }
+        }
+        // Let the connection tasks write the last answers out.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+fn random_seed() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)) {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}

@@ -1,0 +1,176 @@
+//! One partition's files, as the node executes the core's storage work on them: the partition
+//! log (`ringlog_engine::log::PartitionLog`) and the `quorum-state` file.
+//!
+//! Every `PartitionLog` of the node shares the one [`AnyIo`] backend (one ring), so a completion
+//! drained from it is offered to each log in turn ([`route_completions`]).
+//!
+//! Durability bookkeeping: `reported_durable_end_offset` is the log's durable end as last
+//! reported to the core (`Persisted::Log`). The node compares it with the engine's
+//! `durable_end_offset` after every storage step, so a flush that completed inside a blocking
+//! engine call (truncation, a file read) is reported too.
+
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+use ringlog_engine::io::{AnyIo, Completion};
+use ringlog_engine::log::{LogConfig, LogError, PartitionLog, Routed};
+use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
+use ringlog_replication::{ElectionState, Epoch, OffsetAndEpoch, RecoveredState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    QuorumState(#[from] QuorumStateError),
+    #[error("{path}: {reason}")]
+    Inconsistent { path: String, reason: String },
+}
+
+pub struct PartitionStore {
+    pub dir: PathBuf,
+    pub log: PartitionLog,
+    quorum_state_path: PathBuf,
+    cluster_id: String,
+    voters: Vec<i32>,
+    /// The high-watermark the core last announced.
+    pub high_watermark: u64,
+    /// The durable end offset last reported to the core.
+    pub reported_durable_end_offset: u64,
+    /// The end offset of the latest flush the core asked for.
+    pub flush_target: u64,
+    /// Bumped by each truncation: messages held behind a flush issued before it are released,
+    /// because `truncate_to` makes everything below the cut durable before it returns.
+    pub truncations: u64,
+}
+
+impl PartitionStore {
+    /// Opens (and recovers) the partition's log and reads its quorum-state.
+    pub fn open(
+        io: &mut AnyIo,
+        dir: &Path,
+        log_config: LogConfig,
+        cluster_id: &str,
+        voters: &[i32],
+    ) -> Result<(PartitionStore, RecoveredState), StorageError> {
+        let (log, report) = PartitionLog::open(io, dir, log_config)?;
+        tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+        let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
+        let mut foreign: Vec<Completion> = Vec::new();
+        let state = QuorumStateData::load(io, &quorum_state_path, &mut foreign)?;
+        let election = match &state {
+            None => ElectionState::default(),
+            Some(s) => {
+                if !s.cluster_id.is_empty() && s.cluster_id != cluster_id {
+                    return Err(StorageError::Inconsistent {
+                        path: quorum_state_path.display().to_string(),
+                        reason: format!(
+                            "written for cluster {:?}, this node belongs to {cluster_id:?}",
+                            s.cluster_id
+                        ),
+                    });
+                }
+                ElectionState {
+                    epoch: Epoch::try_from(s.leader_epoch).unwrap_or(0),
+                    leader_id: (s.leader_id >= 0).then_some(s.leader_id),
+                    voted_for: (s.voted_id >= 0).then_some(s.voted_id),
+                }
+            }
+        };
+        let epoch_cache = log
+            .epoch_cache()
+            .entries()
+            .iter()
+            .map(|e| OffsetAndEpoch::new(e.start_offset as u64, e.epoch as Epoch))
+            .collect();
+        let recovered = RecoveredState {
+            election,
+            log_start_offset: log.log_start_offset() as u64,
+            log_end_offset: log.log_end_offset() as u64,
+            epoch_cache,
+        };
+        let durable = log.durable_end_offset() as u64;
+        let store = PartitionStore {
+            dir: dir.to_path_buf(),
+            log,
+            quorum_state_path,
+            cluster_id: cluster_id.to_string(),
+            voters: voters.to_vec(),
+            high_watermark: 0,
+            reported_durable_end_offset: durable,
+            flush_target: durable,
+            truncations: 0,
+        };
+        Ok((store, recovered))
+    }
+
+    /// Writes the quorum-state file durably (tmp + fdatasync + rename + folder fsync) before
+    /// returning, so what the core sends after it may leave.
+    pub fn write_quorum_state(
+        &mut self,
+        io: &mut AnyIo,
+        state: ElectionState,
+        foreign: &mut Vec<Completion>,
+    ) -> Result<(), StorageError> {
+        let mut data = QuorumStateData::initial(&self.cluster_id, &self.voters);
+        data.leader_epoch = state.epoch as i32;
+        data.leader_id = state.leader_id.unwrap_or(-1);
+        data.voted_id = state.voted_for.unwrap_or(-1);
+        data.persist(io, &self.quorum_state_path, foreign)?;
+        Ok(())
+    }
+
+    /// Leader append: stamps offsets from the log end and `leader_epoch`. Returns the base offset.
+    pub fn append_as_leader(
+        &mut self,
+        batches: &[Bytes],
+        leader_epoch: Epoch,
+    ) -> Result<u64, StorageError> {
+        let size: usize = batches.iter().map(Bytes::len).sum();
+        let mut bytes = BytesMut::with_capacity(size);
+        for batch in batches {
+            bytes.extend_from_slice(batch);
+        }
+        let info = self.log.append_as_leader(bytes, leader_epoch as i32)?;
+        Ok(info.base_offset as u64)
+    }
+
+    /// Whole batches from `offset`, at most `max_bytes` (at least one batch), materialised.
+    pub fn read(
+        &mut self,
+        io: &mut AnyIo,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<Bytes, StorageError> {
+        if offset >= self.log.log_end_offset() as u64 || max_bytes == 0 {
+            return Ok(Bytes::new());
+        }
+        let view = self.log.read(io, offset as i64, max_bytes as usize)?;
+        Ok(self.log.read_view_bytes(io, &view)?)
+    }
+
+    /// Whether a flush the core asked for has not completed yet.
+    pub fn flush_outstanding(&self) -> bool {
+        (self.log.durable_end_offset() as u64) < self.flush_target
+    }
+}
+
+/// Offers each completion to every log; returns the first error (a failed write stops the log
+/// and, through it, the node).
+pub fn route_completions(
+    io: &mut AnyIo,
+    stores: &mut [&mut PartitionStore],
+    completions: Vec<Completion>,
+) -> Result<(), StorageError> {
+    'next: for completion in completions {
+        let mut completion = completion;
+        for store in stores.iter_mut() {
+            match store.log.on_completion(io, completion)? {
+                Routed::Mine { .. } => continue 'next,
+                Routed::Foreign(back) => completion = back,
+            }
+        }
+        tracing::warn!(op = ?completion.op_id, "completion of no partition log");
+    }
+    Ok(())
+}
