@@ -1,0 +1,98 @@
+//! The engine's append workload, for scripts/append-vs-fio.sh: 1 KiB records, one batch per
+//! record, group-committed every `--write-size-bytes` of appended batches (one write + fdatasync
+//! chain per group), on the default backend (io_uring, else syscalls). Prints the bandwidth.
+//!
+//! ```sh
+//! cargo run --release -p ringlog-engine --example append_workload -- \
+//!     --dir /var/tmp/x --total-bytes 268435456 --write-size-bytes 1048576
+//! ```
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_engine::io::{AnyIo, Io, open_default_io};
+use ringlog_engine::log::{LogConfig, PartitionLog};
+
+fn main() {
+    let mut dir = None;
+    let mut total_bytes: u64 = 256 << 20;
+    let mut write_size_bytes: u64 = 1 << 20;
+    let mut record_bytes: usize = 1024;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{arg} needs a value")))
+        };
+        match arg.as_str() {
+            "--dir" => dir = Some(PathBuf::from(value())),
+            "--total-bytes" => {
+                total_bytes = value().parse().unwrap_or_else(|_| usage("--total-bytes"))
+            }
+            "--write-size-bytes" => {
+                write_size_bytes = value()
+                    .parse()
+                    .unwrap_or_else(|_| usage("--write-size-bytes"))
+            }
+            "--record-bytes" => {
+                record_bytes = value().parse().unwrap_or_else(|_| usage("--record-bytes"))
+            }
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    let dir = dir.unwrap_or_else(|| usage("--dir is required"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("clear the workload folder");
+    }
+    std::fs::create_dir_all(&dir).expect("create the workload folder");
+    let mut io: AnyIo = open_default_io().expect("an I/O backend");
+    let backend = match &io {
+        AnyIo::Uring(_) => "io_uring",
+        AnyIo::Syscall(_) => "syscall",
+    };
+    let config = LogConfig {
+        segment_size_bytes: 1 << 30,
+        ..LogConfig::default()
+    };
+    let (mut log, _) =
+        PartitionLog::open(&mut io, &dir.join("append-0"), config).expect("open the log");
+
+    let value = vec![0x5a; record_bytes];
+    let mut builder = RecordBatchBuilder::new(0);
+    builder.append(1_700_000_000_000, None, Some(&value), &[]);
+    let template = BytesMut::from(&builder.build().as_bytes()[..]);
+
+    let started = Instant::now();
+    let mut appended_bytes = 0u64;
+    let mut flushes = 0u64;
+    while appended_bytes < total_bytes {
+        let mut group_bytes = 0u64;
+        while group_bytes < write_size_bytes && appended_bytes + group_bytes < total_bytes {
+            log.append_as_leader(template.clone(), 1).expect("append");
+            group_bytes += template.len() as u64;
+        }
+        log.flush_and_wait(&mut io).expect("flush");
+        appended_bytes += group_bytes;
+        flushes += 1;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    log.close(&mut io).expect("close");
+    let bandwidth = appended_bytes as f64 / seconds;
+    println!(
+        "backend={backend} block_size_bytes={}",
+        io.block_size_bytes()
+    );
+    println!("appended_bytes={appended_bytes} flushes={flushes} seconds={seconds:.3}");
+    println!("bandwidth_bytes_per_sec={bandwidth:.0}");
+    println!("bandwidth_mib_per_sec={:.1}", bandwidth / (1 << 20) as f64);
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("append_workload: {problem}");
+    eprintln!(
+        "usage: append_workload --dir DIR [--total-bytes N] [--write-size-bytes N] [--record-bytes N]"
+    );
+    std::process::exit(2);
+}
