@@ -62,7 +62,9 @@ pub struct EndQuorumEpochResponse {
 pub struct FetchRequest {
     /// Matches the response to this request (the net layer maps it to the request header's
     /// CorrelationId). A follower ignores responses to fetches it no longer waits for, so a
-    /// duplicated or late response can never make it truncate twice.
+    /// duplicated or late response can never make it truncate twice. Ids restart with the
+    /// process, so a host must never hand a restarted replica a response to a request of its
+    /// previous life (a restart means new connections).
     pub correlation_id: u64,
     pub replica_id: NodeId,
     pub current_leader_epoch: Epoch,

@@ -49,8 +49,24 @@ impl Raft {
             return Ok(());
         }
         if request.candidate_epoch > self.epoch() {
-            // A newer epoch ends whatever we were doing in ours, leadership included.
+            // A newer epoch ends whatever we were doing in ours, leadership included. Our own
+            // election timer keeps running (Raft resets it only when granting a vote): else a
+            // lagging voter that keeps standing, and keeps being refused, would reset everyone
+            // else's timer forever and no up-to-date voter could ever stand.
+            let running_timer_ms = match &self.state {
+                EpochState::Unattached(u) => u.election_deadline_ms,
+                EpochState::Voted(v) => Some(v.election_deadline_ms),
+                EpochState::Follower(f) => Some(f.fetch_timeout_deadline_ms),
+                EpochState::Candidate(c) => {
+                    Some(c.backoff_until_ms.unwrap_or(c.election_deadline_ms))
+                }
+                EpochState::Leader(_) | EpochState::Resigned(_) => None,
+            };
             self.transition_to_unattached(request.candidate_epoch, out)?;
+            if let (EpochState::Unattached(u), Some(running)) = (&mut self.state, running_timer_ms)
+            {
+                u.election_deadline_ms = u.election_deadline_ms.map(|fresh| fresh.min(running));
+            }
         }
         let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
         let log_ok = candidate_log >= self.log.end_offset_and_epoch();

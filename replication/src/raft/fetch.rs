@@ -246,11 +246,17 @@ impl Raft {
         let leader_epoch = follower.epoch;
         if let Some(diverging) = response.diverging_epoch {
             // KIP-320: truncate to the end of the largest common epoch, as far as we know it.
+            // If we hold the leader's diverging epoch, both logs agree up to the smaller of the
+            // two ends. If we do not, the end of our largest epoch below it is as far as our
+            // log can still agree (the next fetch finds out); cutting at the leader's offset
+            // instead could split one of our batches.
             let local_end = self.log.end_offset_for_epoch(diverging.epoch);
-            let mut truncation = local_end
-                .offset
-                .min(diverging.offset)
-                .min(self.log.log_end_offset());
+            let mut truncation = if local_end.epoch == diverging.epoch {
+                local_end.offset.min(diverging.offset)
+            } else {
+                local_end.offset
+            }
+            .min(self.log.log_end_offset());
             let allow_below_hw = self.config.mutated(Mutation::TruncateBelowHighWatermark);
             if allow_below_hw && self.log.high_watermark() > 0 {
                 let hw = self.log.high_watermark();

@@ -424,8 +424,11 @@ impl Raft {
         };
         if let Some(fetch) = self.fetch_in_flight {
             deadline = deadline.min(fetch.resend_at_ms);
-        } else if self.wants_to_fetch() && self.fetch_backoff_until_ms > self.now_ms {
-            deadline = deadline.min(self.fetch_backoff_until_ms);
+        } else if self.wants_to_fetch()
+            && self.log.durable_end_offset() == self.log.log_end_offset()
+        {
+            // Nothing in flight: fetch at once, or when the backoff ends.
+            deadline = deadline.min(self.fetch_backoff_until_ms.max(self.now_ms));
         }
         deadline.max(self.now_ms)
     }
