@@ -20,6 +20,10 @@
 //! such buffers. Files opened without `direct` (the small metadata files) take any offset.
 //!
 //! Every error carries the operation, the path and the offset ([`IoError`]).
+//!
+//! [`open_default_io`] / [`AnyIo`] pick the backend at start-up: io_uring if a ring can be set up
+//! and a NOP completes, else the syscall backend with one warning; `RINGLOG_IO=syscall|uring|auto`
+//! overrides. `docs/io.md` states the whole contract and the memory backend's crash model.
 
 use std::path::{Path, PathBuf};
 
