@@ -120,7 +120,13 @@ pub(crate) fn validate_produce_records(
         if batch.records_count() <= 0 {
             return Err((ErrorCode::InvalidRecord, "a batch without records".into()));
         }
-        batches.push(batch.into_bytes());
+        // Clients send partitionLeaderEpoch -1 and baseOffset 0; the core reads both as
+        // unsigned header fields, so they are stamped (outside the CRC) before it sees them.
+        // The engine stamps the real values at the append.
+        let mut stamped = bytes::BytesMut::from(&batch.as_bytes()[..]);
+        ringlog_engine::batch::stamp_base_offset(&mut stamped, 0);
+        ringlog_engine::batch::stamp_partition_leader_epoch(&mut stamped, 0);
+        batches.push(stamped.freeze());
     }
     Ok(batches)
 }

@@ -1,0 +1,545 @@
+//! The node as real processes: `ringlog serve` children on 127.0.0.1 with free ports and data
+//! in temp folders. The harness waits on conditions with deadlines (it polls, it never waits a
+//! fixed time) and kills every child when dropped, so a failed assertion leaves nothing behind.
+//!
+//! The tests share two cores, so they run one cluster at a time (`SERIAL`) with short timeouts
+//! (election 300 ms, fetch 600 ms) to keep the file fast.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use ringlog_net::node::client::{self, Client, QuorumView};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
+fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct NodeProcess {
+    id: i32,
+    port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    nodes: Vec<NodeProcess>,
+}
+
+impl Cluster {
+    /// Voters 1..=voters, observers after them; every node formatted and started.
+    fn start(voters: i32, observers: i32, extra: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<(i32, u16)> = (1..=voters + observers)
+            .map(|id| (id, free_port()))
+            .collect();
+        let voter_list = ids[..voters as usize]
+            .iter()
+            .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let cluster_id = "MkU3OEVBNTcwNTJENDM2Qg";
+        let mut nodes = Vec::new();
+        for (id, port) in ids {
+            let config = dir.path().join(format!("node-{id}.properties"));
+            let data = dir.path().join(format!("node-{id}"));
+            let base = format!(
+                "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+                 metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
+                 controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
+                 controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\
+                 controller.quorum.fetch.max.wait.ms=100\n",
+                data.display()
+            );
+            // `extra` overrides the defaults above key by key.
+            let overridden = |line: &str| {
+                let key = line.split('=').next().unwrap_or_default();
+                extra.lines().any(|e| e.split('=').next() == Some(key))
+            };
+            let mut text: String = base
+                .lines()
+                .filter(|l| !overridden(l))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            text.push_str(extra);
+            std::fs::write(&config, text).unwrap();
+            let status = Command::new(RINGLOG)
+                .args(["format", "--cluster-id", cluster_id, "--config"])
+                .arg(&config)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "format node {id}");
+            nodes.push(NodeProcess {
+                id,
+                port,
+                config,
+                log: dir.path().join(format!("node-{id}.log")),
+                child: None,
+            });
+        }
+        let mut cluster = Cluster { dir, nodes };
+        for id in 1..=voters + observers {
+            cluster.start_node(id);
+        }
+        cluster
+    }
+
+    fn node(&mut self, id: i32) -> &mut NodeProcess {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .expect("known node")
+    }
+
+    fn start_node(&mut self, id: i32) {
+        let node = self.node(id);
+        assert!(node.child.is_none(), "node {id} already runs");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .unwrap();
+        let child = Command::new(RINGLOG)
+            .arg("serve")
+            .arg("--config")
+            .arg(&node.config)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        node.child = Some(child);
+    }
+
+    /// kill -9: no resignation, no flush.
+    fn kill(&mut self, id: i32) {
+        if let Some(mut child) = self.node(id).child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM and wait for the exit; returns whether it exited successfully.
+    fn terminate(&mut self, id: i32) -> bool {
+        let mut child = self.node(id).child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = eventually(Duration::from_secs(10), "the node to exit", || {
+            child.try_wait().unwrap()
+        });
+        status.success()
+    }
+
+    fn address(&self, id: i32) -> String {
+        let node = self.nodes.iter().find(|n| n.id == id).unwrap();
+        format!("127.0.0.1:{}", node.port)
+    }
+
+    fn describe(&self, id: i32) -> Option<QuorumView> {
+        Client::connect(&self.address(id), Duration::from_millis(300))
+            .ok()?
+            .describe_quorum()
+            .ok()
+    }
+
+    /// Waits until every running voter names the same leader in the same epoch and that
+    /// leader describes the quorum; returns (leader, epoch).
+    fn wait_for_leader(&self, timeout: Duration, not: Option<i32>) -> (i32, i32) {
+        eventually(timeout, "one agreed leader", || {
+            let running: Vec<i32> = self
+                .nodes
+                .iter()
+                .filter(|n| n.child.is_some())
+                .map(|n| n.id)
+                .collect();
+            let mut seen = None;
+            for id in &running {
+                let view = self.describe(*id)?;
+                let now = (view.partition.leader_id, view.partition.leader_epoch);
+                if now.0 < 0 || Some(now.0) == not || seen.is_some_and(|s| s != now) {
+                    return None;
+                }
+                seen = Some(now);
+            }
+            let (leader, epoch) = seen?;
+            let view = self.describe(leader)?;
+            (view.partition.error_code == 0 && view.partition.leader_epoch == epoch)
+                .then_some((leader, epoch))
+        })
+    }
+
+    fn dump_logs(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            out.push_str(&format!("--- node {} ---\n", node.id));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.dump_logs());
+        }
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = &self.dir;
+    }
+}
+
+fn batch_of(values: &[String]) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0);
+    for value in values {
+        builder.append(0, None, Some(value.as_bytes()), &[]);
+    }
+    builder.build().into_bytes()
+}
+
+/// Produces each value as its own batch with acks=all to the current leader; returns the
+/// values that were acknowledged.
+fn produce_all(cluster: &Cluster, leader: i32, values: &[String]) -> Vec<String> {
+    let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
+    let mut acknowledged = Vec::new();
+    for value in values {
+        let answer = client
+            .produce(batch_of(std::slice::from_ref(value)), -1, 10_000)
+            .unwrap()
+            .expect("acks=all answers");
+        assert_eq!(
+            answer.error_code, 0,
+            "produce {value}: {:?}",
+            answer.error_message
+        );
+        acknowledged.push(value.clone());
+    }
+    acknowledged
+}
+
+/// Every committed (non-control) record value of a node, read with consumer-style Fetch up to
+/// its high-watermark.
+fn committed_values(cluster: &Cluster, id: i32) -> Option<Vec<String>> {
+    let mut client = Client::connect(&cluster.address(id), Duration::from_millis(500)).ok()?;
+    let mut offset = 0i64;
+    let mut values = Vec::new();
+    loop {
+        let data = client.fetch(offset, 0, 1 << 20).ok()?;
+        if data.error_code != 0 {
+            return None;
+        }
+        let records = client::fetched_records(&data);
+        if records.is_empty() {
+            return Some(values);
+        }
+        for batch in BatchIter::new(records) {
+            let batch = batch.ok()?;
+            offset = batch.next_offset();
+            if batch.is_control() {
+                continue;
+            }
+            for record in batch.records().ok()? {
+                let record = record.ok()?;
+                values.push(String::from_utf8(record.value()?.to_vec()).ok()?);
+            }
+        }
+    }
+}
+
+fn wait_for_values(cluster: &Cluster, id: i32, expected: &[String]) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("node {id} to hold every acknowledged record"),
+        || {
+            let values = committed_values(cluster, id)?;
+            (values.len() >= expected.len()).then_some(values)
+        },
+    );
+    let values = committed_values(cluster, id).unwrap();
+    for value in expected {
+        assert!(
+            values.contains(value),
+            "node {id} lost acknowledged record {value}"
+        );
+    }
+}
+
+fn values(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// KIP-595: three voters elect exactly one leader, every node (observer included) agrees on it,
+/// the leader's DescribeQuorum lists the voters and the observer, records produced with
+/// acks=all reach every replica, and a follower refuses a Produce (NOT_LEADER_OR_FOLLOWER).
+#[test]
+fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
+    let _serial = serial();
+    let cluster = Cluster::start(3, 1, "");
+    let (leader, epoch) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    for id in 1..=4 {
+        let view = cluster.describe(id).unwrap();
+        assert_eq!(
+            (view.partition.leader_id, view.partition.leader_epoch),
+            (leader, epoch)
+        );
+    }
+    let view = eventually(Duration::from_secs(5), "the observer to fetch", || {
+        let view = cluster.describe(leader)?;
+        (!view.partition.observers.is_empty()).then_some(view)
+    });
+    let mut voters: Vec<i32> = view
+        .partition
+        .current_voters
+        .iter()
+        .map(|r| r.replica_id)
+        .collect();
+    voters.sort();
+    assert_eq!(voters, vec![1, 2, 3]);
+    assert_eq!(view.partition.observers[0].replica_id, 4);
+
+    let acknowledged = produce_all(&cluster, leader, &values("a", 20));
+    for id in 1..=4 {
+        wait_for_values(&cluster, id, &acknowledged);
+    }
+
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let mut client = Client::connect(&cluster.address(follower), Duration::from_secs(2)).unwrap();
+    let answer = client
+        .produce(batch_of(&values("x", 1)), -1, 1000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.error_code, NOT_LEADER_OR_FOLLOWER);
+}
+
+/// Produce validation: a batch with a bad CRC, one above message.max.bytes and acks=0/1 on the
+/// leader; nothing of a refused batch is stored.
+#[test]
+fn produce_validates_batches_and_honours_acks() {
+    let _serial = serial();
+    let cluster = Cluster::start(1, 0, "message.max.bytes=2000\n");
+    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
+
+    let mut corrupt = batch_of(&values("bad", 1)).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let answer = client
+        .produce(Bytes::from(corrupt), -1, 1000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.error_code, 2, "CORRUPT_MESSAGE");
+
+    let big = vec!["y".repeat(3000)];
+    let answer = client.produce(batch_of(&big), -1, 1000).unwrap().unwrap();
+    assert_eq!(answer.error_code, 10, "MESSAGE_TOO_LARGE");
+
+    assert!(
+        client
+            .produce(batch_of(&values("zero", 1)), 0, 1000)
+            .unwrap()
+            .is_none()
+    );
+    let one = client
+        .produce(batch_of(&values("one", 1)), 1, 1000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(one.error_code, 0);
+    let all = client
+        .produce(batch_of(&values("all", 2)), -1, 1000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(all.error_code, 0);
+    assert!(all.base_offset > one.base_offset);
+
+    let expected: Vec<String> = ["zero-0", "one-0", "all-0", "all-1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    wait_for_values(&cluster, leader, &expected);
+    assert_eq!(
+        committed_values(&cluster, leader).unwrap(),
+        expected,
+        "refused batches stored nothing"
+    );
+}
+
+/// KIP-595: after a kill -9 of the leader the others elect a new leader within a few election
+/// timeouts, and no acknowledged record is lost, also once the old leader is back.
+#[test]
+fn kill_9_of_the_leader_elects_a_successor_and_loses_nothing() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, 1, "");
+    let (leader, epoch) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    let mut acknowledged = produce_all(&cluster, leader, &values("before", 10));
+    cluster.kill(leader);
+    let (successor, new_epoch) = cluster.wait_for_leader(Duration::from_secs(10), Some(leader));
+    assert_ne!(successor, leader);
+    assert!(new_epoch > epoch);
+    acknowledged.extend(produce_all(&cluster, successor, &values("after", 10)));
+    cluster.start_node(leader);
+    for id in 1..=4 {
+        wait_for_values(&cluster, id, &acknowledged);
+    }
+}
+
+/// Durability: kill -9 of every node, then a restart: every acknowledged record is still
+/// committed (read back with consumer-style Fetch from every node).
+#[test]
+fn kill_9_of_every_node_keeps_the_committed_log() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, 1, "");
+    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    let acknowledged = produce_all(&cluster, leader, &values("durable", 30));
+    for id in 1..=4 {
+        cluster.kill(id);
+    }
+    for id in 1..=4 {
+        cluster.start_node(id);
+    }
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    for id in 1..=4 {
+        wait_for_values(&cluster, id, &acknowledged);
+    }
+}
+
+/// KIP-595 graceful shutdown: a leader stopped with SIGTERM resigns (EndQuorumEpoch), so the
+/// successor is elected before any follower's fetch timeout could have fired, whereas after a
+/// kill -9 the followers must first wait that timeout.
+#[test]
+fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
+    let _serial = serial();
+    let fetch_timeout = Duration::from_millis(3000);
+    let mut cluster = Cluster::start(3, 0, "controller.quorum.fetch.timeout.ms=3000\n");
+    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(15), None);
+    let acknowledged = produce_all(&cluster, leader, &values("handover", 5));
+
+    let stopped = Instant::now();
+    assert!(cluster.terminate(leader), "a SIGTERM'd node exits cleanly");
+    let (successor, _) = cluster.wait_for_leader(Duration::from_secs(15), Some(leader));
+    let graceful = stopped.elapsed();
+    assert!(
+        graceful < fetch_timeout,
+        "handover after SIGTERM took {graceful:?}: the resignation did not start the election"
+    );
+
+    let crashed = Instant::now();
+    cluster.kill(successor);
+    cluster.start_node(leader);
+    cluster.wait_for_leader(Duration::from_secs(15), Some(successor));
+    let after_crash = crashed.elapsed();
+    eprintln!("handover: {graceful:?} after SIGTERM, {after_crash:?} after kill -9");
+    assert!(graceful < after_crash);
+    let remaining = (1..=3).find(|id| *id != successor).unwrap();
+    wait_for_values(&cluster, remaining, &acknowledged);
+}
+
+/// `serve` refuses an unformatted folder and an unknown configuration key, naming the problem.
+#[test]
+fn serve_refuses_an_unformatted_folder_and_an_unknown_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!(
+        "node.id=1\ncontroller.quorum.voters=1@127.0.0.1:{port}\nlisteners=127.0.0.1:{port}\nmetadata.log.dir={}\n",
+        dir.path().join("data").display()
+    );
+    let config = dir.path().join("node.properties");
+    std::fs::write(&config, &base).unwrap();
+    let out = Command::new(RINGLOG)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not formatted"), "{stderr}");
+
+    std::fs::write(&config, format!("{base}log.retention.bogus=1\n")).unwrap();
+    let out = Command::new(RINGLOG)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown configuration key \"log.retention.bogus\""),
+        "{stderr}"
+    );
+}
+
+/// Bad input on a live socket (garbage, a huge size prefix) closes that connection only; the
+/// next client is served.
+#[test]
+fn garbage_and_a_huge_size_prefix_leave_the_server_serving() {
+    use std::io::{Read, Write};
+    let _serial = serial();
+    let cluster = Cluster::start(1, 0, "");
+    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    let address = cluster.address(leader);
+    for bad in [
+        b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec(),
+        vec![0x7f, 0xff, 0xff, 0xff, 1, 2, 3],
+        vec![0xff, 0xff, 0xff, 0xf0],
+    ] {
+        let mut socket = std::net::TcpStream::connect(&address).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        socket.write_all(&bad).unwrap();
+        let mut buf = [0u8; 16];
+        // The server closes the connection (EOF or reset), never answers garbage.
+        let read = socket.read(&mut buf);
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    let acknowledged = produce_all(&cluster, leader, &values("after-garbage", 3));
+    wait_for_values(&cluster, leader, &acknowledged);
+}
