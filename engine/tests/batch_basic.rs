@@ -3,8 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::batch::{
-    BatchChainValidator, BatchError, BatchIter, RECORD_BATCH_OVERHEAD, RecordBatch,
-    RecordBatchBuilder, batches, stamp_base_offset, stamp_partition_leader_epoch,
+    BatchChainValidator, BatchError, BatchIter, DEFAULT_MAX_BATCH_SIZE_BYTES,
+    RECORD_BATCH_OVERHEAD, RecordBatch, RecordBatchBuilder, batches, find_next_valid_batch,
+    stamp_base_offset, stamp_partition_leader_epoch,
 };
 
 fn three_record_batch(base_offset: i64, epoch: i32) -> RecordBatch {
@@ -212,5 +213,36 @@ fn chain_validator_requires_continuous_offsets_and_monotonic_epochs() {
             current: 3,
             found: 4
         })
+    );
+}
+
+/// A flipped high bit in a middle batch's length makes it look like a torn tail; the scan for a
+/// later valid batch shows it is interior corruption instead.
+#[test]
+fn a_valid_batch_after_a_bad_one_reveals_interior_corruption() {
+    let a = three_record_batch(0, 1);
+    let b = three_record_batch(3, 1);
+    let c = three_record_batch(6, 1);
+    let mut buf = BytesMut::new();
+    for batch in [&a, &b, &c] {
+        buf.extend_from_slice(batch.as_bytes());
+    }
+    let b_position = a.size_bytes();
+    buf[b_position + 9] ^= 0x10; // batchLength + 1 MiB
+    let buf = buf.freeze();
+    let mut iter = batches(&buf);
+    assert_eq!(iter.next(), Some(Ok(a.clone())));
+    let error = iter.next().unwrap().unwrap_err();
+    assert!(error.is_truncated(), "{error}");
+    let found = find_next_valid_batch(&buf, b_position + 1, DEFAULT_MAX_BATCH_SIZE_BYTES)
+        .expect("batch c is still there");
+    assert_eq!(found, c);
+    assert_eq!(found.position(), (a.size_bytes() + b.size_bytes()) as u64);
+
+    // A real torn tail has nothing valid after it.
+    let torn = buf.slice(..a.size_bytes() + 30);
+    assert_eq!(
+        find_next_valid_batch(&torn, 1, DEFAULT_MAX_BATCH_SIZE_BYTES),
+        None
     );
 }

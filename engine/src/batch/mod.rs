@@ -39,7 +39,7 @@ pub use header::{
     Compression, RecordBatchHeader, TimestampType, stamp_base_offset, stamp_partition_leader_epoch,
 };
 pub use record::{Record, RecordHeader, RecordHeaders, RecordIter};
-pub use split::{BatchIter, batches};
+pub use split::{BatchIter, batches, find_next_valid_batch};
 
 use bytes::Bytes;
 

@@ -247,7 +247,7 @@ impl RecordIter {
         }
         let headers_start = reader.position();
         for _ in 0..headers_count {
-            read_header(&mut reader, &self.batch.slice(body_start..), 0).map_err(|e| match e {
+            read_header(&mut reader, &self.batch, body_start).map_err(|e| match e {
                 HeaderError::Read(e) => malformed(e.reason()),
                 HeaderError::NullKey => malformed("null header key"),
             })?;
@@ -255,11 +255,16 @@ impl RecordIter {
         if reader.remaining() != 0 {
             return Err(malformed("record length disagrees with its fields"));
         }
-        let headers = RecordHeaders {
-            bytes: self
-                .batch
-                .slice(body_start + headers_start..body_start + body.len()),
-            count: headers_count as u32,
+        // Most records have no headers: skip the slice (and its reference count traffic).
+        let headers = if headers_count == 0 {
+            RecordHeaders::default()
+        } else {
+            RecordHeaders {
+                bytes: self
+                    .batch
+                    .slice(body_start + headers_start..body_start + body.len()),
+                count: headers_count as u32,
+            }
         };
         let size_bytes = length_size + body.len();
         self.cursor += size_bytes;

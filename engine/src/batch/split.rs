@@ -92,3 +92,29 @@ impl Iterator for BatchIter {
 }
 
 impl std::iter::FusedIterator for BatchIter {}
+
+/// The first whole, CRC-valid batch that starts at or after byte `from` of `buf`, if any.
+///
+/// For recovery after an error: a valid batch after the bad one means the damage is interior
+/// corruption (never truncate there), none means the bad bytes are the log's tail. Also the way
+/// to tell a torn tail from a flipped bit in the last-but-N batch's length field, which makes it
+/// look truncated. Each position is first checked for magic 2 and a plausible length, so the
+/// CRC runs only on candidates. A batch embedded in some record's value would also be found:
+/// that errs on the side of calling damage interior, which loses nothing.
+pub fn find_next_valid_batch(
+    buf: &Bytes,
+    from: usize,
+    max_size_bytes: usize,
+) -> Option<RecordBatch> {
+    (from..buf.len()).find_map(|start| {
+        let rest = &buf[start..];
+        match header::check_frame(rest, start as u64, max_size_bytes) {
+            Ok(Frame::Complete { size_bytes }) if rest.len() > 16 => {
+                let bytes = buf.slice(start..start + size_bytes);
+                header::check_crc_and_counts(&bytes, start as u64).ok()?;
+                Some(RecordBatch::from_validated(bytes, start as u64))
+            }
+            _ => None,
+        }
+    })
+}
