@@ -520,7 +520,7 @@ impl Generator {
     }
 
     pub fn one_in(&mut self, n: u64) -> bool {
-        self.next_u64() % n == 0
+        self.next_u64().is_multiple_of(n)
     }
 
     /// Mostly small numbers (-1, 0, ids, offsets), sometimes any 64-bit value.
