@@ -3,3 +3,4 @@ pub mod config;
 pub mod meta_properties;
 pub mod node;
 pub mod protocol;
+pub mod server;

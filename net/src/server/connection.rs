@@ -1,0 +1,284 @@
+//! One client connection: a reader that decodes and dispatches, a writer that answers in order.
+//!
+//! Bad input, and what the connection does about it (Kafka's behaviour; `docs/server.md`):
+//!
+//! | input | outcome |
+//! | --- | --- |
+//! | size prefix negative or above `socket.request.max.bytes` | close before reading the body |
+//! | connection closed inside a frame (truncated frame) | close |
+//! | frame too short for the request header, unknown API key | close |
+//! | ApiVersions at a version we do not speak | v0 ApiVersions response, UNSUPPORTED_VERSION + our ranges (KIP-511); keep serving |
+//! | any other API at a version we do not speak | close |
+//! | body that does not decode (bad length, trailing bytes, bad UTF-8, …) | close |
+//! | handler replies [`Reply::Close`], its task panics, or its reply does not encode | close |
+//! | a file region shorter than the response promised | close (the frame cannot be completed) |
+//!
+//! "Close" always means: answer the requests read before the bad one, in order, then close.
+//! Nothing here can end the server: every error ends at most this connection.
+
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio_uring::net::TcpStream;
+
+use super::frame::{FrameError, FrameReader};
+use super::writer::{SocketWriter, WriteError, set_nonblocking};
+use super::{ConnectionInfo, Reply, Shared};
+use crate::protocol::{
+    ApiKey, ApiVersionsResponse, DecodeError, ErrorCode, Response, decode_request, encode_response,
+    encode_response_parts, supported_api_versions, unsupported_api_versions_response,
+};
+
+/// One unanswered request, in the order it was read.
+enum Slot {
+    /// A reply the handler will produce.
+    Pending {
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+        reply: oneshot::Receiver<Reply>,
+        task: tokio::task::AbortHandle,
+        _permit: OwnedSemaphorePermit,
+    },
+    /// A response the server made itself (ApiVersions).
+    Ready {
+        frame: Bytes,
+        _permit: OwnedSemaphorePermit,
+    },
+    /// Close once the earlier replies are written.
+    Close,
+}
+
+pub(crate) async fn serve(stream: TcpStream, info: ConnectionInfo, shared: Rc<Shared>) {
+    let id = info.connection_id;
+    let stream = Rc::new(stream);
+    if let Err(error) = set_nonblocking(stream.as_raw_fd()) {
+        tracing::warn!(connection = id, %error, "cannot make the socket non-blocking; closing");
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    shared.connections.borrow_mut().insert(id, stream.clone());
+    tracing::debug!(connection = id, peer = %info.peer_addr, "connection open");
+
+    let (slots_tx, slots_rx) = mpsc::unbounded_channel();
+    let writer = tokio_uring::spawn(write_loop(stream.clone(), slots_rx, id, shared.clone()));
+    read_loop(&stream, info, &shared, slots_tx).await;
+    // The reader has stopped: the writer answers what is owed and ends when the channel does.
+    let _ = writer.await;
+
+    shared.connections.borrow_mut().remove(&id);
+    shared.connection_closed.notify_waiters();
+    tracing::debug!(connection = id, "connection closed");
+}
+
+async fn read_loop(
+    stream: &TcpStream,
+    info: ConnectionInfo,
+    shared: &Shared,
+    slots: mpsc::UnboundedSender<Slot>,
+) {
+    let id = info.connection_id;
+    let config = &shared.config;
+    let permits = Arc::new(Semaphore::new(config.max_in_flight_per_connection));
+    let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
+    loop {
+        // At the in-flight limit, stop reading: the kernel buffers fill and TCP pushes back.
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        if shared.stopping.get() {
+            return;
+        }
+        let frame = match reader.next_frame(stream).await {
+            Ok(frame) => frame,
+            Err(FrameError::Closed) => return,
+            Err(error) => {
+                // A stop shuts the read side: that end of stream is not the client's fault.
+                if !shared.stopping.get() {
+                    tracing::info!(connection = id, peer = %info.peer_addr, %error, "closing connection");
+                }
+                let _ = slots.send(Slot::Close);
+                return;
+            }
+        };
+        if shared.stopping.get() {
+            return;
+        }
+        let slot = match decode_request(frame) {
+            Ok((header, request)) => {
+                let api_key = request.api_key();
+                let api_version = header.api_version;
+                let correlation_id = header.correlation_id;
+                if api_key == ApiKey::ApiVersions && config.answer_api_versions {
+                    match api_versions_frame(correlation_id, api_version) {
+                        Ok(frame) => Slot::Ready {
+                            frame,
+                            _permit: permit,
+                        },
+                        Err(error) => {
+                            tracing::error!(connection = id, %error, "ApiVersions response does not encode");
+                            Slot::Close
+                        }
+                    }
+                } else {
+                    let (reply_tx, reply_rx) = oneshot::channel();
+                    let future = shared.handler.handle(info, header, request);
+                    let task = tokio_uring::spawn(async move {
+                        let _ = reply_tx.send(future.await);
+                    });
+                    Slot::Pending {
+                        api_key,
+                        api_version,
+                        correlation_id,
+                        reply: reply_rx,
+                        task: task.abort_handle(),
+                        _permit: permit,
+                    }
+                }
+            }
+            Err(DecodeError::UnsupportedVersion {
+                api_key,
+                version,
+                correlation_id,
+            }) if api_key == ApiKey::ApiVersions.key() => {
+                // KIP-511: tell the client which versions we speak, in the v0 format every
+                // client can read, and keep the connection.
+                tracing::debug!(
+                    connection = id,
+                    version,
+                    "ApiVersions at an unsupported version"
+                );
+                match unsupported_api_versions_response(correlation_id) {
+                    Ok(frame) => Slot::Ready {
+                        frame,
+                        _permit: permit,
+                    },
+                    Err(error) => {
+                        tracing::error!(connection = id, %error, "ApiVersions response does not encode");
+                        Slot::Close
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::info!(connection = id, peer = %info.peer_addr, %error, "undecodable request; closing connection");
+                Slot::Close
+            }
+        };
+        let close = matches!(slot, Slot::Close);
+        if slots.send(slot).is_err() || close {
+            // The writer is gone (write error) or the connection is closing.
+            return;
+        }
+    }
+}
+
+/// The server's own ApiVersions answer: every API we speak, at the version the client asked.
+fn api_versions_frame(
+    correlation_id: i32,
+    api_version: i16,
+) -> Result<Bytes, crate::protocol::EncodeError> {
+    let response = ApiVersionsResponse {
+        error_code: ErrorCode::None.code(),
+        api_keys: supported_api_versions(),
+        ..ApiVersionsResponse::default()
+    };
+    encode_response(
+        correlation_id,
+        api_version,
+        &Response::ApiVersions(response),
+    )
+}
+
+async fn write_loop(
+    stream: Rc<TcpStream>,
+    mut slots: mpsc::UnboundedReceiver<Slot>,
+    id: u64,
+    shared: Rc<Shared>,
+) {
+    let mut writer = SocketWriter::new(stream);
+    while let Some(slot) = slots.recv().await {
+        let result = match slot {
+            Slot::Ready { frame, _permit } => writer.write_all(frame).await,
+            Slot::Close => break,
+            Slot::Pending {
+                api_key,
+                api_version,
+                correlation_id,
+                reply,
+                task,
+                _permit,
+            } => {
+                let reply = tokio::select! {
+                    reply = reply => reply.ok(),
+                    () = shared.forced_closed() => {
+                        task.abort();
+                        break;
+                    }
+                };
+                let Some(reply) = reply else {
+                    tracing::error!(
+                        connection = id,
+                        api = api_key.name(),
+                        correlation_id,
+                        "request handler failed; closing connection"
+                    );
+                    break;
+                };
+                match write_reply(&mut writer, reply, api_key, correlation_id, api_version).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => break,
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        if let Err(error) = result {
+            tracing::info!(connection = id, %error, "write failed; closing connection");
+            break;
+        }
+    }
+    // Replies that will never be written: stop their handlers (a long poll for a closed
+    // connection is wasted work) and release their permits.
+    slots.close();
+    while let Ok(slot) = slots.try_recv() {
+        if let Slot::Pending { task, .. } = slot {
+            task.abort();
+        }
+    }
+    writer.close();
+}
+
+/// Writes one handler reply. `Ok(false)`: the connection must close.
+async fn write_reply(
+    writer: &mut SocketWriter,
+    reply: Reply,
+    api_key: ApiKey,
+    correlation_id: i32,
+    api_version: i16,
+) -> Result<bool, WriteError> {
+    let (response, regions) = match reply {
+        Reply::Close => return Ok(false),
+        Reply::Response(response) => (response, Vec::new()),
+        Reply::WithRecords { response, regions } => (response, regions),
+    };
+    if response.api_key() != api_key {
+        tracing::error!(
+            correlation_id,
+            request = api_key.name(),
+            response = response.api_key().name(),
+            "handler answered with another API's response; closing connection"
+        );
+        return Ok(false);
+    }
+    let parts = match encode_response_parts(correlation_id, api_version, &response) {
+        Ok(parts) => parts,
+        Err(error) => {
+            tracing::error!(correlation_id, %error, "handler response does not encode; closing connection");
+            return Ok(false);
+        }
+    };
+    writer.write_parts(parts, &regions).await?;
+    Ok(true)
+}

@@ -1,0 +1,335 @@
+//! The Kafka-protocol TCP server: framing, pipelining, ordered replies, zero-copy records.
+//!
+//! One [`Server`] runs on the current `tokio-uring` runtime thread (see `docs/server.md` for why
+//! one thread). Each accepted connection gets a reader and a writer:
+//!
+//! - the **reader** ([`frame::FrameReader`]) reads the int32 size prefix, rejects a negative size
+//!   or one above `socket.request.max.bytes` before any body byte is read, reads the body into a
+//!   buffer owned by the connection and hands it on as [`Bytes`] (Produce records stay slices
+//!   of that buffer). It decodes the request with [`crate::protocol::decode_request`] and
+//!   spawns the [`RequestHandler`]'s future, so a long-polled Fetch does not hold back the
+//!   ApiVersions behind it. At most `max_in_flight_per_connection` requests may be unanswered;
+//!   at the limit the reader stops reading and TCP pushes back on the client.
+//! - the **writer** ([`connection`]) takes the requests' reply slots in request order and writes
+//!   each reply when its turn comes, so responses leave strictly in request order.
+//!
+//! Records in a reply are never copied into the response buffer: in-memory records go out in a
+//! vectored write next to the encoded bytes, a file region goes from the file to the socket
+//! with `sendfile(2)` ([`writer`]).
+//!
+//! What happens on bad input is one table, in `docs/server.md` and in [`connection`].
+
+mod connection;
+pub(crate) mod frame;
+mod thread;
+mod writer;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::config::NodeConfig;
+use crate::protocol::{Request, RequestHeader, Response};
+
+pub use thread::ServerThread;
+
+/// A boxed future that need not be `Send`: the server and the node share one thread.
+pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Who sent a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionInfo {
+    /// Unique for the life of the server, in accept order.
+    pub connection_id: u64,
+    pub peer_addr: SocketAddr,
+    pub local_addr: SocketAddr,
+}
+
+/// The node's side of the server: turns one decoded request into a reply.
+///
+/// Called on the server's thread; the future is spawned as its own task, so it may wait (a
+/// long-polled Fetch) while later requests on the same connection are handled. Its reply is
+/// written only after every earlier request of that connection has been answered.
+pub trait RequestHandler {
+    fn handle(
+        &self,
+        connection: ConnectionInfo,
+        header: RequestHeader,
+        request: Request,
+    ) -> LocalBoxFuture<'static, Reply>;
+}
+
+/// What to send back for one request.
+#[derive(Debug)]
+pub enum Reply {
+    /// A response; in-memory records (`Records::Bytes`) are written by reference.
+    Response(Response),
+    /// A response whose records fields hold `Records::External { token, size_bytes }`:
+    /// `token` is an index into `regions` and `size_bytes` must equal that region's length.
+    WithRecords {
+        response: Response,
+        regions: Vec<RecordsSource>,
+    },
+    /// Send nothing, and close the connection once the earlier responses are out.
+    Close,
+}
+
+/// Where the bytes of an external records field come from.
+#[derive(Debug, Clone)]
+pub enum RecordsSource {
+    Memory(Bytes),
+    File(FileRegion),
+}
+
+impl RecordsSource {
+    pub fn size_bytes(&self) -> u64 {
+        match self {
+            RecordsSource::Memory(bytes) => bytes.len() as u64,
+            RecordsSource::File(region) => u64::from(region.length),
+        }
+    }
+}
+
+/// `length` bytes of a file from `position`, sent with `sendfile(2)`. `file` keeps the
+/// descriptor open until the bytes are on the socket (e.g. an `Rc<std::fs::File>` of a segment
+/// that may be deleted meanwhile: the open descriptor keeps its data readable).
+#[derive(Clone)]
+pub struct FileRegion {
+    pub file: Rc<dyn AsFd>,
+    pub position: u64,
+    pub length: u32,
+}
+
+impl FileRegion {
+    pub fn raw_fd(&self) -> RawFd {
+        self.file.as_fd().as_raw_fd()
+    }
+}
+
+impl std::fmt::Debug for FileRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileRegion")
+            .field("fd", &self.raw_fd())
+            .field("position", &self.position)
+            .field("length", &self.length)
+            .finish()
+    }
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listener: SocketAddr,
+    /// `socket.request.max.bytes`: a larger size prefix closes the connection unread.
+    pub socket_request_max_bytes: u32,
+    /// Requests read but not yet answered, per connection, before the reader pauses.
+    pub max_in_flight_per_connection: usize,
+    /// Answer ApiVersions in the server from `supported_api_versions()` instead of asking the
+    /// handler, so a client handshake works before any node logic exists.
+    pub answer_api_versions: bool,
+}
+
+impl ServerConfig {
+    pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 8;
+
+    pub fn new(listener: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            listener,
+            socket_request_max_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES as u32,
+            max_in_flight_per_connection: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+            answer_api_versions: true,
+        }
+    }
+
+    pub fn from_node_config(config: &NodeConfig) -> ServerConfig {
+        ServerConfig {
+            socket_request_max_bytes: config.socket_request_max_bytes,
+            ..ServerConfig::new(config.listener)
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("bind {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server thread: {source}")]
+    Thread { source: std::io::Error },
+    #[error("max_in_flight_per_connection must be at least 1")]
+    NoInFlight,
+}
+
+/// What a graceful stop achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StopReport {
+    /// Connections still open when the grace period ended (closed by force).
+    pub connections_forced: usize,
+}
+
+/// State shared by the accept loop, the connections and the handle.
+pub(crate) struct Shared {
+    pub(crate) config: ServerConfig,
+    pub(crate) handler: Rc<dyn RequestHandler>,
+    pub(crate) stopping: Cell<bool>,
+    /// Open connections by id: their sockets, so a stop can shut their read side.
+    pub(crate) connections: RefCell<HashMap<u64, Rc<tokio_uring::net::TcpStream>>>,
+    /// Signalled whenever a connection ends.
+    pub(crate) connection_closed: Notify,
+    /// Set when the grace period of a stop is over: writers stop waiting for replies.
+    pub(crate) forced: Cell<bool>,
+    pub(crate) force_close: Notify,
+}
+
+impl Shared {
+    /// Resolves once a stop has run out of grace.
+    pub(crate) async fn forced_closed(&self) {
+        loop {
+            // Created before the check: `notify_waiters` reaches it even before its first poll.
+            let notified = self.force_close.notified();
+            if self.forced.get() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A running server. Dropping it does not stop the server; call [`ServerHandle::stop`].
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    listener_fd: RawFd,
+    shared: Rc<Shared>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+/// Namespace for starting a server.
+pub struct Server;
+
+impl Server {
+    /// Binds the listener and spawns the accept loop on the current tokio-uring runtime.
+    pub fn start(
+        config: ServerConfig,
+        handler: Rc<dyn RequestHandler>,
+    ) -> Result<ServerHandle, ServerError> {
+        if config.max_in_flight_per_connection == 0 {
+            return Err(ServerError::NoInFlight);
+        }
+        let address = config.listener;
+        let listener = tokio_uring::net::TcpListener::bind(address)
+            .map_err(|source| ServerError::Bind { address, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { address, source })?;
+        let listener_fd = listener.as_raw_fd();
+        let shared = Rc::new(Shared {
+            config,
+            handler,
+            stopping: Cell::new(false),
+            connections: RefCell::new(HashMap::new()),
+            connection_closed: Notify::new(),
+            forced: Cell::new(false),
+            force_close: Notify::new(),
+        });
+        let accept_task = tokio_uring::spawn(accept_loop(listener, local_addr, shared.clone()));
+        tracing::info!(%local_addr, "server listening");
+        Ok(ServerHandle {
+            local_addr,
+            listener_fd,
+            shared,
+            accept_task,
+        })
+    }
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Connections open right now.
+    pub fn connection_count(&self) -> usize {
+        self.shared.connections.borrow().len()
+    }
+
+    /// Stops accepting, stops reading new requests, and waits up to `grace` for the requests
+    /// already read to be answered; connections still busy after that are closed by force.
+    pub async fn stop(self, grace: Duration) -> StopReport {
+        self.shared.stopping.set(true);
+        // shutdown(2) on a listening socket makes the pending accept fail at once, so the
+        // accept loop ends without a cancelled accept that could leak a descriptor.
+        // SAFETY: the descriptor is owned by the accept task, which is still running.
+        unsafe { libc::shutdown(self.listener_fd, libc::SHUT_RDWR) };
+        let _ = self.accept_task.await;
+        for stream in self.shared.connections.borrow().values() {
+            // The readers' pending reads return end-of-stream; their writers then drain the
+            // replies already owed and close.
+            let _ = stream.shutdown(std::net::Shutdown::Read);
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut report = StopReport::default();
+        while !self.shared.connections.borrow().is_empty() {
+            let closed = self.shared.connection_closed.notified();
+            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+                let connections = self.shared.connections.borrow();
+                report.connections_forced = connections.len();
+                for stream in connections.values() {
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                }
+                // Writers parked on a handler's reply give up on it (and abort the handlers).
+                self.shared.forced.set(true);
+                self.shared.force_close.notify_waiters();
+                break;
+            }
+        }
+        // Forced connections end promptly once their sockets are shut: wait for them so no
+        // task outlives the stop.
+        while !self.shared.connections.borrow().is_empty() {
+            self.shared.connection_closed.notified().await;
+        }
+        tracing::info!(local_addr = %self.local_addr, ?report, "server stopped");
+        report
+    }
+}
+
+async fn accept_loop(
+    listener: tokio_uring::net::TcpListener,
+    local_addr: SocketAddr,
+    shared: Rc<Shared>,
+) {
+    let mut next_connection_id = 0u64;
+    loop {
+        let accepted = listener.accept().await;
+        if shared.stopping.get() {
+            break;
+        }
+        match accepted {
+            Ok((stream, peer_addr)) => {
+                let info = ConnectionInfo {
+                    connection_id: next_connection_id,
+                    peer_addr,
+                    local_addr,
+                };
+                next_connection_id += 1;
+                tokio_uring::spawn(connection::serve(stream, info, shared.clone()));
+            }
+            Err(error) => {
+                // EMFILE and friends: the listener stays; back off a little so a descriptor
+                // shortage does not turn into a busy loop.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
