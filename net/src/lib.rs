@@ -3,4 +3,5 @@ pub mod config;
 pub mod meta_properties;
 pub mod node;
 pub mod protocol;
+pub mod peer;
 pub mod server;
