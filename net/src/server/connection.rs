@@ -52,6 +52,30 @@ enum Slot {
     Close,
 }
 
+/// Set by the reader when the client closed the connection.
+#[derive(Default)]
+struct PeerGone {
+    gone: std::cell::Cell<bool>,
+    notify: tokio::sync::Notify,
+}
+
+impl PeerGone {
+    fn set(&self) {
+        self.gone.set(true);
+        self.notify.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.gone.get() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 pub(crate) async fn serve(stream: TcpStream, info: ConnectionInfo, shared: Rc<Shared>) {
     let id = info.connection_id;
     let stream = Rc::new(stream);
@@ -64,8 +88,15 @@ pub(crate) async fn serve(stream: TcpStream, info: ConnectionInfo, shared: Rc<Sh
     tracing::debug!(connection = id, peer = %info.peer_addr, "connection open");
 
     let (slots_tx, slots_rx) = mpsc::unbounded_channel();
-    let writer = tokio_uring::spawn(write_loop(stream.clone(), slots_rx, id, shared.clone()));
-    read_loop(&stream, info, &shared, slots_tx).await;
+    let peer_gone = Rc::new(PeerGone::default());
+    let writer = tokio_uring::spawn(write_loop(
+        stream.clone(),
+        slots_rx,
+        id,
+        shared.clone(),
+        peer_gone.clone(),
+    ));
+    read_loop(&stream, info, &shared, slots_tx, &peer_gone).await;
     // The reader has stopped: the writer answers what is owed and ends when the channel does.
     let _ = writer.await;
 
@@ -79,6 +110,7 @@ async fn read_loop(
     info: ConnectionInfo,
     shared: &Shared,
     slots: mpsc::UnboundedSender<Slot>,
+    peer_gone: &PeerGone,
 ) {
     let id = info.connection_id;
     let config = &shared.config;
@@ -94,7 +126,15 @@ async fn read_loop(
         }
         let frame = match reader.next_frame(stream).await {
             Ok(frame) => frame,
-            Err(FrameError::Closed) => return,
+            Err(FrameError::Closed) => {
+                // The client closed its side: as Kafka, drop what it is still owed rather
+                // than keep long polls running for nobody. (A stop's own shutdown of the
+                // read side also ends here; then the owed replies are still written.)
+                if !shared.stopping.get() {
+                    peer_gone.set();
+                }
+                return;
+            }
             Err(error) => {
                 // A stop shuts the read side: that end of stream is not the client's fault.
                 if !shared.stopping.get() {
@@ -197,6 +237,7 @@ async fn write_loop(
     mut slots: mpsc::UnboundedReceiver<Slot>,
     id: u64,
     shared: Rc<Shared>,
+    peer_gone: Rc<PeerGone>,
 ) {
     let mut writer = SocketWriter::new(stream);
     while let Some(slot) = slots.recv().await {
@@ -214,6 +255,10 @@ async fn write_loop(
                 let reply = tokio::select! {
                     reply = reply => reply.ok(),
                     () = shared.forced_closed() => {
+                        task.abort();
+                        break;
+                    }
+                    () = peer_gone.wait() => {
                         task.abort();
                         break;
                     }

@@ -227,7 +227,10 @@ impl Server {
             return Err(ServerError::NoInFlight);
         }
         let address = config.listener;
-        let listener = tokio_uring::net::TcpListener::bind(address)
+        // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
+        // which would let a second node on the same port silently take half the connections.
+        let listener = std::net::TcpListener::bind(address)
+            .map(tokio_uring::net::TcpListener::from_std)
             .map_err(|source| ServerError::Bind { address, source })?;
         let local_addr = listener
             .local_addr()
