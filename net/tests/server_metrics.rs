@@ -1,0 +1,137 @@
+//! The metrics endpoint serves Prometheus text that a line-based parser reads, with Kafka's
+//! raft-metrics names; and the HTTP parser's fuzz corpus replays without a panic.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use ringlog_net::metrics::{MetricsRegistry, MetricsServer, RaftMetrics, fuzz_metrics_request};
+
+/// Starts the endpoint on its own runtime thread; the returned sender stops it.
+fn start(registry: MetricsRegistry) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        tokio_uring::start(async move {
+            let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), registry).unwrap();
+            addr_tx.send(server.local_addr()).unwrap();
+            let _ = stop_rx.await;
+        })
+    });
+    (addr_rx.recv().unwrap(), stop_tx)
+}
+
+fn get(addr: SocketAddr, request: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// Parses the text format line by line: `# HELP`/`# TYPE` comments, else
+/// `name{labels} value`. Returns `name{labels}` → value.
+fn parse_exposition(body: &str) -> HashMap<String, f64> {
+    let mut samples = HashMap::new();
+    let mut typed = std::collections::HashSet::new();
+    for line in body.lines() {
+        if let Some(comment) = line.strip_prefix("# ") {
+            let mut words = comment.splitn(3, ' ');
+            let kind = words.next().unwrap();
+            assert!(kind == "HELP" || kind == "TYPE", "unknown comment {line:?}");
+            let name = words.next().expect("metric name");
+            if kind == "TYPE" {
+                let metric_type = words.next().unwrap();
+                assert!(["gauge", "counter"].contains(&metric_type), "{line:?}");
+                typed.insert(name.to_string());
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("series and value");
+        let name = series.split('{').next().unwrap();
+        assert!(typed.contains(name), "{name} has no # TYPE line before it");
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad metric name {name:?}"
+        );
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line:?}");
+            }
+        }
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        assert!(
+            samples.insert(series.to_string(), value).is_none(),
+            "duplicate {series}"
+        );
+    }
+    samples
+}
+
+#[test]
+fn metrics_endpoint_serves_parseable_raft_metrics() {
+    let registry = MetricsRegistry::new();
+    let raft = RaftMetrics::new(&registry, "__cluster_metadata-0");
+    raft.current_state.set("leader");
+    raft.current_epoch.set(7.0);
+    raft.current_leader.set(1.0);
+    raft.high_watermark.set(5120793.0);
+    raft.commit_latency_ms.record(4.0);
+    raft.commit_latency_ms.record(8.0);
+    raft.append_records.record(300.0);
+    raft.snapshots_generated.increment(2);
+    let (addr, _stop) = start(registry);
+
+    let (status, body) = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, "HTTP/1.0 200 OK");
+    let samples = parse_exposition(&body);
+    let partition = "{partition=\"__cluster_metadata-0\"}";
+    let value = |name: &str| samples[&format!("kafka_server_raft_metrics_{name}{partition}")];
+    assert_eq!(value("current_epoch"), 7.0);
+    assert_eq!(value("current_leader"), 1.0);
+    assert_eq!(value("high_watermark"), 5120793.0);
+    assert_eq!(value("commit_latency_avg"), 6.0);
+    assert_eq!(value("commit_latency_max"), 8.0);
+    assert!(value("election_latency_avg").is_nan(), "no election yet");
+    assert_eq!(
+        value("append_records_rate"),
+        10.0,
+        "300 records over one 30 s window"
+    );
+    assert_eq!(value("snapshots_generated_total"), 2.0);
+    for state in RaftMetrics::STATES {
+        let series = format!(
+            "kafka_server_raft_metrics_current_state{{partition=\"__cluster_metadata-0\",state=\"{state}\"}}"
+        );
+        let expected = if *state == "leader" { 1.0 } else { 0.0 };
+        assert_eq!(samples[&series], expected, "{series}");
+    }
+
+    let (status, _) = get(addr, "GET /other HTTP/1.0\r\n\r\n");
+    assert_eq!(status, "HTTP/1.0 404 Not Found");
+    let (status, _) = get(addr, "POST /metrics HTTP/1.0\r\n\r\n");
+    assert_eq!(status, "HTTP/1.0 405 Method Not Allowed");
+    let (status, _) = get(addr, "garbage\r\n\r\n");
+    assert_eq!(status, "HTTP/1.0 400 Bad Request");
+}
+
+#[test]
+fn metrics_request_corpus_replays() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/corpus/metrics_request"
+    );
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        fuzz_metrics_request(&std::fs::read(entry.unwrap().path()).unwrap());
+        count += 1;
+    }
+    assert!(count > 0, "empty corpus {dir}");
+}
