@@ -26,6 +26,9 @@ const MAGIC_V2: u8 = 2;
 const ATTRIBUTE_CONTROL: u16 = 0x20;
 const CONTROL_TYPE_LEADER_CHANGE: i16 = 2;
 
+/// One record's key and value, either possibly null.
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// What the core reads from one batch header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -123,11 +126,7 @@ pub fn stamp_batch(batch: &[u8], base_offset: u64, leader_epoch: Epoch) -> Bytes
 
 /// Builds a RecordBatch v2 with the given records (each `(key, value)`), base offset 0 and
 /// epoch 0 (the leader stamps both). `control` sets the control attribute.
-pub fn build_batch(
-    records: &[(Option<&[u8]>, Option<&[u8]>)],
-    control: bool,
-    timestamp_ms: i64,
-) -> Bytes {
+pub fn build_batch(records: &[KeyValue<'_>], control: bool, timestamp_ms: i64) -> Bytes {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let mut body = BytesMut::new();
     for (offset_delta, (key, value)) in records.iter().enumerate() {

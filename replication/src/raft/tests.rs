@@ -42,7 +42,7 @@ fn vote_response(granted: bool, epoch: Epoch, leader_id: Option<NodeId>) -> Mess
 }
 
 fn client_batch(records: usize) -> Bytes {
-    let values: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+    let values: Vec<crate::records::KeyValue<'_>> =
         (0..records).map(|_| (None, Some(&b"v"[..]))).collect();
     build_batch(&values, false, 0)
 }

@@ -14,7 +14,7 @@ use super::{Profile, SimOptions, SimReport};
 use crate::message::Message;
 use crate::quorum::EpochState;
 use crate::raft::Raft;
-use crate::records::{build_batch, stamp_batch};
+use crate::records::{KeyValue, build_batch, stamp_batch};
 use crate::rng::SplitMix64;
 use crate::types::{ElectionState, Epoch, NodeId, QuorumConfig};
 use crate::work::{Persisted, Work};
@@ -135,6 +135,7 @@ struct Cluster {
     client_counter: u64,
     /// Last scheduled delivery time per directed link, to count reorders.
     last_delivery_ms: BTreeMap<(NodeId, NodeId), u64>,
+    disk_latency_max_ms: u64,
 }
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
@@ -215,6 +216,7 @@ impl Cluster {
             faults_active: true,
             client_counter: 0,
             last_delivery_ms: BTreeMap::new(),
+            disk_latency_max_ms: 3,
         }
     }
 
@@ -472,7 +474,7 @@ impl Cluster {
 
     fn push_op(&mut self, id: NodeId, kind: OpKind) {
         let now = self.now_ms;
-        let latency = self.rng.below(4);
+        let latency = self.rng.below(self.disk_latency_max_ms + 1);
         let n = self.nodes.get_mut(&id).expect("node exists");
         let op_id = n.next_op_id;
         n.next_op_id += 1;
@@ -786,7 +788,7 @@ impl Cluster {
                     .into_bytes()
                 })
                 .collect();
-            let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+            let pairs: Vec<KeyValue<'_>> =
                 values.iter().map(|v| (None, Some(v.as_slice()))).collect();
             batches.push(build_batch(&pairs, false, self.now_ms as i64));
         }
@@ -887,5 +889,114 @@ impl Cluster {
             sim_time_ms: self.now_ms,
             violation: self.checker.violation.clone(),
         }
+    }
+}
+
+/// A fault-free cluster for measuring the core's commit throughput (benches/consensus.rs):
+/// zero network delay, instant disks, every invariant still checked.
+pub struct SteadyCluster {
+    cluster: Cluster,
+    next_batch: u64,
+}
+
+impl SteadyCluster {
+    /// Starts `voters` voters and runs until one leads with everyone caught up.
+    pub fn new(voters: usize, seed: u64) -> Self {
+        let mut options = SimOptions::new(seed, Profile::Three);
+        options.fault_phase_ms = 0;
+        let mut cluster = Cluster::new(options);
+        assert!(
+            (1..=3).contains(&voters),
+            "the steady cluster has 1 to 3 voters"
+        );
+        let keep: Vec<NodeId> = (1..=voters as NodeId).collect();
+        cluster.nodes.retain(|id, _| keep.contains(id));
+        for n in cluster.nodes.values_mut() {
+            n.config = QuorumConfig {
+                voters: keep.clone(),
+                ..n.config.clone()
+            };
+        }
+        cluster.voters = keep.clone();
+        cluster.checker = Checker::new(keep);
+        cluster.network.config = NetworkConfig {
+            delay_min_ms: 0,
+            delay_max_ms: 0,
+            drop_per_mille: 0,
+            duplicate_per_mille: 0,
+        };
+        cluster.disk_latency_max_ms = 0;
+        cluster.faults_active = false;
+        let ids: Vec<NodeId> = cluster.nodes.keys().copied().collect();
+        for id in ids {
+            cluster.start_node(id);
+        }
+        let mut steady = Self {
+            cluster,
+            next_batch: 0,
+        };
+        steady.run_until(|c| c.converged());
+        steady
+    }
+
+    fn run_until(&mut self, done: impl Fn(&Cluster) -> bool) {
+        let c = &mut self.cluster;
+        while !done(c) {
+            let event = c
+                .queue
+                .pop()
+                .expect("a live cluster always has a next event");
+            c.now_ms = event.at_ms;
+            c.events += 1;
+            c.handle(event.kind);
+            c.check_states();
+            assert!(c.checker.violation.is_none(), "{:?}", c.checker.violation);
+        }
+    }
+
+    /// Appends `batches` batches of `records_per_batch` records to the leader in one call and
+    /// runs until the leader's high-watermark covers them. Returns the committed end offset.
+    pub fn commit(&mut self, batches: usize, records_per_batch: usize) -> u64 {
+        let leader = self
+            .cluster
+            .current_leader()
+            .expect("a steady cluster has a leader");
+        let mut proposals = Vec::with_capacity(batches);
+        for _ in 0..batches {
+            self.next_batch += 1;
+            let value = self.next_batch.to_be_bytes();
+            let pairs: Vec<KeyValue<'_>> = (0..records_per_batch)
+                .map(|_| (None, Some(&value[..])))
+                .collect();
+            proposals.push(build_batch(&pairs, false, 0));
+        }
+        let now = self.cluster.now_ms;
+        let raft = self
+            .cluster
+            .nodes
+            .get_mut(&leader)
+            .and_then(|n| n.raft.as_mut())
+            .expect("alive leader");
+        let (result, work) = raft
+            .append(now, proposals.clone())
+            .expect("leader accepts appends");
+        for batch in proposals {
+            self.cluster.checker.submitted.insert(batch);
+        }
+        self.cluster.execute(leader, work);
+        self.cluster.reschedule_tick(leader);
+        let target = result.last_offset + 1;
+        self.run_until(|c| {
+            c.nodes[&leader]
+                .raft
+                .as_ref()
+                .is_some_and(|r| r.high_watermark() >= target)
+        });
+        target
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.cluster.events
     }
 }

@@ -18,6 +18,9 @@ pub fn unstamped(bytes: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// A batch's identity in a log: (base offset, epoch).
+type BatchKey = (u64, Epoch);
+
 #[derive(Debug, Default)]
 pub struct Checker {
     pub voters: Vec<NodeId>,
@@ -26,7 +29,7 @@ pub struct Checker {
     /// Log matching: every batch ever appended anywhere, by (base offset, epoch), with its
     /// bytes and the (base offset, epoch) of the batch before it. Two logs holding the same
     /// key must hold the same bytes and the same predecessor, hence the same prefix.
-    registry: HashMap<(u64, Epoch), (Bytes, Option<(u64, Epoch)>)>,
+    registry: HashMap<BatchKey, (Bytes, Option<BatchKey>)>,
     /// The committed prefix as first reported by any high-watermark.
     pub committed: Vec<StoredBatch>,
     /// Unstamped client batches ever submitted.

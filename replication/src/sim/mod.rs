@@ -12,7 +12,7 @@ pub mod store;
 
 use std::collections::BTreeMap;
 
-pub use cluster::run_seed;
+pub use cluster::{SteadyCluster, run_seed};
 
 use crate::mutation::Mutation;
 

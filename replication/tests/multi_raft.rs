@@ -1,0 +1,91 @@
+//! Several partitions on one node over the same voter set: messages are routed by partition,
+//! and sends to one peer can be batched into one request.
+
+use std::collections::BTreeMap;
+
+use ringlog_replication::{
+    ElectionState, Message, MultiRaft, PartitionMessage, Persisted, QuorumConfig, RaftError,
+    RecoveredState, VoteResponse, Work,
+};
+
+#[test]
+fn partitions_elect_independently_and_sends_batch_by_peer() {
+    let config = QuorumConfig::new(1, &[1, 2, 3]).unwrap();
+    let partitions: BTreeMap<u32, RecoveredState> = [
+        (0, RecoveredState::default()),
+        (1, RecoveredState::default()),
+    ]
+    .into();
+    let mut node = MultiRaft::new(&config, &partitions, 5, 0).unwrap();
+    // Both groups time out and stand.
+    let (work, _) = node.tick(10_000).unwrap();
+    let votes: Vec<_> = work
+        .iter()
+        .filter(|w| matches!(w.work, Work::SendAfterPersist { .. }))
+        .collect();
+    assert_eq!(votes.len(), 4, "two partitions x two peers: {work:?}");
+    for item in &work {
+        if let Work::WriteQuorumState(state) = item.work {
+            node.on_persisted(10_000, item.partition, Persisted::QuorumState(state))
+                .unwrap();
+        }
+    }
+    // Partition 1 wins; partition 0 stays a candidate.
+    let grant = Message::VoteResponse(VoteResponse {
+        error_code: ringlog_replication::ErrorCode::None,
+        current_leader: ringlog_replication::LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: 1,
+        },
+        vote_granted: true,
+    });
+    let work = node
+        .step(
+            10_001,
+            2,
+            PartitionMessage {
+                partition: 1,
+                message: grant,
+            },
+        )
+        .unwrap();
+    assert!(work.iter().all(|w| w.partition == 1));
+    assert!(node.partition(1).unwrap().is_leader());
+    assert!(!node.partition(0).unwrap().is_leader());
+    assert_eq!(
+        node.partition(1).unwrap().election_state(),
+        ElectionState {
+            epoch: 1,
+            leader_id: Some(1),
+            voted_for: Some(1)
+        }
+    );
+    // Unknown partitions are typed errors.
+    let bogus = PartitionMessage {
+        partition: 9,
+        message: Message::VoteResponse(VoteResponse {
+            error_code: ringlog_replication::ErrorCode::None,
+            current_leader: ringlog_replication::LeaderIdAndEpoch {
+                leader_id: None,
+                leader_epoch: 1,
+            },
+            vote_granted: true,
+        }),
+    };
+    assert_eq!(
+        node.step(10_002, 2, bogus).unwrap_err(),
+        RaftError::UnknownPartition(9)
+    );
+    // Immediate sends group by peer.
+    let (mut work, _) = node.tick(30_000).unwrap();
+    work.retain(|w| matches!(w.work, Work::Send { .. } | Work::SendAfterPersist { .. }));
+    let (by_peer, _rest) = MultiRaft::batch_sends_by_peer(work);
+    for (peer, messages) in by_peer {
+        assert!(peer == 2 || peer == 3);
+        assert!(
+            messages
+                .windows(2)
+                .all(|w| w[0].partition <= w[1].partition)
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! The simulator in the normal test run: 1,000 seeds of the three-voter profile and 200 of the
+//! mixed profile (1–5 voters, 0–2 observers, every fault class), split into several tests so
+//! they run in parallel; the seeds that found bugs; determinism; and the mutation check (each
+//! deliberately broken rule must be caught by some seed).
+
+use ringlog_replication::Mutation;
+use ringlog_replication::sim::{Profile, SimOptions, SimReport, run_seed};
+
+fn run_range(profile: Profile, seeds: std::ops::Range<u64>) -> Vec<SimReport> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for seed in seeds {
+        let options = SimOptions::new(seed, profile);
+        let report = run_seed(&options);
+        if let Some(violation) = &report.violation {
+            failures.push(format!(
+                "seed {seed}: {violation}\n  replay: {}",
+                options.replay_command()
+            ));
+        }
+        reports.push(report);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} violations:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    reports
+}
+
+/// Every run must actually exercise the cluster: commits happen and faults fire.
+fn assert_exercised(reports: &[SimReport]) {
+    let committed: usize = reports.iter().map(|r| r.client_batches_committed).sum();
+    let crashes: u64 = reports
+        .iter()
+        .map(|r| r.faults.get("crash").copied().unwrap_or(0))
+        .sum();
+    let partitions: u64 = reports
+        .iter()
+        .map(|r| r.faults.get("two-way-partition").copied().unwrap_or(0))
+        .sum();
+    assert!(
+        committed > reports.len() * 10,
+        "too little committed: {committed}"
+    );
+    assert!(crashes > 0 && partitions > 0, "faults did not fire");
+}
+
+#[test]
+fn three_voters_seeds_0_to_250() {
+    assert_exercised(&run_range(Profile::Three, 0..250));
+}
+
+#[test]
+fn three_voters_seeds_250_to_500() {
+    assert_exercised(&run_range(Profile::Three, 250..500));
+}
+
+#[test]
+fn three_voters_seeds_500_to_750() {
+    assert_exercised(&run_range(Profile::Three, 500..750));
+}
+
+#[test]
+fn three_voters_seeds_750_to_1000() {
+    assert_exercised(&run_range(Profile::Three, 750..1000));
+}
+
+#[test]
+fn mixed_seeds_0_to_100() {
+    let reports = run_range(Profile::Mixed, 0..100);
+    assert_exercised(&reports);
+    assert!(reports.iter().any(|r| r.observers > 0) && reports.iter().any(|r| r.voters == 5));
+    assert!(reports.iter().any(|r| r.voters == 1));
+}
+
+#[test]
+fn mixed_seeds_100_to_200() {
+    assert_exercised(&run_range(Profile::Mixed, 100..200));
+}
+
+/// Seeds that found bugs, kept so they replay in every run (docs/simulator.md lists them).
+#[test]
+fn regression_seeds() {
+    // three: 13 (a lagging candidate reset every voter's election timer: livelock),
+    // 44 (a response to a request of a previous incarnation was taken for the current one),
+    // 18, 98, 555 (diverging truncation split a batch).
+    for seed in [13, 18, 44, 98, 555, 988] {
+        run_range(Profile::Three, seed..seed + 1);
+    }
+    // mixed: 295, 297 (an observer never sent its first fetch after start).
+    for seed in [295, 297, 298, 299] {
+        run_range(Profile::Mixed, seed..seed + 1);
+    }
+}
+
+#[test]
+fn same_seed_same_trace_bit_for_bit() {
+    for (profile, seed) in [
+        (Profile::Three, 7),
+        (Profile::Mixed, 11),
+        (Profile::Mixed, 12),
+    ] {
+        let first = run_seed(&SimOptions::new(seed, profile));
+        let second = run_seed(&SimOptions::new(seed, profile));
+        assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}");
+        assert_eq!(first.events, second.events);
+        assert_eq!(first.faults, second.faults);
+    }
+    let a = run_seed(&SimOptions::new(1, Profile::Three));
+    let b = run_seed(&SimOptions::new(2, Profile::Three));
+    assert_ne!(
+        a.trace_hash, b.trace_hash,
+        "different seeds must give different histories"
+    );
+}
+
+/// Runs seeds from 0 until one reports a violation; returns that seed.
+fn first_catching_seed(mutation: Mutation, profile: Profile, max_seeds: u64) -> Option<u64> {
+    (0..max_seeds).find(|&seed| {
+        let mut options = SimOptions::new(seed, profile);
+        options.mutation = Some(mutation);
+        run_seed(&options).violation.is_some()
+    })
+}
+
+#[test]
+fn mutation_double_vote_is_caught() {
+    // KIP-595: a voter grants at most one vote per epoch.
+    assert!(first_catching_seed(Mutation::DoubleVote, Profile::Three, 100).is_some());
+}
+
+#[test]
+fn mutation_high_watermark_without_majority_is_caught() {
+    assert!(
+        first_catching_seed(Mutation::HighWatermarkWithoutMajority, Profile::Three, 100).is_some()
+    );
+}
+
+#[test]
+fn mutation_truncate_below_high_watermark_is_caught() {
+    assert!(
+        first_catching_seed(Mutation::TruncateBelowHighWatermark, Profile::Three, 100).is_some()
+    );
+}
+
+#[test]
+fn mutation_skip_own_epoch_commit_rule_is_caught() {
+    // Rare: it needs a new leader to commit old-epoch records through a short fetch and then
+    // lose them to a leader that never had them. Seed 87 is the first of the three profile.
+    assert!(first_catching_seed(Mutation::SkipOwnEpochCommitRule, Profile::Three, 400).is_some());
+}
