@@ -322,7 +322,15 @@ impl PartitionLog {
         let base = self.segments[index].base_offset;
         let tail_path = segment::segment_file_path(&self.dir, base, "tail");
         let sequence = self.segments[index].slot_sequence + 1;
-        let slot = encode_slot(sequence, block_start / block as u64, partial, block);
+        // No blocks written with this slot: the flushed range is empty.
+        let slot = encode_slot(
+            sequence,
+            block_start / block as u64,
+            partial,
+            block,
+            block_start,
+            &[],
+        );
         match self.segments[index].tail_file {
             Some(tail) => {
                 let ops = vec![

@@ -7,9 +7,16 @@
 //! ```
 //!
 //! submitted as two linked chains, the second only when the first completed, so the slot write
-//! starts only after the segment's fdatasync completed (not left to a backend's link semantics). That order is what makes the slot a *durable mark*: if a slot is on the
-//! disk, every full block before it is too, so recovery knows that any damage below the mark is
-//! corruption, and anything after it is the unfinished next flush. A sealing chain (the segment
+//! starts only after the segment's fdatasync completed (not left to a backend's link semantics).
+//! That order is what makes the slot a *durable mark*: if a slot is on the disk, every full block
+//! before it is too, so recovery knows that any damage below the mark is corruption, and anything
+//! after it is the unfinished next flush.
+//!
+//! Why not run the two fdatasyncs concurrently (one chain per file, the slot carrying the CRC of
+//! the blocks so recovery could tell whether they landed)? Tried: then a slot on disk no longer
+//! proves its blocks were durable, and a bit flip in the last flush's blocks becomes
+//! indistinguishable from a torn flush: recovery would cut acknowledged records instead of
+//! refusing. The CRC is kept as an extra check of the last flush's blocks. A sealing chain (the segment
 //! was rolled) writes the final partial block, zero padded, to the `.log` file itself (a position
 //! never written before), then the slot, then the `.index` file.
 //!
@@ -215,7 +222,7 @@ impl PartitionLog {
         let tail_path = segment::segment_file_path(&self.dir, base, "tail");
         let log_path = segment::segment_file_path(&self.dir, base, "log");
         let mut tail_bytes = vec![0u8; tail_slot::tail_file_size_bytes(block) as usize];
-        let first_slot = encode_slot(0, 0, &[], block);
+        let first_slot = encode_slot(0, 0, &[], block, 0, &[]);
         tail_bytes[..first_slot.len()].copy_from_slice(first_slot.as_slice());
         blocking::write_file_atomically(io, &tail_path, &tail_bytes, &mut self.foreign)?;
         let tail = io.open(
@@ -264,7 +271,18 @@ impl PartitionLog {
         );
         let partial =
             &segment.write_tail.as_slice()[(full_end - segment.write_tail_start) as usize..];
-        let slot = encode_slot(slot_sequence, full_end / block as u64, partial, block);
+        // The slot also records where this flush's full blocks start and their CRC32C, so
+        // recovery can check that the blocks it vouches for are intact.
+        let flush_start = segment.written_full_end;
+        let blocks_len = (full_end - flush_start) as usize;
+        let slot = encode_slot(
+            slot_sequence,
+            full_end / block as u64,
+            partial,
+            block,
+            flush_start,
+            &segment.write_tail.as_slice()[..blocks_len],
+        );
 
         let mut ops = Vec::new();
         let mut targets = Vec::new();

@@ -7,8 +7,9 @@
 //!   later one was created) or `Last`.
 //! - **mark**: `Known` when the last segment has a `.tail` file: its newest valid slot gives the
 //!   *durable mark*, the end of the newest flush whose slot reached the disk. The slot is written
-//!   only after the segment's own fdatasync (one linked chain), so every byte below the mark was
-//!   durable; bytes past it belong to at most one unfinished flush. `Unknown` otherwise (a
+//!   only after the segment's own fdatasync completed, so every byte below the mark was durable
+//!   (the slot also holds the CRC32C of its flush's full blocks, checked before the table);
+//!   bytes past it belong to at most one unfinished flush. `Unknown` otherwise (a
 //!   sealed segment, or a last segment whose `.tail` is gone, e.g. after a seal).
 //! - **stop**: how the batch scan (frame, CRC, offset continuity, epoch order) ended: `Clean`
 //!   (end of file, or only zero bytes after the last batch), `Incomplete` (the last batch runs
@@ -33,7 +34,8 @@
 //! | 8 | Last | Unknown | Incomplete, Invalid | AtOrAbove | no | yes | refuse: below the floor |
 //!
 //! Before the table: a segment whose base offset does not continue the previous segment's end,
-//! a `.tail` file without any valid slot, or a read error (EIO is corruption) refuses to open
+//! a `.tail` file without any valid slot, blocks of the last flush that no longer match the CRC
+//! in its slot, or a read error (EIO is corruption) refuses to open
 //! with the path. After it: the last segment's end is made durable in the tail-slot way (a new
 //! slot holding the partial last block, then the `.log` cut at the block boundary), indexes that
 //! are missing or disagree are rewritten, the leader-epoch-checkpoint is rebuilt from the
@@ -307,6 +309,7 @@ impl PartitionLog {
             let mut tail_file: Option<FileId> = None;
             let mut mark = None;
             let mut slot_sequence = 0;
+            let mut damaged_last_flush: Option<(u64, String)> = None;
             if io.exists(&tail_path) {
                 if role == SegmentRole::Sealed {
                     io.remove_file(&tail_path)?;
@@ -320,13 +323,29 @@ impl PartitionLog {
                         },
                     )?;
                     let tail_bytes = read_for_recovery(io, tail, &tail_path, &mut foreign)?;
-                    let Some(slot) = tail_slot::newest_valid_slot(&tail_bytes, block) else {
+                    let Some(slot) = tail_slot::valid_slots_newest_first(&tail_bytes, block)
+                        .into_iter()
+                        .next()
+                    else {
                         return Err(LogError::Corruption {
                             path: tail_path,
                             position: 0,
                             reason: "tail file holds no valid slot".into(),
                         });
                     };
+                    // The slot was written only after its flush's blocks were fdatasynced, so
+                    // blocks that no longer match its CRC are damaged acknowledged data.
+                    if !slot.flushed_blocks_present(&image, block) {
+                        damaged_last_flush = Some((
+                            slot.flush_start_position,
+                            format!(
+                                "the blocks of the last flush [{}, {}) do not match the CRC32C recorded in tail slot {}",
+                                slot.flush_start_position,
+                                slot.block_start(block),
+                                slot.sequence
+                            ),
+                        ));
+                    }
                     let start = (slot.block_index as usize).saturating_mul(block);
                     let mark_position = slot.durable_mark(block);
                     if mark_position > log.config.segment_size_bytes + block as u64 {
@@ -355,6 +374,20 @@ impl PartitionLog {
 
             let image = Bytes::from(image);
             let scan = scan_segment(&image, base, last_epoch, &log.config);
+            if let Some((flush_start, reason)) = damaged_last_flush {
+                // Name the first damaged batch when the scan finds it inside those blocks.
+                let position = if scan.stop != ScanStop::Clean && scan.stop_position >= flush_start
+                {
+                    scan.stop_position
+                } else {
+                    flush_start
+                };
+                return Err(LogError::Corruption {
+                    path: log_path,
+                    position,
+                    reason,
+                });
+            }
             let valid_after = scan.stop != ScanStop::Clean
                 && has_valid_batch_after(
                     &image,
