@@ -442,6 +442,22 @@ fn errors_carry_path_and_offset(io: &mut impl Io, root: &Path) {
         "an unknown file id is EBADF, not a panic"
     );
     assert_eq!(c.result.expect_err("bad id").offset, 7);
+    let reader = io.open(&path, READ_ONLY).expect("open");
+    let huge = ringlog_engine::io::TRANSFER_BYTES_MAX + 1;
+    let c = run_one(
+        io,
+        Op::Read {
+            file: reader,
+            offset: 0,
+            len: huge,
+        },
+    );
+    assert_eq!(
+        errno_of(&c),
+        Some(libc::EINVAL),
+        "an oversized read is EINVAL, not a giant allocation"
+    );
+    io.close(reader).expect("close");
 }
 
 fn drain_without_wait(io: &mut impl Io, root: &Path) {

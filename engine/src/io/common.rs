@@ -84,6 +84,18 @@ pub(crate) fn check_direct_alignment(
     }
 }
 
+/// The most one read or write may transfer: Linux's MAX_RW_COUNT (2 GiB - 4 KiB). Larger requests
+/// complete with EINVAL on every backend instead of a giant allocation (or an SQE length overflow).
+pub const TRANSFER_BYTES_MAX: usize = 0x7fff_f000;
+
+pub(crate) fn check_transfer_len(op: &Op) -> Result<(), std::io::Error> {
+    if op.len_bytes() > TRANSFER_BYTES_MAX {
+        Err(errno(libc::EINVAL))
+    } else {
+        Ok(())
+    }
+}
+
 /// A completion that failed before reaching the device, giving the write buffer back.
 pub(crate) fn failed_completion(
     op_id: OpId,

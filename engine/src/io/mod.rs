@@ -38,6 +38,7 @@ pub mod uring;
 pub use any::{AnyIo, BackendChoice, BackendChoiceError, IO_BACKEND_ENV, open_default_io};
 
 pub use buffer::AlignedBuf;
+pub use common::TRANSFER_BYTES_MAX;
 pub use memory::{MemoryConfig, MemoryIo};
 pub use posix::{BLOCK_SIZE_BYTES_MIN, discover_block_size_bytes};
 pub use syscall::SyscallIo;

@@ -10,7 +10,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::common::{UNKNOWN_FILE_PATH, check_direct_alignment, errno, failed_completion};
+use super::common::{
+    UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
+};
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
 use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
@@ -73,6 +75,9 @@ impl SyscallIo {
         if entry.direct
             && let Err(e) = check_direct_alignment(&op, self.block_size_bytes)
         {
+            return failed_completion(op_id, op, &entry.path, e);
+        }
+        if let Err(e) = check_transfer_len(&op) {
             return failed_completion(op_id, op, &entry.path, e);
         }
         if entry.read_only && matches!(op, Op::Write { .. }) {

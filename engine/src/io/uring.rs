@@ -25,7 +25,9 @@ use std::path::Path;
 
 use io_uring::{IoUring, opcode, squeue, types};
 
-use super::common::{UNKNOWN_FILE_PATH, check_direct_alignment, errno, failed_completion};
+use super::common::{
+    UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
+};
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
 use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
@@ -103,9 +105,7 @@ impl UringIo {
             check_direct_alignment(op, self.block_size_bytes)
                 .map_err(|e| (entry.path.clone(), e))?;
         }
-        if u32::try_from(op.len_bytes()).is_err() {
-            return Err((entry.path.clone(), errno(libc::EINVAL)));
-        }
+        check_transfer_len(op).map_err(|e| (entry.path.clone(), e))?;
         Ok(())
     }
 

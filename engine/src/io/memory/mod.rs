@@ -28,7 +28,9 @@ pub use fault::{FaultConfig, FaultKind, FaultTrigger, SimRng};
 pub use fs::TornWrite;
 
 use self::fs::{CrashCandidate, Fs, InodeId, components, normalize};
-use super::common::{UNKNOWN_FILE_PATH, check_direct_alignment, errno, failed_completion};
+use super::common::{
+    UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
+};
 use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
 /// The largest file the memory backend will grow (a huge offset is a caller bug, reported as EFBIG
@@ -351,6 +353,9 @@ impl MemoryIo {
             Err(e) => return failed_completion(op_id, op, Path::new(UNKNOWN_FILE_PATH), e.source),
         };
         if direct && let Err(e) = check_direct_alignment(&op, self.config.block_size_bytes) {
+            return failed_completion(op_id, op, &path, e);
+        }
+        if let Err(e) = check_transfer_len(&op) {
             return failed_completion(op_id, op, &path, e);
         }
         let end = op.offset().checked_add(op.len_bytes() as u64);
