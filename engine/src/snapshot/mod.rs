@@ -54,9 +54,9 @@ pub use reader::{
     FileRegion, RawSnapshotReader, SnapshotContents, read_snapshot, validate_snapshot_bytes,
 };
 pub use store::{
-    PartPolicy, RECOVERY_CASES, RecoveryAction, RecoveryReport, SnapshotListing, delete_snapshot,
-    delete_snapshots_before, latest_valid_snapshot, list_snapshots, recover_snapshot_dir,
-    recovery_action,
+    PartPolicy, RECOVERY_CASES, RecoveryAction, RecoveryReport, SkippedSnapshots, SnapshotListing,
+    delete_snapshot, delete_snapshots_before, latest_valid_snapshot, list_snapshots,
+    recover_snapshot_dir, recovery_action,
 };
 pub use writer::{RawSnapshotWriter, SnapshotFileSink, SnapshotWriter, write_snapshot};
 

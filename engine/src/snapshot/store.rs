@@ -186,6 +186,9 @@ pub fn recover_snapshot_dir<I: Io>(
     Ok(report)
 }
 
+/// Frozen snapshots that failed validation, newest first, with why.
+pub type SkippedSnapshots = Vec<(SnapshotId, SnapshotError)>;
+
 /// The newest frozen snapshot that validates end to end, plus the newer ones that did not (with
 /// their errors, newest first; they are left on disk for an operator to inspect). `.part` and
 /// `.deleted` files are never considered.
@@ -193,7 +196,7 @@ pub fn latest_valid_snapshot<I: Io>(
     io: &mut I,
     foreign: &mut Vec<Completion>,
     partition_dir: &Path,
-) -> Result<(Option<SnapshotContents>, Vec<(SnapshotId, SnapshotError)>), SnapshotError> {
+) -> Result<(Option<SnapshotContents>, SkippedSnapshots), SnapshotError> {
     let listing = list_snapshots(io, partition_dir)?;
     let mut skipped = Vec::new();
     for file in listing.frozen.iter().rev() {
