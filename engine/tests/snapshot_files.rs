@@ -461,3 +461,81 @@ fn structure_errors_name_the_position() {
     .unwrap_err();
     assert!(error.is_corruption(), "{error}");
 }
+
+// Kafka (kraft.version 1) writes KRaftVersion (and Voters) records in the header's batch, after
+// the SnapshotHeader, and the footer in a batch of its own: such a snapshot loads.
+#[test]
+fn kafka_style_header_batch_with_kraft_version_loads() {
+    use ringlog_engine::batch::RecordBatchBuilder;
+    use ringlog_engine::batch::control::{
+        ControlRecord, ControlRecordKey, ControlRecordType, SnapshotFooterRecord,
+        SnapshotHeaderRecord, build_control_batch, build_snapshot_footer_batch,
+    };
+    let id = SnapshotId {
+        end_offset: 9,
+        epoch: 4,
+    };
+    let header = build_control_batch(
+        0,
+        4,
+        0,
+        &[
+            ControlRecord::SnapshotHeader(SnapshotHeaderRecord::new(0)),
+            ControlRecord::Other {
+                key: ControlRecordKey::new(ControlRecordType::KRaftVersion),
+                value: Some(Bytes::from_static(&[0, 0, 0, 1, 0])),
+            },
+        ],
+    );
+    let mut data = RecordBatchBuilder::new(header.next_offset()).with_leader_epoch(4);
+    data.append(0, Some(b"k"), Some(b"v"), &[]);
+    let data = data.build();
+    let footer =
+        build_snapshot_footer_batch(data.next_offset(), 4, 0, &SnapshotFooterRecord::new());
+    let mut bytes = Vec::new();
+    for batch in [&header, &data, &footer] {
+        bytes.extend_from_slice(batch.as_bytes());
+    }
+    let contents = ringlog_engine::snapshot::validate_snapshot_bytes(
+        Path::new("/k"),
+        id,
+        Bytes::from(bytes.clone()),
+    )
+    .unwrap();
+    assert_eq!(contents.records_count, 1);
+    assert_eq!(
+        contents.format, None,
+        "Kafka does not name a ringlog format"
+    );
+    // A second SnapshotHeader in that batch is misplaced.
+    let twice = build_control_batch(
+        0,
+        4,
+        0,
+        &[
+            ControlRecord::SnapshotHeader(SnapshotHeaderRecord::new(0)),
+            ControlRecord::SnapshotHeader(SnapshotHeaderRecord::new(0)),
+        ],
+    );
+    let mut bad = twice.as_bytes().to_vec();
+    let data = data.into_stamped(twice.next_offset(), 4);
+    bad.extend_from_slice(data.as_bytes());
+    bad.extend_from_slice(
+        build_snapshot_footer_batch(data.next_offset(), 4, 0, &SnapshotFooterRecord::new())
+            .as_bytes(),
+    );
+    let error =
+        ringlog_engine::snapshot::validate_snapshot_bytes(Path::new("/k"), id, Bytes::from(bad))
+            .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SnapshotError::Structure {
+                reason: StructureError::MisplacedControlRecord,
+                position: 0,
+                ..
+            }
+        ),
+        "{error}"
+    );
+}

@@ -13,9 +13,9 @@ use super::SnapshotId;
 pub enum StructureError {
     #[error("the file is empty")]
     Empty,
-    #[error("the first batch is not a control batch holding exactly one SnapshotHeader record")]
+    #[error("the first batch is not a control batch starting with a SnapshotHeader record")]
     FirstBatchNotHeader,
-    #[error("the last batch is not a control batch holding exactly one SnapshotFooter record")]
+    #[error("the last batch is not a control batch ending with a SnapshotFooter record")]
     LastBatchNotFooter,
     #[error("a SnapshotHeader or SnapshotFooter appears in the middle of the snapshot")]
     MisplacedControlRecord,

@@ -144,8 +144,12 @@ pub fn validate_snapshot_bytes(
             .map(|r| r.map(|(_, record)| record))
             .collect::<Result<_, _>>()
             .map_err(batch_error)?;
+        // Kafka (kraft.version 1) puts KRaftVersion and Voters records in the header's batch,
+        // after the SnapshotHeader; the footer gets a batch of its own. So: the header must be the
+        // first record of the first batch, the footer the last record of the last batch, and
+        // neither may appear anywhere else.
         if is_first {
-            let [ControlRecord::SnapshotHeader(h)] = controls.as_slice() else {
+            let Some(ControlRecord::SnapshotHeader(h)) = controls.first() else {
                 return Err(structure(position, StructureError::FirstBatchNotHeader));
             };
             if h.version > SNAPSHOT_HEADER_VERSION || h.version < 0 {
@@ -159,17 +163,9 @@ pub fn validate_snapshot_bytes(
             if is_last {
                 return Err(structure(position, StructureError::LastBatchNotFooter));
             }
-            continue;
-        }
-        let misplaced = controls.iter().any(|c| {
-            matches!(c, ControlRecord::SnapshotHeader(_))
-                || (!is_last && matches!(c, ControlRecord::SnapshotFooter(_)))
-        });
-        if misplaced {
-            return Err(structure(position, StructureError::MisplacedControlRecord));
         }
         if is_last {
-            let [ControlRecord::SnapshotFooter(f)] = controls.as_slice() else {
+            let Some(ControlRecord::SnapshotFooter(f)) = controls.last() else {
                 return Err(structure(position, StructureError::LastBatchNotFooter));
             };
             if f.version > SNAPSHOT_FOOTER_VERSION || f.version < 0 {
@@ -179,6 +175,18 @@ pub fn validate_snapshot_bytes(
                 ));
             }
             footer_position = Some(position);
+        }
+        let first_allowed = usize::from(is_first);
+        let last_allowed = controls.len() - usize::from(is_last);
+        let misplaced = controls.iter().enumerate().any(|(index, c)| {
+            let header_or_footer = matches!(
+                c,
+                ControlRecord::SnapshotHeader(_) | ControlRecord::SnapshotFooter(_)
+            );
+            header_or_footer && (index >= first_allowed && index < last_allowed)
+        });
+        if misplaced {
+            return Err(structure(position, StructureError::MisplacedControlRecord));
         }
         // Other control batches (e.g. Kafka's KRaftVersion and Voters records after the header)
         // are valid in a snapshot but are not the state machine's records: skipped.
