@@ -5,7 +5,7 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
@@ -311,8 +311,8 @@ fn describe_quorum(bootstrap: &str) -> Result<(), String> {
     println!("CurrentObservers:       [{}]", ids(&p.observers));
     println!();
     println!(
-        "{:<8} {:<14} {:<8} {:<20} {:<23} {}",
-        "NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"
+        "{:<8} {:<14} {:<8} {:<20} {:<23} Status",
+        "NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp"
     );
     let ago = |ts: i64| {
         if ts < 0 {
@@ -468,7 +468,6 @@ fn consume(bootstrap: &str, from_beginning: bool, max_records: Option<u64>) -> R
             .max(0)
     };
     let mut printed = 0u64;
-    let started = Instant::now();
     loop {
         let data = client
             .fetch(offset, 500, 1 << 20)
@@ -496,7 +495,6 @@ fn consume(bootstrap: &str, from_beginning: bool, max_records: Option<u64>) -> R
                 }
             }
         }
-        let _ = started;
     }
 }
 

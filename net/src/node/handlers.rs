@@ -683,12 +683,14 @@ mod tests {
     #[test]
     fn consumers_see_only_batches_below_the_high_watermark() {
         let first = RecordBatchBuilder::new(0)
+            .with_leader_epoch(1)
             .tap(|b| {
                 b.append(0, None, Some(b"x"), &[]);
             })
             .build()
             .into_bytes();
         let second = RecordBatchBuilder::new(1)
+            .with_leader_epoch(1)
             .tap(|b| {
                 b.append(0, None, Some(b"y"), &[]);
             })

@@ -22,6 +22,7 @@
 pub mod client;
 pub mod convert;
 mod handlers;
+mod requests;
 pub mod storage;
 pub mod transport;
 
@@ -32,20 +33,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ringlog_engine::io::{AnyIo, BackendChoiceError, Completion, Io};
 use ringlog_engine::log::LogConfig;
 use ringlog_replication::{
-    self as core, MultiRaft, NodeId, PartitionId, PartitionMessage, PartitionWork, Persisted,
-    QuorumConfig, RaftError, RecoveredState, Work,
+    self as core, MultiRaft, NodeId, PartitionId, PartitionWork, Persisted, QuorumConfig,
+    RaftError, RecoveredState, Work,
 };
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::NodeConfig;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
-use crate::protocol::{
-    ApiKey, EncodeError, Request, RequestHeader, Response, encode_request, encode_response,
-};
+use crate::protocol::{ApiKey, EncodeError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use storage::{PartitionStore, StorageError};
-use transport::{Event, Outgoing, PeerLane, Responder};
+use transport::{Event, PeerLane, Responder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -316,232 +315,42 @@ impl Node {
                 correlation_ids,
             } => {
                 for id in correlation_ids {
-                    self.peer_pending.remove(&(peer, id));
+                    if let Some(PeerPending::Fetch(fetches)) = self.peer_pending.remove(&(peer, id))
+                    {
+                        // The core only learns of a lost fetch at its request timeout, and an
+                        // observer looking for the leader would keep asking the same dead
+                        // voter: answer the fetch as failed (BROKER_NOT_AVAILABLE) so it backs
+                        // off and asks the next one.
+                        for (partition, correlation_id) in fetches {
+                            let message = core::Message::FetchResponse(core::FetchResponse {
+                                correlation_id,
+                                error_code: core::ErrorCode::BrokerNotAvailable,
+                                current_leader: core::LeaderIdAndEpoch {
+                                    leader_id: None,
+                                    leader_epoch: 0,
+                                },
+                                high_watermark: 0,
+                                log_start_offset: 0,
+                                diverging_epoch: None,
+                                snapshot_id: None,
+                                records: bytes::Bytes::new(),
+                            });
+                            let now = self.now_ms();
+                            let step = self.multi.step(
+                                now,
+                                peer,
+                                ringlog_replication::PartitionMessage { partition, message },
+                            );
+                            match step {
+                                Ok(work) => self.execute(work)?,
+                                Err(error) => tracing::debug!(%error, "failed fetch not taken"),
+                            }
+                        }
+                    }
                 }
                 Ok(())
             }
         }
-    }
-
-    // ---- inbound requests -------------------------------------------------------------------
-
-    fn handle_request(
-        &mut self,
-        responder: Responder,
-        header: RequestHeader,
-        request: Request,
-    ) -> Result<(), NodeError> {
-        let version = header.api_version;
-        match request {
-            Request::Vote(r) => {
-                let parts = convert::vote_request_parts(&r, &self.table);
-                self.start_raft_request(responder, &header, ApiKey::Vote, parts)
-            }
-            Request::BeginQuorumEpoch(r) => {
-                let parts = convert::begin_quorum_epoch_request_parts(&r, &self.table);
-                self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
-            }
-            Request::EndQuorumEpoch(r) => {
-                let parts = convert::end_quorum_epoch_request_parts(&r, &self.table);
-                self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
-            }
-            Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
-                let mut next = self.next_core_correlation_id;
-                let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
-                    next += 1;
-                    next
-                });
-                self.next_core_correlation_id = next;
-                self.start_raft_request(responder, &header, ApiKey::Fetch, parts)
-            }
-            other => self.handle_client_request(responder, header, other),
-        }
-    }
-
-    /// Registers an answer slot per partition, then steps the core with each part.
-    fn start_raft_request(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        api: ApiKey,
-        parts: Vec<InboundPart>,
-    ) -> Result<(), NodeError> {
-        let id = self.next_pending_id;
-        self.next_pending_id += 1;
-        let mut answers = Vec::with_capacity(parts.len());
-        let mut steps = Vec::new();
-        for (slot, part) in parts.iter().enumerate() {
-            match &part.target {
-                Err(error) => answers.push(Some(PartAnswer::Error(*error))),
-                Ok((partition, from, message)) => {
-                    answers.push(None);
-                    if let core::Message::FetchRequest(f) = message {
-                        self.fetch_slots.insert(f.correlation_id, (id, slot));
-                        let superseded = self
-                            .latest_replica_fetch
-                            .insert((*from, *partition), f.correlation_id);
-                        if let Some(old) = superseded {
-                            // The core drops a parked fetch when the same replica fetches
-                            // again; answer the old request so its connection moves on.
-                            self.answer_slot_by_fetch_id(
-                                old,
-                                PartAnswer::Error(crate::protocol::ErrorCode::RequestTimedOut),
-                            );
-                        }
-                    } else {
-                        self.fifo
-                            .entry((*from, api, *partition))
-                            .or_default()
-                            .push_back((id, slot));
-                    }
-                    steps.push((slot, *partition, *from, message.clone()));
-                }
-            }
-        }
-        self.pending.insert(
-            id,
-            PendingRequest {
-                responder,
-                correlation_id: header.correlation_id,
-                api,
-                version: header.api_version,
-                parts,
-                answers,
-                started_ms: self.now_ms(),
-            },
-        );
-        for (slot, partition, from, message) in steps {
-            let now = self.now_ms();
-            let span = tracing::debug_span!("step", partition, from, kind = message.kind());
-            let _guard = span.enter();
-            match self
-                .multi
-                .step(now, from, PartitionMessage { partition, message })
-            {
-                Ok(work) => self.execute(work)?,
-                Err(error) => {
-                    tracing::warn!(%error, "request refused by the core");
-                    self.fill(
-                        id,
-                        slot,
-                        PartAnswer::Error(crate::protocol::ErrorCode::InvalidRequest),
-                    );
-                }
-            }
-        }
-        self.maybe_complete(id)
-    }
-
-    fn fill(&mut self, id: u64, slot: usize, answer: PartAnswer) {
-        if let Some(pending) = self.pending.get_mut(&id)
-            && pending.answers[slot].is_none()
-        {
-            pending.answers[slot] = Some(answer);
-        }
-    }
-
-    fn answer_slot_by_fetch_id(&mut self, correlation_id: u64, answer: PartAnswer) {
-        if let Some((id, slot)) = self.fetch_slots.remove(&correlation_id) {
-            self.fill(id, slot, answer);
-            if let Err(error) = self.maybe_complete(id) {
-                tracing::warn!(%error, "answering a fetch");
-            }
-        }
-    }
-
-    /// Sends the wire response once every partition is answered.
-    fn maybe_complete(&mut self, id: u64) -> Result<(), NodeError> {
-        let done = self
-            .pending
-            .get(&id)
-            .is_some_and(|p| p.answers.iter().all(Option::is_some));
-        if !done {
-            return Ok(());
-        }
-        let pending = self.pending.remove(&id).expect("checked above");
-        let answers: Vec<PartAnswer> = pending
-            .answers
-            .into_iter()
-            .map(|a| a.expect("all answered"))
-            .collect();
-        let response = match pending.api {
-            ApiKey::Vote => Response::Vote(convert::vote_response(&pending.parts, &answers)),
-            ApiKey::BeginQuorumEpoch => Response::BeginQuorumEpoch(
-                convert::begin_quorum_epoch_response(&pending.parts, &answers),
-            ),
-            ApiKey::EndQuorumEpoch => Response::EndQuorumEpoch(convert::end_quorum_epoch_response(
-                &pending.parts,
-                &answers,
-            )),
-            ApiKey::Fetch => Response::Fetch(convert::fetch_response(&pending.parts, &answers)),
-            other => unreachable!("{other:?} is not a quorum request"),
-        };
-        let frame = encode_response(pending.correlation_id, pending.version, &response)?;
-        pending.responder.send(Some(frame));
-        Ok(())
-    }
-
-    /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
-    /// so their connections are not blocked forever.
-    fn expire(&mut self, now: u64) {
-        let limit_ms = self.config.fetch_max_wait_ms + self.config.request_timeout_ms;
-        let stale: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| now.saturating_sub(p.started_ms) > limit_ms)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stale {
-            if let Some(pending) = self.pending.get_mut(&id) {
-                for answer in &mut pending.answers {
-                    answer.get_or_insert(PartAnswer::Error(
-                        crate::protocol::ErrorCode::RequestTimedOut,
-                    ));
-                }
-            }
-            if let Err(error) = self.maybe_complete(id) {
-                tracing::warn!(%error, "answering an expired request");
-            }
-        }
-        self.handlers_expire(now);
-    }
-
-    // ---- peer responses ---------------------------------------------------------------------
-
-    fn handle_peer_response(
-        &mut self,
-        peer: NodeId,
-        correlation_id: i32,
-        response: Response,
-    ) -> Result<(), NodeError> {
-        let Some(pending) = self.peer_pending.remove(&(peer, correlation_id)) else {
-            return Ok(());
-        };
-        let parts = match (&pending, &response) {
-            (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
-                convert::peer_fetch_response_parts(r, &self.table, |partition| {
-                    fetches
-                        .iter()
-                        .find(|(p, _)| *p == partition)
-                        .map(|(_, id)| *id)
-                })
-            }
-            (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
-            _ => Vec::new(),
-        };
-        for (partition, message) in parts {
-            let now = self.now_ms();
-            match self
-                .multi
-                .step(now, peer, PartitionMessage { partition, message })
-            {
-                Ok(work) => self.execute(work)?,
-                Err(error) => {
-                    tracing::warn!(peer, partition, %error, "peer response refused by the core")
-                }
-            }
-        }
-        Ok(())
     }
 
     // ---- executing the core's work ---------------------------------------------------------
@@ -694,92 +503,6 @@ impl Node {
             }
             core::Message::FetchResponse(r) => self.answer_fetch(r),
         }
-    }
-
-    fn answer_fifo(
-        &mut self,
-        to: NodeId,
-        api: ApiKey,
-        partition: PartitionId,
-        message: core::Message,
-    ) -> Result<(), NodeError> {
-        let queue = self.fifo.entry((to, api, partition)).or_default();
-        while let Some((id, slot)) = queue.pop_front() {
-            if self.pending.contains_key(&id) {
-                self.fill(id, slot, PartAnswer::Core(message));
-                return self.maybe_complete(id);
-            }
-        }
-        tracing::debug!(to, ?api, "a core answer with no waiting request (expired)");
-        Ok(())
-    }
-
-    fn answer_fetch(&mut self, response: core::FetchResponse) -> Result<(), NodeError> {
-        match self.fetch_slots.remove(&response.correlation_id) {
-            Some((id, slot)) => {
-                self.fill(
-                    id,
-                    slot,
-                    PartAnswer::Core(core::Message::FetchResponse(response)),
-                );
-                self.maybe_complete(id)
-            }
-            None => Ok(()),
-        }
-    }
-
-    fn send_fetches(
-        &mut self,
-        fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
-    ) -> Result<(), NodeError> {
-        for (to, list) in fetches {
-            let hosted: Vec<_> = list.iter().map(|(p, f)| (self.table.get(*p), f)).collect();
-            let request = convert::fetch_request(&self.cluster_id, self.config.node_id, &hosted);
-            let pending =
-                PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
-            self.send_to_peer(
-                to,
-                Request::Fetch(request),
-                convert::PEER_FETCH_VERSION,
-                pending,
-                true,
-            )?;
-        }
-        Ok(())
-    }
-
-    fn send_to_peer(
-        &mut self,
-        to: NodeId,
-        request: Request,
-        version: i16,
-        pending: PeerPending,
-        fetch_lane: bool,
-    ) -> Result<(), NodeError> {
-        let Some((control, fetch)) = self.peers.get(&to) else {
-            tracing::warn!(to, "no address for this peer (not a voter)");
-            return Ok(());
-        };
-        let correlation_id = self.next_peer_correlation_id;
-        self.next_peer_correlation_id = self.next_peer_correlation_id.wrapping_add(1).max(1);
-        let api = request.api_key();
-        let header = RequestHeader {
-            api_key: api.key(),
-            api_version: version,
-            correlation_id,
-            client_id: Some(format!("ringlog-node-{}", self.config.node_id)),
-        };
-        let frame = encode_request(&header, &request)?;
-        let lane = if fetch_lane { fetch } else { control };
-        if lane.send(Outgoing {
-            correlation_id,
-            api,
-            version,
-            frame,
-        }) {
-            self.peer_pending.insert((to, correlation_id), pending);
-        }
-        Ok(())
     }
 
     // ---- storage completions and persistence reports ---------------------------------------

@@ -1,0 +1,131 @@
+//! Round trips of the wire ⇄ core mapping (KIP-595 messages through the real codec).
+use super::*;
+use crate::protocol::{
+    ApiKey, Request, RequestHeader, Response, decode_request, decode_response, encode_request,
+    encode_response,
+};
+
+fn round_trip_request(request: Request, version: i16) -> Request {
+    let header = RequestHeader {
+        api_key: request.api_key().key(),
+        api_version: version,
+        correlation_id: 7,
+        client_id: Some("t".into()),
+    };
+    let frame = encode_request(&header, &request).unwrap();
+    decode_request(frame.slice(4..)).unwrap().1
+}
+
+fn round_trip_response(api: ApiKey, version: i16, response: Response) -> Response {
+    let frame = encode_response(7, version, &response).unwrap();
+    decode_response(api, version, frame.slice(4..)).unwrap().1
+}
+
+/// KIP-595 Vote: what the node sends decodes, on the other node, to the same core request.
+#[test]
+fn vote_request_survives_the_wire() {
+    let table = PartitionTable::metadata_only();
+    let message = core::Message::VoteRequest(core::VoteRequest {
+        candidate_epoch: 5,
+        candidate_id: 2,
+        last_offset_epoch: 4,
+        last_offset: 17,
+    });
+    let (request, version) = peer_request("c", table.get(0), &message).unwrap();
+    let Request::Vote(decoded) = round_trip_request(request, version) else {
+        panic!()
+    };
+    let parts = vote_request_parts(&decoded, &table);
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].target, Ok((0, 2, message)));
+}
+
+#[test]
+fn unknown_partition_and_negative_epoch_are_errors() {
+    let table = PartitionTable::metadata_only();
+    let request = vote_req::VoteRequest {
+        topics: vec![vote_req::TopicData {
+            topic_name: METADATA_TOPIC.into(),
+            partitions: vec![
+                vote_req::PartitionData {
+                    partition_index: 3,
+                    ..Default::default()
+                },
+                vote_req::PartitionData {
+                    partition_index: 0,
+                    replica_epoch: -4,
+                    ..Default::default()
+                },
+            ],
+        }],
+        ..Default::default()
+    };
+    let parts = vote_request_parts(&request, &table);
+    assert_eq!(parts[0].target, Err(ErrorCode::UnknownTopicOrPartition));
+    assert_eq!(parts[1].target, Err(ErrorCode::InvalidRequest));
+}
+
+/// KIP-320/595: DivergingEpoch, CurrentLeader and the records survive a peer fetch round trip.
+#[test]
+fn fetch_round_trip_keeps_diverging_epoch_and_records() {
+    let table = PartitionTable::metadata_only();
+    let fetch = core::FetchRequest {
+        correlation_id: 9,
+        replica_id: 3,
+        current_leader_epoch: 4,
+        fetch_offset: 10,
+        last_fetched_epoch: 3,
+        max_bytes: 1000,
+        max_wait_ms: 500,
+    };
+    let wire = fetch_request("c", 3, &[(table.get(0), &fetch)]);
+    let Request::Fetch(decoded) = round_trip_request(Request::Fetch(wire), PEER_FETCH_VERSION)
+    else {
+        panic!()
+    };
+    let mut ids = 100..;
+    let parts = replica_fetch_parts(&decoded, PEER_FETCH_VERSION, &table, || ids.next().unwrap());
+    let Ok((0, 3, core::Message::FetchRequest(seen))) = &parts[0].target else {
+        panic!()
+    };
+    assert_eq!(seen.correlation_id, 100);
+    assert_eq!(
+        (
+            seen.fetch_offset,
+            seen.last_fetched_epoch,
+            seen.current_leader_epoch
+        ),
+        (10, 3, 4)
+    );
+
+    let answer = core::FetchResponse {
+        correlation_id: 100,
+        error_code: core::ErrorCode::None,
+        current_leader: core::LeaderIdAndEpoch {
+            leader_id: Some(1),
+            leader_epoch: 4,
+        },
+        high_watermark: 8,
+        log_start_offset: 0,
+        diverging_epoch: Some(OffsetAndEpoch::new(7, 3)),
+        snapshot_id: None,
+        records: Bytes::from_static(b"abc"),
+    };
+    let response = fetch_response(
+        &parts,
+        &[PartAnswer::Core(core::Message::FetchResponse(
+            answer.clone(),
+        ))],
+    );
+    let Response::Fetch(back) =
+        round_trip_response(ApiKey::Fetch, PEER_FETCH_VERSION, Response::Fetch(response))
+    else {
+        panic!()
+    };
+    let got = peer_fetch_response_parts(&back, &table, |_| Some(9));
+    let expected = core::FetchResponse {
+        correlation_id: 9,
+        ..answer
+    };
+    assert_eq!(got, vec![(0, core::Message::FetchResponse(expected))]);
+}
