@@ -592,10 +592,17 @@ impl Node {
                     data.error_code = ErrorCode::OffsetOutOfRange.code();
                 } else if (p.fetch_offset as u64) < high_watermark {
                     let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-                    let bytes = store.read(&mut self.io, p.fetch_offset as u64, max_bytes)?;
-                    let committed = committed_prefix(&bytes, high_watermark);
-                    has_data |= !committed.is_empty();
-                    data.records = Some(Records::Bytes(committed));
+                    match store.read(&mut self.io, p.fetch_offset as u64, max_bytes) {
+                        Ok(bytes) => {
+                            let committed = committed_prefix(&bytes, high_watermark);
+                            has_data |= !committed.is_empty();
+                            data.records = Some(Records::Bytes(committed));
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, offset = p.fetch_offset, "log read failed");
+                            data.error_code = ErrorCode::KafkaStorageError.code();
+                        }
+                    }
                 }
                 partitions.push(data);
             }

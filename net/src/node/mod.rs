@@ -402,7 +402,15 @@ impl Node {
                         && response.snapshot_id.is_none()
                     {
                         let store = self.stores.get_mut(&partition).expect("hosted partition");
-                        response.records = store.read(&mut self.io, fetch_offset, max_bytes)?;
+                        match store.read(&mut self.io, fetch_offset, max_bytes) {
+                            Ok(records) => response.records = records,
+                            // A read error is treated as corruption of that range: the fetcher
+                            // gets no records (and retries), the node keeps serving the rest.
+                            Err(error) => {
+                                tracing::error!(%error, fetch_offset, "log read failed");
+                                response.error_code = core::ErrorCode::UnknownServerError;
+                            }
+                        }
                     }
                     self.collect_foreign();
                     self.answer_fetch(response)?;
