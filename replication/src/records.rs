@@ -2,10 +2,10 @@
 //! record count and partition leader epoch; plus the one batch the core writes itself, the
 //! LeaderChangeMessage control batch.
 //!
-//! Batches stay opaque `Bytes` everywhere else. This header reader and the builder below are
-//! deliberately tiny and sit behind two functions ([`batch_headers`], [`leader_change_batch`])
-//! so that they can be swapped for `ringlog_engine::batch` (RecordBatch::parse,
-//! build_leader_change_batch) without touching the consensus logic.
+//! Batches stay opaque `Bytes` everywhere else. The header reader is a few fixed-position
+//! reads (the core needs offsets, count and epoch per batch, nothing else) with bounds checks;
+//! the LeaderChangeMessage batch comes from the engine's codec (`ringlog_engine::batch`).
+//! [`build_batch`] makes plain client batches for tests, the simulator and benches.
 //!
 //! RecordBatch v2 header (big-endian), byte positions:
 //! ```text
@@ -24,7 +24,6 @@ use crate::types::{Epoch, NodeId};
 pub const BATCH_HEADER_SIZE_BYTES: usize = 61;
 const MAGIC_V2: u8 = 2;
 const ATTRIBUTE_CONTROL: u16 = 0x20;
-const CONTROL_TYPE_LEADER_CHANGE: i16 = 2;
 
 /// One record's key and value, either possibly null.
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
@@ -161,30 +160,16 @@ pub fn build_batch(records: &[KeyValue<'_>], control: bool, timestamp_ms: i64) -
 }
 
 /// The LeaderChangeMessage control batch a new leader appends (KIP-595): LeaderId, Voters,
-/// GrantingVoters. Key = control record key (version 0, type 2 = LEADER_CHANGE); value =
-/// version 0 of the flexible LeaderChangeMessage, prefixed by its version like Kafka's
-/// `MessageUtil.toByteBuffer`.
-// TODO(batch): switch to ringlog_engine::batch::control::build_leader_change_batch once it lands.
+/// GrantingVoters, built by the engine's codec (`MemoryRecords.withLeaderChangeMessage`). Base
+/// offset and epoch are 0: the host stamps them like any other batch.
 pub fn leader_change_batch(
     leader_id: NodeId,
     voters: &[NodeId],
     granting_voters: &[NodeId],
 ) -> Bytes {
-    let mut key = BytesMut::new();
-    key.put_i16(0);
-    key.put_i16(CONTROL_TYPE_LEADER_CHANGE);
-    let mut value = BytesMut::new();
-    value.put_i16(0); // message version
-    value.put_i32(leader_id);
-    for list in [voters, granting_voters] {
-        put_unsigned_varint(&mut value, list.len() as u64 + 1); // compact array length
-        for id in list {
-            value.put_i32(*id);
-            put_unsigned_varint(&mut value, 0); // tagged fields of Voter
-        }
-    }
-    put_unsigned_varint(&mut value, 0); // tagged fields
-    build_batch(&[(Some(&key), Some(&value))], true, 0)
+    use ringlog_engine::batch::control::{LeaderChangeMessage, build_leader_change_batch};
+    let message = LeaderChangeMessage::new(leader_id, voters.to_vec(), granting_voters.to_vec());
+    build_leader_change_batch(0, 0, 0, &message).into_bytes()
 }
 
 /// Whether a batch is a control batch (attributes bit 5).
