@@ -59,11 +59,11 @@ fn parse_exposition(body: &str) -> HashMap<String, f64> {
             name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
             "bad metric name {name:?}"
         );
-        if let Some(labels) = series.strip_prefix(name) {
-            if !labels.is_empty() {
-                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line:?}");
-            }
-        }
+        let labels = &series[name.len()..];
+        assert!(
+            labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')),
+            "{line:?}"
+        );
         let value: f64 = value
             .parse()
             .unwrap_or_else(|_| panic!("bad value in {line:?}"));
