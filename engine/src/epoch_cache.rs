@@ -316,6 +316,9 @@ impl LeaderEpochCache {
 mod tests {
     use super::*;
 
+    /// Cache entries as (epoch, start offset) pairs, for readable tables.
+    type Entries = &'static [(i32, i64)];
+
     fn cache(entries: &[(i32, i64)]) -> LeaderEpochCache {
         let entries: Vec<EpochEntry> = entries
             .iter()
@@ -340,7 +343,7 @@ mod tests {
     fn end_offset_for_epoch_table() {
         let log_end_offset = 50;
         // (cache, requested epoch, expected answer)
-        let table: &[(&[(i32, i64)], i32, (i32, i64))] = &[
+        let table: &[(Entries, i32, (i32, i64))] = &[
             (&[], 0, (-1, -1)),                          // empty cache
             (&[], -1, (-1, -1)),                         // undefined epoch
             (&[(2, 0), (4, 10), (7, 30)], -1, (-1, -1)), // undefined epoch with entries
@@ -367,7 +370,7 @@ mod tests {
     #[test]
     fn assign_table() {
         // (initial, assign (epoch, offset), expected entries, changed)
-        let table: &[(&[(i32, i64)], (i32, i64), &[(i32, i64)], bool)] = &[
+        let table: &[(Entries, (i32, i64), Entries, bool)] = &[
             (&[], (1, 0), &[(1, 0)], true),
             (&[(1, 0)], (1, 5), &[(1, 0)], false), // same epoch, later offset: no-op
             (&[(1, 5)], (1, 3), &[(1, 3)], true),  // same epoch, earlier offset: replaces
@@ -391,8 +394,8 @@ mod tests {
 
     #[test]
     fn truncate_from_end_table() {
-        let base: &[(i32, i64)] = &[(2, 0), (4, 10), (7, 30)];
-        let table: &[(i64, &[(i32, i64)])] = &[
+        let base: Entries = &[(2, 0), (4, 10), (7, 30)];
+        let table: &[(i64, Entries)] = &[
             (50, &[(2, 0), (4, 10), (7, 30)]),
             (31, &[(2, 0), (4, 10), (7, 30)]),
             (30, &[(2, 0), (4, 10)]),
@@ -410,8 +413,8 @@ mod tests {
 
     #[test]
     fn truncate_from_start_table() {
-        let base: &[(i32, i64)] = &[(2, 0), (4, 10), (7, 30)];
-        let table: &[(i64, &[(i32, i64)], bool)] = &[
+        let base: Entries = &[(2, 0), (4, 10), (7, 30)];
+        let table: &[(i64, Entries, bool)] = &[
             (0, &[(2, 0), (4, 10), (7, 30)], false),
             (5, &[(2, 5), (4, 10), (7, 30)], true),
             (10, &[(4, 10), (7, 30)], true),

@@ -10,6 +10,7 @@
 //!   - every batch ever reported durable is there, byte for byte;
 //!   - the recovered log is exactly a prefix of what was appended (nothing after a torn batch);
 //!   - appending continues at the recovered end.
+//!
 //! Some seeds also inject write/fdatasync EIO and ENOSPC: the log must stop, and the restart must
 //! satisfy the same rules.
 //!
@@ -251,12 +252,8 @@ fn one_step(
             }
             Ok(false)
         }
-        Err(error) => Err(format!("{error}")),
+        Err(error) => Err(format!("{error} (in {})", dir.display())),
     }
-    .map(|keep_going| {
-        let _ = dir;
-        keep_going
-    })
 }
 
 /// Run ready completions through the log, as an event loop would.

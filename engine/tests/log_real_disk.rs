@@ -68,7 +68,7 @@ fn scenario<I: Io>(io: &mut I, dir: &Path) {
     let bases = log.segment_base_offsets();
     let first_segment = std::fs::read(dir.join(format!("{:020}.log", bases[0]))).unwrap();
     let index = std::fs::read(dir.join(format!("{:020}.index", bases[0]))).unwrap();
-    assert!(!index.is_empty() && index.len() % 8 == 0);
+    assert!(!index.is_empty() && index.len().is_multiple_of(8));
     for entry in index.chunks_exact(8) {
         let relative = u32::from_be_bytes(entry[..4].try_into().unwrap()) as i64;
         let position = u32::from_be_bytes(entry[4..].try_into().unwrap()) as usize;
@@ -77,7 +77,7 @@ fn scenario<I: Io>(io: &mut I, dir: &Path) {
     }
     let (segment, position) = log.index_lookup(bases[1] - 1).unwrap();
     assert_eq!(segment, bases[0]);
-    assert!(parse_at(&first_segment, position as usize).base_offset() <= bases[1] - 1);
+    assert!(parse_at(&first_segment, position as usize).base_offset() < bases[1]);
 
     // Truncate into an older segment, durably; append continues there.
     let cut = bases[1] + 3;

@@ -66,10 +66,7 @@ pub(crate) fn wait_for<I: Io>(
 
 /// Turn a completion's result into `Ok(bytes)` or its error.
 pub(crate) fn completion_result(completion: &mut Completion) -> Result<usize, IoError> {
-    match std::mem::replace(&mut completion.result, Ok(0)) {
-        Ok(n) => Ok(n),
-        Err(error) => Err(error),
-    }
+    std::mem::replace(&mut completion.result, Ok(0))
 }
 
 /// Read a whole (small, buffered) file. `Ok(None)` if it does not exist.

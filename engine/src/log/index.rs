@@ -69,7 +69,7 @@ impl SparseIndex {
 
     /// Decode an index file. `None` if its length is not a multiple of 8 (torn or garbage).
     pub fn decode_entries(bytes: &[u8]) -> Option<Vec<IndexEntry>> {
-        if bytes.len() % INDEX_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(INDEX_ENTRY_BYTES) {
             return None;
         }
         Some(

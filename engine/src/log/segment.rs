@@ -115,7 +115,7 @@ impl Segment {
     /// Drop in-memory chunks that lie entirely in full blocks already in the file.
     pub fn release_written_chunks(&mut self) {
         while let Some(front) = self.chunks.front() {
-            if front.end() <= self.written_full_end && self.chunks.len() > 0 {
+            if front.end() <= self.written_full_end {
                 self.chunks.pop_front();
             } else {
                 break;
