@@ -38,7 +38,7 @@ fn demands(config: &FairShareConfig, partitions: &[PartitionRequest]) -> Vec<u64
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     // KIP-630: the leader never sends more than ResponseMaxBytes in one response.
     #[test]
