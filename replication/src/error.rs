@@ -101,4 +101,11 @@ pub enum RaftError {
     UnknownPartition(u32),
     #[error("empty append")]
     EmptyAppend,
+    #[error(
+        "snapshot end offset {snapshot_end_offset} is past the high-watermark {high_watermark}"
+    )]
+    SnapshotPastHighWatermark {
+        snapshot_end_offset: u64,
+        high_watermark: u64,
+    },
 }

@@ -29,8 +29,12 @@ pub struct LogState {
     /// covering records appended after it (order completions by identity).
     generation: u64,
     high_watermark: u64,
-    /// The snapshot the log starts at, if any (KIP-630 hook; set by the snapshot layer).
+    /// The newest snapshot the state machine finished (KIP-630), whether or not the log
+    /// start has moved to it yet.
     latest_snapshot_id: Option<OffsetAndEpoch>,
+    /// The snapshot the log starts at: `Some` exactly when the log start has been advanced
+    /// (a log start offset above 0 always has a snapshot at it).
+    log_start_snapshot_id: Option<OffsetAndEpoch>,
 }
 
 impl LogState {
@@ -43,6 +47,7 @@ impl LogState {
             generation: 0,
             high_watermark: 0,
             latest_snapshot_id: None,
+            log_start_snapshot_id: None,
         }
     }
 
@@ -77,6 +82,7 @@ impl LogState {
             generation: 0,
             high_watermark: state.log_start_offset,
             latest_snapshot_id: None,
+            log_start_snapshot_id: None,
         })
     }
 
@@ -99,9 +105,23 @@ impl LogState {
         &self.epoch_cache
     }
 
-    /// The epoch of the last record in the log (0 for an empty log).
+    /// The newest snapshot the state machine reported written.
+    pub fn latest_snapshot_id(&self) -> Option<OffsetAndEpoch> {
+        self.latest_snapshot_id
+    }
+    /// The snapshot at the log start (`None` while the log starts at 0).
+    pub fn log_start_snapshot_id(&self) -> Option<OffsetAndEpoch> {
+        self.log_start_snapshot_id
+    }
+
+    /// The epoch of the last record in the log; for a log emptied up to its start, the epoch
+    /// of the snapshot there (0 for an empty log from 0).
     pub fn last_fetched_epoch(&self) -> Epoch {
-        self.epoch_cache.last().map_or(0, |e| e.epoch)
+        self.epoch_cache
+            .last()
+            .map_or(self.log_start_snapshot_id.map_or(0, |s| s.epoch), |e| {
+                e.epoch
+            })
     }
 
     /// The log's end as `(LEO, last epoch)`, the key a voter compares in a vote.
@@ -110,11 +130,16 @@ impl LogState {
     }
 
     /// The end offset of the largest epoch `<= epoch` we hold, with that epoch. For an epoch
-    /// below every cached one, the log start with epoch 0.
+    /// below every cached one, the log start with the epoch of the snapshot there (Kafka's
+    /// `KafkaMetadataLog.endOffsetForEpoch` override), or epoch 0 from a log starting at 0.
     pub fn end_offset_for_epoch(&self, epoch: Epoch) -> OffsetAndEpoch {
         let index = self.epoch_cache.partition_point(|e| e.epoch <= epoch);
         if index == 0 {
-            return OffsetAndEpoch::new(self.log_start_offset, 0);
+            let start_epoch = match self.log_start_snapshot_id {
+                Some(s) if s.epoch <= epoch => s.epoch,
+                _ => 0,
+            };
+            return OffsetAndEpoch::new(self.log_start_offset, start_epoch);
         }
         let found = self.epoch_cache[index - 1];
         let end = self
@@ -129,19 +154,72 @@ impl LogState {
         if self.log_start_offset == 0 && offset == 0 {
             return ValidatedOffset::Valid(OffsetAndEpoch::new(0, 0));
         }
-        // KIP-630 hook: below the log start the answer is the latest snapshot id.
-        if let Some(snapshot) = self.latest_snapshot_id
+        // KIP-630: a position below the log start (or at it in another epoch than the
+        // snapshot there, or in an epoch older than that snapshot's) cannot be checked
+        // against records we no longer hold: the answer is the latest snapshot id (Kafka's
+        // `ReplicatedLog.validateOffsetAndEpoch`).
+        if let Some(start) = self.log_start_snapshot_id
             && (offset < self.log_start_offset
-                || (offset == self.log_start_offset && epoch != snapshot.epoch))
+                || (offset == self.log_start_offset && epoch != start.epoch)
+                || epoch < start.epoch)
         {
-            return ValidatedOffset::Snapshot(snapshot);
+            return ValidatedOffset::Snapshot(self.latest_snapshot_id.unwrap_or(start));
         }
         let end = self.end_offset_for_epoch(epoch);
         if end.epoch != epoch || end.offset < offset {
+            if end.offset < self.log_start_offset
+                && let Some(start) = self.log_start_snapshot_id
+            {
+                // A divergence below the log start: only a snapshot can repair it.
+                return ValidatedOffset::Snapshot(self.latest_snapshot_id.unwrap_or(start));
+            }
             ValidatedOffset::Diverging(end)
         } else {
             ValidatedOffset::Valid(OffsetAndEpoch::new(offset, epoch))
         }
+    }
+
+    /// The state machine finished a snapshot. Returns whether it is newer than the latest one
+    /// known (an older or equal one changes nothing).
+    pub(crate) fn on_snapshot_written(&mut self, snapshot_id: OffsetAndEpoch) -> bool {
+        if self
+            .latest_snapshot_id
+            .is_some_and(|latest| latest.offset >= snapshot_id.offset)
+        {
+            return false;
+        }
+        self.latest_snapshot_id = Some(snapshot_id);
+        true
+    }
+
+    /// Drops the records below `snapshot_id.offset`: the log now starts at that snapshot.
+    /// Only committed records may go, and the start never moves back.
+    pub(crate) fn advance_log_start_offset(&mut self, snapshot_id: OffsetAndEpoch) {
+        let offset = snapshot_id.offset;
+        assert!(
+            offset > self.log_start_offset && offset <= self.high_watermark,
+            "log start {} may move only forward to committed offsets, not to {offset} (hw {})",
+            self.log_start_offset,
+            self.high_watermark
+        );
+        // Kafka's LeaderEpochFileCache.truncateFromStart: the epoch covering the new start
+        // keeps an entry starting there, as long as records remain.
+        let covering = self
+            .epoch_cache
+            .iter()
+            .rev()
+            .find(|e| e.offset <= offset)
+            .copied();
+        self.epoch_cache.retain(|e| e.offset >= offset);
+        if let Some(covering) = covering
+            && offset < self.log_end_offset
+            && self.epoch_cache.first().is_none_or(|e| e.offset > offset)
+        {
+            self.epoch_cache
+                .insert(0, OffsetAndEpoch::new(offset, covering.epoch));
+        }
+        self.log_start_offset = offset;
+        self.log_start_snapshot_id = Some(snapshot_id);
     }
 
     /// Records a batch appended at the end. Batches must be contiguous and epochs
@@ -258,6 +336,54 @@ mod tests {
                 "({offset}, {epoch})"
             );
         }
+    }
+
+    #[test]
+    fn validation_below_and_at_the_log_start_answers_the_snapshot() {
+        // Start moved to 5 (snapshot (5, 3)); a newer snapshot (8, 4) exists.
+        let mut log = sample();
+        log.advance_high_watermark(9);
+        assert!(log.on_snapshot_written(OffsetAndEpoch::new(5, 3)));
+        log.advance_log_start_offset(OffsetAndEpoch::new(5, 3));
+        assert!(log.on_snapshot_written(OffsetAndEpoch::new(8, 4)));
+        assert!(!log.on_snapshot_written(OffsetAndEpoch::new(6, 3)));
+        assert_eq!(
+            log.epoch_cache(),
+            &[OffsetAndEpoch::new(5, 3), OffsetAndEpoch::new(7, 4)]
+        );
+        let v = |o, e| ValidatedOffset::Valid(OffsetAndEpoch::new(o, e));
+        let d = |o, e| ValidatedOffset::Diverging(OffsetAndEpoch::new(o, e));
+        let s = ValidatedOffset::Snapshot(OffsetAndEpoch::new(8, 4));
+        let table = [
+            ((0, 0), s),       // empty fetcher
+            ((4, 3), s),       // below the start
+            ((5, 1), s),       // at the start in another epoch
+            ((6, 1), s),       // epoch older than the snapshot at the start
+            ((5, 3), v(5, 3)), // exactly at the start snapshot
+            ((7, 3), v(7, 3)), // end of epoch 3
+            ((8, 3), d(7, 3)), // past the end of epoch 3
+            ((10, 4), v(10, 4)),
+        ];
+        for ((offset, epoch), expected) in table {
+            assert_eq!(
+                log.validate_offset_and_epoch(offset, epoch),
+                expected,
+                "({offset}, {epoch})"
+            );
+        }
+        // A start at an epoch boundary keeps only the later epochs; the last fetched epoch of
+        // a log emptied to its start is the snapshot's.
+        let mut log = sample();
+        log.advance_high_watermark(10);
+        log.advance_log_start_offset(OffsetAndEpoch::new(7, 3));
+        assert_eq!(log.epoch_cache(), &[OffsetAndEpoch::new(7, 4)]);
+        assert_eq!(log.end_offset_for_epoch(3), OffsetAndEpoch::new(7, 3));
+        let mut log = sample();
+        log.advance_high_watermark(10);
+        log.advance_log_start_offset(OffsetAndEpoch::new(10, 4));
+        assert_eq!(log.epoch_cache(), &[]);
+        assert_eq!(log.end_offset_and_epoch(), OffsetAndEpoch::new(10, 4));
+        assert_eq!(log.validate_offset_and_epoch(10, 4), v(10, 4));
     }
 
     #[test]

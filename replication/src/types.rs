@@ -87,6 +87,10 @@ pub struct QuorumConfig {
     pub request_timeout_ms: u64,
     /// `replica.fetch.max.bytes`-style cap on the records in one fetch response (default 1 MiB).
     pub fetch_max_bytes: u32,
+    /// KIP-630 `max.replication.lag.ms` (default 7 days): how long the leader waits for every
+    /// live replica to fetch past a snapshot's end offset before it advances its log start
+    /// there anyway (a replica left behind then catches up through FetchSnapshot).
+    pub max_replication_lag_ms: u64,
     /// Test-only rule breakers for the simulator's mutation check.
     #[cfg(feature = "sim")]
     pub mutation: Option<crate::mutation::Mutation>,
@@ -110,6 +114,7 @@ impl QuorumConfig {
             fetch_max_wait_ms: 500,
             request_timeout_ms: 2000,
             fetch_max_bytes: 1 << 20,
+            max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
             #[cfg(feature = "sim")]
             mutation: None,
         })

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use crate::message::{FetchResponse, Message};
-use crate::types::{ElectionState, Epoch, NodeId};
+use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch};
 
 /// One item of work. A host executes a list front to back with these rules:
 /// - `Send` may leave at once.
@@ -59,6 +59,17 @@ pub enum Work {
     /// The high-watermark moved: records below it are committed (feed the state machine).
     HighWatermarkChanged {
         high_watermark: u64,
+    },
+    /// KIP-630: the log now starts at `offset` (the end offset of a snapshot the host holds):
+    /// the host may delete the segments wholly below it. Need not be durable: a restart that
+    /// finds older segments still there only starts with a longer log.
+    AdvanceLogStartOffset {
+        offset: u64,
+    },
+    /// KIP-630: snapshots older than `snapshot_id` (the one at the new log start) are no longer
+    /// needed by anyone; the host may delete them.
+    DeleteSnapshotsBefore {
+        snapshot_id: OffsetAndEpoch,
     },
 }
 

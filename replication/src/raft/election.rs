@@ -378,6 +378,7 @@ impl Raft {
             self.send_begin_quorum_epoch(out);
         }
         self.complete_parked_fetches(out, true);
+        self.maybe_advance_log_start_offset(out);
         Ok(())
     }
 

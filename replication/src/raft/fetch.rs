@@ -125,6 +125,8 @@ impl Raft {
                 if is_voter {
                     self.on_leader_progress(out);
                 }
+                // This replica may have been the last live one short of the latest snapshot.
+                self.maybe_advance_log_start_offset(out);
             }
         }
         Ok(())
@@ -336,6 +338,8 @@ impl Raft {
         if self.log.advance_high_watermark(high_watermark) {
             out.push(Work::HighWatermarkChanged { high_watermark });
         }
+        self.leader_log_start_offset = response.log_start_offset;
+        self.maybe_advance_log_start_offset(out);
         Ok(())
     }
 

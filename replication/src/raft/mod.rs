@@ -13,6 +13,7 @@
 
 mod election;
 mod fetch;
+mod snapshot;
 
 use bytes::Bytes;
 
@@ -105,6 +106,10 @@ pub struct Raft {
     discovery_index: usize,
     /// The last flush requested, as (generation, end offset), so one is not asked twice.
     requested_flush: Option<(u64, u64)>,
+    /// When the latest snapshot was reported written (the start of its `max_replication_lag_ms`).
+    latest_snapshot_written_ms: u64,
+    /// The leader's log start offset from the last successful Fetch response.
+    leader_log_start_offset: u64,
 }
 
 impl Raft {
@@ -135,6 +140,8 @@ impl Raft {
             fetch_backoff_until_ms: 0,
             discovery_index: 0,
             requested_flush: None,
+            latest_snapshot_written_ms: now_ms,
+            leader_log_start_offset: 0,
         };
         let local = raft.config.node_id;
         let is_voter = raft.config.is_local_voter();
@@ -413,7 +420,15 @@ impl Raft {
                 } else {
                     u64::MAX
                 };
-                parked.min(begin).min(self.check_quorum_deadline_ms(s))
+                let log_start = if self.log_start_advance_pending() {
+                    self.log_start_lag_deadline_ms()
+                } else {
+                    u64::MAX
+                };
+                parked
+                    .min(begin)
+                    .min(self.check_quorum_deadline_ms(s))
+                    .min(log_start)
             }
             EpochState::Follower(s) => s.fetch_timeout_deadline_ms,
             EpochState::Resigned(s) => s.election_deadline_ms.min(if s.unacknowledged.is_empty() {

@@ -872,3 +872,6 @@ fn append_on_a_follower_is_a_typed_error_and_malformed_batches_are_refused() {
     let lc = leader_change_batch(1, &[1], &[1]);
     assert_eq!(batch_headers(&lc).unwrap()[0].records_count, 1);
 }
+
+#[path = "snapshot_tests.rs"]
+mod snapshot_tests;

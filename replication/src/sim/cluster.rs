@@ -662,6 +662,13 @@ impl Cluster {
                         .on_high_watermark(id, old, high_watermark, &n.store, view);
                     self.nodes.get_mut(&id).expect("node exists").high_watermark = high_watermark;
                 }
+                // The simulated hosts never report a snapshot written, so the core has no
+                // snapshot to move its log start to: this work appearing is a core bug.
+                Work::AdvanceLogStartOffset { .. } | Work::DeleteSnapshotsBefore { .. } => {
+                    self.checker.violation.get_or_insert(format!(
+                        "node {id}: {item:?} without any snapshot reported written"
+                    ));
+                }
             }
         }
     }
