@@ -174,7 +174,10 @@ fn bench_snapshot(c: &mut Criterion) {
                 latest_valid_snapshot(&mut io, &mut Vec::new(), &partition_dir).expect("load");
             assert!(skipped.is_empty());
             let contents = contents.expect("snapshot present");
-            let records = contents.records().map(|r| r.expect("record")).count();
+            let records = contents
+                .records()
+                .inspect(|r| assert!(r.is_ok(), "record"))
+                .count();
             assert_eq!(records, RECORDS);
         })
     });

@@ -141,13 +141,16 @@ struct Input {
     transactional: bool,
     control: bool,
     first_timestamp: i64,
-    records: Vec<(
-        u32,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Vec<(String, Option<Vec<u8>>)>,
-    )>,
+    records: Vec<InputRecord>,
 }
+
+/// (timestamp delta, key, value, headers) of one generated record.
+type InputRecord = (
+    u32,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
 
 fn input() -> impl Strategy<Value = Input> {
     let bytes = || proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40));
