@@ -1,8 +1,8 @@
 //! ringlog-engine: files, record batches, segments, snapshots, quorum-state and io_uring.
 //! Knows nothing of Raft roles.
 pub mod batch;
-pub mod io;
 pub mod epoch_cache;
+pub mod io;
 pub mod log;
 pub mod quorum_state;
 pub mod snapshot;
