@@ -472,6 +472,11 @@ impl Node {
                     // Produce waiters and parked consumer fetches are checked in `pump`.
                     store.high_watermark = high_watermark;
                 }
+                // The node never reports a snapshot written, so the core does not emit these
+                // yet; when it does, keeping the segments and snapshots is still correct.
+                Work::AdvanceLogStartOffset { .. } | Work::DeleteSnapshotsBefore { .. } => {
+                    tracing::warn!(?work, "snapshot work not executed by the node yet");
+                }
             }
         }
         self.send_fetches(fetches)
