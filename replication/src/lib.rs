@@ -31,6 +31,7 @@ pub use mutation::Mutation;
 pub use quorum::EpochState;
 pub use raft::{AppendResult, Raft};
 pub use types::{
-    ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState,
+    ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredSnapshots,
+    RecoveredState,
 };
 pub use work::{Persisted, Work};

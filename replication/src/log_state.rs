@@ -3,7 +3,7 @@
 //! the high-watermark. The records themselves live in the host's log.
 
 use crate::error::RaftError;
-use crate::types::{Epoch, OffsetAndEpoch, RecoveredState};
+use crate::types::{Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
 
 /// The three outcomes of checking a fetcher's `(FetchOffset, LastFetchedEpoch)` against the
 /// leader's log (Kafka's `ReplicatedLog.validateOffsetAndEpoch`).
@@ -84,6 +84,48 @@ impl LogState {
             latest_snapshot_id: None,
             log_start_snapshot_id: None,
         })
+    }
+
+    /// Like [`LogState::recovered`], with the recovered snapshots: the one at the log start
+    /// anchors epoch checks there, the latest is what a fetch below the start is told to load,
+    /// and committed data reaches at least its end (the high-watermark starts there).
+    pub fn recovered_with_snapshots(
+        state: &RecoveredState,
+        snapshots: RecoveredSnapshots,
+    ) -> Result<Self, RaftError> {
+        let mut log = Self::recovered(state)?;
+        match snapshots.log_start_snapshot_id {
+            Some(s) if s.offset != state.log_start_offset => {
+                return Err(RaftError::InvalidRecoveredState(
+                    "the log start snapshot does not end at the log start offset",
+                ));
+            }
+            None if state.log_start_offset > 0 => {
+                return Err(RaftError::InvalidRecoveredState(
+                    "a log starting above 0 needs the snapshot at its start",
+                ));
+            }
+            _ => {}
+        }
+        let latest = snapshots
+            .latest_snapshot_id
+            .or(snapshots.log_start_snapshot_id);
+        if let Some(latest) = latest {
+            if latest.offset > state.log_end_offset {
+                return Err(RaftError::InvalidRecoveredState(
+                    "the latest snapshot ends past the log end",
+                ));
+            }
+            if latest.offset < state.log_start_offset {
+                return Err(RaftError::InvalidRecoveredState(
+                    "the latest snapshot ends below the log start",
+                ));
+            }
+            log.high_watermark = log.high_watermark.max(latest.offset);
+        }
+        log.log_start_snapshot_id = snapshots.log_start_snapshot_id;
+        log.latest_snapshot_id = latest;
+        Ok(log)
     }
 
     pub fn log_start_offset(&self) -> u64 {

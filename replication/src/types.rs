@@ -62,6 +62,17 @@ pub struct RecoveredState {
     pub epoch_cache: Vec<OffsetAndEpoch>,
 }
 
+/// The snapshots the host recovered for one partition (KIP-630), kept apart from
+/// [`RecoveredState`] so hosts without snapshots build that as before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveredSnapshots {
+    /// The snapshot at the log start offset; required when the log starts above 0.
+    pub log_start_snapshot_id: Option<OffsetAndEpoch>,
+    /// The newest valid snapshot. Its end offset must not pass the log end: a host whose log
+    /// is behind its newest snapshot truncates the log fully to start there first.
+    pub latest_snapshot_id: Option<OffsetAndEpoch>,
+}
+
 /// The quorum configuration, with Kafka's property names and defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumConfig {

@@ -24,7 +24,9 @@ use crate::quorum::{
     EpochState, FollowerState, ReplicaProgress, ResignedState, UnattachedState, VotedState,
 };
 use crate::rng::SplitMix64;
-use crate::types::{ElectionState, Epoch, NodeId, QuorumConfig, RecoveredState};
+use crate::types::{
+    ElectionState, Epoch, NodeId, QuorumConfig, RecoveredSnapshots, RecoveredState,
+};
 use crate::work::{Persisted, Work};
 
 /// The offsets a leader assigned to an `append`: `[base_offset, last_offset]`.
@@ -123,6 +125,30 @@ impl Raft {
         now_ms: u64,
     ) -> Result<Self, RaftError> {
         let log = LogState::recovered(recovered)?;
+        Self::from_log(config, recovered, log, seed, now_ms)
+    }
+
+    /// [`Raft::new`] for a host that keeps snapshots (KIP-630): the snapshot at the log start
+    /// and the latest one. Votes and fetches use the log-start snapshot's epoch while the log
+    /// holds no record past it.
+    pub fn new_with_snapshots(
+        config: QuorumConfig,
+        recovered: &RecoveredState,
+        snapshots: RecoveredSnapshots,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
+        let log = LogState::recovered_with_snapshots(recovered, snapshots)?;
+        Self::from_log(config, recovered, log, seed, now_ms)
+    }
+
+    fn from_log(
+        config: QuorumConfig,
+        recovered: &RecoveredState,
+        log: LogState,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
         let election = recovered.election;
         let mut raft = Self {
             state: EpochState::Unattached(UnattachedState {

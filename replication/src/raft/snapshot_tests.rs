@@ -237,3 +237,104 @@ fn follower_keeps_records_its_snapshot_does_not_cover() {
     assert!(matches!(work.as_slice(), [Work::Send { .. }]), "{work:?}");
     assert_eq!(raft.log().log_start_offset(), 0);
 }
+
+fn recovered_at_snapshot_3() -> RecoveredState {
+    RecoveredState {
+        election: ElectionState {
+            epoch: 1,
+            leader_id: None,
+            voted_for: None,
+        },
+        log_start_offset: 3,
+        log_end_offset: 3,
+        epoch_cache: Vec::new(),
+    }
+}
+
+#[test]
+fn a_replica_restarted_on_a_snapshot_votes_and_fetches_with_the_snapshot_id() {
+    let snapshots = RecoveredSnapshots {
+        log_start_snapshot_id: Some(snapshot_3()),
+        latest_snapshot_id: Some(snapshot_3()),
+    };
+    let mut raft =
+        Raft::new_with_snapshots(config(2), &recovered_at_snapshot_3(), snapshots, 42, 0).unwrap();
+    assert_eq!(raft.log().end_offset_and_epoch(), snapshot_3());
+    assert_eq!(raft.high_watermark(), 3);
+    // A candidate whose log ends before the snapshot is less up to date; one at it is not.
+    let work = raft.step(10, 3, vote_request(3, 2, 1, 2)).unwrap();
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 2,
+                leader_id: None,
+                voted_for: None
+            }),
+            Work::SendAfterPersist {
+                to: 3,
+                message: vote_response(false, 2, None)
+            },
+        ]
+    );
+    let work = raft.step(11, 1, vote_request(1, 2, 1, 3)).unwrap();
+    assert_eq!(
+        work,
+        vec![
+            Work::WriteQuorumState(ElectionState {
+                epoch: 2,
+                leader_id: None,
+                voted_for: Some(1)
+            }),
+            Work::SendAfterPersist {
+                to: 1,
+                message: vote_response(true, 2, None)
+            },
+        ]
+    );
+    // As a follower it fetches from the snapshot's end in the snapshot's epoch.
+    let work = raft
+        .step(
+            12,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 2,
+            }),
+        )
+        .unwrap();
+    let Some(Work::SendAfterPersist {
+        message: Message::FetchRequest(f),
+        ..
+    }) = work.last()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!((f.fetch_offset, f.last_fetched_epoch), (3, 1));
+}
+
+#[test]
+fn recovered_snapshots_must_fit_the_log() {
+    let new = |snapshots| {
+        Raft::new_with_snapshots(config(2), &recovered_at_snapshot_3(), snapshots, 42, 0).err()
+    };
+    let invalid = |reason| Some(RaftError::InvalidRecoveredState(reason));
+    assert_eq!(
+        new(RecoveredSnapshots::default()),
+        invalid("a log starting above 0 needs the snapshot at its start")
+    );
+    assert_eq!(
+        new(RecoveredSnapshots {
+            log_start_snapshot_id: Some(OffsetAndEpoch::new(2, 1)),
+            latest_snapshot_id: None,
+        }),
+        invalid("the log start snapshot does not end at the log start offset")
+    );
+    assert_eq!(
+        new(RecoveredSnapshots {
+            log_start_snapshot_id: Some(snapshot_3()),
+            latest_snapshot_id: Some(OffsetAndEpoch::new(5, 1)),
+        }),
+        invalid("the latest snapshot ends past the log end")
+    );
+}
