@@ -3,7 +3,7 @@
 //! The macro generates the struct, its `Default` (the schema defaults), and a [`Wire`] impl
 //! (decode, encode, minimum wire size, test-value generation). Example:
 //!
-//! ```ignore
+//! ```text
 //! message! {
 //!     /// One partition of a Fetch request.
 //!     pub struct FetchPartition {
