@@ -11,7 +11,7 @@ use crate::message::{
 };
 use crate::mutation::Mutation;
 use crate::quorum::{CandidateState, EpochState, LeaderState, ReplicaProgress, ResignedState};
-use crate::types::{ElectionState, NodeId, OffsetAndEpoch};
+use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch};
 use crate::work::Work;
 
 impl Raft {
@@ -295,6 +295,24 @@ impl Raft {
         }
     }
 
+    /// KIP-595's checks shared by BeginQuorumEpoch and EndQuorumEpoch: the sender must be the
+    /// voter it names as leader and this node a voter (else INCONSISTENT_VOTER_SET), and the
+    /// request's epoch must not be older than ours (else FENCED_LEADER_EPOCH).
+    fn reject_leader_request(
+        &self,
+        from: NodeId,
+        leader_id: NodeId,
+        leader_epoch: Epoch,
+    ) -> Option<ErrorCode> {
+        if !self.config.is_voter(leader_id) || !self.config.is_local_voter() || from != leader_id {
+            return Some(ErrorCode::InconsistentVoterSet);
+        }
+        if leader_epoch < self.epoch() {
+            return Some(ErrorCode::FencedLeaderEpoch);
+        }
+        None
+    }
+
     pub(crate) fn handle_begin_quorum_epoch_request(
         &mut self,
         from: NodeId,
@@ -311,15 +329,10 @@ impl Raft {
                 }),
             );
         };
-        if !self.config.is_voter(request.leader_id)
-            || !self.config.is_local_voter()
-            || from != request.leader_id
+        if let Some(error_code) =
+            self.reject_leader_request(from, request.leader_id, request.leader_epoch)
         {
-            respond(self, out, ErrorCode::InconsistentVoterSet);
-            return Ok(());
-        }
-        if request.leader_epoch < self.epoch() {
-            respond(self, out, ErrorCode::FencedLeaderEpoch);
+            respond(self, out, error_code);
             return Ok(());
         }
         if request.leader_epoch == self.epoch()
@@ -496,15 +509,10 @@ impl Raft {
                 }),
             );
         };
-        if !self.config.is_voter(request.leader_id)
-            || !self.config.is_local_voter()
-            || from != request.leader_id
+        if let Some(error_code) =
+            self.reject_leader_request(from, request.leader_id, request.leader_epoch)
         {
-            respond(self, out, ErrorCode::InconsistentVoterSet);
-            return Ok(());
-        }
-        if request.leader_epoch < self.epoch() {
-            respond(self, out, ErrorCode::FencedLeaderEpoch);
+            respond(self, out, error_code);
             return Ok(());
         }
         if request.leader_epoch > self.epoch() {
