@@ -28,6 +28,7 @@ pub mod transport;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ringlog_engine::io::{AnyIo, BackendChoiceError, Completion, Io};
@@ -36,7 +37,6 @@ use ringlog_replication::{
     self as core, MultiRaft, NodeId, PartitionId, PartitionWork, Persisted, QuorumConfig,
     RaftError, RecoveredState, Work,
 };
-use tokio::net::TcpListener;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::NodeConfig;
@@ -44,7 +44,8 @@ use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 use crate::protocol::{ApiKey, EncodeError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use storage::{PartitionStore, StorageError};
-use transport::{Event, PeerLane, Responder};
+use crate::server::{Server, ServerConfig, ServerError};
+use transport::{Event, NodeHandler, PeerLane, Responder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -71,33 +72,34 @@ pub enum NodeError {
 /// resigns first). Blocks the calling thread.
 pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     let meta = MetaProperties::check(&config.metadata_log_dir, config.node_id, None)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(NodeError::Runtime)?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    // tokio-uring's runtime is a current-thread tokio runtime with a LocalSet: the event loop,
+    // the server's connections and the peer lanes all run on this one thread.
+    let mut builder = tokio_uring::builder();
+    builder.entries(256);
+    builder.start(async move {
         let (events_tx, events_rx) = unbounded_channel();
         let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
-        let listener = TcpListener::bind(node.config.listener)
-            .await
-            .map_err(|source| NodeError::Bind {
-                address: node.config.listener.to_string(),
-                source,
+        let server_config = ServerConfig::from_node_config(&node.config);
+        let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx)))
+            .map_err(|error| match error {
+                ServerError::Bind { address, source } => NodeError::Bind {
+                    address: address.to_string(),
+                    source,
+                },
+                other => NodeError::Runtime(std::io::Error::other(other.to_string())),
             })?;
         tracing::info!(
             node_id = node.config.node_id,
-            listener = %node.config.listener,
+            listener = %server.local_addr(),
             voter = node.config.is_voter(),
             io = node.io.backend_name(),
             "node started"
         );
-        tokio::task::spawn_local(transport::serve(
-            listener,
-            events_tx,
-            node.config.socket_request_max_bytes as usize,
-        ));
-        node.run(events_rx).await
+        let result = node.run(events_rx).await;
+        // The loop answered or failed every request it held; let the connections write the
+        // last answers, then close them.
+        server.stop(Duration::from_millis(200)).await;
+        result
     })
 }
 
@@ -665,8 +667,6 @@ impl Node {
                 tracing::warn!(partition, %error, "closing the log");
             }
         }
-        // Let the connection tasks write the last answers out.
-        tokio::time::sleep(Duration::from_millis(50)).await;
         tracing::info!("stopped");
         Ok(())
     }

@@ -1,29 +1,34 @@
-//! The node's sockets, on the event loop's single-threaded tokio runtime: a listener whose
-//! connections feed decoded requests to the loop and write the answers back in request order
-//! (Kafka pipelining), and one client per peer and lane that sends requests and hands the
-//! responses to the loop.
+//! The node's sockets, on the event loop's single-threaded tokio-uring runtime.
+//!
+//! Inbound, the node is a [`RequestHandler`] of the Kafka server (`crate::server`): the server
+//! owns the connections (framing, `socket.request.max.bytes` checked before a body is read, a
+//! bounded number of requests in flight per connection, replies in request order, file regions
+//! sent with `sendfile(2)`), and [`NodeHandler`] only turns each decoded request into an
+//! [`Event::Request`] whose [`Responder`] the event loop answers exactly once.
+//!
+//! Outbound, one client per peer and lane sends requests and hands the responses to the loop.
+//! Two lanes per peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch; fetch: one batched
+//! Fetch per round for every partition that peer leads) because a server answers one
+//! connection's requests in order: a Vote must not wait behind a Fetch that the leader holds
+//! for its long-poll.
 //!
 //! The tasks never touch consensus or storage state: they only move frames. Everything they
 //! learn goes into the loop's [`Event`] channel, which the loop drains one event at a time.
-//!
-//! Two lanes per peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch; fetch: Fetch) because a
-//! server answers one connection's requests in order: a Vote must not wait behind a Fetch that
-//! the leader holds for its long-poll.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ringlog_replication::NodeId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::oneshot;
 
 use crate::protocol::{
-    ApiKey, DecodeError, Request, RequestHeader, Response, decode_request, decode_response,
-    split_frame, unsupported_api_versions_response,
+    ApiKey, Request, RequestHeader, Response, decode_response, split_frame,
 };
+use crate::server::{ConnectionInfo, LocalBoxFuture, Reply, RequestHandler};
 
 /// What the sockets tell the event loop.
 #[derive(Debug)]
@@ -47,116 +52,67 @@ pub enum Event {
     },
 }
 
-/// The answer slot of one request on one connection. Answers leave in request order whatever
-/// order they are given in; `None` answers nothing (Produce with acks=0) but frees the slot.
+/// The answer slot of one request on one connection. The server writes answers in request
+/// order whatever order they are given in. A responder dropped unanswered closes its
+/// connection after the earlier answers (the client would otherwise wait forever).
 #[derive(Debug)]
 pub struct Responder {
-    sequence: u64,
-    tx: UnboundedSender<(u64, Option<Bytes>)>,
+    tx: oneshot::Sender<Reply>,
 }
 
 impl Responder {
+    /// Answers with an encoded frame (size prefix included); `None` answers nothing (Produce
+    /// with acks=0) but frees the slot.
     pub fn send(self, frame: Option<Bytes>) {
+        self.reply(match frame {
+            Some(frame) => Reply::Frame(frame),
+            None => Reply::Nothing,
+        });
+    }
+
+    /// Answers with a reply the server encodes, e.g. [`Reply::WithRecords`] whose file
+    /// regions go from the segment file to the socket without a userspace copy.
+    pub fn reply(self, reply: Reply) {
         // A closed connection drops the answer: the client is gone.
-        let _ = self.tx.send((self.sequence, frame));
+        let _ = self.tx.send(reply);
     }
 }
 
-/// Accepts connections until the runtime stops.
-pub async fn serve(listener: TcpListener, events: UnboundedSender<Event>, max_frame_bytes: usize) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, remote)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::task::spawn_local(serve_connection(
-                    stream,
-                    remote,
-                    events.clone(),
-                    max_frame_bytes,
-                ));
-            }
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                // EMFILE and friends: give the loop a moment instead of spinning.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-}
-
-async fn serve_connection(
-    stream: TcpStream,
-    remote: SocketAddr,
+/// The node as the server's request handler: every request becomes an event of the loop.
+pub struct NodeHandler {
     events: UnboundedSender<Event>,
-    max_frame_bytes: usize,
-) {
-    let (mut reader, mut writer) = stream.into_split();
-    let (tx, mut rx) = unbounded_channel::<(u64, Option<Bytes>)>();
-    tokio::task::spawn_local(async move {
-        let mut next = 0u64;
-        let mut ready: BTreeMap<u64, Option<Bytes>> = BTreeMap::new();
-        while let Some((sequence, frame)) = rx.recv().await {
-            ready.insert(sequence, frame);
-            while let Some(frame) = ready.remove(&next) {
-                next += 1;
-                if let Some(frame) = frame
-                    && writer.write_all(&frame).await.is_err()
-                {
-                    return;
-                }
+}
+
+impl NodeHandler {
+    pub fn new(events: UnboundedSender<Event>) -> NodeHandler {
+        NodeHandler { events }
+    }
+}
+
+impl RequestHandler for NodeHandler {
+    fn handle(
+        &self,
+        _connection: ConnectionInfo,
+        header: RequestHeader,
+        request: Request,
+    ) -> LocalBoxFuture<'static, Reply> {
+        // Queued now, not when the future first runs: the loop sees a connection's requests
+        // in the order they were read.
+        let (tx, rx) = oneshot::channel();
+        let queued = self
+            .events
+            .send(Event::Request {
+                responder: Responder { tx },
+                header,
+                request,
+            })
+            .is_ok();
+        Box::pin(async move {
+            if !queued {
+                return Reply::Close;
             }
-        }
-    });
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    let mut sequence = 0u64;
-    loop {
-        loop {
-            match split_frame(&mut buf, max_frame_bytes) {
-                Ok(Some(frame)) => match decode_request(frame) {
-                    Ok((header, request)) => {
-                        let responder = Responder {
-                            sequence,
-                            tx: tx.clone(),
-                        };
-                        sequence += 1;
-                        if events
-                            .send(Event::Request {
-                                responder,
-                                header,
-                                request,
-                            })
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                    Err(DecodeError::UnsupportedVersion {
-                        api_key,
-                        correlation_id,
-                        ..
-                    }) if api_key == ApiKey::ApiVersions.key() => {
-                        // KIP-511: tell the client which versions we speak.
-                        if let Ok(frame) = unsupported_api_versions_response(correlation_id) {
-                            let _ = tx.send((sequence, Some(frame)));
-                        }
-                        sequence += 1;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%remote, %error, "undecodable request; closing the connection");
-                        return;
-                    }
-                },
-                Ok(None) => break,
-                Err(error) => {
-                    tracing::warn!(%remote, %error, "bad frame; closing the connection");
-                    return;
-                }
-            }
-        }
-        match reader.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
+            rx.await.unwrap_or(Reply::Close)
+        })
     }
 }
 

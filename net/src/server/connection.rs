@@ -305,6 +305,11 @@ async fn write_reply(
 ) -> Result<bool, WriteError> {
     let (response, regions) = match reply {
         Reply::Close => return Ok(false),
+        Reply::Nothing => return Ok(true),
+        Reply::Frame(frame) => {
+            writer.write_all(frame).await?;
+            return Ok(true);
+        }
         Reply::Response(response) => (response, Vec::new()),
         Reply::WithRecords { response, regions } => (response, regions),
     };

@@ -78,6 +78,12 @@ pub enum Reply {
         response: Response,
         regions: Vec<RecordsSource>,
     },
+    /// A response already encoded by the handler: the whole frame, size prefix included,
+    /// written as it is (the handler answers for its API and correlation id).
+    Frame(Bytes),
+    /// Kafka sends no response to this request (Produce with acks=0): write nothing, free the
+    /// slot, and go on with the next request's reply.
+    Nothing,
     /// Send nothing, and close the connection once the earlier responses are out.
     Close,
 }
