@@ -42,9 +42,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::config::NodeConfig;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 use crate::protocol::{ApiKey, EncodeError};
+use crate::server::{Server, ServerConfig, ServerError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use storage::{PartitionStore, StorageError};
-use crate::server::{Server, ServerConfig, ServerError};
 use transport::{Event, NodeHandler, PeerLane, Responder};
 
 #[derive(Debug, thiserror::Error)]
@@ -80,14 +80,15 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         let (events_tx, events_rx) = unbounded_channel();
         let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
         let server_config = ServerConfig::from_node_config(&node.config);
-        let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx)))
-            .map_err(|error| match error {
+        let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx))).map_err(
+            |error| match error {
                 ServerError::Bind { address, source } => NodeError::Bind {
                     address: address.to_string(),
                     source,
                 },
                 other => NodeError::Runtime(std::io::Error::other(other.to_string())),
-            })?;
+            },
+        )?;
         tracing::info!(
             node_id = node.config.node_id,
             listener = %server.local_addr(),

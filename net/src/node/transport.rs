@@ -25,9 +25,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
-use crate::protocol::{
-    ApiKey, Request, RequestHeader, Response, decode_response, split_frame,
-};
+use crate::protocol::{ApiKey, Request, RequestHeader, Response, decode_response, split_frame};
 use crate::server::{ConnectionInfo, LocalBoxFuture, Reply, RequestHandler};
 
 /// What the sockets tell the event loop.
