@@ -4,17 +4,42 @@
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchError, BatchIter};
-use ringlog_replication::{self as core, PartitionId, RaftError};
+use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
 
 use super::convert;
+use super::metadata::check_current_leader_epoch;
 use super::transport::Responder;
 use super::{Node, NodeError};
+use crate::protocol::ApiKey;
 use crate::protocol::wire::{Records, Uuid};
 use crate::protocol::{
     ApiVersionsResponse, ErrorCode, Request, RequestHeader, Response, describe_quorum_request,
     describe_quorum_response as dq, encode_response, fetch_request, fetch_response,
     produce_request, produce_response, supported_api_versions,
 };
+
+/// The APIs this node answers, at every version the codec speaks. ApiVersions advertises
+/// exactly these: a client must never pick an API we would answer with an empty body.
+const SERVED_APIS: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::OffsetForLeaderEpoch,
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::DescribeQuorum,
+];
+
+/// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
+pub(crate) fn served_api_versions() -> Vec<crate::protocol::api_versions_response::ApiVersion> {
+    supported_api_versions()
+        .into_iter()
+        .filter(|v| SERVED_APIS.iter().any(|api| api.key() == v.api_key))
+        .collect()
+}
 
 /// Produce requests waiting for durability or the high-watermark, and parked consumer fetches.
 #[derive(Default)]
@@ -142,9 +167,14 @@ impl Node {
         let response = match request {
             Request::ApiVersions(_) => Response::ApiVersions(ApiVersionsResponse {
                 error_code: 0,
-                api_keys: supported_api_versions(),
+                api_keys: served_api_versions(),
                 ..Default::default()
             }),
+            Request::Metadata(r) => Response::Metadata(self.handle_metadata(&r, version)),
+            Request::ListOffsets(r) => Response::ListOffsets(self.handle_list_offsets(&r)),
+            Request::OffsetForLeaderEpoch(r) => {
+                Response::OffsetForLeaderEpoch(self.handle_offset_for_leader_epoch(&r))
+            }
             Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
@@ -152,14 +182,9 @@ impl Node {
                 // Not served by this node yet: an empty answer keeps the connection in step.
                 tracing::debug!(api = ?other.api_key(), "request not served; empty answer");
                 match other {
-                    Request::Metadata(_) => Response::Metadata(Default::default()),
-                    Request::ListOffsets(_) => Response::ListOffsets(Default::default()),
                     Request::CreateTopics(_) => Response::CreateTopics(Default::default()),
                     Request::DeleteTopics(_) => Response::DeleteTopics(Default::default()),
                     Request::InitProducerId(_) => Response::InitProducerId(Default::default()),
-                    Request::OffsetForLeaderEpoch(_) => {
-                        Response::OffsetForLeaderEpoch(Default::default())
-                    }
                     Request::FetchSnapshot(_) => Response::FetchSnapshot(Default::default()),
                     _ => return Ok(()),
                 }
@@ -570,7 +595,19 @@ impl Node {
                     ));
                     continue;
                 };
-                let leader = self.multi.partition(id).map(|r| r.leader_and_epoch());
+                let raft = self.multi.partition(id).expect("hosted partition");
+                let leader = Some(raft.leader_and_epoch());
+                // KIP-320: a consumer that knows another epoch than ours is fenced (older) or
+                // ahead of us (newer); one whose last fetched epoch does not end where it
+                // thinks is told where its log diverged, and reads nothing.
+                let epoch_check = check_current_leader_epoch(p.current_leader_epoch, raft.epoch());
+                let validated = (version >= 12 && p.last_fetched_epoch >= 0 && p.fetch_offset >= 0)
+                    .then(|| {
+                        raft.log().validate_offset_and_epoch(
+                            p.fetch_offset as u64,
+                            p.last_fetched_epoch as u32,
+                        )
+                    });
                 let store = self.stores.get_mut(&id).expect("hosted partition");
                 let high_watermark = store.high_watermark;
                 let log_start_offset = store.log.log_start_offset() as u64;
@@ -586,9 +623,20 @@ impl Node {
                     records: Some(Records::Bytes(Bytes::new())),
                     ..Default::default()
                 };
-                if p.fetch_offset < log_start_offset as i64
+                if let Err(code) = epoch_check {
+                    data.error_code = code.code();
+                    has_data = true;
+                } else if let Some(ValidatedOffset::Diverging(end)) = validated {
+                    data.diverging_epoch = fetch_response::EpochEndOffset {
+                        epoch: end.epoch as i32,
+                        end_offset: end.offset as i64,
+                    };
+                    has_data = true;
+                } else if matches!(validated, Some(ValidatedOffset::Snapshot(_)))
+                    || p.fetch_offset < log_start_offset as i64
                     || p.fetch_offset > high_watermark as i64
                 {
+                    has_data = true;
                     data.error_code = ErrorCode::OffsetOutOfRange.code();
                 } else if (p.fetch_offset as u64) < high_watermark {
                     let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);

@@ -22,6 +22,7 @@
 pub mod client;
 pub mod convert;
 mod handlers;
+mod metadata;
 mod requests;
 pub mod storage;
 pub mod transport;

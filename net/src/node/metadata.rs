@@ -1,0 +1,498 @@
+//! What a Kafka client asks before it produces or consumes: Metadata (brokers, leaders and
+//! leader epochs), ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch
+//! (KIP-101/KIP-320: where an epoch ends), plus the CurrentLeaderEpoch check every one of
+//! them and consumer Fetch share (KIP-320).
+//!
+//! Leader epochs are the Raft epochs of the partition's group: a leader stamps every batch it
+//! appends with its epoch, so the epoch a client reads from a batch, the one Metadata reports
+//! and the one it sends back as CurrentLeaderEpoch are the same number.
+
+use ringlog_engine::batch::BatchIter;
+use ringlog_replication::{OffsetAndEpoch, PartitionId, Raft};
+
+use super::Node;
+use crate::protocol::{
+    ErrorCode, list_offsets_request as lo_req, list_offsets_response as lo_resp,
+    metadata_request as md_req, metadata_response as md_resp,
+    offset_for_leader_epoch_request as ofle_req, offset_for_leader_epoch_response as ofle_resp,
+};
+
+/// ListOffsets' special timestamps (Kafka's `ListOffsetsRequest`).
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// How many bytes a timestamp lookup reads from the log at a time.
+const SCAN_CHUNK_BYTES: u32 = 1 << 20;
+
+/// KIP-320: a request's CurrentLeaderEpoch against the partition's epoch. -1 skips the check
+/// (old clients); an older epoch is a fenced (zombie) client, a newer one means this node has
+/// not yet learned of the election the client already knows about.
+pub(crate) fn check_current_leader_epoch(
+    current_leader_epoch: i32,
+    partition_epoch: u32,
+) -> Result<(), ErrorCode> {
+    if current_leader_epoch < 0 {
+        return Ok(());
+    }
+    match i64::from(current_leader_epoch).cmp(&i64::from(partition_epoch)) {
+        std::cmp::Ordering::Less => Err(ErrorCode::FencedLeaderEpoch),
+        std::cmp::Ordering::Greater => Err(ErrorCode::UnknownLeaderEpoch),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// Kafka's `LeaderEpochFileCache.endOffsetFor`: the end offset of `requested` (the start of
+/// the next larger epoch, or the log end offset for the latest epoch) with the largest epoch
+/// ≤ `requested` that the cache holds. `None` (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) for a
+/// negative epoch, an empty cache, or an epoch newer than every cached one.
+pub(crate) fn end_offset_for_epoch(
+    epoch_cache: &[OffsetAndEpoch],
+    log_end_offset: u64,
+    requested: i32,
+) -> Option<(i32, i64)> {
+    let requested = u32::try_from(requested).ok()?;
+    let latest = epoch_cache.last()?;
+    if requested == latest.epoch {
+        return Some((requested as i32, log_end_offset as i64));
+    }
+    let higher = epoch_cache.iter().find(|e| e.epoch > requested)?;
+    let floor_epoch = epoch_cache
+        .iter()
+        .rev()
+        .find(|e| e.epoch <= requested)
+        .map_or(requested, |e| e.epoch);
+    Some((floor_epoch as i32, higher.offset as i64))
+}
+
+/// The epoch of the record at `offset`: the latest cache entry starting at or before it.
+pub(crate) fn epoch_of_offset(epoch_cache: &[OffsetAndEpoch], offset: u64) -> i32 {
+    epoch_cache
+        .iter()
+        .rev()
+        .find(|e| e.offset <= offset)
+        .map_or(-1, |e| e.epoch as i32)
+}
+
+/// The partition's leader as a client sees it: leader only when this node leads.
+pub(crate) fn leader_check(raft: &Raft, current_leader_epoch: i32) -> Result<(), ErrorCode> {
+    if !raft.is_leader() {
+        return Err(ErrorCode::NotLeaderOrFollower);
+    }
+    check_current_leader_epoch(current_leader_epoch, raft.epoch())
+}
+
+impl Node {
+    // ---- Metadata -----------------------------------------------------------------------------
+
+    /// Every broker a client may be sent to: each voter at its `controller.quorum.voters`
+    /// address (its one listener serves clients and peers alike), and this node at its
+    /// advertised listener when it is an observer. Observers that are not this node are not
+    /// listed: nothing tells a node another observer's address.
+    fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
+        let mut brokers: Vec<md_resp::MetadataResponseBroker> = self
+            .config
+            .quorum_voters
+            .iter()
+            .map(|v| {
+                let (host, port) = if v.node_id == self.config.node_id {
+                    self.config.advertised_listener.clone()
+                } else {
+                    (v.host.clone(), v.port)
+                };
+                md_resp::MetadataResponseBroker {
+                    node_id: v.node_id,
+                    host,
+                    port: i32::from(port),
+                    rack: None,
+                }
+            })
+            .collect();
+        if !self.config.is_voter() {
+            let (host, port) = self.config.advertised_listener.clone();
+            brokers.push(md_resp::MetadataResponseBroker {
+                node_id: self.config.node_id,
+                host,
+                port: i32::from(port),
+                rack: None,
+            });
+        }
+        brokers
+    }
+
+    fn metadata_partition(&self, id: PartitionId) -> md_resp::MetadataResponsePartition {
+        let hosted = self.table.get(id);
+        let voters: Vec<i32> = self
+            .config
+            .quorum_voters
+            .iter()
+            .map(|v| v.node_id)
+            .collect();
+        let raft = self.multi.partition(id).expect("hosted partition");
+        let leader = raft.leader_id();
+        md_resp::MetadataResponsePartition {
+            error_code: if leader.is_some() {
+                ErrorCode::None.code()
+            } else {
+                ErrorCode::LeaderNotAvailable.code()
+            },
+            partition_index: hosted.index,
+            leader_id: leader.unwrap_or(-1),
+            leader_epoch: raft.epoch() as i32,
+            replica_nodes: voters.clone(),
+            // Raft has no ISR: every voter may become leader with every committed record,
+            // which is what clients read the ISR for.
+            isr_nodes: voters,
+            offline_replicas: Vec::new(),
+        }
+    }
+
+    /// The topic entry for a hosted topic, its partitions in index order.
+    fn metadata_topic(&self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
+        let mut ids: Vec<PartitionId> = self
+            .table
+            .ids()
+            .filter(|id| self.table.get(*id).topic == name)
+            .collect();
+        if ids.is_empty() {
+            return None;
+        }
+        ids.sort_by_key(|id| self.table.get(*id).index);
+        let topic_id = self.table.get(ids[0]).topic_id;
+        Some(md_resp::MetadataResponseTopic {
+            error_code: ErrorCode::None.code(),
+            name: Some(name.to_string()),
+            topic_id,
+            is_internal: name.starts_with("__"),
+            partitions: ids.iter().map(|id| self.metadata_partition(*id)).collect(),
+            topic_authorized_operations: i32::MIN,
+        })
+    }
+
+    fn hosted_topic_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .table
+            .ids()
+            .map(|id| self.table.get(id).topic.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    pub(super) fn handle_metadata(
+        &mut self,
+        request: &md_req::MetadataRequest,
+        version: i16,
+    ) -> md_resp::MetadataResponse {
+        // v0: an empty list means every topic; v1+: null does.
+        let requested: Option<Vec<md_req::MetadataRequestTopic>> = match &request.topics {
+            None => None,
+            Some(list) if list.is_empty() && version == 0 => None,
+            Some(list) => Some(list.clone()),
+        };
+        let topics = match requested {
+            None => self
+                .hosted_topic_names()
+                .iter()
+                .filter_map(|name| self.metadata_topic(name))
+                .collect(),
+            Some(list) => {
+                let mut topics = Vec::with_capacity(list.len());
+                for t in &list {
+                    let name = match &t.name {
+                        Some(name) => Some(name.clone()),
+                        None => self
+                            .table
+                            .ids()
+                            .find(|id| self.table.get(*id).topic_id == t.topic_id)
+                            .map(|id| self.table.get(id).topic.clone()),
+                    };
+                    if let Some(found) = name.as_deref().and_then(|n| self.metadata_topic(n)) {
+                        topics.push(found);
+                        continue;
+                    }
+                    let auto_create = version < 4 || request.allow_auto_topic_creation;
+                    let error = self.metadata_unknown_topic(name.as_deref(), auto_create);
+                    topics.push(md_resp::MetadataResponseTopic {
+                        error_code: error.code(),
+                        name: name.or_else(|| t.name.clone()),
+                        topic_id: t.topic_id,
+                        topic_authorized_operations: i32::MIN,
+                        ..Default::default()
+                    });
+                }
+                topics
+            }
+        };
+        let controller_id = self
+            .table
+            .find(super::convert::METADATA_TOPIC, 0)
+            .and_then(|id| self.multi.partition(id))
+            .and_then(Raft::leader_id)
+            .unwrap_or(-1);
+        md_resp::MetadataResponse {
+            throttle_time_ms: 0,
+            brokers: self.metadata_brokers(),
+            cluster_id: Some(self.cluster_id.clone()),
+            controller_id,
+            topics,
+            cluster_authorized_operations: i32::MIN,
+            error_code: 0,
+        }
+    }
+
+    /// The error for a topic this node does not host. Creating topics on demand
+    /// (`auto.create.topics.enable`) goes through the metadata log (topics.rs).
+    fn metadata_unknown_topic(&mut self, name: Option<&str>, auto_create: bool) -> ErrorCode {
+        let _ = (name, auto_create);
+        ErrorCode::UnknownTopicOrPartition
+    }
+
+    // ---- ListOffsets --------------------------------------------------------------------------
+
+    pub(super) fn handle_list_offsets(
+        &mut self,
+        request: &lo_req::ListOffsetsRequest,
+    ) -> lo_resp::ListOffsetsResponse {
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| lo_resp::ListOffsetsTopicResponse {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let answer = self.list_offset(&t.name, p);
+                        let (error, timestamp, offset, leader_epoch) = match answer {
+                            Ok((timestamp, offset, epoch)) => {
+                                (ErrorCode::None, timestamp, offset, epoch)
+                            }
+                            Err(code) => (code, -1, -1, -1),
+                        };
+                        lo_resp::ListOffsetsPartitionResponse {
+                            partition_index: p.partition_index,
+                            error_code: error.code(),
+                            timestamp,
+                            offset,
+                            leader_epoch,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        lo_resp::ListOffsetsResponse {
+            throttle_time_ms: 0,
+            topics,
+        }
+    }
+
+    /// (timestamp, offset, leader epoch) for one partition; offsets are those a consumer may
+    /// read (below the high-watermark).
+    fn list_offset(
+        &mut self,
+        topic: &str,
+        p: &lo_req::ListOffsetsPartition,
+    ) -> Result<(i64, i64, i32), ErrorCode> {
+        let id = self
+            .table
+            .find(topic, p.partition_index)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let raft = self.multi.partition(id).expect("hosted partition");
+        leader_check(raft, p.current_leader_epoch)?;
+        let cache = raft.log().epoch_cache().to_vec();
+        let epoch = raft.epoch() as i32;
+        let store = &self.stores[&id];
+        let high_watermark = store.high_watermark;
+        let log_start_offset = store.log.log_start_offset() as u64;
+        match p.timestamp {
+            LATEST_TIMESTAMP => Ok((-1, high_watermark as i64, epoch)),
+            EARLIEST_TIMESTAMP => Ok((
+                -1,
+                log_start_offset as i64,
+                epoch_of_offset(&cache, log_start_offset),
+            )),
+            MAX_TIMESTAMP => Ok(self
+                .scan_timestamps(id, log_start_offset, high_watermark, None)
+                .unwrap_or((-1, -1, -1))),
+            target if target >= 0 => Ok(self
+                .scan_timestamps(id, log_start_offset, high_watermark, Some(target))
+                .unwrap_or((-1, -1, -1))),
+            _ => Err(ErrorCode::InvalidRequest),
+        }
+    }
+
+    /// Scans the committed log: with `Some(target)`, the first record whose timestamp is at
+    /// least `target`; with `None`, the record with the largest timestamp (the first of them).
+    /// Control batches are skipped. A compressed batch is judged by its max timestamp and
+    /// answered with its base offset (its records are not decompressed here).
+    fn scan_timestamps(
+        &mut self,
+        id: PartitionId,
+        from: u64,
+        high_watermark: u64,
+        target: Option<i64>,
+    ) -> Option<(i64, i64, i32)> {
+        let mut offset = from;
+        let mut best: Option<(i64, i64, i32)> = None;
+        while offset < high_watermark {
+            let store = self.stores.get_mut(&id).expect("hosted partition");
+            let bytes = match store.read(&mut self.io, offset, SCAN_CHUNK_BYTES) {
+                Ok(bytes) if !bytes.is_empty() => bytes,
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::error!(%error, offset, "log read failed in a timestamp lookup");
+                    break;
+                }
+            };
+            let before = offset;
+            for batch in BatchIter::new(bytes) {
+                let Ok(batch) = batch else { break };
+                if batch.last_offset() as u64 >= high_watermark {
+                    offset = high_watermark;
+                    break;
+                }
+                offset = batch.next_offset() as u64;
+                if batch.is_control() {
+                    continue;
+                }
+                let epoch = batch.partition_leader_epoch();
+                let max_timestamp = batch.header().max_timestamp();
+                let wanted = match target {
+                    Some(t) => max_timestamp >= t,
+                    None => best.is_none_or(|(ts, _, _)| max_timestamp > ts),
+                };
+                if !wanted {
+                    continue;
+                }
+                let mut found = (max_timestamp, batch.base_offset(), epoch);
+                if let Ok(records) = batch.records() {
+                    for record in records.flatten() {
+                        let hit = match target {
+                            Some(t) => record.timestamp() >= t,
+                            None => record.timestamp() == max_timestamp,
+                        };
+                        if hit {
+                            found = (record.timestamp(), record.offset(), epoch);
+                            break;
+                        }
+                    }
+                }
+                if target.is_some() {
+                    self.collect_foreign();
+                    return Some(found);
+                }
+                best = Some(found);
+            }
+            if offset == before {
+                break;
+            }
+        }
+        self.collect_foreign();
+        best
+    }
+
+    // ---- OffsetForLeaderEpoch -----------------------------------------------------------------
+
+    pub(super) fn handle_offset_for_leader_epoch(
+        &self,
+        request: &ofle_req::OffsetForLeaderEpochRequest,
+    ) -> ofle_resp::OffsetForLeaderEpochResponse {
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| ofle_resp::OffsetForLeaderTopicResult {
+                topic: t.topic.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let answer = self
+                            .table
+                            .find(&t.topic, p.partition)
+                            .ok_or(ErrorCode::UnknownTopicOrPartition)
+                            .and_then(|id| {
+                                let raft = self.multi.partition(id).expect("hosted partition");
+                                leader_check(raft, p.current_leader_epoch)?;
+                                let log = raft.log();
+                                Ok(end_offset_for_epoch(
+                                    log.epoch_cache(),
+                                    log.log_end_offset(),
+                                    p.leader_epoch,
+                                ))
+                            });
+                        let (error, (leader_epoch, end_offset)) = match answer {
+                            Ok(found) => (ErrorCode::None, found.unwrap_or((-1, -1))),
+                            Err(code) => (code, (-1, -1)),
+                        };
+                        ofle_resp::EpochEndOffset {
+                            error_code: error.code(),
+                            partition: p.partition,
+                            leader_epoch,
+                            end_offset,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        ofle_resp::OffsetForLeaderEpochResponse {
+            throttle_time_ms: 0,
+            topics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(entries: &[(u32, u64)]) -> Vec<OffsetAndEpoch> {
+        entries
+            .iter()
+            .map(|(epoch, offset)| OffsetAndEpoch::new(*offset, *epoch))
+            .collect()
+    }
+
+    #[test]
+    fn kip_320_current_leader_epoch_check() {
+        assert_eq!(check_current_leader_epoch(-1, 5), Ok(()));
+        assert_eq!(check_current_leader_epoch(5, 5), Ok(()));
+        assert_eq!(
+            check_current_leader_epoch(4, 5),
+            Err(ErrorCode::FencedLeaderEpoch)
+        );
+        assert_eq!(
+            check_current_leader_epoch(6, 5),
+            Err(ErrorCode::UnknownLeaderEpoch)
+        );
+    }
+
+    #[test]
+    fn kip_101_end_offset_of_an_epoch_is_the_start_of_the_next_larger_one() {
+        // Epoch 1 from 0, epoch 3 from 10, epoch 4 from 25; log end 40.
+        let c = cache(&[(1, 0), (3, 10), (4, 25)]);
+        assert_eq!(end_offset_for_epoch(&c, 40, 1), Some((1, 10)));
+        // Epoch 2 never had a leader that wrote: the largest epoch ≤ 2 is 1, ending at 10.
+        assert_eq!(end_offset_for_epoch(&c, 40, 2), Some((1, 10)));
+        assert_eq!(end_offset_for_epoch(&c, 40, 3), Some((3, 25)));
+        // The latest epoch ends at the log end.
+        assert_eq!(end_offset_for_epoch(&c, 40, 4), Some((4, 40)));
+        // Newer than anything we know, or undefined: UNDEFINED_EPOCH_OFFSET.
+        assert_eq!(end_offset_for_epoch(&c, 40, 5), None);
+        assert_eq!(end_offset_for_epoch(&c, 40, -1), None);
+        assert_eq!(end_offset_for_epoch(&[], 0, 0), None);
+        // Older than the first entry: the requested epoch ends where the first one starts.
+        let c = cache(&[(3, 10)]);
+        assert_eq!(end_offset_for_epoch(&c, 20, 2), Some((2, 10)));
+    }
+
+    #[test]
+    fn epoch_of_an_offset_is_the_entry_covering_it() {
+        let c = cache(&[(1, 0), (3, 10)]);
+        assert_eq!(epoch_of_offset(&c, 0), 1);
+        assert_eq!(epoch_of_offset(&c, 9), 1);
+        assert_eq!(epoch_of_offset(&c, 10), 3);
+        assert_eq!(epoch_of_offset(&[], 0), -1);
+    }
+}
