@@ -273,3 +273,43 @@ fn follower_append_checks_continuity_and_epochs() {
         Err(LogError::InvalidBatch { .. })
     ));
 }
+
+#[test]
+fn read_below_stops_before_the_first_batch_reaching_the_bound() {
+    // A consumer reads below the high-watermark only; the bound is decided from the batch
+    // index, so it holds for in-memory tails and file regions alike.
+    let mut io = MemoryIo::with_seed(41);
+    let (mut log, _) =
+        PartitionLog::open(&mut io, Path::new("/data/p-below"), small_config()).unwrap();
+    let first_batch = batch_bytes(3, 100, 1);
+    let second_batch = batch_bytes(2, 100, 2);
+    let first = first_batch.len() as u64;
+    let whole = first + second_batch.len() as u64;
+    // One append, so both batches sit in one in-memory chunk a single read may span.
+    let mut both = first_batch;
+    both.extend_from_slice(&second_batch);
+    log.append_as_leader(both, 1).unwrap(); // offsets 0..=2 and 3..=4
+    assert_eq!(log.read(&io, 0, 1 << 20).unwrap().len_bytes(), whole);
+    // Bound inside the first batch: nothing may go out.
+    assert_eq!(log.read_below(&io, 0, 1 << 20, 2).unwrap().len_bytes(), 0);
+    // Bound at the second batch's start: only the first batch.
+    assert_eq!(
+        log.read_below(&io, 0, 1 << 20, 3).unwrap().len_bytes(),
+        first
+    );
+    // Bound inside the second batch: still only the first.
+    assert_eq!(
+        log.read_below(&io, 0, 1 << 20, 4).unwrap().len_bytes(),
+        first
+    );
+    // Bound at the log end: everything, as an unbounded read.
+    assert_eq!(
+        log.read_below(&io, 0, 1 << 20, 5).unwrap().len_bytes(),
+        whole
+    );
+    assert_eq!(log.read_below(&io, 3, 1 << 20, 4).unwrap().len_bytes(), 0);
+    assert_eq!(
+        log.read_below(&io, 3, 1 << 20, 5).unwrap().len_bytes(),
+        whole - first
+    );
+}

@@ -266,6 +266,20 @@ impl PartitionLog {
         from_offset: i64,
         max_bytes: usize,
     ) -> Result<ReadView, LogError> {
+        self.read_below(io, from_offset, max_bytes, i64::MAX)
+    }
+
+    /// [`PartitionLog::read`] bounded to whole batches whose last offset is below
+    /// `end_offset` (a consumer reads below the high-watermark only), decided from the batch
+    /// index so a file region never has to be read back to find its committed prefix. An empty
+    /// view when the batch holding `from_offset` ends at or above `end_offset`.
+    pub fn read_below<I: Io>(
+        &self,
+        io: &I,
+        from_offset: i64,
+        max_bytes: usize,
+        end_offset: i64,
+    ) -> Result<ReadView, LogError> {
         let log_end_offset = self.log_end_offset();
         if from_offset == log_end_offset {
             return Ok(ReadView::Memory(Bytes::new()));
@@ -283,6 +297,9 @@ impl PartitionLog {
             first < segment.batches.len(),
             "offset {from_offset} below the segment's end has a batch"
         );
+        if segment.batches[first].last_offset >= end_offset {
+            return Ok(ReadView::Memory(Bytes::new()));
+        }
         let start = segment.batches[first].position;
         let limit = start + max_bytes as u64;
         let in_memory = segment
@@ -304,7 +321,10 @@ impl PartitionLog {
         let mut index = first + 1;
         while index < segment.batches.len() {
             let next_end = segment.batch_end(index);
-            if next_end > available_end || next_end > limit {
+            if next_end > available_end
+                || next_end > limit
+                || segment.batches[index].last_offset >= end_offset
+            {
                 break;
             }
             end = next_end;

@@ -17,6 +17,7 @@ use crate::protocol::{
     describe_quorum_response as dq, encode_response, fetch_request, fetch_response,
     produce_request, produce_response, supported_api_versions,
 };
+use crate::server::{RecordsSource, Reply};
 
 /// The APIs this node answers, at every version the codec speaks. ApiVersions advertises
 /// exactly these: a client must never pick an API we would answer with an empty body.
@@ -96,7 +97,6 @@ struct Waiter {
 
 struct ParkedFetch {
     responder: Responder,
-    correlation_id: i32,
     version: i16,
     request: fetch_request::FetchRequest,
     deadline_ms: u64,
@@ -518,31 +518,30 @@ impl Node {
         may_park: bool,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        let (response, has_data) = self.read_for_consumer(&request, version)?;
+        let (response, has_data, regions) = self.read_for_consumer(&request, version)?;
         let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
         if !has_data && may_park && max_wait_ms > 0 && self.shutdown_until_ms.is_none() {
             self.handlers.parked.push(ParkedFetch {
                 responder,
-                correlation_id: header.correlation_id,
                 version,
                 request,
                 deadline_ms: self.now_ms() + max_wait_ms,
             });
             return Ok(());
         }
-        let frame = encode_response(header.correlation_id, version, &Response::Fetch(response))?;
-        responder.send(Some(frame));
+        responder.reply(Reply::WithRecords {
+            response: Response::Fetch(response),
+            regions,
+        });
         Ok(())
     }
 
     fn answer_parked(&mut self, parked: ParkedFetch) -> Result<(), NodeError> {
-        let (response, _) = self.read_for_consumer(&parked.request, parked.version)?;
-        let frame = encode_response(
-            parked.correlation_id,
-            parked.version,
-            &Response::Fetch(response),
-        )?;
-        parked.responder.send(Some(frame));
+        let (response, _, regions) = self.read_for_consumer(&parked.request, parked.version)?;
+        parked.responder.reply(Reply::WithRecords {
+            response: Response::Fetch(response),
+            regions,
+        });
         Ok(())
     }
 
@@ -577,8 +576,9 @@ impl Node {
         &mut self,
         request: &fetch_request::FetchRequest,
         version: i16,
-    ) -> Result<(fetch_response::FetchResponse, bool), NodeError> {
+    ) -> Result<(fetch_response::FetchResponse, bool, Vec<RecordsSource>), NodeError> {
         let mut has_data = false;
+        let mut regions = Vec::new();
         let mut responses = Vec::new();
         for topic in &request.topics {
             let mut partitions = Vec::new();
@@ -640,11 +640,26 @@ impl Node {
                     data.error_code = ErrorCode::OffsetOutOfRange.code();
                 } else if (p.fetch_offset as u64) < high_watermark {
                     let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-                    match store.read(&mut self.io, p.fetch_offset as u64, max_bytes) {
-                        Ok(bytes) => {
-                            let committed = committed_prefix(&bytes, high_watermark);
-                            has_data |= !committed.is_empty();
-                            data.records = Some(Records::Bytes(committed));
+                    let read = store.read_region(
+                        &mut self.io,
+                        p.fetch_offset as u64,
+                        max_bytes,
+                        high_watermark,
+                    );
+                    match read {
+                        // Zero copy: a tail slice is written by reference, a file region is
+                        // sent with sendfile after the encoded bytes before it.
+                        Ok(RecordsSource::Memory(bytes)) => {
+                            has_data |= !bytes.is_empty();
+                            data.records = Some(Records::Bytes(bytes));
+                        }
+                        Ok(RecordsSource::File(region)) => {
+                            has_data |= region.length > 0;
+                            data.records = Some(Records::External {
+                                token: regions.len() as u64,
+                                size_bytes: region.length,
+                            });
+                            regions.push(RecordsSource::File(region));
                         }
                         Err(error) => {
                             tracing::error!(%error, offset = p.fetch_offset, "log read failed");
@@ -667,26 +682,12 @@ impl Node {
                 ..Default::default()
             },
             has_data,
+            regions,
         ))
     }
 }
 
 const METADATA: &str = convert::METADATA_TOPIC;
-
-/// The whole batches of `bytes` that end below `high_watermark`.
-fn committed_prefix(bytes: &Bytes, high_watermark: u64) -> Bytes {
-    let Ok(headers) = core::records::batch_headers(bytes) else {
-        return Bytes::new();
-    };
-    let mut end = 0;
-    for header in headers {
-        if header.last_offset >= high_watermark {
-            break;
-        }
-        end += header.size_bytes;
-    }
-    bytes.slice(..end)
-}
 
 #[cfg(test)]
 mod tests {
@@ -734,34 +735,4 @@ mod tests {
         let code = validate_produce_records(None, 1 << 20).unwrap_err().0;
         assert_eq!(code, ErrorCode::InvalidRecord);
     }
-
-    #[test]
-    fn consumers_see_only_batches_below_the_high_watermark() {
-        let first = RecordBatchBuilder::new(0)
-            .with_leader_epoch(1)
-            .tap(|b| {
-                b.append(0, None, Some(b"x"), &[]);
-            })
-            .build()
-            .into_bytes();
-        let second = RecordBatchBuilder::new(1)
-            .with_leader_epoch(1)
-            .tap(|b| {
-                b.append(0, None, Some(b"y"), &[]);
-            })
-            .build()
-            .into_bytes();
-        let both = Bytes::from([first.clone(), second].concat());
-        assert_eq!(committed_prefix(&both, 0).len(), 0);
-        assert_eq!(committed_prefix(&both, 1), first);
-        assert_eq!(committed_prefix(&both, 2), both);
-    }
-
-    trait Tap: Sized {
-        fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
-            f(&mut self);
-            self
-        }
-    }
-    impl Tap for RecordBatchBuilder {}
 }

@@ -43,7 +43,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::config::NodeConfig;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 use crate::protocol::{ApiKey, EncodeError};
-use crate::server::{Server, ServerConfig, ServerError};
+use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use storage::{PartitionStore, StorageError};
 use transport::{Event, NodeHandler, PeerLane, Responder};
@@ -151,6 +151,9 @@ pub(crate) struct Node {
     fifo: HashMap<(NodeId, ApiKey, PartitionId), VecDeque<(u64, usize)>>,
     /// Replica fetch answer slots by the core correlation id we gave the fetch.
     fetch_slots: HashMap<u64, (u64, usize)>,
+    /// File regions of replica fetch answers, by core correlation id, until their wire
+    /// response is sent.
+    fetch_regions: HashMap<u64, FileRegion>,
     /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
     latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
     next_core_correlation_id: u64,
@@ -235,6 +238,7 @@ impl Node {
             next_pending_id: 1,
             fifo: HashMap::new(),
             fetch_slots: HashMap::new(),
+            fetch_regions: HashMap::new(),
             latest_replica_fetch: HashMap::new(),
             next_core_correlation_id: 1,
             held: VecDeque::new(),
@@ -406,8 +410,14 @@ impl Node {
                         && response.snapshot_id.is_none()
                     {
                         let store = self.stores.get_mut(&partition).expect("hosted partition");
-                        match store.read(&mut self.io, fetch_offset, max_bytes) {
-                            Ok(records) => response.records = records,
+                        match store.read_region(&mut self.io, fetch_offset, max_bytes, u64::MAX) {
+                            Ok(RecordsSource::Memory(records)) => response.records = records,
+                            // Zero copy: the region goes to the socket with sendfile when the
+                            // whole wire response is complete (`maybe_complete`). The core
+                            // never looks at the records of a response it sent.
+                            Ok(RecordsSource::File(region)) => {
+                                self.fetch_regions.insert(response.correlation_id, region);
+                            }
                             // A read error is treated as corruption of that range: the fetcher
                             // gets no records (and retries), the node keeps serving the rest.
                             Err(error) => {

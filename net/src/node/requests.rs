@@ -11,7 +11,11 @@ use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
 use super::convert::{self, InboundPart, PartAnswer};
 use super::transport::{Outgoing, Responder};
 use super::{Node, NodeError, PeerPending, PendingRequest};
-use crate::protocol::{ApiKey, Request, RequestHeader, Response, encode_request, encode_response};
+use crate::protocol::wire::Records;
+use crate::protocol::{
+    ApiKey, Request, RequestHeader, Response, encode_request, encode_response, fetch_response,
+};
+use crate::server::{RecordsSource, Reply};
 
 impl Node {
     pub(super) fn handle_request(
@@ -162,12 +166,56 @@ impl Node {
                 &pending.parts,
                 &answers,
             )),
-            ApiKey::Fetch => Response::Fetch(convert::fetch_response(&pending.parts, &answers)),
+            ApiKey::Fetch => {
+                let mut response = convert::fetch_response(&pending.parts, &answers);
+                let regions = self.attach_fetch_regions(&pending.parts, &answers, &mut response);
+                if !regions.is_empty() {
+                    pending.responder.reply(Reply::WithRecords {
+                        response: Response::Fetch(response),
+                        regions,
+                    });
+                    return Ok(());
+                }
+                Response::Fetch(response)
+            }
             other => unreachable!("{other:?} is not a quorum request"),
         };
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
         pending.responder.send(Some(frame));
         Ok(())
+    }
+
+    /// Puts the file regions read for this replica fetch's partitions into the wire response
+    /// as external records (sent with sendfile by the server); returns them in token order.
+    fn attach_fetch_regions(
+        &mut self,
+        parts: &[InboundPart],
+        answers: &[PartAnswer],
+        response: &mut fetch_response::FetchResponse,
+    ) -> Vec<RecordsSource> {
+        let mut regions = Vec::new();
+        for (part, answer) in parts.iter().zip(answers) {
+            let PartAnswer::Core(core::Message::FetchResponse(r)) = answer else {
+                continue;
+            };
+            let Some(region) = self.fetch_regions.remove(&r.correlation_id) else {
+                continue;
+            };
+            let data = response
+                .responses
+                .iter_mut()
+                .filter(|t| t.topic == part.topic && t.topic_id == part.topic_id)
+                .flat_map(|t| t.partitions.iter_mut())
+                .find(|p| p.partition_index == part.index);
+            if let Some(data) = data {
+                data.records = Some(Records::External {
+                    token: regions.len() as u64,
+                    size_bytes: region.length,
+                });
+                regions.push(RecordsSource::File(region));
+            }
+        }
+        regions
     }
 
     /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
@@ -250,7 +298,17 @@ impl Node {
     }
 
     pub(super) fn answer_fetch(&mut self, response: core::FetchResponse) -> Result<(), NodeError> {
-        match self.fetch_slots.remove(&response.correlation_id) {
+        let slot = self.fetch_slots.remove(&response.correlation_id);
+        let open = slot.is_some_and(|(id, slot)| {
+            self.pending
+                .get(&id)
+                .is_some_and(|p| p.answers[slot].is_none())
+        });
+        if !open {
+            // Nobody will send this answer: release its file region now.
+            self.fetch_regions.remove(&response.correlation_id);
+        }
+        match slot {
             Some((id, slot)) => {
                 self.fill(
                     id,

@@ -10,12 +10,15 @@
 //! engine call (truncation, a file read) is reported too.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{AnyIo, Completion};
-use ringlog_engine::log::{LogConfig, LogError, PartitionLog, Routed};
+use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
 use ringlog_replication::{ElectionState, Epoch, OffsetAndEpoch, RecoveredState};
+
+use crate::server::{FileRegion, RecordsSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -147,6 +150,58 @@ impl PartitionStore {
         }
         let view = self.log.read(io, offset as i64, max_bytes as usize)?;
         Ok(self.log.read_view_bytes(io, &view)?)
+    }
+
+    /// Whole batches from `offset` whose last offset is below `end_offset`, at most `max_bytes`
+    /// (at least one batch), for the server to send without a userspace copy: the in-memory
+    /// tail as a `Bytes` slice, a written segment range as a file region that `sendfile(2)`
+    /// moves from the page cache to the socket.
+    ///
+    /// The region reads the segment through a descriptor of its own (opened here, kept open by
+    /// the reply until the bytes are out): the engine's descriptor may be O_DIRECT, which
+    /// sendfile cannot read at unaligned positions, and may be closed by a truncation while a
+    /// reply is still queued; an open descriptor keeps a deleted file's bytes readable. Where
+    /// the segment is not a file on disk (the in-memory test backend), the bytes are read.
+    pub fn read_region(
+        &mut self,
+        io: &mut AnyIo,
+        offset: u64,
+        max_bytes: u32,
+        end_offset: u64,
+    ) -> Result<RecordsSource, StorageError> {
+        if offset >= self.log.log_end_offset() as u64 || offset >= end_offset || max_bytes == 0 {
+            return Ok(RecordsSource::Memory(Bytes::new()));
+        }
+        let end_offset = i64::try_from(end_offset).unwrap_or(i64::MAX);
+        let view = self
+            .log
+            .read_below(io, offset as i64, max_bytes as usize, end_offset)?;
+        match &view {
+            ReadView::Memory(bytes) => Ok(RecordsSource::Memory(bytes.clone())),
+            ReadView::File {
+                path,
+                position,
+                length_bytes,
+                ..
+            } => {
+                let length =
+                    u32::try_from(*length_bytes).map_err(|_| StorageError::Inconsistent {
+                        path: path.display().to_string(),
+                        reason: format!("a read of {length_bytes} bytes does not fit one response"),
+                    })?;
+                match std::fs::File::open(path) {
+                    Ok(file) => Ok(RecordsSource::File(FileRegion {
+                        file: Rc::new(file),
+                        position: *position,
+                        length,
+                    })),
+                    Err(error) => {
+                        tracing::debug!(path = %path.display(), %error, "segment not on disk; reading it");
+                        Ok(RecordsSource::Memory(self.log.read_view_bytes(io, &view)?))
+                    }
+                }
+            }
+        }
     }
 
     /// Whether a flush the core asked for has not completed yet.
