@@ -80,7 +80,11 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     builder.start(async move {
         let (events_tx, events_rx) = unbounded_channel();
         let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
-        let server_config = ServerConfig::from_node_config(&node.config);
+        let server_config = ServerConfig {
+            // The node answers ApiVersions itself, listing only the APIs it serves.
+            answer_api_versions: false,
+            ..ServerConfig::from_node_config(&node.config)
+        };
         let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx))).map_err(
             |error| match error {
                 ServerError::Bind { address, source } => NodeError::Bind {
