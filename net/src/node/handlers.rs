@@ -7,6 +7,7 @@ use ringlog_engine::batch::{BatchError, BatchIter};
 use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
 
 use super::convert;
+use super::idempotence::SequenceOutcome;
 use super::metadata::check_current_leader_epoch;
 use super::transport::Responder;
 use super::{Node, NodeError};
@@ -28,6 +29,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::Metadata,
     ApiKey::ApiVersions,
     ApiKey::OffsetForLeaderEpoch,
+    ApiKey::InitProducerId,
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -49,6 +51,7 @@ pub(super) struct State {
     next_produce_id: u64,
     waiters: Vec<Waiter>,
     parked: Vec<ParkedFetch>,
+    pub(super) producers: super::idempotence::Producers,
 }
 
 impl State {
@@ -165,6 +168,9 @@ impl Node {
     ) -> Result<(), NodeError> {
         let version = header.api_version;
         let response = match request {
+            Request::InitProducerId(r) => {
+                Response::InitProducerId(self.handle_init_producer_id(&r))
+            }
             Request::ApiVersions(_) => Response::ApiVersions(ApiVersionsResponse {
                 error_code: 0,
                 api_keys: served_api_versions(),
@@ -184,7 +190,6 @@ impl Node {
                 match other {
                     Request::CreateTopics(_) => Response::CreateTopics(Default::default()),
                     Request::DeleteTopics(_) => Response::DeleteTopics(Default::default()),
-                    Request::InitProducerId(_) => Response::InitProducerId(Default::default()),
                     Request::FetchSnapshot(_) => Response::FetchSnapshot(Default::default()),
                     _ => return Ok(()),
                 }
@@ -305,6 +310,42 @@ impl Node {
                         self.config.message_max_bytes as usize,
                     )
                     .map_err(|(code, message)| (code, Some(message)))?;
+                    let leading = self
+                        .multi
+                        .partition(partition)
+                        .is_some_and(|r| r.is_leader());
+                    let mut idempotent = Vec::new();
+                    if leading {
+                        match self
+                            .check_producer_sequences(partition, &batches)
+                            .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?
+                        {
+                            SequenceOutcome::Append(recorded) => idempotent = recorded,
+                            SequenceOutcome::Duplicate {
+                                base_offset,
+                                last_offset,
+                            } => {
+                                let raft = self.multi.partition(partition).expect("hosted");
+                                if acks == 0 {
+                                    answer.answer =
+                                        Some((ErrorCode::None, base_offset as i64, None));
+                                } else {
+                                    waiters.push(Waiter {
+                                        produce: id,
+                                        topic: topic_index,
+                                        part: part_index,
+                                        partition,
+                                        base_offset,
+                                        last_offset,
+                                        acks_all: acks == -1,
+                                        leader_epoch: raft.epoch(),
+                                    });
+                                }
+                                return Ok(());
+                            }
+                            SequenceOutcome::Refused(code) => return Err((code, None)),
+                        }
+                    }
                     let now = self.now_ms();
                     let (appended, work) = match self.multi.append(now, partition, batches) {
                         Ok(ok) => ok,
@@ -315,6 +356,7 @@ impl Node {
                             return Err((ErrorCode::InvalidRecord, Some(error.to_string())));
                         }
                     };
+                    self.record_producer_batches(partition, appended.base_offset, idempotent);
                     self.execute(work)
                         .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?;
                     if acks == 0 {

@@ -22,7 +22,9 @@
 pub mod client;
 pub mod convert;
 mod handlers;
+mod idempotence;
 mod metadata;
+mod producer_state;
 mod requests;
 pub mod storage;
 pub mod transport;
