@@ -24,6 +24,7 @@ pub mod convert;
 mod handlers;
 mod idempotence;
 mod metadata;
+mod observe;
 mod producer_state;
 mod requests;
 pub mod storage;
@@ -44,6 +45,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::NodeConfig;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
+use crate::metrics::MetricsServer;
 use crate::protocol::{ApiKey, EncodeError};
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
@@ -96,6 +98,17 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
                 other => NodeError::Runtime(std::io::Error::other(other.to_string())),
             },
         )?;
+        let _metrics_server = match node.config.metrics_listener {
+            Some(address) => Some(
+                MetricsServer::start(address, node.observer.registry()).map_err(|source| {
+                    NodeError::Bind {
+                        address: address.to_string(),
+                        source,
+                    }
+                })?,
+            ),
+            None => None,
+        };
         tracing::info!(
             node_id = node.config.node_id,
             listener = %server.local_addr(),
@@ -109,6 +122,13 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         server.stop(Duration::from_millis(200)).await;
         result
     })
+}
+
+/// Why the event loop woke up.
+enum Wake {
+    Signal,
+    Event(Option<Event>),
+    Timer,
 }
 
 /// A request from a peer waiting for the core's answers (one per partition).
@@ -171,6 +191,8 @@ pub(crate) struct Node {
     /// Set by SIGTERM/SIGINT: the loop ends at this time or once the resignation is delivered.
     shutdown_until_ms: Option<u64>,
     foreign: Vec<Completion>,
+    /// KRaft's metrics, fed once per loop iteration.
+    observer: observe::Observer,
 }
 
 impl Node {
@@ -225,6 +247,13 @@ impl Node {
             };
             peers.insert(voter.node_id, (lane(&events), lane(&events)));
         }
+        let observer = observe::Observer::new(
+            table.ids().map(|id| {
+                let dir = config.metadata_log_dir.join(table.dir_name(id));
+                (id, table.dir_name(id), dir)
+            }),
+            config.is_voter(),
+        );
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -253,6 +282,7 @@ impl Node {
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
             foreign: Vec::new(),
+            observer,
         })
     }
 
@@ -272,6 +302,7 @@ impl Node {
             self.pump()?;
             self.expire(now);
             self.log_leader_changes();
+            self.observer.observe(&self.multi);
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())
             {
@@ -291,12 +322,20 @@ impl Node {
             let sleep = tokio::time::sleep_until(
                 tokio::time::Instant::from_std(self.started) + Duration::from_millis(wake_ms),
             );
-            tokio::select! {
+            let wait_began = self.observer.poll_wait_begins();
+            let wake = tokio::select! {
                 biased;
-                _ = terminate.recv(), if self.shutdown_until_ms.is_none() => self.begin_shutdown()?,
-                _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => self.begin_shutdown()?,
-                event = events.recv() => {
-                    let Some(event) = event else { break };
+                _ = terminate.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
+                _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
+                event = events.recv() => Wake::Event(event),
+                _ = sleep => Wake::Timer,
+            };
+            // Only the wait counts as idle (poll-idle-ratio), not the event's handling.
+            self.observer.poll_wait_ends(wait_began);
+            match wake {
+                Wake::Signal => self.begin_shutdown()?,
+                Wake::Event(None) => break,
+                Wake::Event(Some(event)) => {
                     self.handle_event(event)?;
                     // Drain what is already queued before the next tick.
                     for _ in 0..256 {
@@ -306,7 +345,7 @@ impl Node {
                         }
                     }
                 }
-                _ = sleep => {}
+                Wake::Timer => {}
             }
         }
         self.finish_shutdown().await

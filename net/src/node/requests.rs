@@ -105,7 +105,8 @@ impl Node {
         );
         for (slot, partition, from, message) in steps {
             let now = self.now_ms();
-            let span = tracing::debug_span!("step", partition, from, kind = message.kind());
+            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!("step", partition, epoch, from, kind = message.kind());
             let _guard = span.enter();
             match self
                 .multi
@@ -266,6 +267,15 @@ impl Node {
         };
         for (partition, message) in parts {
             let now = self.now_ms();
+            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!(
+                "peer_response",
+                partition,
+                epoch,
+                peer,
+                kind = message.kind()
+            );
+            let _guard = span.enter();
             match self
                 .multi
                 .step(now, peer, PartitionMessage { partition, message })

@@ -1,0 +1,242 @@
+//! The node's metrics: KRaft's `raft-metrics` group per partition, fed from the event loop and
+//! served as Prometheus text on `metrics.listener` (`crate::metrics`).
+//!
+//! The loop calls [`Observer::observe`] once per iteration, after the core and the storage
+//! have done their work, and [`Observer::poll_wait`] around its wait. Everything is derived
+//! from state the loop already holds (the core's quorum state and log ends, the engine's
+//! snapshot folder), so feeding the metrics never changes what the node does.
+//!
+//! How each metric is measured:
+//!
+//! | metric | source |
+//! | --- | --- |
+//! | current-state, current-leader, current-epoch, current-vote | the core's quorum state (`observer` for a non-voter that follows or waits) |
+//! | high-watermark, log-end-offset, log-end-epoch | the core's log view |
+//! | commit-latency-avg/max | leader only: the loop time from a log end offset first seen to the high-watermark passing it |
+//! | election-latency-avg/max | from entering Candidate to a known leader of a later or equal epoch |
+//! | append-records-rate | records the log end moved by while leader |
+//! | fetch-records-rate | records the log end moved by while following |
+//! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working) |
+//! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, rescanned at most once a second |
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ringlog_replication::{EpochState, MultiRaft, PartitionId};
+
+use crate::metrics::{MetricsRegistry, RaftMetrics};
+
+/// How often the snapshot folders are listed.
+const SNAPSHOT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// Appended offsets remembered per partition for commit latency; older ones are dropped (a
+/// stalled quorum must not grow memory).
+const MAX_COMMIT_SAMPLES: usize = 4096;
+
+struct PartitionObserver {
+    metrics: RaftMetrics,
+    checkpoints: PathBuf,
+    last_log_end_offset: Option<u64>,
+    was_leader: bool,
+    /// Loop time at which an election started, until a leader is known.
+    candidate_since: Option<Instant>,
+    /// (offset after the append, when it was first seen) waiting for the high-watermark.
+    appended: VecDeque<(u64, Instant)>,
+}
+
+pub(crate) struct Observer {
+    registry: MetricsRegistry,
+    partitions: BTreeMap<PartitionId, PartitionObserver>,
+    is_voter: bool,
+    last_snapshot_scan: Option<Instant>,
+    busy_since: Instant,
+}
+
+impl Observer {
+    /// `partitions`: each hosted partition with its metric label (`__cluster_metadata-0`) and
+    /// its folder.
+    pub(crate) fn new(
+        partitions: impl IntoIterator<Item = (PartitionId, String, PathBuf)>,
+        is_voter: bool,
+    ) -> Observer {
+        let registry = MetricsRegistry::new();
+        let partitions = partitions
+            .into_iter()
+            .map(|(id, label, dir)| {
+                let observer = PartitionObserver {
+                    metrics: RaftMetrics::new(&registry, &label),
+                    checkpoints: dir.join("checkpoints"),
+                    last_log_end_offset: None,
+                    was_leader: false,
+                    candidate_since: None,
+                    appended: VecDeque::new(),
+                };
+                (id, observer)
+            })
+            .collect();
+        Observer {
+            registry,
+            partitions,
+            is_voter,
+            last_snapshot_scan: None,
+            busy_since: Instant::now(),
+        }
+    }
+
+    pub(crate) fn registry(&self) -> MetricsRegistry {
+        self.registry.clone()
+    }
+
+    /// The loop is about to wait; returns the instant the wait began.
+    pub(crate) fn poll_wait_begins(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// The loop woke up after waiting since `wait_began`.
+    pub(crate) fn poll_wait_ends(&mut self, wait_began: Instant) {
+        let now = Instant::now();
+        let idle = now.saturating_duration_since(wait_began).as_secs_f64();
+        let busy = wait_began
+            .saturating_duration_since(self.busy_since)
+            .as_secs_f64();
+        if idle + busy > 0.0 {
+            let ratio = idle / (idle + busy);
+            for p in self.partitions.values() {
+                p.metrics.poll_idle_ratio.record(ratio);
+            }
+        }
+        self.busy_since = now;
+    }
+
+    /// Reads the core's state into the gauges and derives the latencies and rates.
+    pub(crate) fn observe(&mut self, multi: &MultiRaft) {
+        let now = Instant::now();
+        for (id, raft) in multi.partitions() {
+            let Some(p) = self.partitions.get_mut(&id) else {
+                continue;
+            };
+            let m = &p.metrics;
+            let state = match raft.state() {
+                EpochState::Leader(_) => "leader",
+                EpochState::Candidate(_) => "candidate",
+                EpochState::Voted(_) => "voted",
+                EpochState::Resigned(_) => "resigned",
+                EpochState::Follower(_) if !self.is_voter => "observer",
+                EpochState::Unattached(_) if !self.is_voter => "observer",
+                EpochState::Follower(_) => "follower",
+                EpochState::Unattached(_) => "unattached",
+            };
+            m.current_state.set(state);
+            let leader = raft.leader_id();
+            m.current_leader.set(leader.map_or(-1.0, f64::from));
+            m.current_epoch.set(f64::from(raft.epoch()));
+            m.current_vote
+                .set(raft.election_state().voted_for.map_or(-1.0, f64::from));
+            let high_watermark = raft.high_watermark();
+            m.high_watermark.set(high_watermark as f64);
+            let end = raft.log().end_offset_and_epoch();
+            m.log_end_offset.set(end.offset as f64);
+            m.log_end_epoch.set(f64::from(end.epoch));
+
+            // Elections: from the first moment as candidate to a known leader.
+            match (state, leader) {
+                ("candidate", _) => {
+                    p.candidate_since.get_or_insert(now);
+                }
+                (_, Some(_)) => {
+                    if let Some(since) = p.candidate_since.take() {
+                        m.election_latency_ms
+                            .record(now.saturating_duration_since(since).as_secs_f64() * 1e3);
+                    }
+                }
+                _ => {}
+            }
+
+            // Record rates and commit latency from the log end's movement.
+            let is_leader = state == "leader";
+            if is_leader != p.was_leader {
+                // A new term: offsets appended in another role say nothing about commits here.
+                p.appended.clear();
+                p.was_leader = is_leader;
+            }
+            if let Some(previous) = p.last_log_end_offset
+                && end.offset > previous
+            {
+                let records = (end.offset - previous) as f64;
+                if is_leader {
+                    m.append_records.record(records);
+                    if p.appended.len() == MAX_COMMIT_SAMPLES {
+                        p.appended.pop_front();
+                    }
+                    p.appended.push_back((end.offset, now));
+                } else {
+                    m.fetch_records.record(records);
+                }
+            }
+            p.last_log_end_offset = Some(end.offset);
+            while let Some(&(offset, seen)) = p.appended.front() {
+                if high_watermark < offset {
+                    break;
+                }
+                m.commit_latency_ms
+                    .record(now.saturating_duration_since(seen).as_secs_f64() * 1e3);
+                p.appended.pop_front();
+            }
+        }
+        let scan_due = self
+            .last_snapshot_scan
+            .is_none_or(|last| now.saturating_duration_since(last) >= SNAPSHOT_SCAN_INTERVAL);
+        if scan_due {
+            self.last_snapshot_scan = Some(now);
+            for p in self.partitions.values() {
+                let (count, latest_size_bytes) = scan_snapshots(&p.checkpoints);
+                p.metrics.snapshot_count.set(count as f64);
+                p.metrics
+                    .latest_snapshot_size_bytes
+                    .set(latest_size_bytes as f64);
+            }
+        }
+    }
+}
+
+/// Complete snapshots in a `checkpoints/` folder and the size of the newest. The names sort by
+/// end offset (20-digit, zero-padded), so the greatest name is the newest snapshot.
+fn scan_snapshots(folder: &std::path::Path) -> (usize, u64) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return (0, 0);
+    };
+    let mut count = 0;
+    let mut newest: Option<(String, u64)> = None;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".checkpoint") {
+            continue;
+        }
+        count += 1;
+        let size = entry.metadata().map_or(0, |m| m.len());
+        if newest.as_ref().is_none_or(|(n, _)| name > *n) {
+            newest = Some((name, size));
+        }
+    }
+    (count, newest.map_or(0, |(_, size)| size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_scan_counts_complete_checkpoints_and_sizes_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("checkpoints");
+        assert_eq!(scan_snapshots(&folder), (0, 0), "no folder yet");
+        std::fs::create_dir(&folder).unwrap();
+        let name = |end: u64, epoch: u64| format!("{end:020}-{epoch:020}.checkpoint");
+        std::fs::write(folder.join(name(100, 1)), vec![0u8; 10]).unwrap();
+        std::fs::write(folder.join(name(2000, 2)), vec![0u8; 30]).unwrap();
+        // Being written or waiting for deletion: not a snapshot.
+        std::fs::write(folder.join(name(3000, 2) + ".part"), vec![0u8; 50]).unwrap();
+        std::fs::write(folder.join(name(50, 1) + ".deleted"), vec![0u8; 5]).unwrap();
+        assert_eq!(scan_snapshots(&folder), (2, 30));
+    }
+}

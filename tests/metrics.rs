@@ -1,0 +1,118 @@
+//! The node's Prometheus endpoint (`metrics.listener`) scraped from a real three-voter quorum:
+//! KRaft's raft-metrics names, with values that follow what the quorum actually did.
+
+mod quorum;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use quorum::{Quorum, eventually};
+
+const GROUP: &str = "kafka_server_raft_metrics_";
+
+/// `GET /metrics` over HTTP/1.0; returns sample name (with labels) → value.
+fn scrape(port: u16) -> Option<HashMap<String, f64>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    Some(
+        body.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| {
+                let (name, value) = l.rsplit_once(' ')?;
+                Some((name.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// The value of a `raft-metrics` sample of partition `__cluster_metadata-0`.
+fn metric(samples: &HashMap<String, f64>, name: &str, extra_label: &str) -> Option<f64> {
+    let partition = "partition=\"__cluster_metadata-0\"";
+    let labels = if extra_label.is_empty() {
+        partition.to_string()
+    } else {
+        format!("{partition},{extra_label}")
+    };
+    samples.get(&format!("{GROUP}{name}{{{labels}}}")).copied()
+}
+
+#[test]
+fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
+    let quorum = Quorum::start(3);
+    let (leader, epoch) = quorum.wait_for_leader(Duration::from_secs(15));
+    const RECORDS: usize = 40;
+    quorum.produce(leader, RECORDS, "metric");
+
+    // The leader: its state, its own id, the epoch, and a log that moved by at least the
+    // produced records (plus the leader's own LeaderChange control record).
+    let leader_port = quorum.node(leader).metrics_port;
+    let samples = eventually(
+        Duration::from_secs(10),
+        "the leader's metrics to show the produced records committed",
+        || {
+            let samples = scrape(leader_port)?;
+            (metric(&samples, "high_watermark", "")? >= RECORDS as f64).then_some(samples)
+        },
+    );
+    assert_eq!(
+        metric(&samples, "current_state", "state=\"leader\""),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&samples, "current_state", "state=\"follower\""),
+        Some(0.0)
+    );
+    assert_eq!(metric(&samples, "current_leader", ""), Some(leader as f64));
+    assert_eq!(metric(&samples, "current_epoch", ""), Some(epoch as f64));
+    let log_end_offset = metric(&samples, "log_end_offset", "").unwrap();
+    let high_watermark = metric(&samples, "high_watermark", "").unwrap();
+    assert!(log_end_offset >= high_watermark && high_watermark >= RECORDS as f64);
+    assert!(metric(&samples, "append_records_rate", "").unwrap() > 0.0);
+    // Every acks=all produce waited for a commit: the latency was measured, and is real time.
+    let commit_max = metric(&samples, "commit_latency_max", "").unwrap();
+    let commit_avg = metric(&samples, "commit_latency_avg", "").unwrap();
+    assert!(
+        commit_max >= commit_avg && commit_avg > 0.0,
+        "{commit_avg} {commit_max}"
+    );
+    let idle = metric(&samples, "poll_idle_ratio_avg", "").unwrap();
+    assert!((0.0..=1.0).contains(&idle), "poll-idle-ratio {idle}");
+    assert_eq!(metric(&samples, "snapshot_count", ""), Some(0.0));
+
+    // A follower: its state, the same leader and epoch, and fetched records.
+    let follower = quorum.nodes.iter().find(|n| n.id != leader).unwrap();
+    let samples = eventually(
+        Duration::from_secs(10),
+        "a follower's metrics to show the replicated records",
+        || {
+            let samples = scrape(follower.metrics_port)?;
+            (metric(&samples, "high_watermark", "")? >= RECORDS as f64).then_some(samples)
+        },
+    );
+    assert_eq!(
+        metric(&samples, "current_state", "state=\"follower\""),
+        Some(1.0)
+    );
+    assert_eq!(metric(&samples, "current_leader", ""), Some(leader as f64));
+    assert_eq!(metric(&samples, "current_epoch", ""), Some(epoch as f64));
+    assert!(metric(&samples, "fetch_records_rate", "").unwrap() > 0.0);
+    assert_eq!(metric(&samples, "append_records_rate", ""), Some(0.0));
+
+    // Some voter ran the election that made the leader: the one that won it measured it.
+    let winner = scrape(leader_port).unwrap();
+    assert!(
+        metric(&winner, "election_latency_max", "").unwrap() > 0.0,
+        "the leader went through Candidate and timed its election"
+    );
+}

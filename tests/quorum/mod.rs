@@ -1,0 +1,187 @@
+//! A real `ringlog serve` quorum on 127.0.0.1 for tests that look at a running node from the
+//! outside (metrics scrape, packet capture). Free ports, data in a temp folder, every child
+//! killed on drop; waits poll a condition up to a deadline, never a fixed time.
+//!
+//! (tests/node.rs keeps its own richer harness for kill/restart stories.)
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::Client;
+
+pub const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+
+/// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
+pub fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Node {
+    pub id: i32,
+    pub port: u16,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+    child: Child,
+}
+
+pub struct Quorum {
+    pub dir: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+}
+
+impl Quorum {
+    /// Voters 1..=voters, formatted and started, each with a metrics listener.
+    pub fn start(voters: i32) -> Quorum {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<(i32, u16, u16)> = (1..=voters)
+            .map(|id| (id, free_port(), free_port()))
+            .collect();
+        let voter_list = ids
+            .iter()
+            .map(|(id, port, _)| format!("{id}@127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (id, port, metrics_port) in ids {
+            let config = dir.path().join(format!("node-{id}.properties"));
+            let data = dir.path().join(format!("node-{id}"));
+            let text = format!(
+                "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+                 metrics.listener=127.0.0.1:{metrics_port}\n\
+                 metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
+                 controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
+                 controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\
+                 controller.quorum.fetch.max.wait.ms=100\n",
+                data.display()
+            );
+            std::fs::write(&config, text).unwrap();
+            let status = Command::new(RINGLOG)
+                .args([
+                    "format",
+                    "--cluster-id",
+                    "MkU3OEVBNTcwNTJENDM2Qg",
+                    "--config",
+                ])
+                .arg(&config)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "format node {id}");
+            let log = dir.path().join(format!("node-{id}.log"));
+            let child = Command::new(RINGLOG)
+                .arg("serve")
+                .arg("--config")
+                .arg(&config)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            nodes.push(Node {
+                id,
+                port,
+                metrics_port,
+                log,
+                child,
+            });
+        }
+        Quorum { dir, nodes }
+    }
+
+    pub fn node(&self, id: i32) -> &Node {
+        self.nodes.iter().find(|n| n.id == id).expect("known node")
+    }
+
+    pub fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.node(id).port)
+    }
+
+    /// Waits until every voter names the same leader in the same epoch; returns it.
+    pub fn wait_for_leader(&self, timeout: Duration) -> (i32, i32) {
+        eventually(timeout, "one agreed leader", || {
+            let mut seen = None;
+            for node in &self.nodes {
+                let view = Client::connect(&self.address(node.id), Duration::from_millis(300))
+                    .ok()?
+                    .describe_quorum()
+                    .ok()?;
+                let now = (view.partition.leader_id, view.partition.leader_epoch);
+                if now.0 < 0 || seen.is_some_and(|s| s != now) {
+                    return None;
+                }
+                seen = Some(now);
+            }
+            seen
+        })
+    }
+
+    /// Produces `count` one-record batches with acks=all to `leader`, each acknowledged.
+    pub fn produce(&self, leader: i32, count: usize, prefix: &str) {
+        let mut client = Client::connect(&self.address(leader), Duration::from_secs(2)).unwrap();
+        for i in 0..count {
+            let answer = client
+                .produce(batch_of(&format!("{prefix}-{i}")), -1, 10_000)
+                .unwrap()
+                .expect("acks=all answers");
+            assert_eq!(answer.error_code, 0, "produce: {:?}", answer.error_message);
+        }
+    }
+
+    pub fn dump_logs(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            out.push_str(&format!("--- node {} ---\n", node.id));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Quorum {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.dump_logs());
+        }
+        for node in &mut self.nodes {
+            let _ = node.child.kill();
+            let _ = node.child.wait();
+        }
+    }
+}
+
+pub fn batch_of(value: &str) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0);
+    builder.append(0, None, Some(value.as_bytes()), &[]);
+    builder.build().into_bytes()
+}
