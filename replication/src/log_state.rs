@@ -264,6 +264,32 @@ impl LogState {
         self.log_start_snapshot_id = Some(snapshot_id);
     }
 
+    /// KIP-630: a fetched snapshot was installed: the log is truncated fully and starts (and
+    /// ends) at its end offset; everything below is committed, so the high-watermark is at
+    /// least there. The log never had to hold those records: loading a snapshot is how a
+    /// replica learns them.
+    pub(crate) fn install_snapshot(&mut self, snapshot_id: OffsetAndEpoch) {
+        let offset = snapshot_id.offset;
+        assert!(
+            offset >= self.high_watermark,
+            "installing snapshot {snapshot_id:?} below the high-watermark {} would move committed state back",
+            self.high_watermark
+        );
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.durable_end_offset = offset;
+        self.high_watermark = offset;
+        self.epoch_cache.clear();
+        self.generation += 1;
+        self.log_start_snapshot_id = Some(snapshot_id);
+        if self
+            .latest_snapshot_id
+            .is_none_or(|latest| latest.offset <= offset)
+        {
+            self.latest_snapshot_id = Some(snapshot_id);
+        }
+    }
+
     /// Records a batch appended at the end. Batches must be contiguous and epochs
     /// non-decreasing.
     pub(crate) fn append(&mut self, base_offset: u64, last_offset: u64, epoch: Epoch) {

@@ -1,5 +1,6 @@
 //! The quorum's messages, named after KIP-595 (and KIP-320's DivergingEpoch). The net layer
 //! maps Kafka's wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum)
+//! and KIP-630's FetchSnapshot
 //! to and from these structs; the core never sees bytes on the wire except record batches.
 
 use bytes::Bytes;
@@ -89,6 +90,36 @@ pub struct FetchResponse {
     pub records: Bytes,
 }
 
+/// KIP-630 FetchSnapshot: a follower or observer asks the leader for `snapshot_id`'s bytes from
+/// `position`. The wire message can carry several partitions; the core speaks per partition and
+/// the host bundles them (and shares the response's bytes with `fair_share`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchSnapshotRequest {
+    /// As in [`FetchRequest`]: matches the response to the request.
+    pub correlation_id: u64,
+    pub replica_id: NodeId,
+    pub current_leader_epoch: Epoch,
+    pub snapshot_id: OffsetAndEpoch,
+    pub position: u64,
+    pub max_bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchSnapshotResponse {
+    pub correlation_id: u64,
+    /// SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+    /// UNKNOWN_LEADER_EPOCH, or NONE.
+    pub error_code: ErrorCode,
+    pub current_leader: LeaderIdAndEpoch,
+    pub snapshot_id: OffsetAndEpoch,
+    /// The snapshot file's total size in bytes.
+    pub size: u64,
+    /// Where `unaligned_records` starts in the file.
+    pub position: u64,
+    /// The file's bytes `[position, position + len)`: not aligned to batches.
+    pub unaligned_records: Bytes,
+}
+
 /// One message between two replicas of the same partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -100,6 +131,8 @@ pub enum Message {
     EndQuorumEpochResponse(EndQuorumEpochResponse),
     FetchRequest(FetchRequest),
     FetchResponse(FetchResponse),
+    FetchSnapshotRequest(FetchSnapshotRequest),
+    FetchSnapshotResponse(FetchSnapshotResponse),
 }
 
 impl Message {
@@ -113,6 +146,8 @@ impl Message {
             Message::EndQuorumEpochResponse(_) => "EndQuorumEpochResponse",
             Message::FetchRequest(_) => "FetchRequest",
             Message::FetchResponse(_) => "FetchResponse",
+            Message::FetchSnapshotRequest(_) => "FetchSnapshotRequest",
+            Message::FetchSnapshotResponse(_) => "FetchSnapshotResponse",
         }
     }
 }

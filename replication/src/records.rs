@@ -52,6 +52,20 @@ fn be_u64(data: &[u8], at: usize) -> u64 {
 /// Reads the headers of the consecutive batches in `records`. A truncated or malformed batch
 /// is a typed error: the whole response is rejected, nothing is appended.
 pub fn batch_headers(records: &[u8]) -> Result<Vec<BatchHeader>, RaftError> {
+    parse_batch_headers(records, false)
+}
+
+/// [`batch_headers`] for a client's proposal before the leader stamps it: Kafka producers send
+/// partitionLeaderEpoch -1 (`RecordBatch.NO_PARTITION_LEADER_EPOCH`), which the stamp replaces
+/// (it sits outside the CRC). Reported as epoch 0.
+pub fn proposal_headers(records: &[u8]) -> Result<Vec<BatchHeader>, RaftError> {
+    parse_batch_headers(records, true)
+}
+
+fn parse_batch_headers(
+    records: &[u8],
+    unstamped_epoch_allowed: bool,
+) -> Result<Vec<BatchHeader>, RaftError> {
     let mut headers = Vec::new();
     let mut position = 0usize;
     while position < records.len() {
@@ -84,7 +98,10 @@ pub fn batch_headers(records: &[u8]) -> Result<Vec<BatchHeader>, RaftError> {
         let base_offset = be_u64(rest, 0);
         let last_offset_delta = be_u32(rest, 23);
         let records_count = be_u32(rest, 57);
-        let partition_leader_epoch = be_u32(rest, 12);
+        let mut partition_leader_epoch = be_u32(rest, 12);
+        if unstamped_epoch_allowed && partition_leader_epoch == u32::MAX {
+            partition_leader_epoch = 0;
+        }
         if base_offset > i64::MAX as u64 || partition_leader_epoch > i32::MAX as u32 {
             return Err(RaftError::MalformedBatch {
                 position,

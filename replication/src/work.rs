@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::message::{FetchResponse, Message};
+use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
 use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch};
 
 /// One item of work. A host executes a list front to back with these rules:
@@ -33,6 +33,35 @@ pub enum Work {
         response: FetchResponse,
         fetch_offset: u64,
         max_bytes: u32,
+    },
+    /// KIP-630, leader: answer a FetchSnapshot. The host opens the snapshot `response.snapshot_id`
+    /// (none: SNAPSHOT_NOT_FOUND), checks `response.position` against its size (past it:
+    /// POSITION_OUT_OF_RANGE), sets `response.size` and fills `unaligned_records` with the file's
+    /// bytes from `position`, at most `max_bytes` (and its fair share of the request's
+    /// `replica.fetch.snapshot.response.max.bytes` when several partitions ask at once), then
+    /// sends it. A file region is what a zero-copy send path wants here.
+    SendFetchSnapshotResponse {
+        to: NodeId,
+        response: FetchSnapshotResponse,
+        max_bytes: u32,
+    },
+    /// KIP-630, follower: write `bytes` at `position` of the snapshot `snapshot_id` being
+    /// fetched (`<id>.checkpoint.part`, `size_bytes` in all). Position 0 starts the file afresh
+    /// (a leftover `.part` from an earlier attempt is truncated). Need not be durable: the
+    /// `.part` is fsynced when installed, and a restart fetches the snapshot again.
+    WriteSnapshotChunk {
+        snapshot_id: OffsetAndEpoch,
+        size_bytes: u64,
+        position: u64,
+        bytes: Bytes,
+    },
+    /// KIP-630, follower: every byte of `snapshot_id` arrived. Before anything after this item:
+    /// freeze the `.part` (fdatasync, validate, rename, folder fsync), load it into the state
+    /// machine, and truncate the log fully so that it starts and ends at `snapshot_id.offset`
+    /// (durably, log start offset included). The core already counts the log as reset. A
+    /// failure here is a storage failure: the host stops the partition (as for a write EIO).
+    InstallSnapshot {
+        snapshot_id: OffsetAndEpoch,
     },
     /// Stamp base offsets (consecutive from `base_offset`) and `leader_epoch` into `batches`
     /// and append them.

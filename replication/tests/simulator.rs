@@ -45,6 +45,21 @@ fn assert_exercised(reports: &[SimReport]) {
         "too little committed: {committed}"
     );
     assert!(crashes > 0 && partitions > 0, "faults did not fire");
+    // KIP-630: snapshots are taken, log starts advance, and replicas catch up through
+    // FetchSnapshot (installs), in every range of seeds.
+    let fired = |name: &str| -> u64 {
+        reports
+            .iter()
+            .map(|r| r.faults.get(name).copied().unwrap_or(0))
+            .sum()
+    };
+    for name in ["snapshot-taken", "log-start-advance", "snapshot-install"] {
+        assert!(
+            fired(name) > reports.len() as u64 / 10,
+            "{name}: {}",
+            fired(name)
+        );
+    }
 }
 
 #[test]
@@ -73,6 +88,13 @@ fn mixed_seeds_0_to_100() {
     assert_exercised(&reports);
     assert!(reports.iter().any(|r| r.observers > 0) && reports.iter().any(|r| r.voters == 5));
     assert!(reports.iter().any(|r| r.voters == 1));
+    // Observers wiped or added late catch up too.
+    assert!(reports.iter().any(|r| r.faults.contains_key("wipe")));
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.faults.contains_key("late-observer"))
+    );
 }
 
 #[test]

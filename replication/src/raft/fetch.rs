@@ -285,12 +285,10 @@ impl Raft {
             return Ok(());
         }
         if let Some(snapshot_id) = response.snapshot_id {
-            // KIP-630 hook: the snapshot layer will fetch `snapshot_id` here. Until then a log
-            // never starts above 0, so a leader never sends this; ignore it.
-            tracing::warn!(
-                ?snapshot_id,
-                "fetch answered with a snapshot id; snapshots are not wired yet"
-            );
+            // KIP-630: our position is below the leader's log start (or diverges below it):
+            // pause log fetching and download the snapshot (raft/snapshot_fetch.rs).
+            self.leader_log_start_offset = response.log_start_offset;
+            self.start_snapshot_fetch(from, snapshot_id);
             return Ok(());
         }
         if !response.records.is_empty() {
@@ -364,6 +362,9 @@ impl Raft {
         }
         if self.log.durable_end_offset() < self.log.log_end_offset() {
             self.request_flush(out);
+            return;
+        }
+        if self.maybe_send_fetch_snapshot(out) {
             return;
         }
         let to = match &self.state {

@@ -14,6 +14,7 @@
 mod election;
 mod fetch;
 mod snapshot;
+mod snapshot_fetch;
 
 use bytes::Bytes;
 
@@ -112,6 +113,8 @@ pub struct Raft {
     latest_snapshot_written_ms: u64,
     /// The leader's log start offset from the last successful Fetch response.
     leader_log_start_offset: u64,
+    /// KIP-630: the snapshot this follower is downloading; log fetching pauses meanwhile.
+    snapshot_fetch: Option<snapshot_fetch::SnapshotFetch>,
 }
 
 impl Raft {
@@ -168,6 +171,7 @@ impl Raft {
             requested_flush: None,
             latest_snapshot_written_ms: now_ms,
             leader_log_start_offset: 0,
+            snapshot_fetch: None,
         };
         let local = raft.config.node_id;
         let is_voter = raft.config.is_local_voter();
@@ -230,6 +234,12 @@ impl Raft {
             }
             Message::FetchRequest(r) => self.handle_fetch_request(from, r, &mut out)?,
             Message::FetchResponse(r) => self.handle_fetch_response(from, r, &mut out)?,
+            Message::FetchSnapshotRequest(r) => {
+                self.handle_fetch_snapshot_request(from, r, &mut out)?
+            }
+            Message::FetchSnapshotResponse(r) => {
+                self.handle_fetch_snapshot_response(from, r, &mut out)?
+            }
         }
         self.maybe_send_fetch(&mut out);
         Ok(out.finish())
@@ -298,7 +308,7 @@ impl Raft {
         }
         let mut counts = Vec::with_capacity(batches.len());
         for batch in &batches {
-            let headers = crate::records::batch_headers(batch)?;
+            let headers = crate::records::proposal_headers(batch)?;
             let [header] = headers.as_slice() else {
                 return Err(RaftError::MalformedBatch {
                     position: 0,
@@ -528,8 +538,12 @@ impl Raft {
         if let Some(fetch) = self.fetch_in_flight
             && now >= fetch.resend_at_ms
         {
-            // The response is lost (or the leader is gone): free the slot to fetch again.
+            // The response is lost (or the leader is gone): free the slot to fetch again. An
+            // observer asks the next voter: the one it asked may be down for good.
             self.fetch_in_flight = None;
+            if !self.config.is_local_voter() {
+                self.discovery_index += 1;
+            }
         }
         match &self.state {
             EpochState::Unattached(s) => {

@@ -875,3 +875,6 @@ fn append_on_a_follower_is_a_typed_error_and_malformed_batches_are_refused() {
 
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;
+
+#[path = "snapshot_fetch_tests.rs"]
+mod snapshot_fetch_tests;

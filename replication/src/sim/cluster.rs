@@ -1,4 +1,7 @@
 //! The event loop: nodes running the real core, the network, the disks, faults and clients.
+//! KIP-630 snapshots (taking, serving, fetching, installing) are in [`snapshots`].
+
+mod snapshots;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -16,7 +19,8 @@ use crate::quorum::EpochState;
 use crate::raft::Raft;
 use crate::records::{KeyValue, build_batch, stamp_batch};
 use crate::rng::SplitMix64;
-use crate::types::{ElectionState, Epoch, NodeId, QuorumConfig};
+use crate::state_machine::KeyValueStateMachine;
+use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch, QuorumConfig};
 use crate::work::{Persisted, Work};
 
 /// FNV-1a, so trace hashes do not depend on std's hasher.
@@ -60,6 +64,8 @@ enum EventKind {
     },
     ClientAppend,
     EndFaults,
+    /// A random live node snapshots its state machine (KIP-630).
+    TakeSnapshot,
 }
 
 struct Event {
@@ -93,6 +99,11 @@ enum OpKind {
         end_offset: u64,
         limit_offset: u64,
     },
+    /// Writing a snapshot (`.part`, fsync, rename): lost if the node crashes first.
+    SnapshotWrite {
+        snapshot_id: OffsetAndEpoch,
+        bytes: Bytes,
+    },
 }
 
 struct PendingOp {
@@ -116,6 +127,8 @@ struct SimNode {
     /// The largest epoch this incarnation has been in.
     epoch_floor: Epoch,
     scheduled_tick_ms: Option<u64>,
+    /// The replica's key-value state machine, fed committed batches (KIP-630).
+    state_machine: KeyValueStateMachine,
 }
 
 struct Cluster {
@@ -136,6 +149,8 @@ struct Cluster {
     /// Last scheduled delivery time per directed link, to count reorders.
     last_delivery_ms: BTreeMap<(NodeId, NodeId), u64>,
     disk_latency_max_ms: u64,
+    /// The leader's `replica.fetch.snapshot.response.max.bytes`.
+    snapshot_response_max_bytes: u64,
 }
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
@@ -166,6 +181,10 @@ impl Cluster {
         let voters: Vec<NodeId> = (1..=voter_count).collect();
         let observers: Vec<NodeId> = (101..101 + observer_count).collect();
         let fetch_max_bytes = [200u32, 1_000, 1 << 20][rng.below(3) as usize];
+        // Short enough that a leader moves its log start past crashed or partitioned replicas,
+        // which then catch up through FetchSnapshot.
+        let max_replication_lag_ms = 200 + rng.below(2_000);
+        let snapshot_response_max_bytes = [300u64, 2_000, 10 << 20][rng.below(3) as usize];
         let mut nodes = BTreeMap::new();
         for &id in voters.iter().chain(&observers) {
             let mut config = QuorumConfig::new(id, &voters).expect("valid voters");
@@ -175,6 +194,7 @@ impl Cluster {
             config.fetch_max_wait_ms = 100;
             config.request_timeout_ms = 200;
             config.fetch_max_bytes = fetch_max_bytes;
+            config.max_replication_lag_ms = max_replication_lag_ms;
             config.mutation = options.mutation;
             nodes.insert(
                 id,
@@ -190,6 +210,7 @@ impl Cluster {
                     high_watermark: 0,
                     epoch_floor: 0,
                     scheduled_tick_ms: None,
+                    state_machine: KeyValueStateMachine::new(),
                 },
             );
         }
@@ -217,6 +238,7 @@ impl Cluster {
             client_counter: 0,
             last_delivery_ms: BTreeMap::new(),
             disk_latency_max_ms: 3,
+            snapshot_response_max_bytes,
         }
     }
 
@@ -236,8 +258,18 @@ impl Cluster {
     fn run(&mut self) {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
+            if !self.voters.contains(&id) && self.rng.chance(1, 3) {
+                // A replica added later: it must catch up, through FetchSnapshot once the
+                // leader's log start has moved.
+                let join_at = 1_000 + self.rng.below(4_000);
+                self.count("late-observer");
+                self.schedule(join_at, EventKind::Restart { node: id });
+                continue;
+            }
             self.start_node(id);
         }
+        let first_snapshot = 100 + self.rng.below(500);
+        self.schedule(first_snapshot, EventKind::TakeSnapshot);
         let first_fault = 100 + self.rng.below(400);
         self.schedule(first_fault, EventKind::Fault);
         let first_append = self.rng.below(50);
@@ -376,6 +408,11 @@ impl Cluster {
                     self.schedule(next, EventKind::ClientAppend);
                 }
             }
+            EventKind::TakeSnapshot => {
+                self.take_snapshot();
+                let next = self.now_ms + 100 + self.rng.below(600);
+                self.schedule(next, EventKind::TakeSnapshot);
+            }
             EventKind::EndFaults => {
                 self.trace_event(6, 0, 0);
                 self.faults_active = false;
@@ -401,12 +438,17 @@ impl Cluster {
         let seed = self.options.seed;
         let n = self.nodes.get_mut(&id).expect("node exists");
         n.incarnation += 1;
+        n.store.recover_log_behind_snapshot();
         let recovered = n.store.recovered();
+        let snapshots = n.store.recovered_snapshots();
         let node_seed = seed
             ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ n.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
-        let raft = Raft::new(n.config.clone(), &recovered, node_seed, now)
-            .expect("recovered state is valid");
+        let raft =
+            Raft::new_with_snapshots(n.config.clone(), &recovered, snapshots, node_seed, now)
+                .expect("recovered state is valid");
+        self.load_state_machine_at_start(id);
+        let n = self.nodes.get_mut(&id).expect("node exists");
         n.epoch_floor = raft.epoch();
         n.high_watermark = raft.high_watermark();
         n.raft = Some(raft);
@@ -504,6 +546,10 @@ impl Cluster {
         }
         let op = n.pending.pop_front().expect("checked");
         let persisted = match op.kind {
+            OpKind::SnapshotWrite { snapshot_id, bytes } => {
+                self.complete_snapshot_write(id, snapshot_id, bytes, op.held);
+                return;
+            }
             OpKind::QuorumState(state) => {
                 let old = n.store.quorum_state;
                 n.store.quorum_state = state;
@@ -588,8 +634,8 @@ impl Cluster {
                     let mut records = BytesMut::new();
                     let mut offset = base_offset;
                     for batch in &batches {
-                        let header =
-                            crate::records::batch_headers(batch).expect("the core checked it")[0];
+                        let header = crate::records::proposal_headers(batch)
+                            .expect("the core checked it")[0];
                         records.extend_from_slice(&stamp_batch(batch, offset, leader_epoch));
                         offset += u64::from(header.records_count);
                     }
@@ -661,21 +707,41 @@ impl Cluster {
                     self.checker
                         .on_high_watermark(id, old, high_watermark, &n.store, view);
                     self.nodes.get_mut(&id).expect("node exists").high_watermark = high_watermark;
+                    self.apply_committed(id);
                 }
-                // The simulated hosts never report a snapshot written, so the core has no
-                // snapshot to move its log start to: this work appearing is a core bug.
-                Work::AdvanceLogStartOffset { .. } | Work::DeleteSnapshotsBefore { .. } => {
-                    self.checker.violation.get_or_insert(format!(
-                        "node {id}: {item:?} without any snapshot reported written"
-                    ));
+                Work::AdvanceLogStartOffset { offset } => self.advance_log_start(id, offset),
+                Work::DeleteSnapshotsBefore { snapshot_id } => {
+                    let n = self.nodes.get_mut(&id).expect("node exists");
+                    n.store
+                        .snapshots
+                        .retain(|&end, _| end >= snapshot_id.offset);
                 }
+                Work::SendFetchSnapshotResponse {
+                    to,
+                    response,
+                    max_bytes,
+                } => self.serve_fetch_snapshot(id, to, response, max_bytes),
+                Work::WriteSnapshotChunk {
+                    snapshot_id,
+                    size_bytes,
+                    position,
+                    bytes,
+                } => self.write_snapshot_chunk(id, snapshot_id, size_bytes, position, bytes),
+                Work::InstallSnapshot { snapshot_id } => self.install_snapshot(id, snapshot_id),
             }
         }
     }
 
     fn append(&mut self, id: NodeId, records: Bytes) {
         let n = self.nodes.get_mut(&id).expect("node exists");
-        let previous = n.store.batches.last().map(|b| (b.base_offset, b.epoch));
+        let previous = match n.store.batches.last() {
+            Some(b) => Some((b.base_offset, b.epoch)),
+            // A log starting at a snapshot continues the committed batch ending there.
+            None if n.store.log_start_offset > 0 => {
+                self.checker.committed_key_before(n.store.log_start_offset)
+            }
+            None => None,
+        };
         match n.store.append(&records) {
             Ok(added) => self.checker.on_append(id, previous, &added),
             Err(e) => {
@@ -702,7 +768,28 @@ impl Cluster {
     fn inject_fault(&mut self) {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         let heal_at = self.now_ms + 200 + self.rng.below(1_300);
-        match self.rng.below(6) {
+        match self.rng.below(7) {
+            6 => {
+                let observers: Vec<NodeId> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !self.voters.contains(id))
+                    .collect();
+                if !observers.is_empty() {
+                    // An observer's disk is replaced: it rejoins empty. (A voter may not forget
+                    // what it acknowledged, so only observers are wiped.)
+                    let victim = observers[self.rng.below(observers.len() as u64) as usize];
+                    self.trace_event(10, victim, 0);
+                    self.count("wipe");
+                    if self.nodes[&victim].raft.is_some() {
+                        self.crash_node(victim);
+                    }
+                    let n = self.nodes.get_mut(&victim).expect("node exists");
+                    n.store = SimStore::default();
+                    let restart_at = self.now_ms + 50 + self.rng.below(1_500);
+                    self.schedule(restart_at, EventKind::Restart { node: victim });
+                }
+            }
             0 => {
                 let from = ids[self.rng.below(ids.len() as u64) as usize];
                 let to = ids[self.rng.below(ids.len() as u64) as usize];
@@ -795,8 +882,18 @@ impl Cluster {
                     .into_bytes()
                 })
                 .collect();
-            let pairs: Vec<KeyValue<'_>> =
-                values.iter().map(|v| (None, Some(v.as_slice()))).collect();
+            // Keys from a small set, some tombstones: the key-value state machine (and its
+            // snapshots) then has overwrites and deletes to get right.
+            let keys: Vec<Vec<u8>> = (0..records)
+                .map(|_| format!("key{}", self.rng.below(12)).into_bytes())
+                .collect();
+            let tombstones: Vec<bool> = (0..records).map(|_| self.rng.chance(1, 6)).collect();
+            let pairs: Vec<KeyValue<'_>> = values
+                .iter()
+                .zip(&keys)
+                .zip(&tombstones)
+                .map(|((v, k), &t)| (Some(k.as_slice()), (!t).then_some(v.as_slice())))
+                .collect();
             batches.push(build_batch(&pairs, false, self.now_ms as i64));
         }
         let now = self.now_ms;
@@ -848,6 +945,7 @@ impl Cluster {
         for (id, epoch) in leaders {
             self.checker.on_leader(id, epoch);
         }
+        self.check_snapshot_offsets();
     }
 
     /// Liveness: a leader, every replica alive with the leader's log and high-watermark.
@@ -867,7 +965,8 @@ impl Cluster {
     fn check_final_logs(&mut self) {
         let committed = self.checker.committed.clone();
         for n in self.nodes.values() {
-            if n.store.batches != committed {
+            let start = committed.partition_point(|b| b.base_offset < n.store.log_start_offset);
+            if n.store.batches[..] != committed[start..] {
                 self.checker.violation.get_or_insert(format!(
                     "node {}: final log differs from the committed log",
                     n.id

@@ -5,9 +5,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 
+use ringlog_engine::batch::RecordBatch;
+use ringlog_engine::snapshot::{SnapshotId, validate_snapshot_bytes};
+
 use super::store::{SimStore, StoredBatch};
 use crate::records::is_control_batch;
-use crate::types::{ElectionState, Epoch, NodeId};
+use crate::state_machine::{KeyValueStateMachine, StateMachine};
+use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch};
 
 /// A batch's bytes with the leader's stamps (base offset, partition leader epoch) cleared:
 /// what the client handed in.
@@ -34,15 +38,144 @@ pub struct Checker {
     pub committed: Vec<StoredBatch>,
     /// Unstamped client batches ever submitted.
     pub submitted: HashSet<Bytes>,
+    /// KIP-630 reference: a key-value state machine fed every committed batch in order, and
+    /// the fingerprint of its state at each committed batch boundary (end offset). Snapshots
+    /// and every replica's state machine are compared against these.
+    reference: KeyValueStateMachine,
+    state_at: HashMap<u64, u64>,
     pub violation: Option<String>,
+}
+
+/// A fingerprint of a key-value state (FNV-1a over its entries in key order).
+pub fn state_fingerprint(state: &KeyValueStateMachine) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for part in [&(bytes.len() as u64).to_be_bytes()[..], bytes] {
+            for b in part {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x100_0000_01b3);
+            }
+        }
+    };
+    for (key, value) in state.entries() {
+        eat(key);
+        eat(value);
+    }
+    hash
 }
 
 impl Checker {
     pub fn new(voters: Vec<NodeId>) -> Self {
+        let reference = KeyValueStateMachine::new();
+        let mut state_at = HashMap::new();
+        state_at.insert(0, state_fingerprint(&reference));
         Self {
             voters,
+            reference,
+            state_at,
             ..Default::default()
         }
+    }
+
+    /// Appends a newly committed batch and feeds the reference state machine.
+    fn commit(&mut self, batch: StoredBatch) {
+        match RecordBatch::parse(batch.bytes.clone()) {
+            Ok(parsed) => {
+                if let Err(e) = self.reference.apply(&parsed) {
+                    self.fail(format!(
+                        "committed batch at {} does not apply: {e}",
+                        batch.base_offset
+                    ));
+                }
+            }
+            Err(e) => self.fail(format!(
+                "committed batch at {} does not parse: {e}",
+                batch.base_offset
+            )),
+        }
+        self.state_at
+            .insert(batch.last_offset + 1, state_fingerprint(&self.reference));
+        self.committed.push(batch);
+    }
+
+    /// KIP-630: a replica's state machine at `applied_end` (exclusive) must equal the state
+    /// from replaying every committed record below it: so all replicas agree at equal offsets.
+    pub fn check_state_machine(&mut self, node: NodeId, state: &KeyValueStateMachine) {
+        let applied_end = (state.last_applied_offset() + 1) as u64;
+        match self.state_at.get(&applied_end) {
+            Some(&expected) if expected == state_fingerprint(state) => {}
+            Some(_) => self.fail(format!(
+                "node {node}: state machine at {applied_end} differs from the committed log replayed to there"
+            )),
+            None => self.fail(format!(
+                "node {node}: state machine applied to {applied_end}, not a committed batch boundary (committed end {})",
+                self.committed_end()
+            )),
+        }
+    }
+
+    /// KIP-630: a snapshot with end offset E holds exactly the state after every committed
+    /// record below E. Returns the loaded state machine.
+    pub fn check_snapshot(
+        &mut self,
+        node: NodeId,
+        snapshot_id: OffsetAndEpoch,
+        bytes: &Bytes,
+    ) -> Option<KeyValueStateMachine> {
+        let id = SnapshotId {
+            end_offset: snapshot_id.offset as i64,
+            epoch: snapshot_id.epoch as i32,
+        };
+        let contents = match validate_snapshot_bytes(std::path::Path::new("sim"), id, bytes.clone())
+        {
+            Ok(c) => c,
+            Err(e) => {
+                self.fail(format!(
+                    "node {node}: snapshot {snapshot_id:?} invalid: {e}"
+                ));
+                return None;
+            }
+        };
+        let mut state = KeyValueStateMachine::new();
+        if let Err(e) = state.load_snapshot(&contents) {
+            self.fail(format!(
+                "node {node}: snapshot {snapshot_id:?} does not load: {e}"
+            ));
+            return None;
+        }
+        if let Some(epoch) = self.committed_epoch_before(snapshot_id.offset)
+            && epoch != snapshot_id.epoch
+        {
+            self.fail(format!(
+                "node {node}: snapshot {snapshot_id:?} names epoch {}, the committed record before it has {epoch}",
+                snapshot_id.epoch
+            ));
+        }
+        self.check_state_machine(node, &state);
+        Some(state)
+    }
+
+    /// The (base offset, epoch) of the committed batch ending right below `offset`: the
+    /// predecessor of the first batch of a log that starts at a snapshot there.
+    pub fn committed_key_before(&self, offset: u64) -> Option<(u64, Epoch)> {
+        let index = self
+            .committed
+            .partition_point(|b| b.last_offset + 1 < offset);
+        self.committed
+            .get(index)
+            .filter(|b| b.last_offset + 1 == offset)
+            .map(|b| (b.base_offset, b.epoch))
+    }
+
+    /// The epoch of the committed batch ending right below `offset`.
+    fn committed_epoch_before(&self, offset: u64) -> Option<Epoch> {
+        let index = self
+            .committed
+            .partition_point(|b| b.last_offset + 1 < offset);
+        self.committed
+            .get(index)
+            .filter(|b| b.last_offset + 1 == offset)
+            .map(|b| b.epoch)
     }
 
     fn fail(&mut self, message: String) {
@@ -174,7 +307,7 @@ impl Checker {
                         batch.base_offset
                     ));
                 }
-                self.committed.push(batch.clone());
+                self.commit(batch.clone());
             } else {
                 self.fail(format!(
                     "node {node}: committed prefix has a hole before {}",
@@ -191,8 +324,11 @@ impl Checker {
             let holders = stores
                 .values()
                 .filter(|s| {
-                    s.batch_at(last.base_offset)
-                        .is_some_and(|i| i < s.durable_batches && s.batches[i].epoch == last.epoch)
+                    // A replica whose log starts past the batch holds a durable snapshot of it.
+                    s.log_start_offset > last.base_offset
+                        || s.batch_at(last.base_offset).is_some_and(|i| {
+                            i < s.durable_batches && s.batches[i].epoch == last.epoch
+                        })
                 })
                 .count();
             if holders < self.voters.len() / 2 + 1 {

@@ -1,11 +1,23 @@
 //! A simulated per-node disk: the log as a list of batches with a durable prefix, and the
-//! quorum-state file. A crash keeps the durable part only; everything written since the last
-//! completed flush is gone.
+//! quorum-state file, and (KIP-630) the frozen snapshots, the log start offset and the
+//! `.part` of a snapshot being fetched. A crash keeps the durable part only; everything written
+//! since the last completed flush is gone, and so is a `.part` (recovery removes it: a
+//! restarted replica fetches the snapshot again, it never loads a `.part`).
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
 use crate::records::batch_headers;
-use crate::types::{ElectionState, OffsetAndEpoch, RecoveredState};
+use crate::types::{ElectionState, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
+
+/// A snapshot being fetched: its id, its size, the bytes so far.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotPart {
+    pub snapshot_id: OffsetAndEpoch,
+    pub size_bytes: u64,
+    pub bytes: Vec<u8>,
+}
 
 /// One batch as stored: offsets and epoch (from its stamped header) and its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,16 +35,25 @@ pub struct SimStore {
     pub durable_batches: usize,
     /// The quorum-state file as last completely written.
     pub quorum_state: ElectionState,
+    /// KIP-630: the log's first offset (durable as soon as set: the sim writes it with the
+    /// segment deletion). Batches start here.
+    pub log_start_offset: u64,
+    /// Frozen snapshots by end offset: `(id, file bytes)`. Durable.
+    pub snapshots: BTreeMap<u64, (OffsetAndEpoch, Bytes)>,
+    /// A snapshot being fetched (lost on a crash).
+    pub part: Option<SnapshotPart>,
 }
 
 impl SimStore {
     pub fn end_offset(&self) -> u64 {
-        self.batches.last().map_or(0, |b| b.last_offset + 1)
+        self.batches
+            .last()
+            .map_or(self.log_start_offset, |b| b.last_offset + 1)
     }
 
     pub fn durable_end_offset(&self) -> u64 {
         if self.durable_batches == 0 {
-            0
+            self.log_start_offset
         } else {
             self.batches[self.durable_batches - 1].last_offset + 1
         }
@@ -91,9 +112,56 @@ impl SimStore {
         self.durable_batches = self.durable_batches.max(durable);
     }
 
-    /// A crash: the unsynced tail is lost.
+    /// A crash: the unsynced tail and any `.part` are lost.
     pub fn crash(&mut self) {
         self.batches.truncate(self.durable_batches);
+        self.part = None;
+    }
+
+    /// The newest frozen snapshot.
+    pub fn latest_snapshot(&self) -> Option<&(OffsetAndEpoch, Bytes)> {
+        self.snapshots.values().next_back()
+    }
+
+    /// KIP-630: the log now starts at `offset` (a snapshot's end, a batch boundary): the
+    /// batches below it go.
+    pub fn advance_log_start(&mut self, offset: u64) -> Result<(), String> {
+        let drop = self.batches.partition_point(|b| b.base_offset < offset);
+        if drop > 0 && self.batches[drop - 1].last_offset >= offset {
+            return Err(format!("log start {offset} splits a batch"));
+        }
+        self.batches.drain(..drop);
+        self.durable_batches = self.durable_batches.saturating_sub(drop);
+        self.log_start_offset = self.log_start_offset.max(offset);
+        Ok(())
+    }
+
+    /// Truncates the log fully: it starts and ends at `offset` (an installed snapshot's end).
+    pub fn reset_to(&mut self, offset: u64) {
+        self.batches.clear();
+        self.durable_batches = 0;
+        self.log_start_offset = offset;
+    }
+
+    /// Recovery's first step: a log that ends before its newest snapshot is truncated fully
+    /// to start there (a follower's snapshot may pass its fsynced log end).
+    pub fn recover_log_behind_snapshot(&mut self) {
+        if let Some((id, _)) = self.latest_snapshot()
+            && id.offset > self.end_offset()
+        {
+            let offset = id.offset;
+            self.reset_to(offset);
+        }
+    }
+
+    /// The snapshots a restarting node hands the core.
+    pub fn recovered_snapshots(&self) -> RecoveredSnapshots {
+        RecoveredSnapshots {
+            log_start_snapshot_id: (self.log_start_offset > 0)
+                .then(|| self.snapshots.get(&self.log_start_offset).map(|s| s.0))
+                .flatten(),
+            latest_snapshot_id: self.latest_snapshot().map(|s| s.0),
+        }
     }
 
     /// What a restarting node recovers.
@@ -111,7 +179,7 @@ impl SimStore {
         }
         RecoveredState {
             election: self.quorum_state,
-            log_start_offset: 0,
+            log_start_offset: self.log_start_offset,
             log_end_offset: self.end_offset(),
             epoch_cache,
         }
