@@ -533,7 +533,11 @@ impl Node {
                 }
                 // The node never reports a snapshot written, so the core does not emit these
                 // yet; when it does, keeping the segments and snapshots is still correct.
-                Work::AdvanceLogStartOffset { .. } | Work::DeleteSnapshotsBefore { .. } => {
+                Work::AdvanceLogStartOffset { .. }
+                | Work::DeleteSnapshotsBefore { .. }
+                | Work::SendFetchSnapshotResponse { .. }
+                | Work::WriteSnapshotChunk { .. }
+                | Work::InstallSnapshot { .. } => {
                     tracing::warn!(?work, "snapshot work not executed by the node yet");
                 }
             }
@@ -574,6 +578,10 @@ impl Node {
                 self.answer_fifo(to, ApiKey::EndQuorumEpoch, partition, message)
             }
             core::Message::FetchResponse(r) => self.answer_fetch(r),
+            core::Message::FetchSnapshotRequest(_) | core::Message::FetchSnapshotResponse(_) => {
+                tracing::warn!(partition, to, "FetchSnapshot not wired in the node yet");
+                Ok(())
+            }
         }
     }
 
