@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
-use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use ringlog_engine::batch::BatchIter;
+use ringlog_net::clients::TopicPartition;
+use ringlog_net::clients::consumer::{Consumer, ConsumerConfig};
+use ringlog_net::clients::producer::{Producer, ProducerConfig};
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties::{self, MetaProperties};
-use ringlog_net::node::client::{self, Client};
+use ringlog_net::node::client::Client;
+use ringlog_net::node::unclean;
 
 #[derive(Parser)]
 #[command(
@@ -64,24 +68,71 @@ enum Command {
         #[arg(long)]
         print_records: bool,
     },
-    /// Append each line of stdin as one record (acks=all by default).
+    /// Append each line of stdin as one record (acks=all by default), batched with linger.
     Produce {
         #[arg(long)]
         bootstrap: String,
+        #[arg(long, default_value = "__cluster_metadata")]
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
         /// 0, 1 or all.
         #[arg(long, default_value = "all")]
         acks: String,
+        /// How long a batch waits for more records (linger.ms).
+        #[arg(long, default_value_t = 5)]
+        linger_ms: u64,
+        /// A batch is sent once it holds this many bytes (batch.size).
+        #[arg(long, default_value_t = 16384)]
+        batch_size: usize,
+        /// Retries of a batch (NOT_LEADER_OR_FOLLOWER: to the new leader).
+        #[arg(long, default_value_t = 10)]
+        retries: u32,
     },
-    /// Print committed records (values, one per line).
+    /// Print committed records (values, one per line) with the KIP-320 consumer.
     Consume {
         #[arg(long)]
         bootstrap: String,
-        /// Start at offset 0 instead of the high-watermark.
+        #[arg(long, default_value = "__cluster_metadata")]
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        /// Start at offset 0 instead of the high-watermark (same as --offset earliest).
         #[arg(long)]
         from_beginning: bool,
+        /// Start offset: a number, `earliest` or `latest` (default latest).
+        #[arg(long)]
+        offset: Option<String>,
+        /// auto.offset.reset: earliest, latest or none (none: a detected log truncation or
+        /// an out-of-range offset stops the command with an error).
+        #[arg(long, default_value = "none")]
+        reset: String,
         /// Stop after this many records.
         #[arg(long)]
         max_records: Option<u64>,
+        /// Also print each record's offset and leader epoch.
+        #[arg(long)]
+        print_offsets: bool,
+    },
+    /// UNSAFE, opt-in: make this (stopped) node the leader of a partition whose quorum lost a
+    /// majority for good, around a new voter set. Records other voters had are lost.
+    UncleanRecover {
+        /// The surviving node's properties file (its controller.quorum.voters is rewritten).
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long, default_value = "__cluster_metadata")]
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        /// The new voters as id@host:port, comma separated; must include this node.
+        #[arg(long)]
+        voters: String,
+        /// A leader epoch at least this large (when lost voters reached epochs this one missed).
+        #[arg(long)]
+        leader_epoch: Option<i32>,
+        /// Required: says you accept losing acknowledged records.
+        #[arg(long)]
+        i_accept_data_loss: bool,
     },
 }
 
@@ -133,12 +184,77 @@ fn run(cli: Cli) -> Result<(), String> {
             file,
             print_records,
         } => dump(&file, print_records),
-        Command::Produce { bootstrap, acks } => produce(&bootstrap, &acks),
+        Command::Produce {
+            bootstrap,
+            topic,
+            partition,
+            acks,
+            linger_ms,
+            batch_size,
+            retries,
+        } => {
+            let acks: i16 = match acks.as_str() {
+                "all" | "-1" => -1,
+                "1" => 1,
+                "0" => 0,
+                other => return Err(format!("--acks {other:?}: expected 0, 1 or all")),
+            };
+            let config = ProducerConfig {
+                acks,
+                linger_ms,
+                batch_size_bytes: batch_size,
+                retries,
+                ..ProducerConfig::default()
+            };
+            produce(&bootstrap, TopicPartition::new(topic, partition), config)
+        }
         Command::Consume {
             bootstrap,
+            topic,
+            partition,
             from_beginning,
+            offset,
+            reset,
             max_records,
-        } => consume(&bootstrap, from_beginning, max_records),
+            print_offsets,
+        } => {
+            let start = match (from_beginning, offset.as_deref()) {
+                (true, _) | (false, Some("earliest")) => -2,
+                (false, None | Some("latest")) => -1,
+                (false, Some(number)) => number
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|o| *o >= 0)
+                    .ok_or_else(|| format!("--offset {number:?}: a number, earliest or latest"))?,
+            };
+            let config = ConsumerConfig {
+                auto_offset_reset: reset.parse()?,
+                ..ConsumerConfig::default()
+            };
+            consume(
+                &bootstrap,
+                TopicPartition::new(topic, partition),
+                start,
+                config,
+                max_records,
+                print_offsets,
+            )
+        }
+        Command::UncleanRecover {
+            config,
+            topic,
+            partition,
+            voters,
+            leader_epoch,
+            i_accept_data_loss,
+        } => unclean_recover(
+            &config,
+            &topic,
+            partition,
+            &voters,
+            leader_epoch,
+            i_accept_data_loss,
+        ),
     }
 }
 
@@ -420,86 +536,120 @@ fn dump(file: &Path, print_records: bool) -> Result<(), String> {
 
 // ---- produce / consume ----------------------------------------------------------------------
 
-fn produce(bootstrap: &str, acks: &str) -> Result<(), String> {
-    let acks: i16 = match acks {
-        "all" | "-1" => -1,
-        "1" => 1,
-        "0" => 0,
-        other => return Err(format!("--acks {other:?}: expected 0, 1 or all")),
-    };
-    let mut leader =
-        client::connect_to_leader(bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
-    let stdin = std::io::stdin();
+fn produce(
+    bootstrap: &str,
+    partition: TopicPartition,
+    config: ProducerConfig,
+) -> Result<(), String> {
+    let mut producer = Producer::connect(bootstrap, config);
+    // stdin is read on its own thread so that a lingering batch leaves on time even while
+    // no new line arrives.
+    let (lines_tx, lines) = std::sync::mpsc::channel::<std::io::Result<String>>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut stdout = std::io::stdout();
-    for line in stdin.lock().lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        let mut builder = RecordBatchBuilder::new(0);
-        builder.append(now_ms(), None, Some(line.as_bytes()), &[]);
-        let records = builder.build().into_bytes();
-        match leader
-            .produce(records, acks, 30_000)
+    let mut print = |producer: &mut Producer| -> Result<(), String> {
+        for ack in producer.take_acknowledged() {
+            if ack.offset >= 0 {
+                writeln!(stdout, "offset {}", ack.offset).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    };
+    loop {
+        let wait = producer
+            .next_due()
+            .map_or(Duration::from_secs(3600), |due| {
+                due.saturating_duration_since(std::time::Instant::now())
+            });
+        match lines.recv_timeout(wait) {
+            Ok(line) => {
+                let line = line.map_err(|e| e.to_string())?;
+                producer
+                    .send(&partition, None, Some(line.as_bytes()))
+                    .map_err(|e| e.to_string())?;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                producer.send_due().map_err(|e| e.to_string())?;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        print(&mut producer)?;
+    }
+    producer.flush().map_err(|e| e.to_string())?;
+    print(&mut producer)
+}
+
+fn consume(
+    bootstrap: &str,
+    partition: TopicPartition,
+    start: i64,
+    config: ConsumerConfig,
+    max_records: Option<u64>,
+    print_offsets: bool,
+) -> Result<(), String> {
+    let mut consumer = Consumer::connect(bootstrap, config);
+    consumer.assign([partition.clone()]);
+    consumer
+        .seek(&partition, start)
+        .map_err(|e| e.to_string())?;
+    let mut printed = 0u64;
+    let mut stdout = std::io::stdout();
+    loop {
+        for record in consumer
+            .poll(Duration::from_secs(1))
             .map_err(|e| e.to_string())?
         {
-            None => {}
-            Some(answer) if answer.error_code == 0 => {
-                writeln!(stdout, "offset {}", answer.base_offset).map_err(|e| e.to_string())?;
-            }
-            Some(answer) => {
-                return Err(format!(
-                    "produce failed: error {} {}",
-                    answer.error_code,
-                    answer.error_message.unwrap_or_default()
-                ));
+            let value = record.value.as_deref().unwrap_or_default();
+            let value = String::from_utf8_lossy(value);
+            let line = if print_offsets {
+                format!("{}\t{}\t{value}", record.offset, record.leader_epoch)
+            } else {
+                value.into_owned()
+            };
+            writeln!(stdout, "{line}").map_err(|e| e.to_string())?;
+            printed += 1;
+            if max_records.is_some_and(|max| printed >= max) {
+                return Ok(());
             }
         }
     }
+}
+
+fn unclean_recover(
+    config: &Path,
+    topic: &str,
+    partition: i32,
+    voters: &str,
+    leader_epoch: Option<i32>,
+    accepted: bool,
+) -> Result<(), String> {
+    if !accepted {
+        return Err(
+            "unclean-recover can lose acknowledged records: pass --i-accept-data-loss to \
+             proceed (docs/kip320.md, \"Unclean recovery\")"
+                .into(),
+        );
+    }
+    let voters = ringlog_net::config::parse_voters(voters).map_err(|e| format!("--voters: {e}"))?;
+    let done = unclean::unclean_recover(config, topic, partition, &voters, leader_epoch)
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "WARNING: unclean recovery of {topic}-{partition}: records at or after offset {} that \
+         other voters had are LOST",
+        done.log_end_offset
+    );
+    println!("partition_dir={}", done.partition_dir.display());
+    println!("log_end_offset={}", done.log_end_offset);
+    println!("last_log_epoch={}", done.last_log_epoch);
+    println!("previous_epoch={}", done.previous_epoch);
+    println!("new_epoch={}", done.new_epoch);
+    println!("voters={}", unclean::format_voters(&done.voters));
+    println!("config_backup={}", done.config_backup.display());
     Ok(())
-}
-
-fn consume(bootstrap: &str, from_beginning: bool, max_records: Option<u64>) -> Result<(), String> {
-    let mut client = Client::connect(bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
-    let mut offset: i64 = if from_beginning {
-        0
-    } else {
-        client
-            .fetch(0, 0, 1)
-            .map_err(|e| e.to_string())?
-            .high_watermark
-            .max(0)
-    };
-    let mut printed = 0u64;
-    loop {
-        let data = client
-            .fetch(offset, 500, 1 << 20)
-            .map_err(|e| e.to_string())?;
-        if data.error_code != 0 {
-            return Err(format!(
-                "fetch at offset {offset}: error {}",
-                data.error_code
-            ));
-        }
-        for batch in BatchIter::new(client::fetched_records(&data)) {
-            let batch = batch.map_err(|e| e.to_string())?;
-            offset = offset.max(batch.next_offset());
-            if batch.is_control() {
-                continue;
-            }
-            for record in batch.records().map_err(|e| e.to_string())? {
-                let record = record.map_err(|e| e.to_string())?;
-                if let Some(value) = record.value() {
-                    println!("{}", String::from_utf8_lossy(value));
-                }
-                printed += 1;
-                if max_records.is_some_and(|max| printed >= max) {
-                    return Ok(());
-                }
-            }
-        }
-    }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

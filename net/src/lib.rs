@@ -1,4 +1,5 @@
 //! ringlog-net
+pub mod clients;
 pub mod config;
 pub mod meta_properties;
 pub mod metrics;

@@ -29,6 +29,7 @@ mod producer_state;
 mod requests;
 pub mod storage;
 pub mod transport;
+pub mod unclean;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
