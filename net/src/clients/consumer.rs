@@ -358,10 +358,10 @@ impl<T: Transport> Consumer<T> {
             .assignment
             .values()
             .any(|s| s.leader.is_none_or(|l| l.leader_id.is_none()));
-        if self.metadata_stale || too_old || leaderless {
-            if let Err(error) = self.refresh_metadata() {
-                transient = Some(error);
-            }
+        if (self.metadata_stale || too_old || leaderless)
+            && let Err(error) = self.refresh_metadata()
+        {
+            transient = Some(error);
         }
         if let Some(error) = self.reset_positions()? {
             transient = Some(error);
