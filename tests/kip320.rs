@@ -1,0 +1,446 @@
+//! KIP-320 end to end, with real `ringlog serve` processes: a consumer that read records a
+//! later unclean recovery lost finds out.
+//!
+//! The story: three voters; one follower (the future survivor) is stopped with SIGSTOP once
+//! it holds every record of the first round; a second round is produced with acks=all (the
+//! two live voters are a majority) and read by the consumers; then the leader and the other
+//! follower are killed for good (kill -9). The survivor is resumed and stopped cleanly,
+//! `ringlog unclean-recover` makes it the leader of a new quorum (itself and a fresh, empty
+//! voter), and it restarts. Its log ends where the first round ended: the second round is
+//! gone. KIP-320: the Rust consumer without reset policy raises `LogTruncation` with the
+//! divergence offset = the end offset of its epoch in the survivor's log (the survivor's log
+//! end offset); with a reset policy it resumes there; `seek_to_nearest` lands there too.
+//!
+//! The harness waits on conditions with deadlines and kills every child when dropped.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringlog_net::clients::TopicPartition;
+use ringlog_net::clients::consumer::{
+    Consumer, ConsumerConfig, ConsumerError, ConsumerRecord, OffsetReset,
+};
+use ringlog_net::clients::producer::{Producer, ProducerConfig};
+use ringlog_net::node::client::{Client, QuorumView};
+
+const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+const TOPIC: &str = "__cluster_metadata";
+const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
+
+/// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
+fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Node {
+    id: i32,
+    port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        Cluster {
+            dir: tempfile::tempdir().unwrap(),
+            nodes: Vec::new(),
+        }
+    }
+
+    /// Writes and formats node `id`'s properties for the voter set `voters` (id, port).
+    fn add_node(&mut self, id: i32, port: u16, voters: &[(i32, u16)]) {
+        let voter_list = voters
+            .iter()
+            .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let config = self.dir.path().join(format!("node-{id}.properties"));
+        let data = self.dir.path().join(format!("node-{id}"));
+        let text = format!(
+            "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+             metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
+             controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
+             controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\
+             controller.quorum.fetch.max.wait.ms=100\n",
+            data.display()
+        );
+        std::fs::write(&config, text).unwrap();
+        let status = Command::new(RINGLOG)
+            .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "format node {id}");
+        self.nodes.push(Node {
+            id,
+            port,
+            config,
+            log: self.dir.path().join(format!("node-{id}.log")),
+            child: None,
+        });
+    }
+
+    fn node(&mut self, id: i32) -> &mut Node {
+        self.nodes.iter_mut().find(|n| n.id == id).unwrap()
+    }
+
+    fn start(&mut self, id: i32) {
+        let node = self.node(id);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .unwrap();
+        let child = Command::new(RINGLOG)
+            .arg("serve")
+            .arg("--config")
+            .arg(&node.config)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        node.child = Some(child);
+    }
+
+    fn signal(&mut self, id: i32, signal: i32) {
+        let child = self.node(id).child.as_ref().expect("running");
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    }
+
+    fn kill(&mut self, id: i32) {
+        let mut child = self.node(id).child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    fn terminate(&mut self, id: i32) {
+        self.signal(id, libc::SIGTERM);
+        let mut child = self.node(id).child.take().unwrap();
+        let status = eventually(Duration::from_secs(10), "the node to exit", || {
+            child.try_wait().unwrap()
+        });
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+
+    fn address(&self, id: i32) -> String {
+        let node = self.nodes.iter().find(|n| n.id == id).unwrap();
+        format!("127.0.0.1:{}", node.port)
+    }
+
+    fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn describe(&self, id: i32) -> Option<QuorumView> {
+        Client::connect(&self.address(id), Duration::from_millis(300))
+            .ok()?
+            .describe_quorum()
+            .ok()
+    }
+
+    /// The leader as `ask` sees it, once that leader describes itself as such.
+    fn wait_for_leader(&self, ask: i32) -> (i32, i32) {
+        eventually(Duration::from_secs(20), "a leader", || {
+            let view = self.describe(ask)?;
+            let leader = view.partition.leader_id;
+            if leader < 0 {
+                return None;
+            }
+            let own = self.describe(leader)?;
+            (own.partition.error_code == 0 && own.partition.leader_id == leader)
+                .then_some((leader, own.partition.leader_epoch))
+        })
+    }
+
+    fn dump_logs(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            out.push_str(&format!("--- node {} ---\n", node.id));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.dump_logs());
+        }
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                // A stopped child must be resumed to die of SIGKILL promptly everywhere.
+                unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new(TOPIC, 0)
+}
+
+fn produce(bootstrap: &str, values: &[String]) -> Vec<i64> {
+    let mut producer = Producer::connect(
+        bootstrap,
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 0,
+            retries: 50,
+            ..ProducerConfig::default()
+        },
+    );
+    for value in values {
+        producer.send(&tp(), None, Some(value.as_bytes())).unwrap();
+    }
+    producer.flush().unwrap();
+    let acks = producer.take_acknowledged();
+    assert_eq!(acks.len(), values.len());
+    acks.into_iter().map(|a| a.offset).collect()
+}
+
+fn consumer(bootstrap: &str, reset: OffsetReset) -> Consumer {
+    let mut consumer = Consumer::connect(
+        bootstrap,
+        ConsumerConfig {
+            auto_offset_reset: reset,
+            fetch_max_wait_ms: 100,
+            retry_backoff_ms: 50,
+            request_timeout_ms: 2_000,
+            default_api_timeout_ms: 20_000,
+            ..ConsumerConfig::default()
+        },
+    );
+    consumer.assign([tp()]);
+    consumer
+}
+
+/// Polls until `count` records arrived.
+fn read(consumer: &mut Consumer, count: usize) -> Vec<ConsumerRecord> {
+    let mut records = Vec::new();
+    eventually(Duration::from_secs(20), "records", || {
+        records.extend(consumer.poll(Duration::from_millis(200)).unwrap());
+        (records.len() >= count).then_some(())
+    });
+    assert_eq!(records.len(), count, "read more than produced");
+    records
+}
+
+fn values(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+fn value_of(record: &ConsumerRecord) -> String {
+    String::from_utf8_lossy(record.value.as_deref().unwrap_or_default()).into_owned()
+}
+
+#[test]
+fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
+    let mut cluster = Cluster::new();
+    let ports: Vec<(i32, u16)> = (1..=3).map(|id| (id, free_port())).collect();
+    for &(id, port) in &ports {
+        cluster.add_node(id, port, &ports);
+    }
+    for id in 1..=3 {
+        cluster.start(id);
+    }
+    let (leader, epoch) = cluster.wait_for_leader(1);
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let other = (1..=3).find(|id| *id != leader && *id != survivor).unwrap();
+    let bootstrap = cluster.bootstrap();
+
+    // Round one: every voter holds it before the survivor is stopped.
+    let first = values("first", 5);
+    produce(&bootstrap, &first);
+    let survivor_end = eventually(Duration::from_secs(10), "the survivor to catch up", || {
+        let view = cluster.describe(leader)?;
+        let ends: Vec<(i32, i64)> = view
+            .partition
+            .current_voters
+            .iter()
+            .map(|v| (v.replica_id, v.log_end_offset))
+            .collect();
+        let leader_end = ends.iter().find(|(id, _)| *id == leader)?.1;
+        let survivor_end = ends.iter().find(|(id, _)| *id == survivor)?.1;
+        (leader_end == survivor_end && leader_end > first.len() as i64).then_some(leader_end)
+    });
+    cluster.signal(survivor, libc::SIGSTOP);
+
+    // Round two: committed by the leader and the other follower, and read.
+    let second = values("second", 6);
+    let second_offsets = produce(&bootstrap, &second);
+    assert!(second_offsets[0] >= survivor_end);
+    let mut strict = consumer(&bootstrap, OffsetReset::None);
+    let mut resetting = consumer(&bootstrap, OffsetReset::Earliest);
+    strict.seek(&tp(), 0).unwrap();
+    resetting.seek(&tp(), 0).unwrap();
+    let read_strict = read(&mut strict, first.len() + second.len());
+    let read_resetting = read(&mut resetting, first.len() + second.len());
+    let expected: Vec<String> = first.iter().chain(&second).cloned().collect();
+    assert_eq!(
+        read_strict.iter().map(value_of).collect::<Vec<_>>(),
+        expected
+    );
+    assert_eq!(read_resetting, read_strict);
+    let last = read_strict.last().unwrap();
+    assert_eq!(
+        last.leader_epoch, epoch,
+        "records carry the epoch they were written in"
+    );
+    let position = strict.position(&tp()).unwrap();
+    assert_eq!(position, last.offset + 1);
+
+    // The majority is lost for good.
+    cluster.kill(leader);
+    cluster.kill(other);
+    cluster.signal(survivor, libc::SIGCONT);
+    cluster.terminate(survivor);
+
+    // Unclean recovery around the survivor and a fresh voter 4.
+    let fresh_port = free_port();
+    let survivor_port = cluster.node(survivor).port;
+    let new_voters = [(survivor, survivor_port), (4, fresh_port)];
+    let voters_text = format!("{survivor}@127.0.0.1:{survivor_port},4@127.0.0.1:{fresh_port}");
+    let config = cluster.node(survivor).config.clone();
+    let refused = Command::new(RINGLOG)
+        .args(["unclean-recover", "--voters", &voters_text, "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "refuses without --i-accept-data-loss"
+    );
+    let output = Command::new(RINGLOG)
+        .args([
+            "unclean-recover",
+            "--i-accept-data-loss",
+            "--voters",
+            &voters_text,
+        ])
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "unclean-recover: {stdout}{stderr}");
+    assert!(stderr.contains("LOST"), "a loud warning: {stderr}");
+    let field = |name: &str| -> i64 {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in {stdout}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("log_end_offset"), survivor_end);
+    assert_eq!(field("last_log_epoch"), epoch as i64);
+    let new_epoch = field("new_epoch") as i32;
+    assert!(new_epoch > epoch);
+    cluster.add_node(4, fresh_port, &new_voters);
+    cluster.start(survivor);
+    cluster.start(4);
+    let (new_leader, leader_epoch) = cluster.wait_for_leader(4);
+    assert_eq!(new_leader, survivor);
+    assert!(
+        leader_epoch > new_epoch,
+        "the first election after recovery: {leader_epoch}"
+    );
+
+    // KIP-320: without a reset policy, the consumer reports where the log diverged: the end
+    // of its epoch in the survivor's log.
+    let error = eventually(
+        Duration::from_secs(20),
+        "the truncation to be reported",
+        || match strict.poll(Duration::from_millis(200)) {
+            Ok(records) => {
+                assert!(records.is_empty(), "read past a truncation: {records:?}");
+                None
+            }
+            Err(error) => Some(error),
+        },
+    );
+    match error {
+        ConsumerError::LogTruncation {
+            partition,
+            divergence_offset,
+        } => {
+            assert_eq!(partition, tp());
+            assert_eq!(divergence_offset, survivor_end);
+        }
+        other => panic!("expected LogTruncation, got {other}"),
+    }
+
+    // seekToNearest with the last record we read: the first offset after its epoch.
+    let mut nearest = consumer(&cluster.bootstrap(), OffsetReset::None);
+    assert_eq!(
+        nearest
+            .seek_to_nearest(&tp(), last.offset + 1, last.leader_epoch)
+            .unwrap(),
+        survivor_end
+    );
+
+    // With a reset policy the consumer resumes at the divergence point: the next records it
+    // returns are the new leader's, nothing of round one again (an `earliest` reset would
+    // have re-read it) and nothing skipped.
+    let third = values("third", 3);
+    let third_offsets = produce(&cluster.bootstrap(), &third);
+    let resumed = read(&mut resetting, third.len());
+    assert_eq!(resumed.iter().map(value_of).collect::<Vec<_>>(), third);
+    assert_eq!(
+        resumed.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        third_offsets
+    );
+    assert!(
+        third_offsets[0] > survivor_end,
+        "after the new leader's LeaderChange"
+    );
+    assert!(resumed.iter().all(|r| r.leader_epoch == leader_epoch));
+    let nearest_records = read(&mut nearest, third.len());
+    assert_eq!(nearest_records, resumed);
+}
