@@ -56,6 +56,29 @@ impl MultiRaft {
         })
     }
 
+    /// Starts one more group (a partition created after the node started, e.g. by a topic
+    /// record committed to the metadata log). Its RNG stream is derived from `seed` as in
+    /// [`MultiRaft::new`].
+    pub fn add_partition(
+        &mut self,
+        config: &QuorumConfig,
+        partition: PartitionId,
+        recovered: &RecoveredState,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<(), RaftError> {
+        assert!(
+            !self.partitions.contains_key(&partition),
+            "partition {partition} already has a group"
+        );
+        let partition_seed = seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.partitions.insert(
+            partition,
+            Raft::new(config.clone(), recovered, partition_seed, now_ms)?,
+        );
+        Ok(())
+    }
+
     pub fn node_id(&self) -> NodeId {
         self.node_id
     }

@@ -61,6 +61,18 @@ impl PartitionTable {
         }
     }
 
+    /// Adds a partition (a topic created at run time); returns its id, the next position.
+    pub fn add(&mut self, partition: HostedPartition) -> PartitionId {
+        assert!(
+            self.find(&partition.topic, partition.index).is_none(),
+            "{}-{} is already hosted",
+            partition.topic,
+            partition.index
+        );
+        self.partitions.push(partition);
+        (self.partitions.len() - 1) as PartitionId
+    }
+
     pub fn ids(&self) -> impl Iterator<Item = PartitionId> + '_ {
         (0..self.partitions.len()).map(|i| i as PartitionId)
     }

@@ -30,6 +30,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::OffsetForLeaderEpoch,
     ApiKey::InitProducerId,
+    ApiKey::CreateTopics,
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -52,6 +53,7 @@ pub(super) struct State {
     waiters: Vec<Waiter>,
     parked: Vec<ParkedFetch>,
     pub(super) producers: super::idempotence::Producers,
+    pub(super) topics: super::topics::Topics,
 }
 
 impl State {
@@ -68,7 +70,7 @@ impl State {
             .map(|p| p.deadline_ms)
             .min()
             .unwrap_or(u64::MAX);
-        produce.min(parked)
+        produce.min(parked).min(self.topics.next_deadline_ms())
     }
 }
 
@@ -183,12 +185,12 @@ impl Node {
             }
             Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
+            Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             other => {
                 // Not served by this node yet: an empty answer keeps the connection in step.
                 tracing::debug!(api = ?other.api_key(), "request not served; empty answer");
                 match other {
-                    Request::CreateTopics(_) => Response::CreateTopics(Default::default()),
                     Request::DeleteTopics(_) => Response::DeleteTopics(Default::default()),
                     Request::FetchSnapshot(_) => Response::FetchSnapshot(Default::default()),
                     _ => return Ok(()),
@@ -407,6 +409,8 @@ impl Node {
     /// and fails those whose leader lost its epoch: records appended in a lost epoch may be
     /// replaced, so the high-watermark passing their offsets proves nothing about them.
     pub(super) fn check_produce_waiters(&mut self) -> Result<(), NodeError> {
+        // Committed metadata records first: a topic may have been created.
+        self.apply_metadata_records()?;
         let mut touched = Vec::new();
         let mut index = 0;
         while index < self.handlers.waiters.len() {

@@ -245,8 +245,12 @@ impl Node {
     /// The error for a topic this node does not host. Creating topics on demand
     /// (`auto.create.topics.enable`) goes through the metadata log (topics.rs).
     fn metadata_unknown_topic(&mut self, name: Option<&str>, auto_create: bool) -> ErrorCode {
-        let _ = (name, auto_create);
-        ErrorCode::UnknownTopicOrPartition
+        match name {
+            Some(name) if auto_create && self.config.auto_create_topics_enable => {
+                self.auto_create_topic(name)
+            }
+            _ => ErrorCode::UnknownTopicOrPartition,
+        }
     }
 
     // ---- ListOffsets --------------------------------------------------------------------------

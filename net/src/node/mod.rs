@@ -28,6 +28,7 @@ mod observe;
 mod producer_state;
 mod requests;
 pub mod storage;
+mod topics;
 pub mod transport;
 pub mod unclean;
 

@@ -1,0 +1,555 @@
+//! Topics are metadata: creating a topic commits a topic record to `__cluster_metadata-0`;
+//! every node applies the committed records in offset order (the metadata image) and starts
+//! each new topic's partitions as Raft groups over the same voters, each in its own folder
+//! (`<metadata.log.dir>/<topic>-<partition>`). Format of the record (docs/clients.md):
+//!
+//! ```text
+//! key   = "ringlog.topic.v1"
+//! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete"
+//! ```
+//!
+//! Records with any other key (a client may produce to the metadata topic) are not metadata
+//! and are skipped. A record for a topic the image already holds changes nothing (first one
+//! wins), so a retried or forwarded creation cannot create a topic twice.
+//!
+//! CreateTopics is answered by the metadata partition's leader (the controller Metadata
+//! names) once the image has applied the record, i.e. once it is committed; any other node
+//! answers NOT_CONTROLLER. A Metadata request for an unknown topic with auto-creation on
+//! proposes the topic (forwarded to the controller when this node is not it) and answers
+//! LEADER_NOT_AVAILABLE, so the client asks again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use ringlog_engine::log::LogConfig;
+use ringlog_replication::{PartitionId, QuorumConfig, Raft};
+
+use super::convert::{self, HostedPartition};
+use super::storage::PartitionStore;
+use super::transport::Responder;
+use super::{Node, NodeError, PeerPending};
+use crate::config::NodeConfig;
+use crate::protocol::wire::Uuid;
+use crate::protocol::{
+    ErrorCode, Request, RequestHeader, Response, create_topics_request as ct_req,
+    create_topics_response as ct_resp, encode_response,
+};
+
+pub const TOPIC_RECORD_KEY: &[u8] = b"ringlog.topic.v1";
+/// Kafka's limit on a topic name's length.
+const TOPIC_NAME_MAX_LEN: usize = 249;
+/// CreateTopics version used to forward an auto-creation to the controller.
+const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
+/// How many bytes the image reads from the metadata log at a time.
+const APPLY_CHUNK_BYTES: u32 = 1 << 20;
+
+/// One topic of the metadata image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicRecord {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: i32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopicRecordError {
+    #[error("topic record: {0}")]
+    Malformed(&'static str),
+}
+
+impl TopicRecord {
+    pub fn encode_value(&self) -> Vec<u8> {
+        let id: String = self.topic_id.0.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "name={}\ttopic_id={id}\tpartitions={}\tcleanup.policy=delete",
+            self.name, self.partitions
+        )
+        .into_bytes()
+    }
+
+    pub fn decode_value(value: &[u8]) -> Result<TopicRecord, TopicRecordError> {
+        let text = std::str::from_utf8(value).map_err(|_| TopicRecordError::Malformed("utf-8"))?;
+        let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
+        for field in text.split('\t') {
+            let (k, v) = field
+                .split_once('=')
+                .ok_or(TopicRecordError::Malformed("field without '='"))?;
+            fields.insert(k, v);
+        }
+        let name = fields
+            .get("name")
+            .ok_or(TopicRecordError::Malformed("no name"))?;
+        validate_topic_name(name).map_err(|_| TopicRecordError::Malformed("bad name"))?;
+        let hex = fields
+            .get("topic_id")
+            .ok_or(TopicRecordError::Malformed("no topic_id"))?;
+        if hex.len() != 32 || !hex.is_ascii() {
+            return Err(TopicRecordError::Malformed("topic_id is not 32 hex digits"));
+        }
+        let mut id = [0u8; 16];
+        for (i, byte) in id.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+                .map_err(|_| TopicRecordError::Malformed("topic_id is not hex"))?;
+        }
+        let partitions: i32 = fields
+            .get("partitions")
+            .and_then(|p| p.parse().ok())
+            .filter(|p| (1..=10_000).contains(p))
+            .ok_or(TopicRecordError::Malformed("partitions"))?;
+        Ok(TopicRecord {
+            name: name.to_string(),
+            topic_id: Uuid(id),
+            partitions,
+        })
+    }
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Names starting with
+/// "__" are internal and cannot be created by clients.
+pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
+    let legal = !name.is_empty()
+        && name.len() <= TOPIC_NAME_MAX_LEN
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if legal && !name.starts_with("__") {
+        Ok(())
+    } else {
+        Err(ErrorCode::InvalidTopicException)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Topics {
+    /// Everything of the metadata log below this offset has been applied.
+    applied_offset: u64,
+    image: BTreeMap<String, TopicRecord>,
+    /// Names proposed by this node (as controller) and not yet applied.
+    proposed: BTreeSet<String>,
+    creates: Vec<PendingCreate>,
+}
+
+struct PendingCreate {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+    results: Vec<ct_resp::CreatableTopicResult>,
+    /// (result index, metadata-log offset of its record).
+    waiting: Vec<(usize, u64)>,
+    metadata_epoch: u32,
+    deadline_ms: u64,
+}
+
+impl Topics {
+    pub(super) fn next_deadline_ms(&self) -> u64 {
+        self.creates
+            .iter()
+            .map(|c| c.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
+    let voter_ids: Vec<i32> = config.quorum_voters.iter().map(|v| v.node_id).collect();
+    let mut quorum = QuorumConfig::new(config.node_id, &voter_ids)?;
+    quorum.election_timeout_ms = config.election_timeout_ms;
+    quorum.election_backoff_max_ms = config.election_backoff_max_ms;
+    quorum.fetch_timeout_ms = config.fetch_timeout_ms;
+    quorum.request_timeout_ms = config.request_timeout_ms;
+    quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+    Ok(quorum)
+}
+
+fn random_topic_id() -> Uuid {
+    let a = super::random_seed().to_le_bytes();
+    let b = super::random_seed().to_le_bytes();
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&a);
+    id[8..].copy_from_slice(&b);
+    Uuid(id)
+}
+
+impl Node {
+    fn metadata_partition_id(&self) -> PartitionId {
+        self.table
+            .find(convert::METADATA_TOPIC, 0)
+            .expect("every node hosts the metadata partition")
+    }
+
+    fn metadata_raft(&self) -> &Raft {
+        self.multi
+            .partition(self.metadata_partition_id())
+            .expect("hosted")
+    }
+
+    pub(super) fn topic_exists(&self, name: &str) -> bool {
+        self.handlers.topics.image.contains_key(name)
+    }
+
+    // ---- proposing ----------------------------------------------------------------------------
+
+    /// Appends a topic record to the metadata log (this node must lead it). Returns the
+    /// record's offset.
+    fn propose_topic(&mut self, record: &TopicRecord) -> Result<u64, ErrorCode> {
+        let mut builder = RecordBatchBuilder::new(0);
+        let now_wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        builder.append(
+            now_wall,
+            Some(TOPIC_RECORD_KEY),
+            Some(&record.encode_value()),
+            &[],
+        );
+        let bytes = builder.build().into_bytes();
+        let batches = super::handlers::validate_produce_records(Some(&bytes), usize::MAX)
+            .map_err(|(code, _)| code)?;
+        let partition = self.metadata_partition_id();
+        let now = self.now_ms();
+        let (appended, work) = self
+            .multi
+            .append(now, partition, batches)
+            .map_err(|_| ErrorCode::NotController)?;
+        self.execute(work)
+            .map_err(|_| ErrorCode::KafkaStorageError)?;
+        self.handlers.topics.proposed.insert(record.name.clone());
+        tracing::info!(topic = %record.name, partitions = record.partitions, offset = appended.base_offset, "topic proposed");
+        Ok(appended.last_offset)
+    }
+
+    /// Metadata for an unknown topic with auto-creation allowed: propose it (here if this node
+    /// is the controller, else forwarded) and tell the client to come back.
+    pub(super) fn auto_create_topic(&mut self, name: &str) -> ErrorCode {
+        if let Err(code) = validate_topic_name(name) {
+            return code;
+        }
+        if self.handlers.topics.proposed.contains(name) {
+            return ErrorCode::LeaderNotAvailable;
+        }
+        let partitions = self.config.num_partitions.min(10_000) as i32;
+        let raft = self.metadata_raft();
+        if raft.is_leader() {
+            let record = TopicRecord {
+                name: name.to_string(),
+                topic_id: random_topic_id(),
+                partitions,
+            };
+            if let Err(code) = self.propose_topic(&record) {
+                tracing::warn!(topic = name, ?code, "auto-creation failed");
+            }
+        } else if let Some(controller) = raft.leader_id() {
+            let request = ct_req::CreateTopicsRequest {
+                topics: vec![ct_req::CreatableTopic {
+                    name: name.to_string(),
+                    num_partitions: partitions,
+                    replication_factor: -1,
+                    ..Default::default()
+                }],
+                timeout_ms: 5_000,
+                validate_only: false,
+            };
+            if let Err(error) = self.send_to_peer(
+                controller,
+                Request::CreateTopics(request),
+                FORWARD_CREATE_TOPICS_VERSION,
+                PeerPending::Control,
+                false,
+            ) {
+                tracing::warn!(%error, "forwarding an auto-creation");
+            }
+        }
+        ErrorCode::LeaderNotAvailable
+    }
+
+    // ---- CreateTopics ---------------------------------------------------------------------------
+
+    pub(super) fn handle_create_topics(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: ct_req::CreateTopicsRequest,
+    ) -> Result<(), NodeError> {
+        let leading = self.metadata_raft().is_leader();
+        let voters = self.config.quorum_voters.len() as i16;
+        let mut results = Vec::new();
+        let mut waiting = Vec::new();
+        let mut seen = BTreeSet::new();
+        for topic in &request.topics {
+            let mut result = ct_resp::CreatableTopicResult {
+                name: topic.name.clone(),
+                error_message: None,
+                num_partitions: -1,
+                replication_factor: -1,
+                configs: None,
+                ..Default::default()
+            };
+            let partitions = if topic.num_partitions == -1 {
+                self.config.num_partitions.min(10_000) as i32
+            } else {
+                topic.num_partitions
+            };
+            let outcome: Result<Option<u64>, (ErrorCode, String)> = (|| {
+                if !leading {
+                    return Err((ErrorCode::NotController, "ask the controller".into()));
+                }
+                validate_topic_name(&topic.name)
+                    .map_err(|c| (c, format!("illegal topic name {:?}", topic.name)))?;
+                if !seen.insert(topic.name.clone()) {
+                    return Err((ErrorCode::InvalidRequest, "named twice".into()));
+                }
+                if self.topic_exists(&topic.name)
+                    || self.handlers.topics.proposed.contains(&topic.name)
+                {
+                    return Err((ErrorCode::TopicAlreadyExists, "topic exists".into()));
+                }
+                if !(1..=10_000).contains(&partitions) {
+                    return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
+                }
+                if topic.replication_factor != -1 && topic.replication_factor != voters {
+                    return Err((
+                        ErrorCode::InvalidReplicationFactor,
+                        format!("every partition is replicated on the {voters} voters"),
+                    ));
+                }
+                if !topic.assignments.is_empty() {
+                    return Err((
+                        ErrorCode::InvalidReplicaAssignment,
+                        "replicas are always the voters".into(),
+                    ));
+                }
+                for config in &topic.configs {
+                    let supported = match config.name.as_str() {
+                        "cleanup.policy" => config.value.as_deref() == Some("delete"),
+                        _ => false,
+                    };
+                    if !supported {
+                        return Err((
+                            ErrorCode::InvalidConfig,
+                            format!(
+                                "topic config {}={:?} is not supported",
+                                config.name, config.value
+                            ),
+                        ));
+                    }
+                }
+                if request.validate_only {
+                    return Ok(None);
+                }
+                let record = TopicRecord {
+                    name: topic.name.clone(),
+                    topic_id: random_topic_id(),
+                    partitions,
+                };
+                result.topic_id = record.topic_id;
+                self.propose_topic(&record)
+                    .map(Some)
+                    .map_err(|c| (c, "metadata append failed".into()))
+            })();
+            match outcome {
+                Ok(offset) => {
+                    result.num_partitions = partitions;
+                    result.replication_factor = voters;
+                    if let Some(offset) = offset {
+                        waiting.push((results.len(), offset));
+                    }
+                }
+                Err((code, message)) => {
+                    result.error_code = code.code();
+                    result.error_message = Some(message);
+                }
+            }
+            results.push(result);
+        }
+        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
+        self.handlers.topics.creates.push(PendingCreate {
+            responder,
+            correlation_id: header.correlation_id,
+            version: header.api_version,
+            results,
+            waiting,
+            metadata_epoch: self.metadata_raft().epoch(),
+            deadline_ms: self.now_ms() + timeout_ms,
+        });
+        self.answer_creates()
+    }
+
+    /// Answers CreateTopics whose records are applied; fails those whose controller lost its
+    /// epoch (the record may be replaced) or whose timeout passed.
+    fn answer_creates(&mut self) -> Result<(), NodeError> {
+        let applied = self.handlers.topics.applied_offset;
+        let epoch = self.metadata_raft().epoch();
+        let leading = self.metadata_raft().is_leader();
+        let now = self.now_ms();
+        let mut index = 0;
+        while index < self.handlers.topics.creates.len() {
+            let c = &mut self.handlers.topics.creates[index];
+            let lost = !leading || c.metadata_epoch != epoch;
+            let expired = now >= c.deadline_ms;
+            c.waiting.retain(|(i, offset)| {
+                if *offset < applied {
+                    return false;
+                }
+                if lost || expired {
+                    let r = &mut c.results[*i];
+                    r.error_code = if lost {
+                        ErrorCode::NotController.code()
+                    } else {
+                        ErrorCode::RequestTimedOut.code()
+                    };
+                    return false;
+                }
+                true
+            });
+            if c.waiting.is_empty() {
+                let c = self.handlers.topics.creates.swap_remove(index);
+                let response = Response::CreateTopics(ct_resp::CreateTopicsResponse {
+                    throttle_time_ms: 0,
+                    topics: c.results,
+                });
+                let frame = encode_response(c.correlation_id, c.version, &response)?;
+                c.responder.send(Some(frame));
+            } else {
+                index += 1;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the metadata image -------------------------------------------------------------------
+
+    /// Applies the committed metadata records not applied yet, starting the partitions of new
+    /// topics, then answers the CreateTopics waiting for them.
+    pub(super) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
+        let partition = self.metadata_partition_id();
+        let high_watermark = self.stores[&partition].high_watermark;
+        let mut created = Vec::new();
+        while self.handlers.topics.applied_offset < high_watermark {
+            let from = self.handlers.topics.applied_offset;
+            let store = self.stores.get_mut(&partition).expect("hosted");
+            let bytes = store.read(&mut self.io, from, APPLY_CHUNK_BYTES)?;
+            let mut next = from;
+            for batch in BatchIter::new(bytes) {
+                let Ok(batch) = batch else { break };
+                if batch.last_offset() as u64 >= high_watermark {
+                    break;
+                }
+                next = batch.next_offset() as u64;
+                if batch.is_control() {
+                    continue;
+                }
+                let Ok(records) = batch.records() else {
+                    continue;
+                };
+                for record in records.flatten() {
+                    if record.key().map(|k| &k[..]) != Some(TOPIC_RECORD_KEY) {
+                        continue;
+                    }
+                    match record.value().map(|v| TopicRecord::decode_value(v)) {
+                        Some(Ok(topic)) => created.push(topic),
+                        Some(Err(error)) => {
+                            tracing::warn!(%error, offset = record.offset(), "metadata record skipped")
+                        }
+                        None => {}
+                    }
+                }
+            }
+            if next == from {
+                break;
+            }
+            self.handlers.topics.applied_offset = next;
+        }
+        self.collect_foreign();
+        for topic in created {
+            self.handlers.topics.proposed.remove(&topic.name);
+            if self.handlers.topics.image.contains_key(&topic.name) {
+                continue;
+            }
+            for index in 0..topic.partitions {
+                self.start_partition(&topic, index)?;
+            }
+            tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
+            self.handlers.topics.image.insert(topic.name.clone(), topic);
+        }
+        self.answer_creates()
+    }
+
+    /// Opens (or recovers) a topic partition's folder and starts its Raft group.
+    fn start_partition(&mut self, topic: &TopicRecord, index: i32) -> Result<(), NodeError> {
+        let hosted = HostedPartition {
+            topic: topic.name.clone(),
+            topic_id: topic.topic_id,
+            index,
+        };
+        let dir: PathBuf = self
+            .config
+            .metadata_log_dir
+            .join(format!("{}-{index}", topic.name));
+        std::fs::create_dir_all(&dir).map_err(NodeError::Runtime)?;
+        let voter_ids: Vec<i32> = self
+            .config
+            .quorum_voters
+            .iter()
+            .map(|v| v.node_id)
+            .collect();
+        let log_config = LogConfig {
+            segment_size_bytes: self.config.segment_size_bytes,
+            max_batch_size_bytes: (self.config.message_max_bytes as usize)
+                .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
+            ..LogConfig::default()
+        };
+        let (store, recovered) =
+            PartitionStore::open(&mut self.io, &dir, log_config, &self.cluster_id, &voter_ids)?;
+        let id = self.table.add(hosted);
+        let quorum = quorum_config(&self.config)?;
+        let now = self.now_ms();
+        self.multi
+            .add_partition(&quorum, id, &recovered, super::random_seed(), now)?;
+        self.stores.insert(id, store);
+        tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_records_round_trip_and_reject_junk() {
+        let record = TopicRecord {
+            name: "orders.v1".into(),
+            topic_id: Uuid([7; 16]),
+            partitions: 3,
+        };
+        assert_eq!(
+            TopicRecord::decode_value(&record.encode_value()),
+            Ok(record)
+        );
+        for junk in [
+            &b""[..],
+            b"name=a",
+            b"name=a\ttopic_id=zz\tpartitions=1",
+            b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
+            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
+            b"\xff\xfe",
+        ] {
+            assert!(TopicRecord::decode_value(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        assert_eq!(validate_topic_name("a-b_c.d9"), Ok(()));
+        for bad in ["", ".", "..", "a/b", "__internal", &"x".repeat(250)] {
+            assert_eq!(
+                validate_topic_name(bad),
+                Err(ErrorCode::InvalidTopicException),
+                "{bad}"
+            );
+        }
+    }
+}
