@@ -6,9 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-# command:package pairs the tests run. None of the current tests needs an outside tool; the
-# Kafka-client tests (kcat, tshark, confluent-kafka, kafka-python) add theirs here when they land.
-for tool in; do
+# command:package pairs the tests run (tests/clients.rs drives kcat).
+for tool in kcat:kcat; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -18,6 +17,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   # tshark asks whether non-root users may capture; answer no without a prompt.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The Python Kafka clients of tests/clients/ (pinned; --user, so a second run only checks).
+PYTHON_CLIENTS=(confluent-kafka==2.16.1 kafka-python==3.0.12)
+if ! python3 -c 'import confluent_kafka, kafka, sys
+sys.exit(0 if (confluent_kafka.__version__, kafka.__version__) == ("2.16.1", "3.0.12") else 1)' 2>/dev/null; then
+  echo "test-all: installing ${PYTHON_CLIENTS[*]}"
+  python3 -m pip install --quiet --user "${PYTHON_CLIENTS[@]}"
 fi
 
 # Optimised code with every assertion on: the simulator runs thousands of seeds.
