@@ -12,6 +12,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use ringlog_net::node::client::{self, Client};
+use ringlog_net::protocol::{
+    Request, Response, create_topics_request, fetch_request, metadata_request, produce_request,
+};
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
@@ -43,8 +50,8 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Three voters, formatted and started.
-    fn start() -> Cluster {
+    /// Three voters, formatted and started; `extra` holds more properties lines.
+    fn start(extra: &str) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<(i32, u16)> = (1..=3).map(|id| (id, free_port())).collect();
         let voters = ids
@@ -65,7 +72,7 @@ impl Cluster {
                      controller.quorum.election.backoff.max.ms=200\n\
                      controller.quorum.fetch.timeout.ms=600\n\
                      controller.quorum.request.timeout.ms=500\n\
-                     controller.quorum.fetch.max.wait.ms=100\n",
+                     controller.quorum.fetch.max.wait.ms=100\n{extra}",
                     data.display()
                 ),
             )
@@ -237,7 +244,7 @@ fn run_script(
 #[test]
 fn kafka_clients_create_produce_and_consume_on_a_three_voter_quorum() {
     let _serial = serial();
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start("");
     run_script(
         &mut cluster,
         "roundtrip.py",
@@ -252,7 +259,7 @@ fn kafka_clients_create_produce_and_consume_on_a_three_voter_quorum() {
 #[test]
 fn kafka_clients_carry_on_when_the_leader_is_killed() {
     let _serial = serial();
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start("");
     let mut killed = None;
     run_script(
         &mut cluster,
@@ -267,4 +274,188 @@ fn kafka_clients_carry_on_when_the_leader_is_killed() {
         },
     );
     assert!(killed.is_some(), "the script never asked for the kill");
+}
+
+// ---- bad input through a client socket ---------------------------------------------------------
+
+fn batch(values: &[&[u8]]) -> Vec<u8> {
+    let mut builder = RecordBatchBuilder::new(0);
+    for v in values {
+        builder.append(0, None, Some(v), &[]);
+    }
+    builder.build().into_bytes().to_vec()
+}
+
+fn produce_to(client: &mut Client, topic: &str, records: Vec<u8>) -> i16 {
+    let request = Request::Produce(produce_request::ProduceRequest {
+        acks: -1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: 0,
+                records: Some(Bytes::from(records)),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let Response::Produce(r) = client.request(&request, 9).unwrap() else {
+        panic!("not a Produce answer")
+    };
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// Creates `topic` through CreateTopics at whichever node is the controller; returns a client
+/// connected to the leader of its partition 0.
+fn create_topic_and_connect_to_leader(cluster: &Cluster, topic: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addresses: Vec<String> = cluster.bootstrap().split(',').map(String::from).collect();
+    let mut created = false;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "topic {topic} never got a leader"
+        );
+        for address in &addresses {
+            let Ok(mut client) = Client::connect(address, Duration::from_millis(500)) else {
+                continue;
+            };
+            if !created {
+                let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+                    topics: vec![create_topics_request::CreatableTopic {
+                        name: topic.into(),
+                        num_partitions: 1,
+                        replication_factor: 3,
+                        ..Default::default()
+                    }],
+                    timeout_ms: 5000,
+                    validate_only: false,
+                });
+                if let Ok(Response::CreateTopics(r)) = client.request(&request, 7) {
+                    created = r.topics[0].error_code == 0;
+                }
+                continue;
+            }
+            let request = Request::Metadata(metadata_request::MetadataRequest {
+                topics: Some(vec![metadata_request::MetadataRequestTopic {
+                    name: Some(topic.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            if let Ok(Response::Metadata(m)) = client.request(&request, 12)
+                && let Some(p) = m.topics.first().and_then(|t| t.partitions.first())
+                && p.error_code == 0
+                && let Some(b) = m.brokers.iter().find(|b| b.node_id == p.leader_id)
+                && let Ok(leader) = Client::connect(
+                    &format!("{}:{}", b.host, b.port),
+                    Duration::from_millis(500),
+                )
+            {
+                return leader;
+            }
+        }
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+/// A Produce with a corrupt batch is refused with Kafka's error codes and stores nothing:
+/// bad CRC → CORRUPT_MESSAGE, wrong magic → CORRUPT_MESSAGE or INVALID_RECORD, offsets that do
+/// not add up (lastOffsetDelta ≠ record count - 1, CRC recomputed so only the offsets are
+/// wrong) → INVALID_RECORD or CORRUPT_MESSAGE, over message.max.bytes → MESSAGE_TOO_LARGE.
+#[test]
+fn corrupt_produce_batches_are_refused_and_nothing_is_stored() {
+    const CORRUPT_MESSAGE: i16 = 2;
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    const INVALID_RECORD: i16 = 87;
+    let _serial = serial();
+    let cluster = Cluster::start("message.max.bytes=2000\n");
+    let mut client = create_topic_and_connect_to_leader(&cluster, "bad-input");
+
+    let mut crc = batch(&[b"crc"]);
+    let last = crc.len() - 1;
+    crc[last] ^= 0xff;
+    assert_eq!(produce_to(&mut client, "bad-input", crc), CORRUPT_MESSAGE);
+
+    let mut magic = batch(&[b"magic"]);
+    magic[16] = 1;
+    let code = produce_to(&mut client, "bad-input", magic);
+    assert!(
+        code == CORRUPT_MESSAGE || code == INVALID_RECORD,
+        "magic: {code}"
+    );
+
+    // Two records, lastOffsetDelta says 5.
+    let mut offsets = batch(&[b"one", b"two"]);
+    offsets[23..27].copy_from_slice(&5i32.to_be_bytes());
+    // CRC32C over attributes..end (byte 21 on), so only the offsets are wrong.
+    let crc = crc32c::crc32c(&offsets[21..]);
+    offsets[17..21].copy_from_slice(&crc.to_be_bytes());
+    let code = produce_to(&mut client, "bad-input", offsets);
+    assert!(
+        code == CORRUPT_MESSAGE || code == INVALID_RECORD,
+        "offsets: {code}"
+    );
+
+    let big = vec![b'y'; 3000];
+    assert_eq!(
+        produce_to(&mut client, "bad-input", batch(&[&big])),
+        MESSAGE_TOO_LARGE
+    );
+
+    // One good record goes in; reading the partition back finds it alone.
+    assert_eq!(produce_to(&mut client, "bad-input", batch(&[b"good"])), 0);
+    // Read the partition back from offset 0 to its high-watermark, fetch after fetch.
+    let mut values = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            max_bytes: 1 << 20,
+            topics: vec![fetch_request::FetchTopic {
+                topic: "bad-input".into(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: offset,
+                    partition_max_bytes: 1 << 20,
+                    current_leader_epoch: -1,
+                    last_fetched_epoch: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Response::Fetch(f) = client.request(&request, 12).unwrap() else {
+            panic!("not a Fetch answer")
+        };
+        let data = &f.responses[0].partitions[0];
+        assert_eq!(data.error_code, 0, "{data:?}");
+        if offset >= data.high_watermark {
+            break;
+        }
+        let before = offset;
+        for b in BatchIter::new(client::fetched_records(data)) {
+            let b = b.unwrap();
+            offset = b.next_offset();
+            if b.is_control() {
+                continue;
+            }
+            for r in b.records().unwrap() {
+                values.push(r.unwrap().value().unwrap().to_vec());
+            }
+        }
+        assert!(
+            offset > before,
+            "a fetch below the high-watermark returned nothing"
+        );
+    }
+    assert_eq!(
+        values,
+        vec![b"good".to_vec()],
+        "refused batches stored nothing"
+    );
 }

@@ -3,7 +3,7 @@
 //! -1, read up to the high-watermark, long-polled until it moves).
 
 use bytes::Bytes;
-use ringlog_engine::batch::{BatchError, BatchIter};
+use ringlog_engine::batch::{BatchError, BatchIter, Compression, RecordBatch};
 use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
 
 use super::convert;
@@ -150,6 +150,7 @@ pub(crate) fn validate_produce_records(
         if batch.records_count() <= 0 {
             return Err((ErrorCode::InvalidRecord, "a batch without records".into()));
         }
+        check_record_offsets(&batch)?;
         // Clients send partitionLeaderEpoch -1 and baseOffset 0; the core reads both as
         // unsigned header fields, so they are stamped (outside the CRC) before it sees them.
         // The engine stamps the real values at the append.
@@ -159,6 +160,53 @@ pub(crate) fn validate_produce_records(
         batches.push(stamped.freeze());
     }
     Ok(batches)
+}
+
+/// The batch's offsets must add up (Kafka's inner-offset check): lastOffsetDelta is the record
+/// count minus one, and the records' offset deltas run 0, 1, … without a gap. Offsets are
+/// stamped from these numbers, so a batch that lies about them would shift every later
+/// offset. Compressed records are not decompressed here; only the header counts are checked.
+fn check_record_offsets(batch: &RecordBatch) -> Result<(), (ErrorCode, String)> {
+    let declared = batch.header().last_offset_delta();
+    if i64::from(declared) != i64::from(batch.records_count()) - 1 {
+        return Err((
+            ErrorCode::InvalidRecord,
+            format!(
+                "lastOffsetDelta {declared} with {} records",
+                batch.records_count()
+            ),
+        ));
+    }
+    if batch.compression() != Compression::None {
+        return Ok(());
+    }
+    let records = batch
+        .records()
+        .map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+    let mut expected = 0i32;
+    for record in records {
+        let record = record.map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+        if record.offset_delta() != expected {
+            return Err((
+                ErrorCode::InvalidRecord,
+                format!(
+                    "record offsetDelta {} where {expected} was due",
+                    record.offset_delta()
+                ),
+            ));
+        }
+        expected += 1;
+    }
+    if expected != batch.records_count() {
+        return Err((
+            ErrorCode::InvalidRecord,
+            format!(
+                "{expected} records where the header says {}",
+                batch.records_count()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Node {
