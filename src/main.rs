@@ -2,6 +2,8 @@
 //! into `ringlog-net` (node, clients) or `ringlog-engine` (files); the only logic of its own is
 //! `dev`'s process supervision and the output tables.
 
+mod perf;
+
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, ExitCode, Stdio};
@@ -134,6 +136,9 @@ enum Command {
         #[arg(long)]
         i_accept_data_loss: bool,
     },
+    /// Load generators (append, fetch) and their sendfile baseline.
+    #[command(subcommand)]
+    Perf(perf::PerfCommand),
 }
 
 fn main() -> ExitCode {
@@ -208,6 +213,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             produce(&bootstrap, TopicPartition::new(topic, partition), config)
         }
+        Command::Perf(command) => perf::run(command),
         Command::Consume {
             bootstrap,
             topic,

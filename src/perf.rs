@@ -1,0 +1,371 @@
+//! `ringlog perf`: load generators against a running quorum, and the baseline they are judged by.
+//!
+//! - `append`: N client threads, each with its own connection to the leader, each producing one
+//!   batch of `--batch-records` records of `--record-size` bytes at a time (one request in
+//!   flight per client, so N is the concurrency) with the chosen acks, for `--duration-secs`.
+//! - `fetch`: N client threads, each reading the committed log from `--from-offset` to the
+//!   high-watermark seen at start with consumer Fetch requests of `--max-bytes`.
+//! - `sendfile-baseline`: a plain `sendfile(2)` of a file over a loopback TCP connection to a
+//!   reader thread, the ceiling a zero-copy Fetch or FetchSnapshot is compared with.
+//!
+//! Every run prints records/s, MB/s (10^6 bytes of record batches) and the request latency
+//! p50/p99/p99.9 from an HDR histogram (microsecond resolution, merged over clients).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::{self, Client};
+
+#[derive(Subcommand)]
+pub enum PerfCommand {
+    /// Produce load: N clients, each one request in flight.
+    Append(AppendArgs),
+    /// Consumer-fetch load: N clients each read the committed log.
+    Fetch(FetchArgs),
+    /// Baseline: sendfile(2) of FILE over a loopback connection, read and discarded.
+    SendfileBaseline {
+        file: std::path::PathBuf,
+        /// Repeat the transfer this many times (reported is the total).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+}
+
+#[derive(Args)]
+pub struct AppendArgs {
+    /// Any node of the quorum; the leader is found with DescribeQuorum.
+    #[arg(long)]
+    bootstrap: String,
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Value bytes per record.
+    #[arg(long, default_value_t = 1024)]
+    record_size: usize,
+    /// Records per produced batch (one batch per request).
+    #[arg(long, default_value_t = 16)]
+    batch_records: usize,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    #[arg(long, default_value_t = 10)]
+    duration_secs: u64,
+}
+
+#[derive(Args)]
+pub struct FetchArgs {
+    /// The node to read from (consumer fetch reads below that node's high-watermark).
+    #[arg(long)]
+    bootstrap: String,
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    #[arg(long, default_value_t = 1 << 20)]
+    max_bytes: i32,
+    #[arg(long, default_value_t = 0)]
+    from_offset: i64,
+}
+
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(command: PerfCommand) -> Result<(), String> {
+    match command {
+        PerfCommand::Append(args) => append(args),
+        PerfCommand::Fetch(args) => fetch(args),
+        PerfCommand::SendfileBaseline { file, repeat } => sendfile_baseline(&file, repeat),
+    }
+}
+
+/// What all clients did, merged.
+struct Totals {
+    records: u64,
+    bytes: u64,
+    errors: u64,
+    latency_us: Histogram<u64>,
+}
+
+impl Totals {
+    fn new() -> Totals {
+        Totals {
+            records: 0,
+            bytes: 0,
+            errors: 0,
+            latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"),
+        }
+    }
+
+    fn merge(&mut self, other: Totals) {
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+        // Same bounds on both sides: the add cannot fail.
+        let _ = self.latency_us.add(&other.latency_us);
+    }
+
+    fn record_latency(&mut self, elapsed: Duration) {
+        let micros = (elapsed.as_micros() as u64).clamp(1, 60_000_000);
+        self.latency_us.saturating_record(micros);
+    }
+
+    fn report(&self, what: &str, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64().max(1e-9);
+        let quantile_ms = |q: f64| self.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        println!(
+            "{what}: {} records, {:.1} MB in {:.2} s: {:.0} records/s, {:.1} MB/s; \
+             latency ms p50 {:.3} p99 {:.3} p99.9 {:.3} max {:.3} ({} requests, {} errors)",
+            self.records,
+            self.bytes as f64 / 1e6,
+            seconds,
+            self.records as f64 / seconds,
+            self.bytes as f64 / 1e6 / seconds,
+            quantile_ms(0.50),
+            quantile_ms(0.99),
+            quantile_ms(0.999),
+            self.latency_us.max() as f64 / 1000.0,
+            self.latency_us.len(),
+            self.errors,
+        );
+    }
+}
+
+fn progress_bar(length: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::new(length);
+    let template = format!("{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{msg}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+fn parse_acks(acks: &str) -> Result<i16, String> {
+    match acks {
+        "0" => Ok(0),
+        "1" => Ok(1),
+        "all" | "-1" => Ok(-1),
+        other => Err(format!("--acks must be 0, 1 or all, not {other:?}")),
+    }
+}
+
+fn append(args: AppendArgs) -> Result<(), String> {
+    let acks = parse_acks(&args.acks)?;
+    if args.clients == 0 || args.batch_records == 0 {
+        return Err("--clients and --batch-records must be at least 1".into());
+    }
+    let value = vec![b'x'; args.record_size];
+    let mut builder = RecordBatchBuilder::new(0);
+    for _ in 0..args.batch_records {
+        builder.append(0, None, Some(&value), &[]);
+    }
+    let batch: Bytes = builder.build().into_bytes();
+    let batch_records = args.batch_records as u64;
+    let duration = Duration::from_secs(args.duration_secs.max(1));
+    // Connect every client before the clock starts.
+    let mut clients = Vec::new();
+    for _ in 0..args.clients {
+        clients.push(
+            client::connect_to_leader(&args.bootstrap, CLIENT_TIMEOUT)
+                .map_err(|e| format!("connecting to the leader: {e}"))?,
+        );
+    }
+    println!(
+        "append: {} clients, {} records of {} bytes per batch ({} bytes), acks={}, {} s",
+        args.clients,
+        args.batch_records,
+        args.record_size,
+        batch.len(),
+        args.acks,
+        duration.as_secs()
+    );
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let workers: Vec<_> = clients
+        .into_iter()
+        .map(|mut client: Client| {
+            let batch = batch.clone();
+            let done = done.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut totals = Totals::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let sent = Instant::now();
+                    match client.produce(batch.clone(), acks, 30_000) {
+                        Ok(answer) if answer.as_ref().is_none_or(|a| a.error_code == 0) => {
+                            totals.record_latency(sent.elapsed());
+                            totals.records += batch_records;
+                            totals.bytes += batch.len() as u64;
+                            done.fetch_add(batch_records, Ordering::Relaxed);
+                        }
+                        Ok(_) => totals.errors += 1,
+                        Err(_) => {
+                            totals.errors += 1;
+                            break;
+                        }
+                    }
+                }
+                totals
+            })
+        })
+        .collect();
+    let bar = progress_bar(duration.as_secs(), "s");
+    while started.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(200));
+        bar.set_position(started.elapsed().as_secs().min(duration.as_secs()));
+        bar.set_message(format!(
+            "{:.0} records/s",
+            done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+        ));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut totals = Totals::new();
+    for worker in workers {
+        totals.merge(worker.join().map_err(|_| "a client thread panicked")?);
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    totals.report("append", elapsed);
+    Ok(())
+}
+
+fn fetch(args: FetchArgs) -> Result<(), String> {
+    if args.clients == 0 {
+        return Err("--clients must be at least 1".into());
+    }
+    let mut probe = Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
+    let high_watermark = probe
+        .fetch(args.from_offset, 0, 1)
+        .map_err(|e| e.to_string())?
+        .high_watermark;
+    if high_watermark <= args.from_offset {
+        return Err(format!(
+            "nothing committed to read: high-watermark {high_watermark}, from {}",
+            args.from_offset
+        ));
+    }
+    let per_client = (high_watermark - args.from_offset) as u64;
+    println!(
+        "fetch: {} clients each read offsets {}..{high_watermark} with max_bytes {}",
+        args.clients, args.from_offset, args.max_bytes
+    );
+    let mut clients = Vec::new();
+    for _ in 0..args.clients {
+        clients.push(Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?);
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = clients
+        .into_iter()
+        .map(|mut client: Client| {
+            let done = done.clone();
+            let (from, max_bytes) = (args.from_offset, args.max_bytes);
+            std::thread::spawn(move || -> Result<Totals, String> {
+                let mut totals = Totals::new();
+                let mut offset = from;
+                while offset < high_watermark {
+                    let sent = Instant::now();
+                    let data = client
+                        .fetch(offset, 0, max_bytes)
+                        .map_err(|e| format!("fetch at {offset}: {e}"))?;
+                    totals.record_latency(sent.elapsed());
+                    if data.error_code != 0 {
+                        return Err(format!("fetch at {offset}: error {}", data.error_code));
+                    }
+                    let records = client::fetched_records(&data);
+                    let headers = ringlog_replication::records::batch_headers(&records)
+                        .map_err(|e| format!("fetch at {offset}: {e}"))?;
+                    let Some(last) = headers.last() else {
+                        return Err(format!(
+                            "fetch at {offset}: no records below {high_watermark}"
+                        ));
+                    };
+                    let next = last.last_offset as i64 + 1;
+                    totals.records += (next - offset) as u64;
+                    totals.bytes += records.len() as u64;
+                    done.fetch_add((next - offset) as u64, Ordering::Relaxed);
+                    offset = next;
+                }
+                Ok(totals)
+            })
+        })
+        .collect();
+    let bar = progress_bar(per_client * args.clients as u64, "records");
+    while !workers.iter().all(|w| w.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+        bar.set_position(done.load(Ordering::Relaxed));
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    let mut totals = Totals::new();
+    for worker in workers {
+        totals.merge(worker.join().map_err(|_| "a client thread panicked")??);
+    }
+    totals.report("fetch", elapsed);
+    Ok(())
+}
+
+/// A reader thread drains a loopback socket while this thread `sendfile`s the whole file into
+/// it: the same kernel path a zero-copy Fetch takes, without any protocol around it.
+fn sendfile_baseline(path: &std::path::Path, repeat: u32) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let length = file.metadata().map_err(|e| e.to_string())?.len();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let expected = length * u64::from(repeat);
+    let reader = std::thread::spawn(move || -> std::io::Result<u64> {
+        let mut stream = std::net::TcpStream::connect(address)?;
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        while total < expected {
+            let n = stream.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        Ok(total)
+    });
+    let (socket, _) = listener.accept().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    for _ in 0..repeat {
+        let mut offset: libc::off_t = 0;
+        let mut remaining = length as usize;
+        while remaining > 0 {
+            // SAFETY: both descriptors are open for the whole loop; `offset` is a valid pointer.
+            let sent = unsafe {
+                libc::sendfile(
+                    socket.as_raw_fd(),
+                    file.as_raw_fd(),
+                    &mut offset,
+                    remaining.min(1 << 30),
+                )
+            };
+            if sent <= 0 {
+                return Err(format!("sendfile: {}", std::io::Error::last_os_error()));
+            }
+            remaining -= sent as usize;
+        }
+    }
+    drop(socket);
+    let received = reader
+        .join()
+        .map_err(|_| "the reader thread panicked")?
+        .map_err(|e| e.to_string())?;
+    let elapsed = started.elapsed();
+    if received != expected {
+        return Err(format!("received {received} of {expected} bytes"));
+    }
+    println!(
+        "sendfile-baseline: {:.1} MB in {:.3} s: {:.1} MB/s",
+        received as f64 / 1e6,
+        elapsed.as_secs_f64(),
+        received as f64 / 1e6 / elapsed.as_secs_f64()
+    );
+    Ok(())
+}
