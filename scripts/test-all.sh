@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-# command:package pairs the tests run (tests/clients.rs drives kcat).
-for tool in kcat:kcat; do
+# command:package pairs the tests run (tests/clients.rs drives kcat; tests/tshark.rs decodes a
+# captured quorum run with tshark).
+for tool in kcat:kcat tshark:tshark; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

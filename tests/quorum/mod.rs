@@ -46,7 +46,8 @@ pub struct Node {
     pub port: u16,
     pub metrics_port: u16,
     pub log: PathBuf,
-    child: Child,
+    config: PathBuf,
+    child: Option<Child>,
 }
 
 pub struct Quorum {
@@ -57,6 +58,33 @@ pub struct Quorum {
 impl Quorum {
     /// Voters 1..=voters, formatted and started, each with a metrics listener.
     pub fn start(voters: i32) -> Quorum {
+        let mut quorum = Quorum::format(voters);
+        quorum.start_all();
+        quorum
+    }
+
+    /// Starts every node not yet running.
+    pub fn start_all(&mut self) {
+        for node in &mut self.nodes {
+            if node.child.is_some() {
+                continue;
+            }
+            let child = Command::new(RINGLOG)
+                .arg("serve")
+                .arg("--config")
+                .arg(&node.config)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&node.log).unwrap())
+                .spawn()
+                .unwrap();
+            node.child = Some(child);
+        }
+    }
+
+    /// Voters 1..=voters with free ports, formatted, not started.
+    pub fn format(voters: i32) -> Quorum {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<(i32, u16, u16)> = (1..=voters)
             .map(|id| (id, free_port(), free_port()))
@@ -92,23 +120,13 @@ impl Quorum {
                 .status()
                 .unwrap();
             assert!(status.success(), "format node {id}");
-            let log = dir.path().join(format!("node-{id}.log"));
-            let child = Command::new(RINGLOG)
-                .arg("serve")
-                .arg("--config")
-                .arg(&config)
-                .env("RUST_LOG", "info")
-                .env("NO_COLOR", "1")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap();
             nodes.push(Node {
                 id,
                 port,
                 metrics_port,
-                log,
-                child,
+                log: dir.path().join(format!("node-{id}.log")),
+                config,
+                child: None,
             });
         }
         Quorum { dir, nodes }
@@ -174,8 +192,10 @@ impl Drop for Quorum {
             eprintln!("{}", self.dump_logs());
         }
         for node in &mut self.nodes {
-            let _ = node.child.kill();
-            let _ = node.child.wait();
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
 }

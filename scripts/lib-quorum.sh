@@ -1,0 +1,58 @@
+# Sourced by scripts/flamegraph.sh and scripts/bench-node.sh: a three-voter ringlog quorum on
+# free 127.0.0.1 ports from a release build, with a metrics listener per node.
+#
+#   start_quorum FOLDER      formats and starts nodes 1..3; sets PORTS[i], METRICS[i], PIDS[i]
+#   leader_id                prints the id of the node whose metrics say current-state=leader
+#   stop_quorum              SIGTERM to every node, then waits for them
+
+RINGLOG="${RINGLOG:-$PWD/target/release/ringlog}"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+start_quorum() {
+  local folder="$1" id voters=""
+  rm -rf "$folder"; mkdir -p "$folder"
+  PORTS=(); METRICS=(); PIDS=()
+  for id in 1 2 3; do
+    PORTS[$id]="$(free_port)"; METRICS[$id]="$(free_port)"
+    voters="${voters:+$voters,}$id@127.0.0.1:${PORTS[$id]}"
+  done
+  local cluster_id; cluster_id="$("$RINGLOG" random-uuid)"
+  for id in 1 2 3; do
+    cat > "$folder/node-$id.properties" <<PROPS
+node.id=$id
+controller.quorum.voters=$voters
+listeners=127.0.0.1:${PORTS[$id]}
+metrics.listener=127.0.0.1:${METRICS[$id]}
+metadata.log.dir=$folder/node-$id
+PROPS
+    "$RINGLOG" format --cluster-id "$cluster_id" --config "$folder/node-$id.properties" >/dev/null
+    RUST_LOG=warn "$RINGLOG" serve --config "$folder/node-$id.properties" 2>"$folder/node-$id.log" &
+    PIDS[$id]=$!
+  done
+  local deadline=$((SECONDS + 30))
+  until [ -n "$(leader_id)" ]; do
+    [ $SECONDS -lt $deadline ] || { echo "no leader within 30 s" >&2; return 1; }
+    sleep 0.2
+  done
+}
+
+leader_id() {
+  local id
+  for id in 1 2 3; do
+    if python3 - "${METRICS[$id]}" <<'PY' 2>/dev/null
+import sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=1).read().decode()
+sys.exit(0 if 'kafka_server_raft_metrics_current_state{partition="__cluster_metadata-0",state="leader"} 1' in body else 1)
+PY
+    then echo "$id"; return; fi
+  done
+}
+
+stop_quorum() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
