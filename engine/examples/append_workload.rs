@@ -73,7 +73,7 @@ fn main() {
             log.append_as_leader(template.clone(), 1).expect("append");
             group_bytes += template.len() as u64;
         }
-        log.flush_and_wait(&mut io).expect("flush");
+        log.flush_until_durable(&mut io).expect("flush");
         appended_bytes += group_bytes;
         flushes += 1;
     }

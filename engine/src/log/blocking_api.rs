@@ -20,6 +20,17 @@ impl PartitionLog {
         Ok(self.durable_end_offset)
     }
 
+    /// Flush and block until everything appended so far is durable, as an event loop sees it:
+    /// returns as soon as the flush's fdatasyncs completed, leaving the confirmation record
+    /// that follows in flight (routed by `on_completion` or a later blocking call). Returns the
+    /// durable end offset.
+    pub fn flush_until_durable<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
+        self.flush(io)?;
+        self.wait_until_durable(io)?;
+        debug_assert!(self.durable_end_offset >= self.flush_requested_offset);
+        Ok(self.durable_end_offset)
+    }
+
     /// Remove every record at or after `offset` (a follower whose log diverged, KIP-595), and
     /// make the truncation durable before returning. A batch holding `offset` is removed whole,
     /// so the new log end offset (returned) may be below `offset`.

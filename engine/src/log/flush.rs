@@ -1,24 +1,33 @@
-//! Group commit: at most one write + fdatasync chain in flight per log.
+//! Group commit: at most one data chain in flight per log.
 //!
-//! A chain covers one segment (the oldest with unflushed bytes or an unwritten seal):
+//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). An
+//! ordinary flush is two *independent* chains submitted together, so the caller waits for one
+//! write + fdatasync round trip, not two in a row:
 //!
 //! ```text
-//! [write full blocks to .log] [fdatasync .log] [write tail slot] [fdatasync .tail]
+//! [write full blocks to .log] [fdatasync .log]      \  both complete: the records below the
+//! [write tail slot to .tail]  [fdatasync .tail]     /   flush's end are reported durable
 //! ```
 //!
-//! submitted as two linked chains, the second only when the first completed, so the slot write
-//! starts only after the segment's fdatasync completed (not left to a backend's link semantics).
-//! That order is what makes the slot a *durable mark*: if a slot is on the disk, every full block
-//! before it is too, so recovery knows that any damage below the mark is corruption, and anything
-//! after it is the unfinished next flush.
+//! Why this is safe (docs/log.md, "The torn tail block"): the full blocks go to positions of the
+//! `.log` never written before, and the slot goes to the slot position that does *not* hold the
+//! newest durable slot (the previous flush completed before this one started). So nothing this
+//! flush writes can damage a byte reported durable earlier, whatever tears. The new slot may
+//! reach the disk before its blocks; it records their CRC32C, and recovery trusts a slot only
+//! when its blocks match (else the flush never finished: recovery falls back to the previous
+//! slot, whose bytes are intact).
 //!
-//! Why not run the two fdatasyncs concurrently (one chain per file, the slot carrying the CRC of
-//! the blocks so recovery could tell whether they landed)? Tried: then a slot on disk no longer
-//! proves its blocks were durable, and a bit flip in the last flush's blocks becomes
-//! indistinguishable from a torn flush: recovery would cut acknowledged records instead of
-//! refusing. The CRC is kept as an extra check of the last flush's blocks. A sealing chain (the segment
-//! was rolled) writes the final partial block, zero padded, to the `.log` file itself (a position
-//! never written before), then the slot, then the `.index` file.
+//! After the flush completed, a *confirmation record* (`RLTC`, block 4 of `.tail`) naming the
+//! new slot is written with its own fdatasync, off the caller's critical path (the next flush
+//! does not wait for it). Once it is durable, blocks of that flush that no longer match are
+//! damage to acknowledged data (refuse to open), not an unfinished flush; and a confirmed slot
+//! that is itself damaged refuses to open instead of silently falling back. Between the flush's
+//! completion and the confirmation's fdatasync (one small write round trip), corruption of the
+//! just-acknowledged blocks would be taken for an unfinished flush: docs/log.md lists that limit.
+//!
+//! A sealing chain (the segment was rolled) keeps the strict order: the final partial block,
+//! zero padded, to the `.log` file itself (a position never written before) + fdatasync, and only
+//! then the slot and the `.index` (a second chain, submitted when the first completed).
 //!
 //! Completions are matched by `OpId` and the chain carries the log's truncation generation, so
 //! a completion from before a truncation can never move the durable offset (openraft's IOId idea).
@@ -27,7 +36,10 @@ use std::path::PathBuf;
 
 use super::blocking;
 use super::segment::{self, round_down, round_up};
-use super::tail_slot::{self, encode_slot, slot_offset};
+use super::tail_slot::{
+    self, confirmation_offset, encode_confirmation, encode_slot, encoded_slot_header_crc32c,
+    slot_offset,
+};
 use super::{LogError, PartitionLog};
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
@@ -59,8 +71,29 @@ pub(crate) struct InFlightFlush {
     target_next_offset: i64,
     new_written_full_end: u64,
     slot_sequence: u64,
+    /// The new slot's header CRC32C, for its confirmation record.
+    slot_header_crc32c: u32,
     sealing: bool,
     index_file: Option<FileId>,
+    /// The segment write, whose buffer comes back for reuse as a later write tail.
+    block_write: Option<OpId>,
+}
+
+/// A confirmation record being written: `[write RLTC record] [fdatasync .tail]`.
+#[derive(Debug)]
+pub(crate) struct InFlightConfirmation {
+    op_ids: Vec<OpId>,
+    completed: usize,
+    path: PathBuf,
+    failure: Option<IoError>,
+}
+
+/// A confirmation waiting for the one in flight (one record position: never two writes at once).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingConfirmation {
+    segment_base_offset: i64,
+    sequence: u64,
+    slot_header_crc32c: u32,
 }
 
 impl PartitionLog {
@@ -79,13 +112,33 @@ impl PartitionLog {
         io: &mut I,
         completion: Completion,
     ) -> Result<Routed, LogError> {
-        let Some(flight) = self.in_flight.as_mut() else {
-            return Ok(Routed::Foreign(completion));
+        let Some(flight) = self
+            .in_flight
+            .as_mut()
+            .filter(|flight| flight.op_ids.contains(&completion.op_id))
+        else {
+            return self.on_confirmation_completion(io, completion);
         };
-        let Some(slot) = flight.op_ids.iter().position(|id| *id == completion.op_id) else {
-            return Ok(Routed::Foreign(completion));
-        };
+        let slot = flight
+            .op_ids
+            .iter()
+            .position(|id| *id == completion.op_id)
+            .expect("filtered above");
         flight.completed += 1;
+        if flight.block_write == Some(completion.op_id)
+            && let Some(mut buf) = completion.buf
+        {
+            // Keep the larger of the two spare buffers: steady appends then never allocate
+            // (or page-fault) a fresh write tail.
+            buf.clear();
+            if self
+                .spare_write_buf
+                .as_ref()
+                .is_none_or(|spare| spare.capacity() < buf.capacity())
+            {
+                self.spare_write_buf = Some(buf);
+            }
+        }
         if let Err(error) = completion.result
             && flight.failure.is_none()
         {
@@ -119,17 +172,131 @@ impl PartitionLog {
                 source,
             });
         }
+        let confirm = (!flight.sealing).then_some(PendingConfirmation {
+            segment_base_offset: flight.segment_base_offset,
+            sequence: flight.slot_sequence,
+            slot_header_crc32c: flight.slot_header_crc32c,
+        });
         let advanced = self.apply_completed_flush(io, flight)?;
+        // The next flush first (the caller may be waiting for it), then the confirmation.
         self.maybe_start_flush(io)?;
+        if let Some(confirm) = confirm {
+            self.confirmation_pending = Some(confirm);
+            self.maybe_start_confirmation(io);
+        }
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: advanced,
         })
     }
 
-    /// Block until no chain is in flight (routing completions, stashing foreign ones).
+    /// A completion of the confirmation record in flight, or a foreign one.
+    fn on_confirmation_completion<I: Io>(
+        &mut self,
+        io: &mut I,
+        completion: Completion,
+    ) -> Result<Routed, LogError> {
+        let Some(confirming) = self
+            .confirming
+            .as_mut()
+            .filter(|confirming| confirming.op_ids.contains(&completion.op_id))
+        else {
+            return Ok(Routed::Foreign(completion));
+        };
+        confirming.completed += 1;
+        if let Err(error) = completion.result
+            && confirming.failure.is_none()
+        {
+            confirming.failure = Some(error);
+        }
+        if confirming.completed < confirming.op_ids.len() {
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        let confirming = self.confirming.take().expect("checked above");
+        if let Some(source) = confirming.failure {
+            // An fdatasync failure on the tail file may have dropped a slot's dirty pages too.
+            let position = confirmation_offset(self.block_size_bytes);
+            self.stopped = Some(format!(
+                "{:?} at byte {position}: {source}",
+                confirming.path
+            ));
+            return Err(LogError::WriteFailed {
+                path: confirming.path,
+                position,
+                source,
+            });
+        }
+        // A flush deferred while this record was in flight (a seal, a new epoch, a new
+        // segment's files) starts now, then the next record.
+        self.maybe_start_flush(io)?;
+        self.maybe_start_confirmation(io);
+        Ok(Routed::Mine {
+            durable_end_offset_advanced_to: None,
+        })
+    }
+
+    /// Write the pending confirmation record if none is in flight and its segment still has
+    /// its tail file (a truncation or seal since then makes it moot).
+    fn maybe_start_confirmation<I: Io>(&mut self, io: &mut I) {
+        if self.confirming.is_some() {
+            return;
+        }
+        let Some(pending) = self.confirmation_pending.take() else {
+            return;
+        };
+        let block = self.block_size_bytes;
+        let Some(segment) = self
+            .segments
+            .iter()
+            .find(|segment| segment.base_offset == pending.segment_base_offset)
+            .filter(|segment| segment.slot_sequence == pending.sequence && !segment.sealed)
+        else {
+            return;
+        };
+        let Some(tail) = segment.tail_file else {
+            return;
+        };
+        let path = segment::segment_file_path(&self.dir, segment.base_offset, "tail");
+        let op_ids = io.submit_linked(vec![
+            Op::Write {
+                file: tail,
+                offset: confirmation_offset(block),
+                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
+            },
+            Op::Fdatasync { file: tail },
+        ]);
+        self.confirming = Some(InFlightConfirmation {
+            op_ids,
+            completed: 0,
+            path,
+            failure: None,
+        });
+    }
+
+    /// Block until the records appended so far are durable (not waiting for the confirmation
+    /// record that follows, as an event loop would not).
+    pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        let mut ready = Vec::new();
+        while self.durable_end_offset < self.flush_requested_offset
+            && (self.in_flight.is_some() || self.confirming.is_some())
+        {
+            io.submit_and_wait(1)?;
+            io.drain_completions(&mut ready);
+            for completion in ready.drain(..) {
+                if let Routed::Foreign(completion) = self.on_completion(io, completion)? {
+                    self.foreign.push(completion);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Block until no chain and no confirmation is in flight (routing completions, stashing
+    /// foreign ones).
     pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         let mut ready = Vec::new();
-        while self.in_flight.is_some() {
+        while self.in_flight.is_some() || self.confirming.is_some() {
             io.submit_and_wait(1)?;
             io.drain_completions(&mut ready);
             for completion in ready.drain(..) {
@@ -196,6 +363,17 @@ impl PartitionLog {
         else {
             return Ok(());
         };
+        if self.confirming.is_some()
+            && (self.segments[index].sealed
+                || self.epoch_cache_dirty
+                || self.segments[index].file.is_none())
+        {
+            // Sealing closes and removes the tail file, and the blocking writes below could
+            // swallow the confirmation's completions: none of them while it is in flight. Its
+            // completion starts this flush (one small round trip later, and only at a roll or a
+            // new epoch).
+            return Ok(());
+        }
         if self.epoch_cache_dirty {
             // Rare (a new epoch): written before the chain so the blocking write cannot swallow
             // one of our own completions.
@@ -294,10 +472,11 @@ impl PartitionLog {
         if new_written_full_end > segment.written_full_end {
             // Move the aligned bytes out; keep the partial block (if any) for the next flush.
             let keep_from = (full_end - segment.write_tail_start) as usize;
-            let mut buf = std::mem::replace(
-                &mut segment.write_tail,
-                AlignedBuf::with_capacity(block, block),
-            );
+            let replacement = match self.spare_write_buf.take() {
+                Some(spare) if spare.align() >= block => spare,
+                _ => AlignedBuf::with_capacity(block, block),
+            };
+            let mut buf = std::mem::replace(&mut segment.write_tail, replacement);
             if sealing {
                 // Zero padding to the block boundary: the final block goes to a position of the
                 // .log file never written before, and nothing is appended here again.
@@ -355,12 +534,28 @@ impl PartitionLog {
             ops.push(Op::Fdatasync { file: index_fd });
             index_file = Some(index_fd);
         }
-        if first_stage_len > 0 {
+        let slot_header_crc32c = encoded_slot_header_crc32c(match &ops[first_stage_len] {
+            Op::Write { buf, .. } => buf.as_slice(),
+            _ => unreachable!("the slot write follows the segment stage"),
+        });
+        let op_ids = if sealing && first_stage_len > 0 {
+            // Sealing: the slot and the index only once the final block is durable.
             let later_ops = ops.split_off(first_stage_len);
             let later_targets = targets.split_off(first_stage_len);
             second_stage = later_ops.into_iter().zip(later_targets).collect();
-        }
-        let op_ids = io.submit_linked(ops);
+            io.submit_linked(ops)
+        } else {
+            // An ordinary flush: the segment chain and the slot chain run concurrently.
+            let slot_ops = ops.split_off(first_stage_len);
+            let mut op_ids = if ops.is_empty() {
+                Vec::new()
+            } else {
+                io.submit_linked(ops)
+            };
+            op_ids.extend(io.submit_linked(slot_ops));
+            op_ids
+        };
+        let block_write = (first_stage_len > 0).then_some(op_ids[0]);
         let target_next_offset = segment.next_offset;
         self.in_flight = Some(InFlightFlush {
             generation: self.generation,
@@ -374,8 +569,10 @@ impl PartitionLog {
             target_next_offset,
             new_written_full_end,
             slot_sequence,
+            slot_header_crc32c,
             sealing,
             index_file,
+            block_write,
         });
         Ok(())
     }

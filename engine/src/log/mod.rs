@@ -109,8 +109,8 @@ impl ReadView {
     }
 }
 
-/// In-flight write + fdatasync chain of one segment (see `flush.rs`).
-pub(crate) use flush::InFlightFlush;
+/// In-flight write + fdatasync chain of one segment, and confirmation records (see `flush.rs`).
+pub(crate) use flush::{InFlightConfirmation, InFlightFlush, PendingConfirmation};
 
 pub struct PartitionLog {
     dir: PathBuf,
@@ -123,6 +123,12 @@ pub struct PartitionLog {
     epoch_cache: LeaderEpochCache,
     epoch_cache_dirty: bool,
     in_flight: Option<InFlightFlush>,
+    /// The confirmation record being written (off the critical path), and the next one.
+    confirming: Option<InFlightConfirmation>,
+    confirmation_pending: Option<PendingConfirmation>,
+    /// A completed segment write's buffer, reused as the next write tail (no allocation and
+    /// no fresh page faults per flush).
+    spare_write_buf: Option<crate::io::AlignedBuf>,
     /// A flush was asked to cover everything below this offset.
     flush_requested_offset: i64,
     /// Bumped by every truncation: a chain started before it must not move the durable offset.

@@ -176,6 +176,9 @@ pub struct RecoveryReport {
     pub epoch_checkpoint_rewritten: bool,
     /// Leftover files removed (`*.tmp`, stale or orphan `.tail`/`.index`).
     pub files_removed: Vec<String>,
+    /// The newest tail slot's flush had not finished (its blocks are not all there and it
+    /// was never confirmed): recovery used the previous slot. The slot's sequence.
+    pub unfinished_flush_slot: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,6 +272,9 @@ impl PartitionLog {
             epoch_cache: LeaderEpochCache::new(),
             epoch_cache_dirty: false,
             in_flight: None,
+            confirming: None,
+            confirmation_pending: None,
+            spare_write_buf: None,
             flush_requested_offset: 0,
             generation: 0,
             stopped: None,
@@ -323,17 +329,46 @@ impl PartitionLog {
                         },
                     )?;
                     let tail_bytes = read_for_recovery(io, tail, &tail_path, &mut foreign)?;
-                    let Some(slot) = tail_slot::valid_slots_newest_first(&tail_bytes, block)
-                        .into_iter()
-                        .next()
-                    else {
+                    let slots = tail_slot::valid_slots_newest_first(&tail_bytes, block);
+                    let confirmation = tail_slot::decode_confirmation(&tail_bytes, block);
+                    let Some(newest) = slots.first() else {
                         return Err(LogError::Corruption {
                             path: tail_path,
                             position: 0,
                             reason: "tail file holds no valid slot".into(),
                         });
                     };
-                    // The slot was written only after its flush's blocks were fdatasynced, so
+                    if let Some(confirmed) = confirmation
+                        && confirmed.sequence > newest.sequence
+                    {
+                        // That slot's flush completed (the record is written only after), so a
+                        // missing slot is damage to acknowledged bytes, not a torn write.
+                        return Err(LogError::Corruption {
+                            path: tail_path,
+                            position: tail_slot::slot_offset(confirmed.sequence, block),
+                            reason: format!(
+                                "tail slot {} was confirmed durable but is damaged",
+                                confirmed.sequence
+                            ),
+                        });
+                    }
+                    // Which slot to trust (docs/log.md, decision before the table):
+                    //  - the newest, if the blocks its flush wrote are intact;
+                    //  - else, if its flush was confirmed complete, the blocks are damaged
+                    //    acknowledged data: refuse (below);
+                    //  - else its flush never finished (its slot landed, its blocks did not all):
+                    //    the previous slot, whose flush completed before this one started.
+                    let slot = if newest.flushed_blocks_present(&image, block) {
+                        newest.clone()
+                    } else if let Some(previous) = slots.get(1)
+                        && !newest.confirmed_by(confirmation)
+                    {
+                        report.unfinished_flush_slot = Some(newest.sequence);
+                        previous.clone()
+                    } else {
+                        newest.clone()
+                    };
+                    // The trusted slot's flush completed (or this check just chose it), so
                     // blocks that no longer match its CRC are damaged acknowledged data.
                     if !slot.flushed_blocks_present(&image, block) {
                         damaged_last_flush = Some((

@@ -19,15 +19,38 @@
 //!
 //! All integers big-endian. Sequence numbers increase by one per slot write; slot `seq % 2` is
 //! written. `flush_start_position..block_index·B` are the full blocks the same flush wrote to
-//! the `.log` file (and fdatasynced before the slot was written), `flush_blocks_crc32c` their
-//! CRC32C, checked at recovery. The newest valid slot gives the *durable mark* of the segment,
-//! `block_index·B + valid_length_bytes`.
+//! the `.log` file (concurrently with the slot), `flush_blocks_crc32c` their CRC32C: recovery
+//! trusts a slot only when those blocks match it. The trusted slot gives the *durable mark* of
+//! the segment, `block_index·B + valid_length_bytes`.
+//!
+//! Block 4 (bytes `[4·B, 5·B)`) holds the *confirmation record*, written (with its own
+//! fdatasync) after a flush completed, off the caller's critical path:
+//!
+//! ```text
+//! confirmation:  magic "RLTC" u32 | version u16 (1) | reserved u16 | sequence u64
+//!                | slot_header_crc32c u32 | record_crc32c u32 (over the 20 bytes before it) | zeros to B
+//! ```
+//!
+//! It says "the flush that wrote slot `sequence` (the slot whose header CRC32C is
+//! `slot_header_crc32c`) completed": its blocks and its slot were durable. Recovery uses it to
+//! tell a completed flush damaged afterwards (refuse to open) from a flush that never finished
+//! (fall back to the previous slot).
 
 use crate::io::AlignedBuf;
 
 pub(crate) const TAIL_SLOT_MAGIC: u32 = u32::from_be_bytes(*b"RLTS");
 const TAIL_SLOT_VERSION: u16 = 2;
 const HEADER_BYTES: usize = 52;
+pub(crate) const CONFIRMATION_MAGIC: u32 = u32::from_be_bytes(*b"RLTC");
+const CONFIRMATION_VERSION: u16 = 1;
+const CONFIRMATION_BYTES: usize = 24;
+
+/// A decoded, CRC-checked confirmation record: the flush of slot `sequence` completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Confirmation {
+    pub sequence: u64,
+    pub slot_header_crc32c: u32,
+}
 
 /// One decoded, CRC-checked slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +63,8 @@ pub(crate) struct TailSlot {
     pub flush_start_position: u64,
     /// CRC32C of the segment's bytes `[flush_start_position, block_index·B)`.
     pub flush_blocks_crc32c: u32,
+    /// The slot's own header CRC32C: names this exact slot in a confirmation record.
+    pub header_crc32c: u32,
 }
 
 impl TailSlot {
@@ -48,6 +73,13 @@ impl TailSlot {
         // Saturating: a crafted slot must yield an absurd mark (rejected), not an overflow.
         self.block_start(block_size_bytes)
             .saturating_add(self.data.len() as u64)
+    }
+
+    /// Whether `confirmation` confirms exactly this slot.
+    pub fn confirmed_by(&self, confirmation: Option<Confirmation>) -> bool {
+        confirmation.is_some_and(|c| {
+            c.sequence == self.sequence && c.slot_header_crc32c == self.header_crc32c
+        })
     }
 
     pub fn block_start(&self, block_size_bytes: usize) -> u64 {
@@ -69,9 +101,54 @@ pub(crate) fn slot_offset(sequence: u64, block_size_bytes: usize) -> u64 {
     (sequence % 2) * 2 * block_size_bytes as u64
 }
 
-/// Size of a tail file holding both slots.
+/// Size of a tail file holding both slots and the confirmation record.
 pub(crate) fn tail_file_size_bytes(block_size_bytes: usize) -> u64 {
+    5 * block_size_bytes as u64
+}
+
+/// Byte offset of the confirmation record in the tail file.
+pub(crate) fn confirmation_offset(block_size_bytes: usize) -> u64 {
     4 * block_size_bytes as u64
+}
+
+/// The header CRC32C of an encoded slot (what a confirmation record names).
+pub(crate) fn encoded_slot_header_crc32c(slot: &[u8]) -> u32 {
+    u32::from_be_bytes(slot[48..52].try_into().expect("a slot has a header"))
+}
+
+/// Encode a confirmation record (one block) for slot `sequence` with header CRC `slot_header_crc32c`.
+pub(crate) fn encode_confirmation(
+    sequence: u64,
+    slot_header_crc32c: u32,
+    block_size_bytes: usize,
+) -> AlignedBuf {
+    let mut buf = AlignedBuf::zeroed(block_size_bytes, block_size_bytes);
+    let bytes = buf.as_mut_slice();
+    bytes[0..4].copy_from_slice(&CONFIRMATION_MAGIC.to_be_bytes());
+    bytes[4..6].copy_from_slice(&CONFIRMATION_VERSION.to_be_bytes());
+    bytes[8..16].copy_from_slice(&sequence.to_be_bytes());
+    bytes[16..20].copy_from_slice(&slot_header_crc32c.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[..20]);
+    bytes[20..24].copy_from_slice(&crc.to_be_bytes());
+    buf
+}
+
+/// The confirmation record of a tail file's bytes, if one is there and intact (a missing,
+/// torn or damaged record only means "nothing confirmed").
+pub(crate) fn decode_confirmation(file: &[u8], block_size_bytes: usize) -> Option<Confirmation> {
+    let start = confirmation_offset(block_size_bytes) as usize;
+    let bytes = file.get(start..start + CONFIRMATION_BYTES)?;
+    let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    if u32_at(0) != CONFIRMATION_MAGIC
+        || u16::from_be_bytes([bytes[4], bytes[5]]) != CONFIRMATION_VERSION
+        || u32_at(20) != crc32c::crc32c(&bytes[..20])
+    {
+        return None;
+    }
+    Some(Confirmation {
+        sequence: u64::from_be_bytes(bytes[8..16].try_into().unwrap()),
+        slot_header_crc32c: u32_at(16),
+    })
 }
 
 /// Encode one slot (two blocks) into an aligned buffer ready for an O_DIRECT write.
@@ -141,6 +218,7 @@ pub(crate) fn decode_slot(bytes: &[u8], block_size_bytes: usize) -> Option<TailS
         data: data.to_vec(),
         flush_start_position: u64_at(36),
         flush_blocks_crc32c: u32_at(44),
+        header_crc32c: u32_at(48),
     })
 }
 
@@ -183,6 +261,7 @@ mod tests {
                 data: data.clone(),
                 flush_start_position: 512,
                 flush_blocks_crc32c: crc32c::crc32c(&flushed),
+                header_crc32c: encoded_slot_header_crc32c(encoded.as_slice()),
             }
         );
         assert_eq!(slot.durable_mark(block), 3 * 512 + 300);
@@ -215,6 +294,43 @@ mod tests {
             decode_slot(encoded.as_slice(), 4096),
             None,
             "other block size"
+        );
+    }
+
+    #[test]
+    fn confirmation_round_trips_names_one_slot_and_rejects_damage() {
+        let block = 512;
+        let slot_bytes = encode_slot(9, 2, b"tail", block, 0, &[1u8; 1024]);
+        let slot = decode_slot(slot_bytes.as_slice(), block).unwrap();
+        let mut file = vec![0u8; tail_file_size_bytes(block) as usize];
+        assert_eq!(
+            decode_confirmation(&file, block),
+            None,
+            "zeros confirm nothing"
+        );
+        let record = encode_confirmation(9, slot.header_crc32c, block);
+        let at = confirmation_offset(block) as usize;
+        file[at..at + block].copy_from_slice(record.as_slice());
+        let confirmation = decode_confirmation(&file, block);
+        assert!(slot.confirmed_by(confirmation));
+        let other = decode_slot(
+            encode_slot(9, 2, b"tall", block, 0, &[1u8; 1024]).as_slice(),
+            block,
+        )
+        .unwrap();
+        assert!(
+            !other.confirmed_by(confirmation),
+            "same sequence, other slot"
+        );
+        for byte in 0..CONFIRMATION_BYTES {
+            let mut damaged = file.clone();
+            damaged[at + byte] ^= 0x04;
+            assert_eq!(decode_confirmation(&damaged, block), None, "flip at {byte}");
+        }
+        assert_eq!(
+            decode_confirmation(&file[..at + 10], block),
+            None,
+            "short file"
         );
     }
 

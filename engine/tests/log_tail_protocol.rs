@@ -1,0 +1,142 @@
+//! The tail protocol's concurrent flush (engine/src/log/flush.rs, docs/log.md "The torn tail
+//! block"): an ordinary flush writes its full blocks to the `.log` and its tail slot to the
+//! `.tail` at the same time, so a crash can leave the new slot on the disk without its blocks.
+//! These tests force exactly that state and its neighbours, deterministically:
+//!   - slot landed, blocks did not, flush never confirmed: recovery falls back to the previous
+//!     slot, keeps every acknowledged byte and cuts the unfinished flush;
+//!   - the flush completed and was confirmed, then its blocks were damaged: refuse to open;
+//!   - a confirmed slot damaged afterwards: refuse to open (no silent fall back).
+//!
+//! The random crash histories of `log_crash.rs` tear the same concurrent writes at any byte.
+
+mod log_support;
+
+use std::path::{Path, PathBuf};
+
+use log_support::*;
+use ringlog_engine::io::memory::{FaultConfig, FaultKind, FaultTrigger};
+use ringlog_engine::io::{MemoryConfig, MemoryIo};
+use ringlog_engine::log::{LogError, PartitionLog};
+
+const BLOCK: usize = 512;
+
+fn memory_io(seed: u64) -> MemoryIo {
+    MemoryIo::new(MemoryConfig {
+        seed,
+        block_size_bytes: BLOCK,
+        faults: FaultConfig::default(),
+    })
+}
+
+fn path(dir: &Path, extension: &str) -> PathBuf {
+    dir.join(format!("{:020}.{extension}", 0))
+}
+
+/// A log holding batch A (acknowledged, ending inside block 0) and then batch B appended after
+/// it, crossing several blocks. Returns (io, log, A's last offset).
+fn log_with_acknowledged_a(dir: &Path, seed: u64) -> (MemoryIo, PartitionLog, i64) {
+    let mut io = memory_io(seed);
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    let a = log.append_as_leader(batch_bytes(1, 200, 1), 1).unwrap();
+    log.flush_and_wait(&mut io).unwrap();
+    assert!(
+        (log.durable_end_offset() as usize) < BLOCK,
+        "A ends in the partial block 0"
+    );
+    log.append_as_leader(batch_bytes(3, 700, 2), 1).unwrap();
+    (io, log, a.last_offset)
+}
+
+#[test]
+fn a_slot_that_landed_without_its_blocks_falls_back_to_the_previous_slot() {
+    // The segment write fails (so its blocks never reach the disk), the concurrent slot write
+    // and its fdatasync succeed: the disk holds the new slot and not its blocks, the state a
+    // power loss mid-flush can leave. B was never acknowledged; A (in block 0, which the failed
+    // write would have rewritten for the first time in the .log) must survive intact.
+    let dir = Path::new("/d/slot-without-blocks");
+    let (mut io, mut log, a_last) = log_with_acknowledged_a(dir, 1);
+    io.add_fault(FaultTrigger::once_at(FaultKind::WriteEio, path(dir, "log")));
+    let error = log.flush_and_wait(&mut io).unwrap_err();
+    assert!(matches!(error, LogError::WriteFailed { .. }), "{error}");
+    assert_eq!(log.durable_end_offset(), a_last + 1, "B never acknowledged");
+    drop(log);
+    io.crash();
+    let (mut log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert_eq!(
+        report.unfinished_flush_slot,
+        Some(2),
+        "slot 2 landed without its blocks: {report:?}"
+    );
+    assert_eq!(log.log_end_offset(), a_last + 1, "{report:?}");
+    let batches = read_all(&mut log, &mut io);
+    assert_eq!(batches.len(), 1);
+    assert_eq!(
+        batches[0].as_bytes()[..],
+        stamped(batch_bytes(1, 200, 1), 0, 1)[..]
+    );
+    // The log goes on from there, and a second restart agrees.
+    log.append_as_leader(batch_bytes(1, 50, 3), 1).unwrap();
+    let durable = log.flush_and_wait(&mut io).unwrap();
+    drop(log);
+    io.crash();
+    let (log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), durable, "{report:?}");
+    assert_eq!(report.unfinished_flush_slot, None);
+}
+
+#[test]
+fn blocks_of_a_confirmed_flush_that_no_longer_match_refuse_to_open() {
+    // B's flush completed and its confirmation record is durable (flush_and_wait waits for
+    // it): a flipped bit in B's blocks is damage to acknowledged data, never a torn flush.
+    let dir = Path::new("/d/confirmed-blocks");
+    let (mut io, mut log, a_last) = log_with_acknowledged_a(dir, 2);
+    log.flush_and_wait(&mut io).unwrap();
+    assert!(log.durable_end_offset() > a_last + 1);
+    drop(log);
+    io.flip_bit(&path(dir, "log"), BLOCK as u64 + 100, 2)
+        .unwrap();
+    io.crash();
+    let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
+    match &error {
+        LogError::Corruption { path: p, .. } => assert_eq!(p, &path(dir, "log"), "{error}"),
+        other => panic!("expected corruption, got {other}"),
+    }
+}
+
+#[test]
+fn a_confirmed_slot_damaged_afterwards_refuses_to_open() {
+    // The newest slot holds the only durable copy of B's partial last block. Once confirmed,
+    // a damaged slot is acknowledged data lost: refuse, do not fall back to the older slot.
+    let dir = Path::new("/d/confirmed-slot");
+    let (mut io, mut log, _) = log_with_acknowledged_a(dir, 3);
+    log.flush_and_wait(&mut io).unwrap();
+    drop(log);
+    // Slot 2 (sequence 2) sits at offset 0; its data block is the second block.
+    io.flip_bit(&path(dir, "tail"), BLOCK as u64 + 3, 0)
+        .unwrap();
+    io.crash();
+    let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("confirmed durable but is damaged"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_flush_is_durable_before_its_confirmation_and_survives_losing_it() {
+    // flush_until_durable returns when the blocks and the slot are fdatasynced; the
+    // confirmation record is still queued. A crash then loses the record, never the records.
+    let dir = Path::new("/d/unconfirmed");
+    for seed in 0..50 {
+        let (mut io, mut log, _) = log_with_acknowledged_a(dir, 100 + seed);
+        let durable = log.flush_until_durable(&mut io).unwrap();
+        assert_eq!(durable, log.log_end_offset());
+        drop(log);
+        io.crash();
+        let (log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+        assert_eq!(log.log_end_offset(), durable, "seed {seed}: {report:?}");
+        assert_eq!(report.unfinished_flush_slot, None, "seed {seed}");
+    }
+}
