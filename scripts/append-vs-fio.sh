@@ -6,10 +6,15 @@
 #   scripts/append-vs-fio.sh [folder]        (default: target/append-vs-fio, on the repo's disk)
 #   TOTAL_BYTES=268435456 WRITE_SIZE_BYTES=1048576 scripts/append-vs-fio.sh
 #
-# What is compared: the engine appends 1 KiB records (one RecordBatch each) and group-commits
-# every WRITE_SIZE_BYTES of batches: one O_DIRECT write of the full blocks plus a tail-slot write,
-# each followed by fdatasync. fio writes WRITE_SIZE_BYTES blocks with --direct=1 and
-# --fdatasync=1 through io_uring. Both move TOTAL_BYTES.
+# What is compared, like for like (docs/log.md, "Performance"):
+#   engine: 1 KiB records (one RecordBatch each), group-committed every WRITE_SIZE_BYTES of
+#     batches with flush_until_durable: per flush, one O_DIRECT write of the new full blocks to
+#     the segment + fdatasync, and concurrently one tail-slot write (2 blocks) + fdatasync; one
+#     flush at a time (queue depth 1 per file). Its segment file is fallocate'd (1 GiB, keep
+#     size) at creation. The time includes building, CRC-checking and stamping the batches.
+#   fio: WRITE_SIZE_BYTES sequential O_DIRECT writes through io_uring, an fdatasync after each,
+#     iodepth 1, one fresh file of TOTAL_BYTES fallocate'd up front (fio's default).
+# Both move TOTAL_BYTES on the same folder, one after the other in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +40,8 @@ rm -rf "$folder/engine"
 rm -rf "$folder/fio"
 mkdir -p "$folder/fio"
 fio_json="$(fio --name=x --directory="$folder/fio" --ioengine=io_uring --direct=1 --rw=write \
-  --fdatasync=1 --bs="$write_size_bytes" --size="$total_bytes" --output-format=json)"
+  --fdatasync=1 --bs="$write_size_bytes" --size="$total_bytes" --iodepth=1 --fallocate=native \
+  --output-format=json)"
 fio_bw="$(echo "$fio_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"])')"
 rm -rf "$folder/fio"
 
@@ -48,3 +54,4 @@ print(f"engine append: {engine / mib:8.1f} MiB/s")
 print(f"fio          : {fio / mib:8.1f} MiB/s")
 print(f"ratio engine/fio: {engine / fio:.3f} (target >= 0.9)")
 PY
+echo "load average (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"

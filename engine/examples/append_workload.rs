@@ -1,6 +1,8 @@
 //! The engine's append workload, for scripts/append-vs-fio.sh: 1 KiB records, one batch per
-//! record, group-committed every `--write-size-bytes` of appended batches (one write + fdatasync
-//! chain per group), on the default backend (io_uring, else syscalls). Prints the bandwidth.
+//! record, group-committed every `--write-size-bytes` of appended batches (`flush_until_durable`:
+//! the segment write + fdatasync and the tail-slot write + fdatasync run concurrently, the
+//! confirmation record follows off the critical path), on the default backend (io_uring, else
+//! syscalls). Prints the bandwidth.
 //!
 //! ```sh
 //! cargo run --release -p ringlog-engine --example append_workload -- \

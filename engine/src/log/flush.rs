@@ -461,6 +461,7 @@ impl PartitionLog {
             flush_start,
             &segment.write_tail.as_slice()[..blocks_len],
         );
+        let slot_header_crc32c = encoded_slot_header_crc32c(slot.as_slice());
 
         let mut ops = Vec::new();
         let mut targets = Vec::new();
@@ -534,10 +535,6 @@ impl PartitionLog {
             ops.push(Op::Fdatasync { file: index_fd });
             index_file = Some(index_fd);
         }
-        let slot_header_crc32c = encoded_slot_header_crc32c(match &ops[first_stage_len] {
-            Op::Write { buf, .. } => buf.as_slice(),
-            _ => unreachable!("the slot write follows the segment stage"),
-        });
         let op_ids = if sealing && first_stage_len > 0 {
             // Sealing: the slot and the index only once the final block is durable.
             let later_ops = ops.split_off(first_stage_len);

@@ -12,10 +12,11 @@
 //! many logs can share one backend (one ring). Completions are routed back with
 //! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
 //!
-//! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one linked
-//! write + fdatasync chain if none is in flight; appends that arrive meanwhile wait for the
-//! next chain, which starts as soon as the current one completes. [`PartitionLog::durable_end_offset`]
-//! advances only when a chain's last fdatasync completed.
+//! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (a
+//! segment write + fdatasync and a tail-slot write + fdatasync, concurrently) if none is in
+//! flight; appends that arrive meanwhile wait for the next one, which starts as soon as the
+//! current one completes. [`PartitionLog::durable_end_offset`] advances only when both of a
+//! flush's fdatasyncs completed.
 
 pub(crate) mod blocking;
 mod blocking_api;

@@ -5,12 +5,15 @@
 //!
 //! - **role**: `Sealed` (a later segment exists, so this one was completely durable before the
 //!   later one was created) or `Last`.
-//! - **mark**: `Known` when the last segment has a `.tail` file: its newest valid slot gives the
-//!   *durable mark*, the end of the newest flush whose slot reached the disk. The slot is written
-//!   only after the segment's own fdatasync completed, so every byte below the mark was durable
-//!   (the slot also holds the CRC32C of its flush's full blocks, checked before the table);
-//!   bytes past it belong to at most one unfinished flush. `Unknown` otherwise (a
-//!   sealed segment, or a last segment whose `.tail` is gone, e.g. after a seal).
+//! - **mark**: `Known` when the last segment has a `.tail` file: its *trusted* slot gives the
+//!   *durable mark*. The slot and its flush's full blocks are written concurrently, so the
+//!   trusted slot is the newest valid one if the blocks it records match their CRC32C, else (its
+//!   flush never finished, and no confirmation record names it) the previous slot, whose flush
+//!   completed before the newest started. Every byte below the mark is on the disk; bytes past
+//!   it belong to at most one unfinished flush. A confirmed flush whose blocks no longer match,
+//!   or a confirmation naming a slot newer than any valid one, refuses before the table.
+//!   `Unknown` otherwise (a sealed segment, or a last segment whose `.tail` is gone, e.g. after
+//!   a seal).
 //! - **stop**: how the batch scan (frame, CRC, offset continuity, epoch order) ended: `Clean`
 //!   (end of file, or only zero bytes after the last batch), `Incomplete` (the last batch runs
 //!   past the end of the data) or `Invalid` (bad length, magic, CRC, offsets or epoch).
