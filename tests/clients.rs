@@ -16,7 +16,8 @@ use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::node::client::{self, Client};
 use ringlog_net::protocol::{
-    Request, Response, create_topics_request, fetch_request, metadata_request, produce_request,
+    Request, Response, create_topics_request, fetch_request, init_producer_id_request,
+    metadata_request, produce_request,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -287,6 +288,11 @@ fn batch(values: &[&[u8]]) -> Vec<u8> {
 }
 
 fn produce_to(client: &mut Client, topic: &str, records: Vec<u8>) -> i16 {
+    produce_at(client, topic, records).0
+}
+
+/// (error code, base offset) of a Produce (acks=all) of `records` to `topic`-0.
+fn produce_at(client: &mut Client, topic: &str, records: Vec<u8>) -> (i16, i64) {
     let request = Request::Produce(produce_request::ProduceRequest {
         acks: -1,
         timeout_ms: 5000,
@@ -303,40 +309,58 @@ fn produce_to(client: &mut Client, topic: &str, records: Vec<u8>) -> i16 {
     let Response::Produce(r) = client.request(&request, 9).unwrap() else {
         panic!("not a Produce answer")
     };
-    r.responses[0].partition_responses[0].error_code
+    let answer = &r.responses[0].partition_responses[0];
+    (answer.error_code, answer.base_offset)
 }
 
 /// Creates `topic` through CreateTopics at whichever node is the controller; returns a client
 /// connected to the leader of its partition 0.
 fn create_topic_and_connect_to_leader(cluster: &Cluster, topic: &str) -> Client {
+    create_topic(cluster, topic);
+    leader_client(cluster, topic, None).0
+}
+
+fn create_topic(cluster: &Cluster, topic: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let addresses: Vec<String> = cluster.bootstrap().split(',').map(String::from).collect();
-    let mut created = false;
+    loop {
+        assert!(Instant::now() < deadline, "topic {topic} never created");
+        for address in cluster.bootstrap().split(',') {
+            let Ok(mut client) = Client::connect(address, Duration::from_millis(500)) else {
+                continue;
+            };
+            let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+                topics: vec![create_topics_request::CreatableTopic {
+                    name: topic.into(),
+                    num_partitions: 1,
+                    replication_factor: 3,
+                    ..Default::default()
+                }],
+                timeout_ms: 5000,
+                validate_only: false,
+            });
+            if let Ok(Response::CreateTopics(r)) = client.request(&request, 7)
+                && r.topics[0].error_code == 0
+            {
+                return;
+            }
+        }
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+/// A client of the leader of `topic`-0 (not `not`) as Metadata names it, and its node id.
+fn leader_client(cluster: &Cluster, topic: &str, not: Option<i32>) -> (Client, i32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         assert!(
             Instant::now() < deadline,
             "topic {topic} never got a leader"
         );
-        for address in &addresses {
+        for address in cluster.bootstrap().split(',') {
             let Ok(mut client) = Client::connect(address, Duration::from_millis(500)) else {
                 continue;
             };
-            if !created {
-                let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
-                    topics: vec![create_topics_request::CreatableTopic {
-                        name: topic.into(),
-                        num_partitions: 1,
-                        replication_factor: 3,
-                        ..Default::default()
-                    }],
-                    timeout_ms: 5000,
-                    validate_only: false,
-                });
-                if let Ok(Response::CreateTopics(r)) = client.request(&request, 7) {
-                    created = r.topics[0].error_code == 0;
-                }
-                continue;
-            }
             let request = Request::Metadata(metadata_request::MetadataRequest {
                 topics: Some(vec![metadata_request::MetadataRequestTopic {
                     name: Some(topic.into()),
@@ -347,18 +371,97 @@ fn create_topic_and_connect_to_leader(cluster: &Cluster, topic: &str) -> Client 
             if let Ok(Response::Metadata(m)) = client.request(&request, 12)
                 && let Some(p) = m.topics.first().and_then(|t| t.partitions.first())
                 && p.error_code == 0
+                && Some(p.leader_id) != not
                 && let Some(b) = m.brokers.iter().find(|b| b.node_id == p.leader_id)
                 && let Ok(leader) = Client::connect(
                     &format!("{}:{}", b.host, b.port),
                     Duration::from_millis(500),
                 )
             {
-                return leader;
+                return (leader, p.leader_id);
             }
         }
         // The pause between two probes of a condition, not a wait for the condition itself.
         std::thread::park_timeout(Duration::from_millis(50));
     }
+}
+
+/// KIP-98 through a socket and across a failover: a retried batch is answered with the offset
+/// it got the first time, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older producer epoch is
+/// INVALID_PRODUCER_EPOCH; after kill -9 of the leader, the new leader (its producer state
+/// rebuilt from its log) answers a retry of the last batch with the same offset.
+#[test]
+fn idempotent_produce_detects_duplicates_also_after_a_leader_change() {
+    const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    const INVALID_PRODUCER_EPOCH: i16 = 47;
+    let _serial = serial();
+    let mut cluster = Cluster::start("");
+    create_topic(&cluster, "idem");
+    let (mut client, leader) = leader_client(&cluster, "idem", None);
+    let init = |client: &mut Client, producer_id: i64, producer_epoch: i16| {
+        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id,
+            producer_epoch,
+            ..Default::default()
+        });
+        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+            panic!("not an InitProducerId answer")
+        };
+        assert_eq!(r.error_code, 0);
+        (r.producer_id, r.producer_epoch)
+    };
+    let (pid, epoch) = init(&mut client, -1, -1);
+    assert!(pid >= 0);
+    let idem = |epoch: i16, seq: i32, values: &[&[u8]]| {
+        let mut builder = RecordBatchBuilder::new(0).with_producer(pid, epoch, seq);
+        for v in values {
+            builder.append(0, None, Some(v), &[]);
+        }
+        builder.build().into_bytes().to_vec()
+    };
+
+    let (code, first) = produce_at(&mut client, "idem", idem(epoch, 0, &[b"a", b"b"]));
+    assert_eq!(code, 0);
+    let (code, again) = produce_at(&mut client, "idem", idem(epoch, 0, &[b"a", b"b"]));
+    assert_eq!(
+        (code, again),
+        (0, first),
+        "a retry is answered with its first offset"
+    );
+    let (code, _) = produce_at(&mut client, "idem", idem(epoch, 5, &[b"gap"]));
+    assert_eq!(code, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    let (code, next) = produce_at(&mut client, "idem", idem(epoch, 2, &[b"c"]));
+    assert_eq!((code, next), (0, first + 2));
+
+    // KIP-360: the same id with the next epoch; the old epoch is fenced.
+    let (same, bumped) = init(&mut client, pid, epoch);
+    assert_eq!((same, bumped), (pid, epoch + 1));
+    let (code, last) = produce_at(&mut client, "idem", idem(bumped, 0, &[b"d"]));
+    assert_eq!(code, 0);
+    let (code, _) = produce_at(&mut client, "idem", idem(epoch, 3, &[b"old"]));
+    assert_eq!(code, INVALID_PRODUCER_EPOCH);
+
+    cluster.kill(leader);
+    let (mut client, new_leader) = leader_client(&cluster, "idem", Some(leader));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let retried = loop {
+        // The new leader may still be settling (NOT_LEADER_OR_FOLLOWER): try until it answers.
+        let answer = produce_at(&mut client, "idem", idem(bumped, 0, &[b"d"]));
+        if answer.0 == 0 || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    };
+    assert_eq!(
+        retried,
+        (0, last),
+        "new leader {new_leader} rebuilt the producer state and answered the retry as a duplicate"
+    );
+    let (code, after) = produce_at(&mut client, "idem", idem(bumped, 1, &[b"e"]));
+    assert_eq!(code, 0);
+    assert!(after > last);
 }
 
 /// A Produce with a corrupt batch is refused with Kafka's error codes and stores nothing:
