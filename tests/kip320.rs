@@ -220,6 +220,124 @@ impl Drop for Cluster {
     }
 }
 
+/// A Python Kafka client (tests/clients/kip320_*.py) run as a child: it reads the records,
+/// reports `read ...`, waits for `go` on stdin, then reports `truncated ...` or `record ...`.
+struct PythonClient {
+    name: String,
+    log: PathBuf,
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl PythonClient {
+    fn spawn(
+        dir: &std::path::Path,
+        script: &str,
+        bootstrap: &str,
+        count: usize,
+        reset: &str,
+        after: usize,
+    ) -> Self {
+        // The client's own log (librdkafka debug output), shown if the test fails.
+        let log = dir.join(format!("{script}-{reset}.log"));
+        let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+        let mut child = Command::new("python3")
+            .arg(&path)
+            .args([
+                bootstrap,
+                TOPIC,
+                "0",
+                &count.to_string(),
+                reset,
+                &after.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("python3 (the test command installs confluent-kafka and kafka-python)");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        PythonClient {
+            name: format!("{script} ({reset})"),
+            log,
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next line starting with `prefix` (other lines are kept for the failure message).
+    fn expect(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!(
+                    "{}: no `{prefix}` line; it said: {:?}",
+                    self.name, self.seen
+                ),
+            }
+        }
+    }
+
+    fn go(&mut self) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// `count` `record <offset> <value>` lines as (offset, value).
+    fn records(&mut self, count: usize) -> Vec<(i64, String)> {
+        (0..count)
+            .map(|_| {
+                let line = self.expect("record ");
+                let mut parts = line.splitn(3, ' ').skip(1);
+                let offset = parts.next().unwrap().parse().unwrap();
+                (offset, parts.next().unwrap_or_default().to_string())
+            })
+            .collect()
+    }
+
+    /// The offset of the `truncated <offset> ...` line.
+    fn truncated_at(&mut self) -> i64 {
+        let line = self.expect("truncated ");
+        line.split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{line}"))
+    }
+}
+
+impl Drop for PythonClient {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("--- {} ---", self.name);
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
 }
@@ -293,8 +411,50 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     let other = (1..=3).find(|id| *id != leader && *id != survivor).unwrap();
     let bootstrap = cluster.bootstrap();
 
-    // Round one: every voter holds it before the survivor is stopped.
+    // The same story for librdkafka and kafka-python: each connects now (while every node
+    // answers), reads both rounds, and is told to go on after the recovery.
+    let third = values("third", 3);
     let first = values("first", 5);
+    let second = values("second", 6);
+    let total = first.len() + second.len();
+    let mut python = [
+        PythonClient::spawn(
+            cluster.dir.path(),
+            "kip320_confluent.py",
+            &bootstrap,
+            total,
+            "error",
+            0,
+        ),
+        PythonClient::spawn(
+            cluster.dir.path(),
+            "kip320_confluent.py",
+            &bootstrap,
+            total,
+            "earliest",
+            third.len(),
+        ),
+        PythonClient::spawn(
+            cluster.dir.path(),
+            "kip320_kafka_python.py",
+            &bootstrap,
+            total,
+            "none",
+            0,
+        ),
+        PythonClient::spawn(
+            cluster.dir.path(),
+            "kip320_kafka_python.py",
+            &bootstrap,
+            total,
+            "earliest",
+            third.len(),
+        ),
+    ];
+    // Round one: every voter holds it before the survivor is stopped.
+    for client in &mut python {
+        client.expect("ready");
+    }
     produce(&bootstrap, &first);
     let survivor_end = eventually(Duration::from_secs(10), "the survivor to catch up", || {
         let view = cluster.describe(leader)?;
@@ -311,7 +471,6 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     cluster.signal(survivor, libc::SIGSTOP);
 
     // Round two: committed by the leader and the other follower, and read.
-    let second = values("second", 6);
     let second_offsets = produce(&bootstrap, &second);
     assert!(second_offsets[0] >= survivor_end);
     let mut strict = consumer(&bootstrap, OffsetReset::None);
@@ -333,6 +492,16 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     );
     let position = strict.position(&tp()).unwrap();
     assert_eq!(position, last.offset + 1);
+
+    for client in &mut python {
+        let line = client.expect("read ");
+        assert_eq!(
+            line,
+            format!("read {} {}", last.offset, last.leader_epoch),
+            "{}",
+            client.name
+        );
+    }
 
     // The majority is lost for good.
     cluster.kill(leader);
@@ -428,7 +597,6 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     // With a reset policy the consumer resumes at the divergence point: the next records it
     // returns are the new leader's, nothing of round one again (an `earliest` reset would
     // have re-read it) and nothing skipped.
-    let third = values("third", 3);
     let third_offsets = produce(&cluster.bootstrap(), &third);
     let resumed = read(&mut resetting, third.len());
     assert_eq!(resumed.iter().map(value_of).collect::<Vec<_>>(), third);
@@ -443,4 +611,26 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     assert!(resumed.iter().all(|r| r.leader_epoch == leader_epoch));
     let nearest_records = read(&mut nearest, third.len());
     assert_eq!(nearest_records, resumed);
+
+    // librdkafka (auto.offset.reset=error) reports the truncation at the broker's end offset
+    // for its epoch; kafka-python raises LogTruncationError with the divergent offset; with
+    // `earliest` both resume at the divergence point: exactly the records written since.
+    for client in &mut python {
+        client.go();
+    }
+    let expected_third: Vec<(i64, String)> = third_offsets
+        .iter()
+        .copied()
+        .zip(third.iter().cloned())
+        .collect();
+    let [
+        confluent_error,
+        confluent_reset,
+        kafka_python_error,
+        kafka_python_reset,
+    ] = &mut python;
+    assert_eq!(confluent_error.truncated_at(), survivor_end);
+    assert_eq!(kafka_python_error.truncated_at(), survivor_end);
+    assert_eq!(confluent_reset.records(third.len()), expected_third);
+    assert_eq!(kafka_python_reset.records(third.len()), expected_third);
 }

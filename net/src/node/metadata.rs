@@ -138,7 +138,14 @@ impl Node {
             },
             partition_index: hosted.index,
             leader_id: leader.unwrap_or(-1),
-            leader_epoch: raft.epoch() as i32,
+            // Only a leader's epoch: a candidate's epoch may never get a leader, and a client
+            // that adopts it (librdkafka) skips its KIP-320 validation when the leader of that
+            // epoch appears (an epoch it already knows), fetching unvalidated.
+            leader_epoch: if leader.is_some() {
+                raft.epoch() as i32
+            } else {
+                -1
+            },
             replica_nodes: voters.clone(),
             // Raft has no ISR: every voter may become leader with every committed record,
             // which is what clients read the ISR for.
