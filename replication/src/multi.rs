@@ -79,6 +79,44 @@ impl MultiRaft {
         Ok(())
     }
 
+    /// [`MultiRaft::new`] for hosts that keep snapshots (KIP-630): each partition's recovered
+    /// snapshots (missing entries: none).
+    pub fn new_with_snapshots(
+        config: &QuorumConfig,
+        partitions: &BTreeMap<PartitionId, RecoveredState>,
+        snapshots: &BTreeMap<PartitionId, crate::types::RecoveredSnapshots>,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
+        let mut groups = BTreeMap::new();
+        for (&partition, recovered) in partitions {
+            let partition_seed =
+                seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let found = snapshots.get(&partition).copied().unwrap_or_default();
+            groups.insert(
+                partition,
+                Raft::new_with_snapshots(config.clone(), recovered, found, partition_seed, now_ms)?,
+            );
+        }
+        Ok(Self {
+            node_id: config.node_id,
+            partitions: groups,
+        })
+    }
+
+    /// A partition's state machine finished writing a snapshot (KIP-630).
+    pub fn on_snapshot_written(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        snapshot_id: crate::types::OffsetAndEpoch,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self
+            .group(partition)?
+            .on_snapshot_written(now_ms, snapshot_id)?;
+        Ok(Self::tag(partition, work))
+    }
+
     pub fn node_id(&self) -> NodeId {
         self.node_id
     }

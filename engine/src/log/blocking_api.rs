@@ -214,7 +214,7 @@ impl PartitionLog {
         }
     }
 
-    fn delete_segment_files<I: Io>(
+    pub(super) fn delete_segment_files<I: Io>(
         &mut self,
         io: &mut I,
         segment: &Segment,

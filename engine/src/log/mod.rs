@@ -25,6 +25,7 @@ mod flush;
 mod fuzz;
 pub mod index;
 pub mod recovery;
+mod reset;
 mod segment;
 mod tail_slot;
 

@@ -21,12 +21,14 @@
 
 pub mod client;
 pub mod convert;
+mod fetch_snapshot;
 mod handlers;
 mod idempotence;
 mod metadata;
 mod observe;
 mod producer_state;
 mod requests;
+mod snapshots;
 pub mod storage;
 mod topics;
 pub mod transport;
@@ -149,6 +151,8 @@ enum PeerPending {
     Control,
     /// Partition and core correlation id of each fetch in the wire request.
     Fetch(Vec<(PartitionId, u64)>),
+    /// KIP-630: the partition and core correlation id of a FetchSnapshot.
+    FetchSnapshot(PartitionId, u64),
 }
 
 /// A `SendAfterPersist` message waiting for the flushes requested before it.
@@ -228,8 +232,14 @@ impl Node {
         quorum.fetch_timeout_ms = config.fetch_timeout_ms;
         quorum.request_timeout_ms = config.request_timeout_ms;
         quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+        quorum.max_replication_lag_ms = config.max_replication_lag_ms;
         let seed = random_seed();
-        let multi = MultiRaft::new(&quorum, &recovered, seed, 0)?;
+        let recovered_snapshots = stores
+            .iter()
+            .map(|(id, store)| (*id, snapshots::recovered_snapshots(store)))
+            .collect();
+        let multi =
+            MultiRaft::new_with_snapshots(&quorum, &recovered, &recovered_snapshots, seed, 0)?;
         let max_frame = config.socket_request_max_bytes as usize;
         let connect_timeout = Duration::from_millis(config.request_timeout_ms.min(1000));
         let mut peers = BTreeMap::new();
@@ -532,15 +542,36 @@ impl Node {
                     );
                     // Produce waiters and parked consumer fetches are checked in `pump`.
                     store.high_watermark = high_watermark;
+                    self.apply_committed(partition)?;
                 }
                 // The node never reports a snapshot written, so the core does not emit these
                 // yet; when it does, keeping the segments and snapshots is still correct.
-                Work::AdvanceLogStartOffset { .. }
-                | Work::DeleteSnapshotsBefore { .. }
-                | Work::SendFetchSnapshotResponse { .. }
-                | Work::WriteSnapshotChunk { .. }
-                | Work::InstallSnapshot { .. } => {
-                    tracing::warn!(?work, "snapshot work not executed by the node yet");
+                // KIP-630 (snapshots.rs).
+                Work::AdvanceLogStartOffset { offset } => {
+                    self.advance_log_start(partition, offset)?
+                }
+                Work::DeleteSnapshotsBefore { snapshot_id } => {
+                    self.delete_old_snapshots(partition, snapshot_id)?
+                }
+                Work::SendFetchSnapshotResponse {
+                    to,
+                    mut response,
+                    max_bytes,
+                } => {
+                    self.fill_fetch_snapshot_response(partition, &mut response, max_bytes);
+                    let message = core::Message::FetchSnapshotResponse(response);
+                    self.answer_fifo(to, ApiKey::FetchSnapshot, partition, message)?;
+                }
+                Work::WriteSnapshotChunk {
+                    snapshot_id,
+                    size_bytes,
+                    position,
+                    bytes,
+                } => {
+                    self.write_snapshot_chunk(partition, snapshot_id, size_bytes, position, bytes)?
+                }
+                Work::InstallSnapshot { snapshot_id } => {
+                    self.install_snapshot(partition, snapshot_id)?
                 }
             }
         }
@@ -580,10 +611,24 @@ impl Node {
                 self.answer_fifo(to, ApiKey::EndQuorumEpoch, partition, message)
             }
             core::Message::FetchResponse(r) => self.answer_fetch(r),
-            core::Message::FetchSnapshotRequest(_) | core::Message::FetchSnapshotResponse(_) => {
-                tracing::warn!(partition, to, "FetchSnapshot not wired in the node yet");
-                Ok(())
+            core::Message::FetchSnapshotRequest(r) => {
+                let request =
+                    fetch_snapshot::request(&self.cluster_id, self.table.get(partition), &r);
+                let pending = PeerPending::FetchSnapshot(partition, r.correlation_id);
+                self.send_to_peer(
+                    to,
+                    crate::protocol::Request::FetchSnapshot(request),
+                    fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
+                    pending,
+                    true,
+                )
             }
+            core::Message::FetchSnapshotResponse(r) => self.answer_fifo(
+                to,
+                ApiKey::FetchSnapshot,
+                partition,
+                core::Message::FetchSnapshotResponse(r),
+            ),
         }
     }
 
@@ -598,6 +643,9 @@ impl Node {
             self.release_held()?;
             self.check_produce_waiters()?;
             let Some((partition, persisted)) = self.persisted.pop_front() else {
+                if self.report_snapshots_written()? {
+                    continue;
+                }
                 return Ok(());
             };
             let now = self.now_ms();

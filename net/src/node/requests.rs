@@ -47,6 +47,10 @@ impl Node {
                 self.next_core_correlation_id = next;
                 self.start_raft_request(responder, &header, ApiKey::Fetch, parts)
             }
+            Request::FetchSnapshot(r) => {
+                let parts = super::fetch_snapshot::request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::FetchSnapshot, parts)
+            }
             other => self.handle_client_request(responder, header, other),
         }
     }
@@ -179,6 +183,11 @@ impl Node {
                 }
                 Response::Fetch(response)
             }
+            ApiKey::FetchSnapshot => Response::FetchSnapshot(super::fetch_snapshot::response(
+                &pending.parts,
+                &answers,
+                u64::from(self.config.fetch_snapshot_response_max_bytes),
+            )),
             other => unreachable!("{other:?} is not a quorum request"),
         };
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
@@ -263,6 +272,11 @@ impl Node {
                 })
             }
             (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
+            (PeerPending::FetchSnapshot(partition, id), Response::FetchSnapshot(r)) => {
+                super::fetch_snapshot::peer_response_part(r, &self.table, *partition, *id)
+                    .map(|message| vec![(*partition, message)])
+                    .unwrap_or_default()
+            }
             _ => Vec::new(),
         };
         for (partition, message) in parts {

@@ -16,7 +16,12 @@ use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{AnyIo, Completion};
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
-use ringlog_replication::{ElectionState, Epoch, OffsetAndEpoch, RecoveredState};
+use ringlog_engine::snapshot::SnapshotError;
+use ringlog_replication::{
+    ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState,
+};
+
+use super::snapshots::PartitionSnapshots;
 
 use crate::server::{FileRegion, RecordsSource};
 
@@ -26,6 +31,8 @@ pub enum StorageError {
     Log(#[from] LogError),
     #[error(transparent)]
     QuorumState(#[from] QuorumStateError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
     #[error("{path}: {reason}")]
     Inconsistent { path: String, reason: String },
 }
@@ -45,6 +52,10 @@ pub struct PartitionStore {
     /// Bumped by each truncation: messages held behind a flush issued before it are released,
     /// because `truncate_to` makes everything below the cut durable before it returns.
     pub truncations: u64,
+    /// KIP-630: the state machine, the snapshot being fetched, snapshots to report.
+    pub snapshots: PartitionSnapshots,
+    /// The snapshots found at start (for the core's start).
+    pub recovered_snapshots: RecoveredSnapshots,
 }
 
 impl PartitionStore {
@@ -56,8 +67,9 @@ impl PartitionStore {
         cluster_id: &str,
         voters: &[i32],
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
-        let (log, report) = PartitionLog::open(io, dir, log_config)?;
+        let (mut log, report) = PartitionLog::open(io, dir, log_config)?;
         tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log)?;
         let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
         let mut foreign: Vec<Completion> = Vec::new();
         let state = QuorumStateData::load(io, &quorum_state_path, &mut foreign)?;
@@ -99,10 +111,15 @@ impl PartitionStore {
             quorum_state_path,
             cluster_id: cluster_id.to_string(),
             voters: voters.to_vec(),
-            high_watermark: 0,
+            // Everything a snapshot holds is committed.
+            high_watermark: recovered_snapshots
+                .latest_snapshot_id
+                .map_or(0, |s| s.offset),
             reported_durable_end_offset: durable,
             flush_target: durable,
             truncations: 0,
+            snapshots,
+            recovered_snapshots,
         };
         Ok((store, recovered))
     }

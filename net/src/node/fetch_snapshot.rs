@@ -1,0 +1,206 @@
+//! KIP-630 FetchSnapshot between Kafka's wire message and the core's per-partition messages.
+//!
+//! Inbound (leader): each requested partition becomes a core `FetchSnapshotRequest`; the core
+//! answers synchronously, the node fills the bytes from the snapshot file (snapshots.rs) and the
+//! answers are shared fairly (`fair_share::water_fill`) under
+//! `min(request MaxBytes, replica.fetch.snapshot.response.max.bytes)` when the wire response is
+//! built. Outbound (follower): one partition per request, sent on the data lane.
+
+use ringlog_replication::fair_share::water_fill;
+use ringlog_replication::{self as core, NodeId, OffsetAndEpoch, PartitionId};
+
+use super::convert::{HostedPartition, InboundPart, PartAnswer, PartitionTable, error_to_core};
+use crate::protocol::wire::{Records, Uuid};
+use crate::protocol::{ErrorCode, fetch_snapshot_request as req, fetch_snapshot_response as resp};
+
+/// The FetchSnapshot version the node sends (v0: no KIP-853 directory ids).
+pub const PEER_FETCH_SNAPSHOT_VERSION: i16 = 0;
+
+fn non_negative<T: TryFrom<i64>>(value: i64) -> Result<T, ErrorCode> {
+    T::try_from(value).map_err(|_| ErrorCode::InvalidRequest)
+}
+
+/// One [`InboundPart`] per requested partition.
+pub fn request_parts(
+    request: &req::FetchSnapshotRequest,
+    table: &PartitionTable,
+) -> Vec<InboundPart> {
+    let mut parts = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let build = || -> Result<(NodeId, core::Message), ErrorCode> {
+                let snapshot_id = OffsetAndEpoch::new(
+                    non_negative(p.snapshot_id.end_offset)?,
+                    non_negative(i64::from(p.snapshot_id.epoch))?,
+                );
+                Ok((
+                    request.replica_id,
+                    core::Message::FetchSnapshotRequest(core::FetchSnapshotRequest {
+                        correlation_id: 0,
+                        replica_id: request.replica_id,
+                        current_leader_epoch: non_negative(i64::from(p.current_leader_epoch))?,
+                        snapshot_id,
+                        position: non_negative(p.position)?,
+                        max_bytes: non_negative(i64::from(request.max_bytes)).unwrap_or(0),
+                    }),
+                ))
+            };
+            let target = match table.find(&topic.name, p.partition) {
+                None => Err(ErrorCode::UnknownTopicOrPartition),
+                Some(id) => build().map(|(from, message)| (id, from, message)),
+            };
+            parts.push(InboundPart {
+                topic: topic.name.clone(),
+                topic_id: Uuid::ZERO,
+                index: p.partition,
+                target,
+            });
+        }
+    }
+    parts
+}
+
+/// The wire response, with each partition's bytes cut to its fair share of
+/// `min(request MaxBytes, response_max_bytes)`: every partition gets at least the even split if
+/// it has that much, and what a short one leaves goes to the others.
+pub fn response(
+    parts: &[InboundPart],
+    answers: &[PartAnswer],
+    response_max_bytes: u64,
+) -> resp::FetchSnapshotResponse {
+    let request_max_bytes = parts
+        .iter()
+        .find_map(|p| match &p.target {
+            Ok((_, _, core::Message::FetchSnapshotRequest(r))) => Some(u64::from(r.max_bytes)),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let cap = request_max_bytes.min(response_max_bytes);
+    let demands: Vec<u64> = answers
+        .iter()
+        .map(|a| match a {
+            PartAnswer::Core(core::Message::FetchSnapshotResponse(r)) => {
+                r.unaligned_records.len() as u64
+            }
+            _ => 0,
+        })
+        .collect();
+    let shares = water_fill(cap, &demands);
+    let mut topics: Vec<resp::TopicSnapshot> = Vec::new();
+    for ((part, answer), share) in parts.iter().zip(answers).zip(shares) {
+        let entry = match answer {
+            PartAnswer::Core(core::Message::FetchSnapshotResponse(r)) => {
+                let bytes = r.unaligned_records.slice(..share as usize);
+                resp::PartitionSnapshot {
+                    index: part.index,
+                    error_code: r.error_code.code(),
+                    snapshot_id: resp::SnapshotId {
+                        end_offset: r.snapshot_id.offset as i64,
+                        epoch: r.snapshot_id.epoch as i32,
+                    },
+                    current_leader: resp::LeaderIdAndEpoch {
+                        leader_id: r.current_leader.leader_id.unwrap_or(-1),
+                        leader_epoch: r.current_leader.leader_epoch as i32,
+                    },
+                    size: r.size as i64,
+                    position: r.position as i64,
+                    unaligned_records: Records::Bytes(bytes),
+                }
+            }
+            PartAnswer::Error(e) => resp::PartitionSnapshot {
+                index: part.index,
+                error_code: e.code(),
+                ..Default::default()
+            },
+            PartAnswer::Core(_) => resp::PartitionSnapshot {
+                index: part.index,
+                error_code: ErrorCode::UnknownServerError.code(),
+                ..Default::default()
+            },
+        };
+        match topics.last_mut() {
+            Some(t) if t.name == part.topic => t.partitions.push(entry),
+            _ => topics.push(resp::TopicSnapshot {
+                name: part.topic.clone(),
+                partitions: vec![entry],
+            }),
+        }
+    }
+    resp::FetchSnapshotResponse {
+        topics,
+        ..Default::default()
+    }
+}
+
+/// A follower's FetchSnapshot for one partition as a wire request.
+pub fn request(
+    cluster_id: &str,
+    hosted: &HostedPartition,
+    r: &core::FetchSnapshotRequest,
+) -> req::FetchSnapshotRequest {
+    req::FetchSnapshotRequest {
+        cluster_id: Some(cluster_id.to_string()),
+        replica_id: r.replica_id,
+        max_bytes: i32::try_from(r.max_bytes).unwrap_or(i32::MAX),
+        topics: vec![req::TopicSnapshot {
+            name: hosted.topic.clone(),
+            partitions: vec![req::PartitionSnapshot {
+                partition: hosted.index,
+                current_leader_epoch: r.current_leader_epoch as i32,
+                snapshot_id: req::SnapshotId {
+                    end_offset: r.snapshot_id.offset as i64,
+                    epoch: r.snapshot_id.epoch as i32,
+                },
+                position: r.position as i64,
+                ..Default::default()
+            }],
+        }],
+    }
+}
+
+/// The leader's answer for `partition` (asked with core correlation id `correlation_id`) as a
+/// core message; a top-level error applies to it. `None` if the partition is missing.
+pub fn peer_response_part(
+    response: &resp::FetchSnapshotResponse,
+    table: &PartitionTable,
+    partition: PartitionId,
+    correlation_id: u64,
+) -> Option<core::Message> {
+    let hosted = table.get(partition);
+    let entry = response
+        .topics
+        .iter()
+        .filter(|t| t.name == hosted.topic)
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.index == hosted.index);
+    let error_code = if response.error_code != 0 {
+        error_to_core(response.error_code)
+    } else {
+        entry.map_or(core::ErrorCode::UnknownServerError, |p| {
+            error_to_core(p.error_code)
+        })
+    };
+    let entry = entry.cloned().unwrap_or_default();
+    let unaligned_records = match entry.unaligned_records {
+        Records::Bytes(bytes) => bytes,
+        Records::External { .. } => bytes::Bytes::new(),
+    };
+    Some(core::Message::FetchSnapshotResponse(
+        core::FetchSnapshotResponse {
+            correlation_id,
+            error_code,
+            current_leader: core::LeaderIdAndEpoch {
+                leader_id: (entry.current_leader.leader_id >= 0)
+                    .then_some(entry.current_leader.leader_id),
+                leader_epoch: u32::try_from(entry.current_leader.leader_epoch).unwrap_or(0),
+            },
+            snapshot_id: OffsetAndEpoch::new(
+                u64::try_from(entry.snapshot_id.end_offset).unwrap_or(0),
+                u32::try_from(entry.snapshot_id.epoch).unwrap_or(0),
+            ),
+            size: u64::try_from(entry.size).unwrap_or(0),
+            position: u64::try_from(entry.position).unwrap_or(0),
+            unaligned_records,
+        },
+    ))
+}

@@ -1,0 +1,416 @@
+//! The node's side of KIP-630: each partition's key-value state machine, taking snapshots,
+//! serving FetchSnapshot from the files, writing and installing fetched snapshots, moving the
+//! log start and deleting old snapshots (docs/snapshots.md).
+//!
+//! Where the work runs: on the event loop, between two work items, like every other storage
+//! step of the node. Applying committed batches reads them back from the log once the
+//! high-watermark passes them; taking a snapshot encodes and writes the whole key-value state in
+//! one step (`write_snapshot`: `.part`, fdatasync, rename, folder fsync). That step is bounded by
+//! the state's size, not by the log's, and happens at most once per
+//! `controller.snapshot.minimum.records` committed records; it does block appends and fetches
+//! for its duration, which is the known limit (a state of tens of MB would want a background
+//! writer fed a frozen copy).
+//!
+//! FetchSnapshot bytes are read from the file region (`RawSnapshotReader::region`) into memory
+//! and sent as bytes: the node's send path for FetchSnapshot takes bytes today; the region
+//! (descriptor, position, length) is what a sendfile path would take instead.
+
+use bytes::Bytes;
+use ringlog_engine::io::AnyIo;
+use ringlog_engine::log::PartitionLog;
+use ringlog_engine::snapshot::{
+    PartPolicy, RawSnapshotReader, RawSnapshotWriter, SnapshotError, SnapshotId,
+    delete_snapshots_before, latest_valid_snapshot, recover_snapshot_dir, write_snapshot,
+};
+use ringlog_replication::state_machine::{
+    KeyValueStateMachine, SnapshotDecision, SnapshotPolicyConfig, SnapshotProgress, StateMachine,
+    policy,
+};
+use ringlog_replication::{self as core, OffsetAndEpoch, PartitionId, RecoveredSnapshots};
+
+use super::storage::{PartitionStore, StorageError};
+use super::{Node, NodeError};
+
+fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
+    SnapshotId {
+        end_offset: id.offset as i64,
+        epoch: id.epoch as i32,
+    }
+}
+
+fn core_id(id: SnapshotId) -> OffsetAndEpoch {
+    OffsetAndEpoch::new(id.end_offset.max(0) as u64, id.epoch.max(0) as u32)
+}
+
+fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> StorageError {
+    StorageError::Inconsistent {
+        path: dir.display().to_string(),
+        reason: format!("state machine: {error}"),
+    }
+}
+
+/// One partition's snapshot state.
+#[derive(Default)]
+pub struct PartitionSnapshots {
+    pub state_machine: KeyValueStateMachine,
+    pub latest_snapshot_id: Option<OffsetAndEpoch>,
+    last_snapshot_ms: u64,
+    /// The snapshot being fetched from the leader.
+    fetching: Option<RawSnapshotWriter>,
+    /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
+    pub written: Vec<OffsetAndEpoch>,
+}
+
+impl PartitionSnapshots {
+    /// At start: a leftover `.part` is removed (a fetch starts over, it is never loaded), the
+    /// newest valid snapshot is loaded into the state machine, and the log is aligned with it:
+    /// a log ending before it is truncated fully to start there (a follower's snapshot may pass
+    /// its fsynced log end, or a crash hit an install between freeze and truncation); a log
+    /// that starts above 0 starts at it (segments are deleted only below a snapshot, so the
+    /// first segment's base is at or below it).
+    pub fn recover(
+        io: &mut AnyIo,
+        log: &mut PartitionLog,
+    ) -> Result<(PartitionSnapshots, RecoveredSnapshots), StorageError> {
+        let dir = log.dir().to_path_buf();
+        let report = recover_snapshot_dir(io, &dir, PartPolicy::Remove)?;
+        tracing::debug!(dir = %dir.display(), ?report, "snapshot folder recovered");
+        let mut foreign = Vec::new();
+        let (latest, skipped) = latest_valid_snapshot(io, &mut foreign, &dir)?;
+        for skipped in skipped.iter() {
+            tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
+        }
+        let mut snapshots = PartitionSnapshots {
+            state_machine: KeyValueStateMachine::new(),
+            ..Default::default()
+        };
+        let Some(contents) = latest else {
+            if log.log_start_offset() > 0 {
+                return Err(StorageError::Inconsistent {
+                    path: dir.display().to_string(),
+                    reason: format!(
+                        "the log starts at {} but there is no snapshot",
+                        log.log_start_offset()
+                    ),
+                });
+            }
+            return Ok((snapshots, RecoveredSnapshots::default()));
+        };
+        let id = core_id(contents.snapshot_id);
+        snapshots
+            .state_machine
+            .load_snapshot(&contents)
+            .map_err(|e| state_machine_error(&dir, e))?;
+        snapshots.latest_snapshot_id = Some(id);
+        let offset = id.offset as i64;
+        let mut log_start_snapshot_id = None;
+        if offset > log.log_end_offset() {
+            tracing::info!(snapshot = ?id, log_end_offset = log.log_end_offset(), "log behind its newest snapshot: starting it there");
+            log.truncate_fully_and_start_at(io, offset)?;
+            log_start_snapshot_id = Some(id);
+        } else if log.log_start_offset() > 0 {
+            if log.log_start_offset() > offset {
+                return Err(StorageError::Inconsistent {
+                    path: dir.display().to_string(),
+                    reason: format!(
+                        "the log starts at {}, past its newest snapshot {offset}",
+                        log.log_start_offset()
+                    ),
+                });
+            }
+            log.advance_log_start_offset(io, offset)?;
+            log_start_snapshot_id = Some(id);
+        }
+        Ok((
+            snapshots,
+            RecoveredSnapshots {
+                log_start_snapshot_id,
+                latest_snapshot_id: Some(id),
+            },
+        ))
+    }
+}
+
+/// Kafka's snapshot policy keys as the state machine's policy.
+fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
+    SnapshotPolicyConfig {
+        min_records: config.snapshot_minimum_records,
+        min_bytes: config.max_record_bytes_between_snapshots,
+        min_cleanable_ratio: config.snapshot_min_cleanable_ratio,
+        max_interval_ms: config.max_snapshot_interval_ms,
+    }
+}
+
+impl Node {
+    /// Feeds the state machine the committed batches it has not applied, then takes a
+    /// snapshot if the policy says so.
+    pub(super) fn apply_committed(&mut self, partition: PartitionId) -> Result<(), NodeError> {
+        let now_ms = self.now_ms();
+        let policy = policy_config(&self.config);
+        let epoch_cache: Vec<OffsetAndEpoch> = self
+            .multi
+            .partition(partition)
+            .map(|r| r.log().epoch_cache().to_vec())
+            .unwrap_or_default();
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let high_watermark = store.high_watermark;
+        loop {
+            let next = (store.snapshots.state_machine.last_applied_offset() + 1) as u64;
+            if next >= high_watermark {
+                break;
+            }
+            let bytes = store.read(&mut self.io, next, 1 << 20)?;
+            if bytes.is_empty() {
+                break;
+            }
+            let mut progressed = false;
+            for batch in ringlog_engine::batch::batches(&bytes) {
+                let batch = batch.map_err(|e| state_machine_error(&store.dir, e))?;
+                if batch.last_offset() as u64 >= high_watermark {
+                    break;
+                }
+                store
+                    .snapshots
+                    .state_machine
+                    .apply(&batch)
+                    .map_err(|e| state_machine_error(&store.dir, e))?;
+                progressed = true;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        self.collect_foreign();
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let snapshots = &mut store.snapshots;
+        let stats = snapshots.state_machine.stats();
+        let progress = SnapshotProgress {
+            applied_end_offset: snapshots.state_machine.last_applied_offset() + 1,
+            high_watermark: high_watermark as i64,
+            latest_snapshot_end_offset: snapshots.latest_snapshot_id.map_or(0, |s| s.offset as i64),
+            records_since_snapshot: stats.records_since_snapshot,
+            bytes_since_snapshot: stats.bytes_since_snapshot,
+            changed_keys_since_snapshot: stats.changed_keys_since_snapshot,
+            keys_count: stats.keys_count,
+            now_ms,
+            last_snapshot_ms: snapshots.last_snapshot_ms,
+        };
+        let SnapshotDecision::Snapshot { end_offset, reason } = policy::decide(&policy, &progress)
+        else {
+            return Ok(());
+        };
+        let end_offset = end_offset as u64;
+        // The epoch of the record at end_offset - 1.
+        let epoch = epoch_cache
+            .iter()
+            .rev()
+            .find(|e| e.offset < end_offset)
+            .map(|e| e.epoch)
+            .or(snapshots.latest_snapshot_id.map(|s| s.epoch))
+            .unwrap_or(0);
+        let id = OffsetAndEpoch::new(end_offset, epoch);
+        let format = snapshots.state_machine.snapshot_format();
+        let state_machine = &snapshots.state_machine;
+        write_snapshot(
+            &mut self.io,
+            &mut self.foreign,
+            &store.dir,
+            engine_id(id),
+            &format,
+            now_ms as i64,
+            |sink| state_machine.snapshot_records(sink),
+        )
+        .map_err(StorageError::from)?;
+        snapshots.state_machine.on_snapshot_taken();
+        snapshots.latest_snapshot_id = Some(id);
+        snapshots.last_snapshot_ms = now_ms;
+        snapshots.written.push(id);
+        tracing::info!(partition, snapshot = ?id, ?reason, "snapshot taken");
+        Ok(())
+    }
+
+    /// Reports snapshots written during the last work list to the core (never while executing
+    /// one: no re-entrancy). Returns whether there was any.
+    pub(super) fn report_snapshots_written(&mut self) -> Result<bool, NodeError> {
+        let mut any = false;
+        let partitions: Vec<PartitionId> = self.stores.keys().copied().collect();
+        for partition in partitions {
+            let written = std::mem::take(
+                &mut self
+                    .stores
+                    .get_mut(&partition)
+                    .expect("hosted")
+                    .snapshots
+                    .written,
+            );
+            for id in written {
+                any = true;
+                let now = self.now_ms();
+                let work = self.multi.on_snapshot_written(now, partition, id)?;
+                self.execute(work)?;
+            }
+        }
+        Ok(any)
+    }
+
+    /// Leader: fills a FetchSnapshot answer from the snapshot file.
+    pub(super) fn fill_fetch_snapshot_response(
+        &mut self,
+        partition: PartitionId,
+        response: &mut core::FetchSnapshotResponse,
+        max_bytes: u32,
+    ) {
+        if response.error_code != core::ErrorCode::None {
+            return;
+        }
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let limit = u64::from(max_bytes).min(u64::from(self.config.fetch_snapshot_max_bytes));
+        let read =
+            RawSnapshotReader::open(&mut self.io, &store.dir, engine_id(response.snapshot_id))
+                .and_then(|reader| {
+                    let result = reader.region(response.position, limit).and_then(|region| {
+                        reader
+                            .read_region(&mut self.io, &mut self.foreign, &region)
+                            .map(|bytes| (reader.size_bytes(), bytes))
+                    });
+                    let closed = reader.close(&mut self.io);
+                    let out = result?;
+                    closed?;
+                    Ok(out)
+                });
+        match read {
+            Ok((size, bytes)) => {
+                response.size = size;
+                response.unaligned_records = bytes;
+            }
+            Err(SnapshotError::NotFound { .. } | SnapshotError::InvalidId { .. }) => {
+                response.error_code = core::ErrorCode::SnapshotNotFound;
+            }
+            Err(SnapshotError::PositionOutOfRange { .. }) => {
+                response.error_code = core::ErrorCode::PositionOutOfRange;
+            }
+            Err(error) => {
+                tracing::error!(%error, "reading a snapshot for FetchSnapshot");
+                response.error_code = core::ErrorCode::UnknownServerError;
+            }
+        }
+    }
+
+    /// Follower: a chunk of the snapshot being fetched goes into its `.part`.
+    pub(super) fn write_snapshot_chunk(
+        &mut self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+        size_bytes: u64,
+        position: u64,
+        bytes: Bytes,
+    ) -> Result<(), NodeError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let id = engine_id(snapshot_id);
+        let current = store
+            .snapshots
+            .fetching
+            .as_ref()
+            .is_some_and(|w| w.snapshot_id() == id && w.expected_size_bytes() == size_bytes);
+        if position == 0 || !current {
+            if let Some(old) = store.snapshots.fetching.take() {
+                old.abort(&mut self.io).map_err(StorageError::from)?;
+            }
+            let writer = RawSnapshotWriter::create(&mut self.io, &store.dir, id, size_bytes, false)
+                .map_err(StorageError::from)?;
+            store.snapshots.fetching = Some(writer);
+        }
+        let writer = store.snapshots.fetching.as_mut().expect("created above");
+        writer
+            .write_at(&mut self.io, &mut self.foreign, position, &bytes)
+            .map_err(StorageError::from)?;
+        self.collect_foreign();
+        Ok(())
+    }
+
+    /// Follower: every byte arrived: freeze, load into the state machine, truncate the log
+    /// fully to start at the snapshot's end offset, drop older snapshots.
+    pub(super) fn install_snapshot(
+        &mut self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Result<(), NodeError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let Some(writer) = store
+            .snapshots
+            .fetching
+            .take()
+            .filter(|w| w.snapshot_id() == engine_id(snapshot_id))
+        else {
+            return Err(StorageError::Inconsistent {
+                path: store.dir.display().to_string(),
+                reason: format!("installing snapshot {snapshot_id:?} that was not fetched"),
+            }
+            .into());
+        };
+        let contents = writer
+            .freeze(&mut self.io, &mut self.foreign)
+            .map_err(StorageError::from)?;
+        store
+            .snapshots
+            .state_machine
+            .load_snapshot(&contents)
+            .map_err(|e| state_machine_error(&store.dir, e))?;
+        let offset = snapshot_id.offset;
+        store
+            .log
+            .truncate_fully_and_start_at(&mut self.io, offset as i64)
+            .map_err(StorageError::from)?;
+        store.truncations += 1;
+        store.flush_target = offset;
+        store.reported_durable_end_offset = offset;
+        store.snapshots.latest_snapshot_id = Some(snapshot_id);
+        store.snapshots.last_snapshot_ms = self.started.elapsed().as_millis() as u64;
+        delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))
+            .map_err(StorageError::from)?;
+        tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
+        self.collect_foreign();
+        Ok(())
+    }
+
+    /// The core moved the log start: whole segments below it go.
+    pub(super) fn advance_log_start(
+        &mut self,
+        partition: PartitionId,
+        offset: u64,
+    ) -> Result<(), NodeError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let deleted = store
+            .log
+            .advance_log_start_offset(&mut self.io, offset as i64)
+            .map_err(StorageError::from)?;
+        tracing::info!(
+            partition,
+            offset,
+            segments_deleted = deleted,
+            "log start advanced"
+        );
+        self.collect_foreign();
+        Ok(())
+    }
+
+    /// KIP-630 "When to Delete Snapshots": those older than the one at the log start.
+    pub(super) fn delete_old_snapshots(
+        &mut self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Result<(), NodeError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let deleted = delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))
+            .map_err(StorageError::from)?;
+        if !deleted.is_empty() {
+            tracing::info!(partition, ?deleted, "old snapshots deleted");
+        }
+        Ok(())
+    }
+}
+
+/// The store's recovered snapshots, for the core's start.
+pub fn recovered_snapshots(store: &PartitionStore) -> RecoveredSnapshots {
+    store.recovered_snapshots
+}

@@ -1,0 +1,326 @@
+//! KIP-630 on real processes: a three-voter quorum with a low snapshot threshold takes
+//! snapshots and moves its log start; a follower whose disk is wiped (re-formatted) rejoins
+//! through FetchSnapshot and then holds every committed record.
+//!
+//! Free ports on 127.0.0.1, data in a temp folder, every child killed on drop; waits poll a
+//! condition up to a deadline, never a fixed time.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::{Client, QuorumView};
+
+const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
+const PARTITION_DIR: &str = "__cluster_metadata-0";
+
+fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        // The pause between two probes of a condition, not a wait for the condition itself.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Quorum {
+    dir: tempfile::TempDir,
+    ports: Vec<u16>,
+    children: Vec<Option<Child>>,
+}
+
+impl Quorum {
+    fn start(extra: &str) -> Quorum {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut quorum = Quorum {
+            dir,
+            ports,
+            children: vec![None, None, None],
+        };
+        for id in 1..=3 {
+            let text = format!(
+                "node.id={id}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{}\n\
+                 metadata.log.dir={}\ncontroller.quorum.election.timeout.ms=300\n\
+                 controller.quorum.election.backoff.max.ms=200\ncontroller.quorum.fetch.timeout.ms=600\n\
+                 controller.quorum.request.timeout.ms=500\ncontroller.quorum.fetch.max.wait.ms=100\n{extra}",
+                quorum.ports[id - 1],
+                quorum.data(id as i32).display()
+            );
+            std::fs::write(quorum.config(id as i32), text).unwrap();
+            quorum.format(id as i32);
+            quorum.start_node(id as i32);
+        }
+        quorum
+    }
+
+    fn config(&self, id: i32) -> PathBuf {
+        self.dir.path().join(format!("node-{id}.properties"))
+    }
+
+    fn data(&self, id: i32) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    fn partition_dir(&self, id: i32) -> PathBuf {
+        self.data(id).join(PARTITION_DIR)
+    }
+
+    fn format(&self, id: i32) {
+        let status = Command::new(RINGLOG)
+            .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
+            .arg(self.config(id))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "format node {id}");
+    }
+
+    fn start_node(&mut self, id: i32) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("node-{id}.log")))
+            .unwrap();
+        let child = Command::new(RINGLOG)
+            .arg("serve")
+            .arg("--config")
+            .arg(self.config(id))
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children[id as usize - 1] = Some(child);
+    }
+
+    fn kill(&mut self, id: i32) {
+        if let Some(mut child) = self.children[id as usize - 1].take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.ports[id as usize - 1])
+    }
+
+    fn describe(&self, id: i32) -> Option<QuorumView> {
+        Client::connect(&self.address(id), Duration::from_millis(300))
+            .ok()?
+            .describe_quorum()
+            .ok()
+    }
+
+    /// The leader as the first running node reports it, once that leader describes the quorum.
+    fn leader(&self, running: &[i32]) -> Option<i32> {
+        let view = self.describe(*running.first()?)?;
+        let leader = view.partition.leader_id;
+        if !(1..=3).contains(&leader) {
+            return None;
+        }
+        let led = self.describe(leader)?;
+        (led.partition.error_code == 0).then_some(leader)
+    }
+
+    /// Produces batches `from..from + count` of 50 records each, acks=all, to whichever node
+    /// leads (a batch refused by a node that stopped leading is sent again to the new leader).
+    fn produce(&self, from: usize, count: usize) {
+        for i in from..from + count {
+            let mut builder = RecordBatchBuilder::new(0);
+            for r in 0..50 {
+                // Keys from a small set: the key-value state machine has overwrites to snapshot.
+                let key = format!("key-{}", (i * 50 + r) % 97);
+                let value = format!("value-{i}-{r}-padding-padding");
+                builder.append(0, Some(key.as_bytes()), Some(value.as_bytes()), &[]);
+            }
+            let batch: Bytes = builder.build().into_bytes();
+            eventually(
+                Duration::from_secs(15),
+                &format!("batch {i} acknowledged"),
+                || {
+                    let leader = self.leader(&self.running())?;
+                    let mut client =
+                        Client::connect(&self.address(leader), Duration::from_secs(2)).ok()?;
+                    let answer = client.produce(batch.clone(), -1, 10_000).ok()??;
+                    (answer.error_code == 0).then_some(())
+                },
+            );
+        }
+    }
+
+    fn running(&self) -> Vec<i32> {
+        (1..=3)
+            .filter(|&id| self.children[id as usize - 1].is_some())
+            .collect()
+    }
+
+    fn dump_logs(&self) -> String {
+        let mut out = String::new();
+        for id in 1..=3 {
+            let text = std::fs::read_to_string(self.dir.path().join(format!("node-{id}.log")))
+                .unwrap_or_default();
+            out.push_str(&format!("--- node {id} ---\n"));
+            for line in text
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Quorum {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.dump_logs());
+        }
+        for child in self.children.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// End offsets of the frozen KIP-630 snapshots in a partition folder, ascending.
+fn checkpoints(partition_dir: &Path) -> Vec<u64> {
+    let mut ends: Vec<u64> = std::fs::read_dir(partition_dir.join("checkpoints"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|name| name.ends_with(".checkpoint"))
+                .filter_map(|name| name.split('-').next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ends.sort_unstable();
+    ends
+}
+
+/// Base offsets of the log's segment files, ascending.
+fn segment_bases(partition_dir: &Path) -> Vec<u64> {
+    let mut bases: Vec<u64> = std::fs::read_dir(partition_dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|name| name.strip_suffix(".log")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    bases.sort_unstable();
+    bases
+}
+
+/// KIP-630: snapshots bound the log, and a replica that lost everything rejoins through
+/// FetchSnapshot: its log then starts at the snapshot's end offset, and it catches up on
+/// every committed record after it.
+#[test]
+fn a_wiped_follower_rejoins_through_fetch_snapshot() {
+    let mut quorum = Quorum::start(
+        "controller.snapshot.minimum.records=400\n\
+         metadata.log.max.record.bytes.between.snapshots=1\n\
+         metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n",
+    );
+    eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&[1, 2, 3])
+    });
+    quorum.produce(0, 60);
+    // The leader may have changed meanwhile (short timeouts on a busy machine).
+    let leader = eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&[1, 2, 3])
+    });
+    eventually(Duration::from_secs(10), "a snapshot on the leader", || {
+        (!checkpoints(&quorum.partition_dir(leader)).is_empty()).then_some(())
+    });
+
+    // Stop a follower, let the leader move on without it, then wipe its disk.
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    quorum.kill(follower);
+    quorum.produce(60, 120);
+    let leader = eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&quorum.running())
+    });
+    let leader_dir = quorum.partition_dir(leader);
+    eventually(
+        Duration::from_secs(15),
+        "the leader's log start to pass its first segment",
+        || {
+            let bases = segment_bases(&leader_dir);
+            (bases.first().is_some_and(|&b| b > 0)).then_some(())
+        },
+    );
+    std::fs::remove_dir_all(quorum.data(follower)).unwrap();
+    quorum.format(follower);
+    quorum.start_node(follower);
+    quorum.produce(180, 10);
+    let leader = eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&quorum.running())
+    });
+
+    // It rejoined through FetchSnapshot: a snapshot file, and a log starting at its end.
+    let follower_dir = quorum.partition_dir(follower);
+    let installed = eventually(
+        Duration::from_secs(20),
+        "a fetched snapshot on the wiped follower",
+        || checkpoints(&follower_dir).first().copied(),
+    );
+    assert!(installed > 0);
+    eventually(
+        Duration::from_secs(10),
+        "the follower's log to start at the snapshot's end offset",
+        || {
+            let bases = segment_bases(&follower_dir);
+            (bases.first() == Some(&installed)).then_some(())
+        },
+    );
+    // And it holds every committed record: its log end matches the leader's.
+    eventually(
+        Duration::from_secs(20),
+        "the follower's log end to reach the leader's",
+        || {
+            let view = quorum.describe(leader)?;
+            let voters = &view.partition.current_voters;
+            let leader_end = voters
+                .iter()
+                .find(|v| v.replica_id == leader)?
+                .log_end_offset;
+            let follower_end = voters
+                .iter()
+                .find(|v| v.replica_id == follower)?
+                .log_end_offset;
+            (leader_end > installed as i64 && follower_end == leader_end).then_some(())
+        },
+    );
+}
