@@ -11,6 +11,10 @@
 //! for its duration, which is the known limit (a state of tens of MB would want a background
 //! writer fed a frozen copy).
 //!
+//! Which partitions: only `__cluster_metadata-0` (KRaft's snapshotted log); topic partitions
+//! (`cleanup.policy=delete`) keep their logs. While the metadata log holds a topic record no
+//! snapshot is taken (see `apply_committed`).
+//!
 //! FetchSnapshot bytes are read from the file region (`RawSnapshotReader::region`) into memory
 //! and sent as bytes: the node's send path for FetchSnapshot takes bytes today; the region
 //! (descriptor, position, length) is what a sendfile path would take instead.
@@ -145,6 +149,11 @@ impl Node {
     /// Feeds the state machine the committed batches it has not applied, then takes a
     /// snapshot if the policy says so.
     pub(super) fn apply_committed(&mut self, partition: PartitionId) -> Result<(), NodeError> {
+        // Only the metadata partition keeps a state machine and snapshots (as in KRaft): topic
+        // partitions have `cleanup.policy=delete`, whose log a snapshot must not cut.
+        if self.table.get(partition).topic != super::convert::METADATA_TOPIC {
+            return Ok(());
+        }
         let now_ms = self.now_ms();
         let policy = policy_config(&self.config);
         let epoch_cache: Vec<OffsetAndEpoch> = self
@@ -199,6 +208,20 @@ impl Node {
         else {
             return Ok(());
         };
+        if snapshots
+            .state_machine
+            .get(super::topics::TOPIC_RECORD_KEY)
+            .is_some()
+        {
+            // The topic image (topics.rs) is rebuilt from the metadata log's topic records, all
+            // under one key, which a key-value snapshot would collapse to the last one: while a
+            // topic record exists the log keeps every record (no snapshot, no log start move).
+            tracing::debug!(
+                partition,
+                "snapshot skipped: the metadata log holds topic records"
+            );
+            return Ok(());
+        }
         let end_offset = end_offset as u64;
         // The epoch of the record at end_offset - 1.
         let epoch = epoch_cache
