@@ -399,6 +399,13 @@ impl PartitionLog {
                         image.resize(start + slot.data.len(), 0);
                     }
                     image[start..start + slot.data.len()].copy_from_slice(&slot.data);
+                    if report.unfinished_flush_slot.is_some() {
+                        // Nothing past the previous slot's mark was acknowledged, and the blocks
+                        // the unfinished flush wrote (its first one holds the bytes just repaired
+                        // from the slot) may be torn in the file: end the segment at the mark, so
+                        // the repaired block stays in the slot and memory, never read from the file.
+                        image.truncate(mark_position as usize);
+                    }
                     report.durable_mark = Some(DurableMarkFound {
                         segment_base_offset: base,
                         slot_sequence: slot.sequence,
