@@ -15,7 +15,8 @@ clients="${CLIENTS:-8}"
 seconds_append="${SECONDS_APPEND:-15}"
 batch_records="${BATCH_RECORDS:-16}"
 
-cargo build --quiet --release --bin ringlog -p ringlog-engine --example append_workload
+cargo build --quiet --release --bin ringlog
+cargo build --quiet --release -p ringlog-engine --example append_workload
 source scripts/lib-quorum.sh
 folder="$PWD/target/bench-node"
 rm -rf "$folder"; mkdir -p "$folder"
