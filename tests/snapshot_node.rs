@@ -327,3 +327,87 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
         },
     );
 }
+
+/// KIP-630 zero copy: the leader sends FetchSnapshot bytes as a region of the frozen snapshot
+/// file (sendfile). Fetched in small chunks by our client, they decode to the file's exact
+/// bytes, and the response's Size is the file's size.
+#[test]
+fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
+    use ringlog_engine::snapshot::SnapshotFileState;
+    use ringlog_engine::snapshot::naming::parse_file_name;
+    use ringlog_net::protocol::{FetchSnapshotRequest, Request, Response, fetch_snapshot_request};
+
+    let quorum = Quorum::start(
+        "controller.snapshot.minimum.records=400\n\
+         metadata.log.max.record.bytes.between.snapshots=1\n",
+    );
+    eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&[1, 2, 3])
+    });
+    quorum.produce(0, 20);
+    let leader = eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&[1, 2, 3])
+    });
+    let path = eventually(Duration::from_secs(10), "a snapshot on the leader", || {
+        let end = *checkpoints(&quorum.partition_dir(leader)).last()?;
+        std::fs::read_dir(quorum.partition_dir(leader).join("checkpoints"))
+            .ok()?
+            .filter_map(|e| Some(e.ok()?.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(parse_file_name)
+                    .is_some_and(|f| {
+                        f.snapshot_id.end_offset == end as i64
+                            && matches!(f.state, SnapshotFileState::Frozen)
+                    })
+            })
+    });
+    let file_bytes = std::fs::read(&path).unwrap();
+    let name = parse_file_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    // Odd-sized chunks so region boundaries fall inside batches.
+    const CHUNK_BYTES: i32 = 1237;
+    let mut fetched = Vec::new();
+    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    loop {
+        let epoch = quorum.describe(leader).unwrap().partition.leader_epoch;
+        let request = Request::FetchSnapshot(FetchSnapshotRequest {
+            cluster_id: Some(CLUSTER_ID.to_string()),
+            replica_id: follower,
+            max_bytes: CHUNK_BYTES,
+            topics: vec![fetch_snapshot_request::TopicSnapshot {
+                name: "__cluster_metadata".into(),
+                partitions: vec![fetch_snapshot_request::PartitionSnapshot {
+                    partition: 0,
+                    current_leader_epoch: epoch,
+                    snapshot_id: fetch_snapshot_request::SnapshotId {
+                        end_offset: name.snapshot_id.end_offset,
+                        epoch: name.snapshot_id.epoch,
+                    },
+                    position: fetched.len() as i64,
+                    ..Default::default()
+                }],
+            }],
+        });
+        let Response::FetchSnapshot(response) = client.request(&request, 0).unwrap() else {
+            panic!("not a FetchSnapshot response");
+        };
+        let part = &response.topics[0].partitions[0];
+        assert_eq!(
+            (response.error_code, part.error_code),
+            (0, 0),
+            "{response:?}"
+        );
+        assert_eq!(part.size, file_bytes.len() as i64);
+        assert_eq!(part.position, fetched.len() as i64);
+        let bytes = part.unaligned_records.as_bytes().unwrap();
+        assert!(bytes.len() <= CHUNK_BYTES as usize);
+        if bytes.is_empty() {
+            break;
+        }
+        fetched.extend_from_slice(bytes);
+    }
+    assert_eq!(fetched.len(), file_bytes.len());
+    assert!(fetched == file_bytes, "fetched bytes differ from the file");
+}

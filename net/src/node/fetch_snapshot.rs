@@ -4,7 +4,10 @@
 //! answers synchronously, the node fills the bytes from the snapshot file (snapshots.rs) and the
 //! answers are shared fairly (`fair_share::water_fill`) under
 //! `min(request MaxBytes, replica.fetch.snapshot.response.max.bytes)` when the wire response is
-//! built. Outbound (follower): one partition per request, sent on the data lane.
+//! built. Zero copy: an answer whose bytes are a region of the frozen snapshot file is encoded
+//! as external records (the length prefix only) and its region, cut to the partition's share,
+//! goes to the socket with sendfile, as the Fetch path does. Outbound (follower): one
+//! partition per request, sent on the data lane.
 
 use ringlog_replication::fair_share::water_fill;
 use ringlog_replication::{self as core, NodeId, OffsetAndEpoch, PartitionId};
@@ -12,6 +15,7 @@ use ringlog_replication::{self as core, NodeId, OffsetAndEpoch, PartitionId};
 use super::convert::{HostedPartition, InboundPart, PartAnswer, PartitionTable, error_to_core};
 use crate::protocol::wire::{Records, Uuid};
 use crate::protocol::{ErrorCode, fetch_snapshot_request as req, fetch_snapshot_response as resp};
+use crate::server::{FileRegion, RecordsSource};
 
 /// The FetchSnapshot version the node sends (v0: no KIP-853 directory ids).
 pub const PEER_FETCH_SNAPSHOT_VERSION: i16 = 0;
@@ -62,12 +66,17 @@ pub fn request_parts(
 
 /// The wire response, with each partition's bytes cut to its fair share of
 /// `min(request MaxBytes, response_max_bytes)`: every partition gets at least the even split if
-/// it has that much, and what a short one leaves goes to the others.
+/// it has that much, and what a short one leaves goes to the others. An answer with a file
+/// region in `regions` (one entry per answer) has those bytes as its records: the response
+/// then holds `Records::External` for it and the returned sources, in token order, are the
+/// regions cut to their shares (empty when no answer has a region).
 pub fn response(
     parts: &[InboundPart],
     answers: &[PartAnswer],
+    regions: Vec<Option<FileRegion>>,
     response_max_bytes: u64,
-) -> resp::FetchSnapshotResponse {
+) -> (resp::FetchSnapshotResponse, Vec<RecordsSource>) {
+    debug_assert_eq!(answers.len(), regions.len());
     let request_max_bytes = parts
         .iter()
         .find_map(|p| match &p.target {
@@ -78,8 +87,12 @@ pub fn response(
     let cap = request_max_bytes.min(response_max_bytes);
     let demands: Vec<u64> = answers
         .iter()
-        .map(|a| match a {
-            PartAnswer::Core(core::Message::FetchSnapshotResponse(r)) => {
+        .zip(&regions)
+        .map(|(a, region)| match (a, region) {
+            (PartAnswer::Core(core::Message::FetchSnapshotResponse(_)), Some(region)) => {
+                u64::from(region.length)
+            }
+            (PartAnswer::Core(core::Message::FetchSnapshotResponse(r)), None) => {
                 r.unaligned_records.len() as u64
             }
             _ => 0,
@@ -87,10 +100,23 @@ pub fn response(
         .collect();
     let shares = water_fill(cap, &demands);
     let mut topics: Vec<resp::TopicSnapshot> = Vec::new();
-    for ((part, answer), share) in parts.iter().zip(answers).zip(shares) {
+    let mut sources = Vec::new();
+    for (((part, answer), share), region) in parts.iter().zip(answers).zip(shares).zip(regions) {
         let entry = match answer {
             PartAnswer::Core(core::Message::FetchSnapshotResponse(r)) => {
-                let bytes = r.unaligned_records.slice(..share as usize);
+                let unaligned_records = match region {
+                    Some(region) => {
+                        // A share never exceeds its demand, the region's u32 length.
+                        let length = u32::try_from(share).expect("share within the region");
+                        let records = Records::External {
+                            token: sources.len() as u64,
+                            size_bytes: length,
+                        };
+                        sources.push(RecordsSource::File(FileRegion { length, ..region }));
+                        records
+                    }
+                    None => Records::Bytes(r.unaligned_records.slice(..share as usize)),
+                };
                 resp::PartitionSnapshot {
                     index: part.index,
                     error_code: r.error_code.code(),
@@ -104,7 +130,7 @@ pub fn response(
                     },
                     size: r.size as i64,
                     position: r.position as i64,
-                    unaligned_records: Records::Bytes(bytes),
+                    unaligned_records,
                 }
             }
             PartAnswer::Error(e) => resp::PartitionSnapshot {
@@ -126,10 +152,13 @@ pub fn response(
             }),
         }
     }
-    resp::FetchSnapshotResponse {
-        topics,
-        ..Default::default()
-    }
+    (
+        resp::FetchSnapshotResponse {
+            topics,
+            ..Default::default()
+        },
+        sources,
+    )
 }
 
 /// A follower's FetchSnapshot for one partition as a wire request.

@@ -143,6 +143,9 @@ struct PendingRequest {
     version: i16,
     parts: Vec<InboundPart>,
     answers: Vec<Option<PartAnswer>>,
+    /// KIP-630: per answer slot, the snapshot file region holding that FetchSnapshot answer's
+    /// bytes (sent with sendfile).
+    snapshot_regions: Vec<Option<FileRegion>>,
     started_ms: u64,
 }
 
@@ -558,9 +561,16 @@ impl Node {
                     mut response,
                     max_bytes,
                 } => {
-                    self.fill_fetch_snapshot_response(partition, &mut response, max_bytes);
+                    let region =
+                        self.fill_fetch_snapshot_response(partition, &mut response, max_bytes);
                     let message = core::Message::FetchSnapshotResponse(response);
-                    self.answer_fifo(to, ApiKey::FetchSnapshot, partition, message)?;
+                    self.answer_fifo_with_region(
+                        to,
+                        ApiKey::FetchSnapshot,
+                        partition,
+                        message,
+                        region,
+                    )?;
                 }
                 Work::WriteSnapshotChunk {
                     snapshot_id,

@@ -15,7 +15,7 @@ use crate::protocol::wire::Records;
 use crate::protocol::{
     ApiKey, Request, RequestHeader, Response, encode_request, encode_response, fetch_response,
 };
-use crate::server::{RecordsSource, Reply};
+use crate::server::{FileRegion, RecordsSource, Reply};
 
 impl Node {
     pub(super) fn handle_request(
@@ -102,6 +102,7 @@ impl Node {
                 correlation_id: header.correlation_id,
                 api,
                 version: header.api_version,
+                snapshot_regions: vec![None; parts.len()],
                 parts,
                 answers,
                 started_ms: self.now_ms(),
@@ -183,11 +184,22 @@ impl Node {
                 }
                 Response::Fetch(response)
             }
-            ApiKey::FetchSnapshot => Response::FetchSnapshot(super::fetch_snapshot::response(
-                &pending.parts,
-                &answers,
-                u64::from(self.config.fetch_snapshot_response_max_bytes),
-            )),
+            ApiKey::FetchSnapshot => {
+                let (response, regions) = super::fetch_snapshot::response(
+                    &pending.parts,
+                    &answers,
+                    pending.snapshot_regions,
+                    u64::from(self.config.fetch_snapshot_response_max_bytes),
+                );
+                if !regions.is_empty() {
+                    pending.responder.reply(Reply::WithRecords {
+                        response: Response::FetchSnapshot(response),
+                        regions,
+                    });
+                    return Ok(());
+                }
+                Response::FetchSnapshot(response)
+            }
             other => unreachable!("{other:?} is not a quorum request"),
         };
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
@@ -310,9 +322,25 @@ impl Node {
         partition: PartitionId,
         message: core::Message,
     ) -> Result<(), NodeError> {
+        self.answer_fifo_with_region(to, api, partition, message, None)
+    }
+
+    /// [`Node::answer_fifo`] for a FetchSnapshot answer whose bytes are `region` of the
+    /// snapshot file (dropped, closing its descriptor, if no request waits for the answer).
+    pub(super) fn answer_fifo_with_region(
+        &mut self,
+        to: NodeId,
+        api: ApiKey,
+        partition: PartitionId,
+        message: core::Message,
+        region: Option<FileRegion>,
+    ) -> Result<(), NodeError> {
         let queue = self.fifo.entry((to, api, partition)).or_default();
         while let Some((id, slot)) = queue.pop_front() {
-            if self.pending.contains_key(&id) {
+            if let Some(pending) = self.pending.get_mut(&id) {
+                if pending.answers[slot].is_none() {
+                    pending.snapshot_regions[slot] = region;
+                }
                 self.fill(id, slot, PartAnswer::Core(message));
                 return self.maybe_complete(id);
             }

@@ -15,9 +15,12 @@
 //! (`cleanup.policy=delete`) keep their logs. While the metadata log holds a topic record no
 //! snapshot is taken (see `apply_committed`).
 //!
-//! FetchSnapshot bytes are read from the file region (`RawSnapshotReader::region`) into memory
-//! and sent as bytes: the node's send path for FetchSnapshot takes bytes today; the region
-//! (descriptor, position, length) is what a sendfile path would take instead.
+//! FetchSnapshot bytes are not copied through userspace: the leader answers with a region
+//! (its own descriptor of the frozen file, position, length) that the server sends with
+//! sendfile once the wire response is complete (fetch_snapshot.rs cuts each region to its
+//! partition's fair share); only a file the node cannot reopen is read into memory.
+
+use std::rc::Rc;
 
 use bytes::Bytes;
 use ringlog_engine::io::AnyIo;
@@ -34,6 +37,7 @@ use ringlog_replication::{self as core, OffsetAndEpoch, PartitionId, RecoveredSn
 
 use super::storage::{PartitionStore, StorageError};
 use super::{Node, NodeError};
+use crate::server::{FileRegion, RecordsSource};
 
 fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
     SnapshotId {
@@ -276,45 +280,69 @@ impl Node {
         Ok(any)
     }
 
-    /// Leader: fills a FetchSnapshot answer from the snapshot file.
+    /// Leader: fills a FetchSnapshot answer from the snapshot file. Returns the file region to
+    /// send with sendfile (the answer's bytes then stay empty); `None` when the answer is an
+    /// error or its bytes were read into memory.
     pub(super) fn fill_fetch_snapshot_response(
         &mut self,
         partition: PartitionId,
         response: &mut core::FetchSnapshotResponse,
         max_bytes: u32,
-    ) {
+    ) -> Option<FileRegion> {
         if response.error_code != core::ErrorCode::None {
-            return;
+            return None;
         }
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let limit = u64::from(max_bytes).min(u64::from(self.config.fetch_snapshot_max_bytes));
-        let read =
-            RawSnapshotReader::open(&mut self.io, &store.dir, engine_id(response.snapshot_id))
-                .and_then(|reader| {
-                    let result = reader.region(response.position, limit).and_then(|region| {
-                        reader
-                            .read_region(&mut self.io, &mut self.foreign, &region)
-                            .map(|bytes| (reader.size_bytes(), bytes))
-                    });
-                    let closed = reader.close(&mut self.io);
-                    let out = result?;
-                    closed?;
-                    Ok(out)
+        let io = &mut self.io;
+        let foreign = &mut self.foreign;
+        let read = RawSnapshotReader::open(io, &store.dir, engine_id(response.snapshot_id))
+            .and_then(|reader| {
+                let result = reader.region(response.position, limit).and_then(|region| {
+                    // A descriptor of our own, so the region outlives this reader and a
+                    // deletion of the snapshot before the bytes are on the socket.
+                    let source = match std::fs::File::open(reader.path()) {
+                        Ok(file) => RecordsSource::File(FileRegion {
+                            file: Rc::new(file),
+                            position: region.position,
+                            length: u32::try_from(region.len_bytes)
+                                .expect("a region is at most max_bytes, a u32"),
+                        }),
+                        Err(error) => {
+                            tracing::debug!(%error, "snapshot not reopenable; reading it");
+                            RecordsSource::Memory(reader.read_region(io, foreign, &region)?)
+                        }
+                    };
+                    Ok((reader.size_bytes(), source))
                 });
+                let closed = reader.close(io);
+                let out = result?;
+                closed?;
+                Ok(out)
+            });
         match read {
-            Ok((size, bytes)) => {
+            Ok((size, source)) => {
                 response.size = size;
-                response.unaligned_records = bytes;
+                match source {
+                    RecordsSource::Memory(bytes) => {
+                        response.unaligned_records = bytes;
+                        None
+                    }
+                    RecordsSource::File(region) => Some(region),
+                }
             }
             Err(SnapshotError::NotFound { .. } | SnapshotError::InvalidId { .. }) => {
                 response.error_code = core::ErrorCode::SnapshotNotFound;
+                None
             }
             Err(SnapshotError::PositionOutOfRange { .. }) => {
                 response.error_code = core::ErrorCode::PositionOutOfRange;
+                None
             }
             Err(error) => {
                 tracing::error!(%error, "reading a snapshot for FetchSnapshot");
                 response.error_code = core::ErrorCode::UnknownServerError;
+                None
             }
         }
     }
