@@ -1,6 +1,8 @@
 //! KIP-630 on real processes: a three-voter quorum with a low snapshot threshold takes
 //! snapshots and moves its log start; a follower whose disk is wiped (re-formatted) rejoins
-//! through FetchSnapshot and then holds every committed record.
+//! through FetchSnapshot and then holds every committed record. Topics survive snapshots: a
+//! topic whose record lies below every node's log start comes back after a full restart, and a
+//! wiped node learns it from the fetched snapshot.
 //!
 //! Free ports on 127.0.0.1, data in a temp folder, every child killed on drop; waits poll a
 //! condition up to a deadline, never a fixed time.
@@ -11,8 +13,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::{Client, QuorumView};
+use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use ringlog_net::node::client::{self, Client, QuorumView};
+use ringlog_net::protocol::{
+    Request, Response, create_topics_request, fetch_request, metadata_request, produce_request,
+};
 
 const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
@@ -335,7 +340,7 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
 fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
     use ringlog_engine::snapshot::SnapshotFileState;
     use ringlog_engine::snapshot::naming::parse_file_name;
-    use ringlog_net::protocol::{FetchSnapshotRequest, Request, Response, fetch_snapshot_request};
+    use ringlog_net::protocol::{FetchSnapshotRequest, fetch_snapshot_request};
 
     let quorum = Quorum::start(
         "controller.snapshot.minimum.records=400\n\
@@ -410,4 +415,207 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
     }
     assert_eq!(fetched.len(), file_bytes.len());
     assert!(fetched == file_bytes, "fetched bytes differ from the file");
+}
+
+// ---- topics survive snapshots ------------------------------------------------------------------
+
+/// Creates `topic` (one partition) through CreateTopics at whichever node is the controller.
+fn create_topic(quorum: &Quorum, topic: &str) {
+    eventually(Duration::from_secs(20), "the topic created", || {
+        let leader = quorum.leader(&quorum.running())?;
+        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).ok()?;
+        let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: topic.into(),
+                num_partitions: 1,
+                replication_factor: 3,
+                ..Default::default()
+            }],
+            timeout_ms: 5000,
+            validate_only: false,
+        });
+        let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
+            return None;
+        };
+        (r.topics[0].error_code == 0).then_some(())
+    })
+}
+
+/// The leader of `topic`-0 as node `asked` names it in Metadata, once that leader is reachable.
+fn topic_leader(quorum: &Quorum, asked: i32, topic: &str) -> Option<Client> {
+    let mut client = Client::connect(&quorum.address(asked), Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(topic.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let p = m.topics.first()?.partitions.first()?;
+    if m.topics[0].error_code != 0 || p.error_code != 0 {
+        return None;
+    }
+    let b = m.brokers.iter().find(|b| b.node_id == p.leader_id)?;
+    Client::connect(
+        &format!("{}:{}", b.host, b.port),
+        Duration::from_millis(500),
+    )
+    .ok()
+}
+
+/// Produces one record `value` to `topic`-0 (acks=all) through its leader.
+fn produce_to_topic(quorum: &Quorum, topic: &str, value: &str) {
+    let mut builder = RecordBatchBuilder::new(0);
+    builder.append(0, None, Some(value.as_bytes()), &[]);
+    let records: Bytes = builder.build().into_bytes();
+    eventually(
+        Duration::from_secs(20),
+        &format!("{value} produced"),
+        || {
+            let asked = *quorum.running().first()?;
+            let mut leader = topic_leader(quorum, asked, topic)?;
+            let request = Request::Produce(produce_request::ProduceRequest {
+                acks: -1,
+                timeout_ms: 5000,
+                topic_data: vec![produce_request::TopicProduceData {
+                    name: topic.into(),
+                    partition_data: vec![produce_request::PartitionProduceData {
+                        index: 0,
+                        records: Some(records.clone()),
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            let Ok(Response::Produce(r)) = leader.request(&request, 9) else {
+                return None;
+            };
+            (r.responses[0].partition_responses[0].error_code == 0).then_some(())
+        },
+    );
+}
+
+/// Every value of `topic`-0 up to its high-watermark, read through its leader.
+fn consume_topic(quorum: &Quorum, topic: &str) -> Option<Vec<String>> {
+    let asked = *quorum.running().first()?;
+    let mut leader = topic_leader(quorum, asked, topic)?;
+    let mut values = Vec::new();
+    let mut offset = 0;
+    loop {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            topics: vec![fetch_request::FetchTopic {
+                topic: topic.into(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: offset,
+                    partition_max_bytes: 1 << 20,
+                    current_leader_epoch: -1,
+                    last_fetched_epoch: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Ok(Response::Fetch(f)) = leader.request(&request, 12) else {
+            return None;
+        };
+        let data = &f.responses.first()?.partitions.first()?;
+        if data.error_code != 0 {
+            return None;
+        }
+        if offset >= data.high_watermark {
+            return Some(values);
+        }
+        let before = offset;
+        for batch in BatchIter::new(client::fetched_records(data)) {
+            let batch = batch.ok()?;
+            offset = batch.next_offset();
+            if batch.is_control() {
+                continue;
+            }
+            for record in batch.records().ok()? {
+                values.push(String::from_utf8(record.ok()?.value()?.to_vec()).ok()?);
+            }
+        }
+        if offset == before {
+            return None;
+        }
+    }
+}
+
+/// Topic records are keyed by topic name, so the metadata snapshot keeps the topic: once every
+/// node's metadata log starts past the topic's record, a full restart brings the topic back
+/// (from the snapshot), and a wiped node learns it through FetchSnapshot.
+#[test]
+fn topics_survive_snapshots_restarts_and_fetch_snapshot() {
+    let mut quorum = Quorum::start(
+        "controller.snapshot.minimum.records=400\n\
+         metadata.log.max.record.bytes.between.snapshots=1\n\
+         metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n",
+    );
+    eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&[1, 2, 3])
+    });
+    create_topic(&quorum, "orders");
+    produce_to_topic(&quorum, "orders", "before-snapshot");
+    quorum.produce(0, 120);
+    for id in 1..=3 {
+        let dir = quorum.partition_dir(id);
+        eventually(
+            Duration::from_secs(20),
+            &format!("node {id}'s metadata log start past the topic record"),
+            || {
+                let first = *segment_bases(&dir).first()?;
+                (first > 0 && !checkpoints(&dir).is_empty()).then_some(())
+            },
+        );
+    }
+
+    // Every node restarts with the topic record only in its snapshot.
+    for id in 1..=3 {
+        quorum.kill(id);
+    }
+    for id in 1..=3 {
+        quorum.start_node(id);
+    }
+    produce_to_topic(&quorum, "orders", "after-restart");
+    let values = eventually(Duration::from_secs(20), "orders consumed", || {
+        consume_topic(&quorum, "orders")
+    });
+    assert_eq!(values, ["before-snapshot", "after-restart"]);
+
+    // A wiped node (not the metadata leader) learns the topic from the fetched snapshot.
+    let leader = eventually(Duration::from_secs(10), "a leader", || {
+        quorum.leader(&quorum.running())
+    });
+    let wiped = (1..=3).find(|&id| id != leader).unwrap();
+    quorum.kill(wiped);
+    std::fs::remove_dir_all(quorum.data(wiped)).unwrap();
+    quorum.format(wiped);
+    quorum.start_node(wiped);
+    let wiped_dir = quorum.partition_dir(wiped);
+    eventually(
+        Duration::from_secs(20),
+        "a fetched snapshot on the wiped node",
+        || checkpoints(&wiped_dir).first().copied(),
+    );
+    eventually(
+        Duration::from_secs(20),
+        "the wiped node to serve the topic's metadata",
+        || topic_leader(&quorum, wiped, "orders"),
+    );
+    assert!(quorum.data(wiped).join("orders-0").is_dir());
+    produce_to_topic(&quorum, "orders", "after-wipe");
+    let values = eventually(Duration::from_secs(20), "orders consumed", || {
+        consume_topic(&quorum, "orders")
+    });
+    assert_eq!(values, ["before-snapshot", "after-restart", "after-wipe"]);
 }

@@ -12,8 +12,9 @@
 //! writer fed a frozen copy).
 //!
 //! Which partitions: only `__cluster_metadata-0` (KRaft's snapshotted log); topic partitions
-//! (`cleanup.policy=delete`) keep their logs. While the metadata log holds a topic record no
-//! snapshot is taken (see `apply_committed`).
+//! (`cleanup.policy=delete`) keep their logs. Topic records are keyed by topic name
+//! (topics.rs), so the snapshot keeps every topic and the topic image is derived from the
+//! key-value state.
 //!
 //! FetchSnapshot bytes are not copied through userspace: the leader answers with a region
 //! (its own descriptor of the frozen file, position, length) that the server sends with
@@ -212,20 +213,6 @@ impl Node {
         else {
             return Ok(());
         };
-        if snapshots
-            .state_machine
-            .get(super::topics::TOPIC_RECORD_KEY)
-            .is_some()
-        {
-            // The topic image (topics.rs) is rebuilt from the metadata log's topic records, all
-            // under one key, which a key-value snapshot would collapse to the last one: while a
-            // topic record exists the log keeps every record (no snapshot, no log start move).
-            tracing::debug!(
-                partition,
-                "snapshot skipped: the metadata log holds topic records"
-            );
-            return Ok(());
-        }
         let end_offset = end_offset as u64;
         // The epoch of the record at end_offset - 1.
         let epoch = epoch_cache

@@ -4,13 +4,17 @@
 //! (`<metadata.log.dir>/<topic>-<partition>`). Format of the record (docs/clients.md):
 //!
 //! ```text
-//! key   = "ringlog.topic.v1"
+//! key   = "ringlog.topic.v2/<topic>"
 //! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete"
 //! ```
 //!
-//! Records with any other key (a client may produce to the metadata topic) are not metadata
-//! and are skipped. A record for a topic the image already holds changes nothing (first one
-//! wins), so a retried or forwarded creation cannot create a topic twice.
+//! Keyed by the topic's name, the metadata partition's key-value state machine holds exactly
+//! one record per topic, so a KIP-630 snapshot of it keeps every topic, and the image is
+//! derived from that state (snapshot loaded + log applied after it), not by replaying the log.
+//! Records with any other key (a client may produce to the metadata topic, or the
+//! `ringlog.topic.v1` records of before this format, all under one key) are not topics. A record
+//! for a topic the image already holds changes nothing on a running node (first one wins), so
+//! a retried or forwarded creation cannot start a topic twice.
 //!
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
@@ -21,8 +25,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+use bytes::Bytes;
+use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_engine::log::LogConfig;
+use ringlog_replication::state_machine::StateMachine;
 use ringlog_replication::{PartitionId, QuorumConfig, Raft};
 
 use super::convert::{self, HostedPartition};
@@ -36,13 +42,20 @@ use crate::protocol::{
     create_topics_response as ct_resp, encode_response,
 };
 
-pub const TOPIC_RECORD_KEY: &[u8] = b"ringlog.topic.v1";
+/// A topic record's key is this prefix followed by the topic's name, so the metadata
+/// partition's key-value state (and so its snapshot) holds one entry per topic.
+pub const TOPIC_RECORD_KEY_PREFIX: &[u8] = b"ringlog.topic.v2/";
+
+/// The key of `name`'s topic record.
+pub fn topic_record_key(name: &str) -> Vec<u8> {
+    let mut key = TOPIC_RECORD_KEY_PREFIX.to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
+}
 /// Kafka's limit on a topic name's length.
 const TOPIC_NAME_MAX_LEN: usize = 249;
 /// CreateTopics version used to forward an auto-creation to the controller.
 const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
-/// How many bytes the image reads from the metadata log at a time.
-const APPLY_CHUNK_BYTES: u32 = 1 << 20;
 
 /// One topic of the metadata image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +214,7 @@ impl Node {
             .map_or(0, |d| d.as_millis() as i64);
         builder.append(
             now_wall,
-            Some(TOPIC_RECORD_KEY),
+            Some(&topic_record_key(&record.name)),
             Some(&record.encode_value()),
             &[],
         );
@@ -421,55 +434,40 @@ impl Node {
 
     // ---- the metadata image -------------------------------------------------------------------
 
-    /// Applies the committed metadata records not applied yet, starting the partitions of new
-    /// topics, then answers the CreateTopics waiting for them.
+    /// Brings the topic image up to the metadata partition's key-value state (which holds the
+    /// latest snapshot plus every committed record applied after it, snapshots.rs), starting
+    /// the partitions of new topics, then answers the CreateTopics waiting for them.
+    ///
+    /// The image is derived from the key-value state, not from a replay of the log: the log
+    /// below its start is gone once a snapshot covers it, and the state is what a snapshot
+    /// keeps (one entry per topic, keyed by its name).
     pub(super) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
         let partition = self.metadata_partition_id();
-        let high_watermark = self.stores[&partition].high_watermark;
-        let mut created = Vec::new();
-        // KIP-630: records below the log start are in a snapshot, which holds no topic record
-        // (snapshots.rs takes none while one exists).
-        let log_start_offset = self.stores[&partition].log.log_start_offset() as u64;
-        let image = &mut self.handlers.topics.applied_offset;
-        *image = (*image).max(log_start_offset);
-        while self.handlers.topics.applied_offset < high_watermark {
-            let from = self.handlers.topics.applied_offset;
-            let store = self.stores.get_mut(&partition).expect("hosted");
-            let bytes = store.read(&mut self.io, from, APPLY_CHUNK_BYTES)?;
-            let mut next = from;
-            for batch in BatchIter::new(bytes) {
-                let Ok(batch) = batch else { break };
-                if batch.last_offset() as u64 >= high_watermark {
-                    break;
-                }
-                next = batch.next_offset() as u64;
-                if batch.is_control() {
-                    continue;
-                }
-                let Ok(records) = batch.records() else {
-                    continue;
-                };
-                for record in records.flatten() {
-                    if record.key().map(|k| &k[..]) != Some(TOPIC_RECORD_KEY) {
-                        continue;
-                    }
-                    match record.value().map(|v| TopicRecord::decode_value(v)) {
-                        Some(Ok(topic)) => created.push(topic),
-                        Some(Err(error)) => {
-                            tracing::warn!(%error, offset = record.offset(), "metadata record skipped")
-                        }
-                        None => {}
-                    }
-                }
-            }
-            if next == from {
-                break;
-            }
-            self.handlers.topics.applied_offset = next;
+        let state_machine = &self.stores[&partition].snapshots.state_machine;
+        let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
+        if applied == self.handlers.topics.applied_offset && !self.handlers.topics.image.is_empty()
+        {
+            return self.answer_creates();
         }
-        self.collect_foreign();
-        for topic in created {
+        let mut present = Vec::new();
+        let prefix = Bytes::from_static(TOPIC_RECORD_KEY_PREFIX);
+        for (key, value) in state_machine.entries().range(prefix..) {
+            let Some(name) = key.strip_prefix(TOPIC_RECORD_KEY_PREFIX) else {
+                break;
+            };
+            match TopicRecord::decode_value(value) {
+                Ok(topic) if topic.name.as_bytes() == name => present.push(topic),
+                Ok(topic) => {
+                    tracing::warn!(topic = %topic.name, "topic record under another topic's key skipped")
+                }
+                Err(error) => tracing::warn!(%error, "topic record skipped"),
+            }
+        }
+        self.handlers.topics.applied_offset = applied;
+        for topic in present {
             self.handlers.topics.proposed.remove(&topic.name);
+            // First one wins: a later record for a known name (a retried creation committed
+            // twice across a controller change) does not restart the topic.
             if self.handlers.topics.image.contains_key(&topic.name) {
                 continue;
             }
