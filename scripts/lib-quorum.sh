@@ -2,6 +2,7 @@
 # free 127.0.0.1 ports from a release build, with a metrics listener per node.
 #
 #   start_quorum FOLDER      formats and starts nodes 1..3; sets PORTS[i], METRICS[i], PIDS[i]
+#                            (EXTRA_PROPS: more lines for every node's properties)
 #   leader_id                prints the id of the node whose metrics say current-state=leader
 #   stop_quorum              SIGTERM to every node, then waits for them
 
@@ -27,6 +28,7 @@ controller.quorum.voters=$voters
 listeners=127.0.0.1:${PORTS[$id]}
 metrics.listener=127.0.0.1:${METRICS[$id]}
 metadata.log.dir=$folder/node-$id
+${EXTRA_PROPS:-}
 PROPS
     "$RINGLOG" format --cluster-id "$cluster_id" --config "$folder/node-$id.properties" >/dev/null
     RUST_LOG=warn "$RINGLOG" serve --config "$folder/node-$id.properties" 2>"$folder/node-$id.log" &

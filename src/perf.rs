@@ -5,6 +5,8 @@
 //!   flight per client, so N is the concurrency) with the chosen acks, for `--duration-secs`.
 //! - `fetch`: N client threads, each reading the committed log from `--from-offset` to the
 //!   high-watermark seen at start with consumer Fetch requests of `--max-bytes`.
+//! - `fetch-snapshot`: one client downloading the leader's frozen snapshot `--snapshot` with
+//!   FetchSnapshot requests of `--max-bytes` from position 0 to its Size, as a new follower.
 //! - `sendfile-baseline`: a plain `sendfile(2)` of a file over a loopback TCP connection to a
 //!   reader thread, the ceiling a zero-copy Fetch or FetchSnapshot is compared with.
 //!
@@ -28,6 +30,9 @@ pub enum PerfCommand {
     Append(AppendArgs),
     /// Consumer-fetch load: N clients each read the committed log.
     Fetch(FetchArgs),
+    /// KIP-630 download: FetchSnapshot of the leader's frozen snapshot FILE (its name gives
+    /// the snapshot id), chunk after chunk from position 0 to its Size, as a new follower does.
+    FetchSnapshot(FetchSnapshotArgs),
     /// Baseline: sendfile(2) of FILE over a loopback connection, read and discarded.
     SendfileBaseline {
         file: std::path::PathBuf,
@@ -70,12 +75,28 @@ pub struct FetchArgs {
     from_offset: i64,
 }
 
+#[derive(Args)]
+pub struct FetchSnapshotArgs {
+    /// Any node of the quorum; the leader is found with DescribeQuorum.
+    #[arg(long)]
+    bootstrap: String,
+    /// The snapshot file in the leader's `checkpoints/` folder.
+    #[arg(long)]
+    snapshot: std::path::PathBuf,
+    /// The fetching replica: a voter other than the leader.
+    #[arg(long)]
+    replica_id: i32,
+    #[arg(long, default_value_t = 8 << 20)]
+    max_bytes: i32,
+}
+
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(command: PerfCommand) -> Result<(), String> {
     match command {
         PerfCommand::Append(args) => append(args),
         PerfCommand::Fetch(args) => fetch(args),
+        PerfCommand::FetchSnapshot(args) => fetch_snapshot(args),
         PerfCommand::SendfileBaseline { file, repeat } => sendfile_baseline(&file, repeat),
     }
 }
@@ -309,6 +330,74 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
 
 /// A reader thread drains a loopback socket while this thread `sendfile`s the whole file into
 /// it: the same kernel path a zero-copy Fetch takes, without any protocol around it.
+fn fetch_snapshot(args: FetchSnapshotArgs) -> Result<(), String> {
+    use ringlog_engine::snapshot::naming::parse_file_name;
+    use ringlog_net::protocol::{FetchSnapshotRequest, Request, Response, fetch_snapshot_request};
+
+    let name = args
+        .snapshot
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_file_name)
+        .ok_or_else(|| format!("{}: not a snapshot file name", args.snapshot.display()))?;
+    let mut client = client::connect_to_leader(&args.bootstrap, CLIENT_TIMEOUT)
+        .map_err(|e| format!("connecting to the leader: {e}"))?;
+    let epoch = client
+        .describe_quorum()
+        .map_err(|e| e.to_string())?
+        .partition
+        .leader_epoch;
+    let mut totals = Totals::new();
+    let mut position = 0i64;
+    let started = Instant::now();
+    loop {
+        let request = Request::FetchSnapshot(FetchSnapshotRequest {
+            cluster_id: None,
+            replica_id: args.replica_id,
+            max_bytes: args.max_bytes,
+            topics: vec![fetch_snapshot_request::TopicSnapshot {
+                name: "__cluster_metadata".into(),
+                partitions: vec![fetch_snapshot_request::PartitionSnapshot {
+                    partition: 0,
+                    current_leader_epoch: epoch,
+                    snapshot_id: fetch_snapshot_request::SnapshotId {
+                        end_offset: name.snapshot_id.end_offset,
+                        epoch: name.snapshot_id.epoch,
+                    },
+                    position,
+                    ..Default::default()
+                }],
+            }],
+        });
+        let sent = Instant::now();
+        let Response::FetchSnapshot(response) =
+            client.request(&request, 0).map_err(|e| e.to_string())?
+        else {
+            return Err("not a FetchSnapshot response".into());
+        };
+        totals.record_latency(sent.elapsed());
+        let part = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or("a FetchSnapshot response without the partition")?;
+        if response.error_code != 0 || part.error_code != 0 {
+            return Err(format!(
+                "FetchSnapshot at {position}: error {} / {}",
+                response.error_code, part.error_code
+            ));
+        }
+        let length = part.unaligned_records.size_bytes() as i64;
+        totals.bytes += length as u64;
+        position += length;
+        if length == 0 || position >= part.size {
+            break;
+        }
+    }
+    totals.report("fetch-snapshot", started.elapsed());
+    Ok(())
+}
+
 fn sendfile_baseline(path: &std::path::Path, repeat: u32) -> Result<(), String> {
     use std::io::Read;
     use std::os::fd::AsRawFd;

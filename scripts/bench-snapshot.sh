@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# KIP-630 FetchSnapshot throughput beside its same-run baseline (docs/benchmarks.md):
+# a three-voter quorum on loopback takes a snapshot of __cluster_metadata-0; its frozen file on
+# the leader is then replaced (same name, atomic rename) by a SNAPSHOT_BYTES file, and
+# `ringlog perf fetch-snapshot` downloads it chunk by chunk from the leader as a new follower
+# does (FetchSnapshot requests, replica.fetch.snapshot.max.bytes per response, served with
+# sendfile), beside `ringlog perf sendfile-baseline` of the same file over loopback.
+# The replaced file is not a valid snapshot: only the leader's serving path is timed (the
+# leader does not validate the frozen files it serves; a real follower would reject it).
+#
+#   scripts/bench-snapshot.sh                  (SNAPSHOT_BYTES=536870912 MAX_BYTES=8388608)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+snapshot_bytes="${SNAPSHOT_BYTES:-536870912}"
+max_bytes="${MAX_BYTES:-8388608}"
+
+cargo build --quiet --release --bin ringlog
+export EXTRA_PROPS="controller.snapshot.minimum.records=400
+metadata.log.max.record.bytes.between.snapshots=1
+replica.fetch.snapshot.max.bytes=$max_bytes"
+source scripts/lib-quorum.sh
+folder="$PWD/target/bench-snapshot"
+start_quorum "$folder"
+trap stop_quorum EXIT
+leader="$(leader_id)"
+"$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 \
+  --batch-records 16 --record-size 1024 --acks all --duration-secs 2 >/dev/null
+checkpoints="$folder/node-$leader/__cluster_metadata-0/checkpoints"
+deadline=$((SECONDS + 30))
+until ls "$checkpoints"/*.checkpoint >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || { echo "no snapshot on the leader within 30 s" >&2; exit 1; }
+  sleep 0.2
+done
+snapshot="$(ls "$checkpoints"/*.checkpoint | tail -1)"
+head -c "$snapshot_bytes" /dev/urandom > "$checkpoints/bench.tmp"
+mv "$checkpoints/bench.tmp" "$snapshot"
+follower=1; [ "$leader" = 1 ] && follower=2
+echo "snapshot: $snapshot ($(stat -c %s "$snapshot") bytes), leader $leader, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Warm the page cache the same way for both: each reads the file once before it is timed.
+cat "$snapshot" > /dev/null
+for round in 1 2 3; do
+  "$RINGLOG" perf fetch-snapshot --bootstrap "127.0.0.1:${PORTS[$leader]}" \
+    --snapshot "$snapshot" --replica-id "$follower" --max-bytes "$max_bytes"
+  "$RINGLOG" perf sendfile-baseline "$snapshot"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
