@@ -132,6 +132,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
 enum Wake {
     Signal,
     Event(Option<Event>),
+    SnapshotDone(snapshots::SnapshotDone),
     Timer,
 }
 
@@ -169,6 +170,10 @@ struct Held {
 
 pub(crate) struct Node {
     config: NodeConfig,
+    /// Snapshot writer threads report completion here (snapshots.rs); the loop takes the
+    /// receiver when it starts.
+    snapshot_done_tx: UnboundedSender<snapshots::SnapshotDone>,
+    snapshot_done_rx: Option<UnboundedReceiver<snapshots::SnapshotDone>>,
     cluster_id: String,
     table: PartitionTable,
     multi: MultiRaft,
@@ -272,7 +277,10 @@ impl Node {
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let (snapshot_done_tx, snapshot_done_rx) = unbounded_channel();
         Ok(Node {
+            snapshot_done_tx,
+            snapshot_done_rx: Some(snapshot_done_rx),
             config,
             cluster_id,
             table,
@@ -310,6 +318,10 @@ impl Node {
         use tokio::signal::unix::{SignalKind, signal};
         let mut terminate = signal(SignalKind::terminate()).map_err(NodeError::Runtime)?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(NodeError::Runtime)?;
+        let mut snapshot_done = self
+            .snapshot_done_rx
+            .take()
+            .expect("the event loop runs once");
         loop {
             let now = self.now_ms();
             let (work, next_deadline_ms) = self.multi.tick(now)?;
@@ -343,6 +355,8 @@ impl Node {
                 _ = terminate.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
                 _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
                 event = events.recv() => Wake::Event(event),
+                // Never None: the node holds a sender.
+                Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
                 _ = sleep => Wake::Timer,
             };
             // Only the wait counts as idle (poll-idle-ratio), not the event's handling.
@@ -360,6 +374,7 @@ impl Node {
                         }
                     }
                 }
+                Wake::SnapshotDone(done) => self.on_snapshot_generated(done)?,
                 Wake::Timer => {}
             }
         }

@@ -2,14 +2,15 @@
 //! serving FetchSnapshot from the files, writing and installing fetched snapshots, moving the
 //! log start and deleting old snapshots (docs/snapshots.md).
 //!
-//! Where the work runs: on the event loop, between two work items, like every other storage
-//! step of the node. Applying committed batches reads them back from the log once the
-//! high-watermark passes them; taking a snapshot encodes and writes the whole key-value state in
-//! one step (`write_snapshot`: `.part`, fdatasync, rename, folder fsync). That step is bounded by
-//! the state's size, not by the log's, and happens at most once per
-//! `controller.snapshot.minimum.records` committed records; it does block appends and fetches
-//! for its duration, which is the known limit (a state of tens of MB would want a background
-//! writer fed a frozen copy).
+//! Where the work runs: applying committed batches runs on the event loop (it reads them back
+//! from the log once the high-watermark passes them). Generating a snapshot does not (issue #4):
+//! the loop takes the key-value state at the snapshot's end offset (a clone of the
+//! `BTreeMap<Bytes, Bytes>`: refcounted handles, no byte copies), and a `snapshot-writer`
+//! thread with its own plain-syscall backend encodes and writes it (`write_snapshot`: `.part`,
+//! fdatasync, rename, folder fsync). Completion comes back through a channel the loop selects
+//! on (`SnapshotDone`), and the loop then reports it to the core (`on_snapshot_written`). At
+//! most one generation per partition runs at a time; a crash mid-write leaves a `.part` that
+//! `recover` removes at the next start.
 //!
 //! Which partitions: only `__cluster_metadata-0` (KRaft's snapshotted log); topic partitions
 //! (`cleanup.policy=delete`) keep their logs. Topic records are keyed by topic name
@@ -24,7 +25,7 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use ringlog_engine::io::AnyIo;
+use ringlog_engine::io::{AnyIo, SyscallIo};
 use ringlog_engine::log::PartitionLog;
 use ringlog_engine::snapshot::{
     PartPolicy, RawSnapshotReader, RawSnapshotWriter, SnapshotError, SnapshotId,
@@ -58,6 +59,14 @@ fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> 
     }
 }
 
+/// A writer thread's report: the snapshot is frozen (renamed, fsynced), or the error.
+#[derive(Debug)]
+pub struct SnapshotDone {
+    partition: PartitionId,
+    snapshot_id: OffsetAndEpoch,
+    result: Result<(), String>,
+}
+
 /// One partition's snapshot state.
 #[derive(Default)]
 pub struct PartitionSnapshots {
@@ -66,6 +75,8 @@ pub struct PartitionSnapshots {
     last_snapshot_ms: u64,
     /// The snapshot being fetched from the leader.
     fetching: Option<RawSnapshotWriter>,
+    /// The snapshot a writer thread is generating: at most one per partition at a time.
+    generating: Option<OffsetAndEpoch>,
     /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
     pub written: Vec<OffsetAndEpoch>,
 }
@@ -209,6 +220,10 @@ impl Node {
             now_ms,
             last_snapshot_ms: snapshots.last_snapshot_ms,
         };
+        if snapshots.generating.is_some() {
+            // Never two generations at once: the next decision follows its completion.
+            return Ok(());
+        }
         let SnapshotDecision::Snapshot { end_offset, reason } = policy::decide(&policy, &progress)
         else {
             return Ok(());
@@ -224,22 +239,80 @@ impl Node {
             .unwrap_or(0);
         let id = OffsetAndEpoch::new(end_offset, epoch);
         let format = snapshots.state_machine.snapshot_format();
-        let state_machine = &snapshots.state_machine;
-        write_snapshot(
-            &mut self.io,
-            &mut self.foreign,
-            &store.dir,
-            engine_id(id),
-            &format,
-            now_ms as i64,
-            |sink| state_machine.snapshot_records(sink),
-        )
-        .map_err(StorageError::from)?;
+        // The state at end_offset, taken on the loop: cloning the map copies refcounted
+        // handles, not the keys' and values' bytes. The file is written off the loop.
+        let entries = snapshots.state_machine.entries().clone();
+        let dir = store.dir.clone();
+        let done = self.snapshot_done_tx.clone();
+        // The counters restart at the snapshot's point, not at the write's completion.
         snapshots.state_machine.on_snapshot_taken();
-        snapshots.latest_snapshot_id = Some(id);
         snapshots.last_snapshot_ms = now_ms;
-        snapshots.written.push(id);
-        tracing::info!(partition, snapshot = ?id, ?reason, "snapshot taken");
+        snapshots.generating = Some(id);
+        std::thread::Builder::new()
+            .name("snapshot-writer".into())
+            .spawn(move || {
+                // Its own plain-syscall backend: the loop's io_uring ring is not shared.
+                let mut io = SyscallIo::for_dir(&dir);
+                let mut foreign = Vec::new();
+                let result = write_snapshot(
+                    &mut io,
+                    &mut foreign,
+                    &dir,
+                    engine_id(id),
+                    &format,
+                    now_ms as i64,
+                    |sink| {
+                        for (key, value) in &entries {
+                            sink.append_record(Some(key), Some(value));
+                        }
+                    },
+                )
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+                // The loop is gone only at exit; the .part is then removed at the next start.
+                let _ = done.send(SnapshotDone {
+                    partition,
+                    snapshot_id: id,
+                    result,
+                });
+            })
+            .map_err(NodeError::Runtime)?;
+        tracing::info!(partition, snapshot = ?id, ?reason, "snapshot generation started");
+        Ok(())
+    }
+
+    /// A writer thread finished: a frozen snapshot is reported to the core (in `pump`, after
+    /// the work list); a failed one is logged and the policy decides again later.
+    pub(super) fn on_snapshot_generated(&mut self, done: SnapshotDone) -> Result<(), NodeError> {
+        let SnapshotDone {
+            partition,
+            snapshot_id,
+            result,
+        } = done;
+        let Some(store) = self.stores.get_mut(&partition) else {
+            return Ok(());
+        };
+        let snapshots = &mut store.snapshots;
+        debug_assert_eq!(snapshots.generating, Some(snapshot_id));
+        snapshots.generating = None;
+        match result {
+            Ok(())
+                if snapshots
+                    .latest_snapshot_id
+                    .is_none_or(|latest| latest.offset < snapshot_id.offset) =>
+            {
+                snapshots.latest_snapshot_id = Some(snapshot_id);
+                snapshots.written.push(snapshot_id);
+                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken");
+            }
+            // A snapshot fetched from the leader and installed meanwhile is at least as new.
+            Ok(()) => {
+                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken, superseded by an installed one")
+            }
+            Err(error) => {
+                tracing::error!(partition, snapshot = ?snapshot_id, %error, "snapshot generation failed")
+            }
+        }
         Ok(())
     }
 
