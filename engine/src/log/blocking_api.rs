@@ -96,14 +96,7 @@ impl PartitionLog {
         self.durable_end_offset = new_end_offset;
         self.flush_requested_offset = new_end_offset;
         if self.epoch_cache.truncate_from_end(new_end_offset) {
-            let path = self.epoch_checkpoint_path();
-            self.epoch_cache
-                .persist(io, &path, &mut self.foreign)
-                .map_err(|source| LogError::EpochCache {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
-            self.epoch_cache_dirty = false;
+            self.persist_epoch_cache(io)?;
         }
         Ok(new_end_offset)
     }
@@ -144,13 +137,7 @@ impl PartitionLog {
             io.sync_dir(&self.dir)?;
         }
         if self.epoch_cache.truncate_from_start(offset) {
-            let path = self.epoch_checkpoint_path();
-            self.epoch_cache
-                .persist(io, &path, &mut self.foreign)
-                .map_err(|source| LogError::EpochCache {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
+            self.persist_epoch_cache(io)?;
         }
         Ok(removed.len())
     }

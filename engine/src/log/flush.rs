@@ -377,14 +377,7 @@ impl PartitionLog {
         if self.epoch_cache_dirty {
             // Rare (a new epoch): written before the chain so the blocking write cannot swallow
             // one of our own completions.
-            let path = self.epoch_checkpoint_path();
-            self.epoch_cache
-                .persist(io, &path, &mut self.foreign)
-                .map_err(|source| LogError::EpochCache {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
-            self.epoch_cache_dirty = false;
+            self.persist_epoch_cache(io)?;
         }
         if self.segments[index].file.is_none() {
             self.create_segment_files(io, index)?;

@@ -397,6 +397,21 @@ impl PartitionLog {
         self.dir.join(LEADER_EPOCH_CHECKPOINT_FILE_NAME)
     }
 
+    /// Write the whole leader-epoch cache to its checkpoint now (blocking: tmp, fsync, rename)
+    /// and mark it clean. Called where the cache changed with the log (a new epoch, a
+    /// truncation, a log start advance, a reset).
+    fn persist_epoch_cache<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        let path = self.epoch_checkpoint_path();
+        self.epoch_cache
+            .persist(io, &path, &mut self.foreign)
+            .map_err(|source| LogError::EpochCache {
+                dir: self.dir.clone(),
+                source,
+            })?;
+        self.epoch_cache_dirty = false;
+        Ok(())
+    }
+
     /// Frame and CRC-check every batch of an append (no copy: `Bytes` slices).
     fn split_batches(&self, bytes: &Bytes) -> Result<Vec<BatchMeta>, LogError> {
         let mut metas = Vec::new();

@@ -35,14 +35,7 @@ impl PartitionLog {
         self.durable_end_offset = offset;
         self.flush_requested_offset = offset;
         if self.epoch_cache.truncate_from_end(0) || self.epoch_cache_dirty {
-            let path = self.epoch_checkpoint_path();
-            self.epoch_cache
-                .persist(io, &path, &mut self.foreign)
-                .map_err(|source| LogError::EpochCache {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
-            self.epoch_cache_dirty = false;
+            self.persist_epoch_cache(io)?;
         }
         Ok(())
     }
