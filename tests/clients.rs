@@ -6,7 +6,6 @@
 //! One cluster at a time (`SERIAL`), short Raft timeouts (election 300 ms, fetch 600 ms).
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -20,22 +19,15 @@ use ringlog_net::protocol::{
     metadata_request, produce_request,
 };
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod quorum;
+use quorum::{RINGLOG, free_port, log_tails};
 
-const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct NodeProcess {
@@ -130,17 +122,7 @@ impl Cluster {
     }
 
     fn dump_logs(&self) -> String {
-        let mut out = String::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(20).collect();
-            out.push_str(&format!("--- node {} ---\n", node.id));
-            for line in tail.into_iter().rev() {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
+        log_tails(self.nodes.iter().map(|n| (n.id, n.log.as_path())), 20)
     }
 }
 

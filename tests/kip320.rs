@@ -13,7 +13,6 @@
 //!
 //! The harness waits on conditions with deadlines and kills every child when dropped.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,33 +24,11 @@ use ringlog_net::clients::consumer::{
 use ringlog_net::clients::producer::{Producer, ProducerConfig};
 use ringlog_net::node::client::{Client, QuorumView};
 
-const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+mod quorum;
+use quorum::{RINGLOG, eventually, free_port, log_tails};
+
 const TOPIC: &str = "__cluster_metadata";
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
-
-/// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
-fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        // The pause between two probes of a condition, not a wait for the condition itself.
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Node {
     id: i32,
@@ -180,17 +157,7 @@ impl Cluster {
     }
 
     fn dump_logs(&self) -> String {
-        let mut out = String::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(20).collect();
-            out.push_str(&format!("--- node {} ---\n", node.id));
-            for line in tail.into_iter().rev() {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
+        log_tails(self.nodes.iter().map(|n| (n.id, n.log.as_path())), 20)
     }
 }
 

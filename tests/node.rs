@@ -5,7 +5,6 @@
 //! The tests share two cores, so they run one cluster at a time (`SERIAL`) with short timeouts
 //! (election 300 ms, fetch 600 ms) to keep the file fast.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -15,39 +14,17 @@ use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::node::client::{self, Client, QuorumView};
 
+mod quorum;
+use quorum::{RINGLOG, eventually, free_port, log_tails};
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
-fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        // The pause between two probes of a condition, not a wait for the condition itself.
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct NodeProcess {
@@ -207,17 +184,7 @@ impl Cluster {
     }
 
     fn dump_logs(&self) -> String {
-        let mut out = String::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            out.push_str(&format!("--- node {} ---\n", node.id));
-            for line in tail.into_iter().rev() {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
+        log_tails(self.nodes.iter().map(|n| (n.id, n.log.as_path())), 15)
     }
 }
 

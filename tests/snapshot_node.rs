@@ -7,10 +7,9 @@
 //! Free ports on 127.0.0.1, data in a temp folder, every child killed on drop; waits poll a
 //! condition up to a deadline, never a fixed time.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
@@ -19,32 +18,11 @@ use ringlog_net::protocol::{
     Request, Response, create_topics_request, fetch_request, metadata_request, produce_request,
 };
 
-const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+mod quorum;
+use quorum::{RINGLOG, eventually, free_port, log_tails};
+
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const PARTITION_DIR: &str = "__cluster_metadata-0";
-
-fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        // The pause between two probes of a condition, not a wait for the condition itself.
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Quorum {
     dir: tempfile::TempDir,
@@ -186,24 +164,10 @@ impl Quorum {
     }
 
     fn dump_logs(&self) -> String {
-        let mut out = String::new();
-        for id in 1..=3 {
-            let text = std::fs::read_to_string(self.dir.path().join(format!("node-{id}.log")))
-                .unwrap_or_default();
-            out.push_str(&format!("--- node {id} ---\n"));
-            for line in text
-                .lines()
-                .rev()
-                .take(20)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-            {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
+        let logs: Vec<(i32, PathBuf)> = (1..=3)
+            .map(|id| (id, self.dir.path().join(format!("node-{id}.log"))))
+            .collect();
+        log_tails(logs.iter().map(|(id, log)| (*id, log.as_path())), 20)
     }
 }
 

@@ -2,12 +2,14 @@
 //! outside (metrics scrape, packet capture). Free ports, data in a temp folder, every child
 //! killed on drop; waits poll a condition up to a deadline, never a fixed time.
 //!
-//! (tests/node.rs keeps its own richer harness for kill/restart stories.)
+//! The helpers below the `Quorum` (eventually, free_port, log_tails) are shared by every
+//! real-process test; node.rs, clients.rs, kip320.rs and snapshot_node.rs keep their own
+//! cluster types because each starts nodes differently (observers, rebuilt voter sets, wipes).
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -172,17 +174,7 @@ impl Quorum {
     }
 
     pub fn dump_logs(&self) -> String {
-        let mut out = String::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            out.push_str(&format!("--- node {} ---\n", node.id));
-            for line in tail.into_iter().rev() {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
+        log_tails(self.nodes.iter().map(|n| (n.id, n.log.as_path())), 15)
     }
 }
 
@@ -198,6 +190,21 @@ impl Drop for Quorum {
             }
         }
     }
+}
+
+/// The last `lines` lines of each node's log, for a failing test's output.
+pub fn log_tails<'a>(logs: impl IntoIterator<Item = (i32, &'a Path)>, lines: usize) -> String {
+    let mut out = String::new();
+    for (id, log) in logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+        out.push_str(&format!("--- node {id} ---\n"));
+        for line in tail.into_iter().rev() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 pub fn batch_of(value: &str) -> Bytes {
