@@ -5,8 +5,14 @@
 //!
 //! ```text
 //! key   = "ringlog.topic.v2/<topic>"
-//! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete"
+//! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete
+//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>]"
 //! ```
+//!
+//! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
+//! names; a field that is absent takes its default, so records written before the retention
+//! fields existed (only `cleanup.policy=delete`) still read. The node's code asks for a
+//! partition's config with `Node::topic_config(partition)`.
 //!
 //! Keyed by the topic's name, the metadata partition's key-value state machine holds exactly
 //! one record per topic, so a KIP-630 snapshot of it keeps every topic, and the image is
@@ -57,12 +63,160 @@ const TOPIC_NAME_MAX_LEN: usize = 249;
 /// CreateTopics version used to forward an auto-creation to the controller.
 const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
 
+/// Kafka's `retention.ms` default: 7 days.
+pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// The smallest `segment.bytes` a topic may ask for (the node's `metadata.log.segment.bytes`
+/// floor); the largest is 1 GiB (index positions are 32-bit, and a segment is preallocated).
+const SEGMENT_BYTES_MIN: i64 = 64 * 1024;
+const SEGMENT_BYTES_MAX: i64 = 1 << 30;
+
+/// What happens to a topic's old records (`cleanup.policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// Whole segments are deleted from the start by `retention.bytes` / `retention.ms`
+    /// (retention.rs).
+    Delete,
+    /// The partition is a key-value state machine; its log is trimmed behind KIP-630 snapshots
+    /// (snapshots.rs).
+    Snapshot,
+}
+
+impl CleanupPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// A topic's configuration, as CreateTopics accepted it and the topic record stores it.
+/// Kafka's names and defaults; `-1` means "no limit" for both retention bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopicConfig {
+    pub cleanup_policy: CleanupPolicy,
+    /// `retention.bytes`: delete the oldest segments while the partition is larger (-1: none).
+    pub retention_bytes: i64,
+    /// `retention.ms`: delete a segment whose newest record is older (-1: none).
+    pub retention_ms: i64,
+    /// `segment.bytes`: this topic's segment size; `None` takes the node's
+    /// `metadata.log.segment.bytes`.
+    pub segment_bytes: Option<i64>,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            cleanup_policy: CleanupPolicy::Delete,
+            retention_bytes: -1,
+            retention_ms: DEFAULT_RETENTION_MS,
+            segment_bytes: None,
+        }
+    }
+}
+
+/// A topic config that CreateTopics (or a topic record) cannot take, with the property's name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopicConfigError {
+    #[error(
+        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes)"
+    )]
+    Unsupported { name: String },
+    #[error("topic config {name}={value:?} is invalid: {reason}")]
+    Invalid {
+        name: String,
+        value: Option<String>,
+        reason: &'static str,
+    },
+}
+
+impl TopicConfig {
+    /// The config of a CreateTopics topic: defaults, overridden by each named config in turn.
+    pub fn from_create_configs(
+        configs: &[ct_req::CreatableTopicConfig],
+    ) -> Result<TopicConfig, TopicConfigError> {
+        let mut config = TopicConfig::default();
+        for c in configs {
+            config.set(&c.name, c.value.as_deref())?;
+        }
+        Ok(config)
+    }
+
+    /// Sets one property by its Kafka name. A null value (Kafka: "use the default") resets it.
+    pub fn set(&mut self, name: &str, value: Option<&str>) -> Result<(), TopicConfigError> {
+        let invalid = |reason| TopicConfigError::Invalid {
+            name: name.to_string(),
+            value: value.map(str::to_string),
+            reason,
+        };
+        let defaults = TopicConfig::default();
+        let number = |min: i64, max: i64, reason| {
+            value
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|v| (min..=max).contains(v))
+                .ok_or_else(|| invalid(reason))
+        };
+        match name {
+            "cleanup.policy" => {
+                self.cleanup_policy = match value {
+                    None | Some("delete") => CleanupPolicy::Delete,
+                    Some("snapshot") => CleanupPolicy::Snapshot,
+                    Some(_) => return Err(invalid("must be delete or snapshot")),
+                }
+            }
+            "retention.bytes" => {
+                self.retention_bytes = match value {
+                    None => defaults.retention_bytes,
+                    Some(_) => number(-1, i64::MAX, "must be -1 or a byte count")?,
+                }
+            }
+            "retention.ms" => {
+                self.retention_ms = match value {
+                    None => defaults.retention_ms,
+                    Some(_) => number(-1, i64::MAX, "must be -1 or a duration in ms")?,
+                }
+            }
+            "segment.bytes" => {
+                self.segment_bytes = match value {
+                    None => None,
+                    Some(_) => Some(number(
+                        SEGMENT_BYTES_MIN,
+                        SEGMENT_BYTES_MAX,
+                        "must be from 65536 to 1073741824",
+                    )?),
+                }
+            }
+            _ => {
+                return Err(TopicConfigError::Unsupported {
+                    name: name.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The properties as `name=value` pairs, in the order the topic record writes them (a
+    /// default `segment.bytes` is left out).
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut entries = vec![
+            ("cleanup.policy", self.cleanup_policy.as_str().to_string()),
+            ("retention.bytes", self.retention_bytes.to_string()),
+            ("retention.ms", self.retention_ms.to_string()),
+        ];
+        if let Some(bytes) = self.segment_bytes {
+            entries.push(("segment.bytes", bytes.to_string()));
+        }
+        entries
+    }
+}
+
 /// One topic of the metadata image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicRecord {
     pub name: String,
     pub topic_id: Uuid,
     pub partitions: i32,
+    pub config: TopicConfig,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -74,11 +228,14 @@ pub enum TopicRecordError {
 impl TopicRecord {
     pub fn encode_value(&self) -> Vec<u8> {
         let id: String = self.topic_id.0.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "name={}\ttopic_id={id}\tpartitions={}\tcleanup.policy=delete",
+        let mut text = format!(
+            "name={}\ttopic_id={id}\tpartitions={}",
             self.name, self.partitions
-        )
-        .into_bytes()
+        );
+        for (name, value) in self.config.entries() {
+            text.push_str(&format!("\t{name}={value}"));
+        }
+        text.into_bytes()
     }
 
     pub fn decode_value(value: &[u8]) -> Result<TopicRecord, TopicRecordError> {
@@ -110,10 +267,22 @@ impl TopicRecord {
             .and_then(|p| p.parse().ok())
             .filter(|p| (1..=10_000).contains(p))
             .ok_or(TopicRecordError::Malformed("partitions"))?;
+        // Everything else is a config property; a field absent (the records written before
+        // retention existed) keeps its default.
+        let mut config = TopicConfig::default();
+        for (key, value) in &fields {
+            if matches!(*key, "name" | "topic_id" | "partitions") {
+                continue;
+            }
+            config
+                .set(key, Some(value))
+                .map_err(|_| TopicRecordError::Malformed("config"))?;
+        }
         Ok(TopicRecord {
             name: name.to_string(),
             topic_id: Uuid(id),
             partitions,
+            config,
         })
     }
 }
@@ -203,6 +372,21 @@ impl Node {
         self.handlers.topics.image.contains_key(name)
     }
 
+    /// The config of the topic `partition` belongs to, as its committed topic record has it.
+    /// `None` for `__cluster_metadata-0` (not a topic of the image: its log is always trimmed
+    /// behind snapshots, snapshots.rs) and for a partition whose topic is not (or no longer)
+    /// in the image.
+    #[allow(dead_code, reason = "called by retention.rs and snapshots.rs")]
+    pub(super) fn topic_config(&self, partition: PartitionId) -> Option<&TopicConfig> {
+        let hosted = self.table.get(partition);
+        self.handlers
+            .topics
+            .image
+            .get(&hosted.topic)
+            .filter(|t| t.topic_id == hosted.topic_id)
+            .map(|t| &t.config)
+    }
+
     // ---- proposing ----------------------------------------------------------------------------
 
     /// Appends a topic record to the metadata log (this node must lead it). Returns the
@@ -250,6 +434,7 @@ impl Node {
                 name: name.to_string(),
                 topic_id: random_topic_id(),
                 partitions,
+                config: TopicConfig::default(),
             };
             if let Err(code) = self.propose_topic(&record) {
                 tracing::warn!(topic = name, ?code, "auto-creation failed");
@@ -334,21 +519,22 @@ impl Node {
                         "replicas are always the voters".into(),
                     ));
                 }
-                for config in &topic.configs {
-                    let supported = match config.name.as_str() {
-                        "cleanup.policy" => config.value.as_deref() == Some("delete"),
-                        _ => false,
-                    };
-                    if !supported {
-                        return Err((
-                            ErrorCode::InvalidConfig,
-                            format!(
-                                "topic config {}={:?} is not supported",
-                                config.name, config.value
-                            ),
-                        ));
-                    }
-                }
+                let config = TopicConfig::from_create_configs(&topic.configs)
+                    .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+                result.configs = Some(
+                    config
+                        .entries()
+                        .into_iter()
+                        .map(|(name, value)| ct_resp::CreatableTopicConfigs {
+                            name: name.to_string(),
+                            value: Some(value),
+                            read_only: false,
+                            // DYNAMIC_TOPIC_CONFIG: set on the topic.
+                            config_source: 1,
+                            is_sensitive: false,
+                        })
+                        .collect(),
+                );
                 if request.validate_only {
                     return Ok(None);
                 }
@@ -356,6 +542,7 @@ impl Node {
                     name: topic.name.clone(),
                     topic_id: random_topic_id(),
                     partitions,
+                    config,
                 };
                 result.topic_id = record.topic_id;
                 self.propose_topic(&record)
@@ -499,7 +686,10 @@ impl Node {
             .map(|v| v.node_id)
             .collect();
         let log_config = LogConfig {
-            segment_size_bytes: self.config.segment_size_bytes,
+            segment_size_bytes: topic
+                .config
+                .segment_bytes
+                .map_or(self.config.segment_size_bytes, |b| b as u64),
             max_batch_size_bytes: (self.config.message_max_bytes as usize)
                 .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
             ..LogConfig::default()
@@ -523,10 +713,21 @@ mod tests {
 
     #[test]
     fn topic_records_round_trip_and_reject_junk() {
-        let record = TopicRecord {
+        let mut record = TopicRecord {
             name: "orders.v1".into(),
             topic_id: Uuid([7; 16]),
             partitions: 3,
+            config: TopicConfig::default(),
+        };
+        assert_eq!(
+            TopicRecord::decode_value(&record.encode_value()),
+            Ok(record.clone())
+        );
+        record.config = TopicConfig {
+            cleanup_policy: CleanupPolicy::Snapshot,
+            retention_bytes: 1 << 20,
+            retention_ms: -1,
+            segment_bytes: Some(65536),
         };
         assert_eq!(
             TopicRecord::decode_value(&record.encode_value()),
@@ -538,9 +739,58 @@ mod tests {
             b"name=a\ttopic_id=zz\tpartitions=1",
             b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
             b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
+            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=compact",
+            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=1",
             b"\xff\xfe",
         ] {
             assert!(TopicRecord::decode_value(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn records_of_the_first_format_read_with_default_retention() {
+        // Written before retention existed: only cleanup.policy=delete after the partitions.
+        let old = b"name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2\tcleanup.policy=delete";
+        let record = TopicRecord::decode_value(old).unwrap();
+        assert_eq!(record.partitions, 2);
+        assert_eq!(record.config, TopicConfig::default());
+        assert_eq!(record.config.retention_ms, DEFAULT_RETENTION_MS);
+        assert_eq!(record.config.retention_bytes, -1);
+    }
+
+    fn creatable(name: &str, value: Option<&str>) -> ct_req::CreatableTopicConfig {
+        ct_req::CreatableTopicConfig {
+            name: name.to_string(),
+            value: value.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn create_configs_are_validated_by_name() {
+        let config = TopicConfig::from_create_configs(&[
+            creatable("cleanup.policy", Some("snapshot")),
+            creatable("retention.bytes", Some("1048576")),
+            creatable("retention.ms", Some("-1")),
+            creatable("segment.bytes", Some("65536")),
+        ])
+        .unwrap();
+        assert_eq!(config.cleanup_policy, CleanupPolicy::Snapshot);
+        assert_eq!(config.retention_bytes, 1_048_576);
+        assert_eq!(config.retention_ms, -1);
+        assert_eq!(config.segment_bytes, Some(65536));
+        // A null value is Kafka's "the default".
+        let config = TopicConfig::from_create_configs(&[creatable("retention.ms", None)]).unwrap();
+        assert_eq!(config, TopicConfig::default());
+
+        for (name, value) in [
+            ("cleanup.policy", Some("compact")),
+            ("retention.bytes", Some("-2")),
+            ("retention.ms", Some("soon")),
+            ("segment.bytes", Some("100")),
+            ("max.message.bytes", Some("1000")),
+        ] {
+            let error = TopicConfig::from_create_configs(&[creatable(name, value)]).unwrap_err();
+            assert!(error.to_string().contains(name), "{error}");
         }
     }
 
