@@ -79,6 +79,12 @@ impl MultiRaft {
         Ok(())
     }
 
+    /// Stops a partition's group (its topic was deleted): no more work or messages come from
+    /// it, and a message for it is refused with `UnknownPartition`. Returns the group.
+    pub fn remove_partition(&mut self, partition: PartitionId) -> Option<Raft> {
+        self.partitions.remove(&partition)
+    }
+
     /// [`MultiRaft::new`] for hosts that keep snapshots (KIP-630): each partition's recovered
     /// snapshots (missing entries: none).
     pub fn new_with_snapshots(

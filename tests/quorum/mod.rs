@@ -134,6 +134,43 @@ impl Quorum {
         Quorum { dir, nodes }
     }
 
+    /// kill -9 one node (no resignation, no flush); `start_all` brings it back.
+    pub fn kill(&mut self, id: i32) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .expect("known node");
+        if let Some(mut child) = node.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// kill -9 every running node (no resignation, no flush); `start_all` brings them back.
+    pub fn kill_all(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                child.kill().unwrap();
+                child.wait().unwrap();
+            }
+        }
+    }
+
+    /// The comma-separated client addresses of every node.
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A node's data folder (`metadata.log.dir`).
+    pub fn data_dir(&self, id: i32) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
     pub fn node(&self, id: i32) -> &Node {
         self.nodes.iter().find(|n| n.id == id).expect("known node")
     }

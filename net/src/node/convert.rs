@@ -43,10 +43,13 @@ pub struct HostedPartition {
     pub index: i32,
 }
 
-/// The partitions of this node, in [`PartitionId`] order (the id is the position).
+/// The partitions of this node, in [`PartitionId`] order (the id is the position). A removed
+/// partition (its topic deleted) keeps its position, so ids are never reused, but lookups and
+/// `ids` skip it: a message still in flight for it cannot reach a recreated namesake.
 #[derive(Clone, Debug, Default)]
 pub struct PartitionTable {
     partitions: Vec<HostedPartition>,
+    removed: std::collections::BTreeSet<PartitionId>,
 }
 
 impl PartitionTable {
@@ -58,7 +61,17 @@ impl PartitionTable {
                 topic_id: METADATA_TOPIC_ID,
                 index: 0,
             }],
+            removed: Default::default(),
         }
+    }
+
+    /// Hides a partition whose topic was deleted (see the type's doc).
+    pub fn remove(&mut self, id: PartitionId) {
+        assert!(
+            (id as usize) < self.partitions.len(),
+            "partition {id} unknown"
+        );
+        self.removed.insert(id);
     }
 
     /// Adds a partition (a topic created at run time); returns its id, the next position.
@@ -74,7 +87,9 @@ impl PartitionTable {
     }
 
     pub fn ids(&self) -> impl Iterator<Item = PartitionId> + '_ {
-        (0..self.partitions.len()).map(|i| i as PartitionId)
+        (0..self.partitions.len())
+            .map(|i| i as PartitionId)
+            .filter(|id| !self.removed.contains(id))
     }
 
     pub fn get(&self, id: PartitionId) -> &HostedPartition {
@@ -90,14 +105,22 @@ impl PartitionTable {
     pub fn find(&self, topic: &str, index: i32) -> Option<PartitionId> {
         self.partitions
             .iter()
-            .position(|p| p.topic == topic && p.index == index)
+            .enumerate()
+            .position(|(i, p)| {
+                p.topic == topic && p.index == index && !self.removed.contains(&(i as PartitionId))
+            })
             .map(|i| i as PartitionId)
     }
 
     pub fn find_by_id(&self, topic_id: Uuid, index: i32) -> Option<PartitionId> {
         self.partitions
             .iter()
-            .position(|p| p.topic_id == topic_id && p.index == index)
+            .enumerate()
+            .position(|(i, p)| {
+                p.topic_id == topic_id
+                    && p.index == index
+                    && !self.removed.contains(&(i as PartitionId))
+            })
             .map(|i| i as PartitionId)
     }
 }

@@ -31,6 +31,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::OffsetForLeaderEpoch,
     ApiKey::InitProducerId,
     ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -234,12 +235,12 @@ impl Node {
             Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
+            Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             other => {
                 // Not served by this node yet: an empty answer keeps the connection in step.
                 tracing::debug!(api = ?other.api_key(), "request not served; empty answer");
                 match other {
-                    Request::DeleteTopics(_) => Response::DeleteTopics(Default::default()),
                     Request::FetchSnapshot(_) => Response::FetchSnapshot(Default::default()),
                     _ => return Ok(()),
                 }
@@ -583,6 +584,31 @@ impl Node {
     }
 
     /// Shutdown: every waiting produce and parked fetch is answered now.
+    /// Fails the produce waiters of one partition (its topic is being deleted, topics.rs).
+    pub(super) fn fail_partition_waiters(
+        &mut self,
+        partition: PartitionId,
+        code: ErrorCode,
+    ) -> Result<(), NodeError> {
+        let (failed, kept) = std::mem::take(&mut self.handlers.waiters)
+            .into_iter()
+            .partition(|w| w.partition == partition);
+        self.handlers.waiters = kept;
+        let mut touched = Vec::new();
+        for w in failed {
+            if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
+                p.topics[w.topic].2[w.part]
+                    .answer
+                    .get_or_insert((code, -1, None));
+            }
+            touched.push(w.produce);
+        }
+        for id in touched {
+            self.maybe_complete_produce(id)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn handlers_fail_all(&mut self, code: ErrorCode) -> Result<(), NodeError> {
         let waiters = std::mem::take(&mut self.handlers.waiters);
         for w in waiters {

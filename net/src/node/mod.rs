@@ -21,6 +21,7 @@
 
 pub mod client;
 pub mod convert;
+mod delete_topics;
 mod fetch_snapshot;
 mod handlers;
 mod idempotence;

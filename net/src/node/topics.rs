@@ -307,22 +307,55 @@ pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
 #[derive(Default)]
 pub(super) struct Topics {
     /// Everything of the metadata log below this offset has been applied.
-    applied_offset: u64,
-    image: BTreeMap<String, TopicRecord>,
+    pub(super) applied_offset: u64,
+    pub(super) image: BTreeMap<String, TopicRecord>,
     /// Names proposed by this node (as controller) and not yet applied.
     proposed: BTreeSet<String>,
-    creates: Vec<PendingCreate>,
+    /// CreateTopics and DeleteTopics waiting for their records to be applied.
+    pub(super) creates: Vec<PendingCreate>,
+    /// Set once the leftovers of earlier runs were looked at (delete_topics.rs).
+    pub(super) swept: Option<super::delete_topics::Leftovers>,
 }
 
-struct PendingCreate {
-    responder: Responder,
-    correlation_id: i32,
-    version: i16,
-    results: Vec<ct_resp::CreatableTopicResult>,
+/// The per-topic answers of a CreateTopics or a DeleteTopics.
+pub(super) enum AdminResults {
+    Create(Vec<ct_resp::CreatableTopicResult>),
+    Delete(Vec<crate::protocol::delete_topics_response::DeletableTopicResult>),
+}
+
+impl AdminResults {
+    fn set_error(&mut self, index: usize, code: ErrorCode) {
+        match self {
+            AdminResults::Create(r) => r[index].error_code = code.code(),
+            AdminResults::Delete(r) => r[index].error_code = code.code(),
+        }
+    }
+
+    fn into_response(self) -> Response {
+        match self {
+            AdminResults::Create(topics) => Response::CreateTopics(ct_resp::CreateTopicsResponse {
+                throttle_time_ms: 0,
+                topics,
+            }),
+            AdminResults::Delete(responses) => Response::DeleteTopics(
+                crate::protocol::delete_topics_response::DeleteTopicsResponse {
+                    throttle_time_ms: 0,
+                    responses,
+                },
+            ),
+        }
+    }
+}
+
+pub(super) struct PendingCreate {
+    pub(super) responder: Responder,
+    pub(super) correlation_id: i32,
+    pub(super) version: i16,
+    pub(super) results: AdminResults,
     /// (result index, metadata-log offset of its record).
-    waiting: Vec<(usize, u64)>,
-    metadata_epoch: u32,
-    deadline_ms: u64,
+    pub(super) waiting: Vec<(usize, u64)>,
+    pub(super) metadata_epoch: u32,
+    pub(super) deadline_ms: u64,
 }
 
 impl Topics {
@@ -346,6 +379,8 @@ fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
     Ok(quorum)
 }
 
+/// A fresh topic id: random, so a topic deleted and created again under the same name gets
+/// another one (and its old folders can be told apart, delete_topics.rs).
 fn random_topic_id() -> Uuid {
     let a = super::random_seed().to_le_bytes();
     let b = super::random_seed().to_le_bytes();
@@ -356,13 +391,13 @@ fn random_topic_id() -> Uuid {
 }
 
 impl Node {
-    fn metadata_partition_id(&self) -> PartitionId {
+    pub(super) fn metadata_partition_id(&self) -> PartitionId {
         self.table
             .find(convert::METADATA_TOPIC, 0)
             .expect("every node hosts the metadata partition")
     }
 
-    fn metadata_raft(&self) -> &Raft {
+    pub(super) fn metadata_raft(&self) -> &Raft {
         self.multi
             .partition(self.metadata_partition_id())
             .expect("hosted")
@@ -392,16 +427,24 @@ impl Node {
     /// Appends a topic record to the metadata log (this node must lead it). Returns the
     /// record's offset.
     fn propose_topic(&mut self, record: &TopicRecord) -> Result<u64, ErrorCode> {
+        let offset = self.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
+        self.handlers.topics.proposed.insert(record.name.clone());
+        tracing::info!(topic = %record.name, partitions = record.partitions, offset, "topic proposed");
+        Ok(offset)
+    }
+
+    /// Appends one record under `topic`'s key to the metadata log (this node must lead it):
+    /// a topic record, or a tombstone (`value` None) deleting the topic. Returns its offset.
+    pub(super) fn propose_metadata_record(
+        &mut self,
+        topic: &str,
+        value: Option<&[u8]>,
+    ) -> Result<u64, ErrorCode> {
         let mut builder = RecordBatchBuilder::new(0);
         let now_wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        builder.append(
-            now_wall,
-            Some(&topic_record_key(&record.name)),
-            Some(&record.encode_value()),
-            &[],
-        );
+        builder.append(now_wall, Some(&topic_record_key(topic)), value, &[]);
         let bytes = builder.build().into_bytes();
         let batches = super::handlers::validate_produce_records(Some(&bytes), usize::MAX)
             .map_err(|(code, _)| code)?;
@@ -413,8 +456,6 @@ impl Node {
             .map_err(|_| ErrorCode::NotController)?;
         self.execute(work)
             .map_err(|_| ErrorCode::KafkaStorageError)?;
-        self.handlers.topics.proposed.insert(record.name.clone());
-        tracing::info!(topic = %record.name, partitions = record.partitions, offset = appended.base_offset, "topic proposed");
         Ok(appended.last_offset)
     }
 
@@ -569,7 +610,7 @@ impl Node {
             responder,
             correlation_id: header.correlation_id,
             version: header.api_version,
-            results,
+            results: AdminResults::Create(results),
             waiting,
             metadata_epoch: self.metadata_raft().epoch(),
             deadline_ms: self.now_ms() + timeout_ms,
@@ -577,9 +618,9 @@ impl Node {
         self.answer_creates()
     }
 
-    /// Answers CreateTopics whose records are applied; fails those whose controller lost its
-    /// epoch (the record may be replaced) or whose timeout passed.
-    fn answer_creates(&mut self) -> Result<(), NodeError> {
+    /// Answers CreateTopics and DeleteTopics whose records are applied; fails those whose
+    /// controller lost its epoch (the record may be replaced) or whose timeout passed.
+    pub(super) fn answer_creates(&mut self) -> Result<(), NodeError> {
         let applied = self.handlers.topics.applied_offset;
         let epoch = self.metadata_raft().epoch();
         let leading = self.metadata_raft().is_leader();
@@ -594,22 +635,19 @@ impl Node {
                     return false;
                 }
                 if lost || expired {
-                    let r = &mut c.results[*i];
-                    r.error_code = if lost {
-                        ErrorCode::NotController.code()
+                    let code = if lost {
+                        ErrorCode::NotController
                     } else {
-                        ErrorCode::RequestTimedOut.code()
+                        ErrorCode::RequestTimedOut
                     };
+                    c.results.set_error(*i, code);
                     return false;
                 }
                 true
             });
             if c.waiting.is_empty() {
                 let c = self.handlers.topics.creates.swap_remove(index);
-                let response = Response::CreateTopics(ct_resp::CreateTopicsResponse {
-                    throttle_time_ms: 0,
-                    topics: c.results,
-                });
+                let response = c.results.into_response();
                 let frame = encode_response(c.correlation_id, c.version, &response)?;
                 c.responder.send(Some(frame));
             } else {
@@ -632,8 +670,7 @@ impl Node {
         let partition = self.metadata_partition_id();
         let state_machine = &self.stores[&partition].snapshots.state_machine;
         let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
-        if applied == self.handlers.topics.applied_offset && !self.handlers.topics.image.is_empty()
-        {
+        if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
             return self.answer_creates();
         }
         let mut present = Vec::new();
@@ -651,10 +688,28 @@ impl Node {
             }
         }
         self.handlers.topics.applied_offset = applied;
+        // Deletions first (delete_topics.rs): a topic whose key is gone from the state (a
+        // tombstone was applied), or whose record now carries another topic id (deleted and
+        // created again, both applied since the last look), stops and loses its folders
+        // before a namesake starts.
+        let gone: Vec<TopicRecord> = self
+            .handlers
+            .topics
+            .image
+            .values()
+            .filter(|t| {
+                !present
+                    .iter()
+                    .any(|p| p.name == t.name && p.topic_id == t.topic_id)
+            })
+            .cloned()
+            .collect();
+        for topic in gone {
+            self.stop_topic(&topic)?;
+            self.handlers.topics.image.remove(&topic.name);
+        }
         for topic in present {
             self.handlers.topics.proposed.remove(&topic.name);
-            // First one wins: a later record for a known name (a retried creation committed
-            // twice across a controller change) does not restart the topic.
             if self.handlers.topics.image.contains_key(&topic.name) {
                 continue;
             }
@@ -664,6 +719,7 @@ impl Node {
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
             self.handlers.topics.image.insert(topic.name.clone(), topic);
         }
+        self.sweep_leftovers()?;
         self.answer_creates()
     }
 
@@ -678,7 +734,7 @@ impl Node {
             .config
             .metadata_log_dir
             .join(format!("{}-{index}", topic.name));
-        std::fs::create_dir_all(&dir).map_err(NodeError::Runtime)?;
+        self.prepare_partition_dir(&dir, topic.topic_id)?;
         let voter_ids: Vec<i32> = self
             .config
             .quorum_voters

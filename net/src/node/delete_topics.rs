@@ -1,0 +1,429 @@
+//! DeleteTopics (API 20), and what deleting a topic does on every node.
+//!
+//! The controller (the metadata partition's leader) commits a tombstone (null value) for the
+//! topic's key to `__cluster_metadata-0`; the key-value state drops the key, so a KIP-630
+//! snapshot taken after it no longer holds the topic. Every node notices the topic missing from
+//! its image (topics.rs `apply_metadata_records`) and stops it: the partitions' Raft groups
+//! leave the `MultiRaft`, their logs are closed (waiting for in-flight I/O), and each folder is
+//! renamed to `<topic>-<n>.<topic id>-delete` (the parent folder fsynced) and removed by a
+//! background thread, as Kafka does. The DeleteTopics answer goes back once the tombstone is
+//! applied on the controller, i.e. committed.
+//!
+//! A restart mid-way must not bring the topic back. Every partition folder holds a
+//! `partition.metadata` file (Kafka's name) with the topic id and the metadata offset below
+//! which the topic's record was applied when the folder was made:
+//!
+//! ```text
+//! version: 0
+//! topic_id: <32 hex digits>
+//! created.below.metadata.offset: <n>
+//! ```
+//!
+//! On start a node only opens the folders of the topics in its image, so a deleted topic is
+//! never started again. What is left on disk is cleaned up as the metadata log is applied:
+//!
+//! | found on disk                                 | when                                        | action                 |
+//! | --------------------------------------------- | ------------------------------------------- | ---------------------- |
+//! | a `…-delete` folder                           | first apply after start                     | removed                |
+//! | a folder with another id than the image's     | the image's topic of that name starts       | renamed, removed, new  |
+//! | a folder whose id is in no image topic        | applied offset ≥ its `created.below` offset | renamed, removed       |
+//! | a folder whose id is in no image topic        | applied offset < its `created.below` offset | kept (not replayed yet)|
+//! | a folder without `partition.metadata`         | its topic starts                            | file written (adopted) |
+//!
+//! The third row is what makes a crash between the tombstone's commit and the rename safe: the
+//! folder's topic was created below `created.below`, so once the state has applied that far and
+//! still lacks the topic, the topic was deleted (ids are never reused). A folder of a topic
+//! created after the newest snapshot is kept until the log replay passes its creation.
+
+use std::path::{Path, PathBuf};
+
+use ringlog_replication::PartitionId;
+
+use super::topics::{AdminResults, PendingCreate, TopicRecord, validate_topic_name};
+use super::transport::Responder;
+use super::{Node, NodeError};
+use crate::protocol::wire::Uuid;
+use crate::protocol::{
+    ErrorCode, RequestHeader, delete_topics_request as dt_req, delete_topics_response as dt_resp,
+};
+
+/// Kafka's per-partition file naming the topic id (we add the creation bound).
+const PARTITION_METADATA_FILE: &str = "partition.metadata";
+/// Kafka's suffix of a folder waiting to be removed.
+const DELETE_SUFFIX: &str = "-delete";
+
+/// Folders found at start that belong to no running partition, kept until the metadata log
+/// has been applied far enough to know whether their topic still exists.
+#[derive(Debug, Default)]
+pub(super) struct Leftovers {
+    candidates: Vec<Candidate>,
+}
+
+#[derive(Debug)]
+struct Candidate {
+    dir: PathBuf,
+    topic_id: Uuid,
+    created_below_offset: u64,
+}
+
+/// What a `partition.metadata` file says.
+#[derive(Debug, PartialEq, Eq)]
+struct PartitionMetadata {
+    topic_id: Uuid,
+    created_below_offset: u64,
+}
+
+fn hex(id: Uuid) -> String {
+    id.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hex_id(text: &str) -> Option<Uuid> {
+    if text.len() != 32 || !text.is_ascii() {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, byte) in id.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(Uuid(id))
+}
+
+impl PartitionMetadata {
+    fn encode(&self) -> String {
+        format!(
+            "version: 0\ntopic_id: {}\ncreated.below.metadata.offset: {}\n",
+            hex(self.topic_id),
+            self.created_below_offset
+        )
+    }
+
+    fn decode(text: &str) -> Option<PartitionMetadata> {
+        let mut topic_id = None;
+        let mut created_below_offset = None;
+        for line in text.lines() {
+            match line.split_once(':').map(|(k, v)| (k.trim(), v.trim())) {
+                Some(("version", "0")) => {}
+                Some(("topic_id", v)) => topic_id = parse_hex_id(v),
+                Some(("created.below.metadata.offset", v)) => created_below_offset = v.parse().ok(),
+                _ => return None,
+            }
+        }
+        Some(PartitionMetadata {
+            topic_id: topic_id?,
+            created_below_offset: created_below_offset?,
+        })
+    }
+
+    fn read(dir: &Path) -> Option<PartitionMetadata> {
+        let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
+        PartitionMetadata::decode(&text)
+    }
+
+    /// tmp + fsync + rename + folder fsync, so a crash leaves the old file or the new one.
+    fn write(&self, dir: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(self.encode().as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join(PARTITION_METADATA_FILE))?;
+        std::fs::File::open(dir)?.sync_all()
+    }
+}
+
+/// Renames `dir` to `<name>.<topic id>-delete` (the parent fsynced, so a restart never sees
+/// the old name again) and removes it on a background thread: a big partition's files must
+/// not stall the event loop. A crash before the removal ends leaves a `-delete` folder that the
+/// next start removes.
+fn remove_partition_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
+    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+        return Ok(());
+    };
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let doomed = parent.join(format!("{name}.{}{DELETE_SUFFIX}", hex(topic_id)));
+    if doomed.exists() {
+        std::fs::remove_dir_all(&doomed)?;
+    }
+    std::fs::rename(dir, &doomed)?;
+    std::fs::File::open(parent)?.sync_all()?;
+    tracing::info!(dir = %dir.display(), "partition folder renamed for deletion");
+    std::thread::spawn(move || {
+        if let Err(error) = std::fs::remove_dir_all(&doomed) {
+            tracing::warn!(%error, dir = %doomed.display(), "removing a deleted partition");
+        }
+    });
+    Ok(())
+}
+
+impl Node {
+    // ---- DeleteTopics -------------------------------------------------------------------------
+
+    pub(super) fn handle_delete_topics(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: dt_req::DeleteTopicsRequest,
+    ) -> Result<(), NodeError> {
+        let leading = self.metadata_raft().is_leader();
+        // v0-5 name topics; v6 names or ids.
+        let asked: Vec<(Option<String>, Uuid)> = if header.api_version >= 6 {
+            request
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), t.topic_id))
+                .collect()
+        } else {
+            request
+                .topic_names
+                .iter()
+                .map(|n| (Some(n.clone()), Uuid::default()))
+                .collect()
+        };
+        let mut results = Vec::new();
+        let mut waiting = Vec::new();
+        for (name, topic_id) in asked {
+            let by_id = name.is_none() && topic_id != Uuid::default();
+            let found: Option<TopicRecord> = match &name {
+                Some(name) => self.handlers.topics.image.get(name).cloned(),
+                None => self
+                    .handlers
+                    .topics
+                    .image
+                    .values()
+                    .find(|t| t.topic_id == topic_id)
+                    .cloned(),
+            };
+            let mut result = dt_resp::DeletableTopicResult {
+                name: name.clone(),
+                topic_id,
+                error_code: 0,
+                error_message: None,
+            };
+            let outcome: Result<u64, (ErrorCode, String)> = (|| {
+                if !leading {
+                    return Err((ErrorCode::NotController, "ask the controller".into()));
+                }
+                if let Some(name) = &name
+                    && validate_topic_name(name).is_err()
+                {
+                    return Err((
+                        ErrorCode::InvalidTopicException,
+                        format!("{name:?} cannot be deleted"),
+                    ));
+                }
+                let Some(topic) = &found else {
+                    return Err(if by_id {
+                        (ErrorCode::UnknownTopicId, "no topic has this id".into())
+                    } else {
+                        (ErrorCode::UnknownTopicOrPartition, "no such topic".into())
+                    });
+                };
+                if topic_id != Uuid::default() && topic_id != topic.topic_id {
+                    return Err((ErrorCode::UnknownTopicId, "the topic has another id".into()));
+                }
+                let offset = self
+                    .propose_metadata_record(&topic.name, None)
+                    .map_err(|c| (c, "metadata append failed".into()))?;
+                tracing::info!(topic = %topic.name, offset, "topic deletion proposed");
+                Ok(offset)
+            })();
+            if let Some(topic) = &found {
+                result.name = Some(topic.name.clone());
+                result.topic_id = topic.topic_id;
+            }
+            match outcome {
+                Ok(offset) => waiting.push((results.len(), offset)),
+                Err((code, message)) => {
+                    result.error_code = code.code();
+                    result.error_message = Some(message);
+                }
+            }
+            results.push(result);
+        }
+        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
+        self.handlers.topics.creates.push(PendingCreate {
+            responder,
+            correlation_id: header.correlation_id,
+            version: header.api_version,
+            results: AdminResults::Delete(results),
+            waiting,
+            metadata_epoch: self.metadata_raft().epoch(),
+            deadline_ms: self.now_ms() + timeout_ms,
+        });
+        self.answer_creates()
+    }
+
+    // ---- stopping a deleted topic ---------------------------------------------------------------
+
+    /// Stops every partition of a topic that left the image and removes its folders.
+    pub(super) fn stop_topic(&mut self, topic: &TopicRecord) -> Result<(), NodeError> {
+        let ids: Vec<PartitionId> = self
+            .table
+            .ids()
+            .filter(|id| {
+                let hosted = self.table.get(*id);
+                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
+            })
+            .collect();
+        for id in ids {
+            self.stop_partition(id, topic.topic_id)?;
+        }
+        tracing::info!(topic = %topic.name, "topic deleted");
+        Ok(())
+    }
+
+    /// Takes one partition out of the node. Called between work lists (from `pump`), so no
+    /// work of the partition is half executed; what still refers to it is dropped here.
+    fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
+        self.fail_partition_waiters(id, ErrorCode::UnknownTopicOrPartition)?;
+        self.multi.remove_partition(id);
+        // Lookups skip it from now on: peer messages and client requests for it are answered
+        // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
+        self.table.remove(id);
+        self.persisted.retain(|(p, _)| *p != id);
+        self.held.retain(|h| h.partition != id);
+        for held in &mut self.held {
+            held.targets.retain(|(p, _, _)| *p != id);
+        }
+        self.last_leader.remove(&id);
+        self.latest_replica_fetch.retain(|(_, p), _| *p != id);
+        let Some(store) = self.stores.remove(&id) else {
+            return Ok(());
+        };
+        let dir = store.dir.clone();
+        // Waits for the log's in-flight I/O before its files close; completions of other logs
+        // drained meanwhile are kept for them.
+        match store.log.close(&mut self.io) {
+            Ok(foreign) => self.foreign.extend(foreign),
+            Err(error) => tracing::warn!(partition = id, %error, "closing a deleted partition"),
+        }
+        remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
+        Ok(())
+    }
+
+    // ---- folders on disk ------------------------------------------------------------------------
+
+    /// Makes `dir` ready for a partition of the topic `topic_id` (see the module's table).
+    pub(super) fn prepare_partition_dir(
+        &mut self,
+        dir: &Path,
+        topic_id: Uuid,
+    ) -> Result<(), NodeError> {
+        if dir.exists() {
+            match PartitionMetadata::read(dir) {
+                Some(found) if found.topic_id == topic_id => return Ok(()),
+                Some(found) => {
+                    // An older topic of the same name: the image holds a newer one, so the old
+                    // one was deleted.
+                    tracing::warn!(dir = %dir.display(), "folder of a deleted topic of this name");
+                    remove_partition_dir(dir, found.topic_id).map_err(NodeError::Runtime)?;
+                }
+                None if dir.join(PARTITION_METADATA_FILE).exists() => {
+                    return Err(NodeError::Runtime(std::io::Error::other(format!(
+                        "{}: unreadable {PARTITION_METADATA_FILE}",
+                        dir.display()
+                    ))));
+                }
+                None => {}
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(NodeError::Runtime)?;
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)
+                .and_then(|f| f.sync_all())
+                .map_err(NodeError::Runtime)?;
+        }
+        PartitionMetadata {
+            topic_id,
+            created_below_offset: self.handlers.topics.applied_offset,
+        }
+        .write(dir)
+        .map_err(NodeError::Runtime)
+    }
+
+    /// Removes the leftovers of earlier runs (see the module's table): at the first apply after
+    /// start the `-delete` folders and the list of unclaimed partition folders, then each
+    /// unclaimed folder once the applied metadata passed its creation.
+    pub(super) fn sweep_leftovers(&mut self) -> Result<(), NodeError> {
+        if self.handlers.topics.swept.is_none() {
+            let mut leftovers = Leftovers::default();
+            let running: Vec<PathBuf> = self.stores.values().map(|s| s.dir.clone()).collect();
+            let entries =
+                std::fs::read_dir(&self.config.metadata_log_dir).map_err(NodeError::Runtime)?;
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if !path.is_dir() || running.contains(&path) {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(DELETE_SUFFIX) {
+                    tracing::info!(dir = %path.display(), "removing a folder left by a deletion");
+                    std::fs::remove_dir_all(&path).map_err(NodeError::Runtime)?;
+                } else if let Some(found) = PartitionMetadata::read(&path) {
+                    leftovers.candidates.push(Candidate {
+                        dir: path,
+                        topic_id: found.topic_id,
+                        created_below_offset: found.created_below_offset,
+                    });
+                }
+            }
+            self.handlers.topics.swept = Some(leftovers);
+        }
+        let applied = self.handlers.topics.applied_offset;
+        let running: Vec<PathBuf> = self.stores.values().map(|s| s.dir.clone()).collect();
+        let Some(leftovers) = self.handlers.topics.swept.as_mut() else {
+            return Ok(());
+        };
+        let mut doomed = Vec::new();
+        leftovers.candidates.retain(|c| {
+            if running.contains(&c.dir) {
+                return false;
+            }
+            if applied >= c.created_below_offset {
+                doomed.push((c.dir.clone(), c.topic_id));
+                return false;
+            }
+            true
+        });
+        for (dir, topic_id) in doomed {
+            tracing::warn!(dir = %dir.display(), "folder of a topic deleted while this node was away");
+            remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_metadata_round_trips_and_rejects_junk() {
+        let m = PartitionMetadata {
+            topic_id: Uuid([0xab; 16]),
+            created_below_offset: 42,
+        };
+        assert_eq!(PartitionMetadata::decode(&m.encode()), Some(m));
+        for junk in [
+            "",
+            "version: 0\ntopic_id: xyz\ncreated.below.metadata.offset: 1\n",
+            "version: 1\ntopic_id: abababababababababababababababab\ncreated.below.metadata.offset: 1\n",
+            "version: 0\ntopic_id: abababababababababababababababab\n",
+        ] {
+            assert_eq!(PartitionMetadata::decode(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn a_removed_folder_is_renamed_at_once() {
+        let parent = std::env::temp_dir().join(format!("ringlog-del-{}", std::process::id()));
+        let dir = parent.join("t-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("00000000000000000000.log"), b"x").unwrap();
+        remove_partition_dir(&dir, Uuid([1; 16])).unwrap();
+        // The old name is gone before the call returns (the removal itself is in the
+        // background): a restart can never open it again.
+        assert!(!dir.exists());
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+}

@@ -1,0 +1,203 @@
+//! Topic administration end to end: kafka-python's and confluent-kafka's admin clients against
+//! a three-voter quorum of real `ringlog serve` processes (tests/clients/admin_topics.py).
+//! CreateTopics takes `cleanup.policy`, `retention.bytes`, `retention.ms`, `segment.bytes` and
+//! refuses any other config by name (INVALID_CONFIG); DeleteTopics commits a tombstone, every
+//! node stops the partitions and removes their folders, Metadata stops listing the topic on
+//! every node, and a restart of all nodes does not bring it back; the same name created again
+//! is a new topic id with none of the old records.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringlog_net::node::client::Client;
+use ringlog_net::protocol::{Request, Response, metadata_request};
+
+mod quorum;
+use quorum::{Quorum, eventually};
+
+/// The topic names each node's own Metadata (every topic) lists.
+fn listed_topics(quorum: &Quorum, id: i32) -> Option<Vec<String>> {
+    let mut client = Client::connect(&quorum.address(id), Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: None,
+        allow_auto_topic_creation: false,
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(r)) = client.request(&request, 12) else {
+        return None;
+    };
+    Some(r.topics.into_iter().filter_map(|t| t.name).collect())
+}
+
+/// The partition folders of `topic` in a node's data folder, including ones being deleted.
+fn topic_dirs(data: &Path, topic: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(data) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{topic}-")))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Runs a client script with (bootstrap, prefix); `on_line` sees each output line and may
+/// answer on the script's stdin. Fails when the script fails or outlives `timeout`.
+fn run_script(
+    quorum: &mut Quorum,
+    script: &str,
+    prefix: &str,
+    timeout: Duration,
+    mut on_line: impl FnMut(&mut Quorum, &str) -> Option<String>,
+) {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let mut child = Command::new("python3")
+        .arg(scripts.join(script))
+        .arg(quorum.bootstrap())
+        .arg(prefix)
+        .current_dir(&scripts)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (scripts/test-all.sh installs the clients)");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let lines: Vec<String> = BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let mut output = String::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                output.push_str(&line);
+                output.push('\n');
+                if let Some(answer) = on_line(quorum, &line) {
+                    stdin.write_all(answer.as_bytes()).unwrap();
+                    stdin.flush().unwrap();
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("{script} ran longer than {timeout:?}; output:\n{output}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    let errors = errors.join().unwrap_or_default();
+    assert!(
+        status.success() && output.lines().last() == Some("OK"),
+        "{script} failed ({status}); output:\n{output}\nstderr (tail):\n{errors}"
+    );
+}
+
+/// Each of `ids`: Metadata does not list `topics`, and no folder of theirs is left.
+fn assert_gone(quorum: &Quorum, ids: &[i32], topics: &[&str]) {
+    for &id in ids {
+        eventually(
+            Duration::from_secs(20),
+            &format!("node {id} to forget {topics:?}"),
+            || {
+                let listed = listed_topics(quorum, id)?;
+                let data = quorum.data_dir(id);
+                let left: Vec<String> = topics.iter().flat_map(|t| topic_dirs(&data, t)).collect();
+                (topics.iter().all(|t| !listed.iter().any(|l| l == t)) && left.is_empty())
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// KIP-style admin through real clients: configs validated by name, DeleteTopics removes the
+/// topic on every node for good (across a restart of all nodes), a recreation is a new topic.
+#[test]
+fn admin_clients_create_with_configs_and_delete_topics_for_good() {
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let (kp, ck) = ("adm-kp", "adm-ck");
+    let mut restarted = false;
+    let mut away = None;
+    run_script(
+        &mut quorum,
+        "admin_topics.py",
+        "adm",
+        Duration::from_secs(240),
+        |quorum, line| match line {
+            "CREATED" => {
+                // Every node runs the partitions, each folder naming its topic id.
+                for node in &quorum.nodes {
+                    let data = quorum.data_dir(node.id);
+                    eventually(
+                        Duration::from_secs(20),
+                        &format!("node {} to host {kp} and {ck}", node.id),
+                        || {
+                            let dirs = [topic_dirs(&data, kp), topic_dirs(&data, ck)].concat();
+                            (dirs == ["adm-kp-0", "adm-ck-0", "adm-ck-1"]).then_some(())
+                        },
+                    );
+                    for dir in ["adm-kp-0", "adm-ck-0", "adm-ck-1"] {
+                        let text =
+                            std::fs::read_to_string(data.join(dir).join("partition.metadata"))
+                                .expect("partition.metadata");
+                        assert!(text.contains("topic_id: "), "{dir}: {text}");
+                    }
+                }
+                // One follower of the metadata partition misses the deletion (down while it
+                // is committed) and must drop the topics when it comes back.
+                let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+                let follower = if leader == 3 { 2 } else { 3 };
+                quorum.kill(follower);
+                away = Some(follower);
+                Some("checked\n".into())
+            }
+            "DELETED" => {
+                let away = away.expect("a node was stopped at CREATED");
+                let up: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != away).collect();
+                assert_gone(quorum, &up, &[kp, ck]);
+                // The node that was away still has the folders; back, it drops them.
+                assert_eq!(topic_dirs(&quorum.data_dir(away), ck).len(), 2);
+                quorum.start_all();
+                assert_gone(quorum, &[1, 2, 3], &[kp, ck]);
+                // A restart of every node must not bring the topics back.
+                quorum.kill_all();
+                quorum.start_all();
+                quorum.wait_for_leader(Duration::from_secs(30));
+                assert_gone(quorum, &[1, 2, 3], &[kp, ck]);
+                restarted = true;
+                Some("restarted\n".into())
+            }
+            _ => None,
+        },
+    );
+    assert!(restarted, "the script never reached the deletion");
+    // The recreated topic runs on every node again, under its new id.
+    for node in &quorum.nodes {
+        let id = node.id;
+        eventually(Duration::from_secs(20), "the recreated topic", || {
+            listed_topics(&quorum, id)?
+                .iter()
+                .any(|t| t == kp)
+                .then_some(())
+        });
+    }
+}
