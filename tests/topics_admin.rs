@@ -201,3 +201,75 @@ fn admin_clients_create_with_configs_and_delete_topics_for_good() {
         });
     }
 }
+
+/// Segment base offsets of a partition folder, ascending, and whether it holds a snapshot.
+fn segments_and_snapshot(dir: &Path) -> (Vec<u64>, bool) {
+    let mut bases: Vec<u64> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".log")?.parse().ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    bases.sort_unstable();
+    let snapshot = std::fs::read_dir(dir.join("checkpoints"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".checkpoint"))
+        })
+        .unwrap_or(false);
+    (bases, snapshot)
+}
+
+/// Retention by size through KIP-630's machinery: the earliest offset moves past 0 at a
+/// segment boundary, consumers asking below it are told OFFSET_OUT_OF_RANGE or reset per their
+/// policy, every replica's first segments are gone, and a replica that was down the whole
+/// time catches up from the leader's snapshot (its log then starts there too).
+#[test]
+fn retention_bytes_moves_the_log_start_on_every_replica() {
+    let mut quorum = Quorum::start(3);
+    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    let away = if leader == 3 { 2 } else { 3 };
+    quorum.kill(away);
+    let topic = "ret";
+    let mut trimmed_at = None;
+    run_script(
+        &mut quorum,
+        "admin_retention.py",
+        topic,
+        Duration::from_secs(180),
+        |quorum, line| {
+            let earliest: u64 = line.strip_prefix("TRIMMED ")?.trim().parse().ok()?;
+            trimmed_at = Some(earliest);
+            // The replica that missed everything comes back: the leader's log starts above
+            // 0, so it installs the leader's (empty) snapshot and fetches the rest.
+            quorum.start_all();
+            for node in &quorum.nodes {
+                let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
+                eventually(
+                    Duration::from_secs(30),
+                    &format!("node {} to start its log at a snapshot", node.id),
+                    || {
+                        let (bases, snapshot) = segments_and_snapshot(&dir);
+                        (snapshot && bases.first().is_some_and(|b| *b > 0)).then_some(())
+                    },
+                );
+            }
+            let log = std::fs::read_to_string(&quorum.node(away).log).unwrap_or_default();
+            assert!(
+                log.contains("snapshot installed"),
+                "node {away} caught up without FetchSnapshot"
+            );
+            Some("checked\n".into())
+        },
+    );
+    assert!(
+        trimmed_at.is_some_and(|e| e > 0),
+        "the script never trimmed"
+    );
+}

@@ -193,6 +193,15 @@ impl PartitionLog {
             .collect()
     }
 
+    /// (base offset, bytes appended) of each segment, oldest first: what retention by size
+    /// measures (a preallocated file's length is not its data).
+    pub fn segment_sizes_bytes(&self) -> Vec<(i64, u64)> {
+        self.segments
+            .iter()
+            .map(|segment| (segment.base_offset, segment.size_bytes))
+            .collect()
+    }
+
     /// The sparse index's answer for `offset`: (segment base offset, byte position to scan from).
     pub fn index_lookup(&self, offset: i64) -> Option<(i64, u64)> {
         if offset < self.log_start_offset || offset >= self.log_end_offset() {

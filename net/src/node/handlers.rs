@@ -358,7 +358,7 @@ impl Node {
                     }
                     let batches = validate_produce_records(
                         data.records.as_ref(),
-                        self.config.message_max_bytes as usize,
+                        self.produce_max_batch_bytes(partition),
                     )
                     .map_err(|(code, message)| (code, Some(message)))?;
                     let leading = self

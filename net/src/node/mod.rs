@@ -29,6 +29,7 @@ mod metadata;
 mod observe;
 mod producer_state;
 mod requests;
+mod retention;
 mod snapshots;
 pub mod storage;
 mod topics;

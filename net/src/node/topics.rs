@@ -315,6 +315,8 @@ pub(super) struct Topics {
     pub(super) creates: Vec<PendingCreate>,
     /// Set once the leftovers of earlier runs were looked at (delete_topics.rs).
     pub(super) swept: Option<super::delete_topics::Leftovers>,
+    /// When retention.rs looks at the delete topics' logs next (node clock).
+    pub(super) next_retention_check_ms: u64,
 }
 
 /// The per-topic answers of a CreateTopics or a DeleteTopics.
@@ -411,7 +413,6 @@ impl Node {
     /// `None` for `__cluster_metadata-0` (not a topic of the image: its log is always trimmed
     /// behind snapshots, snapshots.rs) and for a partition whose topic is not (or no longer)
     /// in the image.
-    #[allow(dead_code, reason = "called by retention.rs and snapshots.rs")]
     pub(super) fn topic_config(&self, partition: PartitionId) -> Option<&TopicConfig> {
         let hosted = self.table.get(partition);
         self.handlers
@@ -420,6 +421,17 @@ impl Node {
             .get(&hosted.topic)
             .filter(|t| t.topic_id == hosted.topic_id)
             .map(|t| &t.config)
+    }
+
+    /// The largest batch a Produce may bring to `partition`: `message.max.bytes`, and never
+    /// more than the partition's segment size (`segment.bytes`), because a batch must fit in
+    /// one segment (Kafka refuses such a batch too).
+    pub(super) fn produce_max_batch_bytes(&self, partition: PartitionId) -> usize {
+        let segment_bytes = self
+            .stores
+            .get(&partition)
+            .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
+        (self.config.message_max_bytes as u64).min(segment_bytes) as usize
     }
 
     // ---- proposing ----------------------------------------------------------------------------
@@ -667,6 +679,9 @@ impl Node {
     /// below its start is gone once a snapshot covers it, and the state is what a snapshot
     /// keeps (one entry per topic, keyed by its name).
     pub(super) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
+        // Between work lists, like the rest of this: retention's snapshots are reported to
+        // the core by the same pump round.
+        self.maybe_enforce_retention()?;
         let partition = self.metadata_partition_id();
         let state_machine = &self.stores[&partition].snapshots.state_machine;
         let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;

@@ -1,0 +1,241 @@
+//! Retention for `cleanup.policy=delete` topics: whole segments go from the start of a
+//! partition's log when the partition is larger than `retention.bytes`, or when a segment is
+//! older than `retention.ms`.
+//!
+//! In Raft the log start may only move where a lagging replica can still catch up, so this
+//! reuses KIP-630's machinery instead of deleting files behind the core's back: each replica
+//! (leader and followers alike, each on its own log) picks the new log start at a segment
+//! boundary at or below its high-watermark, and records an **empty snapshot** there (no
+//! records: a delete topic has no state to carry, only a point to resume from). It reports the
+//! snapshot to the core like any other (`on_snapshot_written`, via `snapshots.written`), and
+//! the core's own rules (replication/src/raft/snapshot.rs) decide when the log start follows:
+//! the leader once every live replica fetched past it (or `max.replication.lag.ms` passed), a
+//! follower once the leader's log start reached it. Then `Work::AdvanceLogStartOffset` deletes
+//! the segments (snapshots.rs). A replica fetching below the new start is answered with the
+//! SnapshotId and catches up through FetchSnapshot; a consumer gets OFFSET_OUT_OF_RANGE, and
+//! ListOffsets earliest answers the new start.
+//!
+//! The check runs at most once per [`RETENTION_CHECK_INTERVAL_MS`] (Kafka's
+//! `log.retention.check.interval.ms`, 5 minutes by default, is not a node property here).
+//! The active (last) segment is never deleted.
+//!
+//! Age: Kafka measures a segment's age by its largest record timestamp (KIP-33's time index);
+//! the engine keeps no time index, so a segment's age is its file's modification time, which
+//! is the time of its last append (Kafka's rule before KIP-33).
+
+use std::path::Path;
+
+use ringlog_engine::io::SyscallIo;
+use ringlog_engine::snapshot::{SnapshotId, write_snapshot};
+use ringlog_replication::state_machine::StateMachine;
+use ringlog_replication::{OffsetAndEpoch, PartitionId};
+
+use super::storage::StorageError;
+use super::topics::{CleanupPolicy, TopicConfig};
+use super::{Node, NodeError};
+
+/// How often the retention rules are checked.
+pub const RETENTION_CHECK_INTERVAL_MS: u64 = 1000;
+
+/// One segment as retention sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub base_offset: u64,
+    pub size_bytes: u64,
+    /// Wall-clock ms of the segment's last append (its file's mtime); `None` if unknown.
+    pub last_modified_ms: Option<u64>,
+}
+
+/// The log start offset retention moves to, if any: the base offset of the first segment
+/// kept. Segments go from the oldest while the partition stays above `retention.bytes`
+/// without them, or while they are older than `retention.ms`; never the last segment, and
+/// never past `high_watermark` (only committed records may be cut: a snapshot is committed).
+pub fn retention_target(
+    segments: &[SegmentInfo],
+    high_watermark: u64,
+    config: &TopicConfig,
+    now_wall_ms: u64,
+) -> Option<u64> {
+    if config.cleanup_policy != CleanupPolicy::Delete {
+        return None;
+    }
+    let mut remaining_bytes: u64 = segments.iter().map(|s| s.size_bytes).sum();
+    let mut target = None;
+    for pair in segments.windows(2) {
+        let (segment, next) = (pair[0], pair[1]);
+        if next.base_offset > high_watermark {
+            break;
+        }
+        let over_size = config.retention_bytes >= 0
+            && remaining_bytes - segment.size_bytes >= config.retention_bytes as u64;
+        let too_old = config.retention_ms >= 0
+            && segment
+                .last_modified_ms
+                .is_some_and(|t| now_wall_ms.saturating_sub(t) > config.retention_ms as u64);
+        if !(over_size || too_old) {
+            break;
+        }
+        remaining_bytes -= segment.size_bytes;
+        target = Some(next.base_offset);
+    }
+    target
+}
+
+fn segment_last_modified_ms(dir: &Path, base_offset: u64) -> Option<u64> {
+    let path = dir.join(format!("{base_offset:020}.log"));
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_millis() as u64)
+}
+
+impl Node {
+    /// Applies the retention rules to every `cleanup.policy=delete` partition (see the module
+    /// doc). Runs between work lists: the snapshots it records are reported to the core by
+    /// `report_snapshots_written`.
+    pub(super) fn maybe_enforce_retention(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        if now < self.handlers.topics.next_retention_check_ms {
+            return Ok(());
+        }
+        self.handlers.topics.next_retention_check_ms = now + RETENTION_CHECK_INTERVAL_MS;
+        let now_wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let ids: Vec<PartitionId> = self.table.ids().collect();
+        for id in ids {
+            let Some(config) = self.topic_config(id).copied() else {
+                continue;
+            };
+            if config.cleanup_policy != CleanupPolicy::Delete
+                || (config.retention_bytes < 0 && config.retention_ms < 0)
+            {
+                continue;
+            }
+            let Some(raft) = self.multi.partition(id) else {
+                continue;
+            };
+            let epoch_cache: Vec<OffsetAndEpoch> = raft.log().epoch_cache().to_vec();
+            let Some(store) = self.stores.get_mut(&id) else {
+                continue;
+            };
+            let segments: Vec<SegmentInfo> = store
+                .log
+                .segment_sizes_bytes()
+                .into_iter()
+                .map(|(base, size_bytes)| SegmentInfo {
+                    base_offset: base.max(0) as u64,
+                    size_bytes,
+                    last_modified_ms: segment_last_modified_ms(&store.dir, base.max(0) as u64),
+                })
+                .collect();
+            let Some(target) =
+                retention_target(&segments, store.high_watermark, &config, now_wall_ms)
+            else {
+                continue;
+            };
+            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+            if target <= latest || target <= store.log.log_start_offset().max(0) as u64 {
+                // Already recorded; the core moves the log start when its rules allow.
+                continue;
+            }
+            // The snapshot's epoch is that of the record just below its end offset.
+            let epoch = epoch_cache
+                .iter()
+                .rev()
+                .find(|e| e.offset < target)
+                .map(|e| e.epoch)
+                .unwrap_or(0);
+            let snapshot_id = OffsetAndEpoch::new(target, epoch);
+            let format = store.snapshots.state_machine.snapshot_format();
+            // Empty: a delete topic carries no state across the cut. Written on the loop with
+            // plain syscalls (a header and a footer: a few hundred bytes).
+            let mut io = SyscallIo::for_dir(&store.dir);
+            let mut foreign = Vec::new();
+            write_snapshot(
+                &mut io,
+                &mut foreign,
+                &store.dir,
+                SnapshotId {
+                    end_offset: target as i64,
+                    epoch: epoch as i32,
+                },
+                &format,
+                now_wall_ms as i64,
+                |_| {},
+            )
+            .map_err(StorageError::from)?;
+            store.snapshots.latest_snapshot_id = Some(snapshot_id);
+            store.snapshots.written.push(snapshot_id);
+            tracing::info!(
+                partition = id,
+                log_start_offset = target,
+                retention_bytes = config.retention_bytes,
+                retention_ms = config.retention_ms,
+                "retention: empty snapshot recorded, the log start follows it"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(sizes: &[(u64, u64, u64)]) -> Vec<SegmentInfo> {
+        sizes
+            .iter()
+            .map(|&(base_offset, size_bytes, modified)| SegmentInfo {
+                base_offset,
+                size_bytes,
+                last_modified_ms: Some(modified),
+            })
+            .collect()
+    }
+
+    fn config(retention_bytes: i64, retention_ms: i64) -> TopicConfig {
+        TopicConfig {
+            retention_bytes,
+            retention_ms,
+            ..TopicConfig::default()
+        }
+    }
+
+    #[test]
+    fn size_retention_deletes_whole_segments_from_the_start() {
+        // Kafka's rule: a segment goes only if the rest still holds retention.bytes. Four
+        // segments of 100 bytes, retention.bytes 250: one goes (300 left; two would leave 200).
+        let s = segments(&[(0, 100, 0), (10, 100, 0), (20, 100, 0), (30, 100, 0)]);
+        assert_eq!(retention_target(&s, 40, &config(250, -1), 0), Some(10));
+        assert_eq!(retention_target(&s, 40, &config(200, -1), 0), Some(20));
+        // Exactly at the bound: deleting one leaves 300 ≥ 300.
+        assert_eq!(retention_target(&s, 40, &config(300, -1), 0), Some(10));
+        assert_eq!(retention_target(&s, 40, &config(400, -1), 0), None);
+        // Never past the high-watermark (a cut must be committed).
+        assert_eq!(retention_target(&s, 15, &config(0, -1), 0), Some(10));
+        // Never the active (last) segment.
+        assert_eq!(retention_target(&s, 40, &config(0, -1), 0), Some(30));
+        // No limits, or the snapshot policy: nothing.
+        assert_eq!(retention_target(&s, 40, &config(-1, -1), 0), None);
+        let mut snapshot = config(0, -1);
+        snapshot.cleanup_policy = CleanupPolicy::Snapshot;
+        assert_eq!(retention_target(&s, 40, &snapshot, 0), None);
+    }
+
+    #[test]
+    fn time_retention_deletes_old_segments_up_to_the_first_young_one() {
+        let s = segments(&[
+            (0, 10, 1_000),
+            (10, 10, 2_000),
+            (20, 10, 9_000),
+            (30, 10, 1_000),
+        ]);
+        // At 10 000 with retention.ms 5 000: the first two are older; the third is not, so the
+        // fourth (older, but after a young one) stays too.
+        assert_eq!(
+            retention_target(&s, 40, &config(-1, 5_000), 10_000),
+            Some(20)
+        );
+        assert_eq!(retention_target(&s, 40, &config(-1, 50_000), 10_000), None);
+    }
+}
