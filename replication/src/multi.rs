@@ -85,6 +85,29 @@ impl MultiRaft {
         self.partitions.remove(&partition)
     }
 
+    /// [`MultiRaft::add_partition`] for a partition with snapshots on disk (KIP-630: a
+    /// `cleanup.policy=snapshot` topic's partition restarting).
+    pub fn add_partition_with_snapshots(
+        &mut self,
+        config: &QuorumConfig,
+        partition: PartitionId,
+        recovered: &RecoveredState,
+        snapshots: crate::types::RecoveredSnapshots,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<(), RaftError> {
+        assert!(
+            !self.partitions.contains_key(&partition),
+            "partition {partition} already has a group"
+        );
+        let partition_seed = seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.partitions.insert(
+            partition,
+            Raft::new_with_snapshots(config.clone(), recovered, snapshots, partition_seed, now_ms)?,
+        );
+        Ok(())
+    }
+
     /// [`MultiRaft::new`] for hosts that keep snapshots (KIP-630): each partition's recovered
     /// snapshots (missing entries: none).
     pub fn new_with_snapshots(

@@ -137,7 +137,10 @@ impl Raft {
         } else {
             ErrorCode::None
         };
-        if error_code == ErrorCode::None {
+        // A consumer (ReplicaId -1, reading a `cleanup.policy=snapshot` topic's full state) is
+        // served like a replica but is no replica: it never counts as a live follower (whose
+        // fetch offset would hold back the log start) nor toward the check quorum.
+        if error_code == ErrorCode::None && from >= 0 {
             // A replica downloading a snapshot is alive and following us (check quorum).
             let now = self.now_ms;
             let is_voter = self.config.is_voter(from);

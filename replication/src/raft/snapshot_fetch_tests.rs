@@ -312,6 +312,39 @@ fn leader_answers_fetch_snapshot_after_epoch_and_snapshot_checks() {
     ));
 }
 
+/// ringlog beyond Kafka (docs/snapshots.md): a consumer (ReplicaId -1) reading a snapshot
+/// topic's full state fetches the snapshot like a replica, but the leader keeps no progress for
+/// it, so it never holds back the log start nor shows up as an observer.
+#[test]
+fn a_consumer_fetches_a_snapshot_without_becoming_an_observer() {
+    let mut raft = leader_with_snapshot_3();
+    let Message::FetchSnapshotRequest(mut request) = fetch_snapshot(1, OffsetAndEpoch::new(3, 1))
+    else {
+        unreachable!()
+    };
+    request.replica_id = -1;
+    let work = raft
+        .step(5_030, -1, Message::FetchSnapshotRequest(request))
+        .unwrap();
+    let [
+        Work::SendFetchSnapshotResponse {
+            to: -1,
+            response,
+            max_bytes: 100,
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.error_code, ErrorCode::None);
+    let described = raft.describe_quorum();
+    assert!(described.observers.is_empty(), "{described:?}");
+    assert!(
+        described.current_voters.iter().all(|v| v.replica_id != -1),
+        "{described:?}"
+    );
+}
+
 #[test]
 fn an_observer_whose_fetch_times_out_asks_the_next_voter() {
     let config = QuorumConfig::new(9, &[1, 2, 3]).unwrap();
