@@ -717,6 +717,7 @@ impl Node {
                 };
                 let raft = self.multi.partition(id).expect("hosted partition");
                 let leader = Some(raft.leader_and_epoch());
+                let latest_snapshot_id = raft.log().latest_snapshot_id();
                 // KIP-320: a consumer that knows another epoch than ours is fenced (older) or
                 // ahead of us (newer); one whose last fetched epoch does not end where it
                 // thinks is told where its log diverged, and reads nothing.
@@ -758,6 +759,18 @@ impl Node {
                 {
                     has_data = true;
                     data.error_code = ErrorCode::OffsetOutOfRange.code();
+                    // Beyond Kafka (docs/snapshots.md): below the log start of a snapshotted
+                    // partition, a consumer is also told the latest snapshot (the field KIP-630
+                    // fills for replicas), so it can read the full state with FetchSnapshot.
+                    // Kafka's consumers ignore the tagged field.
+                    if let Some(snapshot_id) = latest_snapshot_id
+                        && p.fetch_offset < log_start_offset as i64
+                    {
+                        data.snapshot_id = fetch_response::SnapshotId {
+                            end_offset: snapshot_id.offset as i64,
+                            epoch: snapshot_id.epoch as i32,
+                        };
+                    }
                 } else if (p.fetch_offset as u64) < high_watermark {
                     let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
                     let read = store.read_region(

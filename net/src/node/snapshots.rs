@@ -12,10 +12,15 @@
 //! most one generation per partition runs at a time; a crash mid-write leaves a `.part` that
 //! `recover` removes at the next start.
 //!
-//! Which partitions: only `__cluster_metadata-0` (KRaft's snapshotted log); topic partitions
-//! (`cleanup.policy=delete`) keep their logs. Topic records are keyed by topic name
-//! (topics.rs), so the snapshot keeps every topic and the topic image is derived from the
-//! key-value state.
+//! Which partitions: `__cluster_metadata-0` (KRaft's snapshotted log; topic records are keyed
+//! by topic name, topics.rs, so its snapshot keeps every topic) and every partition of a topic
+//! whose `cleanup.policy` is `snapshot` (Kafka's compacted-topic semantics, with the log trimmed
+//! behind snapshots instead of compacted). The same code serves them all: one
+//! [`PartitionSnapshots`] per partition (its own state machine, policy counters, generation in
+//! flight and fetch in progress), one node-wide snapshot policy (`controller.snapshot.minimum.records`
+//! and the other keys), and per-partition entry points the core's work calls
+//! (`advance_log_start`, `delete_old_snapshots`), which retention reuses. Topics with
+//! `cleanup.policy=delete` keep no state machine: a snapshot must not cut their log.
 //!
 //! FetchSnapshot bytes are not copied through userspace: the leader answers with a region
 //! (its own descriptor of the frozen file, position, length) that the server sends with
@@ -32,8 +37,8 @@ use ringlog_engine::snapshot::{
     delete_snapshots_before, latest_valid_snapshot, recover_snapshot_dir, write_snapshot,
 };
 use ringlog_replication::state_machine::{
-    KeyValueStateMachine, SnapshotDecision, SnapshotPolicyConfig, SnapshotProgress, StateMachine,
-    policy,
+    KeyValueStateMachine, SnapshotDecision, SnapshotPolicyConfig, SnapshotProgress, SnapshotReason,
+    StateMachine, policy,
 };
 use ringlog_replication::{self as core, OffsetAndEpoch, PartitionId, RecoveredSnapshots};
 
@@ -151,7 +156,8 @@ impl PartitionSnapshots {
     }
 }
 
-/// Kafka's snapshot policy keys as the state machine's policy.
+/// Kafka's snapshot policy keys as the state machine's policy (one node-wide policy for every
+/// snapshotted partition).
 fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
     SnapshotPolicyConfig {
         min_records: config.snapshot_minimum_records,
@@ -161,13 +167,151 @@ fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
     }
 }
 
+// SHIM until topics.rs's TopicConfig lands (topicadmin): swapped for topics::CleanupPolicy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CleanupPolicy {
+    Delete,
+    Snapshot,
+}
 impl Node {
+    fn topic_cleanup_policy(&self, _partition: PartitionId) -> Option<CleanupPolicy> {
+        Some(CleanupPolicy::Delete)
+    }
+}
+
+/// Whether a partition of `topic` (with its topic's `cleanup.policy`, `None` for the metadata
+/// topic, which has no topic record) runs the key-value state machine with snapshots.
+pub(super) fn keeps_snapshots(topic: &str, cleanup_policy: Option<CleanupPolicy>) -> bool {
+    topic == super::convert::METADATA_TOPIC || cleanup_policy == Some(CleanupPolicy::Snapshot)
+}
+
+/// The epoch of the record just below `end_offset`: the largest epoch of the leader-epoch cache
+/// that starts below it; the latest snapshot's epoch when the cache holds none (every record
+/// below `end_offset` is then inside that snapshot).
+pub(super) fn epoch_before(
+    epoch_cache: &[OffsetAndEpoch],
+    end_offset: u64,
+    latest_snapshot_id: Option<OffsetAndEpoch>,
+) -> u32 {
+    epoch_cache
+        .iter()
+        .rev()
+        .find(|e| e.offset < end_offset)
+        .map(|e| e.epoch)
+        .or(latest_snapshot_id.map(|s| s.epoch))
+        .unwrap_or(0)
+}
+
+/// What a snapshot writer thread writes: the state at `snapshot_id`, taken on the loop.
+pub(super) struct SnapshotJob {
+    pub snapshot_id: OffsetAndEpoch,
+    pub format: ringlog_engine::snapshot::SnapshotFormat,
+    /// A clone of the key-value map: refcounted handles, not the keys' and values' bytes.
+    pub entries: std::collections::BTreeMap<Bytes, Bytes>,
+}
+
+/// How a generation ended, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum GenerationOutcome {
+    /// Now the latest snapshot; queued for `on_snapshot_written`.
+    Taken,
+    /// Frozen, but a snapshot fetched from the leader and installed meanwhile is as new.
+    Superseded,
+    /// Not written (the `.part` is removed at the next start); the policy decides again later.
+    Failed(String),
+}
+
+impl PartitionSnapshots {
+    /// The policy's view of this partition.
+    pub(super) fn progress(&self, high_watermark: u64, now_ms: u64) -> SnapshotProgress {
+        let stats = self.state_machine.stats();
+        SnapshotProgress {
+            applied_end_offset: self.state_machine.last_applied_offset() + 1,
+            high_watermark: high_watermark as i64,
+            latest_snapshot_end_offset: self.latest_snapshot_id.map_or(0, |s| s.offset as i64),
+            records_since_snapshot: stats.records_since_snapshot,
+            bytes_since_snapshot: stats.bytes_since_snapshot,
+            changed_keys_since_snapshot: stats.changed_keys_since_snapshot,
+            keys_count: stats.keys_count,
+            now_ms,
+            last_snapshot_ms: self.last_snapshot_ms,
+        }
+    }
+
+    /// Asks the policy; if it says snapshot, takes the state for a writer and marks the
+    /// generation in flight. Never two generations of one partition at once: while one runs
+    /// the policy is not asked (the next decision follows its completion). The counters restart
+    /// at the snapshot's point, not at the write's completion.
+    pub(super) fn maybe_begin_generation(
+        &mut self,
+        policy: &SnapshotPolicyConfig,
+        high_watermark: u64,
+        epoch_cache: &[OffsetAndEpoch],
+        now_ms: u64,
+    ) -> Option<(SnapshotJob, SnapshotReason)> {
+        if self.generating.is_some() {
+            return None;
+        }
+        let SnapshotDecision::Snapshot { end_offset, reason } =
+            policy::decide(policy, &self.progress(high_watermark, now_ms))
+        else {
+            return None;
+        };
+        let end_offset = end_offset as u64;
+        assert!(
+            end_offset <= high_watermark,
+            "a snapshot of uncommitted state: end offset {end_offset} past the high-watermark {high_watermark}"
+        );
+        let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
+        let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
+        let job = SnapshotJob {
+            snapshot_id,
+            format: self.state_machine.snapshot_format(),
+            entries: self.state_machine.entries().clone(),
+        };
+        self.state_machine.on_snapshot_taken();
+        self.last_snapshot_ms = now_ms;
+        self.generating = Some(snapshot_id);
+        Some((job, reason))
+    }
+
+    /// A writer thread reported `snapshot_id`.
+    pub(super) fn finish_generation(
+        &mut self,
+        snapshot_id: OffsetAndEpoch,
+        result: Result<(), String>,
+    ) -> GenerationOutcome {
+        debug_assert_eq!(self.generating, Some(snapshot_id));
+        self.generating = None;
+        match result {
+            Ok(())
+                if self
+                    .latest_snapshot_id
+                    .is_none_or(|latest| latest.offset < snapshot_id.offset) =>
+            {
+                self.latest_snapshot_id = Some(snapshot_id);
+                self.written.push(snapshot_id);
+                GenerationOutcome::Taken
+            }
+            Ok(()) => GenerationOutcome::Superseded,
+            Err(error) => GenerationOutcome::Failed(error),
+        }
+    }
+}
+
+impl Node {
+    /// Whether `partition` runs the key-value state machine with KIP-630 snapshots.
+    pub(super) fn partition_keeps_snapshots(&self, partition: PartitionId) -> bool {
+        let topic = &self.table.get(partition).topic;
+        keeps_snapshots(topic, self.topic_cleanup_policy(partition))
+    }
+
     /// Feeds the state machine the committed batches it has not applied, then takes a
     /// snapshot if the policy says so.
     pub(super) fn apply_committed(&mut self, partition: PartitionId) -> Result<(), NodeError> {
-        // Only the metadata partition keeps a state machine and snapshots (as in KRaft): topic
-        // partitions have `cleanup.policy=delete`, whose log a snapshot must not cut.
-        if self.table.get(partition).topic != super::convert::METADATA_TOPIC {
+        // Only snapshotted partitions keep a state machine: a `cleanup.policy=delete` topic's
+        // log must not be cut behind a snapshot.
+        if !self.partition_keeps_snapshots(partition) {
             return Ok(());
         }
         let now_ms = self.now_ms();
@@ -207,47 +351,16 @@ impl Node {
         }
         self.collect_foreign();
         let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let snapshots = &mut store.snapshots;
-        let stats = snapshots.state_machine.stats();
-        let progress = SnapshotProgress {
-            applied_end_offset: snapshots.state_machine.last_applied_offset() + 1,
-            high_watermark: high_watermark as i64,
-            latest_snapshot_end_offset: snapshots.latest_snapshot_id.map_or(0, |s| s.offset as i64),
-            records_since_snapshot: stats.records_since_snapshot,
-            bytes_since_snapshot: stats.bytes_since_snapshot,
-            changed_keys_since_snapshot: stats.changed_keys_since_snapshot,
-            keys_count: stats.keys_count,
-            now_ms,
-            last_snapshot_ms: snapshots.last_snapshot_ms,
-        };
-        if snapshots.generating.is_some() {
-            // Never two generations at once: the next decision follows its completion.
-            return Ok(());
-        }
-        let SnapshotDecision::Snapshot { end_offset, reason } = policy::decide(&policy, &progress)
+        let Some((job, reason)) =
+            store
+                .snapshots
+                .maybe_begin_generation(&policy, high_watermark, &epoch_cache, now_ms)
         else {
             return Ok(());
         };
-        let end_offset = end_offset as u64;
-        // The epoch of the record at end_offset - 1.
-        let epoch = epoch_cache
-            .iter()
-            .rev()
-            .find(|e| e.offset < end_offset)
-            .map(|e| e.epoch)
-            .or(snapshots.latest_snapshot_id.map(|s| s.epoch))
-            .unwrap_or(0);
-        let id = OffsetAndEpoch::new(end_offset, epoch);
-        let format = snapshots.state_machine.snapshot_format();
-        // The state at end_offset, taken on the loop: cloning the map copies refcounted
-        // handles, not the keys' and values' bytes. The file is written off the loop.
-        let entries = snapshots.state_machine.entries().clone();
+        let id = job.snapshot_id;
         let dir = store.dir.clone();
         let done = self.snapshot_done_tx.clone();
-        // The counters restart at the snapshot's point, not at the write's completion.
-        snapshots.state_machine.on_snapshot_taken();
-        snapshots.last_snapshot_ms = now_ms;
-        snapshots.generating = Some(id);
         std::thread::Builder::new()
             .name("snapshot-writer".into())
             .spawn(move || {
@@ -258,11 +371,11 @@ impl Node {
                     &mut io,
                     &mut foreign,
                     &dir,
-                    engine_id(id),
-                    &format,
+                    engine_id(job.snapshot_id),
+                    &job.format,
                     now_ms as i64,
                     |sink| {
-                        for (key, value) in &entries {
+                        for (key, value) in &job.entries {
                             sink.append_record(Some(key), Some(value));
                         }
                     },
@@ -272,7 +385,7 @@ impl Node {
                 // The loop is gone only at exit; the .part is then removed at the next start.
                 let _ = done.send(SnapshotDone {
                     partition,
-                    snapshot_id: id,
+                    snapshot_id: job.snapshot_id,
                     result,
                 });
             })
@@ -292,24 +405,14 @@ impl Node {
         let Some(store) = self.stores.get_mut(&partition) else {
             return Ok(());
         };
-        let snapshots = &mut store.snapshots;
-        debug_assert_eq!(snapshots.generating, Some(snapshot_id));
-        snapshots.generating = None;
-        match result {
-            Ok(())
-                if snapshots
-                    .latest_snapshot_id
-                    .is_none_or(|latest| latest.offset < snapshot_id.offset) =>
-            {
-                snapshots.latest_snapshot_id = Some(snapshot_id);
-                snapshots.written.push(snapshot_id);
-                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken");
+        match store.snapshots.finish_generation(snapshot_id, result) {
+            GenerationOutcome::Taken => {
+                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken")
             }
-            // A snapshot fetched from the leader and installed meanwhile is at least as new.
-            Ok(()) => {
+            GenerationOutcome::Superseded => {
                 tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken, superseded by an installed one")
             }
-            Err(error) => {
+            GenerationOutcome::Failed(error) => {
                 tracing::error!(partition, snapshot = ?snapshot_id, %error, "snapshot generation failed")
             }
         }

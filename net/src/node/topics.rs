@@ -378,6 +378,7 @@ fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
     quorum.fetch_timeout_ms = config.fetch_timeout_ms;
     quorum.request_timeout_ms = config.request_timeout_ms;
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+    quorum.max_replication_lag_ms = config.max_replication_lag_ms;
     Ok(quorum)
 }
 
@@ -770,8 +771,14 @@ impl Node {
         let id = self.table.add(hosted);
         let quorum = quorum_config(&self.config)?;
         let now = self.now_ms();
-        self.multi
-            .add_partition(&quorum, id, &recovered, super::random_seed(), now)?;
+        self.multi.add_partition_with_snapshots(
+            &quorum,
+            id,
+            &recovered,
+            store.recovered_snapshots,
+            super::random_seed(),
+            now,
+        )?;
         self.stores.insert(id, store);
         tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
         Ok(())
