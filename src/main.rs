@@ -115,6 +115,11 @@ enum Command {
         /// Also print each record's offset and leader epoch.
         #[arg(long)]
         print_offsets: bool,
+        /// Print the partition's full key-value state (`cleanup.policy=snapshot`: the latest
+        /// snapshot through FetchSnapshot, then the log after it) as `key<TAB>value` lines in
+        /// key order, then the snapshot and position on stderr, and exit.
+        #[arg(long, conflicts_with_all = ["from_beginning", "offset", "max_records", "print_offsets"])]
+        full_state: bool,
     },
     /// UNSAFE, opt-in: make this (stopped) node the leader of a partition whose quorum lost a
     /// majority for good, around a new voter set. Records other voters had are lost.
@@ -223,7 +228,11 @@ fn run(cli: Cli) -> Result<(), String> {
             reset,
             max_records,
             print_offsets,
+            full_state,
         } => {
+            if full_state {
+                return print_full_state(&bootstrap, TopicPartition::new(topic, partition));
+            }
             let start = match (from_beginning, offset.as_deref()) {
                 (true, _) | (false, Some("earliest")) => -2,
                 (false, None | Some("latest")) => -1,
@@ -625,6 +634,32 @@ fn consume(
             }
         }
     }
+}
+
+fn print_full_state(bootstrap: &str, partition: TopicPartition) -> Result<(), String> {
+    let mut consumer = Consumer::connect(bootstrap, ConsumerConfig::default());
+    let state = consumer
+        .read_full_state(&partition, Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    let mut stdout = std::io::stdout().lock();
+    for (key, value) in &state.entries {
+        writeln!(
+            stdout,
+            "{}\t{}",
+            String::from_utf8_lossy(key),
+            String::from_utf8_lossy(value)
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let snapshot = state.snapshot_id.map_or("none".to_string(), |id| {
+        format!("end offset {} epoch {}", id.end_offset, id.epoch)
+    });
+    eprintln!(
+        "{partition}: {} keys; snapshot {snapshot}; position {}",
+        state.entries.len(),
+        state.position.offset
+    );
+    Ok(())
 }
 
 fn unclean_recover(

@@ -145,6 +145,34 @@ pub enum ConsumerError {
         offset: i64,
         source: BatchError,
     },
+    /// A full-state read (`read_full_state`) got a snapshot that does not validate (CRC,
+    /// structure, header and footer) or that its size and chunks do not add up to.
+    #[error("{partition}: fetched snapshot: {source}")]
+    Snapshot {
+        partition: TopicPartition,
+        source: ringlog_engine::snapshot::SnapshotError,
+    },
+    /// A full-state read got FetchSnapshot chunks that do not add up to one snapshot.
+    #[error("{partition}: fetching snapshot {snapshot_id:?}: {reason}")]
+    SnapshotTransfer {
+        partition: TopicPartition,
+        snapshot_id: ringlog_engine::snapshot::SnapshotId,
+        reason: String,
+    },
+    /// A full-state read got a valid snapshot the key-value state machine cannot load (another
+    /// format, a record without key).
+    #[error("{partition}: loading the fetched snapshot: {source}")]
+    StateMachine {
+        partition: TopicPartition,
+        source: ringlog_replication::state_machine::StateMachineError,
+    },
+    /// A full-state read found the log starting above 0 and no snapshot to start from (a
+    /// `cleanup.policy=delete` topic whose retention removed the log's beginning).
+    #[error("{partition}: the log starts at {log_start_offset} and the leader names no snapshot")]
+    NoSnapshot {
+        partition: TopicPartition,
+        log_start_offset: i64,
+    },
     #[error("timed out: {0}")]
     Timeout(String),
     #[error(transparent)]
@@ -160,7 +188,7 @@ pub struct FetchPosition {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Validation {
+pub(super) enum Validation {
     /// Fetch on.
     Done,
     /// Ask OffsetForLeaderEpoch before the next fetch (`nearest`: seekToNearest semantics).
@@ -168,19 +196,21 @@ enum Validation {
 }
 
 #[derive(Clone, Debug)]
-struct PartitionState {
+pub(super) struct PartitionState {
     /// `None`: reset by policy before fetching.
-    position: Option<FetchPosition>,
-    validation: Validation,
+    pub(super) position: Option<FetchPosition>,
+    pub(super) validation: Validation,
     /// The leader Metadata last reported.
     leader: Option<LeaderAndEpoch>,
+    /// The high-watermark of the latest Fetch answer without error (for the full-state read).
+    pub(super) high_watermark: Option<i64>,
 }
 
 pub struct Consumer<T: Transport = Connections> {
-    transport: T,
-    config: ConsumerConfig,
+    pub(super) transport: T,
+    pub(super) config: ConsumerConfig,
     assignment: BTreeMap<TopicPartition, PartitionState>,
-    metadata_stale: bool,
+    pub(super) metadata_stale: bool,
     metadata_refreshed_at: Option<Instant>,
 }
 
@@ -211,6 +241,7 @@ impl<T: Transport> Consumer<T> {
                 position: None,
                 validation: Validation::Done,
                 leader: None,
+                high_watermark: None,
             });
             next.insert(tp, state);
         }
@@ -330,7 +361,7 @@ impl<T: Transport> Consumer<T> {
         }
     }
 
-    fn state_mut(
+    pub(super) fn state_mut(
         &mut self,
         partition: &TopicPartition,
     ) -> Result<&mut PartitionState, ConsumerError> {
@@ -341,7 +372,7 @@ impl<T: Transport> Consumer<T> {
             })
     }
 
-    fn backoff(&self, deadline: Instant) {
+    pub(super) fn backoff(&self, deadline: Instant) {
         let pause = Duration::from_millis(self.config.retry_backoff_ms)
             .min(deadline.saturating_duration_since(Instant::now()));
         std::thread::sleep(pause);
@@ -349,7 +380,7 @@ impl<T: Transport> Consumer<T> {
 
     /// Metadata, resets and validations: everything before a fetch. Returns the transient
     /// error that kept some partition from being ready, if any.
-    fn prepare(&mut self) -> Result<Option<ClientError>, ConsumerError> {
+    pub(super) fn prepare(&mut self) -> Result<Option<ClientError>, ConsumerError> {
         let mut transient = None;
         let too_old = self.metadata_refreshed_at.is_none_or(|at| {
             at.elapsed() >= Duration::from_millis(self.config.metadata_max_age_ms)
@@ -402,7 +433,7 @@ impl<T: Transport> Consumer<T> {
         Ok(())
     }
 
-    fn leader_of(&self, tp: &TopicPartition) -> Option<LeaderAndEpoch> {
+    pub(super) fn leader_of(&self, tp: &TopicPartition) -> Option<LeaderAndEpoch> {
         self.assignment
             .get(tp)
             .and_then(|s| s.leader)
@@ -633,7 +664,7 @@ impl<T: Transport> Consumer<T> {
 
     /// One Fetch per leader for the ready partitions. Returns the records and whether
     /// something transient went wrong (so `poll` backs off before the next round).
-    fn fetch_once(
+    pub(super) fn fetch_once(
         &mut self,
         deadline: Instant,
     ) -> Result<(Vec<ConsumerRecord>, bool), ConsumerError> {
@@ -706,7 +737,7 @@ impl<T: Transport> Consumer<T> {
         Ok((records, trouble))
     }
 
-    fn fetch_request(
+    pub(super) fn fetch_request(
         &self,
         partitions: &[(TopicPartition, FetchPosition, i32)],
         max_wait_ms: i32,
@@ -807,6 +838,7 @@ impl<T: Transport> Consumer<T> {
             state.validation = Validation::Awaiting { nearest: false };
             return Ok(false);
         }
+        state.high_watermark = Some(data.high_watermark);
         let bytes = match &data.records {
             Some(Records::Bytes(bytes)) => bytes.clone(),
             _ => Bytes::new(),

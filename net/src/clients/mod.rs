@@ -6,6 +6,7 @@
 pub mod consumer;
 #[cfg(test)]
 mod consumer_tests;
+pub mod full_state;
 pub mod producer;
 pub mod transport;
 
