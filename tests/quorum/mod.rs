@@ -67,26 +67,50 @@ impl Quorum {
 
     /// Starts every node not yet running.
     pub fn start_all(&mut self) {
-        for node in &mut self.nodes {
-            if node.child.is_some() {
-                continue;
-            }
-            let child = Command::new(RINGLOG)
-                .arg("serve")
-                .arg("--config")
-                .arg(&node.config)
-                .env("RUST_LOG", "info")
-                .env("NO_COLOR", "1")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&node.log).unwrap())
-                .spawn()
-                .unwrap();
-            node.child = Some(child);
+        let ids: Vec<i32> = self.nodes.iter().map(|n| n.id).collect();
+        for id in ids {
+            self.start_node(id);
         }
+    }
+
+    /// Starts node `id` unless it runs.
+    pub fn start_node(&mut self, id: i32) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .expect("known node");
+        if node.child.is_some() {
+            return;
+        }
+        let child = Command::new(RINGLOG)
+            .arg("serve")
+            .arg("--config")
+            .arg(&node.config)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            // Appended: a restarted node's log follows its earlier run's.
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&node.log)
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap();
+        node.child = Some(child);
     }
 
     /// Voters 1..=voters with free ports, formatted, not started.
     pub fn format(voters: i32) -> Quorum {
+        Quorum::format_with(voters, "")
+    }
+
+    /// [`Quorum::format`] with `extra` properties lines, each replacing the default line of
+    /// the same key.
+    pub fn format_with(voters: i32, extra: &str) -> Quorum {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<(i32, u16, u16)> = (1..=voters)
             .map(|id| (id, free_port(), free_port()))
@@ -109,19 +133,19 @@ impl Quorum {
                  controller.quorum.fetch.max.wait.ms=100\n",
                 data.display()
             );
+            let keys: Vec<&str> = extra
+                .lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+                .collect();
+            let mut text: String = text
+                .lines()
+                .filter(|l| !l.split_once('=').is_some_and(|(k, _)| keys.contains(&k)))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            text.push_str(extra);
+            text.push('\n');
             std::fs::write(&config, text).unwrap();
-            let status = Command::new(RINGLOG)
-                .args([
-                    "format",
-                    "--cluster-id",
-                    "MkU3OEVBNTcwNTJENDM2Qg",
-                    "--config",
-                ])
-                .arg(&config)
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success(), "format node {id}");
+            format_node(&config);
             nodes.push(Node {
                 id,
                 port,
@@ -169,6 +193,13 @@ impl Quorum {
     /// A node's data folder (`metadata.log.dir`).
     pub fn data_dir(&self, id: i32) -> PathBuf {
         self.dir.path().join(format!("node-{id}"))
+    }
+
+    /// Removes a stopped node's data folder and formats it again (a lost disk).
+    pub fn wipe(&mut self, id: i32) {
+        assert!(self.node(id).child.is_none(), "wipe a stopped node");
+        std::fs::remove_dir_all(self.data_dir(id)).unwrap();
+        format_node(&self.node(id).config);
     }
 
     pub fn node(&self, id: i32) -> &Node {
@@ -227,6 +258,21 @@ impl Drop for Quorum {
             }
         }
     }
+}
+
+fn format_node(config: &Path) {
+    let status = Command::new(RINGLOG)
+        .args([
+            "format",
+            "--cluster-id",
+            "MkU3OEVBNTcwNTJENDM2Qg",
+            "--config",
+        ])
+        .arg(config)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "format {}", config.display());
 }
 
 /// The last `lines` lines of each node's log, for a failing test's output.
