@@ -95,7 +95,7 @@ fn topic_leader(quorum: &Quorum) -> Option<i32> {
 
 /// Produces `count` keyed records (acks=all) over 40 keys, every 7th a tombstone, values
 /// long enough to fill several 64 KiB segments; the model follows each acknowledged record.
-fn produce(quorum: &Quorum, model: &mut Model, round: &str, count: usize) {
+fn produce(quorum: &Quorum, model: &mut Model, round: &str, count: usize) -> i64 {
     let mut producer = Producer::connect(&bootstrap(quorum), ProducerConfig::default());
     let mut sent = Vec::new();
     for i in 0..count {
@@ -117,6 +117,7 @@ fn produce(quorum: &Quorum, model: &mut Model, round: &str, count: usize) {
             None => model.remove(&key),
         };
     }
+    acknowledged.iter().map(|m| m.offset + 1).max().unwrap()
 }
 
 fn checkpoints(partition_dir: &Path) -> Vec<i64> {
@@ -145,23 +146,51 @@ fn partition_dir(quorum: &Quorum, id: i32) -> PathBuf {
     quorum.data_dir(id).join(format!("{TOPIC}-0"))
 }
 
-/// The full state through the Rust consumer; checks it against the model and that it started
-/// from a snapshot. Returns the consumer, positioned after the state.
-fn assert_full_state(quorum: &Quorum, model: &Model, when: &str) -> (Consumer, i64) {
-    let mut consumer = Consumer::connect(&bootstrap(quorum), ConsumerConfig::default());
-    let state = consumer
-        .read_full_state(&tp(), Duration::from_secs(30))
-        .unwrap_or_else(|e| panic!("{when}: full-state read: {e}"));
+/// The full state through the Rust consumer, once it reaches `acknowledged_end` (a new leader
+/// shows records the old one acknowledged only once it committed one of its own epoch); checks
+/// it against the model and that it started from a snapshot. Returns the consumer, positioned
+/// after the state.
+fn assert_full_state(
+    quorum: &Quorum,
+    model: &Model,
+    acknowledged_end: i64,
+    when: &str,
+) -> (Consumer, i64) {
+    let (consumer, state) = eventually(
+        Duration::from_secs(30),
+        &format!("{when}: a full state up to offset {acknowledged_end}"),
+        || {
+            let mut consumer = Consumer::connect(&bootstrap(quorum), ConsumerConfig::default());
+            let state = consumer
+                .read_full_state(&tp(), Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("{when}: full-state read: {e}"));
+            (state.position.offset >= acknowledged_end).then_some((consumer, state))
+        },
+    );
     let snapshot_id = state
         .snapshot_id
         .unwrap_or_else(|| panic!("{when}: the read started from a snapshot"));
     assert!(snapshot_id.end_offset > 0, "{when}: {snapshot_id:?}");
     assert!(state.position.offset >= snapshot_id.end_offset);
-    assert_eq!(state.entries.len(), model.len(), "{when}: key count");
-    assert!(
-        state.entries == *model,
-        "{when}: the state differs from the model"
-    );
+    if state.entries != *model {
+        let missing: Vec<_> = model
+            .iter()
+            .filter(|(k, v)| state.entries.get(*k) != Some(v))
+            .map(|(k, v)| (k, v.slice(..v.len().min(12))))
+            .collect();
+        let extra: Vec<_> = state
+            .entries
+            .iter()
+            .filter(|(k, v)| model.get(*k) != Some(v))
+            .map(|(k, v)| (k, v.slice(..v.len().min(12))))
+            .collect();
+        panic!(
+            "{when}: the state ({} keys, {snapshot_id:?}, position {:?}) differs from the model ({} keys): missing or different {missing:?}, unexpected {extra:?}",
+            state.entries.len(),
+            state.position,
+            model.len()
+        );
+    }
     (consumer, state.position.offset)
 }
 
@@ -205,7 +234,7 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
     let mut model = Model::new();
 
     // Round 1: past the snapshot threshold several times, with overwrites and deletes.
-    produce(&quorum, &mut model, "one", 1200);
+    let acknowledged_end = produce(&quorum, &mut model, "one", 1200);
     let leader = eventually(Duration::from_secs(20), "a kv-0 leader", || {
         topic_leader(&quorum)
     });
@@ -239,7 +268,7 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
             }
         },
     );
-    assert_full_state(&quorum, &model, "after round one");
+    assert_full_state(&quorum, &model, acknowledged_end, "after round one");
     assert_cli_full_state(&quorum, &model);
 
     // A follower loses its disk: it catches up through FetchSnapshot, its log starting at the
@@ -266,7 +295,7 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
     // leader with these records, so once the leader dies it must become leader from its own
     // (fetched) snapshot and log.
     quorum.kill(other);
-    produce(&quorum, &mut model, "two", 600);
+    let acknowledged_end = produce(&quorum, &mut model, "two", 600);
     quorum.kill(leader);
     quorum.start_node(other);
     eventually(
@@ -274,14 +303,20 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
         "the rebuilt follower leads kv-0",
         || (topic_leader(&quorum)? == follower).then_some(()),
     );
-    assert_full_state(&quorum, &model, "led by the rebuilt follower");
+    assert_full_state(
+        &quorum,
+        &model,
+        acknowledged_end,
+        "led by the rebuilt follower",
+    );
 
     // Every node restarts: the state comes back from snapshots plus logs.
     for id in 1..=3 {
         quorum.kill(id);
     }
     quorum.start_all();
-    let (mut consumer, position) = assert_full_state(&quorum, &model, "after a full restart");
+    let (mut consumer, position) =
+        assert_full_state(&quorum, &model, acknowledged_end, "after a full restart");
 
     // The consumer goes on from the position the read left it at.
     let mut producer = Producer::connect(&bootstrap(&quorum), ProducerConfig::default());

@@ -7,6 +7,8 @@ pub mod consumer;
 #[cfg(test)]
 mod consumer_tests;
 pub mod full_state;
+#[cfg(test)]
+mod full_state_tests;
 pub mod producer;
 pub mod transport;
 
