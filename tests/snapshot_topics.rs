@@ -41,15 +41,6 @@ fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
 }
 
-fn bootstrap(quorum: &Quorum) -> String {
-    quorum
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// CreateTopics `kv` (one partition, cleanup.policy=snapshot) at whichever node is the
 /// controller.
 fn create_snapshot_topic(quorum: &Quorum) {
@@ -88,7 +79,7 @@ fn create_snapshot_topic(quorum: &Quorum) {
 
 /// The leader of `kv`-0 as Metadata names it.
 fn topic_leader(quorum: &Quorum) -> Option<i32> {
-    let mut connections = Connections::new(&bootstrap(quorum), Duration::from_millis(500));
+    let mut connections = Connections::new(&quorum.bootstrap(), Duration::from_millis(500));
     let metadata = fetch_metadata(&mut connections, &[TOPIC.to_string()]).ok()?;
     metadata.partitions.get(&tp())?.leader_id
 }
@@ -96,7 +87,7 @@ fn topic_leader(quorum: &Quorum) -> Option<i32> {
 /// Produces `count` keyed records (acks=all) over 40 keys, every 7th a tombstone, values
 /// long enough to fill several 64 KiB segments; the model follows each acknowledged record.
 fn produce(quorum: &Quorum, model: &mut Model, round: &str, count: usize) -> i64 {
-    let mut producer = Producer::connect(&bootstrap(quorum), ProducerConfig::default());
+    let mut producer = Producer::connect(&quorum.bootstrap(), ProducerConfig::default());
     let mut sent = Vec::new();
     for i in 0..count {
         let key = Bytes::from(format!("key-{:02}", (i * 7 + round.len()) % 40));
@@ -160,7 +151,7 @@ fn assert_full_state(
         Duration::from_secs(30),
         &format!("{when}: a full state up to offset {acknowledged_end}"),
         || {
-            let mut consumer = Consumer::connect(&bootstrap(quorum), ConsumerConfig::default());
+            let mut consumer = Consumer::connect(&quorum.bootstrap(), ConsumerConfig::default());
             let state = consumer
                 .read_full_state(&tp(), Duration::from_secs(30))
                 .unwrap_or_else(|e| panic!("{when}: full-state read: {e}"));
@@ -200,7 +191,7 @@ fn assert_cli_full_state(quorum: &Quorum, model: &Model) {
         .args([
             "consume",
             "--bootstrap",
-            &bootstrap(quorum),
+            &quorum.bootstrap(),
             "--topic",
             TOPIC,
         ])
@@ -254,7 +245,7 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
         "OFFSET_OUT_OF_RANGE at offset 0",
         || {
             let mut consumer = Consumer::connect(
-                &bootstrap(&quorum),
+                &quorum.bootstrap(),
                 ConsumerConfig {
                     auto_offset_reset: OffsetReset::None,
                     ..ConsumerConfig::default()
@@ -311,15 +302,13 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
     );
 
     // Every node restarts: the state comes back from snapshots plus logs.
-    for id in 1..=3 {
-        quorum.kill(id);
-    }
+    quorum.kill_all();
     quorum.start_all();
     let (mut consumer, position) =
         assert_full_state(&quorum, &model, acknowledged_end, "after a full restart");
 
     // The consumer goes on from the position the read left it at.
-    let mut producer = Producer::connect(&bootstrap(&quorum), ProducerConfig::default());
+    let mut producer = Producer::connect(&quorum.bootstrap(), ProducerConfig::default());
     producer
         .send(&tp(), Some(b"after"), Some(b"restart"))
         .unwrap();
