@@ -17,14 +17,18 @@ pub enum Mutation {
     SkipOwnEpochCommitRule,
     /// A follower told to truncate drops one batch below its high-watermark as well.
     TruncateBelowHighWatermark,
+    /// KIP-630: a leader moves its log start to its high-watermark, past its latest snapshot,
+    /// so the log starts where no snapshot is.
+    LogStartWithoutSnapshot,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 5] = [
         Mutation::DoubleVote,
         Mutation::HighWatermarkWithoutMajority,
         Mutation::SkipOwnEpochCommitRule,
         Mutation::TruncateBelowHighWatermark,
+        Mutation::LogStartWithoutSnapshot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,6 +37,7 @@ impl Mutation {
             Mutation::HighWatermarkWithoutMajority => "hw-without-majority",
             Mutation::SkipOwnEpochCommitRule => "skip-own-epoch-commit",
             Mutation::TruncateBelowHighWatermark => "truncate-below-hw",
+            Mutation::LogStartWithoutSnapshot => "log-start-without-snapshot",
         }
     }
 

@@ -1,10 +1,10 @@
 //! The simulator in the normal test run: 1,000 seeds of the three-voter profile and 200 of the
-//! mixed profile (1–5 voters, 0–2 observers, every fault class), split into several tests so
-//! they run in parallel; the seeds that found bugs; determinism; and the mutation check (each
-//! deliberately broken rule must be caught by some seed).
+//! mixed profile (1–5 voters, 0–2 observers, 1–4 partitions, every fault class), split into
+//! several tests so they run in parallel; the seeds that found bugs; determinism; and the
+//! mutation check (each deliberately broken rule must be caught by some seed).
 
 use ringlog_replication::Mutation;
-use ringlog_replication::sim::{Profile, SimOptions, SimReport, run_seed};
+use ringlog_replication::sim::{Profile, SimOptions, SimReport, SnapshotMutation, run_seed};
 
 fn run_range(profile: Profile, seeds: std::ops::Range<u64>) -> Vec<SimReport> {
     let mut reports = Vec::new();
@@ -53,7 +53,15 @@ fn assert_exercised(reports: &[SimReport]) {
             .map(|r| r.faults.get(name).copied().unwrap_or(0))
             .sum()
     };
-    for name in ["snapshot-taken", "log-start-advance", "snapshot-install"] {
+    // KIP-630 with several partitions: a FetchSnapshot request carries several partitions and
+    // a response shares its bytes between them.
+    for name in [
+        "snapshot-taken",
+        "log-start-advance",
+        "snapshot-install",
+        "fetch-snapshot-multi-partition-request",
+        "fetch-snapshot-shared",
+    ] {
         assert!(
             fired(name) > reports.len() as u64 / 10,
             "{name}: {}",
@@ -64,7 +72,12 @@ fn assert_exercised(reports: &[SimReport]) {
 
 #[test]
 fn three_voters_seeds_0_to_250() {
-    assert_exercised(&run_range(Profile::Three, 0..250));
+    let reports = run_range(Profile::Three, 0..250);
+    assert_exercised(&reports);
+    // The seed draws 1 to 4 partitions per cluster.
+    for partitions in 1..=4 {
+        assert!(reports.iter().any(|r| r.partitions == partitions));
+    }
 }
 
 #[test]
@@ -129,6 +142,7 @@ fn same_seed_same_trace_bit_for_bit() {
         assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}");
         assert_eq!(first.events, second.events);
         assert_eq!(first.faults, second.faults);
+        assert_eq!(first.partitions, second.partitions);
     }
     let a = run_seed(&SimOptions::new(1, Profile::Three));
     let b = run_seed(&SimOptions::new(2, Profile::Three));
@@ -172,4 +186,64 @@ fn mutation_skip_own_epoch_commit_rule_is_caught() {
     // Rare: it needs a new leader to commit old-epoch records through a short fetch and then
     // lose them to a leader that never had them. Seed 87 is the first of the three profile.
     assert!(first_catching_seed(Mutation::SkipOwnEpochCommitRule, Profile::Three, 400).is_some());
+}
+
+#[test]
+fn mutation_log_start_without_snapshot_is_caught() {
+    // KIP-630: a log start above 0 always has a snapshot at it.
+    assert!(first_catching_seed(Mutation::LogStartWithoutSnapshot, Profile::Three, 20).is_some());
+}
+
+/// Runs seeds from 0 until one reports a violation under a broken host rule; returns it.
+fn first_catching_seed_host(
+    mutation: SnapshotMutation,
+    profile: Profile,
+    max_seeds: u64,
+) -> Option<(u64, String)> {
+    (0..max_seeds).find_map(|seed| {
+        let mut options = SimOptions::new(seed, profile);
+        options.snapshot_mutation = Some(mutation);
+        run_seed(&options).violation.map(|v| (seed, v))
+    })
+}
+
+#[test]
+fn mutation_leader_loads_snapshot_is_caught() {
+    // KIP-630: a leader never loads a snapshot.
+    let (_, violation) =
+        first_catching_seed_host(SnapshotMutation::LeaderLoadsSnapshot, Profile::Three, 20)
+            .expect("caught");
+    assert!(violation.contains("a leader loads snapshot"), "{violation}");
+}
+
+#[test]
+fn mutation_snapshot_one_record_off_is_caught() {
+    // KIP-630: a snapshot at end offset E equals the committed records below E replayed.
+    let (_, violation) =
+        first_catching_seed_host(SnapshotMutation::SnapshotOneRecordOff, Profile::Three, 20)
+            .expect("caught");
+    assert!(
+        violation.contains("differs from the committed log"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn mutation_ignore_fair_share_is_caught() {
+    // KIP-630: a FetchSnapshot response never exceeds
+    // min(MaxBytes, replica.fetch.snapshot.response.max.bytes).
+    let (_, violation) =
+        first_catching_seed_host(SnapshotMutation::IgnoreFairShare, Profile::Three, 20)
+            .expect("caught");
+    assert!(violation.contains("exceed the cap"), "{violation}");
+}
+
+#[test]
+fn mutation_unfair_share_is_caught() {
+    // KIP-630: each partition gets at least the average share if it has that many bytes left.
+    // Needs two partitions downloading from one leader in one request.
+    let (_, violation) =
+        first_catching_seed_host(SnapshotMutation::UnfairShare, Profile::Mixed, 20)
+            .expect("caught");
+    assert!(violation.contains("less than the average"), "{violation}");
 }

@@ -1,6 +1,6 @@
 //! The simulator runner:
 //! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed]
-//! [--seed S] [--start S] [--mutation NAME]`
+//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
 //! and, for every failing seed, the violation and a one-line replay command. Exits non-zero on
@@ -10,12 +10,13 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use ringlog_replication::Mutation;
-use ringlog_replication::sim::{Profile, SimOptions, run_seed};
+use ringlog_replication::sim::{Profile, SimOptions, SnapshotMutation, run_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed] [--mutation {}]",
-        Mutation::ALL.map(|m| m.name()).join("|")
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed] [--partitions 1-4] [--mutation {}|{}]",
+        Mutation::ALL.map(|m| m.name()).join("|"),
+        SnapshotMutation::ALL.map(|m| m.name()).join("|")
     );
     ExitCode::from(2)
 }
@@ -26,6 +27,8 @@ fn main() -> ExitCode {
     let mut single = None;
     let mut profile = Profile::Three;
     let mut mutation = None;
+    let mut snapshot_mutation = None;
+    let mut partitions = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -38,9 +41,17 @@ fn main() -> ExitCode {
                 Some(p) => profile = p,
                 None => return usage(),
             },
-            "--mutation" => match Mutation::from_name(&value) {
-                Some(m) => mutation = Some(m),
-                None => return usage(),
+            "--mutation" => match (
+                Mutation::from_name(&value),
+                SnapshotMutation::from_name(&value),
+            ) {
+                (Some(m), _) => mutation = Some(m),
+                (_, Some(m)) => snapshot_mutation = Some(m),
+                _ => return usage(),
+            },
+            "--partitions" => match value.parse() {
+                Ok(p @ 1..=4) => partitions = Some(p),
+                _ => return usage(),
             },
             _ => return usage(),
         }
@@ -58,6 +69,8 @@ fn main() -> ExitCode {
     for &seed in &range {
         let mut options = SimOptions::new(seed, profile);
         options.mutation = mutation;
+        options.snapshot_mutation = snapshot_mutation;
+        options.partitions = partitions;
         let report = run_seed(&options);
         for (fault, count) in &report.faults {
             *faults.entry(fault).or_default() += count;
@@ -67,9 +80,10 @@ fn main() -> ExitCode {
         elections += report.elections;
         if single.is_some() {
             println!(
-                "seed {seed}: {} voters, {} observers, {} events, {} client batches committed, {} elections, trace {:016x}",
+                "seed {seed}: {} voters, {} observers, {} partitions, {} events, {} client batches committed, {} elections, trace {:016x}",
                 report.voters,
                 report.observers,
+                report.partitions,
                 report.events,
                 report.client_batches_committed,
                 report.elections,
@@ -87,7 +101,10 @@ fn main() -> ExitCode {
     println!(
         "profile {} mutation {}: {} seeds, {} failed; {} events, {} client batches committed, {} elections",
         profile.name(),
-        mutation.map_or("none", |m| m.name()),
+        mutation
+            .map(|m| m.name())
+            .or(snapshot_mutation.map(|m| m.name()))
+            .unwrap_or("none"),
         range.len(),
         failures.len(),
         events,

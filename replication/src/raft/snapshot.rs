@@ -11,6 +11,7 @@
 
 use super::{Out, Raft};
 use crate::error::RaftError;
+use crate::mutation::Mutation;
 use crate::quorum::EpochState;
 use crate::types::OffsetAndEpoch;
 use crate::work::Work;
@@ -48,6 +49,14 @@ impl Raft {
             return None;
         }
         match &self.state {
+            EpochState::Leader(_)
+                if self.config.mutated(Mutation::LogStartWithoutSnapshot)
+                    && self.log.high_watermark() > latest.offset =>
+            {
+                // Broken on purpose: the log start goes past the snapshot, to the
+                // high-watermark, where no snapshot is.
+                Some(OffsetAndEpoch::new(self.log.high_watermark(), latest.epoch))
+            }
             EpochState::Leader(leader) => {
                 if self.now_ms >= self.log_start_lag_deadline_ms() {
                     return Some(latest);

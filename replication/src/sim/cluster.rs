@@ -1,7 +1,12 @@
-//! The event loop: nodes running the real core, the network, the disks, faults and clients.
-//! KIP-630 snapshots (taking, serving, fetching, installing) are in [`snapshots`].
+//! The event loop: nodes running the real core (one `Raft` per partition, 1–4 partitions per
+//! cluster on the same nodes), the network, the disks, faults and clients. KIP-630 snapshots
+//! (taking, serving, fetching, installing) are in [`snapshots`]; the FetchSnapshot sessions that
+//! put several partitions into one request and share one response's bytes are in [`fetcher`];
+//! faults and the client workload are in [`workload`].
 
+mod fetcher;
 mod snapshots;
+mod workload;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -20,8 +25,13 @@ use crate::raft::Raft;
 use crate::records::{KeyValue, build_batch, stamp_batch};
 use crate::rng::SplitMix64;
 use crate::state_machine::KeyValueStateMachine;
-use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch, QuorumConfig};
+use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig};
 use crate::work::{Persisted, Work};
+
+use fetcher::SnapshotFetcher;
+
+/// One partition's replica on one node.
+type ReplicaKey = (NodeId, PartitionId);
 
 /// FNV-1a, so trace hashes do not depend on std's hasher.
 struct Fnv(u64);
@@ -45,16 +55,32 @@ enum EventKind {
     Deliver {
         from: NodeId,
         to: NodeId,
+        partition: PartitionId,
         to_incarnation: u64,
         message: Message,
     },
-    PersistDone {
+    /// One wire FetchSnapshot request or response: every partition's part travels (or is
+    /// lost) together, as one Kafka message does (see [`fetcher`]).
+    DeliverSnapshotBundle {
+        from: NodeId,
+        to: NodeId,
+        to_incarnation: u64,
+        bundle_id: u64,
+        parts: Vec<(PartitionId, Message)>,
+    },
+    /// The follower's FetchSnapshot session to `leader` gives up waiting for `bundle_id`.
+    FetcherTimeout {
         node: NodeId,
+        leader: NodeId,
+        bundle_id: u64,
+    },
+    PersistDone {
+        replica: ReplicaKey,
         incarnation: u64,
         op_id: u64,
     },
     Tick {
-        node: NodeId,
+        replica: ReplicaKey,
         incarnation: u64,
     },
     Fault,
@@ -64,7 +90,7 @@ enum EventKind {
     },
     ClientAppend,
     EndFaults,
-    /// A random live node snapshots its state machine (KIP-630).
+    /// A random live replica snapshots its state machine (KIP-630).
     TakeSnapshot,
 }
 
@@ -113,8 +139,11 @@ struct PendingOp {
     held: Vec<(NodeId, Message)>,
 }
 
+/// One partition's replica on a node: its core, its partition directory (log, quorum-state,
+/// snapshots) and its state machine. All replicas of a node crash and restart together.
 struct SimNode {
     id: NodeId,
+    partition: PartitionId,
     config: QuorumConfig,
     raft: Option<Raft>,
     store: SimStore,
@@ -136,11 +165,17 @@ struct Cluster {
     now_ms: u64,
     seq: u64,
     queue: BinaryHeap<Event>,
-    nodes: BTreeMap<NodeId, SimNode>,
+    /// Every replica, by (node, partition).
+    nodes: BTreeMap<ReplicaKey, SimNode>,
+    node_ids: Vec<NodeId>,
+    partitions: PartitionId,
     voters: Vec<NodeId>,
     network: Network,
     rng: SplitMix64,
-    checker: Checker,
+    /// One checker per partition (each partition is its own replicated log).
+    checkers: Vec<Checker>,
+    /// The first violation outside a partition's checker (host checks, panics).
+    violation: Option<String>,
     trace: Fnv,
     events: u64,
     faults: BTreeMap<&'static str, u64>,
@@ -151,6 +186,12 @@ struct Cluster {
     disk_latency_max_ms: u64,
     /// The leader's `replica.fetch.snapshot.response.max.bytes`.
     snapshot_response_max_bytes: u64,
+    /// FetchSnapshot sessions by (follower, leader).
+    fetchers: BTreeMap<(NodeId, NodeId), SnapshotFetcher>,
+    next_bundle_id: u64,
+    /// While a FetchSnapshot bundle is being answered: the cores' answers, to be filled and
+    /// shared in one response.
+    serving: Option<Vec<fetcher::CoreAnswer>>,
 }
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
@@ -163,8 +204,8 @@ pub fn run_seed(options: &SimOptions) -> SimReport {
             .cloned()
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "non-string panic".to_string());
+        cluster.collect_violations();
         cluster
-            .checker
             .violation
             .get_or_insert(format!("panic at {} ms: {message}", cluster.now_ms));
     }
@@ -185,8 +226,12 @@ impl Cluster {
         // which then catch up through FetchSnapshot.
         let max_replication_lag_ms = 200 + rng.below(2_000);
         let snapshot_response_max_bytes = [300u64, 2_000, 10 << 20][rng.below(3) as usize];
+        let partitions = options
+            .partitions
+            .unwrap_or_else(|| 1 + rng.below(4) as PartitionId);
         let mut nodes = BTreeMap::new();
-        for &id in voters.iter().chain(&observers) {
+        let node_ids: Vec<NodeId> = voters.iter().chain(&observers).copied().collect();
+        for &id in &node_ids {
             let mut config = QuorumConfig::new(id, &voters).expect("valid voters");
             config.election_timeout_ms = 150;
             config.election_backoff_max_ms = 150;
@@ -196,23 +241,26 @@ impl Cluster {
             config.fetch_max_bytes = fetch_max_bytes;
             config.max_replication_lag_ms = max_replication_lag_ms;
             config.mutation = options.mutation;
-            nodes.insert(
-                id,
-                SimNode {
-                    id,
-                    config,
-                    raft: None,
-                    store: SimStore::default(),
-                    incarnation: 0,
-                    pending: VecDeque::new(),
-                    next_op_id: 0,
-                    last_completion_ms: 0,
-                    high_watermark: 0,
-                    epoch_floor: 0,
-                    scheduled_tick_ms: None,
-                    state_machine: KeyValueStateMachine::new(),
-                },
-            );
+            for partition in 0..partitions {
+                nodes.insert(
+                    (id, partition),
+                    SimNode {
+                        id,
+                        partition,
+                        config: config.clone(),
+                        raft: None,
+                        store: SimStore::default(),
+                        incarnation: 0,
+                        pending: VecDeque::new(),
+                        next_op_id: 0,
+                        last_completion_ms: 0,
+                        high_watermark: 0,
+                        epoch_floor: 0,
+                        scheduled_tick_ms: None,
+                        state_machine: KeyValueStateMachine::new(),
+                    },
+                );
+            }
         }
         let delay_max_ms = 1 + rng.below(30);
         let faulty_network = NetworkConfig {
@@ -222,13 +270,18 @@ impl Cluster {
             duplicate_per_mille: rng.below(50),
         };
         Self {
-            checker: Checker::new(voters.clone()),
+            checkers: (0..partitions)
+                .map(|_| Checker::new(voters.clone()))
+                .collect(),
+            violation: None,
             network: Network::new(faulty_network),
             options,
             now_ms: 0,
             seq: 0,
             queue: BinaryHeap::new(),
             nodes,
+            node_ids,
+            partitions,
             voters,
             rng,
             trace: Fnv(0xcbf2_9ce4_8422_2325),
@@ -239,6 +292,9 @@ impl Cluster {
             last_delivery_ms: BTreeMap::new(),
             disk_latency_max_ms: 3,
             snapshot_response_max_bytes,
+            fetchers: BTreeMap::new(),
+            next_bundle_id: 0,
+            serving: None,
         }
     }
 
@@ -255,9 +311,35 @@ impl Cluster {
         *self.faults.entry(fault).or_default() += 1;
     }
 
+    fn fail(&mut self, message: String) {
+        self.violation.get_or_insert(message);
+    }
+
+    /// Moves the first partition checker's violation (if any) into `violation`.
+    fn collect_violations(&mut self) {
+        if self.violation.is_some() {
+            return;
+        }
+        if let Some((partition, v)) = self
+            .checkers
+            .iter()
+            .enumerate()
+            .find_map(|(p, c)| c.violation.as_ref().map(|v| (p, v)))
+        {
+            self.violation = Some(format!("partition {partition}: {v}"));
+        }
+    }
+
+    fn is_alive(&self, node: NodeId) -> bool {
+        self.nodes[&(node, 0)].raft.is_some()
+    }
+
+    fn incarnation(&self, node: NodeId) -> u64 {
+        self.nodes[&(node, 0)].incarnation
+    }
+
     fn run(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        for id in ids {
+        for id in self.node_ids.clone() {
             if !self.voters.contains(&id) && self.rng.chance(1, 3) {
                 // A replica added later: it must catch up, through FetchSnapshot once the
                 // leader's log start has moved.
@@ -276,23 +358,44 @@ impl Cluster {
         self.schedule(first_append, EventKind::ClientAppend);
         self.schedule(self.options.fault_phase_ms, EventKind::EndFaults);
         let deadline_ms = self.options.fault_phase_ms + self.options.liveness_budget_ms;
+        let mut events_this_ms = 0u64;
         while let Some(event) = self.queue.pop() {
             if event.at_ms > deadline_ms {
                 break;
             }
+            // A core that keeps reporting a deadline in the past would spin here forever.
+            if event.at_ms < self.now_ms {
+                self.fail(format!(
+                    "time moved back from {} to {} ms (a deadline in the past)",
+                    self.now_ms, event.at_ms
+                ));
+                return;
+            }
+            events_this_ms = if event.at_ms == self.now_ms {
+                events_this_ms + 1
+            } else {
+                0
+            };
+            if events_this_ms > 100_000 {
+                self.fail(format!("livelock: 100,000 events at {} ms", self.now_ms));
+                return;
+            }
             self.now_ms = event.at_ms;
             self.events += 1;
             self.handle(event.kind);
+            self.flush_fetchers();
             self.check_states();
-            if self.checker.violation.is_some() {
+            self.collect_violations();
+            if self.violation.is_some() {
                 return;
             }
             if !self.faults_active && self.converged() {
                 self.check_final_logs();
+                self.collect_violations();
                 return;
             }
         }
-        self.checker.violation.get_or_insert(format!(
+        self.violation.get_or_insert(format!(
             "liveness: no converged leader {} ms after the faults stopped ({})",
             self.options.liveness_budget_ms,
             self.describe()
@@ -304,8 +407,9 @@ impl Cluster {
             .values()
             .map(|n| match &n.raft {
                 Some(r) => format!(
-                    "{}:{}@{} end={} hw={} next_tick={:?}/{}",
+                    "{}/{}:{}@{} end={} hw={} next_tick={:?}/{}",
                     n.id,
+                    n.partition,
                     r.state().name(),
                     r.epoch(),
                     n.store.end_offset(),
@@ -313,7 +417,7 @@ impl Cluster {
                     n.scheduled_tick_ms,
                     r.next_deadline_ms(),
                 ),
-                None => format!("{}:down", n.id),
+                None => format!("{}/{}:down", n.id, n.partition),
             })
             .collect::<Vec<_>>()
             .join(" ")
@@ -326,62 +430,83 @@ impl Cluster {
         extra.hash(&mut self.trace);
     }
 
+    /// Steps one replica's core with a message from `from`.
+    fn step(&mut self, replica: ReplicaKey, from: NodeId, message: Message) {
+        let now = self.now_ms;
+        let node = self.nodes.get_mut(&replica).expect("replica exists");
+        let Some(raft) = node.raft.as_mut() else {
+            return;
+        };
+        match raft.step(now, from, message) {
+            Ok(work) => self.execute(replica, work),
+            Err(e) => self.fail(format!("node {replica:?}: step failed: {e}")),
+        }
+        self.reschedule_tick(replica);
+    }
+
     fn handle(&mut self, kind: EventKind) {
         match kind {
             EventKind::Deliver {
                 from,
                 to,
+                partition,
                 to_incarnation,
                 message,
             } => {
-                self.trace_event(1, to, from as u64);
+                self.trace_event(1, to, from as u64 | (u64::from(partition) << 32));
                 message.hash(&mut self.trace);
-                let node = self.nodes.get_mut(&to).expect("node exists");
-                if node.incarnation != to_incarnation {
+                if self.incarnation(to) != to_incarnation {
                     return;
                 }
-                let Some(raft) = node.raft.as_mut() else {
-                    return;
-                };
-                match raft.step(self.now_ms, from, message) {
-                    Ok(work) => self.execute(to, work),
-                    Err(e) => {
-                        self.checker
-                            .violation
-                            .get_or_insert(format!("node {to}: step failed: {e}"));
-                    }
-                }
-                self.reschedule_tick(to);
+                self.step((to, partition), from, message);
             }
-            EventKind::PersistDone {
+            EventKind::DeliverSnapshotBundle {
+                from,
+                to,
+                to_incarnation,
+                bundle_id,
+                parts,
+            } => {
+                self.trace_event(13, to, from as u64 | (bundle_id << 32));
+                parts.hash(&mut self.trace);
+                if self.incarnation(to) != to_incarnation {
+                    return;
+                }
+                self.deliver_snapshot_bundle(from, to, bundle_id, parts);
+            }
+            EventKind::FetcherTimeout {
                 node,
+                leader,
+                bundle_id,
+            } => self.fetcher_timeout(node, leader, bundle_id),
+            EventKind::PersistDone {
+                replica,
                 incarnation,
                 op_id,
             } => {
-                self.trace_event(2, node, op_id);
-                self.complete_persistence(node, incarnation, op_id);
+                self.trace_event(2, replica.0, op_id | (u64::from(replica.1) << 48));
+                self.complete_persistence(replica, incarnation, op_id);
             }
-            EventKind::Tick { node, incarnation } => {
-                let n = &self.nodes[&node];
+            EventKind::Tick {
+                replica,
+                incarnation,
+            } => {
+                let n = &self.nodes[&replica];
                 if n.incarnation != incarnation
                     || n.scheduled_tick_ms != Some(self.now_ms)
                     || n.raft.is_none()
                 {
                     return;
                 }
-                self.trace_event(3, node, 0);
-                let n = self.nodes.get_mut(&node).expect("node exists");
+                self.trace_event(3, replica.0, u64::from(replica.1));
+                let n = self.nodes.get_mut(&replica).expect("replica exists");
                 n.scheduled_tick_ms = None;
                 let result = n.raft.as_mut().expect("alive").tick(self.now_ms);
                 match result {
-                    Ok((work, _)) => self.execute(node, work),
-                    Err(e) => {
-                        self.checker
-                            .violation
-                            .get_or_insert(format!("node {node}: tick failed: {e}"));
-                    }
+                    Ok((work, _)) => self.execute(replica, work),
+                    Err(e) => self.fail(format!("node {replica:?}: tick failed: {e}")),
                 }
-                self.reschedule_tick(node);
+                self.reschedule_tick(replica);
             }
             EventKind::Fault => {
                 if self.faults_active {
@@ -395,7 +520,7 @@ impl Cluster {
                 self.network.heal();
             }
             EventKind::Restart { node } => {
-                if self.nodes[&node].raft.is_none() {
+                if !self.is_alive(node) {
                     self.trace_event(5, node, 0);
                     self.count("restart");
                     self.start_node(node);
@@ -420,10 +545,10 @@ impl Cluster {
                 self.network.config.drop_per_mille = 0;
                 self.network.config.duplicate_per_mille = 0;
                 let down: Vec<NodeId> = self
-                    .nodes
-                    .values()
-                    .filter(|n| n.raft.is_none())
-                    .map(|n| n.id)
+                    .node_ids
+                    .iter()
+                    .copied()
+                    .filter(|&id| !self.is_alive(id))
                     .collect();
                 for node in down {
                     self.count("restart");
@@ -433,40 +558,56 @@ impl Cluster {
         }
     }
 
+    /// Starts every partition's replica of `id` from its durable state.
     fn start_node(&mut self, id: NodeId) {
+        for partition in 0..self.partitions {
+            self.start_replica((id, partition));
+        }
+    }
+
+    fn start_replica(&mut self, replica: ReplicaKey) {
         let now = self.now_ms;
         let seed = self.options.seed;
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.incarnation += 1;
         n.store.recover_log_behind_snapshot();
         let recovered = n.store.recovered();
         let snapshots = n.store.recovered_snapshots();
         let node_seed = seed
-            ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ n.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+            ^ (replica.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ n.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03)
+            ^ u64::from(replica.1).wrapping_mul(0xA076_1D64_78BD_642F);
         let raft =
             Raft::new_with_snapshots(n.config.clone(), &recovered, snapshots, node_seed, now)
                 .expect("recovered state is valid");
-        self.load_state_machine_at_start(id);
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        self.load_state_machine_at_start(replica);
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.epoch_floor = raft.epoch();
         n.high_watermark = raft.high_watermark();
         n.raft = Some(raft);
         n.scheduled_tick_ms = None;
-        self.reschedule_tick(id);
+        self.reschedule_tick(replica);
     }
 
+    /// Every replica of `id` loses its process, its unsynced writes and its `.part`.
     fn crash_node(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
-        n.raft = None;
-        n.pending.clear();
-        n.store.crash();
-        n.scheduled_tick_ms = None;
-        n.incarnation += 1;
+        for partition in 0..self.partitions {
+            let n = self
+                .nodes
+                .get_mut(&(id, partition))
+                .expect("replica exists");
+            n.raft = None;
+            n.pending.clear();
+            n.store.crash();
+            n.scheduled_tick_ms = None;
+            n.incarnation += 1;
+        }
+        // Its FetchSnapshot sessions die with the process.
+        self.fetchers.retain(|(follower, _), _| *follower != id);
     }
 
-    fn reschedule_tick(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    fn reschedule_tick(&mut self, replica: ReplicaKey) {
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         let Some(raft) = &n.raft else { return };
         let deadline = raft.next_deadline_ms();
         if deadline == u64::MAX || n.scheduled_tick_ms == Some(deadline) {
@@ -477,20 +618,29 @@ impl Cluster {
         self.schedule(
             deadline,
             EventKind::Tick {
-                node: id,
+                replica,
                 incarnation,
             },
         );
     }
 
-    fn send(&mut self, from: NodeId, to: NodeId, message: Message) {
+    /// The network's fate for one message from `from` to `to`: the delivery times (none if
+    /// lost), with the fault counters updated.
+    fn delivery_times(&mut self, from: NodeId, to: NodeId) -> Vec<u64> {
         match self.network.fate(&mut self.rng, from, to) {
-            Fate::Blocked => self.count("partitioned-message"),
-            Fate::Dropped => self.count("drop"),
+            Fate::Blocked => {
+                self.count("partitioned-message");
+                Vec::new()
+            }
+            Fate::Dropped => {
+                self.count("drop");
+                Vec::new()
+            }
             Fate::Deliver(delays) => {
                 if delays.len() > 1 {
                     self.count("duplicate");
                 }
+                let mut times = Vec::with_capacity(delays.len());
                 for delay in delays {
                     let at = self.now_ms + delay;
                     let last = self.last_delivery_ms.entry((from, to)).or_default();
@@ -499,25 +649,39 @@ impl Cluster {
                     } else {
                         *last = at;
                     }
-                    let to_incarnation = self.nodes[&to].incarnation;
-                    self.schedule(
-                        at,
-                        EventKind::Deliver {
-                            from,
-                            to,
-                            to_incarnation,
-                            message: message.clone(),
-                        },
-                    );
+                    times.push(at);
                 }
+                times
             }
         }
     }
 
-    fn push_op(&mut self, id: NodeId, kind: OpKind) {
+    /// Sends one partition's message. A FetchSnapshot request goes through the follower's
+    /// session with that leader, which bundles the partitions (see [`fetcher`]).
+    fn send(&mut self, from: ReplicaKey, to: NodeId, message: Message) {
+        if let Message::FetchSnapshotRequest(request) = message {
+            self.queue_fetch_snapshot(from, to, request);
+            return;
+        }
+        let to_incarnation = self.incarnation(to);
+        for at in self.delivery_times(from.0, to) {
+            self.schedule(
+                at,
+                EventKind::Deliver {
+                    from: from.0,
+                    to,
+                    partition: from.1,
+                    to_incarnation,
+                    message: message.clone(),
+                },
+            );
+        }
+    }
+
+    fn push_op(&mut self, replica: ReplicaKey, kind: OpKind) {
         let now = self.now_ms;
         let latency = self.rng.below(self.disk_latency_max_ms + 1);
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         let op_id = n.next_op_id;
         n.next_op_id += 1;
         n.pending.push_back(PendingOp {
@@ -532,28 +696,29 @@ impl Cluster {
         self.schedule(
             at,
             EventKind::PersistDone {
-                node: id,
+                replica,
                 incarnation,
                 op_id,
             },
         );
     }
 
-    fn complete_persistence(&mut self, id: NodeId, incarnation: u64, op_id: u64) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    fn complete_persistence(&mut self, replica: ReplicaKey, incarnation: u64, op_id: u64) {
+        let id = replica.0;
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         if n.incarnation != incarnation || n.pending.front().is_none_or(|op| op.id != op_id) {
             return;
         }
         let op = n.pending.pop_front().expect("checked");
         let persisted = match op.kind {
             OpKind::SnapshotWrite { snapshot_id, bytes } => {
-                self.complete_snapshot_write(id, snapshot_id, bytes, op.held);
+                self.complete_snapshot_write(replica, snapshot_id, bytes, op.held);
                 return;
             }
             OpKind::QuorumState(state) => {
                 let old = n.store.quorum_state;
                 n.store.quorum_state = state;
-                self.checker.on_quorum_state_durable(id, old, state);
+                self.checkers[replica.1 as usize].on_quorum_state_durable(id, old, state);
                 Persisted::QuorumState(state)
             }
             OpKind::Flush {
@@ -568,35 +733,33 @@ impl Cluster {
                 }
             }
         };
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         let result = n
             .raft
             .as_mut()
             .expect("alive while ops are pending")
             .on_persisted(self.now_ms, persisted);
         for (to, message) in op.held {
-            self.send(id, to, message);
+            self.send(replica, to, message);
         }
         match result {
-            Ok(work) => self.execute(id, work),
-            Err(e) => {
-                self.checker
-                    .violation
-                    .get_or_insert(format!("node {id}: on_persisted failed: {e}"));
-            }
+            Ok(work) => self.execute(replica, work),
+            Err(e) => self.fail(format!("node {replica:?}: on_persisted failed: {e}")),
         }
-        self.reschedule_tick(id);
+        self.reschedule_tick(replica);
     }
 
-    fn execute(&mut self, id: NodeId, work: Vec<Work>) {
+    fn execute(&mut self, replica: ReplicaKey, work: Vec<Work>) {
+        let (id, partition) = replica;
+        let p = partition as usize;
         for item in work {
             match item {
-                Work::Send { to, message } => self.send(id, to, message),
+                Work::Send { to, message } => self.send(replica, to, message),
                 Work::SendAfterPersist { to, message } => {
-                    let n = self.nodes.get_mut(&id).expect("node exists");
+                    let n = self.nodes.get_mut(&replica).expect("replica exists");
                     match n.pending.back_mut() {
                         Some(op) => op.held.push((to, message)),
-                        None => self.send(id, to, message),
+                        None => self.send(replica, to, message),
                     }
                 }
                 Work::SendFetchResponse {
@@ -605,11 +768,11 @@ impl Cluster {
                     fetch_offset,
                     max_bytes,
                 } => {
-                    let store = &self.nodes[&id].store;
+                    let store = &self.nodes[&replica].store;
                     if max_bytes > 0 && fetch_offset < store.end_offset() {
                         let Some(start) = store.batch_at(fetch_offset) else {
-                            self.checker.violation.get_or_insert(format!(
-                                "node {id}: fetch from {fetch_offset}, not a batch start"
+                            self.fail(format!(
+                                "node {replica:?}: fetch from {fetch_offset}, not a batch start"
                             ));
                             return;
                         };
@@ -624,7 +787,7 @@ impl Cluster {
                         }
                         response.records = records.freeze();
                     }
-                    self.send(id, to, Message::FetchResponse(response));
+                    self.send(replica, to, Message::FetchResponse(response));
                 }
                 Work::AppendAsLeader {
                     base_offset,
@@ -639,11 +802,11 @@ impl Cluster {
                         records.extend_from_slice(&stamp_batch(batch, offset, leader_epoch));
                         offset += u64::from(header.records_count);
                     }
-                    self.append(id, records.freeze());
+                    self.append(replica, records.freeze());
                 }
-                Work::AppendAsFollower { records } => self.append(id, records),
+                Work::AppendAsFollower { records } => self.append(replica, records),
                 Work::Truncate { offset } => {
-                    let n = self.nodes.get_mut(&id).expect("node exists");
+                    let n = self.nodes.get_mut(&replica).expect("replica exists");
                     match n.store.truncate(offset) {
                         Ok(removed) => {
                             for op in &mut n.pending {
@@ -653,7 +816,7 @@ impl Cluster {
                             }
                             let hw = n.high_watermark;
                             n.high_watermark = hw.min(offset);
-                            self.checker.on_truncate(id, hw, offset, &removed);
+                            self.checkers[p].on_truncate(id, hw, offset, &removed);
                         }
                         Err(e) => {
                             let around: Vec<(u64, u64, u32)> = n
@@ -666,7 +829,7 @@ impl Cluster {
                                 .map(|b| (b.base_offset, b.last_offset, b.epoch))
                                 .collect();
                             let mut dump = String::new();
-                            for m in self.nodes.values() {
+                            for m in self.nodes.values().filter(|m| m.partition == partition) {
                                 if let Some(r) = &m.raft {
                                     dump.push_str(&format!(
                                         "\n   node {} {}@{} core end {} cache {:?} store end {} durable {}",
@@ -674,8 +837,8 @@ impl Cluster {
                                     ));
                                 }
                             }
-                            self.checker.violation.get_or_insert(format!(
-                                "node {id}: {e}; batches near it {around:?}{dump}"
+                            self.fail(format!(
+                                "node {replica:?}: {e}; batches near it {around:?}{dump}"
                             ));
                         }
                     }
@@ -685,7 +848,7 @@ impl Cluster {
                     end_offset,
                 } => {
                     self.push_op(
-                        id,
+                        replica,
                         OpKind::Flush {
                             generation,
                             end_offset,
@@ -693,25 +856,27 @@ impl Cluster {
                         },
                     );
                 }
-                Work::WriteQuorumState(state) => self.push_op(id, OpKind::QuorumState(state)),
+                Work::WriteQuorumState(state) => self.push_op(replica, OpKind::QuorumState(state)),
                 Work::HighWatermarkChanged { high_watermark } => {
-                    let n = &self.nodes[&id];
+                    let n = &self.nodes[&replica];
                     let old = n.high_watermark;
                     let is_leader = n.raft.as_ref().is_some_and(|r| r.is_leader());
                     let voter_stores: BTreeMap<NodeId, &SimStore> = self
                         .voters
                         .iter()
-                        .map(|v| (*v, &self.nodes[v].store))
+                        .map(|v| (*v, &self.nodes[&(*v, partition)].store))
                         .collect();
                     let view = is_leader.then_some(&voter_stores);
-                    self.checker
-                        .on_high_watermark(id, old, high_watermark, &n.store, view);
-                    self.nodes.get_mut(&id).expect("node exists").high_watermark = high_watermark;
-                    self.apply_committed(id);
+                    self.checkers[p].on_high_watermark(id, old, high_watermark, &n.store, view);
+                    self.nodes
+                        .get_mut(&replica)
+                        .expect("replica exists")
+                        .high_watermark = high_watermark;
+                    self.apply_committed(replica);
                 }
-                Work::AdvanceLogStartOffset { offset } => self.advance_log_start(id, offset),
+                Work::AdvanceLogStartOffset { offset } => self.advance_log_start(replica, offset),
                 Work::DeleteSnapshotsBefore { snapshot_id } => {
-                    let n = self.nodes.get_mut(&id).expect("node exists");
+                    let n = self.nodes.get_mut(&replica).expect("replica exists");
                     n.store
                         .snapshots
                         .retain(|&end, _| end >= snapshot_id.offset);
@@ -720,41 +885,42 @@ impl Cluster {
                     to,
                     response,
                     max_bytes,
-                } => self.serve_fetch_snapshot(id, to, response, max_bytes),
+                } => self.answer_fetch_snapshot(replica, to, response, max_bytes),
                 Work::WriteSnapshotChunk {
                     snapshot_id,
                     size_bytes,
                     position,
                     bytes,
-                } => self.write_snapshot_chunk(id, snapshot_id, size_bytes, position, bytes),
-                Work::InstallSnapshot { snapshot_id } => self.install_snapshot(id, snapshot_id),
+                } => self.write_snapshot_chunk(replica, snapshot_id, size_bytes, position, bytes),
+                Work::InstallSnapshot { snapshot_id } => {
+                    self.install_snapshot(replica, snapshot_id)
+                }
             }
         }
     }
 
-    fn append(&mut self, id: NodeId, records: Bytes) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    fn append(&mut self, replica: ReplicaKey, records: Bytes) {
+        let p = replica.1 as usize;
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         let previous = match n.store.batches.last() {
             Some(b) => Some((b.base_offset, b.epoch)),
             // A log starting at a snapshot continues the committed batch ending there.
             None if n.store.log_start_offset > 0 => {
-                self.checker.committed_key_before(n.store.log_start_offset)
+                self.checkers[p].committed_key_before(n.store.log_start_offset)
             }
             None => None,
         };
         match n.store.append(&records) {
-            Ok(added) => self.checker.on_append(id, previous, &added),
-            Err(e) => {
-                self.checker
-                    .violation
-                    .get_or_insert(format!("node {id}: {e}"));
-            }
+            Ok(added) => self.checkers[p].on_append(replica.0, previous, &added),
+            Err(e) => self.fail(format!("node {replica:?}: {e}")),
         }
     }
 
-    fn current_leader(&self) -> Option<NodeId> {
+    /// The leader of `partition` in the highest epoch, if any.
+    fn current_leader(&self, partition: PartitionId) -> Option<NodeId> {
         self.nodes
             .values()
+            .filter(|n| n.partition == partition)
             .filter_map(|n| {
                 n.raft
                     .as_ref()
@@ -765,169 +931,22 @@ impl Cluster {
             .map(|(_, id)| id)
     }
 
-    fn inject_fault(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        let heal_at = self.now_ms + 200 + self.rng.below(1_300);
-        match self.rng.below(7) {
-            6 => {
-                let observers: Vec<NodeId> = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| !self.voters.contains(id))
-                    .collect();
-                if !observers.is_empty() {
-                    // An observer's disk is replaced: it rejoins empty. (A voter may not forget
-                    // what it acknowledged, so only observers are wiped.)
-                    let victim = observers[self.rng.below(observers.len() as u64) as usize];
-                    self.trace_event(10, victim, 0);
-                    self.count("wipe");
-                    if self.nodes[&victim].raft.is_some() {
-                        self.crash_node(victim);
-                    }
-                    let n = self.nodes.get_mut(&victim).expect("node exists");
-                    n.store = SimStore::default();
-                    let restart_at = self.now_ms + 50 + self.rng.below(1_500);
-                    self.schedule(restart_at, EventKind::Restart { node: victim });
-                }
-            }
-            0 => {
-                let from = ids[self.rng.below(ids.len() as u64) as usize];
-                let to = ids[self.rng.below(ids.len() as u64) as usize];
-                if from != to {
-                    self.count("one-way-partition");
-                    self.network.block(from, to);
-                    self.schedule(heal_at, EventKind::HealNetwork);
-                }
-            }
-            1 => {
-                let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(1, 2)).collect();
-                self.count("two-way-partition");
-                for (i, a) in ids.iter().enumerate() {
-                    for (j, b) in ids.iter().enumerate() {
-                        if side[i] != side[j] {
-                            self.network.block(*a, *b);
-                        }
-                    }
-                }
-                self.schedule(heal_at, EventKind::HealNetwork);
-            }
-            2 => {
-                if let Some(leader) = self.current_leader() {
-                    self.count("leader-isolation");
-                    for &other in &ids {
-                        if other != leader {
-                            self.network.block(leader, other);
-                            self.network.block(other, leader);
-                        }
-                    }
-                    self.schedule(heal_at, EventKind::HealNetwork);
-                }
-            }
-            3 | 4 => {
-                let alive: Vec<NodeId> = self
-                    .nodes
-                    .values()
-                    .filter(|n| n.raft.is_some())
-                    .map(|n| n.id)
-                    .collect();
-                if !alive.is_empty() {
-                    let victim = alive[self.rng.below(alive.len() as u64) as usize];
-                    self.trace_event(7, victim, 0);
-                    self.count("crash");
-                    self.crash_node(victim);
-                    let restart_at = self.now_ms + 50 + self.rng.below(1_500);
-                    self.schedule(restart_at, EventKind::Restart { node: victim });
-                }
-            }
-            _ => {
-                if let Some(leader) = self.current_leader() {
-                    self.trace_event(8, leader, 0);
-                    self.count("resign");
-                    let raft = self
-                        .nodes
-                        .get_mut(&leader)
-                        .and_then(|n| n.raft.as_mut())
-                        .expect("alive leader");
-                    match raft.resign(self.now_ms) {
-                        Ok(work) => self.execute(leader, work),
-                        Err(e) => {
-                            self.checker
-                                .violation
-                                .get_or_insert(format!("node {leader}: resign failed: {e}"));
-                        }
-                    }
-                    self.reschedule_tick(leader);
-                }
-            }
-        }
-    }
-
-    fn client_append(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        let target = match self.current_leader() {
-            Some(leader) if self.rng.chance(9, 10) => leader,
-            _ => ids[self.rng.below(ids.len() as u64) as usize],
-        };
-        let batch_count = 1 + self.rng.below(3);
-        let mut batches = Vec::new();
-        for _ in 0..batch_count {
-            self.client_counter += 1;
-            let records = 1 + self.rng.below(4) as usize;
-            let values: Vec<Vec<u8>> = (0..records)
-                .map(|r| {
-                    format!(
-                        "seed{}-batch{}-record{r}",
-                        self.options.seed, self.client_counter
-                    )
-                    .into_bytes()
-                })
-                .collect();
-            // Keys from a small set, some tombstones: the key-value state machine (and its
-            // snapshots) then has overwrites and deletes to get right.
-            let keys: Vec<Vec<u8>> = (0..records)
-                .map(|_| format!("key{}", self.rng.below(12)).into_bytes())
-                .collect();
-            let tombstones: Vec<bool> = (0..records).map(|_| self.rng.chance(1, 6)).collect();
-            let pairs: Vec<KeyValue<'_>> = values
-                .iter()
-                .zip(&keys)
-                .zip(&tombstones)
-                .map(|((v, k), &t)| (Some(k.as_slice()), (!t).then_some(v.as_slice())))
-                .collect();
-            batches.push(build_batch(&pairs, false, self.now_ms as i64));
-        }
-        let now = self.now_ms;
-        let Some(raft) = self.nodes.get_mut(&target).and_then(|n| n.raft.as_mut()) else {
-            return;
-        };
-        match raft.append(now, batches.clone()) {
-            Ok((result, work)) => {
-                self.trace_event(9, target, result.base_offset);
-                for batch in batches {
-                    self.checker.submitted.insert(batch);
-                }
-                self.execute(target, work);
-                self.reschedule_tick(target);
-            }
-            Err(_) => self.count("append-to-non-leader"),
-        }
-    }
-
-    /// Invariants over the nodes' states, after every event.
+    /// Invariants over the replicas' states, after every event.
     fn check_states(&mut self) {
         let mut leaders = Vec::new();
+        let mut failure = None;
         for n in self.nodes.values_mut() {
             let Some(raft) = &n.raft else { continue };
             let epoch = raft.epoch();
             if epoch < n.epoch_floor {
-                self.checker.violation.get_or_insert(format!(
-                    "node {}: epoch moved back from {} to {epoch}",
-                    n.id, n.epoch_floor
+                failure.get_or_insert(format!(
+                    "node {}/{}: epoch moved back from {} to {epoch}",
+                    n.id, n.partition, n.epoch_floor
                 ));
             }
             n.epoch_floor = epoch;
             if matches!(raft.state(), EpochState::Leader(_)) {
-                leaders.push((n.id, epoch));
+                leaders.push((n.partition, n.id, epoch));
             }
             if !n.config.is_local_voter()
                 && matches!(
@@ -935,71 +954,88 @@ impl Cluster {
                     EpochState::Leader(_) | EpochState::Candidate(_) | EpochState::Voted(_)
                 )
             {
-                self.checker.violation.get_or_insert(format!(
-                    "observer {} is {}",
+                failure.get_or_insert(format!(
+                    "observer {}/{} is {}",
                     n.id,
+                    n.partition,
                     raft.state().name()
                 ));
             }
         }
-        for (id, epoch) in leaders {
-            self.checker.on_leader(id, epoch);
+        if let Some(failure) = failure {
+            self.fail(failure);
+        }
+        for (partition, id, epoch) in leaders {
+            self.checkers[partition as usize].on_leader(id, epoch);
         }
         self.check_snapshot_offsets();
     }
 
-    /// Liveness: a leader, every replica alive with the leader's log and high-watermark.
+    /// Liveness: in every partition a leader, every replica alive with the leader's log and
+    /// high-watermark.
     fn converged(&self) -> bool {
-        let Some(leader) = self.current_leader() else {
-            return false;
-        };
-        let end = self.nodes[&leader].store.end_offset();
-        self.nodes.values().all(|n| {
-            n.raft.as_ref().is_some_and(|r| {
-                r.high_watermark() == end
-                    && r.epoch() == self.nodes[&leader].raft.as_ref().map_or(0, |l| l.epoch())
-            }) && n.store.end_offset() == end
+        (0..self.partitions).all(|partition| {
+            let Some(leader) = self.current_leader(partition) else {
+                return false;
+            };
+            let leader = &self.nodes[&(leader, partition)];
+            let end = leader.store.end_offset();
+            let epoch = leader.raft.as_ref().map_or(0, |l| l.epoch());
+            self.nodes
+                .values()
+                .filter(|n| n.partition == partition)
+                .all(|n| {
+                    n.raft
+                        .as_ref()
+                        .is_some_and(|r| r.high_watermark() == end && r.epoch() == epoch)
+                        && n.store.end_offset() == end
+                })
         })
     }
 
     fn check_final_logs(&mut self) {
-        let committed = self.checker.committed.clone();
+        let mut failure = None;
         for n in self.nodes.values() {
+            let committed = &self.checkers[n.partition as usize].committed;
             let start = committed.partition_point(|b| b.base_offset < n.store.log_start_offset);
             if n.store.batches[..] != committed[start..] {
-                self.checker.violation.get_or_insert(format!(
-                    "node {}: final log differs from the committed log",
-                    n.id
+                failure.get_or_insert(format!(
+                    "node {}/{}: final log differs from the committed log",
+                    n.id, n.partition
                 ));
             }
+        }
+        if let Some(failure) = failure {
+            self.fail(failure);
         }
     }
 
     fn report(&self) -> SimReport {
         let client_batches_committed = self
-            .checker
-            .committed
+            .checkers
             .iter()
+            .flat_map(|c| &c.committed)
             .filter(|b| !crate::records::is_control_batch(&b.bytes))
             .count();
         SimReport {
             seed: self.options.seed,
             voters: self.voters.len(),
-            observers: self.nodes.len() - self.voters.len(),
+            observers: self.node_ids.len() - self.voters.len(),
+            partitions: self.partitions as usize,
             trace_hash: self.trace.finish(),
             events: self.events,
             faults: self.faults.clone(),
-            committed_batches: self.checker.committed.len(),
+            committed_batches: self.checkers.iter().map(|c| c.committed.len()).sum(),
             client_batches_committed,
-            elections: self.checker.elections(),
+            elections: self.checkers.iter().map(|c| c.elections()).sum(),
             sim_time_ms: self.now_ms,
-            violation: self.checker.violation.clone(),
+            violation: self.violation.clone(),
         }
     }
 }
 
 /// A fault-free cluster for measuring the core's commit throughput (benches/consensus.rs):
-/// zero network delay, instant disks, every invariant still checked.
+/// one partition, zero network delay, instant disks, every invariant still checked.
 pub struct SteadyCluster {
     cluster: Cluster,
     next_batch: u64,
@@ -1010,13 +1046,15 @@ impl SteadyCluster {
     pub fn new(voters: usize, seed: u64) -> Self {
         let mut options = SimOptions::new(seed, Profile::Three);
         options.fault_phase_ms = 0;
+        options.partitions = Some(1);
         let mut cluster = Cluster::new(options);
         assert!(
             (1..=3).contains(&voters),
             "the steady cluster has 1 to 3 voters"
         );
         let keep: Vec<NodeId> = (1..=voters as NodeId).collect();
-        cluster.nodes.retain(|id, _| keep.contains(id));
+        cluster.nodes.retain(|(id, _), _| keep.contains(id));
+        cluster.node_ids.retain(|id| keep.contains(id));
         for n in cluster.nodes.values_mut() {
             n.config = QuorumConfig {
                 voters: keep.clone(),
@@ -1024,7 +1062,7 @@ impl SteadyCluster {
             };
         }
         cluster.voters = keep.clone();
-        cluster.checker = Checker::new(keep);
+        cluster.checkers = vec![Checker::new(keep)];
         cluster.network.config = NetworkConfig {
             delay_min_ms: 0,
             delay_max_ms: 0,
@@ -1033,8 +1071,7 @@ impl SteadyCluster {
         };
         cluster.disk_latency_max_ms = 0;
         cluster.faults_active = false;
-        let ids: Vec<NodeId> = cluster.nodes.keys().copied().collect();
-        for id in ids {
+        for id in cluster.node_ids.clone() {
             cluster.start_node(id);
         }
         let mut steady = Self {
@@ -1055,8 +1092,10 @@ impl SteadyCluster {
             c.now_ms = event.at_ms;
             c.events += 1;
             c.handle(event.kind);
+            c.flush_fetchers();
             c.check_states();
-            assert!(c.checker.violation.is_none(), "{:?}", c.checker.violation);
+            c.collect_violations();
+            assert!(c.violation.is_none(), "{:?}", c.violation);
         }
     }
 
@@ -1065,7 +1104,7 @@ impl SteadyCluster {
     pub fn commit(&mut self, batches: usize, records_per_batch: usize) -> u64 {
         let leader = self
             .cluster
-            .current_leader()
+            .current_leader(0)
             .expect("a steady cluster has a leader");
         let mut proposals = Vec::with_capacity(batches);
         for _ in 0..batches {
@@ -1080,20 +1119,20 @@ impl SteadyCluster {
         let raft = self
             .cluster
             .nodes
-            .get_mut(&leader)
+            .get_mut(&(leader, 0))
             .and_then(|n| n.raft.as_mut())
             .expect("alive leader");
         let (result, work) = raft
             .append(now, proposals.clone())
             .expect("leader accepts appends");
         for batch in proposals {
-            self.cluster.checker.submitted.insert(batch);
+            self.cluster.checkers[0].submitted.insert(batch);
         }
-        self.cluster.execute(leader, work);
-        self.cluster.reschedule_tick(leader);
+        self.cluster.execute((leader, 0), work);
+        self.cluster.reschedule_tick((leader, 0));
         let target = result.last_offset + 1;
         self.run_until(|c| {
-            c.nodes[&leader]
+            c.nodes[&(leader, 0)]
                 .raft
                 .as_ref()
                 .is_some_and(|r| r.high_watermark() >= target)

@@ -1,5 +1,6 @@
 //! The deterministic cluster simulator (feature `sim`): 1–5 voters and 0–2 observers running
-//! the real core over a simulated network (delay, drop, duplicate, reorder, one-way and two-way
+//! the real core (1–4 partitions, one Raft group each, on the same nodes) over a simulated
+//! network (delay, drop, duplicate, reorder, one-way and two-way
 //! partitions, leader isolation) and simulated disks that lose every unsynced write on a crash,
 //! with a client workload of appends. The invariants in [`invariants`] are checked after every
 //! event; once the faults stop, the cluster must elect a leader and bring every replica up to
@@ -15,6 +16,47 @@ use std::collections::BTreeMap;
 pub use cluster::{SteadyCluster, run_seed};
 
 use crate::mutation::Mutation;
+use crate::types::PartitionId;
+
+/// Deliberate breakers of the simulated host's KIP-630 rules, so the mutation check can show
+/// that the snapshot invariants catch them (`SimOptions::snapshot_mutation`; the simulator
+/// exists only with the `sim` feature, so no production build can switch one on). The core's
+/// own rules are broken with [`Mutation`] instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SnapshotMutation {
+    /// A leader loads (installs) its own latest snapshot as if it had fetched it.
+    LeaderLoadsSnapshot,
+    /// A snapshot is written without one of the state machine's records.
+    SnapshotOneRecordOff,
+    /// The leader sends every partition of a FetchSnapshot response all it asks for,
+    /// ignoring `replica.fetch.snapshot.response.max.bytes` and the fair share.
+    IgnoreFairShare,
+    /// The leader fills a FetchSnapshot response first come, first served: within the cap, but
+    /// the first partition may take it all and leave the others less than the average share.
+    UnfairShare,
+}
+
+impl SnapshotMutation {
+    pub const ALL: [SnapshotMutation; 4] = [
+        SnapshotMutation::LeaderLoadsSnapshot,
+        SnapshotMutation::SnapshotOneRecordOff,
+        SnapshotMutation::IgnoreFairShare,
+        SnapshotMutation::UnfairShare,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SnapshotMutation::LeaderLoadsSnapshot => "leader-loads-snapshot",
+            SnapshotMutation::SnapshotOneRecordOff => "snapshot-one-record-off",
+            SnapshotMutation::IgnoreFairShare => "ignore-fair-share",
+            SnapshotMutation::UnfairShare => "unfair-share",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SnapshotMutation> {
+        SnapshotMutation::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
 
 /// The cluster shapes the simulator draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +89,10 @@ pub struct SimOptions {
     pub seed: u64,
     pub profile: Profile,
     pub mutation: Option<Mutation>,
+    /// A broken host rule (KIP-630), for the mutation check.
+    pub snapshot_mutation: Option<SnapshotMutation>,
+    /// Partitions (Raft groups) per cluster; `None`: 1–4, drawn from the seed.
+    pub partitions: Option<PartitionId>,
     /// Simulated time during which faults are injected and clients append.
     pub fault_phase_ms: u64,
     /// After the faults stop: the time the cluster has to elect a leader and catch everyone up.
@@ -59,6 +105,8 @@ impl SimOptions {
             seed,
             profile,
             mutation: None,
+            snapshot_mutation: None,
+            partitions: None,
             fault_phase_ms: 6_000,
             liveness_budget_ms: 20_000,
         }
@@ -74,6 +122,12 @@ impl SimOptions {
         if let Some(m) = self.mutation {
             command.push_str(&format!(" --mutation {}", m.name()));
         }
+        if let Some(m) = self.snapshot_mutation {
+            command.push_str(&format!(" --mutation {}", m.name()));
+        }
+        if let Some(p) = self.partitions {
+            command.push_str(&format!(" --partitions {p}"));
+        }
         command
     }
 }
@@ -84,6 +138,7 @@ pub struct SimReport {
     pub seed: u64,
     pub voters: usize,
     pub observers: usize,
+    pub partitions: usize,
     /// FNV-1a hash of every event in order: equal for two runs of the same seed.
     pub trace_hash: u64,
     pub events: u64,

@@ -4,50 +4,69 @@
 //!   applied, at most its high-watermark) into the engine's snapshot encoding; the write is a
 //!   disk operation, lost if the node crashes first (a crash while writing a snapshot). Once
 //!   durable, the core hears `on_snapshot_written`.
-//! - Serving FetchSnapshot: the file's bytes from Position, at most MaxBytes and the partition's
-//!   fair share (`fair_share`) of `replica.fetch.snapshot.response.max.bytes` in a response
-//!   that also carries 0–2 other partitions' snapshot demands (the sim runs one partition, so the
-//!   others are drawn from the seed).
+//! - Serving FetchSnapshot (several partitions per request, bytes shared by `fair_share`): see
+//!   [`super::fetcher`].
 //! - Fetching: chunks go to a `.part` (lost on a crash: a restarted replica starts over and
 //!   never loads a `.part`); the install validates it, loads it and resets the log.
 //! - Invariants after every event: see `check_snapshot_offsets` and the checker.
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatch;
-use ringlog_engine::snapshot::{SnapshotEncoder, SnapshotId};
+use ringlog_engine::snapshot::{SnapshotEncoder, SnapshotId, SnapshotRecordSink};
 
-use super::{Cluster, OpKind};
-use crate::error::ErrorCode;
-use crate::fair_share::{FairShareConfig, PartitionRequest, fair_share, response_cap_bytes};
-use crate::message::{FetchSnapshotResponse, Message};
+use super::{Cluster, OpKind, ReplicaKey};
+use crate::message::Message;
+use crate::sim::SnapshotMutation;
 use crate::sim::store::SnapshotPart;
 use crate::state_machine::{KeyValueStateMachine, StateMachine};
 use crate::types::{NodeId, OffsetAndEpoch};
 
+/// A record sink that drops the first record (the `SnapshotOneRecordOff` mutation).
+struct SkipFirstRecord<'a> {
+    inner: &'a mut SnapshotEncoder,
+    skipped: bool,
+}
+
+impl SnapshotRecordSink for SkipFirstRecord<'_> {
+    fn append_record(&mut self, key: Option<&[u8]>, value: Option<&[u8]>) {
+        if self.skipped {
+            self.inner.append_record(key, value);
+        } else {
+            self.skipped = true;
+        }
+    }
+}
+
 impl Cluster {
     /// At start: the state machine loads the newest snapshot (if any); committed batches past it
     /// are applied as the high-watermark reaches them.
-    pub(super) fn load_state_machine_at_start(&mut self, id: NodeId) {
-        let latest = self.nodes[&id].store.latest_snapshot().cloned();
+    pub(super) fn load_state_machine_at_start(&mut self, replica: ReplicaKey) {
+        let latest = self.nodes[&replica].store.latest_snapshot().cloned();
         let state = match latest {
-            Some((snapshot_id, bytes)) => self.checker.check_snapshot(id, snapshot_id, &bytes),
+            Some((snapshot_id, bytes)) => {
+                self.checkers[replica.1 as usize].check_snapshot(replica.0, snapshot_id, &bytes)
+            }
             None => Some(KeyValueStateMachine::new()),
         };
         if let Some(state) = state {
-            self.nodes.get_mut(&id).expect("node exists").state_machine = state;
+            self.nodes
+                .get_mut(&replica)
+                .expect("replica exists")
+                .state_machine = state;
         }
     }
 
     /// Feeds the state machine every stored batch below the high-watermark it has not applied.
-    pub(super) fn apply_committed(&mut self, id: NodeId) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    pub(super) fn apply_committed(&mut self, replica: ReplicaKey) {
+        let id = replica.0;
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         let high_watermark = n.high_watermark;
         let mut next = (n.state_machine.last_applied_offset() + 1) as u64;
         let mut failure = None;
         while next < high_watermark {
             let Some(index) = n.store.batch_at(next) else {
                 failure = Some(format!(
-                    "node {id}: no stored batch at {next} to apply (log start {}, hw {high_watermark})",
+                    "node {replica:?}: no stored batch at {next} to apply (log start {}, hw {high_watermark})",
                     n.store.log_start_offset
                 ));
                 break;
@@ -57,32 +76,46 @@ impl Cluster {
                 .map_err(|e| e.to_string())
                 .and_then(|b| n.state_machine.apply(&b).map_err(|e| e.to_string()));
             if let Err(e) = applied {
-                failure = Some(format!("node {id}: applying batch at {next}: {e}"));
+                failure = Some(format!("node {replica:?}: applying batch at {next}: {e}"));
                 break;
             }
             next = batch.last_offset + 1;
         }
         if let Some(failure) = failure {
-            self.checker.violation.get_or_insert(failure);
+            self.fail(failure);
             return;
         }
-        let state = self.nodes[&id].state_machine.clone();
-        self.checker.check_state_machine(id, &state);
+        let state = self.nodes[&replica].state_machine.clone();
+        self.checkers[replica.1 as usize].check_state_machine(id, &state);
     }
 
-    /// A random live node writes a snapshot of its state machine, if it applied past its newest.
+    /// A random live node snapshots every partition's state machine that applied past its
+    /// newest snapshot (so the leaders' log starts of several partitions tend to move together,
+    /// and a replica left behind needs several partitions' snapshots at once).
     pub(super) fn take_snapshot(&mut self) {
         let alive: Vec<NodeId> = self
-            .nodes
-            .values()
-            .filter(|n| n.raft.is_some())
-            .map(|n| n.id)
+            .node_ids
+            .iter()
+            .copied()
+            .filter(|&id| self.is_alive(id))
             .collect();
         if alive.is_empty() {
             return;
         }
         let id = alive[self.rng.below(alive.len() as u64) as usize];
-        let n = &self.nodes[&id];
+        for partition in 0..self.partitions {
+            self.take_replica_snapshot((id, partition));
+        }
+    }
+
+    fn take_replica_snapshot(&mut self, replica: ReplicaKey) {
+        let id = replica.0;
+        if self.options.snapshot_mutation == Some(SnapshotMutation::LeaderLoadsSnapshot)
+            && self.leader_reloads_snapshot(replica)
+        {
+            return;
+        }
+        let n = &self.nodes[&replica];
         let end_offset = (n.state_machine.last_applied_offset() + 1) as u64;
         let latest_end = n.store.latest_snapshot().map_or(0, |s| s.0.offset);
         if end_offset <= latest_end {
@@ -108,25 +141,52 @@ impl Cluster {
             &n.state_machine.snapshot_format(),
             self.now_ms as i64,
         );
-        n.state_machine.snapshot_records(&mut encoder);
+        if self.options.snapshot_mutation == Some(SnapshotMutation::SnapshotOneRecordOff) {
+            // Broken on purpose: the snapshot lacks one of the state's records.
+            n.state_machine.snapshot_records(&mut SkipFirstRecord {
+                inner: &mut encoder,
+                skipped: false,
+            });
+        } else {
+            n.state_machine.snapshot_records(&mut encoder);
+        }
         let bytes = encoder.finish();
-        self.trace_event(11, id, end_offset);
+        self.trace_event(11, id, end_offset | (u64::from(replica.1) << 48));
         self.count("snapshot-taken");
         // What was written must be the committed state at its end offset.
-        self.checker.check_snapshot(id, snapshot_id, &bytes);
-        self.push_op(id, OpKind::SnapshotWrite { snapshot_id, bytes });
+        self.checkers[replica.1 as usize].check_snapshot(id, snapshot_id, &bytes);
+        self.push_op(replica, OpKind::SnapshotWrite { snapshot_id, bytes });
+    }
+
+    /// The `LeaderLoadsSnapshot` mutation: a leader holding a snapshot loads it again, as if
+    /// it had fetched it. Returns whether it did.
+    fn leader_reloads_snapshot(&mut self, replica: ReplicaKey) -> bool {
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
+        if !n.raft.as_ref().is_some_and(|r| r.is_leader()) {
+            return false;
+        }
+        let Some((snapshot_id, bytes)) = n.store.latest_snapshot().cloned() else {
+            return false;
+        };
+        n.store.part = Some(SnapshotPart {
+            snapshot_id,
+            size_bytes: bytes.len() as u64,
+            bytes: bytes.to_vec(),
+        });
+        self.install_snapshot(replica, snapshot_id);
+        true
     }
 
     /// The snapshot write became durable: keep it and tell the core.
     pub(super) fn complete_snapshot_write(
         &mut self,
-        id: NodeId,
+        replica: ReplicaKey,
         snapshot_id: OffsetAndEpoch,
         bytes: Bytes,
         held: Vec<(NodeId, Message)>,
     ) {
         let now = self.now_ms;
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.store
             .snapshots
             .insert(snapshot_id.offset, (snapshot_id, bytes));
@@ -137,92 +197,25 @@ impl Cluster {
             .expect("alive while ops are pending")
             .on_snapshot_written(now, snapshot_id);
         for (to, message) in held {
-            self.send(id, to, message);
+            self.send(replica, to, message);
         }
         match result {
-            Ok(work) => self.execute(id, work),
-            Err(e) => {
-                self.checker
-                    .violation
-                    .get_or_insert(format!("node {id}: on_snapshot_written failed: {e}"));
-            }
+            Ok(work) => self.execute(replica, work),
+            Err(e) => self.fail(format!("node {replica:?}: on_snapshot_written failed: {e}")),
         }
-        self.reschedule_tick(id);
-    }
-
-    /// Leader: fills a FetchSnapshot response from the stored snapshot.
-    pub(super) fn serve_fetch_snapshot(
-        &mut self,
-        id: NodeId,
-        to: NodeId,
-        mut response: FetchSnapshotResponse,
-        max_bytes: u32,
-    ) {
-        if response.error_code == ErrorCode::None {
-            let found = self.nodes[&id]
-                .store
-                .snapshots
-                .get(&response.snapshot_id.offset)
-                .filter(|(sid, _)| *sid == response.snapshot_id)
-                .map(|(_, bytes)| bytes.clone());
-            match found {
-                None => response.error_code = ErrorCode::SnapshotNotFound,
-                Some(bytes) => {
-                    let size = bytes.len() as u64;
-                    let request = PartitionRequest::from_wire(
-                        size,
-                        response.position as i64,
-                        max_bytes.min(i32::MAX as u32) as i32,
-                    );
-                    match request {
-                        None => response.error_code = ErrorCode::PositionOutOfRange,
-                        Some(request) => {
-                            let share = self.share_with_other_partitions(request);
-                            let start = response.position as usize;
-                            response.size = size;
-                            response.unaligned_records = bytes.slice(start..start + share as usize);
-                        }
-                    }
-                }
-            }
-        }
-        if response.error_code != ErrorCode::None {
-            self.count("fetch-snapshot-error");
-        }
-        self.send(id, to, Message::FetchSnapshotResponse(response));
-    }
-
-    /// This partition's bytes in a response shared with 0–2 other partitions' demands.
-    fn share_with_other_partitions(&mut self, ours: PartitionRequest) -> u64 {
-        let config = FairShareConfig {
-            partition_max_bytes: 1 << 20,
-            response_max_bytes: self.snapshot_response_max_bytes,
-        };
-        let mut partitions = vec![ours];
-        for _ in 0..self.rng.below(3) {
-            partitions.push(PartitionRequest {
-                remaining_bytes: self.rng.below(5_000),
-                max_bytes: 1 << 20,
-            });
-        }
-        let cap = response_cap_bytes(i32::MAX, &config);
-        let shares = fair_share(cap, &config, &partitions);
-        if partitions.len() > 1 {
-            self.count("fetch-snapshot-shared");
-        }
-        shares[0]
+        self.reschedule_tick(replica);
     }
 
     /// Follower: a chunk of the snapshot being fetched goes into its `.part`.
     pub(super) fn write_snapshot_chunk(
         &mut self,
-        id: NodeId,
+        replica: ReplicaKey,
         snapshot_id: OffsetAndEpoch,
         size_bytes: u64,
         position: u64,
         bytes: Bytes,
     ) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         if position == 0 {
             n.store.part = Some(SnapshotPart {
                 snapshot_id,
@@ -237,8 +230,8 @@ impl Cluster {
                 && position + bytes.len() as u64 <= size_bytes
         });
         if !fits {
-            self.checker.violation.get_or_insert(format!(
-                "node {id}: snapshot chunk {snapshot_id:?} at {position} does not continue the .part"
+            self.fail(format!(
+                "node {replica:?}: snapshot chunk {snapshot_id:?} at {position} does not continue the .part"
             ));
             return;
         }
@@ -252,11 +245,12 @@ impl Cluster {
     }
 
     /// Follower: every byte arrived: freeze, validate, load, reset the log.
-    pub(super) fn install_snapshot(&mut self, id: NodeId, snapshot_id: OffsetAndEpoch) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    pub(super) fn install_snapshot(&mut self, replica: ReplicaKey, snapshot_id: OffsetAndEpoch) {
+        let (id, p) = (replica.0, replica.1 as usize);
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         if n.raft.as_ref().is_some_and(|r| r.is_leader()) {
-            self.checker.violation.get_or_insert(format!(
-                "node {id}: a leader loads snapshot {snapshot_id:?}"
+            self.fail(format!(
+                "node {replica:?}: a leader loads snapshot {snapshot_id:?}"
             ));
             return;
         }
@@ -264,18 +258,18 @@ impl Cluster {
         let Some(part) =
             part.filter(|p| p.snapshot_id == snapshot_id && p.bytes.len() as u64 == p.size_bytes)
         else {
-            self.checker.violation.get_or_insert(format!(
-                "node {id}: installing {snapshot_id:?} without a complete .part"
+            self.fail(format!(
+                "node {replica:?}: installing {snapshot_id:?} without a complete .part"
             ));
             return;
         };
         let bytes = Bytes::from(part.bytes);
-        let Some(state) = self.checker.check_snapshot(id, snapshot_id, &bytes) else {
+        let Some(state) = self.checkers[p].check_snapshot(id, snapshot_id, &bytes) else {
             return;
         };
         self.trace_event(12, id, snapshot_id.offset);
         self.count("snapshot-install");
-        let n = self.nodes.get_mut(&id).expect("node exists");
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.store
             .snapshots
             .insert(snapshot_id.offset, (snapshot_id, bytes));
@@ -293,23 +287,20 @@ impl Cluster {
             .into_iter()
             .filter(|b| b.base_offset >= snapshot_id.offset)
             .collect();
-        self.checker
-            .on_truncate(id, old_high_watermark, snapshot_id.offset, &removed_past);
+        self.checkers[p].on_truncate(id, old_high_watermark, snapshot_id.offset, &removed_past);
     }
 
     /// The core moved the log start: segments below it go; a snapshot must be there.
-    pub(super) fn advance_log_start(&mut self, id: NodeId, offset: u64) {
-        let n = self.nodes.get_mut(&id).expect("node exists");
+    pub(super) fn advance_log_start(&mut self, replica: ReplicaKey, offset: u64) {
+        let n = self.nodes.get_mut(&replica).expect("replica exists");
         if !n.store.snapshots.contains_key(&offset) {
-            self.checker.violation.get_or_insert(format!(
-                "node {id}: log start advanced to {offset} without a snapshot there"
+            self.fail(format!(
+                "node {replica:?}: log start advanced to {offset} without a snapshot there"
             ));
             return;
         }
         if let Err(e) = n.store.advance_log_start(offset) {
-            self.checker
-                .violation
-                .get_or_insert(format!("node {id}: {e}"));
+            self.fail(format!("node {replica:?}: {e}"));
         }
         self.count("log-start-advance");
     }
@@ -327,26 +318,28 @@ impl Cluster {
             let end = log.log_end_offset();
             if log.log_start_offset() != start {
                 failure = Some(format!(
-                    "node {}: core log start {} but the disk's is {start}",
+                    "node {}/{}: core log start {} but the disk's is {start}",
                     n.id,
+                    n.partition,
                     log.log_start_offset()
                 ));
             } else if start > 0 && !n.store.snapshots.contains_key(&start) {
                 failure = Some(format!(
-                    "node {}: log starts at {start} without a snapshot there",
-                    n.id
+                    "node {}/{}: log starts at {start} without a snapshot there",
+                    n.id, n.partition
                 ));
             } else if let Some((latest, _)) = n.store.latest_snapshot()
                 && !(start <= latest.offset && latest.offset <= hw && hw <= end)
             {
                 failure = Some(format!(
-                    "node {}: log start {start}, latest snapshot {}, hw {hw}, log end {end} out of order",
-                    n.id, latest.offset
+                    "node {}/{}: log start {start}, latest snapshot {}, hw {hw}, log end {end} out of order",
+                    n.id, n.partition, latest.offset
                 ));
             } else if n.state_machine.last_applied_offset() + 1 > hw as i64 {
                 failure = Some(format!(
-                    "node {}: state machine applied to {} past the high-watermark {hw}",
+                    "node {}/{}: state machine applied to {} past the high-watermark {hw}",
                     n.id,
+                    n.partition,
                     n.state_machine.last_applied_offset() + 1
                 ));
             }
@@ -355,7 +348,7 @@ impl Cluster {
             }
         }
         if let Some(failure) = failure {
-            self.checker.violation.get_or_insert(failure);
+            self.fail(failure);
         }
     }
 }
