@@ -6,8 +6,14 @@
 //! `min(request MaxBytes, replica.fetch.snapshot.response.max.bytes)` when the wire response is
 //! built. Zero copy: an answer whose bytes are a region of the frozen snapshot file is encoded
 //! as external records (the length prefix only) and its region, cut to the partition's share,
-//! goes to the socket with sendfile, as the Fetch path does. Outbound (follower): one
-//! partition per request, sent on the data lane.
+//! goes to the socket with sendfile, as the Fetch path does. Outbound (follower): the
+//! FetchSnapshot requests the cores emit while the node executes one batch of work are grouped
+//! by leader, and each leader gets ONE wire request carrying all of its partitions (KIP-630's
+//! request is multi-partition so that the leader can share one response's bytes between them);
+//! the response is split back into one core message per partition. A wiped or lagging replica
+//! that needs several partitions' snapshots from one leader therefore keeps downloading them
+//! in the same requests: the answers arrive together, are stepped together, and the cores'
+//! next requests leave together. Sent on the data lane.
 
 use ringlog_replication::fair_share::water_fill;
 use ringlog_replication::{self as core, NodeId, OffsetAndEpoch, PartitionId};
@@ -161,30 +167,64 @@ pub fn response(
     )
 }
 
-/// A follower's FetchSnapshot for one partition as a wire request.
+/// A follower's FetchSnapshot requests for several partitions (all to the same leader) as ONE
+/// wire request: partitions of the same topic share a topic entry; the request's MaxBytes (the
+/// wire has one for all partitions) is the largest the cores asked for (they all use the
+/// node's `fetch_max_bytes`). `parts` must not be empty.
 pub fn request(
     cluster_id: &str,
-    hosted: &HostedPartition,
-    r: &core::FetchSnapshotRequest,
+    replica_id: NodeId,
+    parts: &[(&HostedPartition, &core::FetchSnapshotRequest)],
 ) -> req::FetchSnapshotRequest {
+    debug_assert!(
+        !parts.is_empty(),
+        "a FetchSnapshot names at least one partition"
+    );
+    let max_bytes = parts.iter().map(|(_, r)| r.max_bytes).max().unwrap_or(0);
+    let mut topics: Vec<req::TopicSnapshot> = Vec::new();
+    for (hosted, r) in parts {
+        debug_assert_eq!(r.replica_id, replica_id);
+        let partition = req::PartitionSnapshot {
+            partition: hosted.index,
+            current_leader_epoch: r.current_leader_epoch as i32,
+            snapshot_id: req::SnapshotId {
+                end_offset: r.snapshot_id.offset as i64,
+                epoch: r.snapshot_id.epoch as i32,
+            },
+            position: r.position as i64,
+            ..Default::default()
+        };
+        match topics.iter_mut().find(|t| t.name == hosted.topic) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(req::TopicSnapshot {
+                name: hosted.topic.clone(),
+                partitions: vec![partition],
+            }),
+        }
+    }
     req::FetchSnapshotRequest {
         cluster_id: Some(cluster_id.to_string()),
-        replica_id: r.replica_id,
-        max_bytes: i32::try_from(r.max_bytes).unwrap_or(i32::MAX),
-        topics: vec![req::TopicSnapshot {
-            name: hosted.topic.clone(),
-            partitions: vec![req::PartitionSnapshot {
-                partition: hosted.index,
-                current_leader_epoch: r.current_leader_epoch as i32,
-                snapshot_id: req::SnapshotId {
-                    end_offset: r.snapshot_id.offset as i64,
-                    epoch: r.snapshot_id.epoch as i32,
-                },
-                position: r.position as i64,
-                ..Default::default()
-            }],
-        }],
+        replica_id,
+        max_bytes: i32::try_from(max_bytes).unwrap_or(i32::MAX),
+        topics,
     }
+}
+
+/// The leader's answers for every partition of a FetchSnapshot we sent (`asked`: each
+/// partition with the core correlation id of its request), one core message each. A partition
+/// the response leaves out is answered UNKNOWN_SERVER_ERROR, so its core asks again.
+pub fn peer_response_parts(
+    response: &resp::FetchSnapshotResponse,
+    table: &PartitionTable,
+    asked: &[(PartitionId, u64)],
+) -> Vec<(PartitionId, core::Message)> {
+    asked
+        .iter()
+        .filter_map(|&(partition, correlation_id)| {
+            peer_response_part(response, table, partition, correlation_id)
+                .map(|message| (partition, message))
+        })
+        .collect()
 }
 
 /// The leader's answer for `partition` (asked with core correlation id `correlation_id`) as a
@@ -232,4 +272,133 @@ pub fn peer_response_part(
             unaligned_records,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> PartitionTable {
+        let mut table = PartitionTable::default();
+        for (topic, index) in [("a", 0), ("a", 1), ("b", 0)] {
+            table.add(HostedPartition {
+                topic: topic.to_string(),
+                topic_id: Uuid::ZERO,
+                index,
+            });
+        }
+        table
+    }
+
+    fn core_request(
+        correlation_id: u64,
+        end_offset: u64,
+        position: u64,
+    ) -> core::FetchSnapshotRequest {
+        core::FetchSnapshotRequest {
+            correlation_id,
+            replica_id: 7,
+            current_leader_epoch: 3,
+            snapshot_id: OffsetAndEpoch::new(end_offset, 2),
+            position,
+            max_bytes: 4096,
+        }
+    }
+
+    // KIP-630: one FetchSnapshot request carries every partition a follower downloads from
+    // that leader; partitions of one topic share its topic entry.
+    #[test]
+    fn one_request_carries_every_partition() {
+        let table = table();
+        let requests = [
+            core_request(1, 100, 0),
+            core_request(2, 200, 512),
+            core_request(3, 300, 1024),
+        ];
+        let parts: Vec<_> = (0..3)
+            .map(|p| (table.get(p), &requests[p as usize]))
+            .collect();
+        let wire = request("cluster", 7, &parts);
+        assert_eq!(wire.replica_id, 7);
+        assert_eq!(wire.max_bytes, 4096);
+        assert_eq!(wire.cluster_id.as_deref(), Some("cluster"));
+        let names: Vec<(&str, Vec<(i32, i64, i64)>)> = wire
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.partitions
+                        .iter()
+                        .map(|p| (p.partition, p.snapshot_id.end_offset, p.position))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("a", vec![(0, 100, 0), (1, 200, 512)]),
+                ("b", vec![(0, 300, 1024)])
+            ]
+        );
+        assert!(
+            wire.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.current_leader_epoch == 3 && p.snapshot_id.epoch == 2)
+        );
+    }
+
+    // The response is split back per partition, each with its own core correlation id; a
+    // partition the leader left out is answered with an error so its core asks again.
+    #[test]
+    fn response_is_split_per_partition() {
+        let table = table();
+        let entry = |index, end_offset, bytes: &'static [u8]| resp::PartitionSnapshot {
+            index,
+            snapshot_id: resp::SnapshotId {
+                end_offset,
+                epoch: 2,
+            },
+            size: 10,
+            position: 0,
+            unaligned_records: Records::Bytes(bytes::Bytes::from_static(bytes)),
+            ..Default::default()
+        };
+        let response = resp::FetchSnapshotResponse {
+            topics: vec![
+                resp::TopicSnapshot {
+                    name: "a".to_string(),
+                    partitions: vec![entry(1, 200, b"xyz")],
+                },
+                resp::TopicSnapshot {
+                    name: "b".to_string(),
+                    partitions: vec![entry(0, 300, b"pq")],
+                },
+            ],
+            ..Default::default()
+        };
+        let parts = peer_response_parts(&response, &table, &[(0, 11), (1, 12), (2, 13)]);
+        let summary: Vec<(PartitionId, u64, core::ErrorCode, usize)> = parts
+            .iter()
+            .map(|(p, m)| match m {
+                core::Message::FetchSnapshotResponse(r) => (
+                    *p,
+                    r.correlation_id,
+                    r.error_code,
+                    r.unaligned_records.len(),
+                ),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (0, 11, core::ErrorCode::UnknownServerError, 0),
+                (1, 12, core::ErrorCode::None, 3),
+                (2, 13, core::ErrorCode::None, 2),
+            ]
+        );
+    }
 }

@@ -157,8 +157,8 @@ enum PeerPending {
     Control,
     /// Partition and core correlation id of each fetch in the wire request.
     Fetch(Vec<(PartitionId, u64)>),
-    /// KIP-630: the partition and core correlation id of a FetchSnapshot.
-    FetchSnapshot(PartitionId, u64),
+    /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
+    FetchSnapshot(Vec<(PartitionId, u64)>),
 }
 
 /// A `SendAfterPersist` message waiting for the flushes requested before it.
@@ -187,6 +187,9 @@ pub(crate) struct Node {
     peers: BTreeMap<NodeId, (PeerLane, PeerLane)>,
     next_peer_correlation_id: i32,
     peer_pending: HashMap<(NodeId, i32), PeerPending>,
+    /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
+    /// leader gets one wire request with all of them (`send_fetches`).
+    snapshot_fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchSnapshotRequest)>>,
     pending: HashMap<u64, PendingRequest>,
     next_pending_id: u64,
     /// Vote/BeginQuorumEpoch/EndQuorumEpoch answer slots, oldest first, by (sender, API, partition).
@@ -294,6 +297,7 @@ impl Node {
             peers,
             next_peer_correlation_id: 1,
             peer_pending: HashMap::new(),
+            snapshot_fetches: BTreeMap::new(),
             pending: HashMap::new(),
             next_pending_id: 1,
             fifo: HashMap::new(),
@@ -639,16 +643,12 @@ impl Node {
             }
             core::Message::FetchResponse(r) => self.answer_fetch(r),
             core::Message::FetchSnapshotRequest(r) => {
-                let request =
-                    fetch_snapshot::request(&self.cluster_id, self.table.get(partition), &r);
-                let pending = PeerPending::FetchSnapshot(partition, r.correlation_id);
-                self.send_to_peer(
-                    to,
-                    crate::protocol::Request::FetchSnapshot(request),
-                    fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
-                    pending,
-                    true,
-                )
+                // Sent with every other partition's for the same leader (send_fetches).
+                self.snapshot_fetches
+                    .entry(to)
+                    .or_default()
+                    .push((partition, r));
+                Ok(())
             }
             core::Message::FetchSnapshotResponse(r) => self.answer_fifo(
                 to,

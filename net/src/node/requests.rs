@@ -284,13 +284,15 @@ impl Node {
                 })
             }
             (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
-            (PeerPending::FetchSnapshot(partition, id), Response::FetchSnapshot(r)) => {
-                super::fetch_snapshot::peer_response_part(r, &self.table, *partition, *id)
-                    .map(|message| vec![(*partition, message)])
-                    .unwrap_or_default()
+            (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
+                super::fetch_snapshot::peer_response_parts(r, &self.table, asked)
             }
             _ => Vec::new(),
         };
+        // Every partition's answer is stepped before any work is executed, so the requests
+        // they lead to (the next FetchSnapshot of each partition downloading from this peer)
+        // leave together, in one wire request per peer.
+        let mut all_work = Vec::new();
         for (partition, message) in parts {
             let now = self.now_ms();
             let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
@@ -306,13 +308,13 @@ impl Node {
                 .multi
                 .step(now, peer, PartitionMessage { partition, message })
             {
-                Ok(work) => self.execute(work)?,
+                Ok(work) => all_work.extend(work),
                 Err(error) => {
                     tracing::warn!(peer, partition, %error, "peer response refused by the core")
                 }
             }
         }
-        Ok(())
+        self.execute(all_work)
     }
 
     pub(super) fn answer_fifo(
@@ -386,6 +388,26 @@ impl Node {
                 to,
                 Request::Fetch(request),
                 convert::PEER_FETCH_VERSION,
+                pending,
+                true,
+            )?;
+        }
+        for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
+            let hosted: Vec<_> = list.iter().map(|(p, r)| (self.table.get(*p), r)).collect();
+            let request =
+                super::fetch_snapshot::request(&self.cluster_id, self.config.node_id, &hosted);
+            tracing::debug!(
+                to,
+                partitions = list.len(),
+                "FetchSnapshot request (KIP-630)"
+            );
+            let pending = PeerPending::FetchSnapshot(
+                list.iter().map(|(p, r)| (*p, r.correlation_id)).collect(),
+            );
+            self.send_to_peer(
+                to,
+                Request::FetchSnapshot(request),
+                super::fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
                 pending,
                 true,
             )?;
