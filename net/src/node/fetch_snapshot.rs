@@ -322,7 +322,9 @@ mod tests {
         assert_eq!(wire.replica_id, 7);
         assert_eq!(wire.max_bytes, 4096);
         assert_eq!(wire.cluster_id.as_deref(), Some("cluster"));
-        let names: Vec<(&str, Vec<(i32, i64, i64)>)> = wire
+        // (partition, end offset, position) per topic.
+        type TopicParts<'a> = (&'a str, Vec<(i32, i64, i64)>);
+        let names: Vec<TopicParts<'_>> = wire
             .topics
             .iter()
             .map(|t| {
