@@ -17,7 +17,8 @@ max_bytes="${MAX_BYTES:-8388608}"
 cargo build --quiet --release --bin ringlog
 export EXTRA_PROPS="controller.snapshot.minimum.records=400
 metadata.log.max.record.bytes.between.snapshots=1
-replica.fetch.snapshot.max.bytes=$max_bytes"
+replica.fetch.snapshot.max.bytes=$max_bytes
+replica.fetch.snapshot.response.max.bytes=$max_bytes"
 source scripts/lib-quorum.sh
 folder="$PWD/target/bench-snapshot"
 start_quorum "$folder"

@@ -140,3 +140,69 @@ fn a_flush_is_durable_before_its_confirmation_and_survives_losing_it() {
         assert_eq!(report.unfinished_flush_slot, None, "seed {seed}");
     }
 }
+
+/// The sequence the durable confirmation record (block 4 of `.tail`) names, if it is intact.
+fn durable_confirmed_sequence(io: &MemoryIo, dir: &Path) -> Option<u64> {
+    let tail = io.durable_bytes(&path(dir, "tail"))?;
+    let record = tail.get(4 * BLOCK..4 * BLOCK + 24)?;
+    let crc = u32::from_be_bytes(record[20..24].try_into().unwrap());
+    (&record[0..4] == b"RLTC" && crc == crc32c::crc32c(&record[..20]))
+        .then(|| u64::from_be_bytes(record[8..16].try_into().unwrap()))
+}
+
+/// Route completions until the durable end offset reaches `target`; returns how many
+/// fdatasyncs completed meanwhile. Stops at once, like a caller told "durable" would go on.
+fn route_until_durable(io: &mut MemoryIo, log: &mut PartitionLog, target: i64) -> usize {
+    use ringlog_engine::io::Io;
+    use ringlog_engine::log::Routed;
+    let mut fdatasyncs = 0;
+    let mut ready = Vec::new();
+    while log.durable_end_offset() < target {
+        io.submit_and_wait(1).unwrap();
+        io.drain_completions(&mut ready);
+        for completion in ready.drain(..) {
+            // A completed fdatasync carries no buffer and reports 0 bytes.
+            fdatasyncs += usize::from(completion.buf.is_none() && completion.result.is_ok());
+            assert!(matches!(
+                log.on_completion(io, completion).unwrap(),
+                Routed::Mine { .. }
+            ));
+        }
+    }
+    fdatasyncs
+}
+
+#[test]
+fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
+    // Group commit under load: C's flush is asked while B's is in flight, so it starts the
+    // moment B's completes. B's confirmation record then rides on C's slot fdatasync: two
+    // fdatasyncs per flush (segment, tail), not three, and B is confirmed once C is durable.
+    let dir = Path::new("/d/piggyback");
+    let (mut io, mut log, _) = log_with_acknowledged_a(dir, 4);
+    assert_eq!(durable_confirmed_sequence(&io, dir), Some(1), "A's flush");
+    log.flush(&mut io).unwrap();
+    let b_end = log.log_end_offset();
+    log.append_as_leader(batch_bytes(3, 700, 5), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    let c_end = log.log_end_offset();
+    let syncs_b = route_until_durable(&mut io, &mut log, b_end);
+    let syncs_c = route_until_durable(&mut io, &mut log, c_end);
+    assert_eq!(
+        syncs_b + syncs_c,
+        4,
+        "two flushes, two fdatasyncs each, no confirmation's own"
+    );
+    assert_eq!(
+        durable_confirmed_sequence(&io, dir),
+        Some(2),
+        "B's flush (slot 2) confirmed under C's slot fdatasync"
+    );
+    // C's own confirmation goes on its own (nothing else is asked): lose it in a crash and C is
+    // still there; a clean wait confirms C too.
+    let mut crashed = MemoryIo::from_snapshot(&io.snapshot(), io.config().clone());
+    crashed.crash();
+    let (reopened, report) = PartitionLog::open(&mut crashed, dir, small_config()).unwrap();
+    assert_eq!(reopened.log_end_offset(), c_end, "{report:?}");
+    log.flush_and_wait(&mut io).unwrap();
+    assert_eq!(durable_confirmed_sequence(&io, dir), Some(3), "C's flush");
+}

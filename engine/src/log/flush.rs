@@ -178,12 +178,20 @@ impl PartitionLog {
             slot_header_crc32c: flight.slot_header_crc32c,
         });
         let advanced = self.apply_completed_flush(io, flight)?;
-        // The next flush first (the caller may be waiting for it), then the confirmation.
-        self.maybe_start_flush(io)?;
-        if let Some(confirm) = confirm {
-            self.confirmation_pending = Some(confirm);
-            self.maybe_start_confirmation(io);
+        // The next flush first (the caller may be waiting for it): if one was asked meanwhile,
+        // its tail chain carries this confirmation record under its own fdatasync (no extra
+        // fdatasync per flush under load); otherwise the record goes on its own now.
+        if confirm.is_some() && self.confirming.is_none() {
+            self.confirmation_pending = confirm;
         }
+        self.maybe_start_flush(io)?;
+        if let Some(confirm) = confirm
+            && self.confirming.is_some()
+        {
+            // One record position, never two writes at once: this one follows the one in flight.
+            self.confirmation_pending = Some(confirm);
+        }
+        self.maybe_start_confirmation(io);
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: advanced,
         })
@@ -288,6 +296,12 @@ impl PartitionLog {
                     self.foreign.push(completion);
                 }
             }
+        }
+        if self.confirming.is_some() || self.in_flight.is_some() {
+            // The completion that made the records durable queued the confirmation record (or
+            // the next flush, carrying it): hand it to the kernel now, so it runs while the
+            // caller builds its next appends instead of waiting for the caller's next call.
+            io.submit_and_wait(0)?;
         }
         Ok(())
     }
@@ -501,6 +515,24 @@ impl PartitionLog {
             offset: slot_offset(slot_sequence, block),
             buf: slot,
         });
+        // The previous flush of this segment completed and its confirmation record is not
+        // written yet: it rides on this slot's fdatasync. Safe because it names a flush whose
+        // blocks and slot are already durable, and its block (4) is neither slot's position, so
+        // a torn write here damages neither the newest durable slot nor anything acknowledged.
+        if !sealing
+            && self.confirming.is_none()
+            && let Some(pending) = self.confirmation_pending.take_if(|pending| {
+                pending.segment_base_offset == segment.base_offset
+                    && pending.sequence == segment.slot_sequence
+            })
+        {
+            targets.push((tail_path.clone(), confirmation_offset(block)));
+            ops.push(Op::Write {
+                file: tail,
+                offset: confirmation_offset(block),
+                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
+            });
+        }
         targets.push((tail_path, 0));
         ops.push(Op::Fdatasync { file: tail });
 
