@@ -70,7 +70,7 @@ def topic_id(bootstrap, name):
     return eventually(f"Metadata to list {name}", attempt)
 
 
-def confluent_admin_op(what, call, ok_on_retry):
+def confluent_admin_op(bootstrap, what, call, ok_on_retry):
     """A confluent admin call, asked again while the controller moves (NOT_CONTROLLER: the
     metadata partition's leader changed under the request). On a retry, `ok_on_retry` (the
     error an earlier, committed attempt leaves behind) counts as done."""
@@ -78,8 +78,11 @@ def confluent_admin_op(what, call, ok_on_retry):
 
     def attempt():
         attempts[0] += 1
+        # A fresh client each time: one that got NOT_CONTROLLER was seen asking the same node
+        # again for 30 s (open issue, see docs/clients.md).
+        client = AdminClient({"bootstrap.servers": bootstrap})
         try:
-            call().result(timeout=30)
+            call(client).result(timeout=30)
         except KafkaException as error:
             code = error.args[0].code()
             if code == ok_on_retry and attempts[0] > 1:
@@ -140,7 +143,7 @@ def body(args):
 
     # confluent-kafka: create with configs, and a refused config.
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    confluent_admin_op(f"confluent create {ck}", lambda: admin.create_topics(
+    confluent_admin_op(bootstrap, f"confluent create {ck}", lambda a: a.create_topics(
         [CNewTopic(ck, num_partitions=2, replication_factor=3,
                    config={"cleanup.policy": "delete", "retention.ms": "60000"})],
         operation_timeout=10)[ck], KafkaError.TOPIC_ALREADY_EXISTS)
@@ -164,16 +167,24 @@ def body(args):
     wait_for_stdin("CREATED")
 
     # DeleteTopics: kafka-python for one, confluent for the other.
-    admin_kp = kp_admin(bootstrap)
-    result = admin_kp.delete_topics([kp], raise_errors=False)
-    assert [t["error_code"] for t in result["topics"]] == [0], f"kafka-python delete: {result}"
-    result = admin_kp.delete_topics([f"{prefix}-missing"], raise_errors=False)
-    assert [t["error_code"] for t in result["topics"]] == [UNKNOWN_TOPIC_OR_PARTITION], \
-        f"kafka-python delete of a missing topic: {result}"
-    admin_kp.close()
+    def kp_delete(name):
+        # A fresh client per try: one bootstrapped on the node that was just killed raises
+        # a connection error.
+        admin_kp = kp_admin(bootstrap)
+        try:
+            return [t["error_code"] for t in
+                    admin_kp.delete_topics([name], raise_errors=False)["topics"]]
+        finally:
+            admin_kp.close()
+
+    codes = eventually(f"kafka-python to delete {kp}", lambda: kp_delete(kp))
+    assert codes == [0], f"kafka-python delete: {codes}"
+    codes = eventually("kafka-python to delete a missing topic",
+                       lambda: kp_delete(f"{prefix}-missing"))
+    assert codes == [UNKNOWN_TOPIC_OR_PARTITION], f"kafka-python delete of a missing topic: {codes}"
     log(f"kafka-python deleted {kp}; a missing topic is UNKNOWN_TOPIC_OR_PARTITION")
-    confluent_admin_op(f"confluent delete {ck}",
-                       lambda: admin.delete_topics([ck], operation_timeout=10)[ck],
+    confluent_admin_op(bootstrap, f"confluent delete {ck}",
+                       lambda a: a.delete_topics([ck], operation_timeout=10)[ck],
                        KafkaError.UNKNOWN_TOPIC_OR_PART)
     try:
         admin.delete_topics([f"{prefix}-missing"], operation_timeout=10)[f"{prefix}-missing"] \

@@ -287,6 +287,39 @@ impl Node {
         }
         self.last_leader.remove(&id);
         self.latest_replica_fetch.retain(|(_, p), _| *p != id);
+        self.fifo.retain(|(_, _, p), _| *p != id);
+        // Peer requests (a replica's Fetch long-polling in the core, a Vote) that carry this
+        // partition among others would otherwise wait for an answer that never comes, holding
+        // back the other partitions' answers until the peer's request timeout.
+        let waiting: Vec<(u64, usize)> = self
+            .pending
+            .iter()
+            .flat_map(|(pid, pending)| {
+                pending
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .filter(move |(slot, part)| {
+                        pending.answers[*slot].is_none()
+                            && part.target.as_ref().is_ok_and(|(p, _, _)| *p == id)
+                    })
+                    .map(move |(slot, _)| (*pid, slot))
+            })
+            .collect();
+        for (pid, slot) in &waiting {
+            self.fill(
+                *pid,
+                *slot,
+                super::convert::PartAnswer::Error(ErrorCode::UnknownTopicOrPartition),
+            );
+        }
+        for pid in waiting
+            .iter()
+            .map(|(pid, _)| *pid)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            self.maybe_complete(pid)?;
+        }
         let Some(store) = self.stores.remove(&id) else {
             return Ok(());
         };
