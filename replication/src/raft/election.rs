@@ -395,8 +395,17 @@ impl Raft {
         Ok(())
     }
 
-    /// When check quorum fires: `fetch_timeout_ms` after the majority-th most recent fetch from
-    /// a voter (the leader counts as fetching now; a fresh leader gets a full timeout).
+    /// When check quorum fires: 1.5 × `fetch_timeout_ms` after the majority-th most recent
+    /// fetch from a voter (the leader counts as fetching now; a fresh leader gets a full
+    /// timeout).
+    ///
+    /// Why 1.5 × and not the fetch timeout itself (Kafka's `LeaderState`,
+    /// `CHECK_QUORUM_TIMEOUT_FACTOR = 1.5`): a follower's fetches reach the leader at most
+    /// every fetch_max_wait + its own flush + two trips apart, and the follower waits a full
+    /// fetch timeout for an answer. With the same timeout on both sides, a follower held up by
+    /// its own disk or scheduling for a little under its timeout makes the leader resign
+    /// although nobody failed; the margin lets the followers, who see the leader directly, be
+    /// the ones to decide it is gone.
     pub(crate) fn check_quorum_deadline_ms(&self, leader: &LeaderState) -> u64 {
         if self.config.voters.len() == 1 {
             return u64::MAX;
@@ -414,7 +423,7 @@ impl Raft {
         times.sort_unstable_by(|a, b| b.cmp(a));
         // The leader itself is one of the majority; the other (majority - 1) must be fresh.
         let others_needed = self.config.majority() - 1;
-        times[others_needed - 1] + self.config.fetch_timeout_ms
+        times[others_needed - 1] + check_quorum_timeout_ms(self.config.fetch_timeout_ms)
     }
 
     // ---- EndQuorumEpoch and resignation ----
@@ -564,4 +573,10 @@ impl Raft {
         }
         Ok(())
     }
+}
+
+/// How long a leader waits without fetches from a majority before it resigns (see
+/// `check_quorum_deadline_ms`).
+pub(crate) fn check_quorum_timeout_ms(fetch_timeout_ms: u64) -> u64 {
+    fetch_timeout_ms.saturating_add(fetch_timeout_ms / 2)
 }

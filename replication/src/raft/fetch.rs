@@ -328,6 +328,8 @@ impl Raft {
             out.push(Work::AppendAsFollower {
                 records: response.records.clone(),
             });
+            // The next fetch waits for this append's flush (`maybe_send_fetch`).
+            self.fetch_timer_paused = true;
             self.request_flush(out);
         }
         // The follower's log matches the leader's up to its end now, so the leader's
@@ -363,6 +365,14 @@ impl Raft {
         if self.log.durable_end_offset() < self.log.log_end_offset() {
             self.request_flush(out);
             return;
+        }
+        if std::mem::take(&mut self.fetch_timer_paused)
+            && let EpochState::Follower(follower) = &mut self.state
+        {
+            // The wait for our own flush is over: the leader gets a full timeout to answer.
+            follower.fetch_timeout_deadline_ms = follower
+                .fetch_timeout_deadline_ms
+                .max(self.now_ms + self.config.fetch_timeout_ms);
         }
         if self.maybe_send_fetch_snapshot(out) {
             return;

@@ -115,6 +115,12 @@ pub struct Raft {
     leader_log_start_offset: u64,
     /// KIP-630: the snapshot this follower is downloading; log fetching pauses meanwhile.
     snapshot_fetch: Option<snapshot_fetch::SnapshotFetch>,
+    /// A successful fetch response brought records, and the next fetch waits for their flush:
+    /// the follower's fetch timeout does not run meanwhile. That wait is our own disk's, not
+    /// the leader's; counting it let a follower whose fsync took most of the fetch timeout
+    /// stand for election against a healthy leader (docs/node.md, "Event-loop stalls"). The
+    /// timer restarts with a full timeout when the next fetch leaves.
+    fetch_timer_paused: bool,
 }
 
 impl Raft {
@@ -172,6 +178,7 @@ impl Raft {
             latest_snapshot_written_ms: now_ms,
             leader_log_start_offset: 0,
             snapshot_fetch: None,
+            fetch_timer_paused: false,
         };
         let local = raft.config.node_id;
         let is_voter = raft.config.is_local_voter();
@@ -466,6 +473,7 @@ impl Raft {
                     .min(self.check_quorum_deadline_ms(s))
                     .min(log_start)
             }
+            EpochState::Follower(_) if self.fetch_timer_paused => u64::MAX,
             EpochState::Follower(s) => s.fetch_timeout_deadline_ms,
             EpochState::Resigned(s) => s.election_deadline_ms.min(if s.unacknowledged.is_empty() {
                 u64::MAX
@@ -559,7 +567,7 @@ impl Raft {
             EpochState::Candidate(_) => self.poll_candidate(out)?,
             EpochState::Leader(_) => self.poll_leader(out)?,
             EpochState::Follower(s) => {
-                if now >= s.fetch_timeout_deadline_ms {
+                if now >= s.fetch_timeout_deadline_ms && !self.fetch_timer_paused {
                     if self.config.is_local_voter() {
                         self.transition_to_candidate(out)?;
                     } else {

@@ -637,6 +637,49 @@ fn follower_appends_flushes_and_fetches_again_only_after_the_flush() {
     );
 }
 
+/// A follower whose own flush is slow does not stand against a leader that answered it: the
+/// fetch timeout measures the leader, so it runs only while a fetch is out (or could be).
+#[test]
+fn a_follower_waiting_for_its_own_flush_does_not_stand_for_election() {
+    let mut raft = follower_2();
+    let records = stamp_batch(&client_batch(2), 0, 1);
+    raft.step(20, 1, fetch_response(1, 0, records)).unwrap();
+    // The flush takes longer than the whole fetch timeout (2 000 ms).
+    let (work, next_deadline_ms) = raft.tick(20 + 2_500).unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Follower(_)),
+        "stood for election while its own flush was outstanding: {work:?}"
+    );
+    assert!(work.is_empty(), "{work:?}");
+    assert_eq!(
+        next_deadline_ms,
+        u64::MAX,
+        "no timer while the flush is out"
+    );
+    let work = raft
+        .on_persisted(
+            3_000,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 2,
+            },
+        )
+        .unwrap();
+    assert!(matches!(
+        work.as_slice(),
+        [Work::Send {
+            message: Message::FetchRequest(_),
+            ..
+        }]
+    ));
+    // The fetch that just left gets a full timeout; without an answer the follower stands.
+    let (_, next_deadline_ms) = raft.tick(3_000 + 1_999).unwrap();
+    assert!(matches!(raft.state(), EpochState::Follower(_)));
+    assert!(next_deadline_ms <= 3_000 + 2_000);
+    raft.tick(3_000 + 2_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+}
+
 #[test]
 fn follower_truncates_at_a_diverging_epoch() {
     let mut raft = follower_2();
@@ -709,8 +752,16 @@ fn follower_without_leader_contact_stands_and_leader_without_quorum_resigns() {
     ));
     assert!(matches!(follower.state(), EpochState::Candidate(_)));
 
+    // Check quorum fires at 1.5 × the fetch timeout (Kafka's CHECK_QUORUM_TIMEOUT_FACTOR),
+    // so the followers, who watch the leader directly, decide first.
     let mut leader = leader_1();
-    let (work, _) = leader.tick(5_000 + 2_000).unwrap();
+    let (_, next_deadline_ms) = leader.tick(5_000 + 2_000).unwrap();
+    assert!(
+        leader.is_leader(),
+        "resigned at the followers' fetch timeout"
+    );
+    assert!(next_deadline_ms <= 5_000 + 3_000);
+    let (work, _) = leader.tick(5_000 + 3_000).unwrap();
     assert!(matches!(leader.state(), EpochState::Resigned(_)));
     let ends: Vec<_> = work
         .iter()
