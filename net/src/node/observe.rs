@@ -18,6 +18,13 @@
 //! | fetch-records-rate | records the log end moved by while following |
 //! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working) |
 //! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, rescanned at most once a second |
+//!
+//! Beside the metrics, [`StallWatch`] logs a warning when one turn of the loop held the thread
+//! for longer than a quarter of the fetch timeout, naming the slowest step of that turn, and
+//! when the loop woke that much later than its timer asked (the thread was held by another task
+//! on it, or the process was not scheduled). Every timer of the quorum (fetch timeout, check
+//! quorum, election timeout) is measured on this one thread, so a stall of that size is what
+//! makes a healthy leader look dead to its followers, or a leader resign.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -195,6 +202,72 @@ impl Observer {
                     .latest_snapshot_size_bytes
                     .set(latest_size_bytes as f64);
             }
+        }
+    }
+}
+
+/// Times the steps of one event-loop turn (see the module doc).
+pub(crate) struct StallWatch {
+    warn_after: Duration,
+    turn_began: Instant,
+    /// The slowest step of the current turn: (time, what, detail).
+    slowest: Option<(Duration, &'static str, &'static str)>,
+    steps: usize,
+}
+
+impl StallWatch {
+    /// Warns past a quarter of `fetch_timeout_ms` (at least 1 ms).
+    pub(crate) fn new(fetch_timeout_ms: u64) -> StallWatch {
+        StallWatch {
+            warn_after: Duration::from_millis((fetch_timeout_ms / 4).max(1)),
+            turn_began: Instant::now(),
+            slowest: None,
+            steps: 0,
+        }
+    }
+
+    /// A turn begins (the loop woke up).
+    pub(crate) fn begin_turn(&mut self) {
+        self.turn_began = Instant::now();
+        self.slowest = None;
+        self.steps = 0;
+    }
+
+    /// A step that began at `began` ended now: `what` it was (`"tick"`, `"request"`, ...) and a
+    /// detail (the API's name, or "").
+    pub(crate) fn step(&mut self, began: Instant, what: &'static str, detail: &'static str) {
+        let took = began.elapsed();
+        self.steps += 1;
+        if self.slowest.is_none_or(|(slowest, _, _)| took > slowest) {
+            self.slowest = Some((took, what, detail));
+        }
+    }
+
+    /// The turn ends (the loop is about to wait): warns if it held the thread too long.
+    pub(crate) fn end_turn(&mut self) {
+        let held = self.turn_began.elapsed();
+        if held < self.warn_after {
+            return;
+        }
+        let (slowest, what, detail) = self.slowest.unwrap_or((Duration::ZERO, "nothing", ""));
+        tracing::warn!(
+            held_ms = held.as_millis() as u64,
+            slowest_step = what,
+            slowest_detail = detail,
+            slowest_ms = slowest.as_millis() as u64,
+            steps = self.steps,
+            "event loop stalled: one turn held the thread past a quarter of the fetch timeout"
+        );
+    }
+
+    /// The loop's timer was due at `due` and it woke now.
+    pub(crate) fn woke_after_timer(&self, due: Instant) {
+        let late = Instant::now().saturating_duration_since(due);
+        if late >= self.warn_after {
+            tracing::warn!(
+                late_ms = late.as_millis() as u64,
+                "event loop woke late: another task held the thread, or the process was not scheduled"
+            );
         }
     }
 }

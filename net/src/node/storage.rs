@@ -56,6 +56,8 @@ pub struct PartitionStore {
     pub snapshots: PartitionSnapshots,
     /// The snapshots found at start (for the core's start).
     pub recovered_snapshots: RecoveredSnapshots,
+    /// A log start advance the core asked for, run once no I/O is in flight (node/mod.rs).
+    pub deferred_log_start_offset: Option<u64>,
 }
 
 impl PartitionStore {
@@ -120,6 +122,7 @@ impl PartitionStore {
             truncations: 0,
             snapshots,
             recovered_snapshots,
+            deferred_log_start_offset: None,
         };
         Ok((store, recovered))
     }
