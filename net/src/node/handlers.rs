@@ -365,13 +365,12 @@ impl Node {
                         .multi
                         .partition(partition)
                         .is_some_and(|r| r.is_leader());
-                    let mut idempotent = Vec::new();
                     if leading {
                         match self
                             .check_producer_sequences(partition, &batches)
                             .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?
                         {
-                            SequenceOutcome::Append(recorded) => idempotent = recorded,
+                            SequenceOutcome::Append => {}
                             SequenceOutcome::Duplicate {
                                 base_offset,
                                 last_offset,
@@ -407,7 +406,6 @@ impl Node {
                             return Err((ErrorCode::InvalidRecord, Some(error.to_string())));
                         }
                     };
-                    self.record_producer_batches(partition, appended.base_offset, idempotent);
                     self.execute(work)
                         .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?;
                     if acks == 0 {

@@ -1,7 +1,8 @@
 //! The node's side of idempotent producing: InitProducerId hands out producer ids, and every
 //! Produce on a leader checks its batches' sequences against the partition's producer state
-//! (producer_state.rs), which is rebuilt from the log the first time this node appends in a
-//! new leader epoch.
+//! (producer_state.rs). The state is read from the log once per process and then follows the
+//! log: every append (as leader or follower), high-watermark move and truncation the node
+//! executes updates it (`track_*`, called from `Node::execute`).
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,7 +12,7 @@ use ringlog_engine::batch::{BatchIter, RecordBatch};
 use ringlog_replication::PartitionId;
 
 use super::producer_state::{
-    ProducerBatch, ProducerIdAllocator, ProducerStateTable, SequenceCheck,
+    PartitionProducers, ProducerBatch, ProducerIdAllocator, SequenceCheck,
 };
 use super::{Node, NodeError};
 use crate::protocol::{
@@ -23,14 +24,17 @@ const REBUILD_CHUNK_BYTES: u32 = 1 << 20;
 
 #[derive(Debug, Default)]
 pub(crate) struct Producers {
-    tables: HashMap<PartitionId, ProducerStateTable>,
+    /// Partitions whose state was read from the log; a partition missing here is read at its
+    /// first idempotent Produce, and its appends are not tracked until then (the read covers
+    /// them).
+    tables: HashMap<PartitionId, PartitionProducers>,
     ids: ProducerIdAllocator,
 }
 
 /// What a Produce partition's batches get.
 pub(crate) enum SequenceOutcome {
-    /// Append; once the base offset is known, record these (batch index, producer fields).
-    Append(Vec<(usize, ProducerBatch)>),
+    /// Append (the producer state records the batches when the append is executed).
+    Append,
     /// A retried batch already in the log: answer with its offsets, append nothing.
     Duplicate {
         base_offset: u64,
@@ -78,7 +82,7 @@ impl Node {
             }
         }
         if fields.is_empty() {
-            return Ok(SequenceOutcome::Append(Vec::new()));
+            return Ok(SequenceOutcome::Append);
         }
         if fields.len() != batches.len() {
             // One producer writes one partition's batches; a mix of idempotent and plain
@@ -91,7 +95,8 @@ impl Node {
             .producers
             .tables
             .get(&partition)
-            .expect("built above");
+            .expect("built above")
+            .current();
         if let [(_, f)] = fields.as_slice()
             && batches.len() == 1
         {
@@ -102,7 +107,7 @@ impl Node {
                     f.base_sequence,
                     f.last_sequence,
                 ) {
-                    SequenceCheck::Append => SequenceOutcome::Append(fields),
+                    SequenceCheck::Append => SequenceOutcome::Append,
                     SequenceCheck::Duplicate {
                         base_offset,
                         last_offset,
@@ -141,47 +146,86 @@ impl Node {
                 }
             }
         }
-        Ok(SequenceOutcome::Append(fields))
+        Ok(SequenceOutcome::Append)
     }
 
-    /// Records the idempotent batches of an append whose first batch landed at `base_offset`.
-    pub(super) fn record_producer_batches(
+    /// A leader append of `batches` (not yet stamped: their header offsets are the client's)
+    /// landed at `base_offset`.
+    pub(super) fn track_leader_append(
         &mut self,
         partition: PartitionId,
         base_offset: u64,
-        recorded: Vec<(usize, ProducerBatch)>,
+        batches: &[Bytes],
     ) {
-        if recorded.is_empty() {
+        let Some(producers) = self.handlers.producers.tables.get_mut(&partition) else {
             return;
-        }
-        let table = self.handlers.producers.tables.entry(partition).or_default();
-        // Batches are appended back to back; an index's offset is the base plus the record
-        // counts (last offset deltas + 1) of the batches before it. Producers send one batch
-        // per partition, so the common case is index 0 at the base.
+        };
+        // Batches are appended back to back: each starts after the previous one's records.
         let mut offset = base_offset;
-        for (next_index, (index, mut f)) in recorded.into_iter().enumerate() {
-            debug_assert_eq!(index, next_index, "checked: every batch is idempotent");
-            let span = f.last_offset - f.base_offset;
-            f.base_offset = offset;
-            f.last_offset = offset + span;
-            offset = f.last_offset + 1;
-            table.record(f);
+        for bytes in batches {
+            let Ok(batch) = RecordBatch::parse(bytes.clone()) else {
+                continue;
+            };
+            let records = batch.header().last_offset_delta().max(0) as u64 + 1;
+            if let Some(mut f) = producer_fields(&batch) {
+                f.base_offset = offset;
+                f.last_offset = offset + records - 1;
+                producers.appended(f);
+            }
+            offset += records;
         }
     }
 
-    /// Rebuilds a partition's producer state from its log when this node leads an epoch it has
-    /// not built the state for (a new leader must remember what the old one appended).
-    fn ensure_producer_state(&mut self, partition: PartitionId) -> Result<(), NodeError> {
-        let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
-        let table = self.handlers.producers.tables.entry(partition).or_default();
-        if table.built_for_epoch == Some(epoch) {
+    /// A follower append of fetched `records` (stamped by the leader).
+    pub(super) fn track_follower_append(&mut self, partition: PartitionId, records: &Bytes) {
+        let Some(producers) = self.handlers.producers.tables.get_mut(&partition) else {
+            return;
+        };
+        for batch in BatchIter::new(records.clone()) {
+            let Ok(batch) = batch else { break };
+            if let Some(f) = producer_fields(&batch) {
+                producers.appended(f);
+            }
+        }
+    }
+
+    pub(super) fn track_high_watermark(&mut self, partition: PartitionId, high_watermark: u64) {
+        if let Some(producers) = self.handlers.producers.tables.get_mut(&partition) {
+            producers.high_watermark_advanced(high_watermark);
+        }
+    }
+
+    /// The log now ends at `end_offset` (a truncation), or was replaced by a snapshot
+    /// (`replaced`): the state goes back to the high-watermark's, or is read again.
+    pub(super) fn track_truncation(
+        &mut self,
+        partition: PartitionId,
+        end_offset: u64,
+        replaced: bool,
+    ) {
+        let tables = &mut self.handlers.producers.tables;
+        let Some(producers) = tables.get_mut(&partition) else {
+            return;
+        };
+        if replaced || !producers.truncated(end_offset) {
+            tables.remove(&partition);
+        }
+    }
+
+    /// Reads a partition's producer state from its log if it was not read yet in this process
+    /// (once: from then on the `track_*` calls keep it current).
+    pub(super) fn ensure_producer_state(
+        &mut self,
+        partition: PartitionId,
+    ) -> Result<(), NodeError> {
+        if self.handlers.producers.tables.contains_key(&partition) {
             return Ok(());
         }
-        table.clear();
+        let started = std::time::Instant::now();
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let mut offset = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
-        let mut rebuilt = ProducerStateTable::default();
+        let mut rebuilt = PartitionProducers::new(store.high_watermark);
         while offset < end {
             let bytes = store
                 .read(&mut self.io, offset, REBUILD_CHUNK_BYTES)
@@ -194,19 +238,19 @@ impl Node {
                 let Ok(batch) = batch else { break };
                 offset = batch.next_offset() as u64;
                 if let Some(f) = producer_fields(&batch) {
-                    rebuilt.record(f);
+                    rebuilt.appended(f);
                 }
             }
             if offset == before {
                 break;
             }
         }
-        rebuilt.built_for_epoch = Some(epoch);
         tracing::info!(
             partition,
-            epoch,
-            producers = rebuilt.producer_count(),
-            "producer state rebuilt from the log"
+            producers = rebuilt.current().producer_count(),
+            log_end_offset = end,
+            took_ms = started.elapsed().as_millis() as u64,
+            "producer state read from the log"
         );
         self.handlers.producers.tables.insert(partition, rebuilt);
         self.collect_foreign();

@@ -13,10 +13,18 @@
 //! | unknown producer id, base sequence 0         | appended (a new producer)                 |
 //! | unknown producer id, base sequence ≠ 0       | OUT_OF_ORDER_SEQUENCE_NUMBER              |
 //!
-//! The state lives only in memory. It is rebuilt from the log's batch headers whenever this
-//! node becomes leader of a new epoch (before its first append in that epoch): the Raft leader
-//! holds every committed batch, so a producer retrying a batch that the old leader appended
-//! gets the duplicate answer, never a second copy.
+//! The state lives only in memory ([`PartitionProducers`]). It is read from the log's batch
+//! headers once per process (when the partition is opened, or at its first idempotent Produce)
+//! and from then on kept up to date as batches are appended, as leader or as follower, so a
+//! follower that becomes leader already knows what the old leader appended: a producer retrying
+//! such a batch gets the duplicate answer, never a second copy. It used to be rebuilt by reading
+//! the whole log at the first Produce of every new leader epoch, on the event loop: on a 1 GiB
+//! log that held the loop for seconds, past the followers' fetch timeout, right after an
+//! election (docs/node.md, "Event-loop stalls").
+//!
+//! A truncation (KIP-320's diverging epoch, always at or above the high-watermark) goes back to
+//! the state at the high-watermark and replays the producer fields of the batches kept above it,
+//! which are held in memory until the high-watermark passes them (a few dozen bytes a batch).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -59,8 +67,83 @@ pub enum SequenceCheck {
 #[derive(Clone, Debug, Default)]
 pub struct ProducerStateTable {
     producers: HashMap<i64, ProducerEntry>,
-    /// The leader epoch this table was rebuilt for (`None`: never built).
-    pub built_for_epoch: Option<u32>,
+}
+
+/// One partition's producer state, kept up to date as its log changes (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct PartitionProducers {
+    /// Every batch in the log: what a leader checks a Produce against.
+    current: ProducerStateTable,
+    /// The batches below the high-watermark, which no truncation can remove.
+    committed: ProducerStateTable,
+    /// The producer fields of the batches at or above the high-watermark, in log order.
+    uncommitted: VecDeque<ProducerBatch>,
+    high_watermark: u64,
+}
+
+impl PartitionProducers {
+    /// An empty state for a log whose high-watermark is `high_watermark`.
+    pub fn new(high_watermark: u64) -> PartitionProducers {
+        PartitionProducers {
+            high_watermark,
+            ..Default::default()
+        }
+    }
+
+    pub fn current(&self) -> &ProducerStateTable {
+        &self.current
+    }
+
+    /// A batch was appended to the log (batches come in log order).
+    pub fn appended(&mut self, batch: ProducerBatch) {
+        debug_assert!(
+            self.uncommitted
+                .back()
+                .is_none_or(|last| last.last_offset < batch.base_offset),
+            "producer batches are appended in log order"
+        );
+        self.current.record(batch);
+        if batch.last_offset < self.high_watermark {
+            self.committed.record(batch);
+        } else {
+            self.uncommitted.push_back(batch);
+        }
+    }
+
+    /// The high-watermark moved up to `high_watermark`.
+    pub fn high_watermark_advanced(&mut self, high_watermark: u64) {
+        self.high_watermark = self.high_watermark.max(high_watermark);
+        while let Some(batch) = self.uncommitted.front() {
+            if batch.last_offset >= self.high_watermark {
+                break;
+            }
+            self.committed.record(*batch);
+            self.uncommitted.pop_front();
+        }
+    }
+
+    /// The log was truncated to end at `end_offset`. Returns false when that is below the
+    /// high-watermark this state knows (never for a Raft truncation): the state must then be
+    /// read from the log again.
+    #[must_use]
+    pub fn truncated(&mut self, end_offset: u64) -> bool {
+        if end_offset < self.high_watermark {
+            return false;
+        }
+        // Truncations cut between batches: a batch either stays whole or goes.
+        self.uncommitted.retain(|b| b.last_offset < end_offset);
+        self.current = self.committed.clone();
+        for batch in &self.uncommitted {
+            self.current.record(*batch);
+        }
+        true
+    }
+
+    /// How many batches wait for the high-watermark (for tests and logs).
+    #[cfg(test)]
+    pub fn uncommitted_batches(&self) -> usize {
+        self.uncommitted.len()
+    }
 }
 
 /// The sequence after `sequence` (sequences wrap from i32::MAX to 0, as Kafka's do).
@@ -128,11 +211,6 @@ impl ProducerStateTable {
         while entry.batches.len() > BATCHES_REMEMBERED {
             entry.batches.pop_front();
         }
-    }
-
-    /// Forgets everything (before a rebuild from the log).
-    pub fn clear(&mut self) {
-        self.producers.clear();
     }
 
     pub fn producer_count(&self) -> usize {
@@ -237,6 +315,49 @@ mod tests {
         let mut t = ProducerStateTable::default();
         t.record(batch(0, i32::MAX - 1, i32::MAX, 0));
         assert_eq!(t.check(7, 0, 0, 3), SequenceCheck::Append);
+    }
+
+    /// A follower that becomes leader answers a retry of a batch the old leader appended as a
+    /// duplicate without reading its log: the state followed every append.
+    #[test]
+    fn appends_keep_the_state_current_without_a_rebuild() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 4, 0));
+        p.appended(batch(0, 5, 9, 5));
+        p.high_watermark_advanced(5);
+        assert_eq!(p.uncommitted_batches(), 1);
+        assert_eq!(
+            p.current().check(7, 0, 5, 9),
+            SequenceCheck::Duplicate {
+                base_offset: 5,
+                last_offset: 9
+            }
+        );
+        assert_eq!(p.current().check(7, 0, 10, 10), SequenceCheck::Append);
+        p.high_watermark_advanced(10);
+        assert_eq!(p.uncommitted_batches(), 0);
+    }
+
+    /// KIP-320: a truncation removes uncommitted batches; the state goes back to the
+    /// high-watermark's and replays what stays above it.
+    #[test]
+    fn a_truncation_forgets_the_removed_batches_only() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 0, 0));
+        p.high_watermark_advanced(1);
+        p.appended(batch(0, 1, 1, 1));
+        p.appended(batch(0, 2, 2, 2));
+        assert!(p.truncated(2));
+        // Batch 2 is gone: its retry is appended again; batch 1 stays a duplicate.
+        assert_eq!(p.current().check(7, 0, 2, 2), SequenceCheck::Append);
+        assert!(matches!(
+            p.current().check(7, 0, 1, 1),
+            SequenceCheck::Duplicate { base_offset: 1, .. }
+        ));
+        assert!(p.truncated(1));
+        assert_eq!(p.current().check(7, 0, 1, 1), SequenceCheck::Append);
+        // Below the high-watermark: not a Raft truncation, the state must be read again.
+        assert!(!p.truncated(0));
     }
 
     #[test]
