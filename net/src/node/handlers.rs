@@ -729,7 +729,7 @@ impl Node {
                     });
                 let store = self.stores.get_mut(&id).expect("hosted partition");
                 let high_watermark = store.high_watermark;
-                let log_start_offset = store.log.log_start_offset() as u64;
+                let log_start_offset = store.log_start_offset();
                 let mut data = fetch_response::PartitionData {
                     partition_index: p.partition,
                     high_watermark: high_watermark as i64,

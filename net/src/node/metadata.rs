@@ -316,7 +316,7 @@ impl Node {
         let epoch = raft.epoch() as i32;
         let store = &self.stores[&id];
         let high_watermark = store.high_watermark;
-        let log_start_offset = store.log.log_start_offset() as u64;
+        let log_start_offset = store.log_start_offset();
         match p.timestamp {
             LATEST_TIMESTAMP => Ok((-1, high_watermark as i64, epoch)),
             EARLIEST_TIMESTAMP => Ok((

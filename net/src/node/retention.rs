@@ -134,7 +134,7 @@ impl Node {
                 continue;
             };
             let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
-            if target <= latest || target <= store.log.log_start_offset().max(0) as u64 {
+            if target <= latest || target <= store.log_start_offset() {
                 // Already recorded; the core moves the log start when its rules allow.
                 continue;
             }

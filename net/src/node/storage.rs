@@ -243,6 +243,12 @@ impl PartitionStore {
         }
     }
 
+    /// The log start clients see: the engine's, or the advance the core already made that
+    /// waits for idle I/O to delete its segments (node/mod.rs), whichever is later.
+    pub fn log_start_offset(&self) -> u64 {
+        (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
+    }
+
     /// Whether a flush the core asked for has not completed yet.
     pub fn flush_outstanding(&self) -> bool {
         (self.log.durable_end_offset() as u64) < self.flush_target
