@@ -3,12 +3,11 @@
 //! tests/clients/ (scripts/test-all.sh installs them). Each script exits non-zero with a
 //! message naming what differed; the test shows its output and the nodes' logs.
 //!
-//! One cluster at a time (`SERIAL`), short Raft timeouts (election 300 ms, fetch 600 ms).
+//! One cluster at a time (`quorum::serial`), short Raft timeouts (election 300 ms, fetch 600 ms).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,15 +19,7 @@ use ringlog_net::protocol::{
 };
 
 mod quorum;
-use quorum::{RINGLOG, free_port, log_tails};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use quorum::{RINGLOG, free_port, log_tails, serial};
 
 struct NodeProcess {
     id: i32,

@@ -2,12 +2,11 @@
 //! in temp folders. The harness waits on conditions with deadlines (it polls, it never waits a
 //! fixed time) and kills every child when dropped, so a failed assertion leaves nothing behind.
 //!
-//! The tests share two cores, so they run one cluster at a time (`SERIAL`) with short timeouts
+//! The tests share two cores, so they run one cluster at a time (`quorum::serial`) with short timeouts
 //! (election 300 ms, fetch 600 ms) to keep the file fast.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,17 +14,9 @@ use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::node::client::{self, Client, QuorumView};
 
 mod quorum;
-use quorum::{RINGLOG, eventually, free_port, log_tails};
-
-static SERIAL: Mutex<()> = Mutex::new(());
+use quorum::{RINGLOG, eventually, free_port, log_tails, serial};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 struct NodeProcess {
     id: i32,

@@ -19,7 +19,7 @@ use ringlog_net::protocol::{
 };
 
 mod quorum;
-use quorum::{RINGLOG, eventually, free_port, log_tails};
+use quorum::{RINGLOG, eventually, free_port, log_tails, serial};
 
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -217,6 +217,7 @@ fn segment_bases(partition_dir: &Path) -> Vec<u64> {
 /// every committed record after it.
 #[test]
 fn a_wiped_follower_rejoins_through_fetch_snapshot() {
+    let _serial = serial();
     let mut quorum = Quorum::start(
         "controller.snapshot.minimum.records=400\n\
          metadata.log.max.record.bytes.between.snapshots=1\n\
@@ -302,6 +303,7 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
 /// bytes, and the response's Size is the file's size.
 #[test]
 fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
+    let _serial = serial();
     use ringlog_engine::snapshot::SnapshotFileState;
     use ringlog_engine::snapshot::naming::parse_file_name;
     use ringlog_net::protocol::{FetchSnapshotRequest, fetch_snapshot_request};
@@ -520,6 +522,7 @@ fn consume_topic(quorum: &Quorum, topic: &str) -> Option<Vec<String>> {
 /// (from the snapshot), and a wiped node learns it through FetchSnapshot.
 #[test]
 fn topics_survive_snapshots_restarts_and_fetch_snapshot() {
+    let _serial = serial();
     let mut quorum = Quorum::start(
         "controller.snapshot.minimum.records=400\n\
          metadata.log.max.record.bytes.between.snapshots=1\n\

@@ -15,7 +15,7 @@ use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
 mod quorum;
-use quorum::{Quorum, eventually};
+use quorum::{Quorum, eventually, serial};
 
 /// The topic names each node's own Metadata (every topic) lists.
 fn listed_topics(quorum: &Quorum, id: i32) -> Option<Vec<String>> {
@@ -132,6 +132,7 @@ fn assert_gone(quorum: &Quorum, ids: &[i32], topics: &[&str]) {
 /// topic on every node for good (across a restart of all nodes), a recreation is a new topic.
 #[test]
 fn admin_clients_create_with_configs_and_delete_topics_for_good() {
+    let _serial = serial();
     let mut quorum = Quorum::start(3);
     quorum.wait_for_leader(Duration::from_secs(20));
     let (kp, ck) = ("adm-kp", "adm-ck");
@@ -232,6 +233,7 @@ fn segments_and_snapshot(dir: &Path) -> (Vec<u64>, bool) {
 /// time catches up from the leader's snapshot (its log then starts there too).
 #[test]
 fn retention_bytes_moves_the_log_start_on_every_replica() {
+    let _serial = serial();
     let mut quorum = Quorum::start(3);
     let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
     let away = if leader == 3 { 2 } else { 3 };

@@ -35,6 +35,15 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> O
     }
 }
 
+/// Real-process tests in one file take this lock: each starts a whole quorum, and two quorums
+/// sharing two cores make each other's timeouts fire (elections nobody caused).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
