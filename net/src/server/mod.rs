@@ -223,6 +223,35 @@ pub struct ServerHandle {
 /// Namespace for starting a server.
 pub struct Server;
 
+/// How long a node waits for its port to be freed at start before it gives up.
+const BIND_RETRY_MS: u64 = 10_000;
+
+/// Binds `address`, retrying for up to `BIND_RETRY_MS` while it is in use. A node restarted
+/// right after a kill -9 meets its own previous listener: the kernel tears a dead process's
+/// io_uring down only after the process was reaped, and a pending accept keeps the listening
+/// socket open until then (seen in CI as "Address already in use" on restart). A port held by
+/// a live process still fails, after the wait, with the same error.
+fn bind_waiting_for_a_dead_owner(
+    address: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
+    let mut warned = false;
+    loop {
+        match std::net::TcpListener::bind(address) {
+            Err(error)
+                if error.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                if !std::mem::replace(&mut warned, true) {
+                    tracing::warn!(%address, "listener address in use; waiting up to {BIND_RETRY_MS} ms for it to be freed");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
 impl Server {
     /// Binds the listener and spawns the accept loop on the current tokio-uring runtime.
     pub fn start(
@@ -235,7 +264,7 @@ impl Server {
         let address = config.listener;
         // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
         // which would let a second node on the same port silently take half the connections.
-        let listener = std::net::TcpListener::bind(address)
+        let listener = bind_waiting_for_a_dead_owner(address)
             .map(tokio_uring::net::TcpListener::from_std)
             .map_err(|source| ServerError::Bind { address, source })?;
         let local_addr = listener
