@@ -5,8 +5,7 @@
 //!
 //! One cluster at a time (`quorum::serial`), short Raft timeouts (election 300 ms, fetch 600 ms).
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ use ringlog_net::protocol::{
 };
 
 mod quorum;
-use quorum::{RINGLOG, free_port, log_tails, serial};
+use quorum::{RINGLOG, free_port, log_tails, run_client_script, serial};
 
 struct NodeProcess {
     id: i32,
@@ -131,85 +130,16 @@ impl Drop for Cluster {
     }
 }
 
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
-}
-
-/// Runs a client script with (bootstrap, topic); `on_line` sees each output line and may
-/// answer on the script's stdin. Fails the test when the script fails or outlives `timeout`.
+/// Runs a client script against `cluster` (see `quorum::run_client_script`).
 fn run_script(
     cluster: &mut Cluster,
     script: &str,
     topic: &str,
     timeout: Duration,
-    mut on_line: impl FnMut(&mut Cluster, &str) -> Option<String>,
+    on_line: impl FnMut(&mut Cluster, &str) -> Option<String>,
 ) {
-    let mut child = Command::new("python3")
-        .arg(scripts().join(script))
-        .arg(cluster.bootstrap())
-        .arg(topic)
-        .current_dir(scripts())
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs (scripts/test-all.sh installs the clients)");
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    // The script's lines arrive on a channel so the deadline holds while it is silent.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + timeout;
-    let mut output = String::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                output.push_str(&line);
-                output.push('\n');
-                if let Some(answer) = on_line(cluster, &line) {
-                    stdin.write_all(answer.as_bytes()).unwrap();
-                    stdin.flush().unwrap();
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("{script} ran longer than {timeout:?}; output:\n{output}");
-            }
-        }
-    }
-    let status = child.wait().unwrap();
-    let errors = errors.join().unwrap_or_default();
-    assert!(
-        status.success() && output.lines().last() == Some("OK"),
-        "{script} failed ({status}); output:\n{output}\nstderr (tail):\n{}",
-        errors
-            .lines()
-            .rev()
-            .take(30)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let bootstrap = cluster.bootstrap();
+    run_client_script(cluster, &bootstrap, script, topic, timeout, on_line);
 }
 
 /// CreateTopics through kafka-python's admin client; confluent-kafka and kafka-python each

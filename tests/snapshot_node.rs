@@ -7,7 +7,7 @@
 //! Free ports on 127.0.0.1, data in a temp folder, every child killed on drop; waits poll a
 //! condition up to a deadline, never a fixed time.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use ringlog_net::protocol::{
 };
 
 mod quorum;
-use quorum::{RINGLOG, eventually, free_port, log_tails, serial};
+use quorum::{RINGLOG, checkpoints, eventually, free_port, log_tails, segment_bases, serial};
 
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -181,35 +181,6 @@ impl Drop for Quorum {
             let _ = child.wait();
         }
     }
-}
-
-/// End offsets of the frozen KIP-630 snapshots in a partition folder, ascending.
-fn checkpoints(partition_dir: &Path) -> Vec<u64> {
-    let mut ends: Vec<u64> = std::fs::read_dir(partition_dir.join("checkpoints"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|name| name.ends_with(".checkpoint"))
-                .filter_map(|name| name.split('-').next()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    ends.sort_unstable();
-    ends
-}
-
-/// Base offsets of the log's segment files, ascending.
-fn segment_bases(partition_dir: &Path) -> Vec<u64> {
-    let mut bases: Vec<u64> = std::fs::read_dir(partition_dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter_map(|name| name.strip_suffix(".log")?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    bases.sort_unstable();
-    bases
 }
 
 /// KIP-630: snapshots bound the log, and a replica that lost everything rejoins through

@@ -23,7 +23,7 @@ use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{Request, Response, create_topics_request};
 
 mod quorum;
-use quorum::{Quorum, RINGLOG, eventually};
+use quorum::{Quorum, RINGLOG, checkpoints, eventually, segment_bases};
 
 const TOPIC: &str = "kv";
 
@@ -111,26 +111,9 @@ fn produce(quorum: &Quorum, model: &mut Model, round: &str, count: usize) -> i64
     acknowledged.iter().map(|m| m.offset + 1).max().unwrap()
 }
 
-fn checkpoints(partition_dir: &Path) -> Vec<i64> {
-    let mut ends: Vec<i64> = std::fs::read_dir(partition_dir.join("checkpoints"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|name| name.ends_with(".checkpoint"))
-                .filter_map(|name| name.split('-').next()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    ends.sort_unstable();
-    ends
-}
-
-fn first_segment_base(partition_dir: &Path) -> Option<i64> {
-    std::fs::read_dir(partition_dir)
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|name| name.strip_suffix(".log")?.parse().ok())
-        .min()
+/// The base offset of the partition's first segment file.
+fn first_segment_base(partition_dir: &Path) -> Option<u64> {
+    segment_bases(partition_dir).first().copied()
 }
 
 fn partition_dir(quorum: &Quorum, id: i32) -> PathBuf {

@@ -6,16 +6,14 @@
 //! every node, and a restart of all nodes does not bring it back; the same name created again
 //! is a new topic id with none of the old records.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
 mod quorum;
-use quorum::{Quorum, eventually, serial};
+use quorum::{Quorum, eventually, run_client_script, serial};
 
 /// The topic names each node's own Metadata (every topic) lists.
 fn listed_topics(quorum: &Quorum, id: i32) -> Option<Vec<String>> {
@@ -45,70 +43,16 @@ fn topic_dirs(data: &Path, topic: &str) -> Vec<String> {
     names
 }
 
-/// Runs a client script with (bootstrap, prefix); `on_line` sees each output line and may
-/// answer on the script's stdin. Fails when the script fails or outlives `timeout`.
+/// Runs a client script with (bootstrap, prefix) against the quorum.
 fn run_script(
     quorum: &mut Quorum,
     script: &str,
     prefix: &str,
     timeout: Duration,
-    mut on_line: impl FnMut(&mut Quorum, &str) -> Option<String>,
+    on_line: impl FnMut(&mut Quorum, &str) -> Option<String>,
 ) {
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
-    let mut child = Command::new("python3")
-        .arg(scripts.join(script))
-        .arg(quorum.bootstrap())
-        .arg(prefix)
-        .current_dir(&scripts)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs (scripts/test-all.sh installs the clients)");
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let lines: Vec<String> = BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-            .collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + timeout;
-    let mut output = String::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                output.push_str(&line);
-                output.push('\n');
-                if let Some(answer) = on_line(quorum, &line) {
-                    stdin.write_all(answer.as_bytes()).unwrap();
-                    stdin.flush().unwrap();
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("{script} ran longer than {timeout:?}; output:\n{output}");
-            }
-        }
-    }
-    let status = child.wait().unwrap();
-    let errors = errors.join().unwrap_or_default();
-    assert!(
-        status.success() && output.lines().last() == Some("OK"),
-        "{script} failed ({status}); output:\n{output}\nstderr (tail):\n{errors}"
-    );
+    let bootstrap = quorum.bootstrap();
+    run_client_script(quorum, &bootstrap, script, prefix, timeout, on_line);
 }
 
 /// Each of `ids`: Metadata does not list `topics`, and no folder of theirs is left.

@@ -2,12 +2,14 @@
 //! outside (metrics scrape, packet capture). Free ports, data in a temp folder, every child
 //! killed on drop; waits poll a condition up to a deadline, never a fixed time.
 //!
-//! The helpers below the `Quorum` (eventually, free_port, log_tails) are shared by every
-//! real-process test; node.rs, clients.rs, kip320.rs and snapshot_node.rs keep their own
-//! cluster types because each starts nodes differently (observers, rebuilt voter sets, wipes).
+//! The helpers below the `Quorum` (eventually, free_port, serial, log_tails, run_client_script,
+//! checkpoints, segment_bases) are shared by every real-process test; node.rs, clients.rs,
+//! kip320.rs and snapshot_node.rs keep their own cluster types because each starts nodes
+//! differently (observers, rebuilt voter sets, wipes).
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -303,4 +305,105 @@ pub fn batch_of(value: &str) -> Bytes {
     let mut builder = RecordBatchBuilder::new(0);
     builder.append(0, None, Some(value.as_bytes()), &[]);
     builder.build().into_bytes()
+}
+
+/// Runs a Python client script from tests/clients with (bootstrap, arg); `on_line` sees each
+/// output line and may answer on the script's stdin (e.g. "killed" after killing a leader).
+/// Fails when the script fails, does not end with "OK", or outlives `timeout`; the lines
+/// arrive on a channel so the deadline holds while the script is silent.
+pub fn run_client_script<C>(
+    cluster: &mut C,
+    bootstrap: &str,
+    script: &str,
+    arg: &str,
+    timeout: Duration,
+    mut on_line: impl FnMut(&mut C, &str) -> Option<String>,
+) {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let mut child = Command::new("python3")
+        .arg(scripts.join(script))
+        .arg(bootstrap)
+        .arg(arg)
+        .current_dir(&scripts)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (scripts/test-all.sh installs the clients)");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let lines: Vec<String> = std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let mut output = String::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                output.push_str(&line);
+                output.push('\n');
+                if let Some(answer) = on_line(cluster, &line) {
+                    stdin.write_all(answer.as_bytes()).unwrap();
+                    stdin.flush().unwrap();
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("{script} ran longer than {timeout:?}; output:\n{output}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    let errors = errors.join().unwrap_or_default();
+    assert!(
+        status.success() && output.lines().last() == Some("OK"),
+        "{script} failed ({status}); output:\n{output}\nstderr (tail):\n{errors}"
+    );
+}
+
+/// End offsets of the frozen KIP-630 snapshots in a partition folder, ascending.
+pub fn checkpoints(partition_dir: &Path) -> Vec<u64> {
+    let mut ends: Vec<u64> = std::fs::read_dir(partition_dir.join("checkpoints"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|name| name.ends_with(".checkpoint"))
+                .filter_map(|name| name.split('-').next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ends.sort_unstable();
+    ends
+}
+
+/// Base offsets of the log's segment files, ascending.
+pub fn segment_bases(partition_dir: &Path) -> Vec<u64> {
+    let mut bases: Vec<u64> = std::fs::read_dir(partition_dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|name| name.strip_suffix(".log")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    bases.sort_unstable();
+    bases
 }

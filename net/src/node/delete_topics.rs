@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use ringlog_replication::PartitionId;
 
-use super::topics::{AdminResults, PendingCreate, TopicRecord, validate_topic_name};
+use super::topics::{AdminResults, TopicRecord, validate_topic_name};
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::wire::Uuid;
@@ -240,17 +240,13 @@ impl Node {
             }
             results.push(result);
         }
-        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
-        self.handlers.topics.creates.push(PendingCreate {
+        self.park_admin_answer(
             responder,
-            correlation_id: header.correlation_id,
-            version: header.api_version,
-            results: AdminResults::Delete(results),
+            header,
+            request.timeout_ms,
+            AdminResults::Delete(results),
             waiting,
-            metadata_epoch: self.metadata_raft().epoch(),
-            deadline_ms: self.now_ms() + timeout_ms,
-        });
-        self.answer_creates()
+        )
     }
 
     // ---- stopping a deleted topic ---------------------------------------------------------------

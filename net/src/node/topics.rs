@@ -618,12 +618,31 @@ impl Node {
             }
             results.push(result);
         }
-        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
+        self.park_admin_answer(
+            responder,
+            header,
+            request.timeout_ms,
+            AdminResults::Create(results),
+            waiting,
+        )
+    }
+
+    /// Parks a CreateTopics/DeleteTopics answer until the records it waits for are committed
+    /// in this metadata epoch (or the request's timeout passes), then answers what is ready.
+    pub(super) fn park_admin_answer(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request_timeout_ms: i32,
+        results: AdminResults,
+        waiting: Vec<(usize, u64)>,
+    ) -> Result<(), NodeError> {
+        let timeout_ms = u64::try_from(request_timeout_ms).unwrap_or(0).max(1);
         self.handlers.topics.creates.push(PendingCreate {
             responder,
             correlation_id: header.correlation_id,
             version: header.api_version,
-            results: AdminResults::Create(results),
+            results,
             waiting,
             metadata_epoch: self.metadata_raft().epoch(),
             deadline_ms: self.now_ms() + timeout_ms,
