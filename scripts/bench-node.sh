@@ -18,6 +18,12 @@ batch_records="${BATCH_RECORDS:-16}"
 cargo build --quiet --release --bin ringlog
 cargo build --quiet --release -p ringlog-engine --example append_workload
 source scripts/lib-quorum.sh
+# Part 2 fetches a whole 1 GiB log from offset 0, so the metadata partition must not take
+# snapshots meanwhile: a snapshot moves the log start and the filled records would be deleted
+# (the first try answered OFFSET_OUT_OF_RANGE with 27.5 MB left). Raising the record threshold
+# and switching the interval off leaves only that; snapshots themselves are timed elsewhere.
+EXTRA_PROPS="${EXTRA_PROPS:-controller.snapshot.minimum.records=1000000000
+metadata.log.max.snapshot.interval.ms=0}"
 folder="$PWD/target/bench-node"
 rm -rf "$folder"; mkdir -p "$folder"
 
