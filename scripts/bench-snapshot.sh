@@ -32,9 +32,16 @@ until ls "$checkpoints"/*.checkpoint >/dev/null 2>&1; do
   [ $SECONDS -lt $deadline ] || { echo "no snapshot on the leader within 30 s" >&2; exit 1; }
   sleep 0.2
 done
-snapshot="$(ls "$checkpoints"/*.checkpoint | tail -1)"
-head -c "$snapshot_bytes" /dev/urandom > "$checkpoints/bench.tmp"
-mv "$checkpoints/bench.tmp" "$snapshot"
+# The stand-in bytes are made first (seconds for 1 GiB), then the latest snapshot is taken once
+# the policy has settled: a snapshot taken meanwhile would make the chosen one stale, and the
+# leader deletes stale snapshots (SNAPSHOT_NOT_FOUND, seen with a 1 GiB file).
+head -c "$snapshot_bytes" /dev/urandom > "$checkpoints/../bench.tmp"
+snapshot=""
+until [ -n "$snapshot" ] && [ "$snapshot" = "$(ls "$checkpoints"/*.checkpoint | tail -1)" ]; do
+  snapshot="$(ls "$checkpoints"/*.checkpoint | tail -1)"
+  sleep 2
+done
+mv "$checkpoints/../bench.tmp" "$snapshot"
 follower=1; [ "$leader" = 1 ] && follower=2
 echo "snapshot: $snapshot ($(stat -c %s "$snapshot") bytes), leader $leader, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Warm the page cache the same way for both: each reads the file once before it is timed.
