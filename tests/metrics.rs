@@ -8,7 +8,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use quorum::{Quorum, eventually};
+use ringlog_net::node::client::Client;
+use ringlog_net::protocol::{Request, Response, create_topics_request, delete_topics_request};
+
+use quorum::{Quorum, eventually, serial};
 
 const GROUP: &str = "kafka_server_raft_metrics_";
 
@@ -49,6 +52,7 @@ fn metric(samples: &HashMap<String, f64>, name: &str, extra_label: &str) -> Opti
 
 #[test]
 fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
+    let _serial = serial();
     let quorum = Quorum::start(3);
     let (leader, epoch) = quorum.wait_for_leader(Duration::from_secs(15));
     const RECORDS: usize = 40;
@@ -115,4 +119,95 @@ fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
         metric(&winner, "election_latency_max", "").unwrap() > 0.0,
         "the leader went through Candidate and timed its election"
     );
+}
+
+/// Sends `request` at API version `version` to each node in turn until one answers with an
+/// error code `done` accepts; 41 (NOT_CONTROLLER) moves on to the next node.
+fn admin_at_controller(
+    quorum: &Quorum,
+    what: &str,
+    request: &Request,
+    version: i16,
+    code_of: impl Fn(&Response) -> Option<i16>,
+) {
+    eventually(Duration::from_secs(20), what, || {
+        quorum.nodes.iter().find_map(|node| {
+            let mut client =
+                Client::connect(&quorum.address(node.id), Duration::from_secs(2)).ok()?;
+            let response = client.request(request, version).ok()?;
+            let code = code_of(&response)?;
+            assert!(code == 0 || code == 41, "{what}: error {code}");
+            (code == 0).then_some(())
+        })
+    });
+}
+
+/// Partitions created and deleted at runtime join and leave every node's scrape: a topic's
+/// partition reports its raft-metrics group once created, and the group is gone once the
+/// topic is deleted (no frozen last values of a partition the node no longer has).
+#[test]
+fn partitions_added_and_removed_at_runtime_join_and_leave_the_scrape() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(15));
+    let state_of = |samples: &HashMap<String, f64>| {
+        samples
+            .keys()
+            .any(|k| k.starts_with(&format!("{GROUP}current_state{{partition=\"metered-0\"")))
+    };
+    for node in &quorum.nodes {
+        assert!(!state_of(&scrape(node.metrics_port).unwrap()));
+    }
+
+    let create = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+        topics: vec![create_topics_request::CreatableTopic {
+            name: "metered".into(),
+            num_partitions: 1,
+            replication_factor: 3,
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        validate_only: false,
+    });
+    admin_at_controller(&quorum, "CreateTopics metered", &create, 7, |r| match r {
+        Response::CreateTopics(r) => Some(r.topics[0].error_code),
+        _ => None,
+    });
+    for node in &quorum.nodes {
+        eventually(
+            Duration::from_secs(20),
+            "metered-0 elects a leader in every scrape",
+            || {
+                let samples = scrape(node.metrics_port)?;
+                let leader =
+                    samples.get(&format!("{GROUP}current_leader{{partition=\"metered-0\"}}"))?;
+                (*leader >= 1.0).then_some(())
+            },
+        );
+    }
+
+    let delete = Request::DeleteTopics(delete_topics_request::DeleteTopicsRequest {
+        topic_names: vec!["metered".into()],
+        timeout_ms: 5000,
+        ..Default::default()
+    });
+    admin_at_controller(&quorum, "DeleteTopics metered", &delete, 5, |r| match r {
+        Response::DeleteTopics(r) => Some(r.responses[0].error_code),
+        _ => None,
+    });
+    for node in &quorum.nodes {
+        eventually(
+            Duration::from_secs(20),
+            "metered-0 leaves every scrape",
+            || {
+                let samples = scrape(node.metrics_port)?;
+                (!state_of(&samples)).then_some(())
+            },
+        );
+        let samples = scrape(node.metrics_port).unwrap();
+        assert!(
+            metric(&samples, "current_epoch", "").is_some(),
+            "__cluster_metadata-0 stays in the scrape"
+        );
+    }
 }

@@ -54,6 +54,11 @@ impl RaftMetrics {
         "resigned",
     ];
 
+    /// Unregisters the group of `partition` (the partition left the node).
+    pub fn unregister(registry: &MetricsRegistry, partition: &str) {
+        registry.unregister(&[("partition", partition)]);
+    }
+
     /// Registers the group for `partition` (e.g. `__cluster_metadata-0`).
     pub fn new(registry: &MetricsRegistry, partition: &str) -> RaftMetrics {
         const GROUP: &str = "kafka_server_raft_metrics";

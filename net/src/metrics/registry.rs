@@ -260,6 +260,17 @@ impl MetricsRegistry {
         });
     }
 
+    /// Drops every metric registered with exactly `labels` (a partition's group when the
+    /// partition leaves the node, so a scrape no longer shows its last values).
+    pub fn unregister(&self, labels: &[(&str, &str)]) {
+        let labels = labels
+            .iter()
+            .map(|(key, value)| format!("{key}=\"{}\"", escape_label(value)))
+            .collect::<Vec<_>>()
+            .join(",");
+        lock(&self.metrics).retain(|entry| entry.labels != labels);
+    }
+
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let now = Instant::now();

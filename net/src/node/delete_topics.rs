@@ -273,6 +273,7 @@ impl Node {
     fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
         self.fail_partition_waiters(id, ErrorCode::UnknownTopicOrPartition)?;
         self.multi.remove_partition(id);
+        self.observer.remove_partition(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
         self.table.remove(id);

@@ -42,6 +42,8 @@ const MAX_COMMIT_SAMPLES: usize = 4096;
 
 struct PartitionObserver {
     metrics: RaftMetrics,
+    /// The metric label, `<topic>-<index>`.
+    label: String,
     checkpoints: PathBuf,
     last_log_end_offset: Option<u64>,
     was_leader: bool,
@@ -66,27 +68,39 @@ impl Observer {
         partitions: impl IntoIterator<Item = (PartitionId, String, PathBuf)>,
         is_voter: bool,
     ) -> Observer {
-        let registry = MetricsRegistry::new();
-        let partitions = partitions
-            .into_iter()
-            .map(|(id, label, dir)| {
-                let observer = PartitionObserver {
-                    metrics: RaftMetrics::new(&registry, &label),
-                    checkpoints: dir.join("checkpoints"),
-                    last_log_end_offset: None,
-                    was_leader: false,
-                    candidate_since: None,
-                    appended: VecDeque::new(),
-                };
-                (id, observer)
-            })
-            .collect();
-        Observer {
-            registry,
-            partitions,
+        let mut observer = Observer {
+            registry: MetricsRegistry::new(),
+            partitions: BTreeMap::new(),
             is_voter,
             last_snapshot_scan: None,
             busy_since: Instant::now(),
+        };
+        for (id, label, dir) in partitions {
+            observer.add_partition(id, label, &dir);
+        }
+        observer
+    }
+
+    /// A partition joined the node (at start, or a topic created at runtime): its metric group
+    /// is registered under `label` (`<topic>-<index>`).
+    pub(crate) fn add_partition(&mut self, id: PartitionId, label: String, dir: &std::path::Path) {
+        let partition = PartitionObserver {
+            metrics: RaftMetrics::new(&self.registry, &label),
+            label,
+            checkpoints: dir.join("checkpoints"),
+            last_log_end_offset: None,
+            was_leader: false,
+            candidate_since: None,
+            appended: VecDeque::new(),
+        };
+        let previous = self.partitions.insert(id, partition);
+        debug_assert!(previous.is_none(), "partition {id} observed twice");
+    }
+
+    /// A partition left the node (its topic was deleted): its metrics leave the scrape.
+    pub(crate) fn remove_partition(&mut self, id: PartitionId) {
+        if let Some(partition) = self.partitions.remove(&id) {
+            RaftMetrics::unregister(&self.registry, &partition.label);
         }
     }
 

@@ -799,6 +799,8 @@ impl Node {
             now,
         )?;
         self.stores.insert(id, store);
+        self.observer
+            .add_partition(id, self.table.dir_name(id), &dir);
         tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
         Ok(())
     }
