@@ -43,8 +43,7 @@ impl MultiRaft {
     ) -> Result<Self, RaftError> {
         let mut groups = BTreeMap::new();
         for (&partition, recovered) in partitions {
-            let partition_seed =
-                seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let partition_seed = partition_seed(seed, partition);
             groups.insert(
                 partition,
                 Raft::new(config.clone(), recovered, partition_seed, now_ms)?,
@@ -71,10 +70,14 @@ impl MultiRaft {
             !self.partitions.contains_key(&partition),
             "partition {partition} already has a group"
         );
-        let partition_seed = seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.partitions.insert(
             partition,
-            Raft::new(config.clone(), recovered, partition_seed, now_ms)?,
+            Raft::new(
+                config.clone(),
+                recovered,
+                partition_seed(seed, partition),
+                now_ms,
+            )?,
         );
         Ok(())
     }
@@ -100,7 +103,7 @@ impl MultiRaft {
             !self.partitions.contains_key(&partition),
             "partition {partition} already has a group"
         );
-        let partition_seed = seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let partition_seed = partition_seed(seed, partition);
         self.partitions.insert(
             partition,
             Raft::new_with_snapshots(config.clone(), recovered, snapshots, partition_seed, now_ms)?,
@@ -119,8 +122,7 @@ impl MultiRaft {
     ) -> Result<Self, RaftError> {
         let mut groups = BTreeMap::new();
         for (&partition, recovered) in partitions {
-            let partition_seed =
-                seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let partition_seed = partition_seed(seed, partition);
             let found = snapshots.get(&partition).copied().unwrap_or_default();
             groups.insert(
                 partition,
@@ -247,4 +249,11 @@ impl MultiRaft {
         }
         (by_peer, rest)
     }
+}
+
+/// Each partition's RNG stream: derived from the host's seed and the partition id, so one seed
+/// replays every group's timeouts, and partitions added later get the same stream they would
+/// have had from the start.
+fn partition_seed(seed: u64, partition: PartitionId) -> u64 {
+    seed ^ (u64::from(partition) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
