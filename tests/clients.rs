@@ -10,15 +10,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
-use ringlog_net::node::client::{self, Client};
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{
-    Request, Response, create_topics_request, fetch_request, init_producer_id_request,
-    metadata_request, produce_request,
+    Request, Response, create_topics_request, init_producer_id_request, metadata_request,
+    produce_request,
 };
 
 mod quorum;
-use quorum::{RINGLOG, free_port, log_tails, run_client_script, serial};
+use quorum::{RINGLOG, free_port, log_tails, read_partition_values, run_client_script, serial};
 
 struct NodeProcess {
     id: i32,
@@ -414,51 +414,7 @@ fn corrupt_produce_batches_are_refused_and_nothing_is_stored() {
     // One good record goes in; reading the partition back finds it alone.
     assert_eq!(produce_to(&mut client, "bad-input", batch(&[b"good"])), 0);
     // Read the partition back from offset 0 to its high-watermark, fetch after fetch.
-    let mut values = Vec::new();
-    let mut offset = 0i64;
-    loop {
-        let request = Request::Fetch(fetch_request::FetchRequest {
-            replica_id: -1,
-            max_wait_ms: 0,
-            max_bytes: 1 << 20,
-            topics: vec![fetch_request::FetchTopic {
-                topic: "bad-input".into(),
-                partitions: vec![fetch_request::FetchPartition {
-                    partition: 0,
-                    fetch_offset: offset,
-                    partition_max_bytes: 1 << 20,
-                    current_leader_epoch: -1,
-                    last_fetched_epoch: -1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-        let Response::Fetch(f) = client.request(&request, 12).unwrap() else {
-            panic!("not a Fetch answer")
-        };
-        let data = &f.responses[0].partitions[0];
-        assert_eq!(data.error_code, 0, "{data:?}");
-        if offset >= data.high_watermark {
-            break;
-        }
-        let before = offset;
-        for b in BatchIter::new(client::fetched_records(data)) {
-            let b = b.unwrap();
-            offset = b.next_offset();
-            if b.is_control() {
-                continue;
-            }
-            for r in b.records().unwrap() {
-                values.push(r.unwrap().value().unwrap().to_vec());
-            }
-        }
-        assert!(
-            offset > before,
-            "a fetch below the high-watermark returned nothing"
-        );
-    }
+    let values = read_partition_values(&mut client, "bad-input").unwrap();
     assert_eq!(
         values,
         vec![b"good".to_vec()],

@@ -12,14 +12,17 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
-use ringlog_net::node::client::{self, Client, QuorumView};
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::{Client, QuorumView};
 use ringlog_net::protocol::{
-    Request, Response, create_topics_request, fetch_request, metadata_request, produce_request,
+    Request, Response, create_topics_request, metadata_request, produce_request,
 };
 
 mod quorum;
-use quorum::{RINGLOG, checkpoints, eventually, free_port, log_tails, segment_bases, serial};
+use quorum::{
+    RINGLOG, checkpoints, eventually, free_port, log_tails, read_partition_values, segment_bases,
+    serial,
+};
 
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -183,17 +186,19 @@ impl Drop for Quorum {
     }
 }
 
+/// A snapshot every 400 committed records, 64 KiB segments, and replicas counted lagging after
+/// 1 s: the log start moves within a test's few hundred records.
+const SNAPSHOT_OFTEN: &str = "controller.snapshot.minimum.records=400\n\
+     metadata.log.max.record.bytes.between.snapshots=1\n\
+     metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n";
+
 /// KIP-630: snapshots bound the log, and a replica that lost everything rejoins through
 /// FetchSnapshot: its log then starts at the snapshot's end offset, and it catches up on
 /// every committed record after it.
 #[test]
 fn a_wiped_follower_rejoins_through_fetch_snapshot() {
     let _serial = serial();
-    let mut quorum = Quorum::start(
-        "controller.snapshot.minimum.records=400\n\
-         metadata.log.max.record.bytes.between.snapshots=1\n\
-         metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n",
-    );
+    let mut quorum = Quorum::start(SNAPSHOT_OFTEN);
     eventually(Duration::from_secs(10), "a leader", || {
         quorum.leader(&[1, 2, 3])
     });
@@ -439,53 +444,11 @@ fn produce_to_topic(quorum: &Quorum, topic: &str, value: &str) {
 fn consume_topic(quorum: &Quorum, topic: &str) -> Option<Vec<String>> {
     let asked = *quorum.running().first()?;
     let mut leader = topic_leader(quorum, asked, topic)?;
-    let mut values = Vec::new();
-    let mut offset = 0;
-    loop {
-        let request = Request::Fetch(fetch_request::FetchRequest {
-            replica_id: -1,
-            max_wait_ms: 0,
-            min_bytes: 1,
-            max_bytes: 1 << 20,
-            topics: vec![fetch_request::FetchTopic {
-                topic: topic.into(),
-                partitions: vec![fetch_request::FetchPartition {
-                    partition: 0,
-                    fetch_offset: offset,
-                    partition_max_bytes: 1 << 20,
-                    current_leader_epoch: -1,
-                    last_fetched_epoch: -1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-        let Ok(Response::Fetch(f)) = leader.request(&request, 12) else {
-            return None;
-        };
-        let data = &f.responses.first()?.partitions.first()?;
-        if data.error_code != 0 {
-            return None;
-        }
-        if offset >= data.high_watermark {
-            return Some(values);
-        }
-        let before = offset;
-        for batch in BatchIter::new(client::fetched_records(data)) {
-            let batch = batch.ok()?;
-            offset = batch.next_offset();
-            if batch.is_control() {
-                continue;
-            }
-            for record in batch.records().ok()? {
-                values.push(String::from_utf8(record.ok()?.value()?.to_vec()).ok()?);
-            }
-        }
-        if offset == before {
-            return None;
-        }
-    }
+    let values = read_partition_values(&mut leader, topic).ok()?;
+    values
+        .into_iter()
+        .map(|v| String::from_utf8(v).ok())
+        .collect()
 }
 
 /// Topic records are keyed by topic name, so the metadata snapshot keeps the topic: once every
@@ -494,11 +457,7 @@ fn consume_topic(quorum: &Quorum, topic: &str) -> Option<Vec<String>> {
 #[test]
 fn topics_survive_snapshots_restarts_and_fetch_snapshot() {
     let _serial = serial();
-    let mut quorum = Quorum::start(
-        "controller.snapshot.minimum.records=400\n\
-         metadata.log.max.record.bytes.between.snapshots=1\n\
-         metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n",
-    );
+    let mut quorum = Quorum::start(SNAPSHOT_OFTEN);
     eventually(Duration::from_secs(10), "a leader", || {
         quorum.leader(&[1, 2, 3])
     });

@@ -407,3 +407,69 @@ pub fn segment_bases(partition_dir: &Path) -> Vec<u64> {
     bases.sort_unstable();
     bases
 }
+
+/// Every record value of `topic`-0 from offset 0 to its high-watermark (control batches
+/// skipped), read with consumer Fetch v12 through `client`, which must be the leader. An error
+/// code or a fetch below the high-watermark that returns nothing is an `Err` naming it.
+pub fn read_partition_values(client: &mut Client, topic: &str) -> Result<Vec<Vec<u8>>, String> {
+    use ringlog_engine::batch::BatchIter;
+    use ringlog_net::protocol::{Request, Response, fetch_request};
+    let mut values = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            topics: vec![fetch_request::FetchTopic {
+                topic: topic.into(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: offset,
+                    partition_max_bytes: 1 << 20,
+                    current_leader_epoch: -1,
+                    last_fetched_epoch: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let response = client
+            .request(&request, 12)
+            .map_err(|e| format!("Fetch at {offset}: {e}"))?;
+        let Response::Fetch(f) = response else {
+            return Err(format!("not a Fetch answer: {response:?}"));
+        };
+        let data = f
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or("a Fetch answer without the partition")?;
+        if data.error_code != 0 {
+            return Err(format!("Fetch at {offset}: error {}", data.error_code));
+        }
+        if offset >= data.high_watermark {
+            return Ok(values);
+        }
+        let before = offset;
+        for batch in BatchIter::new(ringlog_net::node::client::fetched_records(data)) {
+            let batch = batch.map_err(|e| format!("batch at {offset}: {e}"))?;
+            offset = batch.next_offset();
+            if batch.is_control() {
+                continue;
+            }
+            for record in batch.records().map_err(|e| format!("records: {e}"))? {
+                let record = record.map_err(|e| format!("record: {e}"))?;
+                values.push(record.value().map(|v| v.to_vec()).unwrap_or_default());
+            }
+        }
+        if offset == before {
+            return Err(format!(
+                "a fetch at {offset} below the high-watermark {} returned nothing",
+                data.high_watermark
+            ));
+        }
+    }
+}
