@@ -4,9 +4,10 @@
 //!
 //! Each seed runs a random history of appends (sizes crossing blocks and segments), flushes,
 //! completions, waits, epoch changes, truncations, log-start-offset advances and crashes. A crash
-//! drops everything not fdatasynced, lets unsynced writes through at random, and tears the newest
-//! unsynced write of each file at a random byte: the in-flight segment write *or the tail-slot
-//! rewrite*. After every reopen:
+//! drops everything not fdatasynced, lets unsynced writes through at random, and tears any
+//! unsynced write at a random byte (`tear_every_unsynced_write`): a flush's data-area write,
+//! its slot write and the confirmation record riding with it, all in the one segment file
+//! before its one fdatasync, each land whole, torn or not at all. After every reopen:
 //!   - every batch ever reported durable is there, byte for byte;
 //!   - the recovered log is exactly a prefix of what was appended (nothing after a torn batch);
 //!   - appending continues at the recovered end.
@@ -84,6 +85,7 @@ fn run_seed(seed: u64, with_write_errors: bool) -> Result<(), String> {
     let block = if rng.chance(0.5) { 512 } else { 4096 };
     let faults = FaultConfig {
         tear_probability: 0.8,
+        tear_every_unsynced_write: rng.chance(0.7),
         writeback_probability: 0.3,
         reorder_completions: rng.chance(0.5),
         delay_probability: if rng.chance(0.5) { 0.3 } else { 0.0 },

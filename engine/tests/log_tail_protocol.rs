@@ -1,13 +1,14 @@
-//! The tail protocol's concurrent flush (engine/src/log/flush.rs, docs/log.md "The torn tail
-//! block"): an ordinary flush writes its full blocks to the `.log` and its tail slot to the
-//! `.tail` at the same time, so a crash can leave the new slot on the disk without its blocks.
+//! The tail protocol's flush (engine/src/log/flush.rs, docs/log.md "The torn tail block"): an
+//! ordinary flush writes its full blocks to the data area of the `.log` and its slot to the
+//! slot region at the file's end, then one fdatasync; before it completes either write may
+//! reach the disk without the other, so a crash can leave the new slot without its blocks.
 //! These tests force exactly that state and its neighbours, deterministically:
 //!   - slot landed, blocks did not, flush never confirmed: recovery falls back to the previous
 //!     slot, keeps every acknowledged byte and cuts the unfinished flush;
 //!   - the flush completed and was confirmed, then its blocks were damaged: refuse to open;
 //!   - a confirmed slot damaged afterwards: refuse to open (no silent fall back).
 //!
-//! The random crash histories of `log_crash.rs` tear the same concurrent writes at any byte.
+//! The random crash histories of `log_crash.rs` tear the same writes at any byte.
 
 mod log_support;
 
@@ -19,6 +20,8 @@ use ringlog_engine::io::{MemoryConfig, MemoryIo};
 use ringlog_engine::log::{LogError, PartitionLog};
 
 const BLOCK: usize = 512;
+/// Where `small_config`'s segments keep their slot region (64 KiB, a multiple of BLOCK).
+const REGION: u64 = 64 * 1024;
 
 fn memory_io(seed: u64) -> MemoryIo {
     MemoryIo::new(MemoryConfig {
@@ -49,13 +52,34 @@ fn log_with_acknowledged_a(dir: &Path, seed: u64) -> (MemoryIo, PartitionLog, i6
 
 #[test]
 fn a_slot_that_landed_without_its_blocks_falls_back_to_the_previous_slot() {
-    // The segment write fails (so its blocks never reach the disk), the concurrent slot write
-    // and its fdatasync succeed: the disk holds the new slot and not its blocks, the state a
-    // power loss mid-flush can leave. B was never acknowledged; A (in block 0, which the failed
-    // write would have rewritten for the first time in the .log) must survive intact.
+    // The data-area write fails (so its blocks never reach the disk), the slot write before it
+    // in the chain succeeded and reaches the medium anyway (writeback, no fdatasync): the disk
+    // holds the new slot and not its blocks, the state a power loss mid-flush can leave. B was
+    // never acknowledged; A (in block 0, which the failed write would have written for the
+    // first time in the data area) must survive intact.
     let dir = Path::new("/d/slot-without-blocks");
-    let (mut io, mut log, a_last) = log_with_acknowledged_a(dir, 1);
-    io.add_fault(FaultTrigger::once_at(FaultKind::WriteEio, path(dir, "log")));
+    let (io, mut log, a_last) = log_with_acknowledged_a(dir, 1);
+    let mut io = MemoryIo::from_snapshot(
+        &io.snapshot(),
+        MemoryConfig {
+            faults: FaultConfig {
+                writeback_probability: 1.0,
+                ..FaultConfig::default()
+            },
+            ..io.config().clone()
+        },
+    );
+    // The log's open files belong to the old backend: reopen on the copy of its disk.
+    drop(log);
+    let (reopened, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    log = reopened;
+    log.append_as_leader(batch_bytes(3, 700, 2), 1).unwrap();
+    io.add_fault(FaultTrigger {
+        kind: FaultKind::WriteEio,
+        path: Some(path(dir, "log")),
+        offset: Some(0),
+        times: Some(1),
+    });
     let error = log.flush_and_wait(&mut io).unwrap_err();
     assert!(matches!(error, LogError::WriteFailed { .. }), "{error}");
     assert_eq!(log.durable_end_offset(), a_last + 1, "B never acknowledged");
@@ -64,8 +88,8 @@ fn a_slot_that_landed_without_its_blocks_falls_back_to_the_previous_slot() {
     let (mut log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
     assert_eq!(
         report.unfinished_flush_slot,
-        Some(2),
-        "slot 2 landed without its blocks: {report:?}"
+        Some(3),
+        "slot 3 (slot 2 was the reopen's) landed without its blocks: {report:?}"
     );
     assert_eq!(log.log_end_offset(), a_last + 1, "{report:?}");
     let batches = read_all(&mut log, &mut io);
@@ -111,8 +135,8 @@ fn a_confirmed_slot_damaged_afterwards_refuses_to_open() {
     let (mut io, mut log, _) = log_with_acknowledged_a(dir, 3);
     log.flush_and_wait(&mut io).unwrap();
     drop(log);
-    // Slot 2 (sequence 2) sits at offset 0; its data block is the second block.
-    io.flip_bit(&path(dir, "tail"), BLOCK as u64 + 3, 0)
+    // Slot 2 (sequence 2) sits at the region's start; its data block is the second block.
+    io.flip_bit(&path(dir, "log"), REGION + BLOCK as u64 + 3, 0)
         .unwrap();
     io.crash();
     let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
@@ -141,10 +165,12 @@ fn a_flush_is_durable_before_its_confirmation_and_survives_losing_it() {
     }
 }
 
-/// The sequence the durable confirmation record (block 4 of `.tail`) names, if it is intact.
+/// The sequence the durable confirmation record (region block 4 of the `.log`) names, if it is
+/// intact.
 fn durable_confirmed_sequence(io: &MemoryIo, dir: &Path) -> Option<u64> {
-    let tail = io.durable_bytes(&path(dir, "tail"))?;
-    let record = tail.get(4 * BLOCK..4 * BLOCK + 24)?;
+    let log = io.durable_bytes(&path(dir, "log"))?;
+    let at = REGION as usize + 4 * BLOCK;
+    let record = log.get(at..at + 24)?;
     let crc = u32::from_be_bytes(record[20..24].try_into().unwrap());
     (&record[0..4] == b"RLTC" && crc == crc32c::crc32c(&record[..20]))
         .then(|| u64::from_be_bytes(record[8..16].try_into().unwrap()))
@@ -175,8 +201,9 @@ fn route_until_durable(io: &mut MemoryIo, log: &mut PartitionLog, target: i64) -
 #[test]
 fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
     // Group commit under load: C's flush is asked while B's is in flight, so it starts the
-    // moment B's completes. B's confirmation record then rides on C's slot fdatasync: two
-    // fdatasyncs per flush (segment, tail), not three, and B is confirmed once C is durable.
+    // moment B's completes. B's confirmation record then rides on C's chain: one fdatasync per
+    // flush (the segment file's, covering blocks, slot and record), and B is confirmed once C
+    // is durable.
     let dir = Path::new("/d/piggyback");
     let (mut io, mut log, _) = log_with_acknowledged_a(dir, 4);
     assert_eq!(durable_confirmed_sequence(&io, dir), Some(1), "A's flush");
@@ -189,13 +216,13 @@ fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
     let syncs_c = route_until_durable(&mut io, &mut log, c_end);
     assert_eq!(
         syncs_b + syncs_c,
-        4,
-        "two flushes, two fdatasyncs each, no confirmation's own"
+        2,
+        "two flushes, one fdatasync each, no confirmation's own"
     );
     assert_eq!(
         durable_confirmed_sequence(&io, dir),
         Some(2),
-        "B's flush (slot 2) confirmed under C's slot fdatasync"
+        "B's flush (slot 2) confirmed under C's fdatasync"
     );
     // C's own confirmation goes on its own (nothing else is asked): lose it in a crash and C is
     // still there; a clean wait confirms C too.

@@ -1,6 +1,7 @@
-//! Recovery decisions on damaged files (engine/src/log/recovery.rs, the decision table): torn
-//! final writes are cut, interior corruption refuses to open with the path and byte offset, the
-//! floor (high-watermark) is never crossed, indexes and checkpoints are rebuilt, never a panic.
+//! Recovery decisions on damaged files (engine/src/log/recovery.rs, the decision table): the
+//! durable mark of the trusted slot is where a segment ends, damage below it refuses to open
+//! with the path and byte offset, an unfinished flush past it is dropped (never below the floor,
+//! the high-watermark), indexes and checkpoints are rebuilt, never a panic.
 
 mod log_support;
 
@@ -10,7 +11,16 @@ use bytes::{Bytes, BytesMut};
 use log_support::*;
 use ringlog_engine::io::memory::{FaultConfig, FaultKind, FaultTrigger};
 use ringlog_engine::io::{AlignedBuf, Io, MemoryConfig, MemoryIo, Op, OpenOptions};
-use ringlog_engine::log::{LogError, PartitionLog};
+use ringlog_engine::log::{LogError, PartitionLog, segment_file_image};
+
+/// Where `small_config`'s segments keep their slot region (64 KiB).
+const REGION: u64 = 64 * 1024;
+const BLOCK: usize = 4096;
+
+/// A hand-made segment file: `data`, ending (per its newest slot) at `durable_mark`.
+fn segment_file(data: &[u8], durable_mark: usize) -> Vec<u8> {
+    segment_file_image(data, durable_mark as u64, REGION, BLOCK, false)
+}
 
 /// Write a whole file durably through the backend (test setup of hand-made disk images).
 fn put_file(io: &mut MemoryIo, path: &Path, bytes: &[u8]) {
@@ -158,42 +168,63 @@ fn a_torn_tail_slot_rewrite_keeps_the_previously_acknowledged_tail() {
 }
 
 #[test]
-fn recovery_table_on_a_segment_without_a_tail_file() {
-    let dir = Path::new("/d/no-tail");
+fn recovery_table_on_hand_made_segments() {
+    // Rows 1 and 2: the batches must reach the durable mark exactly; whatever lies past it is
+    // never read (it was never acknowledged), whatever is wrong below it refuses to open.
+    let dir = Path::new("/d/hand-made");
     let (image, positions) = segment_image(6, 100);
     let third = positions[2];
+    let len = image.len();
     let cases: Vec<(&str, Vec<u8>, Result<i64, u64>)> = vec![
-        ("clean end", image.clone(), Ok(12)),
+        ("clean end at the mark", segment_file(&image, len), Ok(12)),
         (
-            "clean end with zero padding",
-            [image.clone(), vec![0; 3000]].concat(),
+            "zero padding past the mark",
+            segment_file(&[image.clone(), vec![0; 3000]].concat(), len),
             Ok(12),
         ),
         (
-            "incomplete last batch",
-            image[..image.len() - 40].to_vec(),
+            "an incomplete batch past the mark is never read",
+            segment_file(&image[..len - 40], positions[5]),
             Ok(10),
         ),
         (
-            "last batch with a bad CRC, zeros after",
+            "garbage past the mark is never read",
+            segment_file(&[image.clone(), vec![0xab; 3000]].concat(), len),
+            Ok(12),
+        ),
+        (
+            "the mark says durable but the last batch is incomplete",
+            segment_file(&image[..len - 40], len),
+            Err(positions[5] as u64),
+        ),
+        (
+            "the mark says durable but the last batch has a bad CRC",
             {
                 let mut bad = image.clone();
-                let last = positions[5] + 80;
-                bad[last] ^= 0xff;
-                [bad, vec![0; 100]].concat()
+                bad[positions[5] + 80] ^= 0xff;
+                segment_file(&bad, len)
             },
-            Ok(10),
+            Err(positions[5] as u64),
         ),
         (
             "bad batch followed by a valid one",
             {
                 let mut bad = image.clone();
                 bad[third + 80] ^= 0xff;
-                bad
+                segment_file(&bad, len)
             },
             Err(third as u64),
         ),
-        ("garbage only", vec![0xab; 5000], Ok(0)),
+        (
+            "zeros where the mark says batches are",
+            segment_file(&[], 3000),
+            Err(0),
+        ),
+        (
+            "garbage only, mark 0",
+            segment_file(&[0xab; 5000], 0),
+            Ok(0),
+        ),
     ];
     for (name, bytes, expected) in cases {
         let mut io = MemoryIo::with_seed(3);
@@ -201,11 +232,7 @@ fn recovery_table_on_a_segment_without_a_tail_file() {
         match (PartitionLog::open(&mut io, dir, small_config()), expected) {
             (Ok((log, report)), Ok(end)) => {
                 assert_eq!(log.log_end_offset(), end, "{name}: {report:?}");
-                assert_eq!(
-                    report.truncated.is_some(),
-                    end < 12 && !bytes.is_empty(),
-                    "{name}: {report:?}"
-                );
+                assert_eq!(report.truncated, None, "{name}: nothing is cut");
             }
             (Err(LogError::Corruption { path, position, .. }), Err(at)) => {
                 assert_eq!((path, position), (log_path(dir, 0), at), "{name}");
@@ -218,28 +245,55 @@ fn recovery_table_on_a_segment_without_a_tail_file() {
     }
 }
 
+/// A log whose last flush never finished: A (5 batches) acknowledged, then B's flush wrote its
+/// slot (it reached the medium) but its data-area write failed. Returns the disk and A's end.
+fn log_with_an_unfinished_flush(dir: &Path) -> (MemoryIo, i64) {
+    let mut io = MemoryIo::new(MemoryConfig {
+        seed: 9,
+        block_size_bytes: BLOCK,
+        faults: FaultConfig {
+            writeback_probability: 1.0,
+            ..FaultConfig::default()
+        },
+    });
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    for i in 0..5 {
+        log.append_as_leader(batch_bytes(2, 100, i), 1).unwrap();
+    }
+    let a_end = log.flush_and_wait(&mut io).unwrap();
+    log.append_as_leader(batch_bytes(4, 2000, 9), 1).unwrap();
+    io.add_fault(FaultTrigger {
+        kind: FaultKind::WriteEio,
+        path: Some(log_path(dir, 0)),
+        offset: Some(0),
+        times: Some(1),
+    });
+    assert!(log.flush_and_wait(&mut io).is_err());
+    drop(log);
+    io.crash();
+    (io, a_end)
+}
+
 #[test]
-fn a_torn_tail_is_never_cut_below_the_floor() {
+fn an_unfinished_flush_is_never_dropped_below_the_floor() {
+    // Rows 3 and 4: dropping the unfinished flush (B) is allowed only when the log still
+    // reaches the caller's floor.
     let dir = Path::new("/d/floor");
-    let (image, _) = segment_image(6, 100);
-    let mut io = MemoryIo::with_seed(4);
-    put_file(&mut io, &log_path(dir, 0), &image[..image.len() - 40]);
-    let error = PartitionLog::open_with_floor(&mut io, dir, small_config(), 12).unwrap_err();
+    let (mut io, a_end) = log_with_an_unfinished_flush(dir);
+    let error = PartitionLog::open_with_floor(&mut io, dir, small_config(), a_end + 1).unwrap_err();
     assert!(
         matches!(
             error,
-            LogError::TruncateBelowFloor {
-                offset: 10,
-                floor: 12,
-                ..
-            }
+            LogError::TruncateBelowFloor { offset, floor, .. } if offset == a_end && floor == a_end + 1
         ),
         "{error}"
     );
-    // Nothing was cut: with a lower floor the same files open and cut the torn batch.
-    let (log, report) = PartitionLog::open_with_floor(&mut io, dir, small_config(), 10).unwrap();
-    assert_eq!(log.log_end_offset(), 10);
-    assert_eq!(report.truncated.unwrap().log_end_offset, 10);
+    // Nothing was cut: with a floor at A's end the same files open and drop B.
+    let (log, report) = PartitionLog::open_with_floor(&mut io, dir, small_config(), a_end).unwrap();
+    assert_eq!(log.log_end_offset(), a_end);
+    let truncated = report.truncated.clone().unwrap();
+    assert_eq!((truncated.log_end_offset, truncated.row), (a_end, 3));
+    assert_eq!(report.unfinished_flush_slot, Some(2), "{report:?}");
 }
 
 #[test]
@@ -276,8 +330,9 @@ fn a_segment_that_does_not_continue_the_previous_one_refuses_to_open() {
     let dir = Path::new("/d/gap");
     let (image, _) = segment_image(3, 50);
     let mut io = MemoryIo::with_seed(5);
-    put_file(&mut io, &log_path(dir, 0), &image);
-    put_file(&mut io, &log_path(dir, 9), &[]);
+    let sealed = segment_file_image(&image, image.len() as u64, REGION, BLOCK, true);
+    put_file(&mut io, &log_path(dir, 0), &sealed);
+    put_file(&mut io, &log_path(dir, 9), &segment_file(&[], 0));
     let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
     assert!(
         matches!(&error, LogError::Corruption { path, position: 0, .. } if path == &log_path(dir, 9)),
@@ -302,27 +357,77 @@ fn a_read_error_during_recovery_is_corruption_with_the_path() {
 }
 
 #[test]
-fn a_tail_file_without_a_valid_slot_refuses_to_open() {
-    let dir = Path::new("/d/tail");
+fn a_segment_file_without_a_valid_slot_refuses_to_open() {
+    // A `.log` is created atomically with a valid slot: a region without one is corruption,
+    // named with the path and the region's offset; a file too short for a region too.
+    let dir = Path::new("/d/no-slot");
+    let (image, _) = segment_image(3, 50);
+    for (name, bytes, position) in [
+        (
+            "region overwritten",
+            {
+                let mut file = segment_file(&image, image.len());
+                file[REGION as usize..].fill(0x55);
+                file
+            },
+            REGION,
+        ),
+        ("no region at all", image.clone(), image.len() as u64),
+    ] {
+        let mut io = MemoryIo::with_seed(7);
+        put_file(&mut io, &log_path(dir, 0), &bytes);
+        let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
+        match &error {
+            LogError::Corruption {
+                path, position: at, ..
+            } => {
+                assert_eq!(
+                    (path, *at),
+                    (&log_path(dir, 0), position),
+                    "{name}: {error}"
+                )
+            }
+            other => panic!("{name}: expected corruption, got {other}"),
+        }
+        assert!(
+            error.to_string().contains("00000000000000000000.log"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn an_old_format_tail_file_is_removed_and_never_trusted() {
+    let dir = Path::new("/d/old-tail");
     let (mut io, _) = written_log(dir, 3);
     put_file(
         &mut io,
         &dir.join("00000000000000000000.tail"),
         &[0x55; 16384],
     );
-    let error = PartitionLog::open(&mut io, dir, small_config()).unwrap_err();
+    let (log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
     assert!(
-        error.to_string().contains("00000000000000000000.tail"),
-        "{error}"
+        report
+            .files_removed
+            .contains(&"00000000000000000000.tail".to_string()),
+        "{report:?}"
     );
+    assert!(!io.exists(&dir.join("00000000000000000000.tail")));
 }
 
 #[test]
-fn appends_continue_after_a_torn_tail_was_cut() {
+fn appends_continue_after_bytes_past_the_mark_were_ignored() {
+    // A torn batch past the mark (never acknowledged) is overwritten by the next appends, and a
+    // restart after them finds the new batch, not the stale bytes.
     let dir = Path::new("/d/continue");
-    let (image, _) = segment_image(6, 100);
+    let (image, positions) = segment_image(6, 100);
     let mut io = MemoryIo::with_seed(6);
-    put_file(&mut io, &log_path(dir, 0), &image[..image.len() - 40]);
+    put_file(
+        &mut io,
+        &log_path(dir, 0),
+        &segment_file(&image[..image.len() - 40], positions[5]),
+    );
     let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
     let info = log.append_as_leader(batch_bytes(1, 10, 1), 2).unwrap();
     assert_eq!(info.base_offset, 10);

@@ -5,9 +5,9 @@ use bytes::Bytes;
 
 use super::blocking;
 use super::segment::{self, Chunk, Segment, round_down};
-use super::tail_slot::{self, encode_slot, slot_offset};
+use super::tail_slot::{encode_slot, slot_offset};
 use super::{LogError, PartitionLog, ReadView};
-use crate::io::{AlignedBuf, Completion, Io, Op, OpenOptions};
+use crate::io::{AlignedBuf, Completion, Io, Op};
 
 impl PartitionLog {
     /// Flush and block until everything appended so far is durable. Returns the durable end
@@ -164,9 +164,6 @@ impl PartitionLog {
             if let Some(file) = segment.file.take() {
                 io.close(file)?;
             }
-            if let Some(tail) = segment.tail_file.take() {
-                io.close(tail)?;
-            }
         }
         flushed?;
         waited?;
@@ -209,10 +206,7 @@ impl PartitionLog {
         if let Some(file) = segment.file {
             io.close(file)?;
         }
-        if let Some(tail) = segment.tail_file {
-            io.close(tail)?;
-        }
-        for extension in ["log", "index", "tail"] {
+        for extension in ["log", "index"] {
             let path = segment::segment_file_path(&self.dir, segment.base_offset, extension);
             if io.exists(&path) {
                 io.remove_file(&path)?;
@@ -300,9 +294,10 @@ impl PartitionLog {
     }
 
     /// Durably record that segment `index` ends at `position`, whose partial last block is
-    /// `partial`: a new tail slot first (the durable mark), then the `.log` file cut at the
-    /// block boundary. A crash in between leaves the slot, so recovery discards what lies past
-    /// the mark anyway. Used by truncation and by recovery.
+    /// `partial`: a new slot whose durable mark is `position`, then an fdatasync. Nothing past
+    /// a trusted mark is ever read by recovery, so the bytes past the cut (stale batches, in
+    /// full blocks or not) need no removal: the next flushes write over them, each with a slot
+    /// vouching (by CRC32C) for exactly the blocks it wrote. Used by truncation and recovery.
     pub(crate) fn write_durable_end<I: Io>(
         &mut self,
         io: &mut I,
@@ -317,9 +312,16 @@ impl PartitionLog {
             position - block_start,
             "the partial block ends at the cut"
         );
-        let base = self.segments[index].base_offset;
-        let tail_path = segment::segment_file_path(&self.dir, base, "tail");
-        let sequence = self.segments[index].slot_sequence + 1;
+        let segment = &self.segments[index];
+        assert!(
+            position <= segment.region_offset,
+            "a segment's end lies before its slot region"
+        );
+        let base = segment.base_offset;
+        let sequence = segment.slot_sequence + 1;
+        let file = segment
+            .file
+            .expect("a segment with durable bytes has a file");
         // No blocks written with this slot: the flushed range is empty.
         let slot = encode_slot(
             sequence,
@@ -328,50 +330,24 @@ impl PartitionLog {
             block,
             block_start,
             &[],
+            position,
         );
-        match self.segments[index].tail_file {
-            Some(tail) => {
-                let ops = vec![
-                    Op::Write {
-                        file: tail,
-                        offset: slot_offset(sequence, block),
-                        buf: slot,
-                    },
-                    Op::Fdatasync { file: tail },
-                ];
-                self.run_checked(io, ops, &tail_path)?;
-            }
-            None => {
-                // A sealed segment becoming active again: a tail file born with its slot.
-                let mut bytes = vec![0u8; tail_slot::tail_file_size_bytes(block) as usize];
-                let at = slot_offset(sequence, block) as usize;
-                bytes[at..at + slot.len()].copy_from_slice(slot.as_slice());
-                blocking::write_file_atomically(io, &tail_path, &bytes, &mut self.foreign)?;
-                let tail = io.open(
-                    &tail_path,
-                    OpenOptions {
-                        direct: true,
-                        ..Default::default()
-                    },
-                )?;
-                self.segments[index].tail_file = Some(tail);
-            }
-        }
-        self.segments[index].slot_sequence = sequence;
-        let file = self.segments[index]
-            .file
-            .expect("a segment with durable bytes has a file");
         let log_path = segment::segment_file_path(&self.dir, base, "log");
-        io.set_len(file, block_start)?;
-        if self.config.preallocate {
-            io.preallocate(file, self.config.segment_size_bytes + block as u64)?;
-        }
-        self.run_checked(io, vec![Op::Fdatasync { file }], &log_path)?;
+        let ops = vec![
+            Op::Write {
+                file,
+                offset: segment.region_offset + slot_offset(sequence, block),
+                buf: slot,
+            },
+            Op::Fdatasync { file },
+        ];
+        self.run_checked(io, ops, &log_path)?;
+        self.segments[index].slot_sequence = sequence;
         Ok(())
     }
 
     /// Run a small blocking chain; a failed write or fdatasync stops the log.
-    fn run_checked<I: Io>(
+    pub(super) fn run_checked<I: Io>(
         &mut self,
         io: &mut I,
         ops: Vec<Op>,

@@ -1,33 +1,36 @@
 //! Group commit: at most one data chain in flight per log.
 //!
-//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). An
-//! ordinary flush is two *independent* chains submitted together, so the caller waits for one
-//! write + fdatasync round trip, not two in a row:
+//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). It is ONE
+//! linked chain on ONE file, so the caller waits for one write + fdatasync round trip, as
+//! `fio --fdatasync=1` does:
 //!
 //! ```text
-//! [write full blocks to .log] [fdatasync .log]      \  both complete: the records below the
-//! [write tail slot to .tail]  [fdatasync .tail]     /   flush's end are reported durable
+//! [write full blocks to the data area] [write slot (+ pending confirmation) to the slot region]
+//!   [fdatasync .log]   -> the records below the flush's end are reported durable
 //! ```
 //!
 //! Why this is safe (docs/log.md, "The torn tail block"): the full blocks go to positions of the
-//! `.log` never written before, and the slot goes to the slot position that does *not* hold the
-//! newest durable slot (the previous flush completed before this one started). So nothing this
-//! flush writes can damage a byte reported durable earlier, whatever tears. The new slot may
-//! reach the disk before its blocks; it records their CRC32C, and recovery trusts a slot only
-//! when its blocks match (else the flush never finished: recovery falls back to the previous
-//! slot, whose bytes are intact).
+//! data area never written before (or past the durable mark, which recovery never trusts), and
+//! the slot goes to the slot position that does *not* hold the newest durable slot (the
+//! previous flush completed before this one started). So nothing this flush writes can damage
+//! a byte reported durable earlier, whatever tears. Before the fdatasync completes the writes
+//! may reach the medium in any order and in part; the slot records the CRC32C of its blocks,
+//! and recovery trusts a slot only when its blocks match (else the flush never finished:
+//! recovery falls back to the previous slot, whose bytes are intact).
 //!
-//! After the flush completed, a *confirmation record* (`RLTC`, block 4 of `.tail`) naming the
-//! new slot is written with its own fdatasync, off the caller's critical path (the next flush
-//! does not wait for it). Once it is durable, blocks of that flush that no longer match are
-//! damage to acknowledged data (refuse to open), not an unfinished flush; and a confirmed slot
-//! that is itself damaged refuses to open instead of silently falling back. Between the flush's
-//! completion and the confirmation's fdatasync (one small write round trip), corruption of the
-//! just-acknowledged blocks would be taken for an unfinished flush: docs/log.md lists that limit.
+//! After the flush completed, a *confirmation record* (`RLTC`, region block 4) naming the new
+//! slot is written, off the caller's critical path: in the next flush's chain when that flush
+//! starts at once (group commit under load: no fdatasync of its own), else alone with its own
+//! fdatasync. Once it is durable, blocks of that flush that no longer match are damage to
+//! acknowledged data (refuse to open), not an unfinished flush; and a confirmed slot that is
+//! itself damaged refuses to open instead of silently falling back. Between the flush's
+//! completion and the confirmation's fdatasync, corruption of the just-acknowledged blocks
+//! would be taken for an unfinished flush: docs/log.md lists that limit.
 //!
-//! A sealing chain (the segment was rolled) keeps the strict order: the final partial block,
-//! zero padded, to the `.log` file itself (a position never written before) + fdatasync, and only
-//! then the slot and the `.index` (a second chain, submitted when the first completed).
+//! A sealing chain (the segment was rolled) is the same chain with the final partial block
+//! zero padded and written to the data area itself, and a last slot vouching for it (its mark
+//! is where the batches end); the `.index` is written by a second, independent chain. The next
+//! segment's file is created only once the seal completed.
 //!
 //! Completions are matched by `OpId` and the chain carries the log's truncation generation, so
 //! a completion from before a truncation can never move the durable offset (openraft's IOId idea).
@@ -61,10 +64,6 @@ pub(crate) struct InFlightFlush {
     op_ids: Vec<OpId>,
     /// (path, file position) of each op, for errors.
     op_targets: Vec<(PathBuf, u64)>,
-    /// The second chain (tail slot, index), submitted only once the first (segment write +
-    /// fdatasync) completed: the slot must never reach the disk before the blocks it vouches
-    /// for, whatever a backend's link semantics at a crash.
-    second_stage: Vec<(Op, (PathBuf, u64))>,
     completed: usize,
     failure: Option<(PathBuf, u64, IoError)>,
     target_position: u64,
@@ -79,12 +78,13 @@ pub(crate) struct InFlightFlush {
     block_write: Option<OpId>,
 }
 
-/// A confirmation record being written: `[write RLTC record] [fdatasync .tail]`.
+/// A confirmation record being written alone: `[write RLTC record] [fdatasync .log]`.
 #[derive(Debug)]
 pub(crate) struct InFlightConfirmation {
     op_ids: Vec<OpId>,
     completed: usize,
     path: PathBuf,
+    position: u64,
     failure: Option<IoError>,
 }
 
@@ -150,16 +150,6 @@ impl PartitionLog {
                 durable_end_offset_advanced_to: None,
             });
         }
-        if flight.failure.is_none() && !flight.second_stage.is_empty() {
-            let (ops, targets): (Vec<Op>, Vec<(PathBuf, u64)>) =
-                std::mem::take(&mut flight.second_stage).into_iter().unzip();
-            flight.op_ids = io.submit_linked(ops);
-            flight.op_targets = targets;
-            flight.completed = 0;
-            return Ok(Routed::Mine {
-                durable_end_offset_advanced_to: None,
-            });
-        }
         let flight = self.in_flight.take().expect("checked above");
         if let Some(index_file) = flight.index_file {
             io.close(index_file)?;
@@ -177,9 +167,9 @@ impl PartitionLog {
             sequence: flight.slot_sequence,
             slot_header_crc32c: flight.slot_header_crc32c,
         });
-        let advanced = self.apply_completed_flush(io, flight)?;
+        let advanced = self.apply_completed_flush(flight);
         // The next flush first (the caller may be waiting for it): if one was asked meanwhile,
-        // its tail chain carries this confirmation record under its own fdatasync (no extra
+        // its chain carries this confirmation record under its own fdatasync (no extra
         // fdatasync per flush under load); otherwise the record goes on its own now.
         if confirm.is_some() && self.confirming.is_none() {
             self.confirmation_pending = confirm;
@@ -223,8 +213,8 @@ impl PartitionLog {
         }
         let confirming = self.confirming.take().expect("checked above");
         if let Some(source) = confirming.failure {
-            // An fdatasync failure on the tail file may have dropped a slot's dirty pages too.
-            let position = confirmation_offset(self.block_size_bytes);
+            // An fdatasync failure on the segment file may have dropped other dirty pages too.
+            let position = confirming.position;
             self.stopped = Some(format!(
                 "{:?} at byte {position}: {source}",
                 confirming.path
@@ -244,8 +234,8 @@ impl PartitionLog {
         })
     }
 
-    /// Write the pending confirmation record if none is in flight and its segment still has
-    /// its tail file (a truncation or seal since then makes it moot).
+    /// Write the pending confirmation record if none is in flight and its segment still takes
+    /// slots (a truncation or seal since then makes it moot).
     fn maybe_start_confirmation<I: Io>(&mut self, io: &mut I) {
         if self.confirming.is_some() {
             return;
@@ -262,22 +252,24 @@ impl PartitionLog {
         else {
             return;
         };
-        let Some(tail) = segment.tail_file else {
+        let Some(file) = segment.file else {
             return;
         };
-        let path = segment::segment_file_path(&self.dir, segment.base_offset, "tail");
+        let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
+        let position = segment.region_offset + confirmation_offset(block);
         let op_ids = io.submit_linked(vec![
             Op::Write {
-                file: tail,
-                offset: confirmation_offset(block),
+                file,
+                offset: position,
                 buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
             },
-            Op::Fdatasync { file: tail },
+            Op::Fdatasync { file },
         ]);
         self.confirming = Some(InFlightConfirmation {
             op_ids,
             completed: 0,
             path,
+            position,
             failure: None,
         });
     }
@@ -322,12 +314,7 @@ impl PartitionLog {
         Ok(())
     }
 
-    fn apply_completed_flush<I: Io>(
-        &mut self,
-        io: &mut I,
-        flight: InFlightFlush,
-    ) -> Result<Option<i64>, LogError> {
-        let dir = self.dir.clone();
+    fn apply_completed_flush(&mut self, flight: InFlightFlush) -> Option<i64> {
         let segment = self
             .segments
             .iter_mut()
@@ -342,28 +329,20 @@ impl PartitionLog {
         segment.flushed_next_offset = flight.target_next_offset;
         segment.slot_sequence = flight.slot_sequence;
         if flight.sealing {
-            // The final bytes are in the .log file itself now; the tail file is no longer
-            // needed (a stale one is ignored for any segment that is not the last).
+            // The final bytes are in the data area itself now, zero padded, and the last slot
+            // says where the batches end.
             segment.seal_durable = true;
             segment.write_tail.clear();
             segment.write_tail_start = segment.size_bytes;
-            if let Some(tail) = segment.tail_file.take() {
-                io.close(tail)?;
-            }
-            io.remove_file(&segment::segment_file_path(
-                &dir,
-                segment.base_offset,
-                "tail",
-            ))?;
         }
         segment.release_written_chunks();
         if flight.generation == self.generation
             && flight.target_next_offset > self.durable_end_offset
         {
             self.durable_end_offset = flight.target_next_offset;
-            return Ok(Some(self.durable_end_offset));
+            return Some(self.durable_end_offset);
         }
-        Ok(None)
+        None
     }
 
     pub(crate) fn maybe_start_flush<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
@@ -382,10 +361,10 @@ impl PartitionLog {
                 || self.epoch_cache_dirty
                 || self.segments[index].file.is_none())
         {
-            // Sealing closes and removes the tail file, and the blocking writes below could
-            // swallow the confirmation's completions: none of them while it is in flight. Its
-            // completion starts this flush (one small round trip later, and only at a roll or a
-            // new epoch).
+            // The blocking writes below (epoch checkpoint, a new segment's file) could swallow
+            // the confirmation's completions, and a seal's slot makes it moot: none of them
+            // while it is in flight. Its completion starts this flush (one small round trip
+            // later, and only at a roll or a new epoch).
             return Ok(());
         }
         if self.epoch_cache_dirty {
@@ -399,38 +378,63 @@ impl PartitionLog {
         self.start_chain(io, index)
     }
 
-    /// Create a segment's `.tail` (atomically, with an empty first slot) and then its `.log`
-    /// (preallocated), and fsync the folder. `.log` exists ⇒ `.tail` exists, for a new segment.
+    /// Create a segment's `.log` atomically: `<base>.log.tmp` gets its final length (data area
+    /// + slot region), its data area preallocated, a valid empty slot 0, an fdatasync; then it
+    /// is renamed to `<base>.log` and the folder fsynced. So a `.log` always has a valid slot,
+    /// and one without any is corruption, never a normal state.
     fn create_segment_files<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
         let block = self.block_size_bytes;
         let base = self.segments[index].base_offset;
-        let tail_path = segment::segment_file_path(&self.dir, base, "tail");
+        let region_offset = self.segments[index].region_offset;
+        assert!(
+            self.segments[index].size_bytes <= region_offset,
+            "a new segment's data fits before its slot region"
+        );
         let log_path = segment::segment_file_path(&self.dir, base, "log");
-        let mut tail_bytes = vec![0u8; tail_slot::tail_file_size_bytes(block) as usize];
-        let first_slot = encode_slot(0, 0, &[], block, 0, &[]);
-        tail_bytes[..first_slot.len()].copy_from_slice(first_slot.as_slice());
-        blocking::write_file_atomically(io, &tail_path, &tail_bytes, &mut self.foreign)?;
-        let tail = io.open(
-            &tail_path,
-            OpenOptions {
-                direct: true,
-                ..Default::default()
-            },
-        )?;
+        let tmp_path = blocking::tmp_path(&log_path);
+        if io.exists(&tmp_path) {
+            io.remove_file(&tmp_path)?;
+        }
+        let options = OpenOptions {
+            create: true,
+            direct: true,
+            ..Default::default()
+        };
+        let tmp = io.open(&tmp_path, options)?;
+        let file_len = region_offset + tail_slot::region_size_bytes(block);
+        let mut region = AlignedBuf::zeroed(tail_slot::region_size_bytes(block) as usize, block);
+        let first_slot = encode_slot(0, 0, &[], block, 0, &[], 0);
+        region.as_mut_slice()[..first_slot.len()].copy_from_slice(first_slot.as_slice());
+        let created = (|| {
+            io.set_len(tmp, file_len)?;
+            if self.config.preallocate {
+                io.preallocate(tmp, file_len)?;
+            }
+            self.run_checked(
+                io,
+                vec![
+                    Op::Write {
+                        file: tmp,
+                        offset: region_offset,
+                        buf: region,
+                    },
+                    Op::Fdatasync { file: tmp },
+                ],
+                &tmp_path,
+            )
+        })();
+        io.close(tmp)?;
+        created?;
+        io.rename(&tmp_path, &log_path)?;
+        io.sync_dir(&self.dir)?;
         let file = io.open(
             &log_path,
             OpenOptions {
-                create: true,
                 direct: true,
                 ..Default::default()
             },
         )?;
-        if self.config.preallocate {
-            io.preallocate(file, self.config.segment_size_bytes + block as u64)?;
-        }
-        io.sync_dir(&self.dir)?;
         let segment = &mut self.segments[index];
-        segment.tail_file = Some(tail);
         segment.file = Some(file);
         segment.slot_sequence = 0;
         Ok(())
@@ -441,11 +445,7 @@ impl PartitionLog {
         let dir = self.dir.clone();
         let segment = &mut self.segments[index];
         let file = segment.file.expect("created above");
-        let tail = segment
-            .tail_file
-            .expect("a segment being written has a tail file");
         let log_path = segment::segment_file_path(&dir, segment.base_offset, "log");
-        let tail_path = segment::segment_file_path(&dir, segment.base_offset, "tail");
         let end = segment.size_bytes;
         let sealing = segment.sealed;
         let full_end = round_down(end, block);
@@ -454,29 +454,45 @@ impl PartitionLog {
             segment.write_tail_start, segment.written_full_end,
             "no chain in flight: the aligned tail starts where the file's full blocks end"
         );
-        let partial =
-            &segment.write_tail.as_slice()[(full_end - segment.write_tail_start) as usize..];
-        // The slot also records where this flush's full blocks start and their CRC32C, so
-        // recovery can check that the blocks it vouches for are intact.
-        let flush_start = segment.written_full_end;
-        let blocks_len = (full_end - flush_start) as usize;
-        let slot = encode_slot(
-            slot_sequence,
-            full_end / block as u64,
-            partial,
-            block,
-            flush_start,
-            &segment.write_tail.as_slice()[..blocks_len],
-        );
-        let slot_header_crc32c = encoded_slot_header_crc32c(slot.as_slice());
-
-        let mut ops = Vec::new();
-        let mut targets = Vec::new();
         let new_written_full_end = if sealing {
             round_up(end, block)
         } else {
             full_end
         };
+        // Data never reaches the slot region (it would overwrite the slots that vouch for it).
+        assert!(
+            new_written_full_end <= segment.region_offset,
+            "segment {} data end {new_written_full_end} reaches its slot region at {}",
+            segment.base_offset,
+            segment.region_offset
+        );
+        // The slot records where this flush's full blocks start and their CRC32C, so recovery
+        // can check that the blocks it vouches for are intact. A seal pads the final block
+        // with zeros and writes it to the data area: the slot then vouches for it as a full
+        // block, holds no data, and marks the batches' end inside it.
+        let flush_start = segment.written_full_end;
+        let mut padded_tail;
+        let (slot_block_end, partial, blocks): (u64, &[u8], &[u8]) = if sealing {
+            padded_tail = segment.write_tail.as_slice().to_vec();
+            padded_tail.resize((new_written_full_end - flush_start) as usize, 0);
+            (new_written_full_end, &[], &padded_tail)
+        } else {
+            let blocks_len = (full_end - flush_start) as usize;
+            let tail = segment.write_tail.as_slice();
+            (full_end, &tail[blocks_len..], &tail[..blocks_len])
+        };
+        let slot = encode_slot(
+            slot_sequence,
+            slot_block_end / block as u64,
+            partial,
+            block,
+            flush_start,
+            blocks,
+            end,
+        );
+        let slot_header_crc32c = encoded_slot_header_crc32c(slot.as_slice());
+
+        let mut block_op = None;
         if new_written_full_end > segment.written_full_end {
             // Move the aligned bytes out; keep the partial block (if any) for the next flush.
             let keep_from = (full_end - segment.write_tail_start) as usize;
@@ -487,7 +503,7 @@ impl PartitionLog {
             let mut buf = std::mem::replace(&mut segment.write_tail, replacement);
             if sealing {
                 // Zero padding to the block boundary: the final block goes to a position of the
-                // .log file never written before, and nothing is appended here again.
+                // data area never written before, and nothing is appended here again.
                 let padding = (new_written_full_end - end) as usize;
                 buf.extend_from_slice(&vec![0u8; padding]);
                 segment.write_tail_start = end;
@@ -498,27 +514,30 @@ impl PartitionLog {
                 segment.write_tail_start = full_end;
                 buf.set_len(keep_from);
             }
-            targets.push((log_path.clone(), segment.written_full_end));
-            ops.push(Op::Write {
-                file,
-                offset: segment.written_full_end,
-                buf,
-            });
-            targets.push((log_path.clone(), 0));
-            ops.push(Op::Fdatasync { file });
+            block_op = Some((
+                Op::Write {
+                    file,
+                    offset: segment.written_full_end,
+                    buf,
+                },
+                (log_path.clone(), segment.written_full_end),
+            ));
         }
-        let mut second_stage = Vec::new();
-        let first_stage_len = ops.len();
-        targets.push((tail_path.clone(), slot_offset(slot_sequence, block)));
+        // Order inside the chain does not matter for safety (nothing is durable before the
+        // fdatasync, and either write may land without the other): the small slot goes first.
+        let mut ops = Vec::new();
+        let mut targets = Vec::new();
+        let slot_position = segment.region_offset + slot_offset(slot_sequence, block);
+        targets.push((log_path.clone(), slot_position));
         ops.push(Op::Write {
-            file: tail,
-            offset: slot_offset(slot_sequence, block),
+            file,
+            offset: slot_position,
             buf: slot,
         });
         // The previous flush of this segment completed and its confirmation record is not
-        // written yet: it rides on this slot's fdatasync. Safe because it names a flush whose
-        // blocks and slot are already durable, and its block (4) is neither slot's position, so
-        // a torn write here damages neither the newest durable slot nor anything acknowledged.
+        // written yet: it rides on this chain's fdatasync. Safe because it names a flush whose
+        // blocks and slot are already durable, and its block (region block 4) is neither
+        // slot's position nor data, so a torn write there damages nothing acknowledged.
         if !sealing
             && self.confirming.is_none()
             && let Some(pending) = self.confirmation_pending.take_if(|pending| {
@@ -526,18 +545,28 @@ impl PartitionLog {
                     && pending.sequence == segment.slot_sequence
             })
         {
-            targets.push((tail_path.clone(), confirmation_offset(block)));
+            let position = segment.region_offset + confirmation_offset(block);
+            targets.push((log_path.clone(), position));
             ops.push(Op::Write {
-                file: tail,
-                offset: confirmation_offset(block),
+                file,
+                offset: position,
                 buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
             });
         }
-        targets.push((tail_path, 0));
-        ops.push(Op::Fdatasync { file: tail });
+        let block_write_index = block_op.as_ref().map(|_| ops.len());
+        if let Some((op, target)) = block_op {
+            ops.push(op);
+            targets.push(target);
+        }
+        targets.push((log_path, 0));
+        ops.push(Op::Fdatasync { file });
+        // One linked chain on one file: the writes, then the one fdatasync that makes both the
+        // blocks and the slot durable.
+        let mut op_ids = io.submit_linked(ops);
 
         let mut index_file = None;
         if sealing {
+            // The index is advisory (recovery rebuilds it): its own chain, in parallel.
             let index_path = segment::segment_file_path(&dir, segment.base_offset, "index");
             let index_fd = io.open(
                 &index_path,
@@ -548,43 +577,27 @@ impl PartitionLog {
             )?;
             io.set_len(index_fd, 0)?;
             let encoded = segment.index.encode();
+            let mut index_ops = Vec::new();
             if !encoded.is_empty() {
                 targets.push((index_path.clone(), 0));
-                ops.push(Op::Write {
+                index_ops.push(Op::Write {
                     file: index_fd,
                     offset: 0,
                     buf: AlignedBuf::from_slice(&encoded, block),
                 });
             }
             targets.push((index_path, 0));
-            ops.push(Op::Fdatasync { file: index_fd });
+            index_ops.push(Op::Fdatasync { file: index_fd });
+            op_ids.extend(io.submit_linked(index_ops));
             index_file = Some(index_fd);
         }
-        let op_ids = if sealing && first_stage_len > 0 {
-            // Sealing: the slot and the index only once the final block is durable.
-            let later_ops = ops.split_off(first_stage_len);
-            let later_targets = targets.split_off(first_stage_len);
-            second_stage = later_ops.into_iter().zip(later_targets).collect();
-            io.submit_linked(ops)
-        } else {
-            // An ordinary flush: the segment chain and the slot chain run concurrently.
-            let slot_ops = ops.split_off(first_stage_len);
-            let mut op_ids = if ops.is_empty() {
-                Vec::new()
-            } else {
-                io.submit_linked(ops)
-            };
-            op_ids.extend(io.submit_linked(slot_ops));
-            op_ids
-        };
-        let block_write = (first_stage_len > 0).then_some(op_ids[0]);
+        let block_write = block_write_index.map(|index| op_ids[index]);
         let target_next_offset = segment.next_offset;
         self.in_flight = Some(InFlightFlush {
             generation: self.generation,
             segment_base_offset: self.segments[index].base_offset,
             op_ids,
             op_targets: targets,
-            second_stage,
             completed: 0,
             failure: None,
             target_position: end,

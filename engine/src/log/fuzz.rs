@@ -2,10 +2,14 @@
 //! backend, and opening it must give `Ok` or a typed error, never a panic. After a successful
 //! open the log must take an append, flush it, read everything back, and reopen after a crash.
 //!
-//! Input layout: `flags u8 | side_len u16 BE | side bytes | segment bytes`, where flags bit 0
-//! puts the side bytes in `<base>.tail`, bit 1 in `<base>.index`, bit 2 in
-//! `leader-epoch-checkpoint`, bit 3 splits the segment bytes into two segments, bit 4 picks a
-//! 512-byte block size (4096 otherwise), bit 5 gives the first segment base offset 7.
+//! Input layout: `flags u8 | side_len u16 BE | side bytes | segment bytes`. The segment bytes are
+//! the whole `.log` file, slot region (its last 5 blocks) included; flags bit 3 splits them in
+//! half into two segment files (base offsets `b` and `b + 2`). Flags bit 0 puts the side bytes
+//! in `<base>.tail` (a leftover of the layout before the slot region moved into the `.log`),
+//! bit 1 in `<base>.index`, bit 2 in `leader-epoch-checkpoint`; bit 4 picks a 512-byte block
+//! size (4096 otherwise), bit 5 gives the first segment base offset 7. The corpus seeds are
+//! real folders this code wrote (`engine/tests/log_recovery_fuzz_corpus.rs` makes them), whole,
+//! torn and damaged.
 
 use std::path::Path;
 
@@ -60,7 +64,8 @@ pub fn fuzz_log_recovery(data: &[u8]) {
     }
 
     let config = LogConfig {
-        segment_size_bytes: 1 << 20,
+        // Small, so that a segment the log creates after recovery stays small in memory.
+        segment_size_bytes: 8 << 10,
         index_interval_bytes: 256,
         ..LogConfig::default()
     };

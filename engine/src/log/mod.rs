@@ -12,11 +12,11 @@
 //! many logs can share one backend (one ring). Completions are routed back with
 //! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
 //!
-//! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (a
-//! segment write + fdatasync and a tail-slot write + fdatasync, concurrently) if none is in
-//! flight; appends that arrive meanwhile wait for the next one, which starts as soon as the
-//! current one completes. [`PartitionLog::durable_end_offset`] advances only when both of a
-//! flush's fdatasyncs completed.
+//! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (the
+//! full blocks and a slot written to the segment file concurrently, then one fdatasync of it)
+//! if none is in flight; appends that arrive meanwhile wait for the next one, which starts as
+//! soon as the current one completes. [`PartitionLog::durable_end_offset`] advances only when
+//! the flush's fdatasync completed.
 
 pub(crate) mod blocking;
 mod blocking_api;
@@ -45,6 +45,7 @@ pub use flush::Routed;
 pub use fuzz::fuzz_log_recovery;
 pub use recovery::RecoveryReport;
 use segment::{BatchEntry, Chunk, Segment};
+pub use tail_slot::{SegmentEnd, read_segment_end, segment_file_image};
 
 /// Kafka's `metadata.log.segment.bytes` default (1 GiB).
 pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 1 << 30;
@@ -402,6 +403,11 @@ impl PartitionLog {
         }
     }
 
+    /// Where a segment created now puts its slot region (past any data it can hold).
+    fn new_segment_region_offset(&self) -> u64 {
+        tail_slot::region_offset_for(self.config.segment_size_bytes, self.block_size_bytes)
+    }
+
     fn epoch_checkpoint_path(&self) -> PathBuf {
         self.dir.join(LEADER_EPOCH_CHECKPOINT_FILE_NAME)
     }
@@ -460,14 +466,26 @@ impl PartitionLog {
         bytes: Bytes,
         metas: &[BatchMeta],
     ) -> Result<AppendInfo, LogError> {
+        let first = self.segments.last().expect("active segment");
+        if first.size_bytes == 0 && metas[0].size_bytes as u64 > first.region_offset {
+            // A recovered empty segment created under a smaller segment size: its slot region
+            // starts before this batch would end (a new segment would hold it).
+            return Err(LogError::BatchTooLarge {
+                size_bytes: metas[0].size_bytes,
+                segment_size_bytes: first.region_offset,
+            });
+        }
         let mut run_start = 0;
         for (index, meta) in metas.iter().enumerate() {
             let active = self.segments.last().expect("active segment");
             let run_bytes = (meta.start + meta.size_bytes - metas[run_start].start) as u64;
             // Roll before a batch that would take the active segment past its size, unless
-            // it would be the segment's first batch (a batch never spans two segments).
+            // it would be the segment's first batch (a batch never spans two segments). A
+            // segment created under another configuration keeps its own capacity: data never
+            // reaches its slot region.
+            let capacity_bytes = self.config.segment_size_bytes.min(active.region_offset);
             if (active.size_bytes > 0 || index > run_start)
-                && active.size_bytes + run_bytes > self.config.segment_size_bytes
+                && active.size_bytes + run_bytes > capacity_bytes
             {
                 if index > run_start {
                     self.keep_run(&bytes, &metas[run_start..index]);
@@ -546,7 +564,9 @@ impl PartitionLog {
             "a new segment starts at the log end"
         );
         active.sealed = true;
-        self.segments.push(Segment::new_empty(base_offset, block));
+        let region_offset = self.new_segment_region_offset();
+        self.segments
+            .push(Segment::new_empty(base_offset, block, region_offset));
     }
 }
 

@@ -1,48 +1,50 @@
-//! Opening a partition log: scan every segment, decide what each damaged tail means, and make
+//! Opening a partition log: scan every segment, decide what each segment's end means, and make
 //! the outcome durable before the first append.
 //!
-//! ## Inputs of the decision, per segment
+//! ## Before the table, per segment
 //!
-//! - **role**: `Sealed` (a later segment exists, so this one was completely durable before the
-//!   later one was created) or `Last`.
-//! - **mark**: `Known` when the last segment has a `.tail` file: its *trusted* slot gives the
-//!   *durable mark*. The slot and its flush's full blocks are written concurrently, so the
-//!   trusted slot is the newest valid one if the blocks it records match their CRC32C, else (its
-//!   flush never finished, and no confirmation record names it) the previous slot, whose flush
-//!   completed before the newest started. Every byte below the mark is on the disk; bytes past
-//!   it belong to at most one unfinished flush. A confirmed flush whose blocks no longer match,
-//!   or a confirmation naming a slot newer than any valid one, refuses before the table.
-//!   `Unknown` otherwise (a sealed segment, or a last segment whose `.tail` is gone, e.g. after
-//!   a seal).
-//! - **stop**: how the batch scan (frame, CRC, offset continuity, epoch order) ended: `Clean`
-//!   (end of file, or only zero bytes after the last batch), `Incomplete` (the last batch runs
-//!   past the end of the data) or `Invalid` (bad length, magic, CRC, offsets or epoch).
-//! - **position**: whether the valid prefix ends `Below` the durable mark or `AtOrAbove` it
-//!   (always `AtOrAbove` for an unknown mark).
-//! - **valid_after**: whether a valid batch exists after the point where the scan stopped.
-//! - **below_floor**: whether cutting at the end of the valid prefix would go below the caller's
-//!   floor (the high-watermark).
+//! Every segment file ends with its slot region (`tail_slot`: the file's last 5 blocks). A file
+//! whose length cannot hold one, or whose region holds no valid slot, refuses to open (path and
+//! offset): a `.log` is created atomically with a valid slot, so that is never a normal state.
+//! The *trusted* slot is chosen: the newest valid one if the full blocks its flush wrote match
+//! the CRC32C it records; else, in the last segment, if no confirmation record names it, its
+//! flush never finished (its slot landed, its blocks did not all) and the previous slot is
+//! trusted, whose flush completed before the newest started. A sealed segment never falls back
+//! (its seal completed before a later segment existed), and its trusted slot must vouch for the
+//! final block in the data area. A confirmed flush whose blocks no longer match, or a
+//! confirmation naming a slot newer than any valid one, refuses.
+//!
+//! The trusted slot's *durable mark* is the authority on where the segment's batches end:
+//! recovery reads the data area only up to it (plus the newest slot's blocks, to check their
+//! CRC32C), overlays the slot's copy of the partial last block, and scans `[0, mark)` (frame,
+//! CRC, offset continuity, epochs never backwards). Nothing past the trusted mark was ever
+//! acknowledged, so nothing there is read, kept or resurrected: a stale batch past a cut and the
+//! bytes of an unfinished flush are alike ignored.
+//!
+//! ## Inputs of the decision
+//!
+//! - **scan_end**: whether the scan of `[0, mark)` reaches the mark (`AtMark`) or stops
+//!   before it (`BelowMark`: a bad or incomplete batch, or zeros, where the mark says durable
+//!   batches are).
+//! - **newest_flush**: `Finished` when the trusted slot is the newest, `Unfinished` when the
+//!   newest slot's flush never finished and recovery fell back to the previous slot (the
+//!   unfinished flush's bytes past the mark are dropped).
+//! - **below_floor**: whether the log would end below the caller's floor (the high-watermark).
 //!
 //! ## The table (`RECOVERY_CASES`; every situation matches exactly one row, tested)
 //!
-//! | # | role | mark | stop | position | valid after | below floor | action |
-//! |---|------|------|------|----------|-------------|-------------|--------|
-//! | 1 | any | any | Clean | AtOrAbove | any | any | keep: clean end |
-//! | 2 | any | any | any | Below | any | any | refuse: acknowledged bytes below the durable mark are damaged |
-//! | 3 | Sealed | any | Incomplete, Invalid | AtOrAbove | any | any | refuse: interior corruption in a sealed segment |
-//! | 4 | Last | Known | Incomplete, Invalid | AtOrAbove | any | no | truncate: an unfinished flush past the durable mark (a torn multi-block write may leave holes, so a valid batch after it proves nothing) |
-//! | 5 | Last | Known | Incomplete, Invalid | AtOrAbove | any | yes | refuse: below the floor |
-//! | 6 | Last | Unknown | Incomplete, Invalid | AtOrAbove | yes | any | refuse: a bad batch followed by a valid one is interior corruption |
-//! | 7 | Last | Unknown | Incomplete, Invalid | AtOrAbove | no | no | truncate: torn final write |
-//! | 8 | Last | Unknown | Incomplete, Invalid | AtOrAbove | no | yes | refuse: below the floor |
+//! | # | scan end | newest flush | below floor | action |
+//! |---|----------|--------------|-------------|--------|
+//! | 1 | AtMark | Finished | any | keep: the batches end at the durable mark |
+//! | 2 | BelowMark | any | any | refuse: acknowledged bytes below the durable mark are damaged |
+//! | 3 | AtMark | Unfinished | no | truncate: drop the unfinished flush past the durable mark |
+//! | 4 | AtMark | Unfinished | yes | refuse: below the floor |
 //!
-//! Before the table: a segment whose base offset does not continue the previous segment's end,
-//! a `.tail` file without any valid slot, blocks of the last flush that no longer match the CRC
-//! in its slot, or a read error (EIO is corruption) refuses to open
-//! with the path. After it: the last segment's end is made durable in the tail-slot way (a new
-//! slot holding the partial last block, then the `.log` cut at the block boundary), indexes that
-//! are missing or disagree are rewritten, the leader-epoch-checkpoint is rebuilt from the
-//! batches' epochs if it disagrees, and leftover `*.tmp` and orphan files are removed.
+//! After the table: the last segment's end is made durable by a new slot with the recovered
+//! mark (overwriting an unfinished flush's slot, so it can never be trusted later), indexes
+//! that are missing or disagree are rewritten, the leader-epoch-checkpoint is rebuilt from the
+//! batches' epochs if it disagrees, and leftover `*.tmp` files, old-format `.tail` files and
+//! orphan `.index` files are removed.
 
 use std::path::{Path, PathBuf};
 
@@ -53,7 +55,7 @@ use super::index::SparseIndex;
 use super::segment::{self, BatchEntry, Chunk, Segment, round_down, round_up};
 use super::tail_slot;
 use super::{LogConfig, LogError, PartitionLog};
-use crate::batch::{BatchChainValidator, BatchIter, RecordBatch};
+use crate::batch::{BatchChainValidator, BatchIter};
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
 use crate::io::{AlignedBuf, Completion, FileId, Io, OpenOptions};
 
@@ -63,23 +65,18 @@ pub enum SegmentRole {
     Last,
 }
 
+/// How the scan of `[0, durable mark)` ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DurableMark {
-    Known,
-    Unknown,
+pub enum ScanEnd {
+    AtMark,
+    BelowMark,
 }
 
+/// Whether the trusted slot is the newest (its flush finished) or the previous one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanStop {
-    Clean,
-    Incomplete,
-    Invalid,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkPosition {
-    Below,
-    AtOrAbove,
+pub enum NewestFlush {
+    Finished,
+    Unfinished,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,11 +90,8 @@ pub enum RecoveryAction {
 /// One situation, as measured on a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverySituation {
-    pub role: SegmentRole,
-    pub mark: DurableMark,
-    pub stop: ScanStop,
-    pub position: MarkPosition,
-    pub valid_after: bool,
+    pub scan_end: ScanEnd,
+    pub newest_flush: NewestFlush,
     pub below_floor: bool,
 }
 
@@ -105,47 +99,32 @@ pub struct RecoverySituation {
 #[derive(Debug)]
 pub struct RecoveryCase {
     pub row: u8,
-    pub role: &'static [SegmentRole],
-    pub mark: &'static [DurableMark],
-    pub stop: &'static [ScanStop],
-    pub position: &'static [MarkPosition],
-    pub valid_after: &'static [bool],
+    pub scan_end: &'static [ScanEnd],
+    pub newest_flush: &'static [NewestFlush],
     pub below_floor: &'static [bool],
     pub action: RecoveryAction,
     pub why: &'static str,
 }
 
-use DurableMark::{Known, Unknown};
-use MarkPosition::{AtOrAbove, Below};
+use NewestFlush::{Finished, Unfinished};
 use RecoveryAction::{Keep, RefuseBelowFloor, RefuseInteriorCorruption, TruncateTornTail};
-use ScanStop::{Clean, Incomplete, Invalid};
-use SegmentRole::{Last, Sealed};
+use ScanEnd::{AtMark, BelowMark};
 
-const ANY_ROLE: &[SegmentRole] = &[Sealed, Last];
-const ANY_MARK: &[DurableMark] = &[Known, Unknown];
-const ANY_STOP: &[ScanStop] = &[Clean, Incomplete, Invalid];
-const DAMAGED: &[ScanStop] = &[Incomplete, Invalid];
+const ANY_FLUSH: &[NewestFlush] = &[Finished, Unfinished];
 const ANY_BOOL: &[bool] = &[false, true];
 
 #[rustfmt::skip]
 pub const RECOVERY_CASES: &[RecoveryCase] = &[
-    RecoveryCase { row: 1, role: ANY_ROLE, mark: ANY_MARK, stop: &[Clean], position: &[AtOrAbove], valid_after: ANY_BOOL, below_floor: ANY_BOOL, action: Keep, why: "clean end" },
-    RecoveryCase { row: 2, role: ANY_ROLE, mark: ANY_MARK, stop: ANY_STOP, position: &[Below], valid_after: ANY_BOOL, below_floor: ANY_BOOL, action: RefuseInteriorCorruption, why: "bytes below the durable mark (acknowledged) are damaged or missing" },
-    RecoveryCase { row: 3, role: &[Sealed], mark: ANY_MARK, stop: DAMAGED, position: &[AtOrAbove], valid_after: ANY_BOOL, below_floor: ANY_BOOL, action: RefuseInteriorCorruption, why: "a sealed segment is damaged (it was durable before the next segment existed)" },
-    RecoveryCase { row: 4, role: &[Last], mark: &[Known], stop: DAMAGED, position: &[AtOrAbove], valid_after: ANY_BOOL, below_floor: &[false], action: TruncateTornTail, why: "an unfinished flush past the durable mark" },
-    RecoveryCase { row: 5, role: &[Last], mark: &[Known], stop: DAMAGED, position: &[AtOrAbove], valid_after: ANY_BOOL, below_floor: &[true], action: RefuseBelowFloor, why: "the torn tail starts below the high-watermark floor" },
-    RecoveryCase { row: 6, role: &[Last], mark: &[Unknown], stop: DAMAGED, position: &[AtOrAbove], valid_after: &[true], below_floor: ANY_BOOL, action: RefuseInteriorCorruption, why: "a bad batch followed by a valid batch is interior corruption" },
-    RecoveryCase { row: 7, role: &[Last], mark: &[Unknown], stop: DAMAGED, position: &[AtOrAbove], valid_after: &[false], below_floor: &[false], action: TruncateTornTail, why: "a torn final write" },
-    RecoveryCase { row: 8, role: &[Last], mark: &[Unknown], stop: DAMAGED, position: &[AtOrAbove], valid_after: &[false], below_floor: &[true], action: RefuseBelowFloor, why: "the torn tail starts below the high-watermark floor" },
+    RecoveryCase { row: 1, scan_end: &[AtMark], newest_flush: &[Finished], below_floor: ANY_BOOL, action: Keep, why: "the batches end at the durable mark" },
+    RecoveryCase { row: 2, scan_end: &[BelowMark], newest_flush: ANY_FLUSH, below_floor: ANY_BOOL, action: RefuseInteriorCorruption, why: "bytes below the durable mark (acknowledged) are damaged or missing" },
+    RecoveryCase { row: 3, scan_end: &[AtMark], newest_flush: &[Unfinished], below_floor: &[false], action: TruncateTornTail, why: "an unfinished flush past the durable mark is dropped" },
+    RecoveryCase { row: 4, scan_end: &[AtMark], newest_flush: &[Unfinished], below_floor: &[true], action: RefuseBelowFloor, why: "dropping the unfinished flush leaves the log below the high-watermark floor" },
 ];
 
 impl RecoveryCase {
     pub fn matches(&self, situation: &RecoverySituation) -> bool {
-        self.role.contains(&situation.role)
-            && self.mark.contains(&situation.mark)
-            && self.stop.contains(&situation.stop)
-            && self.position.contains(&situation.position)
-            && self.valid_after.contains(&situation.valid_after)
+        self.scan_end.contains(&situation.scan_end)
+            && self.newest_flush.contains(&situation.newest_flush)
             && self.below_floor.contains(&situation.below_floor)
     }
 }
@@ -170,16 +149,16 @@ pub struct RecoveryReport {
     pub batches_recovered: usize,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
-    /// The durable mark of the last segment's tail file, if it had one.
+    /// The durable mark of the last segment (its trusted slot).
     pub durable_mark: Option<DurableMarkFound>,
-    /// A torn tail that was cut (never below the floor).
+    /// An unfinished flush that was dropped (never below the floor).
     pub truncated: Option<TornTailTruncation>,
     /// Segments (base offsets) whose `.index` was missing, damaged or wrong and was rewritten.
     pub indexes_rebuilt: Vec<i64>,
     pub epoch_checkpoint_rewritten: bool,
-    /// Leftover files removed (`*.tmp`, stale or orphan `.tail`/`.index`).
+    /// Leftover files removed (`*.tmp`, old-format `.tail`, orphan `.index`).
     pub files_removed: Vec<String>,
-    /// The newest tail slot's flush had not finished (its blocks are not all there and it
+    /// The newest slot's flush had not finished (its blocks are not all there and it
     /// was never confirmed): recovery used the previous slot. The slot's sequence.
     pub unfinished_flush_slot: Option<u64>,
 }
@@ -198,7 +177,7 @@ pub struct TornTailTruncation {
     pub position: u64,
     /// The log end offset after the cut.
     pub log_end_offset: i64,
-    /// Non-zero bytes dropped after `position`.
+    /// Non-zero bytes dropped after `position` (what the unfinished flush had written).
     pub bytes_discarded: u64,
     pub row: u8,
 }
@@ -209,8 +188,7 @@ struct Scan {
     valid_end: u64,
     next_offset: i64,
     last_epoch: i32,
-    stop: ScanStop,
-    stop_position: u64,
+    /// Why the scan stopped before the end of the image (empty when it reached it).
     stop_reason: String,
 }
 
@@ -255,11 +233,12 @@ impl PartitionLog {
             .collect();
         bases.sort_unstable();
         for name in &names {
-            let orphan = ["tail", "index"].iter().any(|extension| {
-                segment::parse_segment_file_name(name, extension)
-                    .is_some_and(|base| !bases.contains(&base))
-            });
-            if name.ends_with(".tmp") || orphan {
+            // `.tail`: the slots' file of the layout before the slot region moved into the
+            // `.log` itself; never trusted now.
+            let old_tail = segment::parse_segment_file_name(name, "tail").is_some();
+            let orphan = segment::parse_segment_file_name(name, "index")
+                .is_some_and(|base| !bases.contains(&base));
+            if name.ends_with(".tmp") || orphan || old_tail {
                 io.remove_file(&dir.join(name))?;
                 report.files_removed.push(name.clone());
             }
@@ -310,159 +289,162 @@ impl PartitionLog {
                     ..Default::default()
                 },
             )?;
-            let mut image = read_for_recovery(io, file, &log_path, &mut foreign)?;
             report.segments_scanned += 1;
+            let corruption = |position: u64, reason: String| LogError::Corruption {
+                path: log_path.clone(),
+                position,
+                reason,
+            };
 
-            // The durable mark (last segment only) and the overlay of its tail slot.
-            let tail_path = segment::segment_file_path(dir, base, "tail");
-            let mut tail_file: Option<FileId> = None;
-            let mut mark = None;
-            let mut slot_sequence = 0;
-            let mut damaged_last_flush: Option<(u64, String)> = None;
-            if io.exists(&tail_path) {
-                if role == SegmentRole::Sealed {
-                    io.remove_file(&tail_path)?;
-                    report.files_removed.push(format!("{base:020}.tail"));
-                } else {
-                    let tail = io.open(
-                        &tail_path,
-                        OpenOptions {
-                            direct: true,
-                            ..Default::default()
-                        },
-                    )?;
-                    let tail_bytes = read_for_recovery(io, tail, &tail_path, &mut foreign)?;
-                    let slots = tail_slot::valid_slots_newest_first(&tail_bytes, block);
-                    let confirmation = tail_slot::decode_confirmation(&tail_bytes, block);
-                    let Some(newest) = slots.first() else {
-                        return Err(LogError::Corruption {
-                            path: tail_path,
-                            position: 0,
-                            reason: "tail file holds no valid slot".into(),
-                        });
-                    };
-                    if let Some(confirmed) = confirmation
-                        && confirmed.sequence > newest.sequence
-                    {
-                        // That slot's flush completed (the record is written only after), so a
-                        // missing slot is damage to acknowledged bytes, not a torn write.
-                        return Err(LogError::Corruption {
-                            path: tail_path,
-                            position: tail_slot::slot_offset(confirmed.sequence, block),
-                            reason: format!(
-                                "tail slot {} was confirmed durable but is damaged",
-                                confirmed.sequence
-                            ),
-                        });
-                    }
-                    // Which slot to trust (docs/log.md, decision before the table):
-                    //  - the newest, if the blocks its flush wrote are intact;
-                    //  - else, if its flush was confirmed complete, the blocks are damaged
-                    //    acknowledged data: refuse (below);
-                    //  - else its flush never finished (its slot landed, its blocks did not all):
-                    //    the previous slot, whose flush completed before this one started.
-                    let slot = if newest.flushed_blocks_present(&image, block) {
-                        newest.clone()
-                    } else if let Some(previous) = slots.get(1)
-                        && !newest.confirmed_by(confirmation)
-                    {
-                        report.unfinished_flush_slot = Some(newest.sequence);
-                        previous.clone()
-                    } else {
-                        newest.clone()
-                    };
-                    // The trusted slot's flush completed (or this check just chose it), so
-                    // blocks that no longer match its CRC are damaged acknowledged data.
-                    if !slot.flushed_blocks_present(&image, block) {
-                        damaged_last_flush = Some((
-                            slot.flush_start_position,
-                            format!(
-                                "the blocks of the last flush [{}, {}) do not match the CRC32C recorded in tail slot {}",
-                                slot.flush_start_position,
-                                slot.block_start(block),
-                                slot.sequence
-                            ),
-                        ));
-                    }
-                    let start = (slot.block_index as usize).saturating_mul(block);
-                    let mark_position = slot.durable_mark(block);
-                    if mark_position > log.config.segment_size_bytes + block as u64 {
-                        return Err(LogError::Corruption {
-                            path: tail_path,
-                            position: tail_slot::slot_offset(slot.sequence, block),
-                            reason: format!(
-                                "durable mark {mark_position} lies past any segment size"
-                            ),
-                        });
-                    }
-                    if image.len() < start + slot.data.len() {
-                        image.resize(start + slot.data.len(), 0);
-                    }
-                    image[start..start + slot.data.len()].copy_from_slice(&slot.data);
-                    if report.unfinished_flush_slot.is_some() {
-                        // Nothing past the previous slot's mark was acknowledged, and the blocks
-                        // the unfinished flush wrote (its first one holds the bytes just repaired
-                        // from the slot) may be torn in the file: end the segment at the mark, so
-                        // the repaired block stays in the slot and memory, never read from the file.
-                        image.truncate(mark_position as usize);
-                    }
-                    report.durable_mark = Some(DurableMarkFound {
-                        segment_base_offset: base,
-                        slot_sequence: slot.sequence,
-                        position: mark_position,
-                    });
-                    mark = Some(mark_position);
-                    slot_sequence = slot.sequence;
-                    tail_file = Some(tail);
+            // The slot region: the file's last 5 blocks.
+            let file_len = io.file_size_bytes(file)?;
+            let region_offset = tail_slot::region_offset_of_file(file_len, block).ok_or_else(|| {
+                corruption(
+                    file_len,
+                    format!("a segment file of {file_len} bytes has no slot region of 5 blocks of {block} bytes"),
+                )
+            })?;
+            let region = read_for_recovery(
+                io,
+                file,
+                &log_path,
+                region_offset,
+                tail_slot::region_size_bytes(block),
+                &mut foreign,
+            )?;
+            let slots = tail_slot::valid_slots_newest_first(&region, block);
+            let confirmation = tail_slot::decode_confirmation(&region, block);
+            let Some(newest) = slots.first() else {
+                return Err(corruption(
+                    region_offset,
+                    "the slot region holds no valid slot".into(),
+                ));
+            };
+            if let Some(confirmed) = confirmation
+                && confirmed.sequence > newest.sequence
+            {
+                // That slot's flush completed (the record is written only after), so a
+                // missing slot is damage to acknowledged bytes, not a torn write.
+                return Err(corruption(
+                    region_offset + tail_slot::slot_offset(confirmed.sequence, block),
+                    format!(
+                        "slot {} was confirmed durable but is damaged",
+                        confirmed.sequence
+                    ),
+                ));
+            }
+            for slot in &slots {
+                if slot.covered_end(block) > region_offset {
+                    return Err(corruption(
+                        region_offset + tail_slot::slot_offset(slot.sequence, block),
+                        format!(
+                            "slot {} covers up to byte {}, past the slot region at {region_offset}",
+                            slot.sequence,
+                            slot.covered_end(block)
+                        ),
+                    ));
                 }
+            }
+            // The data area up to the furthest block a valid slot vouches for: the trusted
+            // mark's bytes, and the newest flush's blocks to check against its CRC32C.
+            let read_end = slots
+                .iter()
+                .map(|slot| slot.block_start(block))
+                .max()
+                .unwrap_or(0);
+            let mut image = read_for_recovery(io, file, &log_path, 0, read_end, &mut foreign)?;
+            image.resize(read_end as usize, 0);
+
+            // Which slot to trust (module doc):
+            //  - the newest, if the blocks its flush wrote are intact;
+            //  - else, in the last segment, if its flush was never confirmed complete: it never
+            //    finished, and the previous slot (whose flush completed before it started) is;
+            //  - else the newest, whose blocks are damaged acknowledged data: refuse (below).
+            let mut newest_flush = NewestFlush::Finished;
+            let slot = if newest.flushed_blocks_present(&image, block) {
+                newest.clone()
+            } else if role == SegmentRole::Last
+                && let Some(previous) = slots.get(1)
+                && !newest.confirmed_by(confirmation)
+            {
+                newest_flush = NewestFlush::Unfinished;
+                report.unfinished_flush_slot = Some(newest.sequence);
+                previous.clone()
+            } else {
+                newest.clone()
+            };
+            let mark = slot.durable_mark();
+            let damaged_last_flush = (!slot.flushed_blocks_present(&image, block)).then(|| {
+                (
+                    slot.flush_start_position,
+                    format!(
+                        "the blocks of the last flush [{}, {}) do not match the CRC32C recorded in slot {}",
+                        slot.flush_start_position,
+                        slot.block_start(block),
+                        slot.sequence
+                    ),
+                )
+            });
+            if role == SegmentRole::Sealed && !slot.data.is_empty() {
+                // A seal writes its final block to the data area and a slot without data;
+                // reads of a sealed segment come from the data area.
+                return Err(corruption(
+                    region_offset + tail_slot::slot_offset(slot.sequence, block),
+                    format!(
+                        "the last slot ({}) of a sealed segment holds a partial block instead of vouching for its final block",
+                        slot.sequence
+                    ),
+                ));
+            }
+            let bytes_discarded = if newest_flush == NewestFlush::Unfinished {
+                image[(mark as usize).min(image.len())..]
+                    .iter()
+                    .filter(|byte| **byte != 0)
+                    .count() as u64
+            } else {
+                0
+            };
+            // Overlay the slot's copy of the partial block (append-only bytes: it agrees with
+            // whatever full block later reached the data area), then end the image at the mark:
+            // nothing past it was acknowledged.
+            let start = slot.block_start(block) as usize;
+            if image.len() < start + slot.data.len() {
+                image.resize(start + slot.data.len(), 0);
+            }
+            image[start..start + slot.data.len()].copy_from_slice(&slot.data);
+            image.truncate(mark as usize);
+            if role == SegmentRole::Last {
+                report.durable_mark = Some(DurableMarkFound {
+                    segment_base_offset: base,
+                    slot_sequence: slot.sequence,
+                    position: mark,
+                });
             }
 
             let image = Bytes::from(image);
             let scan = scan_segment(&image, base, last_epoch, &log.config);
             if let Some((flush_start, reason)) = damaged_last_flush {
                 // Name the first damaged batch when the scan finds it inside those blocks.
-                let position = if scan.stop != ScanStop::Clean && scan.stop_position >= flush_start
-                {
-                    scan.stop_position
+                let position = if scan.valid_end < mark && scan.valid_end >= flush_start {
+                    scan.valid_end
                 } else {
                     flush_start
                 };
-                return Err(LogError::Corruption {
-                    path: log_path,
-                    position,
-                    reason,
-                });
+                return Err(corruption(position, reason));
             }
-            let valid_after = scan.stop != ScanStop::Clean
-                && has_valid_batch_after(
-                    &image,
-                    scan.stop_position + 1,
-                    log.config.max_batch_size_bytes,
-                );
             let situation = RecoverySituation {
-                role,
-                mark: if mark.is_some() {
-                    DurableMark::Known
+                scan_end: if scan.valid_end == mark {
+                    ScanEnd::AtMark
                 } else {
-                    DurableMark::Unknown
+                    ScanEnd::BelowMark
                 },
-                stop: scan.stop,
-                position: if scan.valid_end < mark.unwrap_or(0) {
-                    MarkPosition::Below
-                } else {
-                    MarkPosition::AtOrAbove
-                },
-                valid_after,
+                newest_flush,
                 below_floor: scan.next_offset < high_watermark_floor,
             };
             let case = decide(&situation);
             match case.action {
                 RecoveryAction::Keep => {}
                 RecoveryAction::TruncateTornTail => {
-                    let bytes_discarded = image[scan.valid_end as usize..]
-                        .iter()
-                        .filter(|byte| **byte != 0)
-                        .count() as u64;
                     report.truncated = Some(TornTailTruncation {
                         segment_base_offset: base,
                         position: scan.valid_end,
@@ -472,23 +454,13 @@ impl PartitionLog {
                     });
                 }
                 RecoveryAction::RefuseInteriorCorruption => {
-                    let (position, detail) = if situation.position == MarkPosition::Below {
-                        (
-                            scan.valid_end,
-                            format!(
-                                "valid batches end at byte {} but the durable mark is {}",
-                                scan.valid_end,
-                                mark.unwrap_or(0)
-                            ),
-                        )
-                    } else {
-                        (scan.stop_position, scan.stop_reason.clone())
-                    };
-                    return Err(LogError::Corruption {
-                        path: log_path,
-                        position,
-                        reason: format!("{} (recovery row {}): {detail}", case.why, case.row),
-                    });
+                    return Err(corruption(
+                        scan.valid_end,
+                        format!(
+                            "{} (recovery row {}): valid batches end at byte {} but the durable mark is {mark}: {}",
+                            case.why, case.row, scan.valid_end, scan.stop_reason
+                        ),
+                    ));
                 }
                 RecoveryAction::RefuseBelowFloor => {
                     return Err(LogError::TruncateBelowFloor {
@@ -500,7 +472,7 @@ impl PartitionLog {
             }
 
             // Build the in-memory segment from the valid prefix.
-            let mut segment = Segment::new_empty(base, block);
+            let mut segment = Segment::new_empty(base, block, region_offset);
             for (entry, epoch, size_bytes) in &scan.entries {
                 segment.index.on_batch_appended(
                     base,
@@ -525,8 +497,7 @@ impl PartitionLog {
             segment.flushed_end = scan.valid_end;
             segment.flushed_next_offset = scan.next_offset;
             segment.file = Some(file);
-            segment.tail_file = tail_file;
-            segment.slot_sequence = slot_sequence;
+            segment.slot_sequence = slot.sequence;
             let valid_end = scan.valid_end;
             match role {
                 SegmentRole::Sealed => {
@@ -559,7 +530,8 @@ impl PartitionLog {
             last_epoch = scan.last_epoch;
 
             if role == SegmentRole::Last {
-                // Make the recovered end durable the tail-slot way (also after a cut).
+                // Make the recovered end durable with a new slot (also after a drop: it
+                // overwrites the unfinished flush's slot).
                 let index = log.segments.len() - 1;
                 let block_start = round_down(valid_end, block) as usize;
                 let partial = image[block_start..valid_end as usize].to_vec();
@@ -568,7 +540,9 @@ impl PartitionLog {
             }
         }
         if log.segments.is_empty() {
-            log.segments.push(Segment::new_empty(0, block));
+            let region_offset = log.new_segment_region_offset();
+            log.segments
+                .push(Segment::new_empty(0, block, region_offset));
         }
         log.log_start_offset = log.segments[0].base_offset;
         log.durable_end_offset = log.log_end_offset();
@@ -595,22 +569,27 @@ impl PartitionLog {
     }
 }
 
-/// Read a whole file for recovery; a read error (EIO) is corruption of that file.
+/// Read `[offset, offset + len)` of a segment for recovery; a read error (EIO) is corruption
+/// of that file.
 fn read_for_recovery<I: Io>(
     io: &mut I,
     file: FileId,
     path: &Path,
+    offset: u64,
+    len: u64,
     foreign: &mut Vec<Completion>,
 ) -> Result<Vec<u8>, LogError> {
-    blocking::read_range(io, file, 0, None, foreign).map_err(|error| LogError::Corruption {
-        path: path.to_path_buf(),
-        position: error.offset,
-        reason: format!("read failed: {error}"),
+    blocking::read_range(io, file, offset, Some(len), foreign).map_err(|error| {
+        LogError::Corruption {
+            path: path.to_path_buf(),
+            position: error.offset,
+            reason: format!("read failed: {error}"),
+        }
     })
 }
 
-/// Scan batches from the start of a segment image, checking frame, CRC, offset continuity from
-/// the segment's base offset and epoch order.
+/// Scan batches from the start of a segment image (which ends at the durable mark), checking
+/// frame, CRC, offset continuity from the segment's base offset and epoch order.
 fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &LogConfig) -> Scan {
     let mut chain = BatchChainValidator::expecting(base_offset, previous_epoch);
     let mut scan = Scan {
@@ -618,8 +597,6 @@ fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &L
         valid_end: 0,
         next_offset: base_offset,
         last_epoch: previous_epoch,
-        stop: ScanStop::Clean,
-        stop_position: image.len() as u64,
         stop_reason: String::new(),
     };
     let mut batches =
@@ -628,30 +605,12 @@ fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &L
         let position = scan.valid_end;
         let problem = match batches.next() {
             None => break,
-            Some(Err(error)) => {
-                if image[position as usize..].iter().all(|byte| *byte == 0) {
-                    break; // zero padding or preallocated space: a clean end
-                }
-                Some((
-                    if error.is_truncated() {
-                        ScanStop::Incomplete
-                    } else {
-                        ScanStop::Invalid
-                    },
-                    error.to_string(),
-                ))
-            }
+            Some(Err(error)) => Some(error.to_string()),
             Some(Ok(batch)) => {
                 if let Err(error) = chain.check(&batch) {
-                    Some((ScanStop::Invalid, error.to_string()))
-                } else if batch.last_offset() - base_offset > i64::from(u32::MAX)
-                    || batch.position() + batch.size_bytes() as u64
-                        > config.segment_size_bytes + 4096
-                {
-                    Some((
-                        ScanStop::Invalid,
-                        "batch does not fit in a segment (offset or size)".to_string(),
-                    ))
+                    Some(error.to_string())
+                } else if batch.last_offset() - base_offset > i64::from(u32::MAX) {
+                    Some("batch offset does not fit a segment's 32-bit relative offsets".into())
                 } else {
                     scan.entries.push((
                         BatchEntry {
@@ -669,44 +628,12 @@ fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &L
                 }
             }
         };
-        if let Some((stop, reason)) = problem {
-            scan.stop = stop;
-            scan.stop_position = position;
+        if let Some(reason) = problem {
             scan.stop_reason = reason;
             break;
         }
     }
     scan
-}
-
-/// Whether any valid batch (frame + CRC) starts at or after `from`.
-fn has_valid_batch_after(image: &Bytes, from: u64, max_batch_size_bytes: usize) -> bool {
-    let overhead = crate::batch::RECORD_BATCH_OVERHEAD;
-    let len = image.len();
-    let mut position = from as usize;
-    while position + overhead <= len {
-        let batch_length =
-            i32::from_be_bytes(image[position + 8..position + 12].try_into().unwrap());
-        let magic = image[position + 16] as i8;
-        if magic == crate::batch::MAGIC_V2
-            && batch_length >= (overhead - crate::batch::LOG_OVERHEAD) as i32
-        {
-            let size = crate::batch::LOG_OVERHEAD + batch_length as usize;
-            if size <= max_batch_size_bytes
-                && position + size <= len
-                && RecordBatch::parse_at(
-                    image.slice(position..position + size),
-                    position as u64,
-                    max_batch_size_bytes,
-                )
-                .is_ok()
-            {
-                return true;
-            }
-        }
-        position += 1;
-    }
-    false
 }
 
 /// Compare the `.index` file with the entries rebuilt from the scan; rewrite it if it differs.
@@ -739,30 +666,21 @@ mod tests {
     #[test]
     fn every_situation_matches_exactly_one_row() {
         let mut seen_rows = std::collections::BTreeSet::new();
-        for role in [Sealed, Last] {
-            for mark in [Known, Unknown] {
-                for stop in [Clean, Incomplete, Invalid] {
-                    for position in [Below, AtOrAbove] {
-                        for valid_after in [false, true] {
-                            for below_floor in [false, true] {
-                                let situation = RecoverySituation {
-                                    role,
-                                    mark,
-                                    stop,
-                                    position,
-                                    valid_after,
-                                    below_floor,
-                                };
-                                let rows: Vec<u8> = RECOVERY_CASES
-                                    .iter()
-                                    .filter(|c| c.matches(&situation))
-                                    .map(|c| c.row)
-                                    .collect();
-                                assert_eq!(rows.len(), 1, "{situation:?} matches rows {rows:?}");
-                                seen_rows.insert(rows[0]);
-                            }
-                        }
-                    }
+        for scan_end in [AtMark, BelowMark] {
+            for newest_flush in [Finished, Unfinished] {
+                for below_floor in [false, true] {
+                    let situation = RecoverySituation {
+                        scan_end,
+                        newest_flush,
+                        below_floor,
+                    };
+                    let rows: Vec<u8> = RECOVERY_CASES
+                        .iter()
+                        .filter(|c| c.matches(&situation))
+                        .map(|c| c.row)
+                        .collect();
+                    assert_eq!(rows.len(), 1, "{situation:?} matches rows {rows:?}");
+                    seen_rows.insert(rows[0]);
                 }
             }
         }
@@ -776,38 +694,41 @@ mod tests {
     #[test]
     fn the_rules_that_matter() {
         let base = RecoverySituation {
-            role: Last,
-            mark: Unknown,
-            stop: Invalid,
-            position: AtOrAbove,
-            valid_after: true,
+            scan_end: AtMark,
+            newest_flush: Finished,
             below_floor: false,
         };
-        assert_eq!(
-            decide(&base).action,
-            RefuseInteriorCorruption,
-            "bad then valid: never truncate"
-        );
+        assert_eq!(decide(&base).action, Keep);
         assert_eq!(
             decide(&RecoverySituation {
-                valid_after: false,
-                ..base
-            })
-            .action,
-            TruncateTornTail
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                valid_after: false,
                 below_floor: true,
                 ..base
             })
             .action,
-            RefuseBelowFloor
+            Keep,
+            "nothing is cut: a log that ends below the floor is not made shorter"
         );
         assert_eq!(
             decide(&RecoverySituation {
-                mark: Known,
+                scan_end: BelowMark,
+                ..base
+            })
+            .action,
+            RefuseInteriorCorruption,
+            "damage below the mark is never truncated, even at the end"
+        );
+        assert_eq!(
+            decide(&RecoverySituation {
+                scan_end: BelowMark,
+                newest_flush: Unfinished,
+                ..base
+            })
+            .action,
+            RefuseInteriorCorruption
+        );
+        assert_eq!(
+            decide(&RecoverySituation {
+                newest_flush: Unfinished,
                 ..base
             })
             .action,
@@ -816,29 +737,12 @@ mod tests {
         );
         assert_eq!(
             decide(&RecoverySituation {
-                mark: Known,
-                position: Below,
+                newest_flush: Unfinished,
+                below_floor: true,
                 ..base
             })
             .action,
-            RefuseInteriorCorruption
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                role: Sealed,
-                valid_after: false,
-                ..base
-            })
-            .action,
-            RefuseInteriorCorruption
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                stop: Clean,
-                ..base
-            })
-            .action,
-            Keep
+            RefuseBelowFloor
         );
     }
 }

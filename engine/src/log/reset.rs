@@ -29,8 +29,12 @@ impl PartitionLog {
             self.delete_segment_files(io, segment)?;
         }
         io.sync_dir(&self.dir)?;
-        self.segments
-            .push(Segment::new_empty(offset, self.block_size_bytes));
+        let region_offset = self.new_segment_region_offset();
+        self.segments.push(Segment::new_empty(
+            offset,
+            self.block_size_bytes,
+            region_offset,
+        ));
         self.log_start_offset = offset;
         self.durable_end_offset = offset;
         self.flush_requested_offset = offset;

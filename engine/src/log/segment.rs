@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! 0 ........ written_full_end ........ flushed_end ..... size_bytes
-//! |  full blocks in the .log file  |  partial block: in the .tail slot + memory |
+//! |  full blocks in the .log file  |  partial block: in a slot of the region + memory |
 //! |<-------------- durable (fdatasync done) -------------->|  not yet flushed  |
 //! ```
 //!
@@ -52,7 +52,10 @@ pub(crate) struct Segment {
     pub batches: Vec<BatchEntry>,
     pub index: SparseIndex,
     pub file: Option<FileId>,
-    pub tail_file: Option<FileId>,
+    /// Where the file's slot region starts (`tail_slot`): the data capacity of this segment.
+    /// Fixed when the file is created (from the configured segment size then) and read back
+    /// from the file's length by recovery, so a later configuration cannot move it.
+    pub region_offset: u64,
     pub written_full_end: u64,
     /// Everything before this position survived an fdatasync.
     pub flushed_end: u64,
@@ -73,7 +76,7 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    pub fn new_empty(base_offset: i64, block_size_bytes: usize) -> Segment {
+    pub fn new_empty(base_offset: i64, block_size_bytes: usize, region_offset: u64) -> Segment {
         Segment {
             base_offset,
             next_offset: base_offset,
@@ -81,7 +84,7 @@ impl Segment {
             batches: Vec::new(),
             index: SparseIndex::default(),
             file: None,
-            tail_file: None,
+            region_offset,
             written_full_end: 0,
             flushed_end: 0,
             flushed_next_offset: base_offset,

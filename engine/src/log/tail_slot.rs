@@ -1,30 +1,40 @@
-//! The double-write slots of the `<base>.tail` sidecar file.
+//! The double-write slots of a segment: a fixed *slot region* at the end of the segment's own
+//! `.log` file.
 //!
 //! With O_DIRECT the last, partial block of a segment would have to be written again at every
 //! flush, and a torn rewrite would destroy records that an earlier flush already acknowledged.
-//! So the partial block never goes to the segment: each flush writes it into one of two slots
-//! of the tail file, alternating, and only a *full* block is ever written to the segment (once,
+//! So the partial block never goes to the data area: each flush writes it into one of two slots
+//! of the region, alternating, and only a *full* block is ever written to the data area (once,
 //! at a position never written before). A torn slot write damages only the slot being written;
-//! the other slot still holds the previous flush's tail.
+//! the other slot still holds the previous flush's tail. Region and data share one file so a
+//! flush costs one fdatasync (docs/log.md, "The slot region").
 //!
-//! Layout (block size B, O_DIRECT): slot `i` (0 or 1) occupies bytes `[2·i·B, 2·(i+1)·B)`:
+//! Where the region is: the segment file is created with length `region_offset + 5·B`, where
+//! `region_offset = round_up(segment_size_bytes at creation, B)`, and never changes length
+//! afterwards; so the region is always the file's last `5·B` bytes, whatever the configuration
+//! of a later run. Data never reaches `region_offset` (asserted by every write).
+//!
+//! Layout of the region (block size B, O_DIRECT): slot `i` (0 or 1) occupies region bytes
+//! `[2·i·B, 2·(i+1)·B)`:
 //!
 //! ```text
-//! header block:  magic "RLTS" u32 | version u16 (2) | reserved u16 | block_size_bytes u32
+//! header block:  magic "RLTS" u32 | version u16 (3) | reserved u16 | block_size_bytes u32
 //!                | sequence u64 | block_index u64 | valid_length_bytes u32 | data_crc32c u32
-//!                | flush_start_position u64 | flush_blocks_crc32c u32
-//!                | header_crc32c u32 (over the 48 bytes before it) | zeros to B
+//!                | flush_start_position u64 | flush_blocks_crc32c u32 | data_end_position u64
+//!                | header_crc32c u32 (over the 56 bytes before it) | zeros to B
 //! data block:    the segment's bytes [block_index·B, block_index·B + valid_length_bytes), zeros to B
 //! ```
 //!
 //! All integers big-endian. Sequence numbers increase by one per slot write; slot `seq % 2` is
 //! written. `flush_start_position..block_index·B` are the full blocks the same flush wrote to
-//! the `.log` file (concurrently with the slot), `flush_blocks_crc32c` their CRC32C: recovery
-//! trusts a slot only when those blocks match it. The trusted slot gives the *durable mark* of
-//! the segment, `block_index·B + valid_length_bytes`.
+//! the data area (before the same fdatasync), `flush_blocks_crc32c` their CRC32C: recovery
+//! trusts a slot only when those blocks match it. `data_end_position` is the *durable mark*:
+//! where the segment's batches end. It is `block_index·B + valid_length_bytes` except in the
+//! slot a seal writes, which vouches for the zero-padded final block too (block_index·B is the
+//! padded end, valid length 0) while the batches end inside that block.
 //!
-//! Block 4 (bytes `[4·B, 5·B)`) holds the *confirmation record*, written (with its own
-//! fdatasync) after a flush completed, off the caller's critical path:
+//! Region block 4 holds the *confirmation record*, written after a flush completed, off the
+//! caller's critical path:
 //!
 //! ```text
 //! confirmation:  magic "RLTC" u32 | version u16 (1) | reserved u16 | sequence u64
@@ -39,8 +49,10 @@
 use crate::io::AlignedBuf;
 
 pub(crate) const TAIL_SLOT_MAGIC: u32 = u32::from_be_bytes(*b"RLTS");
-const TAIL_SLOT_VERSION: u16 = 2;
-const HEADER_BYTES: usize = 52;
+const TAIL_SLOT_VERSION: u16 = 3;
+const HEADER_BYTES: usize = 60;
+/// Blocks in the slot region: two slots of two blocks, and the confirmation record.
+pub(crate) const REGION_BLOCKS: u64 = 5;
 pub(crate) const CONFIRMATION_MAGIC: u32 = u32::from_be_bytes(*b"RLTC");
 const CONFIRMATION_VERSION: u16 = 1;
 const CONFIRMATION_BYTES: usize = 24;
@@ -63,14 +75,21 @@ pub(crate) struct TailSlot {
     pub flush_start_position: u64,
     /// CRC32C of the segment's bytes `[flush_start_position, block_index·B)`.
     pub flush_blocks_crc32c: u32,
+    /// Where the segment's batches end (the durable mark).
+    pub data_end_position: u64,
     /// The slot's own header CRC32C: names this exact slot in a confirmation record.
     pub header_crc32c: u32,
 }
 
 impl TailSlot {
     /// The segment position this slot says everything before is durable.
-    pub fn durable_mark(&self, block_size_bytes: usize) -> u64 {
-        // Saturating: a crafted slot must yield an absurd mark (rejected), not an overflow.
+    pub fn durable_mark(&self) -> u64 {
+        self.data_end_position
+    }
+
+    /// The end of what this slot covers: its flush's blocks and its data block's valid bytes.
+    pub fn covered_end(&self, block_size_bytes: usize) -> u64 {
+        // Saturating: a crafted slot must yield an absurd end (rejected), not an overflow.
         self.block_start(block_size_bytes)
             .saturating_add(self.data.len() as u64)
     }
@@ -96,24 +115,36 @@ impl TailSlot {
     }
 }
 
-/// Byte offset of slot `sequence % 2` in the tail file.
+/// Where the slot region of a new segment starts: past any data a segment of
+/// `segment_size_bytes` can hold (its zero-padded final block included).
+pub(crate) fn region_offset_for(segment_size_bytes: u64, block_size_bytes: usize) -> u64 {
+    super::segment::round_up(segment_size_bytes, block_size_bytes)
+}
+
+/// Size of the slot region (both slots and the confirmation record).
+pub(crate) fn region_size_bytes(block_size_bytes: usize) -> u64 {
+    REGION_BLOCKS * block_size_bytes as u64
+}
+
+/// Where the region of a segment file of `file_len` bytes starts, if that length can hold one.
+pub(crate) fn region_offset_of_file(file_len: u64, block_size_bytes: usize) -> Option<u64> {
+    let region = region_size_bytes(block_size_bytes);
+    (file_len >= region && file_len % block_size_bytes as u64 == 0).then(|| file_len - region)
+}
+
+/// Byte offset of slot `sequence % 2` in the region.
 pub(crate) fn slot_offset(sequence: u64, block_size_bytes: usize) -> u64 {
     (sequence % 2) * 2 * block_size_bytes as u64
 }
 
-/// Size of a tail file holding both slots and the confirmation record.
-pub(crate) fn tail_file_size_bytes(block_size_bytes: usize) -> u64 {
-    5 * block_size_bytes as u64
-}
-
-/// Byte offset of the confirmation record in the tail file.
+/// Byte offset of the confirmation record in the region.
 pub(crate) fn confirmation_offset(block_size_bytes: usize) -> u64 {
     4 * block_size_bytes as u64
 }
 
 /// The header CRC32C of an encoded slot (what a confirmation record names).
 pub(crate) fn encoded_slot_header_crc32c(slot: &[u8]) -> u32 {
-    u32::from_be_bytes(slot[48..52].try_into().expect("a slot has a header"))
+    u32::from_be_bytes(slot[56..60].try_into().expect("a slot has a header"))
 }
 
 /// Encode a confirmation record (one block) for slot `sequence` with header CRC `slot_header_crc32c`.
@@ -133,7 +164,7 @@ pub(crate) fn encode_confirmation(
     buf
 }
 
-/// The confirmation record of a tail file's bytes, if one is there and intact (a missing,
+/// The confirmation record of a region's bytes, if one is there and intact (a missing,
 /// torn or damaged record only means "nothing confirmed").
 pub(crate) fn decode_confirmation(file: &[u8], block_size_bytes: usize) -> Option<Confirmation> {
     let start = confirmation_offset(block_size_bytes) as usize;
@@ -153,7 +184,9 @@ pub(crate) fn decode_confirmation(file: &[u8], block_size_bytes: usize) -> Optio
 
 /// Encode one slot (two blocks) into an aligned buffer ready for an O_DIRECT write.
 /// `flushed_blocks` are the bytes the same flush writes to the segment, ending at the block
-/// `block_index` and starting at `flush_start_position`.
+/// `block_index` and starting at `flush_start_position`; the batches end at
+/// `data_end_position` (`block_index·B + data.len()`, or inside the last flushed block for a
+/// seal's zero-padded final block).
 pub(crate) fn encode_slot(
     sequence: u64,
     block_index: u64,
@@ -161,6 +194,7 @@ pub(crate) fn encode_slot(
     block_size_bytes: usize,
     flush_start_position: u64,
     flushed_blocks: &[u8],
+    data_end_position: u64,
 ) -> AlignedBuf {
     assert!(
         data.len() < block_size_bytes,
@@ -170,6 +204,12 @@ pub(crate) fn encode_slot(
         flush_start_position + flushed_blocks.len() as u64,
         block_index * block_size_bytes as u64,
         "the flushed blocks end where the slot's block starts"
+    );
+    let covered_end = block_index * block_size_bytes as u64 + data.len() as u64;
+    assert!(
+        data_end_position <= covered_end
+            && covered_end - data_end_position < block_size_bytes as u64,
+        "the batches end inside the last block the slot covers"
     );
     let mut buf = AlignedBuf::zeroed(2 * block_size_bytes, block_size_bytes);
     let bytes = buf.as_mut_slice();
@@ -183,8 +223,9 @@ pub(crate) fn encode_slot(
     header[32..36].copy_from_slice(&crc32c::crc32c(data).to_be_bytes());
     header[36..44].copy_from_slice(&flush_start_position.to_be_bytes());
     header[44..48].copy_from_slice(&crc32c::crc32c(flushed_blocks).to_be_bytes());
-    let header_crc = crc32c::crc32c(&header[..48]);
-    header[48..52].copy_from_slice(&header_crc.to_be_bytes());
+    header[48..56].copy_from_slice(&data_end_position.to_be_bytes());
+    let header_crc = crc32c::crc32c(&header[..56]);
+    header[56..60].copy_from_slice(&header_crc.to_be_bytes());
     bytes[block_size_bytes..block_size_bytes + data.len()].copy_from_slice(data);
     buf
 }
@@ -199,7 +240,7 @@ pub(crate) fn decode_slot(bytes: &[u8], block_size_bytes: usize) -> Option<TailS
     let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
     if u32_at(0) != TAIL_SLOT_MAGIC
         || u16::from_be_bytes([bytes[4], bytes[5]]) != TAIL_SLOT_VERSION
-        || u32_at(48) != crc32c::crc32c(&bytes[..48])
+        || u32_at(56) != crc32c::crc32c(&bytes[..56])
         || u32_at(8) as usize != block_size_bytes
     {
         return None;
@@ -212,17 +253,27 @@ pub(crate) fn decode_slot(bytes: &[u8], block_size_bytes: usize) -> Option<TailS
     if crc32c::crc32c(data) != u32_at(32) {
         return None;
     }
-    Some(TailSlot {
+    let slot = TailSlot {
         sequence: u64_at(12),
         block_index: u64_at(20),
         data: data.to_vec(),
         flush_start_position: u64_at(36),
         flush_blocks_crc32c: u32_at(44),
-        header_crc32c: u32_at(48),
-    })
+        data_end_position: u64_at(48),
+        header_crc32c: u32_at(56),
+    };
+    // What encode_slot asserts; a crafted header that breaks it is no slot of ours.
+    let covered_end = slot.covered_end(block_size_bytes);
+    if slot.data_end_position > covered_end
+        || covered_end - slot.data_end_position >= block_size_bytes as u64
+        || slot.flush_start_position > slot.block_start(block_size_bytes)
+    {
+        return None;
+    }
+    Some(slot)
 }
 
-/// The valid slots of a tail file's bytes, newest first.
+/// The valid slots of a region's bytes, newest first.
 pub(crate) fn valid_slots_newest_first(file: &[u8], block_size_bytes: usize) -> Vec<TailSlot> {
     let stride = 2 * block_size_bytes;
     let mut slots: Vec<TailSlot> = (0..2)
@@ -242,6 +293,98 @@ pub(crate) fn valid_slots_newest_first(file: &[u8], block_size_bytes: usize) -> 
     slots
 }
 
+/// What a tool sees at the end of a segment file (`ringlog dump`): the region and the newest
+/// valid slot's mark. Recovery decides with more care (which slot to trust); this only tells a
+/// reader where the batches end without reading the (sparse) space up to the region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentEnd {
+    pub block_size_bytes: usize,
+    pub region_offset: u64,
+    pub newest_slot_sequence: u64,
+    /// Where the newest valid slot says the batches end.
+    pub durable_mark: u64,
+}
+
+/// Find the slot region of the segment file at `path` (trying the block sizes a device may
+/// have) and its newest valid slot. `Ok(None)`: no region with a valid slot (not a segment of
+/// this layout, or damaged).
+pub fn read_segment_end(path: &std::path::Path) -> std::io::Result<Option<SegmentEnd>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let file_len = file.metadata()?.len();
+    for block_size_bytes in [512usize, 1024, 2048, 4096, 8192, 16384, 32768, 65536] {
+        let Some(region_offset) = region_offset_of_file(file_len, block_size_bytes) else {
+            continue;
+        };
+        let mut region = vec![0u8; region_size_bytes(block_size_bytes) as usize];
+        file.seek(SeekFrom::Start(region_offset))?;
+        file.read_exact(&mut region)?;
+        if let Some(newest) = valid_slots_newest_first(&region, block_size_bytes).first() {
+            return Ok(Some(SegmentEnd {
+                block_size_bytes,
+                region_offset,
+                newest_slot_sequence: newest.sequence,
+                durable_mark: newest.durable_mark(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// A whole segment file as the log leaves it after a cut (or a recovery) at `durable_mark`:
+/// `data` in the data area (zero padded up to the region), slot 0 as created, and the newest
+/// slot (sequence 1, vouching for no blocks of its own) holding `data`'s partial block at the
+/// mark; or, `sealed`, as a seal leaves it: the newest slot holds no data and vouches for the
+/// final block `[round_down(mark), round_up(mark))` of the data area. For tests and tools that
+/// make segment files by hand; `durable_mark` may lie past `data` (the missing bytes read as
+/// zeros, as a lost write would leave them).
+pub fn segment_file_image(
+    data: &[u8],
+    durable_mark: u64,
+    region_offset: u64,
+    block_size_bytes: usize,
+    sealed: bool,
+) -> Vec<u8> {
+    assert!(data.len() as u64 <= region_offset && durable_mark <= region_offset);
+    assert_eq!(
+        region_offset % block_size_bytes as u64,
+        0,
+        "the region is block aligned"
+    );
+    let mut file = vec![0u8; (region_offset + region_size_bytes(block_size_bytes)) as usize];
+    file[..data.len()].copy_from_slice(data);
+    let block_start = super::segment::round_down(durable_mark, block_size_bytes);
+    let partial = file[block_start as usize..durable_mark as usize].to_vec();
+    let region = region_offset as usize;
+    let first = encode_slot(0, 0, &[], block_size_bytes, 0, &[], 0);
+    file[region..region + first.len()].copy_from_slice(first.as_slice());
+    let block_end = super::segment::round_up(durable_mark, block_size_bytes);
+    let newest = if sealed {
+        encode_slot(
+            1,
+            block_end / block_size_bytes as u64,
+            &[],
+            block_size_bytes,
+            block_start,
+            &file[block_start as usize..block_end as usize],
+            durable_mark,
+        )
+    } else {
+        encode_slot(
+            1,
+            block_start / block_size_bytes as u64,
+            &partial,
+            block_size_bytes,
+            block_start,
+            &[],
+            durable_mark,
+        )
+    };
+    let at = region + slot_offset(1, block_size_bytes) as usize;
+    file[at..at + newest.len()].copy_from_slice(newest.as_slice());
+    file
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,7 +394,7 @@ mod tests {
         let block = 512;
         let data: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
         let flushed = vec![7u8; 1024];
-        let encoded = encode_slot(7, 3, &data, block, 512, &flushed);
+        let encoded = encode_slot(7, 3, &data, block, 512, &flushed, 3 * 512 + 300);
         let slot = decode_slot(encoded.as_slice(), block).unwrap();
         assert_eq!(
             slot,
@@ -261,10 +404,11 @@ mod tests {
                 data: data.clone(),
                 flush_start_position: 512,
                 flush_blocks_crc32c: crc32c::crc32c(&flushed),
+                data_end_position: 3 * 512 + 300,
                 header_crc32c: encoded_slot_header_crc32c(encoded.as_slice()),
             }
         );
-        assert_eq!(slot.durable_mark(block), 3 * 512 + 300);
+        assert_eq!(slot.durable_mark(), 3 * 512 + 300);
         let mut segment = vec![0u8; 512];
         segment.extend_from_slice(&flushed);
         assert!(slot.flushed_blocks_present(&segment, block));
@@ -298,11 +442,41 @@ mod tests {
     }
 
     #[test]
+    fn a_seal_slot_vouches_for_the_padded_block_and_marks_the_batch_end() {
+        let block = 512;
+        let flushed = vec![9u8; 1024];
+        // Batches end at 1500, inside the final block [1024, 1536) that the seal pads.
+        let encoded = encode_slot(3, 3, &[], block, 512, &flushed, 1500);
+        let slot = decode_slot(encoded.as_slice(), block).unwrap();
+        assert_eq!(slot.durable_mark(), 1500);
+        assert_eq!(slot.covered_end(block), 1536);
+        // A header claiming an end a whole block before what it covers is not ours.
+        let mut crafted = encoded.as_slice().to_vec();
+        crafted[48..56].copy_from_slice(&1000u64.to_be_bytes());
+        let crc = crc32c::crc32c(&crafted[..56]);
+        crafted[56..60].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(decode_slot(&crafted, block), None);
+    }
+
+    #[test]
+    fn the_region_is_the_last_five_blocks_of_the_file() {
+        assert_eq!(region_offset_for(1 << 20, 4096), 1 << 20);
+        assert_eq!(region_offset_for(1000, 512), 1024);
+        assert_eq!(region_offset_of_file(1024 + 5 * 512, 512), Some(1024));
+        assert_eq!(region_offset_of_file(4 * 512, 512), None, "too short");
+        assert_eq!(
+            region_offset_of_file(5 * 512 + 7, 512),
+            None,
+            "not whole blocks"
+        );
+    }
+
+    #[test]
     fn confirmation_round_trips_names_one_slot_and_rejects_damage() {
         let block = 512;
-        let slot_bytes = encode_slot(9, 2, b"tail", block, 0, &[1u8; 1024]);
+        let slot_bytes = encode_slot(9, 2, b"tail", block, 0, &[1u8; 1024], 1028);
         let slot = decode_slot(slot_bytes.as_slice(), block).unwrap();
-        let mut file = vec![0u8; tail_file_size_bytes(block) as usize];
+        let mut file = vec![0u8; region_size_bytes(block) as usize];
         assert_eq!(
             decode_confirmation(&file, block),
             None,
@@ -314,7 +488,7 @@ mod tests {
         let confirmation = decode_confirmation(&file, block);
         assert!(slot.confirmed_by(confirmation));
         let other = decode_slot(
-            encode_slot(9, 2, b"tall", block, 0, &[1u8; 1024]).as_slice(),
+            encode_slot(9, 2, b"tall", block, 0, &[1u8; 1024], 1028).as_slice(),
             block,
         )
         .unwrap();
@@ -338,8 +512,8 @@ mod tests {
     fn slots_come_newest_first_and_torn_ones_drop_out() {
         let block = 512;
         let mut file = vec![0u8; 4 * block];
-        let a = encode_slot(4, 1, b"old", block, 512, &[]);
-        let b = encode_slot(5, 1, b"older-and-newer", block, 512, &[]);
+        let a = encode_slot(4, 1, b"old", block, 512, &[], 515);
+        let b = encode_slot(5, 1, b"older-and-newer", block, 512, &[], 527);
         file[..2 * block].copy_from_slice(a.as_slice());
         file[2 * block..].copy_from_slice(b.as_slice());
         let sequences = |file: &[u8]| -> Vec<u64> {

@@ -69,6 +69,11 @@ pub struct FaultConfig {
     /// At a crash, per file: the last write not covered by a completed fdatasync lands as a prefix
     /// cut at a random byte (a write in flight at power loss).
     pub tear_probability: f64,
+    /// At a crash, every write not covered by a completed fdatasync may be torn (with
+    /// `tear_probability`), not only each file's newest: several writes in flight on one file
+    /// before one fdatasync (a log flush's blocks, slot and confirmation record) can each land
+    /// in part.
+    pub tear_every_unsynced_write: bool,
     /// At a crash, per earlier unsynced write: it reached the medium in full anyway (writeback ran).
     /// Keeps recovery honest: unsynced bytes *may* survive, they are just not promised.
     pub writeback_probability: f64,

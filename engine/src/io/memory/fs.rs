@@ -276,13 +276,15 @@ impl Fs {
 
     /// Drop everything that is not durable. `candidates` are the writes not covered by a completed
     /// fdatasync (oldest first, per file); each may reach the medium in full (writeback) and the
-    /// newest of each file may land torn, as the probabilities say.
+    /// newest of each file (each of them, with `tear_every`) may land torn, as the
+    /// probabilities say.
     pub fn crash(
         &mut self,
         candidates: Vec<CrashCandidate>,
         rng: &mut SimRng,
         tear_probability: f64,
         writeback_probability: f64,
+        tear_every: bool,
     ) -> Vec<TornWrite> {
         let mut report = Vec::new();
         let mut newest: BTreeMap<InodeId, usize> = BTreeMap::new();
@@ -294,20 +296,21 @@ impl Fs {
                 continue;
             };
             let len_bytes = candidate.data.len();
-            let applied_bytes =
-                if newest.get(&candidate.inode) == Some(&index) && rng.chance(tear_probability) {
-                    // Any byte, not only a sector boundary: the model must be at least as hostile
-                    // as a drive without atomic sector writes.
-                    if len_bytes == 0 {
-                        0
-                    } else {
-                        rng.below(len_bytes as u64) as usize
-                    }
-                } else if rng.chance(writeback_probability) {
-                    len_bytes
+            let applied_bytes = if (tear_every || newest.get(&candidate.inode) == Some(&index))
+                && rng.chance(tear_probability)
+            {
+                // Any byte, not only a sector boundary: the model must be at least as hostile
+                // as a drive without atomic sector writes.
+                if len_bytes == 0 {
+                    0
                 } else {
-                    continue;
-                };
+                    rng.below(len_bytes as u64) as usize
+                }
+            } else if rng.chance(writeback_probability) {
+                len_bytes
+            } else {
+                continue;
+            };
             if applied_bytes == 0 && len_bytes > 0 {
                 // Nothing landed: record it anyway, the cut fell at byte 0.
                 report.push(TornWrite {

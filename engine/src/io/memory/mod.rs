@@ -5,7 +5,7 @@
 //! | state | survives [`MemoryIo::crash`]? |
 //! | --- | --- |
 //! | bytes of a write followed by a completed `Fdatasync` of the file | yes |
-//! | bytes of a write not yet covered by a completed `Fdatasync` | no, unless writeback (probability) let it through in full, or it is the file's newest such write and is *torn*: a prefix cut at any byte lands |
+//! | bytes of a write not yet covered by a completed `Fdatasync` | no, unless writeback (probability) let it through in full, or it is the file's newest such write (any such write with `tear_every_unsynced_write`) and is *torn*: a prefix cut at any byte lands |
 //! | `set_len` followed by a completed `Fdatasync` | yes |
 //! | a created, renamed or removed directory entry, before `sync_dir` of its parent | no: the create disappears, the rename is undone, the removed file comes back |
 //! | a file whose data was synced but whose directory entry never was | no (unreachable from the root) |
@@ -194,6 +194,7 @@ impl MemoryIo {
             rng,
             faults.tear_probability,
             faults.writeback_probability,
+            faults.tear_every_unsynced_write,
         );
         self.files.clear();
         self.queued.clear();
@@ -207,7 +208,7 @@ impl MemoryIo {
     /// The durable state now (what a crash without tears would leave).
     pub fn snapshot(&self) -> MemorySnapshot {
         let mut fs = self.fs.clone();
-        fs.crash(Vec::new(), &mut SimRng::new(0), 0.0, 0.0);
+        fs.crash(Vec::new(), &mut SimRng::new(0), 0.0, 0.0, false);
         MemorySnapshot { fs }
     }
 
