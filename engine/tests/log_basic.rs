@@ -313,3 +313,51 @@ fn read_below_stops_before_the_first_batch_reaching_the_bound() {
         whole - first
     );
 }
+
+#[test]
+fn a_segment_keeps_its_slot_region_when_the_segment_size_changes_between_runs() {
+    // The slot region of a segment sits where its file was created to end; a later run with a
+    // larger segment size must roll before data reaches it, and one with a smaller size reads
+    // the old (larger) segments as they are.
+    let mut io = MemoryIo::with_seed(12);
+    let dir = Path::new("/data/resized");
+    let small = LogConfig {
+        segment_size_bytes: 8192,
+        ..small_config()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small.clone()).unwrap();
+    for i in 0..4 {
+        log.append_as_leader(batch_bytes(1, 1000, i), 1).unwrap();
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    log.close(&mut io).unwrap();
+    assert_eq!(
+        io.visible_bytes(&dir.join(format!("{:020}.log", 0)))
+            .unwrap()
+            .len(),
+        8192 + 5 * 4096,
+        "data area of 8 KiB, then the 5-block slot region"
+    );
+
+    let large = LogConfig {
+        segment_size_bytes: 64 * 1024,
+        ..small_config()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, dir, large.clone()).unwrap();
+    for i in 4..40 {
+        log.append_as_leader(batch_bytes(1, 1000, i), 1).unwrap();
+        log.flush(&mut io).unwrap();
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    let sizes = log.segment_sizes_bytes();
+    assert!(
+        sizes[0].1 <= 8192,
+        "the first segment rolled before its region: {sizes:?}"
+    );
+    assert!(sizes.len() >= 2 && sizes[1].1 > 8192, "{sizes:?}");
+    log.close(&mut io).unwrap();
+    io.crash();
+    let (mut log, report) = PartitionLog::open(&mut io, dir, small).unwrap();
+    assert_eq!(report.log_end_offset, 40, "{report:?}");
+    assert_eq!(read_all(&mut log, &mut io).len(), 40);
+}

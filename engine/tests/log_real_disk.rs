@@ -8,7 +8,7 @@ use std::path::Path;
 
 use log_support::*;
 use ringlog_engine::io::{Io, SyscallIo, UringIo};
-use ringlog_engine::log::{LogConfig, PartitionLog, ReadView};
+use ringlog_engine::log::{LogConfig, PartitionLog, ReadView, read_segment_end};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -66,6 +66,19 @@ fn scenario<I: Io>(io: &mut I, dir: &Path) {
     assert_eq!(report.truncated, None);
     assert_eq!(read_all(&mut log, io).len(), 200);
     let bases = log.segment_base_offsets();
+    // One file per segment: the slot region is the `.log`'s last 5 blocks, at the configured
+    // segment size; the newest slot's mark is where the batches end (what `ringlog dump` uses).
+    for (base, size_bytes) in log.segment_sizes_bytes() {
+        let path = dir.join(format!("{base:020}.log"));
+        let end = read_segment_end(&path).unwrap().expect("a slot region");
+        assert_eq!(end.region_offset, config().segment_size_bytes, "{path:?}");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            end.region_offset + 5 * end.block_size_bytes as u64
+        );
+        assert_eq!(end.durable_mark, size_bytes, "{path:?}");
+        assert!(!dir.join(format!("{base:020}.tail")).exists());
+    }
     let first_segment = std::fs::read(dir.join(format!("{:020}.log", bases[0]))).unwrap();
     let index = std::fs::read(dir.join(format!("{:020}.index", bases[0]))).unwrap();
     assert!(!index.is_empty() && index.len().is_multiple_of(8));

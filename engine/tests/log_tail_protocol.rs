@@ -233,3 +233,65 @@ fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
     log.flush_and_wait(&mut io).unwrap();
     assert_eq!(durable_confirmed_sequence(&io, dir), Some(3), "C's flush");
 }
+
+#[test]
+fn stale_batches_past_a_cut_are_never_resurrected() {
+    // A truncation ends the segment with a new slot only: B and C stay in the data area past
+    // the mark. The next flush (D, then E) writes over them with its own slot; a crash that
+    // tears any of its writes at any byte, or lets any of them through, must recover A, A+D or
+    // A+D+E, never a stale B or C (same offsets, other bytes).
+    for seed in 0..300 {
+        let faults = FaultConfig {
+            tear_probability: 0.7,
+            tear_every_unsynced_write: true,
+            writeback_probability: 0.5,
+            ..FaultConfig::default()
+        };
+        let mut io = MemoryIo::new(MemoryConfig {
+            seed,
+            block_size_bytes: BLOCK,
+            faults,
+        });
+        let dir = Path::new("/d/stale");
+        let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+        let a = log.append_as_leader(batch_bytes(1, 300, 1), 1).unwrap();
+        log.append_as_leader(batch_bytes(2, 400, 2), 1).unwrap(); // B
+        log.append_as_leader(batch_bytes(3, 500, 3), 1).unwrap(); // C
+        log.flush_and_wait(&mut io).unwrap();
+        let cut = log.truncate_to(&mut io, a.last_offset + 1, 0).unwrap();
+        assert_eq!(cut, a.last_offset + 1);
+        let d = stamped(batch_bytes(2, 400, 4), cut, 2);
+        let e = stamped(batch_bytes(1, 900, 5), cut + 2, 2);
+        log.append_as_leader(batch_bytes(2, 400, 4), 2).unwrap();
+        if seed % 3 == 0 {
+            log.flush_and_wait(&mut io).unwrap(); // D durable, E's flush torn
+        }
+        log.append_as_leader(batch_bytes(1, 900, 5), 2).unwrap();
+        log.flush(&mut io).unwrap();
+        if seed % 2 == 1 {
+            use ringlog_engine::io::Io;
+            io.submit_and_wait(0).unwrap(); // the writes ran, unsynced
+        }
+        let durable = log.durable_end_offset();
+        drop(log);
+        let crash = io.crash();
+        let (mut log, report) = PartitionLog::open(&mut io, dir, small_config())
+            .unwrap_or_else(|error| panic!("seed {seed}: {error} after {crash:?}"));
+        let batches = read_all(&mut log, &mut io);
+        let a_bytes = stamped(batch_bytes(1, 300, 1), 0, 1);
+        let expected: Vec<&[u8]> = vec![&a_bytes, &d, &e];
+        assert!(
+            log.log_end_offset() >= durable,
+            "seed {seed}: durable records lost ({report:?})"
+        );
+        assert!(batches.len() <= 3, "seed {seed}: {report:?}");
+        for (batch, want) in batches.iter().zip(&expected) {
+            assert_eq!(
+                &batch.as_bytes()[..],
+                *want,
+                "seed {seed}: batch {} is not A/D/E ({report:?}, {crash:?})",
+                batch.base_offset()
+            );
+        }
+    }
+}
