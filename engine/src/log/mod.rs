@@ -42,7 +42,7 @@ use crate::io::{Completion, FileId, Io};
 
 pub use error::LogError;
 pub use flush::Routed;
-pub use fuzz::fuzz_log_recovery;
+pub use fuzz::{fuzz_log_recovery, log_recovery_input_outcome};
 pub use recovery::RecoveryReport;
 use segment::{BatchEntry, Chunk, Segment};
 pub use tail_slot::{SegmentEnd, read_segment_end, segment_file_image};
