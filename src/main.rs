@@ -483,9 +483,26 @@ fn describe_quorum(bootstrap: &str) -> Result<(), String> {
 // ---- dump -----------------------------------------------------------------------------------
 
 fn dump(file: &Path, print_records: bool) -> Result<(), String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let bytes = Bytes::from(bytes);
+    let error = |e: std::io::Error| format!("{}: {e}", file.display());
+    // A segment file ends with its slot region (docs/log.md): read the batches up to the newest
+    // slot's mark (with the slot's partial last block), not the sparse space up to the region.
+    let segment = if file.extension().is_some_and(|extension| extension == "log") {
+        ringlog_engine::log::read_segment_data(file).map_err(error)?
+    } else {
+        None
+    };
     println!("Dumping {}", file.display());
+    let bytes = match segment {
+        Some((end, data)) => {
+            println!(
+                "(segment: slot region at byte {}, block size {}, newest slot {} marks the batches' end at byte {})",
+                end.region_offset, end.block_size_bytes, end.newest_slot_sequence, end.durable_mark
+            );
+            data
+        }
+        None => std::fs::read(file).map_err(error)?,
+    };
+    let bytes = Bytes::from(bytes);
     let mut batches = BatchIter::new(bytes.clone());
     let mut count = 0u64;
     loop {

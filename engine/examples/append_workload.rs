@@ -1,7 +1,7 @@
 //! The engine's append workload, for scripts/append-vs-fio.sh: 1 KiB records, one batch per
-//! record, group-committed every `--write-size-bytes` of appended batches (one flush: the
-//! segment write + fdatasync and the tail-slot write + fdatasync run concurrently, the
-//! confirmation record follows off the critical path), on the default backend (io_uring, else
+//! record, group-committed every `--write-size-bytes` of appended batches (one flush: one
+//! linked chain on the segment file, the slot write (+ the previous flush's confirmation
+//! record), the full blocks' write, one fdatasync), on the default backend (io_uring, else
 //! syscalls). Prints the bandwidth and the CPU time spent appending.
 //!
 //! Two modes, one flush in flight at a time in both (queue depth 1, like `fio --iodepth=1`):

@@ -378,8 +378,8 @@ impl PartitionLog {
         self.start_chain(io, index)
     }
 
-    /// Create a segment's `.log` atomically: `<base>.log.tmp` gets its final length (data area
-    /// + slot region), its data area preallocated, a valid empty slot 0, an fdatasync; then it
+    /// Create a segment's `.log` atomically: `<base>.log.tmp` gets its final length (the data
+    /// area and the slot region), its data area preallocated, a valid empty slot 0, an fdatasync; then it
     /// is renamed to `<base>.log` and the folder fsynced. So a `.log` always has a valid slot,
     /// and one without any is corruption, never a normal state.
     fn create_segment_files<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {

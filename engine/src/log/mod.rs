@@ -45,7 +45,7 @@ pub use flush::Routed;
 pub use fuzz::{fuzz_log_recovery, log_recovery_input_outcome};
 pub use recovery::RecoveryReport;
 use segment::{BatchEntry, Chunk, Segment};
-pub use tail_slot::{SegmentEnd, read_segment_end, segment_file_image};
+pub use tail_slot::{SegmentEnd, read_segment_data, read_segment_end, segment_file_image};
 
 /// Kafka's `metadata.log.segment.bytes` default (1 GiB).
 pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 1 << 30;

@@ -129,7 +129,8 @@ pub(crate) fn region_size_bytes(block_size_bytes: usize) -> u64 {
 /// Where the region of a segment file of `file_len` bytes starts, if that length can hold one.
 pub(crate) fn region_offset_of_file(file_len: u64, block_size_bytes: usize) -> Option<u64> {
     let region = region_size_bytes(block_size_bytes);
-    (file_len >= region && file_len % block_size_bytes as u64 == 0).then(|| file_len - region)
+    (file_len >= region && file_len.is_multiple_of(block_size_bytes as u64))
+        .then(|| file_len - region)
 }
 
 /// Byte offset of slot `sequence % 2` in the region.
@@ -303,6 +304,31 @@ pub struct SegmentEnd {
     pub newest_slot_sequence: u64,
     /// Where the newest valid slot says the batches end.
     pub durable_mark: u64,
+}
+
+/// A segment file's batches as a tool reads them: the data area up to the newest valid slot's
+/// mark, with that slot's copy of the partial last block laid over it (the data area does not
+/// hold that block until the segment is sealed). `Ok(None)`: no slot region with a valid slot.
+pub fn read_segment_data(path: &std::path::Path) -> std::io::Result<Option<(SegmentEnd, Vec<u8>)>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(end) = read_segment_end(path)? else {
+        return Ok(None);
+    };
+    let mut file = std::fs::File::open(path)?;
+    let mut region = vec![0u8; region_size_bytes(end.block_size_bytes) as usize];
+    file.seek(SeekFrom::Start(end.region_offset))?;
+    file.read_exact(&mut region)?;
+    let slot = valid_slots_newest_first(&region, end.block_size_bytes)
+        .into_iter()
+        .next()
+        .expect("read_segment_end found it");
+    let mut data = vec![0u8; slot.covered_end(end.block_size_bytes) as usize];
+    file.seek(SeekFrom::Start(0))?;
+    let block_start = slot.block_start(end.block_size_bytes) as usize;
+    file.read_exact(&mut data[..block_start])?;
+    data[block_start..].copy_from_slice(&slot.data);
+    data.truncate(end.durable_mark as usize);
+    Ok(Some((end, data)))
 }
 
 /// Find the slot region of the segment file at `path` (trying the block sizes a device may
