@@ -2,9 +2,10 @@
 //! trait, a torn-write-proof tail, and crash recovery (docs/log.md tells the whole design).
 //!
 //! ```text
-//! <dir>/00000000000000000000.log     batches, O_DIRECT, full blocks written once
+//! <dir>/00000000000000000000.log     data area: batches, O_DIRECT, full blocks written once;
+//!                                    then the slot region (last 5 blocks): two double-write
+//!                                    slots holding the partial last block, a confirmation record
 //!       00000000000000000000.index   sparse offset -> position (Kafka layout, advisory)
-//!       00000000000000000000.tail    two double-write slots holding the partial last block
 //!       leader-epoch-checkpoint      epoch -> start offset (Kafka text format)
 //! ```
 //!
@@ -13,10 +14,10 @@
 //! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
 //!
 //! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (the
-//! full blocks and a slot written to the segment file concurrently, then one fdatasync of it)
-//! if none is in flight; appends that arrive meanwhile wait for the next one, which starts as
-//! soon as the current one completes. [`PartitionLog::durable_end_offset`] advances only when
-//! the flush's fdatasync completed.
+//! slot and the full blocks written to the segment file in one linked chain, then one
+//! fdatasync of it) if none is in flight; appends that arrive meanwhile wait for the next one,
+//! which starts as soon as the current one completes. [`PartitionLog::durable_end_offset`]
+//! advances only when the flush's fdatasync completed.
 
 pub(crate) mod blocking;
 mod blocking_api;

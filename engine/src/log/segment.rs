@@ -71,7 +71,7 @@ pub(crate) struct Segment {
     pub write_tail: AlignedBuf,
     pub write_tail_start: u64,
     pub chunks: VecDeque<Chunk>,
-    /// Sequence number of the newest tail slot written.
+    /// Sequence number of the newest slot written to the segment's slot region.
     pub slot_sequence: u64,
 }
 
