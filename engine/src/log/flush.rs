@@ -1,12 +1,13 @@
 //! Group commit: at most one data chain in flight per log.
 //!
-//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). It is ONE
-//! linked chain on ONE file, so the caller waits for one write + fdatasync round trip, as
-//! `fio --fdatasync=1` does:
+//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). It writes
+//! to ONE file and ends with ONE fdatasync, so the caller waits for one write + fdatasync round
+//! trip, as `fio --fdatasync=1` does:
 //!
 //! ```text
-//! [write full blocks to the data area] [write slot (+ pending confirmation) to the slot region]
-//!   [fdatasync .log]   -> the records below the flush's end are reported durable
+//! [write full blocks to the data area] ┐ concurrently  ┐ all completed:  [fdatasync .log]
+//! [write slot to the slot region]      │               │  -> the records below the flush's
+//! [write pending confirmation record]  ┘               ┘     end are reported durable
 //! ```
 //!
 //! Why this is safe (docs/log.md, "The torn tail block"): the full blocks go to positions of the
@@ -64,6 +65,10 @@ pub(crate) struct InFlightFlush {
     op_ids: Vec<OpId>,
     /// (path, file position) of each op, for errors.
     op_targets: Vec<(PathBuf, u64)>,
+    /// The segment file's fdatasync, submitted once every write of the flush completed: the
+    /// writes run concurrently (a small slot write must not wait for the big block write, nor
+    /// the reverse), and an fdatasync only covers writes completed before it started.
+    fdatasync: Option<(Op, (PathBuf, u64))>,
     completed: usize,
     failure: Option<(PathBuf, u64, IoError)>,
     target_position: u64,
@@ -146,6 +151,15 @@ impl PartitionLog {
             flight.failure = Some((path, position, error));
         }
         if flight.completed < flight.op_ids.len() {
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        if flight.failure.is_none()
+            && let Some((op, target)) = flight.fdatasync.take()
+        {
+            flight.op_ids.push(io.submit(op));
+            flight.op_targets.push(target);
             return Ok(Routed::Mine {
                 durable_end_offset_advanced_to: None,
             });
@@ -523,8 +537,9 @@ impl PartitionLog {
                 (log_path.clone(), segment.written_full_end),
             ));
         }
-        // Order inside the chain does not matter for safety (nothing is durable before the
-        // fdatasync, and either write may land without the other): the small slot goes first.
+        // The writes run concurrently, the fdatasync once they all completed (submitted by
+        // `on_completion`). Their order does not matter for safety: nothing is durable before
+        // the fdatasync, and either write may land without the other.
         let mut ops = Vec::new();
         let mut targets = Vec::new();
         let slot_position = segment.region_offset + slot_offset(slot_sequence, block);
@@ -558,11 +573,8 @@ impl PartitionLog {
             ops.push(op);
             targets.push(target);
         }
-        targets.push((log_path, 0));
-        ops.push(Op::Fdatasync { file });
-        // One linked chain on one file: the writes, then the one fdatasync that makes both the
-        // blocks and the slot durable.
-        let mut op_ids = io.submit_linked(ops);
+        let fdatasync = Some((Op::Fdatasync { file }, (log_path, 0)));
+        let mut op_ids: Vec<OpId> = ops.into_iter().map(|op| io.submit(op)).collect();
 
         let mut index_file = None;
         if sealing {
@@ -598,6 +610,7 @@ impl PartitionLog {
             segment_base_offset: self.segments[index].base_offset,
             op_ids,
             op_targets: targets,
+            fdatasync,
             completed: 0,
             failure: None,
             target_position: end,
