@@ -14,8 +14,8 @@
 //! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
 //!
 //! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (the
-//! slot and the full blocks written to the segment file in one linked chain, then one
-//! fdatasync of it) if none is in flight; appends that arrive meanwhile wait for the next one,
+//! slot and the full blocks written to the segment file concurrently, then one fdatasync of
+//! it) if none is in flight; appends that arrive meanwhile wait for the next one,
 //! which starts as soon as the current one completes. [`PartitionLog::durable_end_offset`]
 //! advances only when the flush's fdatasync completed.
 
