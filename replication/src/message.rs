@@ -23,6 +23,9 @@ pub struct VoteRequest {
     pub last_offset_epoch: Epoch,
     /// The candidate's log end offset.
     pub last_offset: u64,
+    /// KIP-996: a Prospective voter asking whether we would vote for it, in its current epoch
+    /// (`candidate_epoch` is not raised); granting binds nothing and is not persisted.
+    pub pre_vote: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

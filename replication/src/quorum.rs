@@ -1,18 +1,23 @@
 //! The epoch states of a replica, one type per state, and the legal transitions between them
-//! (KIP-595; Kafka's `QuorumState`).
+//! (KIP-595; Kafka's `QuorumState`, with KIP-996's Prospective state).
 //!
-//! | from \ to      | Unattached | Voted        | Candidate | Leader        | Follower                | Resigned |
-//! |----------------|------------|--------------|-----------|---------------|-------------------------|----------|
-//! | Unattached(e)  | e' > e     | e' ≥ e, voter| voter     | –             | e' ≥ e                  | –        |
-//! | Voted(e)       | e' > e     | e' > e       | voter     | –             | e' ≥ e                  | –        |
-//! | Candidate(e)   | e' > e     | e' > e       | voter     | same e, quorum| e' ≥ e                  | same e   |
-//! | Leader(e)      | e' > e     | e' > e       | –         | –             | e' > e                  | same e   |
-//! | Follower(e)    | e' > e     | e' > e       | voter     | –             | e' > e                  | –        |
-//! | Resigned(e)    | e' > e     | e' > e       | voter     | –             | e' > e                  | –        |
+//! | from \ to      | Unattached | Voted        | Prospective | Candidate   | Leader        | Follower | Resigned |
+//! |----------------|------------|--------------|-------------|-------------|---------------|----------|----------|
+//! | Unattached(e)  | e' > e     | e' ≥ e, voter| same e      | –           | –             | e' ≥ e   | –        |
+//! | Voted(e)       | e' > e     | e' > e       | same e      | –           | –             | e' ≥ e   | –        |
+//! | Prospective(e) | e' > e     | e' > e       | –           | e + 1       | –             | e' ≥ e   | –        |
+//! | Candidate(e)   | e' > e     | e' > e       | same e      | –           | same e, quorum| e' ≥ e   | same e   |
+//! | Leader(e)      | e' > e     | e' > e       | –           | –           | –             | e' > e   | same e   |
+//! | Follower(e)    | e' > e     | e' > e       | same e      | –           | –             | e' > e   | –        |
+//! | Resigned(e)    | e' > e     | e' > e       | same e      | –           | –             | e' > e   | –        |
 //!
-//! "voter" means the local node is in `controller.quorum.voters`: observers never vote, never
-//! stand and never lead. A candidacy always moves to epoch e + 1. A leader must resign (or see
-//! a newer epoch) before it can stand again. Any transition to a newer epoch is legal from any
+//! Only voters (the local node is in `controller.quorum.voters`) become Prospective, Voted,
+//! Candidate or Leader: observers never vote, never stand and never lead. KIP-996: a timeout
+//! makes a voter Prospective in its *current* epoch, and only a majority of pre-votes makes it a
+//! Candidate, which always moves to epoch e + 1; a lost election goes back to Prospective. So a
+//! voter that merely lost touch (a slow disk, a stalled process, a one-sided partition) cannot
+//! raise the epoch and unseat a leader the others still follow. A leader must resign (or see a
+//! newer epoch) before it can stand again. Any transition to a newer epoch is legal from any
 //! state. Everything else is refused with `RaftError::IllegalTransition`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +49,22 @@ pub struct CandidateState {
     /// candidacy starts at this time.
     pub backoff_until_ms: Option<u64>,
     /// When to resend the Vote request to voters that have not answered.
+    pub vote_resend_ms: u64,
+}
+
+/// KIP-996: a voter whose fetch or election timer expired asks the others whether they would
+/// vote for it (a pre-vote), without raising the epoch and without binding anyone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProspectiveState {
+    pub epoch: Epoch,
+    /// The leader this voter followed in `epoch` before its fetch timeout, if any: kept for
+    /// the quorum-state (nothing is rewritten), never announced as our leader.
+    pub retained_leader_id: Option<NodeId>,
+    pub granting: BTreeSet<NodeId>,
+    pub rejecting: BTreeSet<NodeId>,
+    /// When this pre-vote round ends without a majority; the next round starts then.
+    pub election_deadline_ms: u64,
+    /// When to resend the pre-vote to voters that have not answered.
     pub vote_resend_ms: u64,
 }
 
@@ -103,6 +124,7 @@ pub struct ResignedState {
 pub enum EpochState {
     Unattached(UnattachedState),
     Voted(VotedState),
+    Prospective(ProspectiveState),
     Candidate(CandidateState),
     Leader(LeaderState),
     Follower(FollowerState),
@@ -114,6 +136,7 @@ impl EpochState {
         match self {
             EpochState::Unattached(s) => s.epoch,
             EpochState::Voted(s) => s.epoch,
+            EpochState::Prospective(s) => s.epoch,
             EpochState::Candidate(s) => s.epoch,
             EpochState::Leader(s) => s.epoch,
             EpochState::Follower(s) => s.epoch,
@@ -125,6 +148,7 @@ impl EpochState {
         match self {
             EpochState::Unattached(_) => "Unattached",
             EpochState::Voted(_) => "Voted",
+            EpochState::Prospective(_) => "Prospective",
             EpochState::Candidate(_) => "Candidate",
             EpochState::Leader(_) => "Leader",
             EpochState::Follower(_) => "Follower",
@@ -161,12 +185,25 @@ impl EpochState {
         }
     }
 
-    /// Candidate: only voters, never straight from Leader (resign first).
-    pub fn check_to_candidate(&self, local_is_voter: bool) -> Result<(), RaftError> {
-        if local_is_voter && !matches!(self, EpochState::Leader(_)) {
+    /// Prospective (KIP-996): only voters, in the same epoch, from any state but Leader
+    /// (resign first) and Prospective itself (a new pre-vote round stays in the state).
+    pub fn check_to_prospective(&self, local_is_voter: bool) -> Result<(), RaftError> {
+        if local_is_voter && !matches!(self, EpochState::Leader(_) | EpochState::Prospective(_)) {
             Ok(())
         } else {
-            Err(self.illegal("Candidate", self.epoch() + 1))
+            Err(self.illegal("Prospective", self.epoch()))
+        }
+    }
+
+    /// Candidate: only voters, and only a Prospective that won its pre-vote (KIP-996).
+    pub fn check_to_candidate(
+        &self,
+        local_is_voter: bool,
+        majority: usize,
+    ) -> Result<(), RaftError> {
+        match self {
+            EpochState::Prospective(p) if local_is_voter && p.granting.len() >= majority => Ok(()),
+            _ => Err(self.illegal("Candidate", self.epoch() + 1)),
         }
     }
 
@@ -188,7 +225,10 @@ impl EpochState {
             || (epoch == self.epoch()
                 && matches!(
                     self,
-                    EpochState::Unattached(_) | EpochState::Voted(_) | EpochState::Candidate(_)
+                    EpochState::Unattached(_)
+                        | EpochState::Voted(_)
+                        | EpochState::Prospective(_)
+                        | EpochState::Candidate(_)
                 ));
         if ok {
             Ok(())
@@ -233,6 +273,16 @@ mod tests {
             vote_resend_ms: 0,
         })
     }
+    fn prospective(epoch: Epoch, grants: &[NodeId]) -> EpochState {
+        EpochState::Prospective(ProspectiveState {
+            epoch,
+            retained_leader_id: Some(2),
+            granting: grants.iter().copied().collect(),
+            rejecting: BTreeSet::new(),
+            election_deadline_ms: 0,
+            vote_resend_ms: 0,
+        })
+    }
     fn leader(epoch: Epoch) -> EpochState {
         EpochState::Leader(LeaderState {
             epoch,
@@ -268,25 +318,29 @@ mod tests {
         let states = [
             unattached(5),
             voted(5),
+            prospective(5, &[1, 2]),
             candidate(5, &[1, 2]),
             leader(5),
             follower(5),
             resigned(5),
         ];
-        // (to Unattached same epoch, Voted same epoch, Candidate, Leader(majority 2), Follower same epoch, Resigned)
+        // (to Unattached same epoch, Voted same epoch, Prospective, Candidate (majority 2),
+        //  Leader (majority 2), Follower same epoch, Resigned)
         let expected = [
-            (false, true, true, false, true, false),   // Unattached
-            (false, false, true, false, true, false),  // Voted
-            (false, false, true, true, true, true),    // Candidate
-            (false, false, false, false, false, true), // Leader
-            (false, false, true, false, false, false), // Follower
-            (false, false, true, false, false, false), // Resigned
+            (false, true, true, false, false, true, false), // Unattached
+            (false, false, true, false, false, true, false), // Voted
+            (false, false, false, true, false, true, false), // Prospective
+            (false, false, true, false, true, true, true),  // Candidate
+            (false, false, false, false, false, false, true), // Leader
+            (false, false, true, false, false, false, false), // Follower
+            (false, false, true, false, false, false, false), // Resigned
         ];
         for (state, want) in states.iter().zip(expected) {
             let got = (
                 state.check_to_unattached(5).is_ok(),
                 state.check_to_voted(5, true).is_ok(),
-                state.check_to_candidate(true).is_ok(),
+                state.check_to_prospective(true).is_ok(),
+                state.check_to_candidate(true, 2).is_ok(),
                 state.check_to_leader(2).is_ok(),
                 state.check_to_follower(5).is_ok(),
                 state.check_to_resigned().is_ok(),
@@ -296,13 +350,18 @@ mod tests {
             assert!(state.check_to_unattached(6).is_ok());
             assert!(state.check_to_voted(6, true).is_ok());
             assert!(state.check_to_follower(6).is_ok());
-            // Observers never vote or stand.
+            // Observers never vote, never ask for pre-votes and never stand.
             assert!(state.check_to_voted(6, false).is_err());
-            assert!(state.check_to_candidate(false).is_err());
+            assert!(state.check_to_prospective(false).is_err());
+            assert!(state.check_to_candidate(false, 2).is_err());
         }
         assert!(
             candidate(5, &[1]).check_to_leader(2).is_err(),
             "a minority never leads"
+        );
+        assert!(
+            prospective(5, &[1]).check_to_candidate(true, 2).is_err(),
+            "a lost pre-vote never stands"
         );
     }
 }

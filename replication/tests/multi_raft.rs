@@ -17,8 +17,44 @@ fn partitions_elect_independently_and_sends_batch_by_peer() {
     ]
     .into();
     let mut node = MultiRaft::new(&config, &partitions, 5, 0).unwrap();
-    // Both groups time out and stand.
+    // Both groups time out and ask for pre-votes (KIP-996), in epoch 0.
     let (work, _) = node.tick(10_000).unwrap();
+    let pre_votes = work
+        .iter()
+        .filter(|w| {
+            matches!(
+                &w.work,
+                Work::Send {
+                    message: Message::VoteRequest(r),
+                    ..
+                } if r.pre_vote && r.candidate_epoch == 0
+            )
+        })
+        .count();
+    assert_eq!(pre_votes, 4, "two partitions x two peers: {work:?}");
+    // Node 2 grants both pre-votes: both groups stand in epoch 1.
+    let mut work = Vec::new();
+    for partition in [0, 1] {
+        let pre_vote_grant = Message::VoteResponse(VoteResponse {
+            error_code: ringlog_replication::ErrorCode::None,
+            current_leader: ringlog_replication::LeaderIdAndEpoch {
+                leader_id: None,
+                leader_epoch: 0,
+            },
+            vote_granted: true,
+        });
+        work.extend(
+            node.step(
+                10_000,
+                2,
+                PartitionMessage {
+                    partition,
+                    message: pre_vote_grant,
+                },
+            )
+            .unwrap(),
+        );
+    }
     let votes: Vec<_> = work
         .iter()
         .filter(|w| matches!(w.work, Work::SendAfterPersist { .. }))

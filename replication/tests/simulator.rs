@@ -184,8 +184,10 @@ fn mutation_truncate_below_high_watermark_is_caught() {
 #[test]
 fn mutation_skip_own_epoch_commit_rule_is_caught() {
     // Rare: it needs a new leader to commit old-epoch records through a short fetch and then
-    // lose them to a leader that never had them. Seed 87 is the first of the three profile.
-    assert!(first_catching_seed(Mutation::SkipOwnEpochCommitRule, Profile::Three, 400).is_some());
+    // lose them to a leader that never had them. Seed 501 is the first of the three profile
+    // (it was 87 before KIP-996 pre-vote, which makes such leader changes rarer: 13 of 3000
+    // seeds catch it, against 30 without pre-vote).
+    assert!(first_catching_seed(Mutation::SkipOwnEpochCommitRule, Profile::Three, 600).is_some());
 }
 
 #[test]

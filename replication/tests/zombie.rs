@@ -64,7 +64,7 @@ fn drive(node: &mut MultiRaft, now_ms: u64, mut work: Vec<PartitionWork>, out: &
     }
 }
 
-/// Node 1 recovered in epoch 1, elected leader of epoch 2 with node 2's vote, holding its
+/// Node 1 recovered in epoch 1, elected leader of epoch 2 with node 2's pre-vote and vote, holding its
 /// LeaderChangeMessage (offset 0) and three records (offsets 1..4), all durable locally.
 fn leader_of_epoch_2() -> MultiRaft {
     let config = QuorumConfig::new(1, &[1, 2, 3]).unwrap();
@@ -80,6 +80,26 @@ fn leader_of_epoch_2() -> MultiRaft {
     let mut node = MultiRaft::new(&config, &partitions, 7, 0).unwrap();
     let mut out = Outcome::default();
     let (work, _) = node.tick(10_000).unwrap();
+    drive(&mut node, 10_000, work, &mut out);
+    // KIP-996: node 2 grants the pre-vote (in epoch 1), then the real vote for epoch 2.
+    let pre_vote_grant = Message::VoteResponse(VoteResponse {
+        error_code: ErrorCode::None,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: 1,
+        },
+        vote_granted: true,
+    });
+    let work = node
+        .step(
+            10_000,
+            2,
+            PartitionMessage {
+                partition: 0,
+                message: pre_vote_grant,
+            },
+        )
+        .unwrap();
     drive(&mut node, 10_000, work, &mut out);
     assert_eq!(node.partition(0).unwrap().epoch(), 2, "stood for epoch 2");
     let grant = Message::VoteResponse(VoteResponse {

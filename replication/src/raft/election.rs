@@ -49,13 +49,15 @@ impl Raft {
             return Ok(());
         }
         if request.candidate_epoch > self.epoch() {
-            // A newer epoch ends whatever we were doing in ours, leadership included. Our own
+            // (Also for a pre-vote, as Kafka does: a voter asking in a newer epoch shows ours is
+            // over.) A newer epoch ends whatever we were doing in ours, leadership included. Our own
             // election timer keeps running (Raft resets it only when granting a vote): else a
             // lagging voter that keeps standing, and keeps being refused, would reset everyone
             // else's timer forever and no up-to-date voter could ever stand.
             let running_timer_ms = match &self.state {
                 EpochState::Unattached(u) => u.election_deadline_ms,
                 EpochState::Voted(v) => Some(v.election_deadline_ms),
+                EpochState::Prospective(p) => Some(p.election_deadline_ms),
                 EpochState::Follower(f) => Some(f.fetch_timeout_deadline_ms),
                 EpochState::Candidate(c) => {
                     Some(c.backoff_until_ms.unwrap_or(c.election_deadline_ms))
@@ -67,6 +69,10 @@ impl Raft {
             {
                 u.election_deadline_ms = u.election_deadline_ms.map(|fresh| fresh.min(running));
             }
+        }
+        if request.pre_vote {
+            self.answer_pre_vote(from, &request, out);
+            return Ok(());
         }
         let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
         let log_ok = candidate_log >= self.log.end_offset_and_epoch();
@@ -113,6 +119,9 @@ impl Raft {
         if self.observe_leader(response.current_leader, out)? {
             return Ok(());
         }
+        if matches!(self.state, EpochState::Prospective(_)) {
+            return self.count_pre_vote(from, &response, out);
+        }
         let majority = self.config.majority();
         let voters = self.config.voters.len();
         let now = self.now_ms;
@@ -144,11 +153,11 @@ impl Raft {
         Ok(())
     }
 
-    /// Stands for election in the next epoch: the vote for ourselves is persisted before any
-    /// Vote request leaves.
+    /// Stands for election in the next epoch, after winning a pre-vote (KIP-996): the vote for
+    /// ourselves is persisted before any Vote request leaves.
     pub(crate) fn transition_to_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
         self.state
-            .check_to_candidate(self.config.is_local_voter())?;
+            .check_to_candidate(self.config.is_local_voter(), self.config.majority())?;
         let epoch = self.epoch() + 1;
         let local = self.config.node_id;
         let deadline = self.now_ms + self.random_election_timeout_ms();
@@ -172,17 +181,25 @@ impl Raft {
         if self.config.majority() == 1 {
             return self.transition_to_leader(out);
         }
-        self.send_vote_requests(out, &BTreeSet::new());
+        self.send_vote_requests(out, &BTreeSet::new(), false);
         Ok(())
     }
 
-    fn send_vote_requests(&mut self, out: &mut Out, answered: &BTreeSet<NodeId>) {
+    /// A Vote (or, with `pre_vote`, a pre-vote in our current epoch) to every other voter that
+    /// has not answered yet.
+    pub(crate) fn send_vote_requests(
+        &mut self,
+        out: &mut Out,
+        answered: &BTreeSet<NodeId>,
+        pre_vote: bool,
+    ) {
         let end = self.log.end_offset_and_epoch();
         let request = VoteRequest {
             candidate_epoch: self.epoch(),
             candidate_id: self.config.node_id,
             last_offset_epoch: end.epoch,
             last_offset: end.offset,
+            pre_vote,
         };
         for &voter in &self.config.voters {
             if voter != self.config.node_id && !answered.contains(&voter) {
@@ -199,7 +216,8 @@ impl Raft {
             return Ok(());
         };
         match candidate.backoff_until_ms {
-            Some(until) if now >= until => return self.transition_to_candidate(out),
+            // A lost election asks for pre-votes again before raising the epoch once more.
+            Some(until) if now >= until => return self.transition_to_prospective(out),
             Some(_) => return Ok(()),
             None if now >= candidate.election_deadline_ms => {
                 candidate.backoff_until_ms = Some(now + backoff);
@@ -214,7 +232,7 @@ impl Raft {
                 .union(&candidate.rejecting)
                 .copied()
                 .collect();
-            self.send_vote_requests(out, &answered);
+            self.send_vote_requests(out, &answered, false);
         }
         Ok(())
     }
@@ -382,6 +400,17 @@ impl Raft {
         if now >= self.check_quorum_deadline_ms(leader) {
             // KIP-595: a leader that a majority has not fetched from within the fetch timeout
             // may be partitioned away: it resigns so the others can elect a new leader.
+            let since_last_fetch_ms: Vec<(NodeId, Option<u64>)> = leader
+                .voters
+                .iter()
+                .filter(|(id, _)| **id != self.config.node_id)
+                .map(|(id, p)| (*id, p.last_fetch_ms.map(|t| now.saturating_sub(t))))
+                .collect();
+            tracing::info!(
+                epoch = leader.epoch,
+                ?since_last_fetch_ms,
+                "check quorum: no majority fetched within the timeout, resigning"
+            );
             return self.transition_to_resigned(out);
         }
         if now >= leader.begin_quorum_resend_ms {
@@ -491,7 +520,7 @@ impl Raft {
             return Ok(());
         };
         if now >= resigned.election_deadline_ms {
-            return self.transition_to_candidate(out);
+            return self.transition_to_prospective(out);
         }
         if now >= resigned.end_quorum_resend_ms && !resigned.unacknowledged.is_empty() {
             resigned.end_quorum_resend_ms = now + self.config.request_timeout_ms;
@@ -546,6 +575,9 @@ impl Raft {
         match &mut self.state {
             EpochState::Follower(f) if f.leader_id == request.leader_id => {
                 f.fetch_timeout_deadline_ms = f.fetch_timeout_deadline_ms.min(deadline);
+                // Its leader is leaving: the successors' pre-votes must not be refused in its
+                // name.
+                self.fetched_from_leader = false;
             }
             EpochState::Unattached(u) => {
                 u.election_deadline_ms = u.election_deadline_ms.map(|d| d.min(deadline));

@@ -13,6 +13,7 @@
 
 mod election;
 mod fetch;
+mod pre_vote;
 mod snapshot;
 mod snapshot_fetch;
 
@@ -43,6 +44,8 @@ pub struct AppendResult {
 struct InFlightFetch {
     correlation_id: u64,
     to: NodeId,
+    /// When it left (the fetch-timeout diagnostic says how long it has been out).
+    sent_at_ms: u64,
     resend_at_ms: u64,
 }
 
@@ -121,6 +124,12 @@ pub struct Raft {
     /// stand for election against a healthy leader (docs/node.md, "Event-loop stalls"). The
     /// timer restarts with a full timeout when the next fetch leaves.
     fetch_timer_paused: bool,
+    /// When the last Fetch or FetchSnapshot response arrived from the node we fetch from,
+    /// successful or not (what the fetch-timeout diagnostic reports; not a timer).
+    last_fetch_response_ms: Option<u64>,
+    /// A Fetch (or FetchSnapshot) to our leader succeeded since we started following it (and
+    /// it has not announced its resignation since): we refuse pre-votes while it is true.
+    fetched_from_leader: bool,
 }
 
 impl Raft {
@@ -179,6 +188,8 @@ impl Raft {
             leader_log_start_offset: 0,
             snapshot_fetch: None,
             fetch_timer_paused: false,
+            last_fetch_response_ms: None,
+            fetched_from_leader: false,
         };
         let local = raft.config.node_id;
         let is_voter = raft.config.is_local_voter();
@@ -448,6 +459,7 @@ impl Raft {
         let mut deadline = match &self.state {
             EpochState::Unattached(s) => s.election_deadline_ms.unwrap_or(u64::MAX),
             EpochState::Voted(s) => s.election_deadline_ms,
+            EpochState::Prospective(s) => s.election_deadline_ms.min(s.vote_resend_ms),
             EpochState::Candidate(s) => s
                 .backoff_until_ms
                 .unwrap_or(s.election_deadline_ms.min(s.vote_resend_ms)),
@@ -556,20 +568,32 @@ impl Raft {
         match &self.state {
             EpochState::Unattached(s) => {
                 if s.election_deadline_ms.is_some_and(|d| now >= d) {
-                    self.transition_to_candidate(out)?;
+                    self.transition_to_prospective(out)?;
                 }
             }
             EpochState::Voted(s) => {
                 if now >= s.election_deadline_ms {
-                    self.transition_to_candidate(out)?;
+                    self.transition_to_prospective(out)?;
                 }
             }
+            EpochState::Prospective(_) => self.poll_prospective(out)?,
             EpochState::Candidate(_) => self.poll_candidate(out)?,
             EpochState::Leader(_) => self.poll_leader(out)?,
             EpochState::Follower(s) => {
                 if now >= s.fetch_timeout_deadline_ms && !self.fetch_timer_paused {
+                    // What an operator needs to tell a dead leader from a slow path: how long
+                    // since the leader last answered, and whether our fetch is still out.
+                    tracing::info!(
+                        epoch = s.epoch,
+                        leader = s.leader_id,
+                        since_last_response_ms = self.last_fetch_response_ms.map(|t| now - t),
+                        fetch_out_for_ms = self.fetch_in_flight.map(|f| now - f.sent_at_ms),
+                        fetch_out_to = self.fetch_in_flight.map(|f| f.to),
+                        voter = self.config.is_local_voter(),
+                        "fetch timeout"
+                    );
                     if self.config.is_local_voter() {
-                        self.transition_to_candidate(out)?;
+                        self.transition_to_prospective(out)?;
                     } else {
                         // An observer keeps its leader but asks another voter who leads now.
                         self.fetch_in_flight = None;
@@ -668,6 +692,10 @@ impl Raft {
         );
         self.fetch_in_flight = None;
         self.fetch_backoff_until_ms = 0;
+        self.last_fetch_response_ms = None;
+        self.fetched_from_leader = false;
+        // An observer that was asking the voters in turn fetches from the leader it just learned.
+        self.discovery_index = 0;
         Ok(())
     }
 
@@ -691,7 +719,10 @@ impl Raft {
                     && seen.leader_epoch == epoch
                     && matches!(
                         self.state,
-                        EpochState::Unattached(_) | EpochState::Voted(_) | EpochState::Candidate(_)
+                        EpochState::Unattached(_)
+                            | EpochState::Voted(_)
+                            | EpochState::Prospective(_)
+                            | EpochState::Candidate(_)
                     ) =>
             {
                 self.transition_to_follower(epoch, leader, out)?;

@@ -106,6 +106,7 @@ impl Raft {
         self.fetch_in_flight = Some(InFlightFetch {
             correlation_id,
             to: fetch.leader_id,
+            sent_at_ms: self.now_ms,
             resend_at_ms: self.now_ms + self.config.request_timeout_ms,
         });
         out.send(fetch.leader_id, Message::FetchSnapshotRequest(request));
@@ -190,6 +191,7 @@ impl Raft {
             // A duplicate or a late answer to a request we gave up on.
             _ => return Ok(()),
         }
+        self.last_fetch_response_ms = Some(self.now_ms);
         if self.observe_leader(response.current_leader, out)? {
             self.snapshot_fetch = None;
             return Ok(());
@@ -224,6 +226,7 @@ impl Raft {
         }
         if let EpochState::Follower(follower) = &mut self.state {
             follower.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
+            self.fetched_from_leader = true;
         }
         self.discovery_index = 0;
         fetch.size_bytes = Some(response.size);

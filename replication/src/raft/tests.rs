@@ -27,6 +27,22 @@ fn vote_request(
         candidate_id,
         last_offset_epoch,
         last_offset,
+        pre_vote: false,
+    })
+}
+
+fn pre_vote_request(
+    candidate_id: NodeId,
+    epoch: Epoch,
+    last_offset_epoch: Epoch,
+    last_offset: u64,
+) -> Message {
+    Message::VoteRequest(VoteRequest {
+        candidate_epoch: epoch,
+        candidate_id,
+        last_offset_epoch,
+        last_offset,
+        pre_vote: true,
     })
 }
 
@@ -47,11 +63,16 @@ fn client_batch(records: usize) -> Bytes {
     build_batch(&values, false, 0)
 }
 
-/// Node 1 stands at its election timeout and wins epoch 1 with node 2's vote.
+/// Node 1's election timeout makes it Prospective (KIP-996); node 2's pre-vote makes it a
+/// Candidate, and node 2's vote makes it leader of epoch 1.
 fn leader_1() -> Raft {
     let mut raft = fresh(1);
     let (work, _) = raft.tick(5_000).unwrap();
     persist_quorum_state(&mut raft, 5_000, &work);
+    assert!(matches!(raft.state(), EpochState::Prospective(_)));
+    let work = raft.step(5_000, 2, vote_response(true, 0, None)).unwrap();
+    persist_quorum_state(&mut raft, 5_000, &work);
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
     let work = raft.step(5_000, 2, vote_response(true, 1, None)).unwrap();
     persist_quorum_state(&mut raft, 5_000, &work);
     assert!(raft.is_leader());
@@ -180,7 +201,7 @@ fn a_vote_is_refused_to_a_less_up_to_date_log_and_to_an_old_epoch() {
 }
 
 #[test]
-fn election_timeout_makes_a_candidate_that_persists_its_own_vote_first() {
+fn election_timeout_asks_for_pre_votes_then_a_candidate_persists_its_own_vote_first() {
     let mut raft = fresh(1);
     let (idle, deadline) = raft.tick(0).unwrap();
     assert!(idle.is_empty());
@@ -188,7 +209,27 @@ fn election_timeout_makes_a_candidate_that_persists_its_own_vote_first() {
         (1000..2000).contains(&deadline),
         "election timeout in [t, 2t): {deadline}"
     );
+    // KIP-996: the timeout makes a Prospective in the same epoch; nothing is written.
     let (work, _) = raft.tick(deadline).unwrap();
+    let pre_vote = pre_vote_request(1, 0, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: pre_vote.clone()
+            },
+            Work::Send {
+                to: 3,
+                message: pre_vote
+            },
+        ]
+    );
+    assert_eq!(raft.epoch(), 0);
+    // One pre-vote plus our own is a majority: stand in epoch 1, vote durable first.
+    let work = raft
+        .step(deadline, 3, vote_response(true, 0, None))
+        .unwrap();
     let request = vote_request(1, 1, 0, 0);
     assert_eq!(
         work,
@@ -214,6 +255,7 @@ fn election_timeout_makes_a_candidate_that_persists_its_own_vote_first() {
 fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_epoch() {
     let mut raft = fresh(1);
     raft.tick(5_000).unwrap();
+    raft.step(5_000, 2, vote_response(true, 0, None)).unwrap();
     let work = raft.step(5_001, 3, vote_response(true, 1, None)).unwrap();
     let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
         leader_id: 1,
@@ -677,7 +719,7 @@ fn a_follower_waiting_for_its_own_flush_does_not_stand_for_election() {
     assert!(matches!(raft.state(), EpochState::Follower(_)));
     assert!(next_deadline_ms <= 3_000 + 2_000);
     raft.tick(3_000 + 2_000).unwrap();
-    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+    assert!(matches!(raft.state(), EpochState::Prospective(_)));
 }
 
 #[test]
@@ -742,6 +784,21 @@ fn follower_refuses_to_truncate_below_its_high_watermark() {
 fn follower_without_leader_contact_stands_and_leader_without_quorum_resigns() {
     let mut follower = follower_2();
     let (work, _) = follower.tick(10 + 2_000).unwrap();
+    assert!(matches!(follower.state(), EpochState::Prospective(_)));
+    assert!(
+        work.iter().all(|w| matches!(
+            w,
+            Work::Send {
+                message: Message::VoteRequest(VoteRequest { pre_vote: true, .. }),
+                ..
+            }
+        )),
+        "{work:?}"
+    );
+    // Node 3 lost the leader too: its pre-vote makes a candidate of epoch 2.
+    let work = follower
+        .step(10 + 2_000, 3, vote_response(true, 1, None))
+        .unwrap();
     assert!(matches!(
         work[0],
         Work::WriteQuorumState(ElectionState {
@@ -929,3 +986,6 @@ mod snapshot_tests;
 
 #[path = "snapshot_fetch_tests.rs"]
 mod snapshot_fetch_tests;
+
+#[path = "pre_vote_tests.rs"]
+mod pre_vote_tests;

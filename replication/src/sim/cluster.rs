@@ -407,11 +407,12 @@ impl Cluster {
             .values()
             .map(|n| match &n.raft {
                 Some(r) => format!(
-                    "{}/{}:{}@{} end={} hw={} next_tick={:?}/{}",
+                    "{}/{}:{}@{} leader={:?} end={} hw={} next_tick={:?}/{}",
                     n.id,
                     n.partition,
                     r.state().name(),
                     r.epoch(),
+                    r.leader_id(),
                     n.store.end_offset(),
                     r.high_watermark(),
                     n.scheduled_tick_ms,
@@ -951,7 +952,10 @@ impl Cluster {
             if !n.config.is_local_voter()
                 && matches!(
                     raft.state(),
-                    EpochState::Leader(_) | EpochState::Candidate(_) | EpochState::Voted(_)
+                    EpochState::Leader(_)
+                        | EpochState::Prospective(_)
+                        | EpochState::Candidate(_)
+                        | EpochState::Voted(_)
                 )
             {
                 failure.get_or_insert(format!(

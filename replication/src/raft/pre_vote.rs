@@ -1,0 +1,140 @@
+//! KIP-996 pre-vote: a voter whose fetch or election timer expired becomes Prospective in its
+//! current epoch and asks the other voters whether they would vote for it. Only a majority of
+//! pre-votes lets it become a Candidate (and raise the epoch). A voter that still hears from
+//! its leader refuses and names that leader, and the Prospective follows it again: so a voter
+//! whose own process or disk stalled past its fetch timeout cannot unseat a healthy leader.
+
+use std::collections::BTreeSet;
+
+use super::{Out, Raft};
+use crate::error::{ErrorCode, RaftError};
+use crate::message::{LeaderIdAndEpoch, Message, VoteRequest, VoteResponse};
+use crate::quorum::{EpochState, ProspectiveState};
+use crate::types::{NodeId, OffsetAndEpoch};
+
+impl Raft {
+    /// A timer expired (a follower's fetch timeout, an unattached or voted voter's election
+    /// timeout, a lost candidacy, a resignation nobody took over): ask for pre-votes.
+    pub(crate) fn transition_to_prospective(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        self.state
+            .check_to_prospective(self.config.is_local_voter())?;
+        let retained_leader_id = match &self.state {
+            EpochState::Follower(f) => Some(f.leader_id),
+            _ => None,
+        };
+        let local = self.config.node_id;
+        self.state = EpochState::Prospective(ProspectiveState {
+            epoch: self.epoch(),
+            retained_leader_id,
+            granting: BTreeSet::from([local]),
+            rejecting: BTreeSet::new(),
+            election_deadline_ms: self.now_ms + self.random_election_timeout_ms(),
+            vote_resend_ms: self.now_ms + self.config.request_timeout_ms,
+        });
+        // Nothing durable changes: same epoch, same vote. A restart comes back as before.
+        self.fetch_in_flight = None;
+        self.fetch_timer_paused = false;
+        if self.config.majority() == 1 {
+            return self.transition_to_candidate(out);
+        }
+        self.send_vote_requests(out, &BTreeSet::new(), true);
+        Ok(())
+    }
+
+    /// A round that reached no majority by its deadline starts over; unanswered voters are
+    /// asked again every request timeout.
+    pub(crate) fn poll_prospective(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let now = self.now_ms;
+        let next_round_ms = now + self.random_election_timeout_ms();
+        let request_timeout_ms = self.config.request_timeout_ms;
+        let local = self.config.node_id;
+        let EpochState::Prospective(p) = &mut self.state else {
+            return Ok(());
+        };
+        let answered: BTreeSet<NodeId> = if now >= p.election_deadline_ms {
+            p.granting = BTreeSet::from([local]);
+            p.rejecting.clear();
+            p.election_deadline_ms = next_round_ms;
+            BTreeSet::new()
+        } else if now >= p.vote_resend_ms {
+            p.granting.union(&p.rejecting).copied().collect()
+        } else {
+            return Ok(());
+        };
+        p.vote_resend_ms = now + request_timeout_ms;
+        self.send_vote_requests(out, &answered, true);
+        Ok(())
+    }
+
+    /// Answers a pre-vote (after the epoch checks every Vote gets). Nothing here changes our
+    /// state: a pre-vote binds nobody and is never persisted.
+    ///
+    /// Granted when the requester's log is at least as up to date as ours, unless we know a
+    /// live leader of this epoch: we are it, or we follow it and fetched from it since we
+    /// started following (Kafka's `FollowerState.canGrantVote`: a follower that never fetched
+    /// must grant, else two followers of a dead leader would refuse each other forever). A
+    /// refusal names that leader so the Prospective follows it again; a grant names none.
+    pub(crate) fn answer_pre_vote(&mut self, from: NodeId, request: &VoteRequest, out: &mut Out) {
+        debug_assert!(request.pre_vote);
+        let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
+        let log_ok = candidate_log >= self.log.end_offset_and_epoch();
+        let (vote_granted, leader_id) = match &self.state {
+            EpochState::Leader(_) => (false, Some(self.config.node_id)),
+            EpochState::Follower(f) if self.fetched_from_leader => (false, Some(f.leader_id)),
+            // A resigning leader is no leader to go back to.
+            EpochState::Resigned(_) => (false, None),
+            EpochState::Follower(_)
+            | EpochState::Unattached(_)
+            | EpochState::Voted(_)
+            | EpochState::Prospective(_)
+            | EpochState::Candidate(_) => (log_ok, None),
+        };
+        out.send(
+            from,
+            Message::VoteResponse(VoteResponse {
+                error_code: ErrorCode::None,
+                current_leader: LeaderIdAndEpoch {
+                    leader_id,
+                    leader_epoch: self.epoch(),
+                },
+                vote_granted,
+            }),
+        );
+    }
+
+    /// A Prospective counts the answers of its epoch; a majority makes it a Candidate. A round
+    /// that can no longer be won ends after a random backoff instead of at its deadline.
+    pub(crate) fn count_pre_vote(
+        &mut self,
+        from: NodeId,
+        response: &VoteResponse,
+        out: &mut Out,
+    ) -> Result<(), RaftError> {
+        let majority = self.config.majority();
+        let voters = self.config.voters.len();
+        let backoff_until_ms =
+            self.now_ms + self.rng.below(self.config.election_backoff_max_ms + 1);
+        let EpochState::Prospective(p) = &mut self.state else {
+            return Ok(());
+        };
+        if response.current_leader.leader_epoch != p.epoch
+            || response.error_code != ErrorCode::None
+            || !self.config.voters.contains(&from)
+        {
+            return Ok(());
+        }
+        if response.vote_granted {
+            p.granting.insert(from);
+            p.rejecting.remove(&from);
+        } else if !p.granting.contains(&from) {
+            p.rejecting.insert(from);
+        }
+        if p.granting.len() >= majority {
+            return self.transition_to_candidate(out);
+        }
+        if p.rejecting.len() > voters - majority {
+            p.election_deadline_ms = p.election_deadline_ms.min(backoff_until_ms);
+        }
+        Ok(())
+    }
+}
