@@ -31,6 +31,8 @@ pub const METADATA_TOPIC_ID: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 
 /// Wire versions the node uses for the requests it sends to peers.
 pub const VOTE_VERSION: i16 = 0;
+/// KIP-996: the PreVote field exists from Vote v2 on.
+pub const PRE_VOTE_VERSION: i16 = 2;
 pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 0;
 pub const END_QUORUM_EPOCH_VERSION: i16 = 0;
 pub const PEER_FETCH_VERSION: i16 = 12;
@@ -193,11 +195,6 @@ pub fn vote_request_parts(
     for topic in &request.topics {
         for p in &topic.partitions {
             parts.push(part(table, &topic.topic_name, p.partition_index, || {
-                if p.pre_vote {
-                    // KIP-996 pre-vote is not implemented: a pre-vote must never be granted as
-                    // if it were a real vote (that would bump nothing but still bind us).
-                    return Err(ErrorCode::InvalidRequest);
-                }
                 Ok((
                     p.replica_id,
                     core::Message::VoteRequest(core::VoteRequest {
@@ -205,6 +202,8 @@ pub fn vote_request_parts(
                         candidate_id: p.replica_id,
                         last_offset_epoch: epoch(p.last_offset_epoch)?,
                         last_offset: offset(p.last_offset)?,
+                        // KIP-996: answered without binding us (replication/src/raft/pre_vote.rs).
+                        pre_vote: p.pre_vote,
                     }),
                 ))
             }));
@@ -527,12 +526,17 @@ pub fn peer_request(
                         replica_id: r.candidate_id,
                         last_offset_epoch: r.last_offset_epoch as i32,
                         last_offset: r.last_offset as i64,
+                        pre_vote: r.pre_vote,
                         ..Default::default()
                     }],
                 }],
                 ..Default::default()
             }),
-            VOTE_VERSION,
+            if r.pre_vote {
+                PRE_VOTE_VERSION
+            } else {
+                VOTE_VERSION
+            },
         ),
         core::Message::BeginQuorumEpochRequest(r) => (
             Request::BeginQuorumEpoch(bqe_req::BeginQuorumEpochRequest {

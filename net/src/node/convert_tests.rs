@@ -21,23 +21,28 @@ fn round_trip_response(api: ApiKey, version: i16, response: Response) -> Respons
     decode_response(api, version, frame.slice(4..)).unwrap().1
 }
 
-/// KIP-595 Vote: what the node sends decodes, on the other node, to the same core request.
+/// KIP-595 Vote and KIP-996 pre-vote: what the node sends decodes, on the other node, to the
+/// same core request (a pre-vote goes as Vote v2, the first version with PreVote).
 #[test]
 fn vote_request_survives_the_wire() {
     let table = PartitionTable::metadata_only();
-    let message = core::Message::VoteRequest(core::VoteRequest {
-        candidate_epoch: 5,
-        candidate_id: 2,
-        last_offset_epoch: 4,
-        last_offset: 17,
-    });
-    let (request, version) = peer_request("c", table.get(0), &message).unwrap();
-    let Request::Vote(decoded) = round_trip_request(request, version) else {
-        panic!()
-    };
-    let parts = vote_request_parts(&decoded, &table);
-    assert_eq!(parts.len(), 1);
-    assert_eq!(parts[0].target, Ok((0, 2, message)));
+    for (pre_vote, wire_version) in [(false, 0), (true, 2)] {
+        let message = core::Message::VoteRequest(core::VoteRequest {
+            candidate_epoch: 5,
+            candidate_id: 2,
+            last_offset_epoch: 4,
+            last_offset: 17,
+            pre_vote,
+        });
+        let (request, version) = peer_request("c", table.get(0), &message).unwrap();
+        assert_eq!(version, wire_version);
+        let Request::Vote(decoded) = round_trip_request(request, version) else {
+            panic!()
+        };
+        let parts = vote_request_parts(&decoded, &table);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].target, Ok((0, 2, message)));
+    }
 }
 
 #[test]

@@ -139,6 +139,7 @@ impl Observer {
             let m = &p.metrics;
             let state = match raft.state() {
                 EpochState::Leader(_) => "leader",
+                EpochState::Prospective(_) => "prospective",
                 EpochState::Candidate(_) => "candidate",
                 EpochState::Voted(_) => "voted",
                 EpochState::Resigned(_) => "resigned",
