@@ -111,6 +111,8 @@ impl Cluster {
 
     fn signal(&mut self, id: i32, signal: i32) {
         let child = self.node(id).child.as_ref().expect("running");
+        // On the nodes' clock, so a failure's node logs can be read against the story.
+        eprintln!("{} signal {signal} to node {id}", unix_time());
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     }
@@ -293,6 +295,14 @@ impl Drop for PythonClient {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Seconds since the Unix epoch, with milliseconds (the node logs are in UTC).
+fn unix_time() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!("{}.{:03}", now.as_secs(), now.subsec_millis())
 }
 
 fn tp() -> TopicPartition {
