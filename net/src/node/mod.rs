@@ -228,6 +228,8 @@ impl Node {
         let voter_ids: Vec<NodeId> = config.quorum_voters.iter().map(|v| v.node_id).collect();
         let mut stores = BTreeMap::new();
         let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
+        // Nothing is in flight before the loop runs; kept for the routing rule all the same.
+        let mut foreign = Vec::new();
         for id in table.ids() {
             let dir: PathBuf = config.metadata_log_dir.join(table.dir_name(id));
             let log_config = LogConfig {
@@ -236,8 +238,14 @@ impl Node {
                     .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
                 ..LogConfig::default()
             };
-            let (store, state) =
-                PartitionStore::open(&mut io, &dir, log_config, &cluster_id, &voter_ids)?;
+            let (store, state) = PartitionStore::open(
+                &mut io,
+                &dir,
+                log_config,
+                &cluster_id,
+                &voter_ids,
+                &mut foreign,
+            )?;
             tracing::info!(partition = id, ?state, "recovered");
             stores.insert(id, store);
             recovered.insert(id, state);
@@ -313,7 +321,7 @@ impl Node {
             handlers: handlers::State::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
-            foreign: Vec::new(),
+            foreign,
             storage_failure: None,
             observer,
         };
@@ -750,7 +758,13 @@ impl Node {
                 .submit_and_wait(0)
                 .map_err(|e| StorageError::from(ringlog_engine::log::LogError::from(e)))?;
         }
+        // Completions drained by a blocking call for another owner wait in `foreign` or in a
+        // log's stash; all of them are routed here, whatever path left them there (a flush
+        // completion left in a stash would keep its log waiting for durability forever).
         let mut ready = std::mem::take(&mut self.foreign);
+        for store in self.stores.values_mut() {
+            ready.extend(store.log.take_foreign_completions());
+        }
         self.io.drain_completions(&mut ready);
         if !ready.is_empty() {
             let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();

@@ -97,12 +97,12 @@ impl PartitionSnapshots {
     pub fn recover(
         io: &mut AnyIo,
         log: &mut PartitionLog,
+        foreign: &mut Vec<ringlog_engine::io::Completion>,
     ) -> Result<(PartitionSnapshots, RecoveredSnapshots), StorageError> {
         let dir = log.dir().to_path_buf();
         let report = recover_snapshot_dir(io, &dir, PartPolicy::Remove)?;
         tracing::debug!(dir = %dir.display(), ?report, "snapshot folder recovered");
-        let mut foreign = Vec::new();
-        let (latest, skipped) = latest_valid_snapshot(io, &mut foreign, &dir)?;
+        let (latest, skipped) = latest_valid_snapshot(io, foreign, &dir)?;
         for skipped in skipped.iter() {
             tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
         }

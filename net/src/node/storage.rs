@@ -61,20 +61,23 @@ pub struct PartitionStore {
 }
 
 impl PartitionStore {
-    /// Opens (and recovers) the partition's log and reads its quorum-state.
+    /// Opens (and recovers) the partition's log and reads its quorum-state. Completions of the
+    /// shared ring's other users that its blocking reads drained go to `foreign` (the caller
+    /// routes them): dropped, another log's flush would never be reported durable.
     pub fn open(
         io: &mut AnyIo,
         dir: &Path,
         log_config: LogConfig,
         cluster_id: &str,
         voters: &[i32],
+        foreign: &mut Vec<Completion>,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
         let (mut log, report) = PartitionLog::open(io, dir, log_config)?;
         tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
-        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log)?;
+        foreign.extend(log.take_foreign_completions());
+        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log, foreign)?;
         let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
-        let mut foreign: Vec<Completion> = Vec::new();
-        let state = QuorumStateData::load(io, &quorum_state_path, &mut foreign)?;
+        let state = QuorumStateData::load(io, &quorum_state_path, foreign)?;
         let election = match &state {
             None => ElectionState::default(),
             Some(s) => {
@@ -273,4 +276,55 @@ pub fn route_completions(
         tracing::warn!(op = ?completion.op_id, "completion of no partition log");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog_engine::batch::RecordBatchBuilder;
+    use ringlog_engine::io::{Io, SyscallIo};
+
+    fn open(io: &mut AnyIo, dir: &Path, foreign: &mut Vec<Completion>) -> PartitionStore {
+        let (store, _) =
+            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1], foreign)
+                .expect("open");
+        store
+    }
+
+    /// A partition opened while another log's flush is in flight (a topic created while the
+    /// metadata partition fetches): the completions its blocking reads drain come back to the
+    /// caller, so the other log's flush still completes. Seen: the quorum-state read dropped
+    /// them, the metadata partition waited for its flush forever and never fetched again, and
+    /// a restarted node kept a deleted topic (tests/topics_admin.rs).
+    #[test]
+    fn completions_drained_while_opening_a_partition_reach_their_log() {
+        let folder = tempfile::tempdir().unwrap();
+        let mut io = AnyIo::Syscall(SyscallIo::new());
+        let mut foreign = Vec::new();
+        // Partition b exists with a quorum-state file, so reopening it reads through the ring.
+        let mut b = open(&mut io, &folder.path().join("b"), &mut foreign);
+        b.write_quorum_state(&mut io, ElectionState::default(), &mut foreign)
+            .unwrap();
+        drop(b);
+        assert!(foreign.is_empty());
+
+        let mut a = open(&mut io, &folder.path().join("a"), &mut foreign);
+        let mut builder = RecordBatchBuilder::new(0);
+        builder.append(1, None, Some(b"v"), &[]);
+        a.append_as_leader(&[builder.build().into_bytes()], 1).unwrap();
+        a.log.flush(&mut io).unwrap();
+        let _b = open(&mut io, &folder.path().join("b"), &mut foreign);
+        assert!(!foreign.is_empty(), "reopening b ran a's queued flush");
+
+        for _ in 0..16 {
+            let mut ready = std::mem::take(&mut foreign);
+            io.submit_and_wait(0).unwrap();
+            io.drain_completions(&mut ready);
+            route_completions(&mut io, &mut [&mut a], ready).unwrap();
+            if a.log.durable_end_offset() == 1 {
+                return;
+            }
+        }
+        panic!("a's flush never completed: its completions were lost");
+    }
 }
