@@ -311,7 +311,8 @@ mod tests {
         let mut a = open(&mut io, &folder.path().join("a"), &mut foreign);
         let mut builder = RecordBatchBuilder::new(0);
         builder.append(1, None, Some(b"v"), &[]);
-        a.append_as_leader(&[builder.build().into_bytes()], 1).unwrap();
+        a.append_as_leader(&[builder.build().into_bytes()], 1)
+            .unwrap();
         a.log.flush(&mut io).unwrap();
         let _b = open(&mut io, &folder.path().join("b"), &mut foreign);
         assert!(!foreign.is_empty(), "reopening b ran a's queued flush");
