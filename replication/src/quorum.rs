@@ -68,6 +68,23 @@ pub struct ProspectiveState {
     pub vote_resend_ms: u64,
 }
 
+/// Counts one voter's answer to a Vote (or pre-vote) round: a grant replaces an earlier
+/// refusal from the same voter (a resent request may be answered twice), a refusal never
+/// replaces a grant. Shared by `CandidateState` and `ProspectiveState`.
+pub fn record_vote(
+    granting: &mut BTreeSet<NodeId>,
+    rejecting: &mut BTreeSet<NodeId>,
+    from: NodeId,
+    granted: bool,
+) {
+    if granted {
+        granting.insert(from);
+        rejecting.remove(&from);
+    } else if !granting.contains(&from) {
+        rejecting.insert(from);
+    }
+}
+
 /// What the leader knows about one replica's progress in its epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ReplicaProgress {

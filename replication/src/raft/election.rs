@@ -135,12 +135,12 @@ impl Raft {
         {
             return Ok(());
         }
-        if response.vote_granted {
-            candidate.granting.insert(from);
-            candidate.rejecting.remove(&from);
-        } else if !candidate.granting.contains(&from) {
-            candidate.rejecting.insert(from);
-        }
+        crate::quorum::record_vote(
+            &mut candidate.granting,
+            &mut candidate.rejecting,
+            from,
+            response.vote_granted,
+        );
         if candidate.backoff_until_ms.is_some() {
             return Ok(());
         }

@@ -123,12 +123,12 @@ impl Raft {
         {
             return Ok(());
         }
-        if response.vote_granted {
-            p.granting.insert(from);
-            p.rejecting.remove(&from);
-        } else if !p.granting.contains(&from) {
-            p.rejecting.insert(from);
-        }
+        crate::quorum::record_vote(
+            &mut p.granting,
+            &mut p.rejecting,
+            from,
+            response.vote_granted,
+        );
         if p.granting.len() >= majority {
             return self.transition_to_candidate(out);
         }

@@ -37,12 +37,14 @@ fn pre_vote_request(
     last_offset_epoch: Epoch,
     last_offset: u64,
 ) -> Message {
+    let Message::VoteRequest(request) =
+        vote_request(candidate_id, epoch, last_offset_epoch, last_offset)
+    else {
+        unreachable!()
+    };
     Message::VoteRequest(VoteRequest {
-        candidate_epoch: epoch,
-        candidate_id,
-        last_offset_epoch,
-        last_offset,
         pre_vote: true,
+        ..request
     })
 }
 
