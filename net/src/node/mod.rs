@@ -761,16 +761,23 @@ impl Node {
         // Completions drained by a blocking call for another owner wait in `foreign` or in a
         // log's stash; all of them are routed here, whatever path left them there (a flush
         // completion left in a stash would keep its log waiting for durability forever).
-        let mut ready = std::mem::take(&mut self.foreign);
-        for store in self.stores.values_mut() {
-            ready.extend(store.log.take_foreign_completions());
-        }
+        let mut ready = self.take_stashed_completions();
         self.io.drain_completions(&mut ready);
         if !ready.is_empty() {
             let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
             storage::route_completions(&mut self.io, &mut stores, ready)?;
         }
         Ok(())
+    }
+
+    /// Every completion a blocking call drained for another owner: the node's `foreign` queue
+    /// and each log's stash.
+    fn take_stashed_completions(&mut self) -> Vec<Completion> {
+        let mut stashed = std::mem::take(&mut self.foreign);
+        for store in self.stores.values_mut() {
+            stashed.extend(store.log.take_foreign_completions());
+        }
+        stashed
     }
 
     /// Routes, at once, the completions that blocking calls on the shared ring drained for
@@ -782,13 +789,10 @@ impl Node {
     /// without a leader (docs/node.md, "Event-loop stalls"). A routing error (a failed write)
     /// is kept and returned by the next `poll_storage`, which stops the node.
     fn collect_foreign(&mut self) {
-        for store in self.stores.values_mut() {
-            self.foreign.extend(store.log.take_foreign_completions());
-        }
-        if self.foreign.is_empty() {
+        let ready = self.take_stashed_completions();
+        if ready.is_empty() {
             return;
         }
-        let ready = std::mem::take(&mut self.foreign);
         let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
         if let Err(error) = storage::route_completions(&mut self.io, &mut stores, ready) {
             self.storage_failure.get_or_insert(error);
