@@ -17,6 +17,13 @@ use crate::work::Work;
 impl Raft {
     // ---- Vote ----
 
+    /// Raft's election restriction, for votes and pre-votes alike: the requester's log ends
+    /// at an (epoch, offset) at least as large as ours.
+    pub(crate) fn candidate_log_is_up_to_date(&self, request: &VoteRequest) -> bool {
+        OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch)
+            >= self.log.end_offset_and_epoch()
+    }
+
     /// KIP-595: a voter grants at most one vote per epoch, only to a candidate whose log
     /// (last epoch, end offset) is at least as up to date as its own, and the grant is durable
     /// (quorum-state written) before the response leaves.
@@ -74,8 +81,7 @@ impl Raft {
             self.answer_pre_vote(from, &request, out);
             return Ok(());
         }
-        let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
-        let log_ok = candidate_log >= self.log.end_offset_and_epoch();
+        let log_ok = self.candidate_log_is_up_to_date(&request);
         let granted = match &self.state {
             EpochState::Unattached(_) => log_ok,
             EpochState::Voted(v) => {

@@ -10,7 +10,7 @@ use super::{Out, Raft};
 use crate::error::{ErrorCode, RaftError};
 use crate::message::{LeaderIdAndEpoch, Message, VoteRequest, VoteResponse};
 use crate::quorum::{EpochState, ProspectiveState};
-use crate::types::{NodeId, OffsetAndEpoch};
+use crate::types::NodeId;
 
 impl Raft {
     /// A timer expired (a follower's fetch timeout, an unattached or voted voter's election
@@ -76,8 +76,7 @@ impl Raft {
     /// refusal names that leader so the Prospective follows it again; a grant names none.
     pub(crate) fn answer_pre_vote(&mut self, from: NodeId, request: &VoteRequest, out: &mut Out) {
         debug_assert!(request.pre_vote);
-        let candidate_log = OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch);
-        let log_ok = candidate_log >= self.log.end_offset_and_epoch();
+        let log_ok = self.candidate_log_is_up_to_date(request);
         let (vote_granted, leader_id) = match &self.state {
             EpochState::Leader(_) => (false, Some(self.config.node_id)),
             EpochState::Follower(f) if self.fetched_from_leader => (false, Some(f.leader_id)),
