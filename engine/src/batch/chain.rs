@@ -8,7 +8,7 @@
 //! earlier one; KIP-595 leaders append only in their own epoch). A caller that knows the current
 //! epoch can also bound it from above.
 
-use super::{BatchError, RecordBatch};
+use super::{BatchError, RecordBatch, RecordBatchHeader};
 
 #[derive(Clone, Debug, Default)]
 pub struct BatchChainValidator {
@@ -52,9 +52,18 @@ impl BatchChainValidator {
     /// Checks `batch` against the batches before it and, if it fits, advances past it. A batch
     /// that does not fit leaves the validator unchanged.
     pub fn check(&mut self, batch: &RecordBatch) -> Result<(), BatchError> {
-        let position = batch.position();
-        let base_offset = batch.base_offset();
-        let last_offset_delta = batch.header().last_offset_delta();
+        self.check_header(batch.header(), batch.position())
+    }
+
+    /// [`BatchChainValidator::check`] given the header of a batch already framed and
+    /// CRC-checked at `position` (no `RecordBatch` needed).
+    pub fn check_header(
+        &mut self,
+        header: &RecordBatchHeader,
+        position: u64,
+    ) -> Result<(), BatchError> {
+        let base_offset = header.base_offset();
+        let last_offset_delta = header.last_offset_delta();
         let next_offset = base_offset
             .checked_add(i64::from(last_offset_delta))
             .and_then(|last| last.checked_add(1))
@@ -73,7 +82,7 @@ impl BatchChainValidator {
                 found: base_offset,
             });
         }
-        let epoch = batch.partition_leader_epoch();
+        let epoch = header.partition_leader_epoch();
         if let Some(previous) = self.last_epoch
             && epoch < previous
         {

@@ -57,20 +57,10 @@ impl BatchIter {
     }
 
     fn next_batch(&mut self) -> Result<RecordBatch, BatchError> {
-        let rest = &self.buf[self.cursor..];
         let position = self.base_position + self.cursor as u64;
-        let size_bytes = match header::check_frame(rest, position, self.max_size_bytes)? {
-            Frame::Complete { size_bytes } => size_bytes,
-            Frame::Short { needed, available } => {
-                return Err(BatchError::Truncated {
-                    position,
-                    needed,
-                    available,
-                });
-            }
-        };
+        let size_bytes =
+            validate_front_batch(&self.buf[self.cursor..], position, self.max_size_bytes)?;
         let bytes = self.buf.slice(self.cursor..self.cursor + size_bytes);
-        header::check_crc_and_counts(&bytes, position)?;
         self.cursor += size_bytes;
         Ok(RecordBatch::from_validated(bytes, position))
     }
@@ -92,6 +82,28 @@ impl Iterator for BatchIter {
 }
 
 impl std::iter::FusedIterator for BatchIter {}
+
+/// Frame and CRC-check the batch at the front of `buf` (found at `position` of its file or
+/// stream), returning its size: what [`BatchIter`] checks per batch, on a plain slice, for a caller
+/// that must not make a `Bytes` per batch (the log's append path, and its stamping in place).
+pub(crate) fn validate_front_batch(
+    buf: &[u8],
+    position: u64,
+    max_size_bytes: usize,
+) -> Result<usize, BatchError> {
+    let size_bytes = match header::check_frame(buf, position, max_size_bytes)? {
+        Frame::Complete { size_bytes } => size_bytes,
+        Frame::Short { needed, available } => {
+            return Err(BatchError::Truncated {
+                position,
+                needed,
+                available,
+            });
+        }
+    };
+    header::check_crc_and_counts(&buf[..size_bytes], position)?;
+    Ok(size_bytes)
+}
 
 /// The first whole, CRC-valid batch that starts at or after byte `from` of `buf`, if any.
 ///

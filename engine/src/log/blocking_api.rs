@@ -6,8 +6,9 @@ use bytes::Bytes;
 use super::blocking;
 use super::segment::{self, Chunk, Segment, round_down};
 use super::tail_slot::{encode_slot, slot_offset};
+use super::write_tail::WriteTail;
 use super::{LogError, PartitionLog, ReadView};
-use crate::io::{AlignedBuf, Completion, Io, Op};
+use crate::io::{Completion, Io, Op};
 
 impl PartitionLog {
     /// Flush and block until everything appended so far is durable. Returns the durable end
@@ -281,7 +282,7 @@ impl PartitionLog {
         segment.flushed_next_offset = new_end_offset;
         segment.sealed = false;
         segment.seal_durable = false;
-        segment.write_tail = AlignedBuf::from_slice(&partial, block);
+        segment.write_tail = WriteTail::from_partial(&partial, block);
         segment.write_tail_start = block_start;
         segment.chunks.clear();
         if memory_from < position {

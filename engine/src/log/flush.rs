@@ -41,8 +41,8 @@ use std::path::PathBuf;
 use super::blocking;
 use super::segment::{self, round_down, round_up};
 use super::tail_slot::{
-    self, confirmation_offset, encode_confirmation, encode_slot, encoded_slot_header_crc32c,
-    slot_offset,
+    self, confirmation_offset, encode_confirmation, encode_slot, encode_slot_for_blocks,
+    encoded_slot_header_crc32c, slot_offset,
 };
 use super::{LogError, PartitionLog};
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
@@ -348,8 +348,12 @@ impl PartitionLog {
             segment.seal_durable = true;
             segment.write_tail.clear();
             segment.write_tail_start = segment.size_bytes;
+            // Nothing is appended here again: drop the in-memory copies now (once per segment).
+            segment.release_written_chunks();
         }
-        segment.release_written_chunks();
+        // The active segment's written chunks are dropped by its next append instead: freeing
+        // one `Bytes` per batch (a thousand per MiB of 1 KiB appends) here cost ~0.1 ms between
+        // this fdatasync's completion and the next chain's submission, with the disk idle.
         if flight.generation == self.generation
             && flight.target_next_offset > self.durable_end_offset
         {
@@ -485,17 +489,24 @@ impl PartitionLog {
         // with zeros and writes it to the data area: the slot then vouches for it as a full
         // block, holds no data, and marks the batches' end inside it.
         let flush_start = segment.written_full_end;
-        let mut padded_tail;
-        let (slot_block_end, partial, blocks): (u64, &[u8], &[u8]) = if sealing {
-            padded_tail = segment.write_tail.as_slice().to_vec();
-            padded_tail.resize((new_written_full_end - flush_start) as usize, 0);
-            (new_written_full_end, &[], &padded_tail)
+        // The blocks' CRC32C was kept as they filled (`WriteTail`): no pass over them here,
+        // between the previous fdatasync's completion and this chain's submission.
+        let (slot_block_end, partial, blocks): (u64, &[u8], (usize, u32)) = if sealing {
+            (
+                new_written_full_end,
+                &[],
+                segment.write_tail.padded_blocks(),
+            )
         } else {
-            let blocks_len = (full_end - flush_start) as usize;
-            let tail = segment.write_tail.as_slice();
-            (full_end, &tail[blocks_len..], &tail[..blocks_len])
+            let blocks = segment.write_tail.full_blocks();
+            (full_end, &segment.write_tail.as_slice()[blocks.0..], blocks)
         };
-        let slot = encode_slot(
+        assert_eq!(
+            flush_start + blocks.0 as u64,
+            slot_block_end,
+            "the slot vouches for exactly the blocks this flush writes"
+        );
+        let slot = encode_slot_for_blocks(
             slot_sequence,
             slot_block_end / block as u64,
             partial,
@@ -509,25 +520,23 @@ impl PartitionLog {
         let mut block_op = None;
         if new_written_full_end > segment.written_full_end {
             // Move the aligned bytes out; keep the partial block (if any) for the next flush.
-            let keep_from = (full_end - segment.write_tail_start) as usize;
-            let replacement = match self.spare_write_buf.take() {
+            let spare = match self.spare_write_buf.take() {
                 Some(spare) if spare.align() >= block => spare,
                 _ => AlignedBuf::with_capacity(block, block),
             };
-            let mut buf = std::mem::replace(&mut segment.write_tail, replacement);
-            if sealing {
+            let buf = if sealing {
                 // Zero padding to the block boundary: the final block goes to a position of the
                 // data area never written before, and nothing is appended here again.
-                let padding = (new_written_full_end - end) as usize;
-                buf.extend_from_slice(&vec![0u8; padding]);
                 segment.write_tail_start = end;
+                segment.write_tail.take_padded(spare)
             } else {
-                segment
-                    .write_tail
-                    .extend_from_slice(&buf.as_slice()[keep_from..]);
                 segment.write_tail_start = full_end;
-                buf.set_len(keep_from);
-            }
+                segment.write_tail.take_full_blocks(spare)
+            };
+            debug_assert_eq!(
+                segment.written_full_end + buf.len() as u64,
+                new_written_full_end
+            );
             block_op = Some((
                 Op::Write {
                     file,

@@ -29,14 +29,16 @@ pub mod recovery;
 mod reset;
 mod segment;
 mod tail_slot;
+mod write_tail;
 
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::batch::split::validate_front_batch;
 use crate::batch::{
-    BatchChainValidator, BatchIter, stamp_base_offset, stamp_partition_leader_epoch,
+    BatchChainValidator, RecordBatchHeader, stamp_base_offset, stamp_partition_leader_epoch,
 };
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
 use crate::io::{Completion, FileId, Io};
@@ -133,6 +135,8 @@ pub struct PartitionLog {
     /// A completed segment write's buffer, reused as the next write tail (no allocation and
     /// no fresh page faults per flush).
     spare_write_buf: Option<crate::io::AlignedBuf>,
+    /// Scratch for the batches of one append call (kept: no allocation per append).
+    append_metas: Vec<BatchMeta>,
     /// A flush was asked to cover everything below this offset.
     flush_requested_offset: i64,
     /// Bumped by every truncation: a chain started before it must not move the durable offset.
@@ -237,43 +241,49 @@ impl PartitionLog {
                 found: leader_epoch,
             }));
         }
-        let frozen = batches.freeze();
-        let mut metas = self.split_batches(&frozen)?;
-        let mut bytes = match frozen.try_into_mut() {
-            Ok(unique) => unique,
-            Err(shared) => BytesMut::from(&shared[..]),
-        };
-        let mut next_offset = self.log_end_offset();
-        for meta in &mut metas {
-            let batch = &mut bytes[meta.start..meta.start + meta.size_bytes];
-            stamp_base_offset(batch, next_offset);
-            stamp_partition_leader_epoch(batch, leader_epoch);
-            meta.base_offset = next_offset;
-            meta.last_offset = next_offset + meta.last_offset_delta;
-            meta.epoch = leader_epoch;
-            next_offset = meta.last_offset + 1;
-        }
-        self.append_validated(bytes.freeze(), &metas)
+        // Frame, CRC-check and stamp in place, then freeze once: no `Bytes` per batch, no copy
+        // (the buffer may be a slice of a larger receive buffer, so it is never re-owned).
+        let mut batches = batches;
+        let mut metas = std::mem::take(&mut self.append_metas);
+        let result = self.frame_batches(&batches, &mut metas).and_then(|()| {
+            let mut next_offset = self.log_end_offset();
+            for meta in &mut metas {
+                let batch = &mut batches[meta.start..meta.start + meta.size_bytes];
+                stamp_base_offset(batch, next_offset);
+                stamp_partition_leader_epoch(batch, leader_epoch);
+                meta.base_offset = next_offset;
+                meta.last_offset = next_offset + meta.last_offset_delta;
+                meta.epoch = leader_epoch;
+                next_offset = meta.last_offset + 1;
+            }
+            self.append_validated(batches.freeze(), &metas)
+        });
+        self.append_metas = metas;
+        result
     }
 
     /// Follower append: the leader chose the offsets and epochs; check that they continue this
     /// log (offset continuity, epochs never backwards) before keeping the bytes.
     pub fn append_as_follower(&mut self, batches: Bytes) -> Result<AppendInfo, LogError> {
         self.check_running()?;
-        let metas = self.split_batches(&batches)?;
-        let mut chain = BatchChainValidator::expecting(
-            self.log_end_offset(),
-            self.epoch_cache
-                .latest_epoch()
-                .unwrap_or(crate::batch::NO_PARTITION_LEADER_EPOCH),
-        );
-        for batch in BatchIter::new(batches.clone())
-            .with_max_batch_size_bytes(self.config.max_batch_size_bytes)
-        {
-            let batch = batch.map_err(|source| self.invalid(source))?;
-            chain.check(&batch).map_err(|source| self.invalid(source))?;
-        }
-        self.append_validated(batches, &metas)
+        let mut metas = std::mem::take(&mut self.append_metas);
+        let result = self.frame_batches(&batches, &mut metas).and_then(|()| {
+            let mut chain = BatchChainValidator::expecting(
+                self.log_end_offset(),
+                self.epoch_cache
+                    .latest_epoch()
+                    .unwrap_or(crate::batch::NO_PARTITION_LEADER_EPOCH),
+            );
+            for meta in &metas {
+                let header = RecordBatchHeader::view(&batches[meta.start..]);
+                chain
+                    .check_header(header, meta.start as u64)
+                    .map_err(|source| self.invalid(source))?;
+            }
+            self.append_validated(batches, &metas)
+        });
+        self.append_metas = metas;
+        result
     }
 
     /// A view of whole batches from the one holding `from_offset`, at most `max_bytes` unless the
@@ -428,27 +438,34 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Frame and CRC-check every batch of an append (no copy: `Bytes` slices).
-    fn split_batches(&self, bytes: &Bytes) -> Result<Vec<BatchMeta>, LogError> {
-        let mut metas = Vec::new();
-        for batch in BatchIter::new(bytes.clone())
-            .with_max_batch_size_bytes(self.config.max_batch_size_bytes)
-        {
-            let batch = batch.map_err(|source| self.invalid(source))?;
-            if batch.size_bytes() as u64 > self.config.segment_size_bytes {
+    /// Frame and CRC-check every batch of an append into `metas` (cleared first), reading the
+    /// headers in place.
+    fn frame_batches(&self, bytes: &[u8], metas: &mut Vec<BatchMeta>) -> Result<(), LogError> {
+        metas.clear();
+        let mut start = 0;
+        while start < bytes.len() {
+            let size_bytes = validate_front_batch(
+                &bytes[start..],
+                start as u64,
+                self.config.max_batch_size_bytes,
+            )
+            .map_err(|source| self.invalid(source))?;
+            if size_bytes as u64 > self.config.segment_size_bytes {
                 return Err(LogError::BatchTooLarge {
-                    size_bytes: batch.size_bytes(),
+                    size_bytes,
                     segment_size_bytes: self.config.segment_size_bytes,
                 });
             }
+            let header = RecordBatchHeader::view(&bytes[start..]);
             metas.push(BatchMeta {
-                start: batch.position() as usize,
-                size_bytes: batch.size_bytes(),
-                base_offset: batch.base_offset(),
-                last_offset: batch.last_offset(),
-                last_offset_delta: i64::from(batch.header().last_offset_delta()),
-                epoch: batch.partition_leader_epoch(),
+                start,
+                size_bytes,
+                base_offset: header.base_offset(),
+                last_offset: header.last_offset(),
+                last_offset_delta: i64::from(header.last_offset_delta()),
+                epoch: header.partition_leader_epoch(),
             });
+            start += size_bytes;
         }
         if metas.is_empty() {
             return Err(self.invalid(crate::batch::BatchError::Truncated {
@@ -457,7 +474,7 @@ impl PartitionLog {
                 available: 0,
             }));
         }
-        Ok(metas)
+        Ok(())
     }
 
     /// Keep validated, stamped batches: roll when a batch would overflow the active segment,
@@ -489,7 +506,8 @@ impl PartitionLog {
                 && active.size_bytes + run_bytes > capacity_bytes
             {
                 if index > run_start {
-                    self.keep_run(&bytes, &metas[run_start..index]);
+                    let run = &metas[run_start..index];
+                    self.keep_run(bytes.slice(run_bytes_range(run)), run);
                 }
                 run_start = index;
                 if self.active().size_bytes > 0 {
@@ -507,7 +525,16 @@ impl PartitionLog {
                 self.epoch_cache_dirty |= changed;
             }
         }
-        self.keep_run(&bytes, &metas[run_start..]);
+        let run = &metas[run_start..];
+        let range = run_bytes_range(run);
+        // The usual case keeps the whole buffer: slicing a `Bytes` still owned as a `Vec`
+        // allocates its shared header, once per append.
+        let run_bytes = if range == (0..bytes.len()) {
+            bytes
+        } else {
+            bytes.slice(range)
+        };
+        self.keep_run(run_bytes, run);
         Ok(AppendInfo {
             base_offset: metas[0].base_offset,
             last_offset: metas[metas.len() - 1].last_offset,
@@ -516,12 +543,13 @@ impl PartitionLog {
     }
 
     /// Append consecutive batches that all fit the active segment.
-    fn keep_run(&mut self, bytes: &Bytes, metas: &[BatchMeta]) {
+    fn keep_run(&mut self, run: Bytes, metas: &[BatchMeta]) {
         let interval = self.config.index_interval_bytes;
         let segment = self.segments.last_mut().expect("active segment");
+        // Chunks a completed flush put in the file are dropped here, off the flush path.
+        segment.release_written_chunks();
         let first = metas[0].start;
-        let last = metas[metas.len() - 1].start + metas[metas.len() - 1].size_bytes;
-        let run = bytes.slice(first..last);
+        debug_assert_eq!(run_bytes_range(metas).len(), run.len());
         let run_position = segment.size_bytes;
         for meta in metas {
             assert_eq!(
@@ -569,6 +597,12 @@ impl PartitionLog {
         self.segments
             .push(Segment::new_empty(base_offset, block, region_offset));
     }
+}
+
+/// Where consecutive batches lie in their append's buffer.
+fn run_bytes_range(metas: &[BatchMeta]) -> std::ops::Range<usize> {
+    let last = &metas[metas.len() - 1];
+    metas[0].start..last.start + last.size_bytes
 }
 
 /// What an append learned about one batch.

@@ -54,10 +54,11 @@ use super::blocking;
 use super::index::SparseIndex;
 use super::segment::{self, BatchEntry, Chunk, Segment, round_down, round_up};
 use super::tail_slot;
+use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
 use crate::batch::{BatchChainValidator, BatchIter};
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{AlignedBuf, Completion, FileId, Io, OpenOptions};
+use crate::io::{Completion, FileId, Io, OpenOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentRole {
@@ -257,6 +258,7 @@ impl PartitionLog {
             confirming: None,
             confirmation_pending: None,
             spare_write_buf: None,
+            append_metas: Vec::new(),
             flush_requested_offset: 0,
             generation: 0,
             stopped: None,
@@ -509,7 +511,7 @@ impl PartitionLog {
                     let block_start = round_down(valid_end, block);
                     segment.written_full_end = block_start;
                     segment.write_tail_start = block_start;
-                    segment.write_tail = AlignedBuf::from_slice(
+                    segment.write_tail = WriteTail::from_partial(
                         &image[block_start as usize..valid_end as usize],
                         block,
                     );

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::index::SparseIndex;
-use crate::io::{AlignedBuf, FileId};
+use super::write_tail::WriteTail;
+use crate::io::FileId;
 
 /// One batch's place in its segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +69,7 @@ pub(crate) struct Segment {
     /// Bytes `[write_tail_start, size_bytes)`, block aligned for the next O_DIRECT write.
     /// `write_tail_start` runs ahead of `written_full_end` while a chain writing the full
     /// blocks is in flight.
-    pub write_tail: AlignedBuf,
+    pub write_tail: WriteTail,
     pub write_tail_start: u64,
     pub chunks: VecDeque<Chunk>,
     /// Sequence number of the newest slot written to the segment's slot region.
@@ -90,7 +91,7 @@ impl Segment {
             flushed_next_offset: base_offset,
             sealed: false,
             seal_durable: false,
-            write_tail: AlignedBuf::with_capacity(block_size_bytes, block_size_bytes),
+            write_tail: WriteTail::new(block_size_bytes),
             write_tail_start: 0,
             chunks: VecDeque::new(),
             slot_sequence: 0,

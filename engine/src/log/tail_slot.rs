@@ -197,12 +197,35 @@ pub(crate) fn encode_slot(
     flushed_blocks: &[u8],
     data_end_position: u64,
 ) -> AlignedBuf {
+    encode_slot_for_blocks(
+        sequence,
+        block_index,
+        data,
+        block_size_bytes,
+        flush_start_position,
+        (flushed_blocks.len(), crc32c::crc32c(flushed_blocks)),
+        data_end_position,
+    )
+}
+
+/// [`encode_slot`] given the flushed blocks' (length, CRC32C) instead of their bytes: a flush
+/// knows the CRC already (`WriteTail` keeps it as blocks fill), so no second pass over them
+/// runs between one fdatasync and the next.
+pub(crate) fn encode_slot_for_blocks(
+    sequence: u64,
+    block_index: u64,
+    data: &[u8],
+    block_size_bytes: usize,
+    flush_start_position: u64,
+    (flushed_blocks_len, flushed_blocks_crc32c): (usize, u32),
+    data_end_position: u64,
+) -> AlignedBuf {
     assert!(
         data.len() < block_size_bytes,
         "a tail slot holds a partial block"
     );
     assert_eq!(
-        flush_start_position + flushed_blocks.len() as u64,
+        flush_start_position + flushed_blocks_len as u64,
         block_index * block_size_bytes as u64,
         "the flushed blocks end where the slot's block starts"
     );
@@ -223,7 +246,7 @@ pub(crate) fn encode_slot(
     header[28..32].copy_from_slice(&(data.len() as u32).to_be_bytes());
     header[32..36].copy_from_slice(&crc32c::crc32c(data).to_be_bytes());
     header[36..44].copy_from_slice(&flush_start_position.to_be_bytes());
-    header[44..48].copy_from_slice(&crc32c::crc32c(flushed_blocks).to_be_bytes());
+    header[44..48].copy_from_slice(&flushed_blocks_crc32c.to_be_bytes());
     header[48..56].copy_from_slice(&data_end_position.to_be_bytes());
     let header_crc = crc32c::crc32c(&header[..56]);
     header[56..60].copy_from_slice(&header_crc.to_be_bytes());
