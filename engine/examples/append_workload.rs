@@ -122,9 +122,10 @@ fn main() {
     );
     // The first segment file's length (data area + slot region, preallocated): the file shape
     // fio gets in the comparison.
-    let first_segment_bytes = std::fs::metadata(dir.join("append-0").join(format!("{:020}.log", 0)))
-        .map(|metadata| metadata.len())
-        .expect("the first segment file");
+    let first_segment_bytes =
+        std::fs::metadata(dir.join("append-0").join(format!("{:020}.log", 0)))
+            .map(|metadata| metadata.len())
+            .expect("the first segment file");
     println!("segment_file_bytes={first_segment_bytes}");
     println!("bandwidth_bytes_per_sec={bandwidth:.0}");
     println!("bandwidth_mib_per_sec={:.1}", bandwidth / (1 << 20) as f64);

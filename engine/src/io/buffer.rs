@@ -20,6 +20,9 @@ pub struct AlignedBuf {
     len: usize,
     capacity: usize,
     align: usize,
+    /// Whether allocations of [`HUGE_BUFFER_MIN_BYTES`] and more are huge-page mappings
+    /// ([`AlignedBuf::with_capacity_in_huge_pages`]).
+    huge_pages: bool,
 }
 
 // SAFETY: `AlignedBuf` owns its allocation exclusively (like `Vec<u8>`); no other handle to the
@@ -34,16 +37,35 @@ impl AlignedBuf {
     /// # Panics
     /// If `align` is not a power of two or the capacity overflows `isize` (programming errors).
     pub fn with_capacity(capacity: usize, align: usize) -> Self {
+        Self::allocate(capacity, align, false)
+    }
+
+    /// Like [`AlignedBuf::with_capacity`], for the large O_DIRECT writes of a group commit: once
+    /// the buffer holds 1 MiB or more, its allocation is a mapping of
+    /// its own, 2 MiB aligned, whole 2 MiB pages, offered to the kernel as transparent huge pages
+    /// (`MADV_HUGEPAGE`). A write from physically contiguous memory is one segment for the block
+    /// layer: a 1 MiB write from 4 KiB pages is 256 segments, more than a virtio disk takes in one
+    /// request (`max_segments` 254), so it went to the device as two requests. Measured: +11 %
+    /// append bandwidth (docs/log.md, "Performance"). Where the kernel has no huge page to give
+    /// the buffer still works, page by page. Meant for a few long-lived, reused buffers: each
+    /// allocation is an mmap.
+    pub fn with_capacity_in_huge_pages(capacity: usize, align: usize) -> Self {
+        Self::allocate(capacity, align, true)
+    }
+
+    fn allocate(capacity: usize, align: usize, huge_pages: bool) -> Self {
         assert!(
             align.is_power_of_two(),
             "alignment {align} is not a power of two"
         );
-        let ptr = Self::allocate_zeroed(capacity, align);
+        let capacity = Self::capacity_for(capacity, align, huge_pages);
+        let ptr = Self::allocate_zeroed(capacity, align, huge_pages);
         AlignedBuf {
             ptr,
             len: 0,
             capacity,
             align,
+            huge_pages,
         }
     }
 
@@ -156,22 +178,45 @@ impl AlignedBuf {
         if wanted <= self.capacity {
             return;
         }
-        let new_capacity = wanted.max(self.capacity.saturating_mul(2)).max(self.align);
-        let new_ptr = Self::allocate_zeroed(new_capacity, self.align);
+        let new_capacity = Self::capacity_for(
+            wanted.max(self.capacity.saturating_mul(2)).max(self.align),
+            self.align,
+            self.huge_pages,
+        );
+        let new_ptr = Self::allocate_zeroed(new_capacity, self.align, self.huge_pages);
         // SAFETY: both allocations are valid for `self.len <= self.capacity <= new_capacity` bytes
         // and are distinct, so they do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), new_ptr.as_ptr(), self.len) };
-        Self::deallocate(self.ptr, self.capacity, self.align);
+        Self::deallocate(self.ptr, self.capacity, self.align, self.huge_pages);
         self.ptr = new_ptr;
         self.capacity = new_capacity;
     }
 
-    fn allocate_zeroed(capacity: usize, align: usize) -> NonNull<u8> {
+    /// The capacity an allocation for `wanted` bytes gets: a huge-page buffer of
+    /// [`HUGE_BUFFER_MIN_BYTES`] and more is whole huge pages.
+    fn capacity_for(wanted: usize, align: usize, huge_pages: bool) -> usize {
+        if Self::is_huge(wanted, align, huge_pages) {
+            wanted.next_multiple_of(HUGE_PAGE_BYTES)
+        } else {
+            wanted
+        }
+    }
+
+    /// Whether a buffer of `capacity` bytes lives in its own huge-page mapping.
+    fn is_huge(capacity: usize, align: usize, huge_pages: bool) -> bool {
+        huge_pages && capacity >= HUGE_BUFFER_MIN_BYTES && align <= HUGE_PAGE_BYTES
+    }
+
+    fn allocate_zeroed(capacity: usize, align: usize, huge_pages: bool) -> NonNull<u8> {
         if capacity == 0 {
             // A zero-sized allocation is not allowed; an aligned dangling pointer is the Vec idiom
             // and keeps `is_aligned_to` true for empty buffers.
             return NonNull::new(std::ptr::without_provenance_mut(align))
                 .expect("align is non-zero");
+        }
+        if Self::is_huge(capacity, align, huge_pages) {
+            debug_assert!(capacity.is_multiple_of(HUGE_PAGE_BYTES));
+            return huge::map_zeroed(capacity);
         }
         let layout =
             Layout::from_size_align(capacity, align).expect("AlignedBuf layout overflows isize");
@@ -180,8 +225,12 @@ impl AlignedBuf {
         NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
     }
 
-    fn deallocate(ptr: NonNull<u8>, capacity: usize, align: usize) {
+    fn deallocate(ptr: NonNull<u8>, capacity: usize, align: usize, huge_pages: bool) {
         if capacity == 0 {
+            return;
+        }
+        if Self::is_huge(capacity, align, huge_pages) {
+            huge::unmap(ptr, capacity);
             return;
         }
         let layout =
@@ -192,9 +241,63 @@ impl AlignedBuf {
     }
 }
 
+/// A transparent huge page on x86-64 (and aarch64 with 4 KiB base pages).
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+/// A huge-page buffer this large or larger is mapped on its own, 2 MiB aligned.
+const HUGE_BUFFER_MIN_BYTES: usize = 1 << 20;
+
+mod huge {
+    use super::HUGE_PAGE_BYTES;
+    use std::ptr::NonNull;
+
+    /// `len` (a multiple of [`HUGE_PAGE_BYTES`]) zeroed bytes at a 2 MiB aligned address.
+    pub(super) fn map_zeroed(len: usize) -> NonNull<u8> {
+        debug_assert!(len.is_multiple_of(HUGE_PAGE_BYTES));
+        let mapped_len = len + HUGE_PAGE_BYTES;
+        // SAFETY: an anonymous private mapping with no address hint; the kernel zero-fills it.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(len, HUGE_PAGE_BYTES).expect("valid layout"),
+            );
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(HUGE_PAGE_BYTES);
+        let head = aligned - start;
+        let tail = mapped_len - head - len;
+        // SAFETY: both ranges lie inside the mapping just made and outside [aligned, aligned+len).
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((aligned + len) as *mut libc::c_void, tail);
+            }
+            // Advisory: without huge pages the buffer still works, page by page.
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+        NonNull::new(aligned as *mut u8).expect("mmap never returns null on success")
+    }
+
+    pub(super) fn unmap(ptr: NonNull<u8>, len: usize) {
+        // SAFETY: `ptr..ptr+len` is exactly one mapping made by `map_zeroed`, unmapped once.
+        let rc = unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+        debug_assert_eq!(rc, 0, "munmap of a buffer mapping failed");
+    }
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        Self::deallocate(self.ptr, self.capacity, self.align);
+        Self::deallocate(self.ptr, self.capacity, self.align, self.huge_pages);
     }
 }
 
@@ -297,5 +400,44 @@ mod tests {
         let buf = AlignedBuf::from_slice(b"abc", 4096);
         let back = std::thread::spawn(move || buf).join().expect("thread");
         assert_eq!(back.as_slice(), b"abc");
+    }
+
+    #[test]
+    fn huge_page_buffer_grows_into_whole_aligned_huge_pages_keeping_contents() {
+        let mut buf = AlignedBuf::with_capacity_in_huge_pages(4096, 4096);
+        assert!(buf.capacity() < HUGE_BUFFER_MIN_BYTES, "small: an ordinary allocation");
+        let mut expected = Vec::new();
+        let mut round = 0u32;
+        // 1 KiB batches up to 5 MiB: crosses the 1 MiB threshold and several huge pages.
+        while expected.len() < 5 << 20 {
+            let chunk: Vec<u8> = (0..1024u32).map(|i| (i ^ round) as u8).collect();
+            buf.extend_from_slice(&chunk);
+            expected.extend_from_slice(&chunk);
+            round += 1;
+            assert!(buf.is_aligned_to(4096));
+            if buf.capacity() >= HUGE_BUFFER_MIN_BYTES {
+                assert!(buf.is_aligned_to(HUGE_PAGE_BYTES), "a mapping of its own");
+                assert_eq!(buf.capacity() % HUGE_PAGE_BYTES, 0, "whole huge pages");
+            }
+        }
+        assert_eq!(buf.as_slice(), &expected[..]);
+        // Reuse as a write tail does it: cleared, refilled, padded with zeros.
+        buf.clear();
+        buf.extend_from_slice(b"tail");
+        buf.set_len(3 << 20);
+        assert_eq!(&buf.as_slice()[..4], b"tail");
+        assert!(buf.as_slice()[4..].iter().all(|&b| b == 0));
+        let copy = buf.clone();
+        drop(buf);
+        assert_eq!(&copy.as_slice()[..4], b"tail");
+    }
+
+    #[test]
+    fn huge_page_buffer_made_large_is_mapped_at_once() {
+        let buf = AlignedBuf::with_capacity_in_huge_pages(HUGE_BUFFER_MIN_BYTES + 1, 4096);
+        assert!(buf.is_aligned_to(HUGE_PAGE_BYTES));
+        assert_eq!(buf.capacity(), HUGE_PAGE_BYTES);
+        let ordinary = AlignedBuf::with_capacity(HUGE_BUFFER_MIN_BYTES + 1, 4096);
+        assert_eq!(ordinary.capacity(), HUGE_BUFFER_MIN_BYTES + 1, "only on request");
     }
 }

@@ -522,7 +522,7 @@ impl PartitionLog {
             // Move the aligned bytes out; keep the partial block (if any) for the next flush.
             let spare = match self.spare_write_buf.take() {
                 Some(spare) if spare.align() >= block => spare,
-                _ => AlignedBuf::with_capacity(block, block),
+                _ => AlignedBuf::with_capacity_in_huge_pages(block, block),
             };
             let buf = if sealing {
                 // Zero padding to the block boundary: the final block goes to a position of the

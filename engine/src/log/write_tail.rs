@@ -21,7 +21,7 @@ pub(crate) struct WriteTail {
 impl WriteTail {
     pub fn new(block_size_bytes: usize) -> WriteTail {
         WriteTail::with_buffer(
-            AlignedBuf::with_capacity(block_size_bytes, block_size_bytes),
+            AlignedBuf::with_capacity_in_huge_pages(block_size_bytes, block_size_bytes),
             block_size_bytes,
         )
     }
