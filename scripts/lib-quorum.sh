@@ -8,16 +8,34 @@
 
 RINGLOG="${RINGLOG:-$PWD/target/release/ringlog}"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# N distinct free ports below the kernel's ephemeral range (32768 on Linux by default), which
+# outgoing connections never take between this check and the nodes' binds (port 0 would hand
+# out exactly those): random in [20000, 32000), each checked free.
+free_ports() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+ports = []
+while len(ports) < int(sys.argv[1]):
+    port = random.randrange(20000, min(32000, lo))
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    if port not in ports:
+        ports.append(port)
+print(" ".join(map(str, ports)))
+PY
 }
 
 start_quorum() {
   local folder="$1" id voters=""
   rm -rf "$folder"; mkdir -p "$folder"
   PORTS=(); METRICS=(); PIDS=()
+  local ports; read -r -a ports <<< "$(free_ports 6)"
   for id in 1 2 3; do
-    PORTS[$id]="$(free_port)"; METRICS[$id]="$(free_port)"
+    PORTS[$id]="${ports[$((2 * id - 2))]}"; METRICS[$id]="${ports[$((2 * id - 1))]}"
     voters="${voters:+$voters,}$id@127.0.0.1:${PORTS[$id]}"
   done
   local cluster_id; cluster_id="$("$RINGLOG" random-uuid)"

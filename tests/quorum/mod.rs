@@ -46,12 +46,44 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A port on 127.0.0.1 that nothing listens on, for a node to bind.
+///
+/// Not "bind port 0 and drop": the kernel hands out the same ephemeral range for port 0 and for
+/// the source ports of outgoing connections, so between the drop and the node's bind another
+/// test's client or a node's peer connection could take the port ("address in use", seen once in
+/// CI). These ports come from below the ephemeral range (Linux's default starts at 32768), which
+/// the kernel never picks on its own, each one handed out once per test process (a counter from
+/// a start that depends on the process id, so two test processes on one machine rarely meet),
+/// and checked free before it is returned.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000; // [20000, 32000): below the ephemeral range
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % COUNT,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    for _ in 0..COUNT {
+        let port = FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % COUNT;
+        if port >= ephemeral_start {
+            continue;
+        }
+        let port = u16::try_from(port).expect("below 32000");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!(
+        "no free port in [{FIRST}, {}) below the ephemeral range",
+        FIRST + COUNT
+    );
 }
 
 pub struct Node {

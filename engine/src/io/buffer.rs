@@ -405,7 +405,10 @@ mod tests {
     #[test]
     fn huge_page_buffer_grows_into_whole_aligned_huge_pages_keeping_contents() {
         let mut buf = AlignedBuf::with_capacity_in_huge_pages(4096, 4096);
-        assert!(buf.capacity() < HUGE_BUFFER_MIN_BYTES, "small: an ordinary allocation");
+        assert!(
+            buf.capacity() < HUGE_BUFFER_MIN_BYTES,
+            "small: an ordinary allocation"
+        );
         let mut expected = Vec::new();
         let mut round = 0u32;
         // 1 KiB batches up to 5 MiB: crosses the 1 MiB threshold and several huge pages.
@@ -438,6 +441,10 @@ mod tests {
         assert!(buf.is_aligned_to(HUGE_PAGE_BYTES));
         assert_eq!(buf.capacity(), HUGE_PAGE_BYTES);
         let ordinary = AlignedBuf::with_capacity(HUGE_BUFFER_MIN_BYTES + 1, 4096);
-        assert_eq!(ordinary.capacity(), HUGE_BUFFER_MIN_BYTES + 1, "only on request");
+        assert_eq!(
+            ordinary.capacity(),
+            HUGE_BUFFER_MIN_BYTES + 1,
+            "only on request"
+        );
     }
 }
