@@ -253,13 +253,13 @@ fn blocking_kafka_client_describes_the_quorum() {
 
 #[test]
 fn connection_refused_is_an_error_not_a_hang() {
-    // Bind and drop to find a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     tokio_uring::start(async move {
+        // A port bound but never listened on, held for the whole test: Linux refuses connections
+        // to it, and no other test can start listening there meanwhile (bind-and-drop would leave
+        // the port free for another test's listener to take).
+        let held = tokio::net::TcpSocket::new_v4().unwrap();
+        held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = held.local_addr().unwrap().port();
         let peer = PeerClient::new(format!("127.0.0.1:{port}"), config(2000));
         let error = peer.send(vote()).await.unwrap_err();
         assert!(matches!(error, PeerError::Connect { .. }), "{error}");
