@@ -56,34 +56,34 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// a start that depends on the process id, so two test processes on one machine rarely meet),
 /// and checked free before it is returned.
 pub fn free_port() -> u16 {
+    use std::sync::LazyLock;
     use std::sync::atomic::{AtomicU32, Ordering};
     const FIRST: u32 = 20_000;
-    const COUNT: u32 = 12_000; // [20000, 32000): below the ephemeral range
-    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
-    let _ = NEXT.compare_exchange(
-        u32::MAX,
-        std::process::id().wrapping_mul(7919) % COUNT,
-        Ordering::SeqCst,
-        Ordering::SeqCst,
-    );
-    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32_768);
-    for _ in 0..COUNT {
-        let port = FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % COUNT;
-        if port >= ephemeral_start {
-            continue;
-        }
+    // (how many ports from FIRST are below the ephemeral range and 32000, the next to try)
+    static RANGE: LazyLock<(u32, AtomicU32)> = LazyLock::new(|| {
+        let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32_768);
+        let count = ephemeral_start.min(32_000).saturating_sub(FIRST);
+        assert!(
+            count > 0,
+            "the ephemeral range starts at {ephemeral_start}, below {FIRST}"
+        );
+        (
+            count,
+            AtomicU32::new(std::process::id().wrapping_mul(7919) % count),
+        )
+    });
+    let (count, next) = &*RANGE;
+    for _ in 0..*count {
+        let port = FIRST + next.fetch_add(1, Ordering::Relaxed) % count;
         let port = u16::try_from(port).expect("below 32000");
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
-    panic!(
-        "no free port in [{FIRST}, {}) below the ephemeral range",
-        FIRST + COUNT
-    );
+    panic!("no free port in [{FIRST}, {})", FIRST + count);
 }
 
 pub struct Node {
