@@ -1,5 +1,6 @@
-//! The simulator in the normal test run: 1,000 seeds of the three-voter profile and 200 of the
-//! mixed profile (1–5 voters, 0–2 observers, 1–4 partitions, every fault class), split into
+//! The simulator in the normal test run: 1,000 seeds of the three-voter profile, 200 of the
+//! mixed profile (1–5 voters, 0–2 observers, 1–4 partitions, every fault class) and 200 of the
+//! single-voter profile (one voter, 1–2 observers), split into
 //! several tests so they run in parallel; the seeds that found bugs; determinism; and the
 //! mutation check (each deliberately broken rule must be caught by some seed).
 
@@ -115,6 +116,15 @@ fn mixed_seeds_100_to_200() {
     assert_exercised(&run_range(Profile::Mixed, 100..200));
 }
 
+#[test]
+fn single_voter_seeds_0_to_200() {
+    // KIP-595 with a quorum of one: the lone voter's own disk is the majority. Seeds 139 and
+    // 835 broke log matching before a candidate's own vote had to be durable before it led.
+    let reports = run_range(Profile::Single, 0..200);
+    assert!(reports.iter().all(|r| r.voters == 1 && r.observers >= 1));
+    assert_exercised(&reports);
+}
+
 /// Seeds that found bugs, kept so they replay in every run (docs/simulator.md lists them).
 #[test]
 fn regression_seeds() {
@@ -125,8 +135,13 @@ fn regression_seeds() {
         run_range(Profile::Three, seed..seed + 1);
     }
     // mixed: 295, 297 (an observer never sent its first fetch after start).
-    for seed in [295, 297, 298, 299] {
+    // mixed: 5004073, 5004473, 5009855 (a lone voter led epoch E before its vote for E was
+    // durable, crashed, and led E again with different batches: log matching broken).
+    for seed in [295, 297, 298, 299, 5_004_073, 5_004_473, 5_009_855] {
         run_range(Profile::Mixed, seed..seed + 1);
+    }
+    for seed in [139, 306, 411, 835, 865] {
+        run_range(Profile::Single, seed..seed + 1);
     }
 }
 

@@ -1,5 +1,5 @@
 //! The simulator runner:
-//! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed]
+//! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed|single]
 //! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
@@ -14,7 +14,7 @@ use ringlog_replication::sim::{Profile, SimOptions, SnapshotMutation, run_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed] [--partitions 1-4] [--mutation {}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
         SnapshotMutation::ALL.map(|m| m.name()).join("|")
     );

@@ -184,10 +184,30 @@ impl Raft {
             out,
         );
         self.fetch_in_flight = None;
-        if self.config.majority() == 1 {
-            return self.transition_to_leader(out);
+        // A lone voter's own vote is the majority, but it counts only once it is durable
+        // (`maybe_win_with_own_vote`, called from `on_persisted`): if the vote for epoch E were
+        // still in flight when this node led, served observers and crashed, the node would come
+        // back in epoch E - 1, win epoch E again and put different batches at the offsets it had
+        // already served in E (log matching broken; simulator seeds 5004073, 5004473, 5009855).
+        // With more voters the Vote requests leave after the write, so every grant follows it.
+        if self.config.majority() > 1 {
+            self.send_vote_requests(out, &BTreeSet::new(), false);
         }
-        self.send_vote_requests(out, &BTreeSet::new(), false);
+        Ok(())
+    }
+
+    /// A Candidate whose own durable vote is a majority (a single-voter quorum) becomes
+    /// leader; called when a quorum-state write completes.
+    pub(crate) fn maybe_win_with_own_vote(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let majority = self.config.majority();
+        let EpochState::Candidate(candidate) = &self.state else {
+            return Ok(());
+        };
+        let own_vote_durable = self.persisted_election.epoch == candidate.epoch
+            && self.persisted_election.voted_for == Some(self.config.node_id);
+        if own_vote_durable && candidate.granting.len() >= majority {
+            self.transition_to_leader(out)?;
+        }
         Ok(())
     }
 
@@ -256,6 +276,15 @@ impl Raft {
         let epoch = candidate.epoch;
         let granting_voters: Vec<NodeId> = candidate.granting.iter().copied().collect();
         let local = self.config.node_id;
+        // KIP-595: an epoch names one leader and one log. The candidate's vote for itself in
+        // this epoch is on disk before it leads, so a crash can never bring it back to an older
+        // epoch from which it could win this one again with a different log.
+        assert!(
+            self.persisted_election.epoch == epoch
+                && self.persisted_election.voted_for == Some(local),
+            "leading epoch {epoch} before the vote for it is durable (durable: {:?})",
+            self.persisted_election
+        );
         let epoch_start_offset = self.log.log_end_offset();
         let voters: BTreeMap<NodeId, ReplicaProgress> = self
             .config

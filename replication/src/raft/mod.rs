@@ -290,6 +290,7 @@ impl Raft {
                     "quorum-state write completed out of order"
                 );
                 self.persisted_election = state;
+                self.maybe_win_with_own_vote(&mut out)?;
             }
             Persisted::Log {
                 generation,

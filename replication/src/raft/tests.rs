@@ -257,7 +257,9 @@ fn election_timeout_asks_for_pre_votes_then_a_candidate_persists_its_own_vote_fi
 fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_epoch() {
     let mut raft = fresh(1);
     raft.tick(5_000).unwrap();
-    raft.step(5_000, 2, vote_response(true, 0, None)).unwrap();
+    // The pre-vote grant makes a Candidate; its Vote requests leave once its vote is durable.
+    let work = raft.step(5_000, 2, vote_response(true, 0, None)).unwrap();
+    persist_quorum_state(&mut raft, 5_000, &work);
     let work = raft.step(5_001, 3, vote_response(true, 1, None)).unwrap();
     let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
         leader_id: 1,
@@ -991,3 +993,6 @@ mod snapshot_fetch_tests;
 
 #[path = "pre_vote_tests.rs"]
 mod pre_vote_tests;
+
+#[path = "single_voter_tests.rs"]
+mod single_voter_tests;

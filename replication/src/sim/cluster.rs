@@ -218,6 +218,7 @@ impl Cluster {
         let (voter_count, observer_count) = match options.profile {
             Profile::Three => (3, 0),
             Profile::Mixed => (1 + rng.below(5) as i32, rng.below(3) as i32),
+            Profile::Single => (1, 1 + rng.below(2) as i32),
         };
         let voters: Vec<NodeId> = (1..=voter_count).collect();
         let observers: Vec<NodeId> = (101..101 + observer_count).collect();
@@ -269,6 +270,13 @@ impl Cluster {
             drop_per_mille: rng.below(100),
             duplicate_per_mille: rng.below(50),
         };
+        // A lone voter's slow fsync is a long window in which it leads and serves what is not
+        // yet durable; single-voter seeds draw it up to 30 ms (drawn last, so the other
+        // profiles' seeds replay as before).
+        let disk_latency_max_ms = match options.profile {
+            Profile::Single => [3, 10, 30][rng.below(3) as usize],
+            Profile::Three | Profile::Mixed => 3,
+        };
         Self {
             checkers: (0..partitions)
                 .map(|_| Checker::new(voters.clone()))
@@ -290,7 +298,7 @@ impl Cluster {
             faults_active: true,
             client_counter: 0,
             last_delivery_ms: BTreeMap::new(),
-            disk_latency_max_ms: 3,
+            disk_latency_max_ms,
             snapshot_response_max_bytes,
             fetchers: BTreeMap::new(),
             next_bundle_id: 0,

@@ -65,6 +65,9 @@ pub enum Profile {
     Three,
     /// 1–5 voters and 0–2 observers, drawn from the seed.
     Mixed,
+    /// One voter and 1–2 observers (Kafka's standalone controller with read replicas): the
+    /// lone voter is its own majority, so every durability rule rests on its own disk.
+    Single,
 }
 
 impl Profile {
@@ -72,6 +75,7 @@ impl Profile {
         match self {
             Profile::Three => "three",
             Profile::Mixed => "mixed",
+            Profile::Single => "single",
         }
     }
 
@@ -79,6 +83,7 @@ impl Profile {
         match name {
             "three" => Some(Profile::Three),
             "mixed" => Some(Profile::Mixed),
+            "single" => Some(Profile::Single),
             _ => None,
         }
     }

@@ -1,0 +1,90 @@
+//! A quorum of one voter (Kafka's standalone controller): its own vote is the majority, so the
+//! order of its own disk writes is all that keeps an epoch to one log.
+
+use super::*;
+
+fn lone_voter() -> Raft {
+    let config = QuorumConfig::new(1, &[1]).unwrap();
+    Raft::new(config, &RecoveredState::default(), 7, 0).unwrap()
+}
+
+fn is_leader_work(work: &Work) -> bool {
+    matches!(
+        work,
+        Work::AppendAsLeader { .. } | Work::Flush { .. } | Work::HighWatermarkChanged { .. }
+    )
+}
+
+#[test]
+fn a_lone_voter_leads_only_once_its_vote_is_durable() {
+    // KIP-595: an epoch names one leader and one log. If the lone voter led epoch 1 while its
+    // vote for epoch 1 was still being written, then crashed, it would restart in epoch 0, win
+    // epoch 1 again and write different batches at offsets an observer already holds.
+    let mut raft = lone_voter();
+    let (work, _) = raft.tick(5_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+    assert_eq!(
+        work,
+        vec![Work::WriteQuorumState(ElectionState {
+            epoch: 1,
+            leader_id: None,
+            voted_for: Some(1),
+        })],
+        "the candidate writes its vote and does nothing as leader yet"
+    );
+    assert!(!work.iter().any(is_leader_work));
+    // A crash now restarts it in epoch 0 from an empty log: nothing of epoch 1 exists anywhere.
+
+    let work = raft
+        .on_persisted(
+            5_001,
+            Persisted::QuorumState(ElectionState {
+                epoch: 1,
+                leader_id: None,
+                voted_for: Some(1),
+            }),
+        )
+        .unwrap();
+    assert!(raft.is_leader());
+    assert_eq!(raft.epoch(), 1);
+    assert!(
+        matches!(
+            work.as_slice(),
+            [
+                Work::AppendAsLeader {
+                    base_offset: 0,
+                    leader_epoch: 1,
+                    ..
+                },
+                Work::Flush { end_offset: 1, .. },
+                Work::WriteQuorumState(ElectionState {
+                    epoch: 1,
+                    leader_id: Some(1),
+                    voted_for: Some(1),
+                }),
+            ]
+        ),
+        "{work:?}"
+    );
+}
+
+#[test]
+fn a_lone_voter_that_crashed_with_its_vote_durable_moves_to_a_new_epoch() {
+    // The vote for epoch 1 reached the disk, the leader's own record did not: the restarted
+    // voter holds the vote (Voted in epoch 1) and its next election is for epoch 2.
+    let config = QuorumConfig::new(1, &[1]).unwrap();
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 1,
+            leader_id: None,
+            voted_for: Some(1),
+        },
+        ..Default::default()
+    };
+    let mut raft = Raft::new(config, &recovered, 7, 0).unwrap();
+    assert!(matches!(raft.state(), EpochState::Voted(_)));
+    let (work, _) = raft.tick(5_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+    assert_eq!(raft.epoch(), 2);
+    assert!(!work.iter().any(is_leader_work));
+}
