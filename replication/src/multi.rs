@@ -216,6 +216,19 @@ impl MultiRaft {
         Ok((result, Self::tag(partition, work)))
     }
 
+    /// [`Raft::complete_parked_fetch`] of one partition; nothing for a partition not hosted.
+    pub fn complete_parked_fetch(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        replica: NodeId,
+    ) -> Vec<PartitionWork> {
+        match self.partitions.get_mut(&partition) {
+            Some(raft) => Self::tag(partition, raft.complete_parked_fetch(now_ms, replica)),
+            None => Vec::new(),
+        }
+    }
+
     pub fn resign(
         &mut self,
         now_ms: u64,

@@ -150,6 +150,11 @@ struct PendingRequest {
     /// bytes (sent with sendfile).
     snapshot_regions: Vec<Option<FileRegion>>,
     started_ms: u64,
+    /// The core is still being stepped with this request's parts (`start_raft_request`).
+    stepping: bool,
+    /// A replica Fetch's parked parts were asked to answer early, because another part of the
+    /// same request had an answer (`requests.rs`, `release_parked_parts`).
+    released: bool,
 }
 
 /// What we sent a peer and wait for.
@@ -204,6 +209,8 @@ pub(crate) struct Node {
     next_core_correlation_id: u64,
     held: VecDeque<Held>,
     persisted: VecDeque<(PartitionId, Persisted)>,
+    /// Replica Fetch requests whose parked parts are to be answered now (requests.rs).
+    parked_releases: Vec<u64>,
     handlers: handlers::State,
     /// Last (leader, epoch) logged per partition.
     last_leader: BTreeMap<PartitionId, (Option<NodeId>, u32)>,
@@ -318,6 +325,7 @@ impl Node {
             next_core_correlation_id: 1,
             held: VecDeque::new(),
             persisted: VecDeque::new(),
+            parked_releases: Vec::new(),
             handlers: handlers::State::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
@@ -737,6 +745,10 @@ impl Node {
             self.report_durable();
             self.release_held()?;
             self.check_produce_waiters()?;
+            if !self.parked_releases.is_empty() {
+                self.release_parked_fetches()?;
+                continue;
+            }
             let Some((partition, persisted)) = self.persisted.pop_front() else {
                 if self.report_snapshots_written()? {
                     continue;

@@ -106,6 +106,8 @@ impl Node {
                 parts,
                 answers,
                 started_ms: self.now_ms(),
+                stepping: true,
+                released: false,
             },
         );
         for (slot, partition, from, message) in steps {
@@ -127,6 +129,9 @@ impl Node {
                     );
                 }
             }
+        }
+        if let Some(pending) = self.pending.get_mut(&id) {
+            pending.stepping = false;
         }
         self.maybe_complete(id)
     }
@@ -155,9 +160,12 @@ impl Node {
             .get(&id)
             .is_some_and(|p| p.answers.iter().all(Option::is_some));
         if !done {
-            return Ok(());
+            return self.release_parked_parts(id);
         }
         let pending = self.pending.remove(&id).expect("checked above");
+        if pending.api == ApiKey::Fetch {
+            self.release_earlier_fetches_on(pending.responder.connection_id(), id);
+        }
         let answers: Vec<PartAnswer> = pending
             .answers
             .into_iter()
@@ -348,6 +356,75 @@ impl Node {
             }
         }
         tracing::debug!(to, ?api, "a core answer with no waiting request (expired)");
+        Ok(())
+    }
+
+    /// A replica Fetch leaves as one wire response, so a partition whose fetch the core parked
+    /// (long poll, up to `fetch.max.wait.ms`) would hold the answers of the others: once any
+    /// part has the core's answer, the parts still parked are answered with what they have, in
+    /// the same loop turn (`release_parked_fetches`, from `pump`, so the core is not called
+    /// while a work list runs). Kafka does the same: a Fetch completes when any partition has
+    /// something to return. Without it a node leading an idle and a busy partition answered
+    /// the busy partition's followers only when the idle one's wait ended, and each commit
+    /// there took that long.
+    fn release_parked_parts(&mut self, id: u64) -> Result<(), NodeError> {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return Ok(());
+        };
+        let has_core_answer = pending
+            .answers
+            .iter()
+            .any(|a| matches!(a, Some(PartAnswer::Core(_))));
+        if pending.api == ApiKey::Fetch && !pending.stepping && !pending.released && has_core_answer
+        {
+            pending.released = true;
+            self.parked_releases.push(id);
+        }
+        Ok(())
+    }
+
+    /// The server answers a connection's requests in order, so an answered Fetch would wait
+    /// behind an earlier Fetch on the same connection that the core parked: those earlier ones
+    /// are answered now with what they have (a follower fetching an idle and a busy partition
+    /// from one leader sends them on one connection). Only an answer that is ready releases
+    /// the ones ahead of it, so idle fetches still wait their long poll.
+    fn release_earlier_fetches_on(&mut self, connection_id: u64, answered: u64) {
+        for (&id, pending) in &mut self.pending {
+            if id < answered
+                && pending.api == ApiKey::Fetch
+                && !pending.stepping
+                && !pending.released
+                && pending.responder.connection_id() == connection_id
+            {
+                pending.released = true;
+                self.parked_releases.push(id);
+            }
+        }
+    }
+
+    /// Asks the core for the parked parts of the requests `release_parked_parts` queued.
+    pub(super) fn release_parked_fetches(&mut self) -> Result<(), NodeError> {
+        let mut ids = std::mem::take(&mut self.parked_releases);
+        // Oldest request first: that is the order the connection answers them in.
+        ids.sort_unstable();
+        for id in ids {
+            let Some(pending) = self.pending.get(&id) else {
+                continue;
+            };
+            let parked: Vec<(PartitionId, NodeId)> = pending
+                .answers
+                .iter()
+                .zip(&pending.parts)
+                .filter(|(answer, _)| answer.is_none())
+                .filter_map(|(_, part)| part.target.as_ref().ok().map(|(p, from, _)| (*p, *from)))
+                .collect();
+            for (partition, replica) in parked {
+                let now = self.now_ms();
+                let work = self.multi.complete_parked_fetch(now, partition, replica);
+                // Each answer fills its slot; the last one sends the wire response.
+                self.execute(work)?;
+            }
+        }
         Ok(())
     }
 

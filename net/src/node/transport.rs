@@ -56,9 +56,16 @@ pub enum Event {
 #[derive(Debug)]
 pub struct Responder {
     tx: oneshot::Sender<Reply>,
+    /// The server's id of the connection the request came on (answers leave it in order).
+    connection_id: u64,
 }
 
 impl Responder {
+    /// The connection this request came on, unique for the life of the server.
+    pub fn connection_id(&self) -> u64 {
+        self.connection_id
+    }
+
     /// Answers with an encoded frame (size prefix included); `None` answers nothing (Produce
     /// with acks=0) but frees the slot.
     pub fn send(self, frame: Option<Bytes>) {
@@ -90,7 +97,7 @@ impl NodeHandler {
 impl RequestHandler for NodeHandler {
     fn handle(
         &self,
-        _connection: ConnectionInfo,
+        connection: ConnectionInfo,
         header: RequestHeader,
         request: Request,
     ) -> LocalBoxFuture<'static, Reply> {
@@ -100,7 +107,10 @@ impl RequestHandler for NodeHandler {
         let queued = self
             .events
             .send(Event::Request {
-                responder: Responder { tx },
+                responder: Responder {
+                    tx,
+                    connection_id: connection.connection_id,
+                },
                 header,
                 request,
             })

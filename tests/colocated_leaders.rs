@@ -1,0 +1,138 @@
+//! One node leading several partitions: a replica Fetch carries every partition a follower
+//! fetches from that leader, and it is answered as a whole, so an idle partition's long poll
+//! must never hold a busy partition's records (Kafka answers a Fetch as soon as any partition
+//! has something to return).
+//!
+//! The long poll here is 20 s and the Produce's own timeout 10 s: a produce to a partition
+//! whose leader also leads an idle partition commits only if the leader answers the
+//! followers' Fetch without waiting for the idle partition. Before the fix every such produce
+//! timed out (the busy partition's records waited for the idle partition's 20 s wait).
+
+mod quorum;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ringlog_net::node::client::Client;
+use ringlog_net::protocol::{
+    Request, Response, create_topics_request, metadata_request, produce_request,
+};
+
+use quorum::{Quorum, batch_of, eventually, serial};
+
+const TOPIC: &str = "busy";
+/// Three topic partitions plus `__cluster_metadata-0` on three voters: some node leads two.
+const PARTITIONS: i32 = 3;
+
+#[test]
+fn a_leader_of_two_partitions_commits_without_waiting_for_the_idle_one() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(
+        3,
+        "controller.quorum.fetch.max.wait.ms=20000\n\
+         controller.quorum.fetch.timeout.ms=60000\n\
+         controller.quorum.request.timeout.ms=30000",
+    );
+    quorum.start_all();
+    let (metadata_leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    create_topic(&quorum);
+
+    // Who leads what, once every topic partition has a leader.
+    let (leaders, brokers) = eventually(Duration::from_secs(30), "topic leaders", || {
+        topic_leaders(&quorum)
+    });
+    let mut led: BTreeMap<i32, usize> = BTreeMap::from([(metadata_leader, 1)]);
+    for leader in leaders.values() {
+        *led.entry(*leader).or_default() += 1;
+    }
+    let (&partition, &leader) = leaders
+        .iter()
+        .find(|(_, leader)| led[leader] >= 2)
+        .expect("four partitions on three nodes: one node leads two");
+    println!(
+        "partition {partition} led by node {leader}, which leads {} partitions",
+        led[&leader]
+    );
+
+    let mut client = Client::connect(&brokers[&leader], Duration::from_secs(15)).unwrap();
+    for i in 0..5 {
+        let answer = produce(&mut client, partition, &format!("record-{i}"));
+        assert_eq!(
+            answer,
+            0,
+            "produce {i} to {TOPIC}-{partition} (leader {leader}) answered error {answer}: \
+             its followers' Fetch waited for an idle partition's long poll\n{}",
+            quorum.dump_logs()
+        );
+    }
+}
+
+fn create_topic(quorum: &Quorum) {
+    eventually(Duration::from_secs(20), "the topic created", || {
+        let (leader, _) = quorum.wait_for_leader(Duration::from_secs(10));
+        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).ok()?;
+        let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: TOPIC.into(),
+                num_partitions: PARTITIONS,
+                replication_factor: 3,
+                ..Default::default()
+            }],
+            timeout_ms: 5000,
+            validate_only: false,
+        });
+        let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
+            return None;
+        };
+        (r.topics[0].error_code == 0).then_some(())
+    });
+}
+
+/// The leader of every partition of the topic (all of them known), and every broker's address.
+fn topic_leaders(quorum: &Quorum) -> Option<(BTreeMap<i32, i32>, BTreeMap<i32, String>)> {
+    let mut client = Client::connect(&quorum.address(1), Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(TOPIC.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let topic = m.topics.first()?;
+    let leaders: BTreeMap<i32, i32> = topic
+        .partitions
+        .iter()
+        .filter(|p| p.error_code == 0 && p.leader_id >= 1)
+        .map(|p| (p.partition_index, p.leader_id))
+        .collect();
+    let brokers = m
+        .brokers
+        .iter()
+        .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
+        .collect();
+    (leaders.len() == PARTITIONS as usize).then_some((leaders, brokers))
+}
+
+/// One record to `busy`-`partition` with acks=all; the partition's error code.
+fn produce(client: &mut Client, partition: i32, value: &str) -> i16 {
+    let request = Request::Produce(produce_request::ProduceRequest {
+        acks: -1,
+        timeout_ms: 10_000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: TOPIC.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(batch_of(value)),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    match client.request(&request, 7) {
+        Ok(Response::Produce(r)) => r.responses[0].partition_responses[0].error_code,
+        other => panic!("produce to {TOPIC}-{partition}: {other:?}"),
+    }
+}
