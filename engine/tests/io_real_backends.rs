@@ -295,3 +295,74 @@ fn block_size_discovery_returns_a_safe_power_of_two() {
         "unknown paths fall back to the minimum"
     );
 }
+
+/// Waits (no timeout: a lost signal hangs the test, which then fails by the harness's limit)
+/// until `fd` is readable.
+fn poll_readable(fd: std::os::fd::RawFd) {
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on the stack.
+    let ready = unsafe { libc::poll(&mut pollfd, 1, -1) };
+    assert_eq!(ready, 1, "poll: {}", std::io::Error::last_os_error());
+    assert!(pollfd.revents & libc::POLLIN != 0);
+}
+
+/// An event loop waits on the ring's readiness fd instead of polling the ring on a timer: a
+/// write + fdatasync chain signals it when its completions arrive, the signal clears, and a
+/// later completion signals it again. Nothing here blocks in the ring (`submit_and_wait(0)`
+/// only pushes the submissions): the fd alone says when to drain.
+#[test]
+fn uring_signals_its_readiness_fd_for_each_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut io) = uring(dir.path()) else {
+        return;
+    };
+    let fd = io.readiness_fd().expect("io_uring has a readiness fd");
+    let file = io.open(&dir.path().join("ready"), CREATE_DIRECT).unwrap();
+    let mut completions = Vec::new();
+    for round in 0..3u8 {
+        io.clear_readiness();
+        io.submit_linked(vec![
+            Op::Write {
+                file,
+                offset: u64::from(round) * io.block_size_bytes() as u64,
+                buf: block_of(&io, round),
+            },
+            Op::Fdatasync { file },
+        ]);
+        io.submit_and_wait(0).unwrap();
+        let before = completions.len();
+        while completions.len() < before + 2 {
+            poll_readable(fd);
+            io.clear_readiness();
+            io.drain_completions(&mut completions);
+        }
+        assert!(completions[before..].iter().all(|c| c.result.is_ok()));
+        assert_eq!(io.in_flight(), 0);
+    }
+    // Cleared and nothing in flight: the fd is not readable.
+    io.clear_readiness();
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on the stack; a zero timeout never blocks.
+    assert_eq!(
+        unsafe { libc::poll(&mut pollfd, 1, 0) },
+        0,
+        "no stale signal"
+    );
+    io.close(file).unwrap();
+}
+
+/// The backends that run operations inside `submit_and_wait` have nothing to wait for.
+#[test]
+fn syscall_backend_has_no_readiness_fd() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = SyscallIo::for_dir(dir.path());
+    assert!(io.readiness_fd().is_none());
+}

@@ -162,6 +162,12 @@ impl Io for AnyIo {
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
         delegate!(self, io => io.raw_fd(file))
     }
+    fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
+        delegate!(self, io => io.readiness_fd())
+    }
+    fn clear_readiness(&mut self) {
+        delegate!(self, io => io.clear_readiness())
+    }
     fn submit(&mut self, op: Op) -> OpId {
         delegate!(self, io => io.submit(op))
     }

@@ -170,4 +170,17 @@ pub trait Io {
     fn drain_completions(&mut self, out: &mut Vec<Completion>);
     /// Number of submitted operations whose completion has not been drained yet.
     fn in_flight(&self) -> usize;
+
+    // --- readiness, for an event loop ------------------------------------------------------
+    /// A file descriptor that becomes readable when a completion may be ready to drain, so an
+    /// event loop waits on it (with its sockets and timers) instead of polling the ring on a
+    /// timer. io_uring: an eventfd registered with the ring, which the kernel signals for every
+    /// completion it posts. `None`: this backend runs its operations inside `submit_and_wait`,
+    /// so every completion is ready when that call returns and there is nothing to wait for.
+    fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Consumes the readiness fd's pending signal. Call it before draining: a completion posted
+    /// after this call signals the fd again, so none is missed.
+    fn clear_readiness(&mut self) {}
 }

@@ -15,12 +15,14 @@
 //!   reported, because resubmitting it alone would break the chain's order.
 //! - Short reads and writes are returned as counts; the caller decides (the kernel cancels the
 //!   rest of a chain after a short transfer).
+//! - An eventfd registered with the ring ([`Io::readiness_fd`]) is signalled by the kernel for
+//!   every CQE, so the node's event loop sleeps until a completion arrives instead of polling.
 //! - Metadata operations are plain syscalls (`posix`).
 //! - `close` asserts the file has nothing in flight, and dropping the backend waits for every
 //!   operation in the kernel before freeing the buffers it writes into.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use io_uring::{IoUring, opcode, squeue, types};
@@ -47,6 +49,8 @@ pub struct UringIo {
     /// Chains (or single SQEs) waiting for room in the SQ, in submission order.
     overflow: VecDeque<Vec<squeue::Entry>>,
     ready: VecDeque<Completion>,
+    /// The eventfd registered with the ring (declared after `ring`, so it closes after it).
+    readiness: OwnedFd,
 }
 
 struct InFlight {
@@ -75,6 +79,14 @@ impl UringIo {
         );
         let mut ring = IoUring::new(RING_ENTRIES)?;
         probe_nop(&mut ring)?;
+        // SAFETY: eventfd returns a new descriptor that nothing else owns, or -1.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh, valid descriptor (checked above) owned by nobody else.
+        let readiness = unsafe { OwnedFd::from_raw_fd(raw) };
+        ring.submitter().register_eventfd(readiness.as_raw_fd())?;
         Ok(UringIo {
             ring,
             files: PosixFiles::new(),
@@ -83,6 +95,7 @@ impl UringIo {
             in_flight: HashMap::new(),
             overflow: VecDeque::new(),
             ready: VecDeque::new(),
+            readiness,
         })
     }
 
@@ -421,6 +434,24 @@ impl Io for UringIo {
 
     fn in_flight(&self) -> usize {
         self.ready.len() + self.in_flight.len()
+    }
+
+    fn readiness_fd(&self) -> Option<RawFd> {
+        Some(self.readiness.as_raw_fd())
+    }
+
+    fn clear_readiness(&mut self) {
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into a u64 on the stack from our own non-blocking eventfd.
+        // EAGAIN (nothing signalled) is the only expected failure and means there is nothing to
+        // clear.
+        unsafe {
+            libc::read(
+                self.readiness.as_raw_fd(),
+                (&mut count as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            );
+        }
     }
 }
 
