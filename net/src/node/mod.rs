@@ -135,7 +135,33 @@ enum Wake {
     Signal,
     Event(Option<Event>),
     SnapshotDone(snapshots::SnapshotDone),
+    /// The ring posted a completion (its readiness fd became readable).
+    Storage,
     Timer,
+}
+
+/// The storage backend's readiness fd (owned by the backend; this only names it for tokio).
+struct ReadinessFd(std::os::fd::RawFd);
+
+impl std::os::fd::AsRawFd for ReadinessFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// Resolves when the ring has posted a completion since the backend last cleared its fd
+/// (`poll_storage` clears it before draining, so a later completion signals again).
+async fn storage_signal(
+    ready: Option<&tokio::io::unix::AsyncFd<ReadinessFd>>,
+) -> std::io::Result<()> {
+    match ready {
+        Some(fd) => {
+            let mut guard = fd.readable().await?;
+            guard.clear_ready();
+            Ok(())
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// A request from a peer waiting for the core's answers (one per partition).
@@ -357,6 +383,22 @@ impl Node {
             .take()
             .expect("the event loop runs once");
         let mut stall = observe::StallWatch::new(self.config.fetch_timeout_ms);
+        // The ring signals this fd for every completion it posts: the loop sleeps until then,
+        // with no timer between a submission and the reaction to its completion.
+        let storage_ready = match self.io.readiness_fd() {
+            // SAFETY: the fd belongs to `self.io`, which outlives this registration: it is
+            // dropped below, before `finish_shutdown` consumes the node.
+            Some(fd) => Some(
+                unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        ReadinessFd(fd),
+                        tokio::io::Interest::READABLE,
+                    )
+                }
+                .map_err(|e| NodeError::Runtime(e.into()))?,
+            ),
+            None => None,
+        };
         loop {
             let now = self.now_ms();
             let began = Instant::now();
@@ -379,10 +421,11 @@ impl Node {
             let mut wake_ms = next_deadline_ms
                 .min(self.handlers.next_deadline_ms())
                 .min(now + 100);
-            if self.io.in_flight() > 0 {
-                // The Io trait has no readiness fd: poll the completion queue while a flush
-                // is in flight (docs/node.md, "known limits").
-                wake_ms = wake_ms.min(now + 1);
+            // A backend without a readiness fd finished its operations inside the last
+            // `submit_and_wait`; anything still in flight is picked up at once, not later.
+            let storage_waits = self.io.in_flight() > 0;
+            if storage_waits && storage_ready.is_none() {
+                wake_ms = now;
             }
             if let Some(until) = self.shutdown_until_ms {
                 wake_ms = wake_ms.min(until);
@@ -398,6 +441,10 @@ impl Node {
                 event = events.recv() => Wake::Event(event),
                 // Never None: the node holds a sender.
                 Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
+                ready = storage_signal(storage_ready.as_ref()), if storage_waits => {
+                    ready.map_err(NodeError::Runtime)?;
+                    Wake::Storage
+                }
                 _ = sleep => Wake::Timer,
             };
             // Only the wait counts as idle (poll-idle-ratio), not the event's handling.
@@ -422,8 +469,11 @@ impl Node {
                     stall.step(began, "snapshot generated", "");
                 }
                 Wake::Timer => stall.woke_after_timer(due),
+                // `pump`, at the top of the loop, drains the completions.
+                Wake::Storage => {}
             }
         }
+        drop(storage_ready);
         self.finish_shutdown().await
     }
 
@@ -740,7 +790,10 @@ impl Node {
     /// queued persistence reports to the core until nothing is left to do.
     fn pump(&mut self) -> Result<(), NodeError> {
         loop {
-            self.poll_storage()?;
+            // Routing a completion can queue the next operation (a flush's fdatasync after its
+            // writes): the next turn of this loop pushes it to the kernel before the event loop
+            // sleeps on the ring's readiness fd.
+            let routed = self.poll_storage()?;
             self.advance_deferred_log_starts()?;
             self.report_durable();
             self.release_held()?;
@@ -750,7 +803,7 @@ impl Node {
                 continue;
             }
             let Some((partition, persisted)) = self.persisted.pop_front() else {
-                if self.report_snapshots_written()? {
+                if routed || self.report_snapshots_written()? {
                     continue;
                 }
                 return Ok(());
@@ -761,10 +814,14 @@ impl Node {
         }
     }
 
-    fn poll_storage(&mut self) -> Result<(), NodeError> {
+    /// Pushes queued operations to the kernel and routes every ready completion to its log;
+    /// true if any completion was routed.
+    fn poll_storage(&mut self) -> Result<bool, NodeError> {
         if let Some(error) = self.storage_failure.take() {
             return Err(error.into());
         }
+        // Cleared before draining: a completion posted from here on signals the fd again.
+        self.io.clear_readiness();
         if self.io.in_flight() > 0 {
             self.io
                 .submit_and_wait(0)
@@ -775,11 +832,12 @@ impl Node {
         // completion left in a stash would keep its log waiting for durability forever).
         let mut ready = self.take_stashed_completions();
         self.io.drain_completions(&mut ready);
-        if !ready.is_empty() {
-            let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
-            storage::route_completions(&mut self.io, &mut stores, ready)?;
+        if ready.is_empty() {
+            return Ok(false);
         }
-        Ok(())
+        let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
+        storage::route_completions(&mut self.io, &mut stores, ready)?;
+        Ok(true)
     }
 
     /// Every completion a blocking call drained for another owner: the node's `foreign` queue
