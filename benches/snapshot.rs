@@ -54,8 +54,7 @@ fn write_once<I: Io>(io: &mut I, partition_dir: &Path) {
         name: "bench".into(),
         version: 0,
     };
-    write_snapshot(io, &mut Vec::new(), partition_dir, ID, &format, 0, produce)
-        .expect("write snapshot");
+    write_snapshot(io, partition_dir, ID, &format, 0, produce).expect("write snapshot");
 }
 
 fn plain_write<I: Io>(io: &mut I, path: &Path, size_bytes: usize) {
@@ -170,8 +169,7 @@ fn bench_snapshot(c: &mut Criterion) {
     });
     group.bench_function("load_snapshot", |b| {
         b.iter(|| {
-            let (contents, skipped) =
-                latest_valid_snapshot(&mut io, &mut Vec::new(), &partition_dir).expect("load");
+            let (contents, skipped) = latest_valid_snapshot(&mut io, &partition_dir).expect("load");
             assert!(skipped.is_empty());
             let contents = contents.expect("snapshot present");
             let records = contents

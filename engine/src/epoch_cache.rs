@@ -23,7 +23,7 @@
 
 use std::path::Path;
 
-use crate::io::{Completion, Io, IoError};
+use crate::io::{Io, IoError};
 use crate::log::blocking;
 
 /// Kafka's UNDEFINED_EPOCH.
@@ -282,12 +282,8 @@ impl LeaderEpochCache {
     }
 
     /// Load `path`; a missing file is an empty cache.
-    pub fn load<I: Io>(
-        io: &mut I,
-        path: &Path,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<Self, EpochCacheError> {
-        match blocking::read_whole_file(io, path, foreign)? {
+    pub fn load<I: Io>(io: &mut I, path: &Path) -> Result<Self, EpochCacheError> {
+        match blocking::read_whole_file(io, path)? {
             None => Ok(Self::new()),
             Some(bytes) => {
                 let text = std::str::from_utf8(&bytes).map_err(|_| EpochCacheError::Malformed {
@@ -301,13 +297,8 @@ impl LeaderEpochCache {
     }
 
     /// Replace `path` atomically with this cache.
-    pub fn persist<I: Io>(
-        &self,
-        io: &mut I,
-        path: &Path,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<(), EpochCacheError> {
-        blocking::write_file_atomically(io, path, self.encode().as_bytes(), foreign)?;
+    pub fn persist<I: Io>(&self, io: &mut I, path: &Path) -> Result<(), EpochCacheError> {
+        blocking::write_file_atomically(io, path, self.encode().as_bytes())?;
         Ok(())
     }
 }

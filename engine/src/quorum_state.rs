@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::io::{Completion, Io, IoError};
+use crate::io::{Io, IoError};
 use crate::log::blocking;
 
 pub const QUORUM_STATE_FILE_NAME: &str = "quorum-state";
@@ -89,12 +89,8 @@ impl QuorumStateData {
     }
 
     /// Read `path`. `Ok(None)` if there is no file yet (a new node).
-    pub fn load<I: Io>(
-        io: &mut I,
-        path: &Path,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<Option<Self>, QuorumStateError> {
-        match blocking::read_whole_file(io, path, foreign)? {
+    pub fn load<I: Io>(io: &mut I, path: &Path) -> Result<Option<Self>, QuorumStateError> {
+        match blocking::read_whole_file(io, path)? {
             None => Ok(None),
             Some(bytes) => Self::decode(&bytes, path).map(Some),
         }
@@ -102,13 +98,8 @@ impl QuorumStateData {
 
     /// Replace `path` atomically and durably with this state. Returns only after the folder
     /// fsync, so the caller may then send the vote.
-    pub fn persist<I: Io>(
-        &self,
-        io: &mut I,
-        path: &Path,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<(), QuorumStateError> {
-        blocking::write_file_atomically(io, path, self.encode().as_bytes(), foreign)?;
+    pub fn persist<I: Io>(&self, io: &mut I, path: &Path) -> Result<(), QuorumStateError> {
+        blocking::write_file_atomically(io, path, self.encode().as_bytes())?;
         Ok(())
     }
 }

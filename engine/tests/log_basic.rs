@@ -84,7 +84,7 @@ fn group_commit_one_chain_in_flight_and_appends_share_the_next() {
 }
 
 #[test]
-fn foreign_completions_are_handed_back() {
+fn another_owner_s_completions_are_handed_back_or_left_in_the_backend() {
     let mut io = MemoryIo::with_seed(3);
     let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/p-2"), small_config()).unwrap();
     let other = io
@@ -105,15 +105,46 @@ fn foreign_completions_are_handed_back() {
         Routed::Foreign(c) => assert_eq!(c.op_id, foreign_id),
         other => panic!("expected foreign, got {other:?}"),
     }
-    // A blocking call that drains a foreign completion stashes it for its owner.
+    // A blocking call takes only the log's own completions: another owner's stays in the
+    // backend, where that owner drains it (routing by owner, no stash to hand back).
     let foreign_id = io.submit(ringlog_engine::io::Op::Fdatasync { file: other });
     log.append_as_leader(batch_bytes(1, 10, 1), 1).unwrap();
     log.flush_and_wait(&mut io).unwrap();
-    let stashed = log.take_foreign_completions();
+    assert_eq!(log.durable_end_offset(), 1);
+    let mut left = Vec::new();
+    io.drain_completions(&mut left);
     assert_eq!(
-        stashed.iter().map(|c| c.op_id).collect::<Vec<_>>(),
+        left.iter().map(|c| c.op_id).collect::<Vec<_>>(),
         vec![foreign_id]
     );
+}
+
+/// Two logs share one ring: a blocking wait of one never takes the other's completion, which
+/// stays ready for it (before routing by owner, the waiter stashed it and the other log could
+/// wait for it in the ring forever).
+#[test]
+fn a_blocking_wait_leaves_another_log_s_completions_to_it() {
+    let mut io = MemoryIo::with_seed(8);
+    let (mut a, _) = PartitionLog::open(&mut io, Path::new("/data/a-0"), small_config()).unwrap();
+    let (mut b, _) = PartitionLog::open(&mut io, Path::new("/data/b-0"), small_config()).unwrap();
+    b.append_as_leader(batch_bytes(1, 10, 1), 1).unwrap();
+    b.flush(&mut io).unwrap();
+    a.append_as_leader(batch_bytes(1, 10, 2), 1).unwrap();
+    a.flush_and_wait(&mut io).unwrap();
+    assert_eq!(a.durable_end_offset(), 1);
+    // b's flush completed meanwhile; its completions are still in the backend for b.
+    let mut ready = Vec::new();
+    io.submit_and_wait(0).unwrap();
+    io.drain_completions(&mut ready);
+    assert!(!ready.is_empty());
+    for completion in ready {
+        assert!(matches!(
+            b.on_completion(&mut io, completion).unwrap(),
+            Routed::Mine { .. }
+        ));
+    }
+    b.flush_and_wait(&mut io).unwrap();
+    assert_eq!(b.durable_end_offset(), 1);
 }
 
 #[test]

@@ -158,6 +158,18 @@ impl Io for DyingIo {
         out.append(&mut self.dead_completions);
         self.inner.drain_completions(out)
     }
+    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
+        let (ours, others): (Vec<Completion>, Vec<Completion>) = self
+            .dead_completions
+            .drain(..)
+            .partition(|c| ids.contains(&c.op_id));
+        self.dead_completions = others;
+        out.extend(ours);
+        self.inner.take_completions(ids, out)
+    }
+    fn ready_count(&mut self) -> usize {
+        self.dead_completions.len() + self.inner.ready_count()
+    }
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.dead_completions.len()
     }
@@ -187,19 +199,11 @@ fn write_state<I: Io>(
     id: SnapshotId,
 ) -> Result<PathBuf, ringlog_engine::snapshot::SnapshotError> {
     let records = state(id);
-    write_snapshot(
-        io,
-        &mut Vec::new(),
-        Path::new(DIR),
-        id,
-        &format(),
-        0,
-        |sink| {
-            for (key, value) in &records {
-                sink.append_record(Some(key), Some(value));
-            }
-        },
-    )
+    write_snapshot(io, Path::new(DIR), id, &format(), 0, |sink| {
+        for (key, value) in &records {
+            sink.append_record(Some(key), Some(value));
+        }
+    })
 }
 
 fn records_of(contents: &SnapshotContents) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -235,7 +239,7 @@ fn check_recovery(io: &mut MemoryIo, allowed: &[SnapshotId]) -> SnapshotId {
         listing.partial.is_empty() && listing.deleted.is_empty(),
         "{listing:?}"
     );
-    let (contents, skipped) = latest_valid_snapshot(io, &mut Vec::new(), Path::new(DIR)).unwrap();
+    let (contents, skipped) = latest_valid_snapshot(io, Path::new(DIR)).unwrap();
     assert!(
         skipped.is_empty(),
         "a frozen snapshot failed validation: {:?}",
@@ -312,7 +316,6 @@ fn crash_at_every_step_of_a_fetched_snapshot_leaves_old_or_new() {
     reader.close(&mut leader).unwrap();
     crash_at_every_call(
         |io| {
-            let mut foreign = Vec::new();
             let Ok(mut writer) =
                 RawSnapshotWriter::create(io, Path::new(DIR), NEW, bytes.len() as u64, false)
             else {
@@ -320,11 +323,11 @@ fn crash_at_every_step_of_a_fetched_snapshot_leaves_old_or_new() {
             };
             for chunk in bytes.chunks(100_000) {
                 let position = writer.position();
-                if writer.write_at(io, &mut foreign, position, chunk).is_err() {
+                if writer.write_at(io, position, chunk).is_err() {
                     return;
                 }
             }
-            let _ = writer.freeze(io, &mut foreign);
+            let _ = writer.freeze(io);
         },
         &[OLD, NEW],
         NEW,
@@ -365,19 +368,11 @@ fn crash_at_every_step_of_a_deletion_never_loses_the_kept_snapshot() {
 fn a_bit_flip_anywhere_is_detected_at_load() {
     let mut io = MemoryIo::with_seed(7);
     let records: Vec<(Vec<u8>, Vec<u8>)> = (0..40u8).map(|i| (vec![b'k', i], vec![i; 8])).collect();
-    let path = write_snapshot(
-        &mut io,
-        &mut Vec::new(),
-        Path::new(DIR),
-        NEW,
-        &format(),
-        0,
-        |sink| {
-            for (key, value) in &records {
-                sink.append_record(Some(key), Some(value));
-            }
-        },
-    )
+    let path = write_snapshot(&mut io, Path::new(DIR), NEW, &format(), 0, |sink| {
+        for (key, value) in &records {
+            sink.append_record(Some(key), Some(value));
+        }
+    })
     .unwrap();
     let size = io.durable_bytes(&path).unwrap().len() as u64;
     let disk = io.snapshot();
@@ -385,8 +380,7 @@ fn a_bit_flip_anywhere_is_detected_at_load() {
         for bit in 0..8u8 {
             let mut damaged = MemoryIo::from_snapshot(&disk, MemoryConfig::default());
             damaged.flip_bit(&path, byte, bit).unwrap();
-            let (contents, skipped) =
-                latest_valid_snapshot(&mut damaged, &mut Vec::new(), Path::new(DIR)).unwrap();
+            let (contents, skipped) = latest_valid_snapshot(&mut damaged, Path::new(DIR)).unwrap();
             assert!(
                 contents.is_none(),
                 "flip of bit {bit} at byte {byte} went unnoticed"

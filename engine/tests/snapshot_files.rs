@@ -27,10 +27,8 @@ fn records(n: usize, salt: u8) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 fn write(io: &mut MemoryIo, id: SnapshotId, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> PathBuf {
-    let mut foreign = Vec::new();
     let path = write_snapshot(
         io,
-        &mut foreign,
         Path::new(DIR),
         id,
         &format(),
@@ -42,7 +40,6 @@ fn write(io: &mut MemoryIo, id: SnapshotId, records: &[(Vec<u8>, Option<Vec<u8>>
         },
     )
     .unwrap();
-    assert!(foreign.is_empty());
     path
 }
 
@@ -104,8 +101,7 @@ fn written_snapshot_loads_back_with_its_records_and_format() {
     );
     // Durable: a crash right after freeze keeps it.
     io.crash();
-    let mut foreign = Vec::new();
-    let (contents, skipped) = latest_valid_snapshot(&mut io, &mut foreign, Path::new(DIR)).unwrap();
+    let (contents, skipped) = latest_valid_snapshot(&mut io, Path::new(DIR)).unwrap();
     assert!(skipped.is_empty());
     let contents = contents.unwrap();
     assert_eq!(contents.snapshot_id, id);
@@ -138,7 +134,7 @@ fn empty_state_still_has_header_and_footer() {
         epoch: 0,
     };
     write(&mut io, id, &[]);
-    let (contents, _) = latest_valid_snapshot(&mut io, &mut Vec::new(), Path::new(DIR)).unwrap();
+    let (contents, _) = latest_valid_snapshot(&mut io, Path::new(DIR)).unwrap();
     let contents = contents.unwrap();
     assert_eq!(contents.records_count, 0);
     assert!(contents.data_batches().is_empty());
@@ -173,7 +169,6 @@ fn raw_copy_through_regions_reproduces_the_snapshot() {
     };
     let input = records(3_000, 9);
     write(&mut leader, id, &input);
-    let mut foreign = Vec::new();
     let reader = RawSnapshotReader::open(&mut leader, Path::new(DIR), id).unwrap();
     let size = reader.size_bytes();
     let mut writer =
@@ -181,27 +176,23 @@ fn raw_copy_through_regions_reproduces_the_snapshot() {
     let chunk = 100_000u64;
     while !writer.is_complete() {
         let region = reader.region(writer.position(), chunk).unwrap();
-        let bytes = reader
-            .read_region(&mut leader, &mut foreign, &region)
-            .unwrap();
+        let bytes = reader.read_region(&mut leader, &region).unwrap();
         let position = writer.position();
         if position > 0 {
             // An overlap and a gap are refused and change nothing.
             let overlap = writer
-                .write_at(&mut follower, &mut foreign, position - 1, &bytes)
+                .write_at(&mut follower, position - 1, &bytes)
                 .unwrap_err();
             assert!(
                 matches!(overlap, SnapshotError::NotContiguous { .. }),
                 "{overlap}"
             );
             let gap = writer
-                .write_at(&mut follower, &mut foreign, position + 1, &bytes)
+                .write_at(&mut follower, position + 1, &bytes)
                 .unwrap_err();
             assert!(matches!(gap, SnapshotError::NotContiguous { .. }), "{gap}");
         }
-        writer
-            .write_at(&mut follower, &mut foreign, position, &bytes)
-            .unwrap();
+        writer.write_at(&mut follower, position, &bytes).unwrap();
     }
     // Past the Size: POSITION_OUT_OF_RANGE on the leader side.
     assert!(matches!(
@@ -210,10 +201,10 @@ fn raw_copy_through_regions_reproduces_the_snapshot() {
     ));
     assert_eq!(reader.region(size, 10).unwrap().len_bytes, 0);
     reader.close(&mut leader).unwrap();
-    let contents = writer.freeze(&mut follower, &mut foreign).unwrap();
+    let contents = writer.freeze(&mut follower).unwrap();
     assert_eq!(loaded_records(&contents), input);
     follower.crash();
-    let (loaded, _) = latest_valid_snapshot(&mut follower, &mut foreign, Path::new(DIR)).unwrap();
+    let (loaded, _) = latest_valid_snapshot(&mut follower, Path::new(DIR)).unwrap();
     assert_eq!(loaded.unwrap().snapshot_id, id);
 }
 
@@ -224,17 +215,14 @@ fn raw_writer_refuses_bytes_past_size_and_freeze_before_complete() {
         end_offset: 1,
         epoch: 1,
     };
-    let mut foreign = Vec::new();
     let mut writer = RawSnapshotWriter::create(&mut io, Path::new(DIR), id, 10, false).unwrap();
-    let error = writer
-        .write_at(&mut io, &mut foreign, 0, &[0; 11])
-        .unwrap_err();
+    let error = writer.write_at(&mut io, 0, &[0; 11]).unwrap_err();
     assert!(
         matches!(error, SnapshotError::SizeMismatch { .. }),
         "{error}"
     );
-    writer.write_at(&mut io, &mut foreign, 0, &[0; 5]).unwrap();
-    let error = writer.freeze(&mut io, &mut foreign).unwrap_err();
+    writer.write_at(&mut io, 0, &[0; 5]).unwrap();
+    let error = writer.freeze(&mut io).unwrap_err();
     assert!(
         matches!(error, SnapshotError::SizeMismatch { .. }),
         "{error}"
@@ -250,12 +238,9 @@ fn raw_writer_validates_before_freezing() {
         end_offset: 1,
         epoch: 1,
     };
-    let mut foreign = Vec::new();
     let mut writer = RawSnapshotWriter::create(&mut io, Path::new(DIR), id, 100, false).unwrap();
-    writer
-        .write_at(&mut io, &mut foreign, 0, &[0xAB; 100])
-        .unwrap();
-    let error = writer.freeze(&mut io, &mut foreign).unwrap_err();
+    writer.write_at(&mut io, 0, &[0xAB; 100]).unwrap();
+    let error = writer.freeze(&mut io).unwrap_err();
     assert!(error.is_corruption(), "{error}");
     let listing = list_snapshots(&mut io, Path::new(DIR)).unwrap();
     assert!(listing.frozen.is_empty() && listing.partial.is_empty());
@@ -273,16 +258,13 @@ fn partial_fetch_is_resumed_or_removed_at_start() {
     let bytes = leader
         .visible_bytes(&naming::checkpoint_path(Path::new(DIR), id))
         .unwrap();
-    let mut foreign = Vec::new();
 
     let mut follower = MemoryIo::with_seed(9);
     let mut writer =
         RawSnapshotWriter::create(&mut follower, Path::new(DIR), id, bytes.len() as u64, false)
             .unwrap();
     let half = bytes.len() / 2;
-    writer
-        .write_at(&mut follower, &mut foreign, 0, &bytes[..half])
-        .unwrap();
+    writer.write_at(&mut follower, 0, &bytes[..half]).unwrap();
     drop(writer); // the process stops; the file is not closed, so restart from the durable image
     let disk = follower.snapshot();
 
@@ -298,14 +280,9 @@ fn partial_fetch_is_resumed_or_removed_at_start() {
     assert_eq!(writer.position(), held);
     let position = writer.position() as usize;
     writer
-        .write_at(
-            &mut restarted,
-            &mut foreign,
-            position as u64,
-            &bytes[position..],
-        )
+        .write_at(&mut restarted, position as u64, &bytes[position..])
         .unwrap();
-    writer.freeze(&mut restarted, &mut foreign).unwrap();
+    writer.freeze(&mut restarted).unwrap();
 
     let mut removed = MemoryIo::from_snapshot(&disk, Default::default());
     let report = recover_snapshot_dir(&mut removed, Path::new(DIR), PartPolicy::Remove).unwrap();
@@ -337,7 +314,7 @@ fn kafka_shipped_name_is_recognised_and_loaded() {
     assert_eq!(listing.frozen.len(), 1);
     assert_eq!(listing.frozen[0].naming, SnapshotNaming::KafkaShipped);
     assert_eq!(listing.frozen[0].state, SnapshotFileState::Frozen);
-    let (contents, _) = latest_valid_snapshot(&mut io, &mut Vec::new(), Path::new(DIR)).unwrap();
+    let (contents, _) = latest_valid_snapshot(&mut io, Path::new(DIR)).unwrap();
     let contents = contents.unwrap();
     assert_eq!(
         (contents.snapshot_id, contents.path.clone()),
@@ -401,8 +378,7 @@ fn corrupt_newest_falls_back_to_the_older_one() {
     write(&mut io, old, &records(10, 1));
     let new_path = write(&mut io, new, &records(10, 2));
     io.flip_bit(&new_path, 200, 3).unwrap();
-    let (contents, skipped) =
-        latest_valid_snapshot(&mut io, &mut Vec::new(), Path::new(DIR)).unwrap();
+    let (contents, skipped) = latest_valid_snapshot(&mut io, Path::new(DIR)).unwrap();
     assert_eq!(contents.unwrap().snapshot_id, old);
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].0, new);

@@ -180,6 +180,12 @@ impl Io for AnyIo {
     fn drain_completions(&mut self, out: &mut Vec<Completion>) {
         delegate!(self, io => io.drain_completions(out))
     }
+    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
+        delegate!(self, io => io.take_completions(ids, out))
+    }
+    fn ready_count(&mut self) -> usize {
+        delegate!(self, io => io.ready_count())
+    }
     fn in_flight(&self) -> usize {
         delegate!(self, io => io.in_flight())
     }

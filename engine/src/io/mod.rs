@@ -44,6 +44,73 @@ pub use posix::{BLOCK_SIZE_BYTES_MIN, discover_block_size_bytes};
 pub use syscall::SyscallIo;
 pub use uring::UringIo;
 
+/// Blocks until at least one of the operations `ids` has completed and returns the completions
+/// of `ids` that are ready (in completion order). Completions of other operations stay in the
+/// backend for their owners: an owner waits on the shared ring without taking or stashing
+/// anyone else's (completion routing by owner).
+///
+/// # Panics
+/// When none of `ids` can complete any more (nothing of them ready and nothing in flight): the
+/// caller waits for an operation it never submitted or already took.
+pub fn wait_for_any<I: Io + ?Sized>(io: &mut I, ids: &[OpId]) -> Result<Vec<Completion>, IoError> {
+    let mut ours = Vec::new();
+    loop {
+        io.take_completions(ids, &mut ours);
+        if !ours.is_empty() || ids.is_empty() {
+            return Ok(ours);
+        }
+        let ready = io.ready_count();
+        assert!(
+            io.in_flight() > ready,
+            "waiting for operations {ids:?} that are not in flight"
+        );
+        // One completion more than is ready now: ours, or another owner's, left for it.
+        io.submit_and_wait(ready + 1)?;
+    }
+}
+
+/// Blocks until every operation of `ids` has completed; returns their completions in the order
+/// of `ids`, leaving every other completion to its owner (see [`wait_for_any`]).
+pub fn wait_for_all<I: Io + ?Sized>(io: &mut I, ids: &[OpId]) -> Result<Vec<Completion>, IoError> {
+    let mut slots: Vec<Option<Completion>> = ids.iter().map(|_| None).collect();
+    let mut missing: Vec<OpId> = ids.to_vec();
+    while !missing.is_empty() {
+        for completion in wait_for_any(io, &missing)? {
+            let slot = ids
+                .iter()
+                .position(|id| *id == completion.op_id)
+                .expect("only completions of ids are taken");
+            missing.retain(|id| *id != completion.op_id);
+            slots[slot] = Some(completion);
+        }
+    }
+    Ok(slots
+        .into_iter()
+        .map(|c| c.expect("every awaited completion arrived"))
+        .collect())
+}
+
+/// Moves the completions of `ids` out of `ready`, keeping the others in order (the backends'
+/// `take_completions`).
+pub(crate) fn take_from_ready(
+    ready: &mut std::collections::VecDeque<Completion>,
+    ids: &[OpId],
+    out: &mut Vec<Completion>,
+) {
+    if ready.iter().all(|c| !ids.contains(&c.op_id)) {
+        return;
+    }
+    let mut kept = std::collections::VecDeque::with_capacity(ready.len());
+    for completion in ready.drain(..) {
+        if ids.contains(&completion.op_id) {
+            out.push(completion);
+        } else {
+            kept.push_back(completion);
+        }
+    }
+    *ready = kept;
+}
+
 /// A file opened through an [`Io`] backend. Ids are never reused within one backend instance,
 /// so a completion can never be mistaken for one of a later file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -170,6 +237,12 @@ pub trait Io {
     fn drain_completions(&mut self, out: &mut Vec<Completion>);
     /// Number of submitted operations whose completion has not been drained yet.
     fn in_flight(&self) -> usize;
+    /// Move the ready completions of the operations `ids` to `out`, in completion order. Every
+    /// other ready completion stays where it is, for its owner's `drain_completions` or its own
+    /// `take_completions`: several owners share one ring, and none takes another's completions.
+    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>);
+    /// Completions ready to drain or take (including what the kernel has posted meanwhile).
+    fn ready_count(&mut self) -> usize;
 
     // --- readiness, for an event loop ------------------------------------------------------
     /// A file descriptor that becomes readable when a completion may be ready to drain, so an

@@ -432,6 +432,16 @@ impl Io for UringIo {
         out.extend(self.ready.drain(..));
     }
 
+    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
+        self.reap();
+        super::take_from_ready(&mut self.ready, ids, out);
+    }
+
+    fn ready_count(&mut self) -> usize {
+        self.reap();
+        self.ready.len()
+    }
+
     fn in_flight(&self) -> usize {
         self.ready.len() + self.in_flight.len()
     }

@@ -1,67 +1,27 @@
 //! Blocking helpers over the completion-based [`Io`] trait, for the rare, off-hot-path work:
 //! recovery reads, small metadata files (leader-epoch-checkpoint, quorum-state, indexes), close.
 //!
-//! Several logs may share one `Io` (one ring). A blocking wait drains *every* ready completion,
-//! so completions that belong to someone else are handed to the caller's `foreign` queue instead
-//! of being dropped; the owner of that queue routes them later.
+//! Several logs may share one `Io` (one ring). A blocking wait takes only its own completions
+//! (`io::wait_for_all`); everyone else's stay in the backend for their owners.
 
 use std::path::{Path, PathBuf};
 
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
 /// Submit `ops` (as one linked chain when `linked`) and block until each of them completed.
-/// Returns the completions in the order of `ops`. Completions of other operations go to `foreign`.
+/// Returns the completions in the order of `ops`; every other completion stays in the backend
+/// for its owner (`io::wait_for_all`).
 pub(crate) fn run_ops<I: Io>(
     io: &mut I,
     ops: Vec<Op>,
     linked: bool,
-    foreign: &mut Vec<Completion>,
 ) -> Result<Vec<Completion>, IoError> {
     let ids: Vec<OpId> = if linked {
         io.submit_linked(ops)
     } else {
         ops.into_iter().map(|op| io.submit(op)).collect()
     };
-    wait_for(io, &ids, foreign)
-}
-
-/// Block until the operations `ids` have completed; completions of other operations go to
-/// `foreign`. Returns ours in the order of `ids`.
-pub(crate) fn wait_for<I: Io>(
-    io: &mut I,
-    ids: &[OpId],
-    foreign: &mut Vec<Completion>,
-) -> Result<Vec<Completion>, IoError> {
-    let mut ours: Vec<Option<Completion>> = ids.iter().map(|_| None).collect();
-    let mut remaining = ids.len();
-    let mut ready = Vec::new();
-    // A completion may already sit in `foreign` if an earlier wait drained it for us.
-    let mut index = 0;
-    while index < foreign.len() {
-        if let Some(slot) = ids.iter().position(|id| *id == foreign[index].op_id) {
-            ours[slot] = Some(foreign.remove(index));
-            remaining -= 1;
-        } else {
-            index += 1;
-        }
-    }
-    while remaining > 0 {
-        io.submit_and_wait(1)?;
-        io.drain_completions(&mut ready);
-        for completion in ready.drain(..) {
-            match ids.iter().position(|id| *id == completion.op_id) {
-                Some(slot) if ours[slot].is_none() => {
-                    ours[slot] = Some(completion);
-                    remaining -= 1;
-                }
-                _ => foreign.push(completion),
-            }
-        }
-    }
-    Ok(ours
-        .into_iter()
-        .map(|c| c.expect("every awaited completion arrived"))
-        .collect())
+    crate::io::wait_for_all(io, &ids)
 }
 
 /// Turn a completion's result into `Ok(bytes)` or its error.
@@ -70,11 +30,7 @@ pub(crate) fn completion_result(completion: &mut Completion) -> Result<usize, Io
 }
 
 /// Read a whole (small, buffered) file. `Ok(None)` if it does not exist.
-pub(crate) fn read_whole_file<I: Io>(
-    io: &mut I,
-    path: &Path,
-    foreign: &mut Vec<Completion>,
-) -> Result<Option<Vec<u8>>, IoError> {
+pub(crate) fn read_whole_file<I: Io>(io: &mut I, path: &Path) -> Result<Option<Vec<u8>>, IoError> {
     if !io.exists(path) {
         return Ok(None);
     }
@@ -85,7 +41,7 @@ pub(crate) fn read_whole_file<I: Io>(
             ..Default::default()
         },
     )?;
-    let result = read_range(io, file, 0, None, foreign);
+    let result = read_range(io, file, 0, None);
     io.close(file)?;
     result.map(Some)
 }
@@ -98,7 +54,6 @@ pub(crate) fn read_range<I: Io>(
     file: FileId,
     offset: u64,
     len: Option<u64>,
-    foreign: &mut Vec<Completion>,
 ) -> Result<Vec<u8>, IoError> {
     let size = io.file_size_bytes(file)?;
     let end = match len {
@@ -125,7 +80,6 @@ pub(crate) fn read_range<I: Io>(
                 len: chunk_len as usize,
             }],
             false,
-            foreign,
         )?;
         let mut completion = completions.pop().expect("one completion per op");
         let read = completion_result(&mut completion)?;
@@ -148,12 +102,7 @@ pub(crate) fn read_range<I: Io>(
 
 /// Write a whole file with an arbitrary length and make it durable (buffered file, not O_DIRECT).
 /// Not atomic: use [`write_file_atomically`] where a torn file must not be seen.
-pub(crate) fn write_whole_file<I: Io>(
-    io: &mut I,
-    path: &Path,
-    data: &[u8],
-    foreign: &mut Vec<Completion>,
-) -> Result<(), IoError> {
+pub(crate) fn write_whole_file<I: Io>(io: &mut I, path: &Path, data: &[u8]) -> Result<(), IoError> {
     let file = io.open(
         path,
         OpenOptions {
@@ -173,7 +122,7 @@ pub(crate) fn write_whole_file<I: Io>(
             });
         }
         ops.push(Op::Fdatasync { file });
-        for mut completion in run_ops(io, ops, true, foreign)? {
+        for mut completion in run_ops(io, ops, true)? {
             completion_result(&mut completion)?;
         }
         Ok(())
@@ -188,13 +137,12 @@ pub(crate) fn write_file_atomically<I: Io>(
     io: &mut I,
     path: &Path,
     data: &[u8],
-    foreign: &mut Vec<Completion>,
 ) -> Result<(), IoError> {
     let tmp = tmp_path(path);
     if io.exists(&tmp) {
         io.remove_file(&tmp)?;
     }
-    write_whole_file(io, &tmp, data, foreign)?;
+    write_whole_file(io, &tmp, data)?;
     io.rename(&tmp, path)?;
     io.sync_dir(parent_dir(path))
 }

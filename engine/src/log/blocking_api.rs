@@ -8,7 +8,7 @@ use super::segment::{self, Chunk, Segment, round_down};
 use super::tail_slot::{encode_slot, slot_offset};
 use super::write_tail::WriteTail;
 use super::{LogError, PartitionLog, ReadView};
-use crate::io::{Completion, Io, Op};
+use crate::io::{Io, Op};
 
 impl PartitionLog {
     /// Flush and block until everything appended so far is durable. Returns the durable end
@@ -144,9 +144,8 @@ impl PartitionLog {
     }
 
     /// Wait for in-flight I/O, flush what is appended (unless the log stopped), write the
-    /// active segment's index, close every file. Returns completions of other `Io` users that
-    /// were drained meanwhile.
-    pub fn close<I: Io>(mut self, io: &mut I) -> Result<Vec<Completion>, LogError> {
+    /// active segment's index, close every file.
+    pub fn close<I: Io>(mut self, io: &mut I) -> Result<(), LogError> {
         let flushed = if self.stopped.is_none() {
             self.flush_and_wait(io).map(|_| ())
         } else {
@@ -158,7 +157,7 @@ impl PartitionLog {
             if active.file.is_some() {
                 let path = segment::segment_file_path(&self.dir, active.base_offset, "index");
                 let encoded = active.index.encode();
-                blocking::write_whole_file(io, &path, &encoded, &mut self.foreign)?;
+                blocking::write_whole_file(io, &path, &encoded)?;
             }
         }
         for segment in &mut self.segments {
@@ -168,7 +167,7 @@ impl PartitionLog {
         }
         flushed?;
         waited?;
-        Ok(std::mem::take(&mut self.foreign))
+        Ok(())
     }
 
     /// Materialise a view's bytes (a blocking read for file regions). For tests and tools; a
@@ -187,13 +186,7 @@ impl PartitionLog {
                 ..
             } => {
                 self.wait_for_in_flight(io)?;
-                let bytes = blocking::read_range(
-                    io,
-                    *file,
-                    *position,
-                    Some(*length_bytes),
-                    &mut self.foreign,
-                )?;
+                let bytes = blocking::read_range(io, *file, *position, Some(*length_bytes))?;
                 Ok(Bytes::from(bytes))
             }
         }
@@ -242,13 +235,7 @@ impl PartitionLog {
             Some(bytes) => bytes,
             None => {
                 let file = segment.file.expect("bytes not in memory are in the file");
-                blocking::read_range(
-                    io,
-                    file,
-                    memory_from,
-                    Some(position - memory_from),
-                    &mut self.foreign,
-                )?
+                blocking::read_range(io, file, memory_from, Some(position - memory_from))?
             }
         };
         if (memory_bytes.len() as u64) < position - memory_from {
@@ -355,7 +342,7 @@ impl PartitionLog {
         path: &std::path::Path,
     ) -> Result<(), LogError> {
         let offset = ops.first().map_or(0, |op| op.offset());
-        for mut completion in blocking::run_ops(io, ops, true, &mut self.foreign)? {
+        for mut completion in blocking::run_ops(io, ops, true)? {
             if let Err(source) = blocking::completion_result(&mut completion) {
                 self.stopped = Some(format!("{path:?} at byte {offset}: {source}"));
                 return Err(LogError::WriteFailed {

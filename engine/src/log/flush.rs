@@ -291,17 +291,10 @@ impl PartitionLog {
     /// Block until the records appended so far are durable (not waiting for the confirmation
     /// record that follows, as an event loop would not).
     pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        let mut ready = Vec::new();
         while self.durable_end_offset < self.flush_requested_offset
             && (self.in_flight.is_some() || self.confirming.is_some())
         {
-            io.submit_and_wait(1)?;
-            io.drain_completions(&mut ready);
-            for completion in ready.drain(..) {
-                if let Routed::Foreign(completion) = self.on_completion(io, completion)? {
-                    self.foreign.push(completion);
-                }
-            }
+            self.wait_for_own_completions(io)?;
         }
         if self.confirming.is_some() || self.in_flight.is_some() {
             // The completion that made the records durable queued the confirmation record (or
@@ -312,18 +305,30 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Block until no chain and no confirmation is in flight (routing completions, stashing
-    /// foreign ones).
+    /// Block until no chain and no confirmation is in flight.
     pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        let mut ready = Vec::new();
         while self.in_flight.is_some() || self.confirming.is_some() {
-            io.submit_and_wait(1)?;
-            io.drain_completions(&mut ready);
-            for completion in ready.drain(..) {
-                if let Routed::Foreign(completion) = self.on_completion(io, completion)? {
-                    self.foreign.push(completion);
-                }
-            }
+            self.wait_for_own_completions(io)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks until at least one of this log's operations in flight completed and handles it.
+    /// Only this log's completions are taken; other owners' stay in the backend for them.
+    fn wait_for_own_completions<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        let mut ids: Vec<OpId> = Vec::new();
+        if let Some(flight) = &self.in_flight {
+            ids.extend(&flight.op_ids);
+        }
+        if let Some(confirming) = &self.confirming {
+            ids.extend(&confirming.op_ids);
+        }
+        for completion in crate::io::wait_for_any(io, &ids)? {
+            let routed = self.on_completion(io, completion)?;
+            assert!(
+                matches!(routed, Routed::Mine { .. }),
+                "a completion taken by its op id belongs to this log"
+            );
         }
         Ok(())
     }

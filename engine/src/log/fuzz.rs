@@ -42,10 +42,8 @@ pub fn log_recovery_input_outcome(data: &[u8]) -> Option<Result<i64, String>> {
     });
     let dir = Path::new("/fuzz/p-0");
     let base: i64 = if flags & 0x20 != 0 { 7 } else { 0 };
-    let mut foreign = Vec::new();
-    let mut put = |io: &mut MemoryIo, name: String, bytes: &[u8]| {
-        blocking::write_whole_file(io, &dir.join(name), bytes, &mut foreign)
-            .expect("memory backend writes");
+    let put = |io: &mut MemoryIo, name: String, bytes: &[u8]| {
+        blocking::write_whole_file(io, &dir.join(name), bytes).expect("memory backend writes");
     };
     io.create_dir_all(dir).expect("memory backend mkdir");
     if flags & 0x08 != 0 && segment.len() >= 2 {

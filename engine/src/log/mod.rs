@@ -41,7 +41,7 @@ use crate::batch::{
     BatchChainValidator, RecordBatchHeader, stamp_base_offset, stamp_partition_leader_epoch,
 };
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{Completion, FileId, Io};
+use crate::io::{FileId, Io};
 
 pub use error::LogError;
 pub use flush::Routed;
@@ -143,8 +143,6 @@ pub struct PartitionLog {
     generation: u64,
     /// Set by the first failed write; every later append or flush fails.
     stopped: Option<String>,
-    /// Completions of other users of the shared `Io`, drained during a blocking wait.
-    foreign: Vec<Completion>,
 }
 
 impl PartitionLog {
@@ -216,11 +214,6 @@ impl PartitionLog {
         let segment = &self.segments[self.segment_index_for(offset)];
         let entry = segment.index.lookup(segment.base_offset, offset);
         Some((segment.base_offset, u64::from(entry.position)))
-    }
-
-    /// Completions of other users of the shared `Io` that a blocking call drained.
-    pub fn take_foreign_completions(&mut self) -> Vec<Completion> {
-        std::mem::take(&mut self.foreign)
     }
 
     /// Leader append (KIP-595 leaders append in their own epoch): assign offsets from the log
@@ -429,7 +422,7 @@ impl PartitionLog {
     fn persist_epoch_cache<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         let path = self.epoch_checkpoint_path();
         self.epoch_cache
-            .persist(io, &path, &mut self.foreign)
+            .persist(io, &path)
             .map_err(|source| LogError::EpochCache {
                 dir: self.dir.clone(),
                 source,

@@ -58,7 +58,7 @@ use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
 use crate::batch::{BatchChainValidator, BatchIter};
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{Completion, FileId, Io, OpenOptions};
+use crate::io::{FileId, Io, OpenOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentRole {
@@ -226,7 +226,6 @@ impl PartitionLog {
             io.sync_dir(ancestor)?;
         }
         let mut report = RecoveryReport::default();
-        let mut foreign: Vec<Completion> = Vec::new();
         let names = io.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -262,7 +261,6 @@ impl PartitionLog {
             flush_requested_offset: 0,
             generation: 0,
             stopped: None,
-            foreign: Vec::new(),
         };
         let mut expected_next: Option<i64> = None;
         let mut last_epoch = crate::batch::NO_PARTITION_LEADER_EPOCH;
@@ -312,7 +310,6 @@ impl PartitionLog {
                 &log_path,
                 region_offset,
                 tail_slot::region_size_bytes(block),
-                &mut foreign,
             )?;
             let slots = tail_slot::valid_slots_newest_first(&region, block);
             let confirmation = tail_slot::decode_confirmation(&region, block);
@@ -354,7 +351,7 @@ impl PartitionLog {
                 .map(|slot| slot.block_start(block))
                 .max()
                 .unwrap_or(0);
-            let mut image = read_for_recovery(io, file, &log_path, 0, read_end, &mut foreign)?;
+            let mut image = read_for_recovery(io, file, &log_path, 0, read_end)?;
             image.resize(read_end as usize, 0);
 
             // Which slot to trust (module doc):
@@ -526,7 +523,7 @@ impl PartitionLog {
                     }
                 }
             }
-            rebuild_index_if_needed(io, dir, &segment, &mut report, &mut foreign)?;
+            rebuild_index_if_needed(io, dir, &segment, &mut report)?;
             log.segments.push(segment);
             expected_next = Some(scan.next_offset);
             last_epoch = scan.last_epoch;
@@ -537,7 +534,6 @@ impl PartitionLog {
                 let index = log.segments.len() - 1;
                 let block_start = round_down(valid_end, block) as usize;
                 let partial = image[block_start..valid_end as usize].to_vec();
-                log.foreign.append(&mut foreign);
                 log.write_durable_end(io, index, valid_end, &partial)?;
             }
         }
@@ -552,19 +548,18 @@ impl PartitionLog {
 
         // The leader-epoch-checkpoint: rebuilt from the batches, rewritten if it disagrees.
         let checkpoint_path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE_NAME);
-        let on_disk = LeaderEpochCache::load(io, &checkpoint_path, &mut log.foreign);
+        let on_disk = LeaderEpochCache::load(io, &checkpoint_path);
         let agrees = matches!(&on_disk, Ok(cache) if *cache == log.epoch_cache);
         let file_exists = io.exists(&checkpoint_path);
         if !agrees && (file_exists || !log.epoch_cache.is_empty()) {
             log.epoch_cache
-                .persist(io, &checkpoint_path, &mut log.foreign)
+                .persist(io, &checkpoint_path)
                 .map_err(|source| LogError::EpochCache {
                     dir: dir.to_path_buf(),
                     source,
                 })?;
             report.epoch_checkpoint_rewritten = true;
         }
-        log.foreign.append(&mut foreign);
         report.log_start_offset = log.log_start_offset;
         report.log_end_offset = log.log_end_offset();
         Ok((log, report))
@@ -579,14 +574,11 @@ fn read_for_recovery<I: Io>(
     path: &Path,
     offset: u64,
     len: u64,
-    foreign: &mut Vec<Completion>,
 ) -> Result<Vec<u8>, LogError> {
-    blocking::read_range(io, file, offset, Some(len), foreign).map_err(|error| {
-        LogError::Corruption {
-            path: path.to_path_buf(),
-            position: error.offset,
-            reason: format!("read failed: {error}"),
-        }
+    blocking::read_range(io, file, offset, Some(len)).map_err(|error| LogError::Corruption {
+        path: path.to_path_buf(),
+        position: error.offset,
+        reason: format!("read failed: {error}"),
     })
 }
 
@@ -644,17 +636,16 @@ fn rebuild_index_if_needed<I: Io>(
     dir: &Path,
     segment: &Segment,
     report: &mut RecoveryReport,
-    foreign: &mut Vec<Completion>,
 ) -> Result<(), LogError> {
     let path: PathBuf = segment::segment_file_path(dir, segment.base_offset, "index");
     let expected = segment.index.encode();
-    let on_disk = blocking::read_whole_file(io, &path, foreign).ok().flatten();
+    let on_disk = blocking::read_whole_file(io, &path).ok().flatten();
     let agrees = on_disk
         .as_deref()
         .and_then(SparseIndex::decode_entries)
         .is_some_and(|entries| entries == segment.index.entries);
     if !agrees {
-        blocking::write_whole_file(io, &path, &expected, foreign)?;
+        blocking::write_whole_file(io, &path, &expected)?;
         report.indexes_rebuilt.push(segment.base_offset);
     }
     Ok(())

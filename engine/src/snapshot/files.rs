@@ -1,57 +1,28 @@
 //! Blocking helpers over the completion-based `Io` trait for snapshot files (off the hot path).
 //!
-//! Several users may share one `Io`: a wait drains every ready completion, and those that are
-//! not ours go to the caller's `foreign` queue to be routed later, never dropped.
+//! Several users may share one `Io`: a wait takes only its own completions and leaves the rest in
+//! the backend for their owners.
 
 use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpenOptions};
 
 /// Largest single write or read submitted; bounds the aligned buffer a chunk needs.
 pub(crate) const IO_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
-/// Submit `op` and block until it completes; returns the completion.
-pub(crate) fn run_op<I: Io>(
-    io: &mut I,
-    foreign: &mut Vec<Completion>,
-    op: Op,
-) -> Result<Completion, IoError> {
+/// Submit `op` and block until it completes; returns the completion. Other owners'
+/// completions stay in the backend for them (`io::wait_for_all`).
+pub(crate) fn run_op<I: Io>(io: &mut I, op: Op) -> Result<Completion, IoError> {
     let id = io.submit(op);
-    wait_for(io, foreign, id)
-}
-
-fn wait_for<I: Io>(
-    io: &mut I,
-    foreign: &mut Vec<Completion>,
-    id: OpId,
-) -> Result<Completion, IoError> {
-    if let Some(index) = foreign.iter().position(|c| c.op_id == id) {
-        return Ok(foreign.remove(index));
-    }
-    let mut ready = Vec::new();
-    loop {
-        io.submit_and_wait(1)?;
-        io.drain_completions(&mut ready);
-        let mut ours = None;
-        for completion in ready.drain(..) {
-            if completion.op_id == id && ours.is_none() {
-                ours = Some(completion);
-            } else {
-                foreign.push(completion);
-            }
-        }
-        if let Some(completion) = ours {
-            return Ok(completion);
-        }
-    }
+    let mut completions = crate::io::wait_for_all(io, &[id])?;
+    Ok(completions.pop().expect("one completion per op"))
 }
 
 /// Write all of `data` at `offset` (in chunks), blocking; short writes are errors.
 pub(crate) fn write_all_at<I: Io>(
     io: &mut I,
-    foreign: &mut Vec<Completion>,
     file: FileId,
     path: &Path,
     offset: u64,
@@ -65,7 +36,6 @@ pub(crate) fn write_all_at<I: Io>(
         let buf = AlignedBuf::from_slice(chunk, align);
         let completion = run_op(
             io,
-            foreign,
             Op::Write {
                 file,
                 offset: at,
@@ -86,20 +56,13 @@ pub(crate) fn write_all_at<I: Io>(
     Ok(())
 }
 
-pub(crate) fn fdatasync<I: Io>(
-    io: &mut I,
-    foreign: &mut Vec<Completion>,
-    file: FileId,
-) -> Result<(), IoError> {
-    run_op(io, foreign, Op::Fdatasync { file })?
-        .result
-        .map(|_| ())
+pub(crate) fn fdatasync<I: Io>(io: &mut I, file: FileId) -> Result<(), IoError> {
+    run_op(io, Op::Fdatasync { file })?.result.map(|_| ())
 }
 
 /// Read `[offset, offset + len_bytes)`, blocking, stopping early at the end of the file.
 pub(crate) fn read_range<I: Io>(
     io: &mut I,
-    foreign: &mut Vec<Completion>,
     file: FileId,
     offset: u64,
     len_bytes: u64,
@@ -111,7 +74,6 @@ pub(crate) fn read_range<I: Io>(
         let len = (end - position).min(IO_CHUNK_BYTES as u64) as usize;
         let completion = run_op(
             io,
-            foreign,
             Op::Read {
                 file,
                 offset: position,
@@ -131,12 +93,7 @@ pub(crate) fn read_range<I: Io>(
 
 /// Create `path` (which must not exist), write `data`, fdatasync, close. Tests and fuzzing use
 /// it to place arbitrary bytes; the folder entry is the caller's to sync.
-pub(crate) fn write_new_file<I: Io>(
-    io: &mut I,
-    foreign: &mut Vec<Completion>,
-    path: &Path,
-    data: &[u8],
-) -> Result<(), IoError> {
+pub(crate) fn write_new_file<I: Io>(io: &mut I, path: &Path, data: &[u8]) -> Result<(), IoError> {
     let file = io.open(
         path,
         OpenOptions {
@@ -145,8 +102,7 @@ pub(crate) fn write_new_file<I: Io>(
             ..Default::default()
         },
     )?;
-    let result =
-        write_all_at(io, foreign, file, path, 0, data).and_then(|()| fdatasync(io, foreign, file));
+    let result = write_all_at(io, file, path, 0, data).and_then(|()| fdatasync(io, file));
     let closed = io.close(file);
     result.and(closed)
 }

@@ -9,7 +9,7 @@ use crate::batch::control::{
     ControlRecord, SNAPSHOT_FOOTER_VERSION, SNAPSHOT_HEADER_VERSION, SnapshotHeaderRecord,
 };
 use crate::batch::{BatchChainValidator, BatchError, BatchIter, Record, RecordBatch};
-use crate::io::{Completion, FileId, Io, OpenOptions};
+use crate::io::{FileId, Io, OpenOptions};
 
 use super::encoder::{FORMAT_HEADER_KEY, FORMAT_VERSION_HEADER_KEY, SnapshotFormat};
 use super::files;
@@ -65,7 +65,6 @@ fn either_records(
 /// Open, read and validate the frozen snapshot at `path`, whose name says `snapshot_id`.
 pub fn read_snapshot<I: Io>(
     io: &mut I,
-    foreign: &mut Vec<Completion>,
     path: &Path,
     snapshot_id: SnapshotId,
 ) -> Result<SnapshotContents, SnapshotError> {
@@ -78,7 +77,7 @@ pub fn read_snapshot<I: Io>(
     )?;
     let read = io
         .file_size_bytes(file)
-        .and_then(|size_bytes| files::read_range(io, foreign, file, 0, size_bytes));
+        .and_then(|size_bytes| files::read_range(io, file, 0, size_bytes));
     let closed = io.close(file);
     let bytes = read?;
     closed?;
@@ -333,13 +332,11 @@ impl RawSnapshotReader {
     pub fn read_region<I: Io>(
         &self,
         io: &mut I,
-        foreign: &mut Vec<Completion>,
         region: &FileRegion,
     ) -> Result<Bytes, SnapshotError> {
         assert_eq!(region.file, self.file, "region of another file");
         Ok(files::read_range(
             io,
-            foreign,
             self.file,
             region.position,
             region.len_bytes,

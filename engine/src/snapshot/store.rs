@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::io::{Completion, Io, OpenOptions};
+use crate::io::{Io, OpenOptions};
 
 use super::naming::{self, SnapshotFileName, SnapshotFileState, SnapshotNaming, parse_file_name};
 use super::reader::{SnapshotContents, read_snapshot};
@@ -194,14 +194,13 @@ pub type SkippedSnapshots = Vec<(SnapshotId, SnapshotError)>;
 /// `.deleted` files are never considered.
 pub fn latest_valid_snapshot<I: Io>(
     io: &mut I,
-    foreign: &mut Vec<Completion>,
     partition_dir: &Path,
 ) -> Result<(Option<SnapshotContents>, SkippedSnapshots), SnapshotError> {
     let listing = list_snapshots(io, partition_dir)?;
     let mut skipped = Vec::new();
     for file in listing.frozen.iter().rev() {
         let path = naming::path_of(partition_dir, file);
-        match read_snapshot(io, foreign, &path, file.snapshot_id) {
+        match read_snapshot(io, &path, file.snapshot_id) {
             Ok(contents) => return Ok((Some(contents), skipped)),
             // A read EIO is treated like corruption (ARCHITECTURE.md): try the next older one.
             Err(error) => skipped.push((file.snapshot_id, error)),

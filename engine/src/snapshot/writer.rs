@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::io::{Completion, FileId, Io, OpenOptions};
+use crate::io::{FileId, Io, OpenOptions};
 
 use super::encoder::{SnapshotEncoder, SnapshotFormat, SnapshotRecordSink};
 use super::files::{self, parent_dir};
@@ -78,31 +78,15 @@ impl PartFile {
         })
     }
 
-    fn append<I: Io>(
-        &mut self,
-        io: &mut I,
-        foreign: &mut Vec<Completion>,
-        data: &[u8],
-    ) -> Result<(), SnapshotError> {
-        files::write_all_at(
-            io,
-            foreign,
-            self.file,
-            &self.part_path,
-            self.size_bytes,
-            data,
-        )?;
+    fn append<I: Io>(&mut self, io: &mut I, data: &[u8]) -> Result<(), SnapshotError> {
+        files::write_all_at(io, self.file, &self.part_path, self.size_bytes, data)?;
         self.size_bytes += data.len() as u64;
         Ok(())
     }
 
     /// Steps 3-5: fdatasync, close, rename, folder fsync. The file is closed whatever happens.
-    fn freeze<I: Io>(
-        self,
-        io: &mut I,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<PathBuf, SnapshotError> {
-        let synced = files::fdatasync(io, foreign, self.file);
+    fn freeze<I: Io>(self, io: &mut I) -> Result<PathBuf, SnapshotError> {
+        let synced = files::fdatasync(io, self.file);
         let closed = io.close(self.file);
         synced?;
         closed?;
@@ -152,22 +136,13 @@ impl SnapshotWriter {
     }
 
     /// Step 2: append encoded batches.
-    pub fn append<I: Io>(
-        &mut self,
-        io: &mut I,
-        foreign: &mut Vec<Completion>,
-        data: &[u8],
-    ) -> Result<(), SnapshotError> {
-        self.part.append(io, foreign, data)
+    pub fn append<I: Io>(&mut self, io: &mut I, data: &[u8]) -> Result<(), SnapshotError> {
+        self.part.append(io, data)
     }
 
     /// Steps 3-5. Returns the frozen path.
-    pub fn freeze<I: Io>(
-        self,
-        io: &mut I,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<PathBuf, SnapshotError> {
-        self.part.freeze(io, foreign)
+    pub fn freeze<I: Io>(self, io: &mut I) -> Result<PathBuf, SnapshotError> {
+        self.part.freeze(io)
     }
 
     pub fn abort<I: Io>(self, io: &mut I) -> Result<(), SnapshotError> {
@@ -181,7 +156,6 @@ impl SnapshotWriter {
 /// and every record after it is dropped.
 pub struct SnapshotFileSink<'a, I: Io> {
     io: &'a mut I,
-    foreign: &'a mut Vec<Completion>,
     /// `None` only once `finish` took it.
     encoder: Option<SnapshotEncoder>,
     writer: Option<SnapshotWriter>,
@@ -192,7 +166,6 @@ pub struct SnapshotFileSink<'a, I: Io> {
 impl<'a, I: Io> SnapshotFileSink<'a, I> {
     pub fn create(
         io: &'a mut I,
-        foreign: &'a mut Vec<Completion>,
         partition_dir: &Path,
         snapshot_id: SnapshotId,
         format: &SnapshotFormat,
@@ -201,7 +174,6 @@ impl<'a, I: Io> SnapshotFileSink<'a, I> {
         let writer = SnapshotWriter::create(io, partition_dir, snapshot_id)?;
         Ok(SnapshotFileSink {
             io,
-            foreign,
             encoder: Some(SnapshotEncoder::new(
                 snapshot_id,
                 format,
@@ -218,7 +190,7 @@ impl<'a, I: Io> SnapshotFileSink<'a, I> {
             return;
         }
         let writer = self.writer.as_mut().expect("writer present until finish");
-        if let Err(error) = writer.append(self.io, self.foreign, &data) {
+        if let Err(error) = writer.append(self.io, &data) {
             self.error = Some(error);
         }
     }
@@ -236,7 +208,7 @@ impl<'a, I: Io> SnapshotFileSink<'a, I> {
             let _ = writer.abort(self.io);
             return Err(error);
         }
-        writer.freeze(self.io, self.foreign)
+        writer.freeze(self.io)
     }
 }
 
@@ -258,7 +230,6 @@ impl<I: Io> SnapshotRecordSink for SnapshotFileSink<'_, I> {
 /// snapshot is then frozen. Returns the frozen path.
 pub fn write_snapshot<I: Io>(
     io: &mut I,
-    foreign: &mut Vec<Completion>,
     partition_dir: &Path,
     snapshot_id: SnapshotId,
     format: &SnapshotFormat,
@@ -267,7 +238,6 @@ pub fn write_snapshot<I: Io>(
 ) -> Result<PathBuf, SnapshotError> {
     let mut sink = SnapshotFileSink::create(
         io,
-        foreign,
         partition_dir,
         snapshot_id,
         format,
@@ -340,7 +310,6 @@ impl RawSnapshotWriter {
     pub fn write_at<I: Io>(
         &mut self,
         io: &mut I,
-        foreign: &mut Vec<Completion>,
         position: u64,
         data: &[u8],
     ) -> Result<(), SnapshotError> {
@@ -359,18 +328,14 @@ impl RawSnapshotWriter {
                 expected_size_bytes: self.expected_size_bytes,
             });
         }
-        self.part.append(io, foreign, data)
+        self.part.append(io, data)
     }
 
     /// Once Size bytes arrived: fdatasync, read the whole file back and validate every batch
     /// (CRC, offsets, epoch, header first, footer last), then rename and fsync the folder.
     /// On a validation error the `.part` is closed and removed (its bytes cannot become this
     /// snapshot; the fetcher starts again from Position 0) and the error is returned.
-    pub fn freeze<I: Io>(
-        self,
-        io: &mut I,
-        foreign: &mut Vec<Completion>,
-    ) -> Result<SnapshotContents, SnapshotError> {
+    pub fn freeze<I: Io>(self, io: &mut I) -> Result<SnapshotContents, SnapshotError> {
         if !self.is_complete() {
             return Err(SnapshotError::SizeMismatch {
                 path: self.part.part_path.clone(),
@@ -378,11 +343,10 @@ impl RawSnapshotWriter {
                 expected_size_bytes: self.expected_size_bytes,
             });
         }
-        let validated = files::fdatasync(io, foreign, self.part.file)
+        let validated = files::fdatasync(io, self.part.file)
             .map_err(SnapshotError::from)
             .and_then(|()| {
-                let bytes =
-                    files::read_range(io, foreign, self.part.file, 0, self.part.size_bytes)?;
+                let bytes = files::read_range(io, self.part.file, 0, self.part.size_bytes)?;
                 validate_snapshot_bytes(&self.part.part_path, self.part.snapshot_id, bytes)
             });
         let mut contents = match validated {
@@ -394,7 +358,7 @@ impl RawSnapshotWriter {
                 return Err(error);
             }
         };
-        contents.path = self.part.freeze(io, foreign)?;
+        contents.path = self.part.freeze(io)?;
         Ok(contents)
     }
 

@@ -321,11 +321,10 @@ impl Node {
             return Ok(());
         };
         let dir = store.dir.clone();
-        // Waits for the log's in-flight I/O before its files close; completions of other logs
-        // drained meanwhile are kept for them.
-        match store.log.close(&mut self.io) {
-            Ok(foreign) => self.foreign.extend(foreign),
-            Err(error) => tracing::warn!(partition = id, %error, "closing a deleted partition"),
+        // Waits for the log's in-flight I/O before its files close; other logs' completions
+        // stay in the ring for them.
+        if let Err(error) = store.log.close(&mut self.io) {
+            tracing::warn!(partition = id, %error, "closing a deleted partition");
         }
         remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
         Ok(())

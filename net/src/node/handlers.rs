@@ -806,7 +806,6 @@ impl Node {
                 partitions,
             });
         }
-        self.collect_foreign();
         Ok((
             fetch_response::FetchResponse {
                 responses,

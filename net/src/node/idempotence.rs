@@ -253,7 +253,6 @@ impl Node {
             "producer state read from the log"
         );
         self.handlers.producers.tables.insert(partition, rebuilt);
-        self.collect_foreign();
         Ok(())
     }
 

@@ -391,7 +391,6 @@ impl Node {
                     }
                 }
                 if target.is_some() {
-                    self.collect_foreign();
                     return Some(found);
                 }
                 best = Some(found);
@@ -400,7 +399,6 @@ impl Node {
                 break;
             }
         }
-        self.collect_foreign();
         best
     }
 

@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ringlog_engine::io::{AnyIo, BackendChoiceError, Completion, Io};
+use ringlog_engine::io::{AnyIo, BackendChoiceError, Io};
 use ringlog_engine::log::LogConfig;
 use ringlog_replication::{
     self as core, MultiRaft, NodeId, PartitionId, PartitionWork, Persisted, QuorumConfig,
@@ -242,10 +242,6 @@ pub(crate) struct Node {
     last_leader: BTreeMap<PartitionId, (Option<NodeId>, u32)>,
     /// Set by SIGTERM/SIGINT: the loop ends at this time or once the resignation is delivered.
     shutdown_until_ms: Option<u64>,
-    foreign: Vec<Completion>,
-    /// A failed write found while routing stashed completions (`collect_foreign`), returned by
-    /// the next `poll_storage`.
-    storage_failure: Option<StorageError>,
     /// KRaft's metrics, fed once per loop iteration.
     observer: observe::Observer,
 }
@@ -261,8 +257,6 @@ impl Node {
         let voter_ids: Vec<NodeId> = config.quorum_voters.iter().map(|v| v.node_id).collect();
         let mut stores = BTreeMap::new();
         let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
-        // Nothing is in flight before the loop runs; kept for the routing rule all the same.
-        let mut foreign = Vec::new();
         for id in table.ids() {
             let dir: PathBuf = config.metadata_log_dir.join(table.dir_name(id));
             let log_config = LogConfig {
@@ -271,14 +265,8 @@ impl Node {
                     .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
                 ..LogConfig::default()
             };
-            let (store, state) = PartitionStore::open(
-                &mut io,
-                &dir,
-                log_config,
-                &cluster_id,
-                &voter_ids,
-                &mut foreign,
-            )?;
+            let (store, state) =
+                PartitionStore::open(&mut io, &dir, log_config, &cluster_id, &voter_ids)?;
             tracing::info!(partition = id, ?state, "recovered");
             stores.insert(id, store);
             recovered.insert(id, state);
@@ -355,8 +343,6 @@ impl Node {
             handlers: handlers::State::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
-            foreign,
-            storage_failure: None,
             observer,
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
@@ -617,7 +603,6 @@ impl Node {
                             }
                         }
                     }
-                    self.collect_foreign();
                     self.answer_fetch(response)?;
                 }
                 Work::AppendAsLeader {
@@ -642,7 +627,6 @@ impl Node {
                         .map_err(StorageError::from)?;
                 }
                 Work::Truncate { offset } => {
-                    self.collect_foreign();
                     let store = self.stores.get_mut(&partition).expect("hosted partition");
                     let floor = store.high_watermark as i64;
                     let end = store
@@ -656,7 +640,6 @@ impl Node {
                     store.flush_target = store.flush_target.min(end);
                     store.reported_durable_end_offset = store.reported_durable_end_offset.min(end);
                     tracing::info!(offset = end, "log truncated (diverging epoch)");
-                    self.collect_foreign();
                     self.track_truncation(partition, end, false);
                 }
                 Work::Flush { end_offset, .. } => {
@@ -666,10 +649,9 @@ impl Node {
                 }
                 Work::WriteQuorumState(state) => {
                     let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    store.write_quorum_state(&mut self.io, state, &mut self.foreign)?;
+                    store.write_quorum_state(&mut self.io, state)?;
                     self.persisted
                         .push_back((partition, Persisted::QuorumState(state)));
-                    self.collect_foreign();
                 }
                 Work::HighWatermarkChanged { high_watermark } => {
                     let store = self.stores.get_mut(&partition).expect("hosted partition");
@@ -724,7 +706,6 @@ impl Node {
                     self.write_snapshot_chunk(partition, snapshot_id, size_bytes, position, bytes)?
                 }
                 Work::InstallSnapshot { snapshot_id } => {
-                    self.collect_foreign();
                     self.install_snapshot(partition, snapshot_id)?;
                     // The log now starts at the snapshot: what it held before is gone.
                     self.track_truncation(partition, snapshot_id.offset, true);
@@ -817,9 +798,6 @@ impl Node {
     /// Pushes queued operations to the kernel and routes every ready completion to its log;
     /// true if any completion was routed.
     fn poll_storage(&mut self) -> Result<bool, NodeError> {
-        if let Some(error) = self.storage_failure.take() {
-            return Err(error.into());
-        }
         // Cleared before draining: a completion posted from here on signals the fd again.
         self.io.clear_readiness();
         if self.io.in_flight() > 0 {
@@ -827,10 +805,9 @@ impl Node {
                 .submit_and_wait(0)
                 .map_err(|e| StorageError::from(ringlog_engine::log::LogError::from(e)))?;
         }
-        // Completions drained by a blocking call for another owner wait in `foreign` or in a
-        // log's stash; all of them are routed here, whatever path left them there (a flush
-        // completion left in a stash would keep its log waiting for durability forever).
-        let mut ready = self.take_stashed_completions();
+        // A blocking call takes only its own completions (`io::wait_for_any`), so every other
+        // owner's is still in the ring and is routed here.
+        let mut ready = Vec::new();
         self.io.drain_completions(&mut ready);
         if ready.is_empty() {
             return Ok(false);
@@ -838,35 +815,6 @@ impl Node {
         let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
         storage::route_completions(&mut self.io, &mut stores, ready)?;
         Ok(true)
-    }
-
-    /// Every completion a blocking call drained for another owner: the node's `foreign` queue
-    /// and each log's stash.
-    fn take_stashed_completions(&mut self) -> Vec<Completion> {
-        let mut stashed = std::mem::take(&mut self.foreign);
-        for store in self.stores.values_mut() {
-            stashed.extend(store.log.take_foreign_completions());
-        }
-        stashed
-    }
-
-    /// Routes, at once, the completions that blocking calls on the shared ring drained for
-    /// other owners (each log's stash, and the quorum-state writes' `foreign`). They must not
-    /// wait for the next `poll_storage`: a log whose own flush completion sat in a stash would
-    /// wait for it in the ring forever at its next blocking call. Seen: a quorum-state write
-    /// took a log's flush completion, and the `advance_log_start_offset` that followed in the
-    /// same work list spun in `wait_for_in_flight` for good, the node silent and its quorum
-    /// without a leader (docs/node.md, "Event-loop stalls"). A routing error (a failed write)
-    /// is kept and returned by the next `poll_storage`, which stops the node.
-    fn collect_foreign(&mut self) {
-        let ready = self.take_stashed_completions();
-        if ready.is_empty() {
-            return;
-        }
-        let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
-        if let Err(error) = storage::route_completions(&mut self.io, &mut stores, ready) {
-            self.storage_failure.get_or_insert(error);
-        }
     }
 
     /// Runs the log start advances that waited for the ring to be idle (`execute`).

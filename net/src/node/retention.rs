@@ -150,10 +150,8 @@ impl Node {
             // Empty: a delete topic carries no state across the cut. Written on the loop with
             // plain syscalls (a header and a footer: a few hundred bytes).
             let mut io = SyscallIo::for_dir(&store.dir);
-            let mut foreign = Vec::new();
             write_snapshot(
                 &mut io,
-                &mut foreign,
                 &store.dir,
                 SnapshotId {
                     end_offset: target as i64,

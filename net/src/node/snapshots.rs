@@ -97,12 +97,11 @@ impl PartitionSnapshots {
     pub fn recover(
         io: &mut AnyIo,
         log: &mut PartitionLog,
-        foreign: &mut Vec<ringlog_engine::io::Completion>,
     ) -> Result<(PartitionSnapshots, RecoveredSnapshots), StorageError> {
         let dir = log.dir().to_path_buf();
         let report = recover_snapshot_dir(io, &dir, PartPolicy::Remove)?;
         tracing::debug!(dir = %dir.display(), ?report, "snapshot folder recovered");
-        let (latest, skipped) = latest_valid_snapshot(io, foreign, &dir)?;
+        let (latest, skipped) = latest_valid_snapshot(io, &dir)?;
         for skipped in skipped.iter() {
             tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
         }
@@ -341,7 +340,6 @@ impl Node {
                 break;
             }
         }
-        self.collect_foreign();
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let Some((job, reason)) =
             store
@@ -358,10 +356,8 @@ impl Node {
             .spawn(move || {
                 // Its own plain-syscall backend: the loop's io_uring ring is not shared.
                 let mut io = SyscallIo::for_dir(&dir);
-                let mut foreign = Vec::new();
                 let result = write_snapshot(
                     &mut io,
-                    &mut foreign,
                     &dir,
                     engine_id(job.snapshot_id),
                     &job.format,
@@ -450,7 +446,6 @@ impl Node {
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let limit = u64::from(max_bytes).min(u64::from(self.config.fetch_snapshot_max_bytes));
         let io = &mut self.io;
-        let foreign = &mut self.foreign;
         let read = RawSnapshotReader::open(io, &store.dir, engine_id(response.snapshot_id))
             .and_then(|reader| {
                 let result = reader.region(response.position, limit).and_then(|region| {
@@ -465,7 +460,7 @@ impl Node {
                         }),
                         Err(error) => {
                             tracing::debug!(%error, "snapshot not reopenable; reading it");
-                            RecordsSource::Memory(reader.read_region(io, foreign, &region)?)
+                            RecordsSource::Memory(reader.read_region(io, &region)?)
                         }
                     };
                     Ok((reader.size_bytes(), source))
@@ -528,9 +523,8 @@ impl Node {
         }
         let writer = store.snapshots.fetching.as_mut().expect("created above");
         writer
-            .write_at(&mut self.io, &mut self.foreign, position, &bytes)
+            .write_at(&mut self.io, position, &bytes)
             .map_err(StorageError::from)?;
-        self.collect_foreign();
         Ok(())
     }
 
@@ -554,9 +548,7 @@ impl Node {
             }
             .into());
         };
-        let contents = writer
-            .freeze(&mut self.io, &mut self.foreign)
-            .map_err(StorageError::from)?;
+        let contents = writer.freeze(&mut self.io).map_err(StorageError::from)?;
         store
             .snapshots
             .state_machine
@@ -575,7 +567,6 @@ impl Node {
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))
             .map_err(StorageError::from)?;
         tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
-        self.collect_foreign();
         Ok(())
     }
 
@@ -596,7 +587,6 @@ impl Node {
             segments_deleted = deleted,
             "log start advanced"
         );
-        self.collect_foreign();
         Ok(())
     }
 

@@ -61,23 +61,20 @@ pub struct PartitionStore {
 }
 
 impl PartitionStore {
-    /// Opens (and recovers) the partition's log and reads its quorum-state. Completions of the
-    /// shared ring's other users that its blocking reads drained go to `foreign` (the caller
-    /// routes them): dropped, another log's flush would never be reported durable.
+    /// Opens (and recovers) the partition's log and reads its quorum-state. Its blocking reads
+    /// take only their own completions; other logs' stay in the ring for them.
     pub fn open(
         io: &mut AnyIo,
         dir: &Path,
         log_config: LogConfig,
         cluster_id: &str,
         voters: &[i32],
-        foreign: &mut Vec<Completion>,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
         let (mut log, report) = PartitionLog::open(io, dir, log_config)?;
         tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
-        foreign.extend(log.take_foreign_completions());
-        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log, foreign)?;
+        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log)?;
         let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
-        let state = QuorumStateData::load(io, &quorum_state_path, foreign)?;
+        let state = QuorumStateData::load(io, &quorum_state_path)?;
         let election = match &state {
             None => ElectionState::default(),
             Some(s) => {
@@ -136,13 +133,12 @@ impl PartitionStore {
         &mut self,
         io: &mut AnyIo,
         state: ElectionState,
-        foreign: &mut Vec<Completion>,
     ) -> Result<(), StorageError> {
         let mut data = QuorumStateData::initial(&self.cluster_id, &self.voters);
         data.leader_epoch = state.epoch as i32;
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
-        data.persist(io, &self.quorum_state_path, foreign)?;
+        data.persist(io, &self.quorum_state_path)?;
         Ok(())
     }
 
@@ -284,41 +280,39 @@ mod tests {
     use ringlog_engine::batch::RecordBatchBuilder;
     use ringlog_engine::io::{Io, SyscallIo};
 
-    fn open(io: &mut AnyIo, dir: &Path, foreign: &mut Vec<Completion>) -> PartitionStore {
+    fn open(io: &mut AnyIo, dir: &Path) -> PartitionStore {
         let (store, _) =
-            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1], foreign)
-                .expect("open");
+            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1]).expect("open");
         store
     }
 
     /// A partition opened while another log's flush is in flight (a topic created while the
-    /// metadata partition fetches): the completions its blocking reads drain come back to the
-    /// caller, so the other log's flush still completes. Seen: the quorum-state read dropped
-    /// them, the metadata partition waited for its flush forever and never fetched again, and
-    /// a restarted node kept a deleted topic (tests/topics_admin.rs).
+    /// metadata partition fetches): the blocking reads of the opening take only their own
+    /// completions, so the other log's stay in the ring and its flush still completes. Seen
+    /// before routing by owner: the quorum-state read dropped them, the metadata partition
+    /// waited for its flush forever and never fetched again, and a restarted node kept a
+    /// deleted topic (tests/topics_admin.rs).
     #[test]
-    fn completions_drained_while_opening_a_partition_reach_their_log() {
+    fn completions_of_another_log_survive_a_partition_opening() {
         let folder = tempfile::tempdir().unwrap();
         let mut io = AnyIo::Syscall(SyscallIo::new());
-        let mut foreign = Vec::new();
         // Partition b exists with a quorum-state file, so reopening it reads through the ring.
-        let mut b = open(&mut io, &folder.path().join("b"), &mut foreign);
-        b.write_quorum_state(&mut io, ElectionState::default(), &mut foreign)
+        let mut b = open(&mut io, &folder.path().join("b"));
+        b.write_quorum_state(&mut io, ElectionState::default())
             .unwrap();
         drop(b);
-        assert!(foreign.is_empty());
 
-        let mut a = open(&mut io, &folder.path().join("a"), &mut foreign);
+        let mut a = open(&mut io, &folder.path().join("a"));
         let mut builder = RecordBatchBuilder::new(0);
         builder.append(1, None, Some(b"v"), &[]);
         a.append_as_leader(&[builder.build().into_bytes()], 1)
             .unwrap();
         a.log.flush(&mut io).unwrap();
-        let _b = open(&mut io, &folder.path().join("b"), &mut foreign);
-        assert!(!foreign.is_empty(), "reopening b ran a's queued flush");
+        let _b = open(&mut io, &folder.path().join("b"));
+        assert!(io.ready_count() > 0, "reopening b ran a's queued flush");
 
         for _ in 0..16 {
-            let mut ready = std::mem::take(&mut foreign);
+            let mut ready = Vec::new();
             io.submit_and_wait(0).unwrap();
             io.drain_completions(&mut ready);
             route_completions(&mut io, &mut [&mut a], ready).unwrap();

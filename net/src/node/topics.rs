@@ -785,14 +785,8 @@ impl Node {
                 .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
             ..LogConfig::default()
         };
-        let (store, recovered) = PartitionStore::open(
-            &mut self.io,
-            &dir,
-            log_config,
-            &self.cluster_id,
-            &voter_ids,
-            &mut self.foreign,
-        )?;
+        let (store, recovered) =
+            PartitionStore::open(&mut self.io, &dir, log_config, &self.cluster_id, &voter_ids)?;
         let id = self.table.add(hosted);
         let quorum = quorum_config(&self.config)?;
         let now = self.now_ms();

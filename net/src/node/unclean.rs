@@ -23,7 +23,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ringlog_engine::io::{AnyIo, Completion};
+use ringlog_engine::io::AnyIo;
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog};
 use ringlog_engine::quorum_state::{
     QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError, Voter,
@@ -107,8 +107,7 @@ pub fn unclean_recover(
     log.close(&mut io)?;
 
     let path = dir.join(QUORUM_STATE_FILE_NAME);
-    let mut foreign: Vec<Completion> = Vec::new();
-    let previous = QuorumStateData::load(&mut io, &path, &mut foreign)?;
+    let previous = QuorumStateData::load(&mut io, &path)?;
     let previous_epoch = previous.as_ref().map_or(0, |s| s.leader_epoch);
     let new_epoch = (previous_epoch.max(last_log_epoch) + 1).max(min_leader_epoch.unwrap_or(0));
     let mut state = QuorumStateData::initial(
@@ -125,7 +124,7 @@ pub fn unclean_recover(
             })
             .collect(),
     );
-    state.persist(&mut io, &path, &mut foreign)?;
+    state.persist(&mut io, &path)?;
 
     let config_backup = rewrite_voters(config_path, new_voters)?;
     tracing::warn!(

@@ -672,6 +672,14 @@ impl Io for MemoryIo {
         out.extend(self.ready.drain(..));
     }
 
+    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
+        crate::io::take_from_ready(&mut self.ready, ids, out);
+    }
+
+    fn ready_count(&mut self) -> usize {
+        self.ready.len()
+    }
+
     fn in_flight(&self) -> usize {
         self.ready.len() + self.queued.iter().map(Vec::len).sum::<usize>()
     }
