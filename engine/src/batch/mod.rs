@@ -25,6 +25,7 @@
 
 pub mod builder;
 pub mod chain;
+pub mod compression;
 pub mod control;
 mod error;
 pub mod header;
@@ -34,6 +35,7 @@ mod varint;
 
 pub use builder::RecordBatchBuilder;
 pub use chain::BatchChainValidator;
+pub use compression::MAX_DECOMPRESSED_BATCH_BYTES;
 pub use error::BatchError;
 pub use header::{
     Compression, RecordBatchHeader, TimestampType, stamp_base_offset, stamp_partition_leader_epoch,
