@@ -14,7 +14,8 @@
 //! | magic = 2                                         | same                                   | `BadMagic`                                     |
 //! | CRC32C over attributes..end                       | same                                   | `CrcMismatch`                                  |
 //! | recordsCount >= 0, lastOffsetDelta >= 0           | same                                   | `InvalidRecordsCount`, `InvalidLastOffsetDelta` |
-//! | compression NONE (to read records)                | [`RecordBatch::records`]               | `UnsupportedCompression`                       |
+//! | a known codec (0-4) to read records               | [`RecordBatch::records`]               | `UnsupportedCompression`                       |
+//! | compressed records decompress, within the bound   | [`RecordBatch::records`]               | `Decompression`, `DecompressedTooLarge`        |
 //! | each record well formed, count and deltas agree   | [`RecordIter`]                         | `MalformedRecord`, `RecordsEndedEarly`, ...    |
 //! | baseOffset continues, leader epoch not backwards  | [`BatchChainValidator`]                | `OffsetNotContinuous`, `EpochWentBackwards`    |
 //!
@@ -193,7 +194,10 @@ impl RecordBatch {
         self.header().crc()
     }
 
-    /// Zero-copy iterator over the records. Fails at once for a compressed batch.
+    /// Iterator over the records: zero-copy for an uncompressed batch; a compressed batch's
+    /// records section is decompressed first, into a new buffer of at most
+    /// [`MAX_DECOMPRESSED_BATCH_BYTES`] (the batch itself stays as it is). Fails at once for an
+    /// unknown codec, invalid compressed bytes or a section that decompresses past the bound.
     pub fn records(&self) -> Result<RecordIter, BatchError> {
         RecordIter::new(self)
     }
