@@ -20,10 +20,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# The Python Kafka clients of tests/clients/ (pinned; --user, so a second run only checks).
-PYTHON_CLIENTS=(confluent-kafka==2.16.1 kafka-python==3.0.12)
-if ! python3 -c 'import confluent_kafka, kafka, sys
-sys.exit(0 if (confluent_kafka.__version__, kafka.__version__) == ("2.16.1", "3.0.12") else 1)' 2>/dev/null; then
+# The Python Kafka clients of tests/clients/ (pinned; --user, so a second run only checks), and
+# lz4 for kafka-python's lz4 compression (tests/clients/compressed_produce.py).
+PYTHON_CLIENTS=(confluent-kafka==2.16.1 kafka-python==3.0.12 lz4==4.4.5)
+if ! python3 -c 'import confluent_kafka, kafka, lz4, sys
+sys.exit(0 if (confluent_kafka.__version__, kafka.__version__, lz4.__version__) == ("2.16.1", "3.0.12", "4.4.5") else 1)' 2>/dev/null; then
   echo "test-all: installing ${PYTHON_CLIENTS[*]}"
   python3 -m pip install --quiet --user "${PYTHON_CLIENTS[@]}"
 fi

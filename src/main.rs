@@ -512,7 +512,7 @@ fn dump(file: &Path, print_records: bool) -> Result<(), String> {
                 count += 1;
                 let header = batch.header();
                 println!(
-                    "baseOffset: {} lastOffset: {} count: {} partitionLeaderEpoch: {} isControl: {} position: {} size: {} crc: {:#010x} crcValid: true",
+                    "baseOffset: {} lastOffset: {} count: {} partitionLeaderEpoch: {} isControl: {} position: {} size: {} compresscodec: {} crc: {:#010x} crcValid: true",
                     batch.base_offset(),
                     batch.last_offset(),
                     batch.records_count(),
@@ -520,6 +520,7 @@ fn dump(file: &Path, print_records: bool) -> Result<(), String> {
                     batch.is_control(),
                     batch.position(),
                     batch.size_bytes(),
+                    ringlog_engine::batch::compression::codec_name(batch.compression()),
                     header.crc(),
                 );
                 if print_records && !batch.is_control() {

@@ -4,40 +4,14 @@
 mod quorum;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{Request, Response, create_topics_request, delete_topics_request};
 
-use quorum::{Quorum, eventually, serial};
+use quorum::{Quorum, eventually, scrape_metrics as scrape, serial};
 
 const GROUP: &str = "kafka_server_raft_metrics_";
-
-/// `GET /metrics` over HTTP/1.0; returns sample name (with labels) → value.
-fn scrape(port: u16) -> Option<HashMap<String, f64>> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    Some(
-        body.lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| {
-                let (name, value) = l.rsplit_once(' ')?;
-                Some((name.to_string(), value.parse().ok()?))
-            })
-            .collect(),
-    )
-}
 
 /// The value of a `raft-metrics` sample of partition `__cluster_metadata-0`.
 fn metric(samples: &HashMap<String, f64>, name: &str, extra_label: &str) -> Option<f64> {

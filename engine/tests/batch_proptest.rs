@@ -459,18 +459,26 @@ fn records_inconsistent_with_the_header_are_typed_errors() {
             ..
         })
     ));
-    // gzip in attributes: header and CRC still validate, records are refused.
-    let mut gzip = BytesMut::from(&good.as_bytes()[..]);
-    gzip[22] |= 1;
-    let crc = crc32c::crc32c(&gzip[21..]);
-    gzip[17..21].copy_from_slice(&crc.to_be_bytes());
-    let gzip = RecordBatch::parse(gzip.freeze()).expect("header and CRC are fine");
+    // A codec in attributes over uncompressed records: header and CRC still validate, the
+    // records are refused (gzip: not a gzip stream; 5: no such codec).
+    let with_codec = |codec: u8| {
+        let mut bytes = BytesMut::from(&good.as_bytes()[..]);
+        bytes[22] |= codec;
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        RecordBatch::parse(bytes.freeze()).expect("header and CRC are fine")
+    };
+    let gzip = with_codec(1);
     assert!(matches!(
         gzip.records(),
-        Err(BatchError::UnsupportedCompression { codec: 1, .. })
+        Err(BatchError::Decompression { codec: 1, .. })
     ));
     assert!(matches!(
         gzip.control_records(),
         Err(BatchError::NotControlBatch { .. })
+    ));
+    assert!(matches!(
+        with_codec(5).records(),
+        Err(BatchError::UnsupportedCompression { codec: 5, .. })
     ));
 }

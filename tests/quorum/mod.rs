@@ -214,6 +214,78 @@ impl Quorum {
         }
     }
 
+    /// Nodes whose process ended on its own (the test did not kill it), with how it ended.
+    pub fn exited(&mut self) -> Vec<(i32, std::process::ExitStatus)> {
+        self.nodes
+            .iter_mut()
+            .filter_map(|node| {
+                let status = node.child.as_mut()?.try_wait().ok()??;
+                Some((node.id, status))
+            })
+            .collect()
+    }
+
+    /// CreateTopics `name` (replication factor 3, `configs` as key/value pairs) at whichever
+    /// node is the controller, retried until one answers NONE.
+    pub fn create_topic(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+        use ringlog_net::protocol::{Request, Response, create_topics_request};
+        eventually(
+            Duration::from_secs(20),
+            &format!("topic {name} created"),
+            || {
+                self.nodes.iter().find_map(|node| {
+                    let mut client =
+                        Client::connect(&self.address(node.id), Duration::from_secs(2)).ok()?;
+                    let request =
+                        Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+                            topics: vec![create_topics_request::CreatableTopic {
+                                name: name.into(),
+                                num_partitions: partitions,
+                                replication_factor: 3,
+                                configs: configs
+                                    .iter()
+                                    .map(|(key, value)| {
+                                        create_topics_request::CreatableTopicConfig {
+                                            name: (*key).into(),
+                                            value: Some((*value).into()),
+                                        }
+                                    })
+                                    .collect(),
+                                ..Default::default()
+                            }],
+                            timeout_ms: 5000,
+                            validate_only: false,
+                        });
+                    let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
+                        return None;
+                    };
+                    let code = r.topics[0].error_code;
+                    // 41: NOT_CONTROLLER, ask the next node.
+                    assert!(
+                        code == 0 || code == 41,
+                        "CreateTopics {name}: {code} {:?}",
+                        r.topics[0].error_message
+                    );
+                    (code == 0).then_some(())
+                })
+            },
+        );
+    }
+
+    /// A client of the leader of `topic`-0 as Metadata names it, and its id.
+    pub fn partition_leader(&self, topic: &str) -> Option<(Client, i32)> {
+        use ringlog_net::clients::TopicPartition;
+        use ringlog_net::clients::transport::{Connections, fetch_metadata};
+        let mut connections = Connections::new(&self.bootstrap(), Duration::from_millis(500));
+        let metadata = fetch_metadata(&mut connections, &[topic.to_string()]).ok()?;
+        let leader = metadata
+            .partitions
+            .get(&TopicPartition::new(topic, 0))?
+            .leader_id?;
+        let client = Client::connect(&self.address(leader), Duration::from_secs(2)).ok()?;
+        Some((client, leader))
+    }
+
     /// kill -9 every running node (no resignation, no flush); `start_all` brings them back.
     pub fn kill_all(&mut self) {
         for node in &mut self.nodes {
@@ -411,6 +483,41 @@ pub fn run_client_script<C>(
     );
 }
 
+/// A node's `GET /metrics` (`metrics.listener`) over HTTP/1.0: sample name (with labels) →
+/// value.
+pub fn scrape_metrics(port: u16) -> Option<std::collections::HashMap<String, f64>> {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    Some(
+        body.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| {
+                let (name, value) = l.rsplit_once(' ')?;
+                Some((name.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// A node's high-watermark of `partition` (e.g. `__cluster_metadata-0`) from its raft-metrics.
+/// The node sets it and applies the batches below it in one step of its loop, so once a scrape
+/// shows it, the state machine (if the partition has one) has applied them.
+pub fn high_watermark(node: &Node, partition: &str) -> Option<i64> {
+    let samples = scrape_metrics(node.metrics_port)?;
+    let name = format!("kafka_server_raft_metrics_high_watermark{{partition=\"{partition}\"}}");
+    samples.get(&name).map(|value| *value as i64)
+}
+
 /// End offsets of the frozen KIP-630 snapshots in a partition folder, ascending.
 pub fn checkpoints(partition_dir: &Path) -> Vec<u64> {
     let mut ends: Vec<u64> = std::fs::read_dir(partition_dir.join("checkpoints"))
@@ -444,9 +551,28 @@ pub fn segment_bases(partition_dir: &Path) -> Vec<u64> {
 /// skipped), read with consumer Fetch v12 through `client`, which must be the leader. An error
 /// code or a fetch below the high-watermark that returns nothing is an `Err` naming it.
 pub fn read_partition_values(client: &mut Client, topic: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut values = Vec::new();
+    for batch in read_partition_batches(client, topic)? {
+        if batch.is_control() {
+            continue;
+        }
+        for record in batch.records().map_err(|e| format!("records: {e}"))? {
+            let record = record.map_err(|e| format!("record: {e}"))?;
+            values.push(record.value().map(|v| v.to_vec()).unwrap_or_default());
+        }
+    }
+    Ok(values)
+}
+
+/// Every batch of `topic`-0 from offset 0 to its high-watermark, control batches included,
+/// as stored (consumer Fetch v12 through `client`, which must be the leader).
+pub fn read_partition_batches(
+    client: &mut Client,
+    topic: &str,
+) -> Result<Vec<ringlog_engine::batch::RecordBatch>, String> {
     use ringlog_engine::batch::BatchIter;
     use ringlog_net::protocol::{Request, Response, fetch_request};
-    let mut values = Vec::new();
+    let mut batches = Vec::new();
     let mut offset = 0i64;
     loop {
         let request = Request::Fetch(fetch_request::FetchRequest {
@@ -483,19 +609,13 @@ pub fn read_partition_values(client: &mut Client, topic: &str) -> Result<Vec<Vec
             return Err(format!("Fetch at {offset}: error {}", data.error_code));
         }
         if offset >= data.high_watermark {
-            return Ok(values);
+            return Ok(batches);
         }
         let before = offset;
         for batch in BatchIter::new(ringlog_net::node::client::fetched_records(data)) {
             let batch = batch.map_err(|e| format!("batch at {offset}: {e}"))?;
             offset = batch.next_offset();
-            if batch.is_control() {
-                continue;
-            }
-            for record in batch.records().map_err(|e| format!("records: {e}"))? {
-                let record = record.map_err(|e| format!("record: {e}"))?;
-                values.push(record.value().map(|v| v.to_vec()).unwrap_or_default());
-            }
+            batches.push(batch);
         }
         if offset == before {
             return Err(format!(

@@ -57,10 +57,31 @@ pub enum BatchError {
         position: u64,
         last_offset_delta: i32,
     },
-    /// Records of a batch compressed with `codec` (attributes bits 0-2) cannot be read: only
-    /// NONE is supported. Header and CRC validation still work for such batches.
+    /// Records of a batch compressed with `codec` (attributes bits 0-2) cannot be read: ids 5-7
+    /// name no Kafka codec. Header and CRC validation still work for such batches.
     #[error("batch at byte {position}: compression codec {codec} is not supported")]
     UnsupportedCompression { position: u64, codec: u8 },
+    /// The records section is not a valid stream of its codec (1 gzip, 2 snappy, 3 lz4,
+    /// 4 zstd). The CRC passed, so these are the bytes the producer sent.
+    #[error(
+        "batch at byte {position}: records compressed with codec {codec} are invalid: {reason}"
+    )]
+    Decompression {
+        position: u64,
+        codec: u8,
+        reason: String,
+    },
+    /// The records section would decompress to more than `limit` bytes
+    /// ([`super::compression::MAX_DECOMPRESSED_BATCH_BYTES`]): refused while decompressing,
+    /// before more than the limit is held.
+    #[error(
+        "batch at byte {position}: records compressed with codec {codec} decompress to more than {limit} bytes"
+    )]
+    DecompressedTooLarge {
+        position: u64,
+        codec: u8,
+        limit: usize,
+    },
     #[error(
         "batch at byte {position}, record {record_index} (byte {record_position} of the batch): {reason}"
     )]
@@ -157,6 +178,8 @@ impl BatchError {
             | BatchError::InvalidRecordsCount { position, .. }
             | BatchError::InvalidLastOffsetDelta { position, .. }
             | BatchError::UnsupportedCompression { position, .. }
+            | BatchError::Decompression { position, .. }
+            | BatchError::DecompressedTooLarge { position, .. }
             | BatchError::MalformedRecord { position, .. }
             | BatchError::RecordsEndedEarly { position, .. }
             | BatchError::TrailingBytesAfterRecords { position, .. }

@@ -14,7 +14,8 @@
 //! | magic = 2                                         | same                                   | `BadMagic`                                     |
 //! | CRC32C over attributes..end                       | same                                   | `CrcMismatch`                                  |
 //! | recordsCount >= 0, lastOffsetDelta >= 0           | same                                   | `InvalidRecordsCount`, `InvalidLastOffsetDelta` |
-//! | compression NONE (to read records)                | [`RecordBatch::records`]               | `UnsupportedCompression`                       |
+//! | a known codec (0-4) to read records               | [`RecordBatch::records`]               | `UnsupportedCompression`                       |
+//! | compressed records decompress, within the bound   | [`RecordBatch::records`]               | `Decompression`, `DecompressedTooLarge`        |
 //! | each record well formed, count and deltas agree   | [`RecordIter`]                         | `MalformedRecord`, `RecordsEndedEarly`, ...    |
 //! | baseOffset continues, leader epoch not backwards  | [`BatchChainValidator`]                | `OffsetNotContinuous`, `EpochWentBackwards`    |
 //!
@@ -25,6 +26,7 @@
 
 pub mod builder;
 pub mod chain;
+pub mod compression;
 pub mod control;
 mod error;
 pub mod header;
@@ -34,6 +36,7 @@ mod varint;
 
 pub use builder::RecordBatchBuilder;
 pub use chain::BatchChainValidator;
+pub use compression::MAX_DECOMPRESSED_BATCH_BYTES;
 pub use error::BatchError;
 pub use header::{
     Compression, RecordBatchHeader, TimestampType, stamp_base_offset, stamp_partition_leader_epoch,
@@ -191,7 +194,10 @@ impl RecordBatch {
         self.header().crc()
     }
 
-    /// Zero-copy iterator over the records. Fails at once for a compressed batch.
+    /// Iterator over the records: zero-copy for an uncompressed batch; a compressed batch's
+    /// records section is decompressed first, into a new buffer of at most
+    /// [`MAX_DECOMPRESSED_BATCH_BYTES`] (the batch itself stays as it is). Fails at once for an
+    /// unknown codec, invalid compressed bytes or a section that decompresses past the bound.
     pub fn records(&self) -> Result<RecordIter, BatchError> {
         RecordIter::new(self)
     }

@@ -1,4 +1,5 @@
-//! Records inside an uncompressed batch, read without copying.
+//! Records inside a batch: read without copying from an uncompressed batch, from a decompressed
+//! copy of the records section of a compressed one (compression.rs).
 //!
 //! ```text
 //! Record =>  length varint            bytes after this field
@@ -10,10 +11,12 @@
 //!            headersCount varint, [headerKeyLength varint, headerKey (UTF-8, not null),
 //!                                  headerValueLength varint, headerValue (-1 = null)]
 //! ```
-//! (`DefaultRecord.java`). Keys, values and headers come out as `Bytes` slices of the batch.
+//! (`DefaultRecord.java`). Keys, values and headers come out as `Bytes` slices of the batch, or
+//! of the decompressed records when the batch is compressed.
 
 use bytes::Bytes;
 
+use super::compression::{self, DecompressError, MAX_DECOMPRESSED_BATCH_BYTES};
 use super::header::{Compression, TimestampType};
 use super::varint::{ReadError, Reader};
 use super::{BatchError, NO_SEQUENCE, RECORD_BATCH_OVERHEAD, RecordBatch};
@@ -138,11 +141,14 @@ impl Iterator for RecordHeadersIter<'_> {
     }
 }
 
-/// Zero-copy iterator over a batch's records. Checks, as it goes, each record's structure, that
-/// offset deltas increase and stay within lastOffsetDelta, and at the end that the count, the
-/// final delta and the byte length all agree with the header. Yields at most one error, then
-/// stops.
+/// Iterator over a batch's records, zero-copy for an uncompressed batch. Checks, as it goes,
+/// each record's structure, that offset deltas increase and stay within lastOffsetDelta, and at
+/// the end that the count, the final delta and the byte length all agree with the header.
+/// Yields at most one error, then stops.
 pub struct RecordIter {
+    /// The records, from `cursor` on: the whole batch (records at byte 61) when uncompressed,
+    /// the decompressed records section (records at byte 0) when compressed. Record positions
+    /// in errors are positions in these bytes.
     batch: Bytes,
     position: u64,
     base_offset: i64,
@@ -160,19 +166,16 @@ pub struct RecordIter {
 impl RecordIter {
     pub(crate) fn new(batch: &RecordBatch) -> Result<RecordIter, BatchError> {
         let header = batch.header();
-        let compression = header.compression();
-        if compression != Compression::None {
-            return Err(BatchError::UnsupportedCompression {
-                position: batch.position(),
-                codec: compression.id(),
-            });
-        }
+        let (records, cursor) = match header.compression() {
+            Compression::None => (batch.as_bytes().clone(), RECORD_BATCH_OVERHEAD),
+            codec => (decompress_records(batch, codec)?, 0),
+        };
         let log_append_time = match header.timestamp_type() {
             TimestampType::CreateTime => None,
             TimestampType::LogAppendTime => Some(header.max_timestamp()),
         };
         Ok(RecordIter {
-            batch: batch.as_bytes().clone(),
+            batch: records,
             position: batch.position(),
             base_offset: header.base_offset(),
             base_timestamp: header.base_timestamp(),
@@ -181,7 +184,7 @@ impl RecordIter {
             last_offset_delta: header.last_offset_delta(),
             declared: header.records_count(),
             read: 0,
-            cursor: RECORD_BATCH_OVERHEAD,
+            cursor,
             previous_delta: -1,
             done: false,
         })
@@ -319,6 +322,33 @@ impl Iterator for RecordIter {
                 Some(Err(error))
             }
         }
+    }
+}
+
+/// The records section of a compressed batch, decompressed (at most
+/// [`MAX_DECOMPRESSED_BATCH_BYTES`]). An empty batch (recordsCount 0, as compaction leaves) may
+/// carry no compressed stream at all: nothing to decompress.
+fn decompress_records(batch: &RecordBatch, codec: Compression) -> Result<Bytes, BatchError> {
+    let section = &batch.as_bytes()[RECORD_BATCH_OVERHEAD..];
+    if section.is_empty() && batch.records_count() == 0 {
+        return Ok(Bytes::new());
+    }
+    let position = batch.position();
+    match compression::decompress(codec, section, MAX_DECOMPRESSED_BATCH_BYTES) {
+        Ok(records) => Ok(Bytes::from(records)),
+        Err(DecompressError::Unsupported { codec }) => {
+            Err(BatchError::UnsupportedCompression { position, codec })
+        }
+        Err(DecompressError::Corrupt { reason, .. }) => Err(BatchError::Decompression {
+            position,
+            codec: codec.id(),
+            reason,
+        }),
+        Err(DecompressError::TooLarge { limit, .. }) => Err(BatchError::DecompressedTooLarge {
+            position,
+            codec: codec.id(),
+            limit,
+        }),
     }
 }
 

@@ -3,7 +3,7 @@
 //! -1, read up to the high-watermark, long-polled until it moves).
 
 use bytes::Bytes;
-use ringlog_engine::batch::{BatchError, BatchIter, Compression, RecordBatch};
+use ringlog_engine::batch::{BatchError, BatchIter, RecordBatch};
 use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
 
 use super::convert;
@@ -166,7 +166,12 @@ pub(crate) fn validate_produce_records(
 /// The batch's offsets must add up (Kafka's inner-offset check): lastOffsetDelta is the record
 /// count minus one, and the records' offset deltas run 0, 1, … without a gap. Offsets are
 /// stamped from these numbers, so a batch that lies about them would shift every later
-/// offset. Compressed records are not decompressed here; only the header counts are checked.
+/// offset.
+///
+/// A compressed batch is decompressed here (within `MAX_DECOMPRESSED_BATCH_BYTES`) and its
+/// records checked the same way; it is then stored as sent. Every batch appended is one whose
+/// records a state machine, a consumer and the next start can read: a committed batch that
+/// cannot be read would stop every voter that applies it, at every restart.
 fn check_record_offsets(batch: &RecordBatch) -> Result<(), (ErrorCode, String)> {
     let declared = batch.header().last_offset_delta();
     if i64::from(declared) != i64::from(batch.records_count()) - 1 {
@@ -178,12 +183,9 @@ fn check_record_offsets(batch: &RecordBatch) -> Result<(), (ErrorCode, String)> 
             ),
         ));
     }
-    if batch.compression() != Compression::None {
-        return Ok(());
-    }
     let records = batch
         .records()
-        .map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+        .map_err(|e| (records_error_code(&e), e.to_string()))?;
     let mut expected = 0i32;
     for record in records {
         let record = record.map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
@@ -208,6 +210,16 @@ fn check_record_offsets(batch: &RecordBatch) -> Result<(), (ErrorCode, String)> 
         ));
     }
     Ok(())
+}
+
+/// Why a Produce batch's records cannot be read: a codec Kafka does not have (ids 5-7) is
+/// UNSUPPORTED_COMPRESSION_TYPE; compressed bytes that do not decompress, or decompress past
+/// the bound, and malformed records are CORRUPT_MESSAGE.
+fn records_error_code(error: &BatchError) -> ErrorCode {
+    match error {
+        BatchError::UnsupportedCompression { .. } => ErrorCode::UnsupportedCompressionType,
+        _ => ErrorCode::CorruptMessage,
+    }
 }
 
 impl Node {
@@ -863,6 +875,74 @@ mod tests {
         );
 
         let code = validate_produce_records(None, 1 << 20).unwrap_err().0;
+        assert_eq!(code, ErrorCode::InvalidRecord);
+    }
+
+    /// `batch`'s header with `section` as its records section and `codec` in its attributes,
+    /// batchLength and CRC made to fit: only the section (or the codec) can be wrong.
+    fn with_section(batch: &[u8], codec: u8, section: &[u8]) -> Bytes {
+        use ringlog_engine::batch::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, header::compute_crc};
+        let mut bytes = batch[..RECORD_BATCH_OVERHEAD].to_vec();
+        bytes.extend_from_slice(section);
+        let batch_length = i32::try_from(bytes.len() - LOG_OVERHEAD).unwrap();
+        bytes[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        bytes[22] = (bytes[22] & !0x07) | codec;
+        let crc = compute_crc(&bytes);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(bytes)
+    }
+
+    /// A compressed batch is decompressed and checked like any other before it is stored, and
+    /// stored as sent; what cannot be read is refused with Kafka's codes: an unknown codec
+    /// UNSUPPORTED_COMPRESSION_TYPE, bad compressed bytes or bad records inside
+    /// CORRUPT_MESSAGE, offsets that do not add up INVALID_RECORD.
+    #[test]
+    fn produce_validation_reads_compressed_batches() {
+        use ringlog_engine::batch::{Compression, RECORD_BATCH_OVERHEAD, compression};
+        let validate = |bytes: Bytes| validate_produce_records(Some(&bytes), 1 << 20);
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut builder = RecordBatchBuilder::new(0).with_compression(codec);
+            builder.append(0, None, Some(b"a"), &[]);
+            builder.append(0, None, Some(b"b"), &[]);
+            let sent = builder.build().into_bytes();
+            let stored = validate(sent.clone()).unwrap();
+            assert_eq!(stored.len(), 1, "{codec:?}");
+            // Only baseOffset and partitionLeaderEpoch (outside the CRC) are stamped.
+            assert_eq!(stored[0][8..12], sent[8..12], "{codec:?}");
+            assert_eq!(stored[0][16..], sent[16..], "{codec:?}");
+        }
+
+        let plain = batch(&[b"a", b"b"]);
+        let records = &plain[RECORD_BATCH_OVERHEAD..];
+        for codec in 5..=7 {
+            let code = validate(with_section(&plain, codec, records))
+                .unwrap_err()
+                .0;
+            assert_eq!(code, ErrorCode::UnsupportedCompressionType, "codec {codec}");
+        }
+        // Uncompressed records under the gzip id: not a gzip stream.
+        let code = validate(with_section(&plain, 1, records)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // A gzip stream cut short.
+        let gzip = compression::compress(Compression::Gzip, records);
+        let cut = &gzip[..gzip.len() - 5];
+        let code = validate(with_section(&plain, 1, cut)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // A valid stream whose records have garbage after them.
+        let trailing = compression::compress(Compression::Zstd, &[records, b"junk"].concat());
+        let code = validate(with_section(&plain, 4, &trailing)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // lastOffsetDelta 5 for two records.
+        let mut lying =
+            with_section(&plain, 3, &compression::compress(Compression::Lz4, records)).to_vec();
+        lying[23..27].copy_from_slice(&5i32.to_be_bytes());
+        let lying = with_section(&lying, 3, &lying[RECORD_BATCH_OVERHEAD..].to_vec());
+        let code = validate(lying).unwrap_err().0;
         assert_eq!(code, ErrorCode::InvalidRecord);
     }
 }
