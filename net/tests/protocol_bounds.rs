@@ -8,8 +8,8 @@ use std::cell::Cell;
 use bytes::{BufMut, Bytes, BytesMut};
 use ringlog_net::protocol::{
     ApiKey, DecodeError, Decoder, ErrorCode, Generator, Records, Request, RequestHeader, Response,
-    ResponsePart, decode_request, decode_response, encode_request, encode_response,
-    encode_response_parts, fetch_response, split_frame, supported_api_versions,
+    ResponsePart, decode_request, decode_request_frame, decode_response, encode_request,
+    encode_response, encode_response_parts, fetch_response, split_frame, supported_api_versions,
     unsupported_api_versions_response,
 };
 
@@ -227,14 +227,122 @@ fn every_truncation_of_a_valid_frame_is_an_error() {
     }
 }
 
+/// Kafka's rule: a broker reads the fields a request's version defines and ignores whatever
+/// follows them. Every API and version, with tails that would be errors if they were read (a
+/// huge length, a long varint, a lone byte): the value is exactly the one without the tail,
+/// and the tail's length is reported.
 #[test]
-fn trailing_bytes_after_a_request_are_an_error() {
-    let mut frame = header_bytes(ApiKey::DescribeQuorum, 0);
-    frame.put_u8(1); // topics: empty compact array
-    frame.put_u8(0); // tagged fields: none
-    frame.put_u8(0xaa); // one byte too many
+fn bytes_after_a_complete_request_are_ignored() {
+    let tails: [&[u8]; 4] = [
+        &[0xaa],
+        &[0x01, 0x00, 0x00],
+        &[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f],
+        &[0u8; 300],
+    ];
+    for &api in ApiKey::ALL {
+        let versions = api.versions();
+        for version in versions.min..=versions.max {
+            let request = Request::generate(api, version, &mut Generator::new(17));
+            let header = RequestHeader {
+                api_key: api.key(),
+                api_version: version,
+                correlation_id: 23,
+                client_id: Some("tail".into()),
+            };
+            let frame = encode_request(&header, &request).unwrap().slice(4..);
+            let exact = decode_request_frame(frame.clone()).unwrap();
+            assert_eq!(exact.ignored_trailing_bytes, 0);
+            for tail in tails {
+                let mut longer = BytesMut::from(&frame[..]);
+                longer.put_slice(tail);
+                let decoded = decode_request_frame(longer.freeze()).unwrap_or_else(|error| {
+                    panic!("{api:?} v{version} + {} bytes: {error}", tail.len())
+                });
+                assert_eq!(decoded.header, exact.header, "{api:?} v{version}");
+                assert_eq!(decoded.request, exact.request, "{api:?} v{version}");
+                assert_eq!(decoded.ignored_trailing_bytes, tail.len());
+            }
+        }
+    }
+}
+
+/// The frame confluent-kafka 2.16 (librdkafka 2.16.0) sends for `Producer.list_topics()`,
+/// captured off the socket: Metadata v12 for all topics. librdkafka reserves four bytes for the
+/// topic count and, on its all-topics path, never shrinks them to the one-byte compact null
+/// (`rd_kafka_MetadataRequest0`: "v9+: keep 0"), so the body is
+/// `00 00 00 00 | 01 | 00 | 00` (count placeholder, AllowAutoTopicCreation, IncludeTopic-
+/// AuthorizedOperations, no tagged fields). Read field by field, as Kafka reads it: topics
+/// null (all), AllowAutoTopicCreation false, IncludeTopicAuthorizedOperations false, no tagged
+/// fields, and the last three bytes ignored.
+#[test]
+fn librdkafka_all_topics_metadata_v12_decodes_as_kafka_reads_it() {
+    let frame = Bytes::from_static(&[
+        0x00, 0x03, 0x00, 0x0c, // api key 3 (Metadata), version 12
+        0x00, 0x00, 0x00, 0x03, // correlation id 3
+        0x00, 0x07, b'r', b'd', b'k', b'a', b'f', b'k', b'a', // client id "rdkafka"
+        0x00, // header tagged fields: none
+        0x00, 0x00, 0x00, 0x00, // topics: the 4-byte count placeholder; 0x00 = null
+        0x01, 0x00, 0x00, // what librdkafka meant as the three fields: ignored
+    ]);
+    let decoded = decode_request_frame(frame).unwrap();
+    assert_eq!(decoded.header.api_key, ApiKey::Metadata.key());
+    assert_eq!(decoded.header.api_version, 12);
+    assert_eq!(decoded.header.client_id.as_deref(), Some("rdkafka"));
+    let Request::Metadata(metadata) = decoded.request else {
+        panic!("not Metadata: {:?}", decoded.request)
+    };
+    assert_eq!(metadata.topics, None, "null topics: all topics");
+    assert!(!metadata.allow_auto_topic_creation);
+    assert!(!metadata.include_topic_authorized_operations);
+    assert_eq!(decoded.ignored_trailing_bytes, 3);
+}
+
+/// Ignoring a tail does not loosen the bounds inside a message: a length that runs past the
+/// frame is still an error, trailing bytes or not (an array count whose elements the tail
+/// cannot hold, a string that claims more than the frame has left).
+#[test]
+fn lengths_past_the_frame_are_still_errors_when_bytes_follow() {
+    // Metadata v12: 100 topics claimed, each at least 18 bytes; 20 bytes follow.
+    let mut frame = header_bytes(ApiKey::Metadata, 12);
+    frame.put_u8(101);
+    frame.put_slice(&[0u8; 20]);
     assert!(matches!(
         decode_request(frame.freeze()),
+        Err(DecodeError::LengthExceedsFrame {
+            field: "MetadataRequest.topics",
+            ..
+        })
+    ));
+    // Metadata v1: one topic whose name claims 200 bytes of the 50 left.
+    let mut frame = header_bytes(ApiKey::Metadata, 1);
+    frame.put_i32(1);
+    frame.put_i16(200);
+    frame.put_slice(&[b'x'; 50]);
+    assert!(matches!(
+        decode_request(frame.freeze()),
+        Err(DecodeError::LengthExceedsFrame {
+            field: "MetadataRequestTopic.name",
+            ..
+        })
+    ));
+}
+
+/// Responses stay strict (docs/protocol.md): we only decode responses of ringlog peers and of
+/// nodes our own client asked, and a byte too many there is a bug to hear about.
+#[test]
+fn trailing_bytes_after_a_response_are_an_error() {
+    let response = Response::generate(ApiKey::DescribeQuorum, 2, &mut Generator::new(5));
+    let frame = encode_response(41, 2, &response).unwrap();
+    let mut longer = BytesMut::from(&frame[4..]);
+    longer.put_u8(0xaa);
+    assert_eq!(
+        decode_response(ApiKey::DescribeQuorum, 2, frame.slice(4..))
+            .unwrap()
+            .1,
+        response
+    );
+    assert!(matches!(
+        decode_response(ApiKey::DescribeQuorum, 2, longer.freeze()),
         Err(DecodeError::TrailingBytes { remaining: 1, .. })
     ));
 }

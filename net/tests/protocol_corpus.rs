@@ -91,9 +91,22 @@ fn request_decode_seeds() -> Vec<(String, Vec<u8>, bool)> {
         false,
     ));
 
+    // Bytes after the last field are ignored, as Kafka's brokers ignore them.
     let mut trailing = request_frame(ApiKey::Vote, 2, 3);
     trailing.push(0xaa);
-    seeds.push(("broken-trailing-byte".into(), trailing, false));
+    seeds.push(("valid-trailing-byte".into(), trailing, true));
+
+    // librdkafka 2.16's all-topics Metadata v12: a 4-byte topic count placeholder of which
+    // the first byte reads as the compact null, so its last three bytes trail.
+    let mut librdkafka = request_frame(ApiKey::Metadata, 12, 3)[..2 + 2 + 4].to_vec();
+    librdkafka.extend_from_slice(&7i16.to_be_bytes());
+    librdkafka.extend_from_slice(b"rdkafka");
+    librdkafka.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0]);
+    seeds.push((
+        "valid-librdkafka-metadata-v12-all-topics".into(),
+        librdkafka,
+        true,
+    ));
 
     let mut unknown_key = metadata_v0.clone();
     unknown_key[..2].copy_from_slice(&999i16.to_be_bytes());

@@ -306,6 +306,34 @@ fn bad_input_closes_or_answers_and_the_server_keeps_serving() {
     api_versions_round_trip(addr);
 }
 
+/// Kafka's parsing rule on a live socket: the bytes after the last field of a request's
+/// version are ignored, the request is answered, and the connection keeps serving the
+/// requests pipelined behind it (librdkafka's all-topics Metadata v12 carries three such bytes).
+#[test]
+fn bytes_after_a_complete_request_are_ignored_and_the_connection_keeps_serving() {
+    let harness = start(|_| {});
+    let mut stream = connect(harness.addr());
+    let describe = Request::DescribeQuorum(DescribeQuorumRequest::default());
+    let tails: [(i32, &[u8]); 3] = [(31, &[0x01, 0x00, 0x00]), (32, &[]), (33, &[0xff; 40])];
+    let mut pipeline = Vec::new();
+    for (correlation_id, tail) in tails {
+        let frame = request_frame(correlation_id, 2, &describe);
+        let size = (frame.len() - 4 + tail.len()) as i32;
+        pipeline.extend_from_slice(&size.to_be_bytes());
+        pipeline.extend_from_slice(&frame[4..]);
+        pipeline.extend_from_slice(tail);
+    }
+    stream.write_all(&pipeline).unwrap();
+    for (expected, _) in tails {
+        let (correlation_id, response) = read_response(&mut stream, ApiKey::DescribeQuorum, 2);
+        assert_eq!(correlation_id, expected);
+        assert!(matches!(response, Response::DescribeQuorum(_)));
+    }
+    // Still open and serving after them.
+    stream.write_all(&request_frame(34, 2, &describe)).unwrap();
+    assert_eq!(read_response(&mut stream, ApiKey::DescribeQuorum, 2).0, 34);
+}
+
 /// A stop answers the requests already read, closes the connection, and refuses new ones;
 /// a request that outlives the grace period has its connection closed by force.
 #[test]

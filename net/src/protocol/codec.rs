@@ -63,6 +63,8 @@ pub enum DecodeError {
         declared: usize,
         used: usize,
     },
+    /// Bytes after a complete **response**. Requests have no such error: their trailing bytes
+    /// are ignored, as Kafka's brokers ignore them (`decode_request_frame`).
     #[error(
         "{remaining} trailing bytes at byte {position} after a complete api key {api_key} v{version} message"
     )]

@@ -6,8 +6,10 @@
 //! - `dsl.rs`: the `message!` table that generates every message struct.
 //! - `messages/`: the message tables. `header.rs`: framing and headers.
 //! - this file: the API table ([`ApiKey`], supported versions) and the entry points
-//!   [`decode_request`], [`encode_request`], [`decode_response`], [`encode_response`] and
-//!   [`encode_response_parts`] (records spliced in without a copy).
+//!   [`decode_request_frame`] (and its shorthand [`decode_request`]), [`encode_request`],
+//!   [`decode_response`], [`encode_response`] and [`encode_response_parts`] (records spliced in
+//!   without a copy). Requests are read as Kafka reads them, ignoring bytes after the last field
+//!   of their version; responses are strict.
 //!
 //! See `docs/protocol.md` for the bound rules and the table of supported versions.
 
@@ -219,13 +221,34 @@ pub fn supported_api_versions() -> Vec<ApiVersion> {
         .collect()
 }
 
-/// Decodes one request frame (the bytes after the int32 size prefix; see [`split_frame`]).
+/// One request frame as [`decode_request_frame`] read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedRequest {
+    pub header: RequestHeader,
+    pub request: Request,
+    /// Bytes after the last field the version defines, which were not read (Kafka's rule).
+    pub ignored_trailing_bytes: usize,
+}
+
+/// Decodes one request frame (the bytes after the int32 size prefix; see [`split_frame`]),
+/// dropping the count of ignored trailing bytes. See [`decode_request_frame`].
+pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeError> {
+    decode_request_frame(frame).map(|decoded| (decoded.header, decoded.request))
+}
+
+/// Decodes one request frame (the bytes after the int32 size prefix; see [`split_frame`]) as
+/// Kafka's brokers do: the header and the fields the API version defines are read, every
+/// length among them checked against the frame, and **bytes after the last field are
+/// ignored** (counted in [`DecodedRequest::ignored_trailing_bytes`]). Kafka's generated
+/// readers never look at what is left of a request buffer, and real clients rely on it:
+/// librdkafka ≥ 2.1 asks for all topics with Metadata v12 followed by three such bytes
+/// (docs/protocol.md, "Parsing rule").
 ///
 /// A known API at a version we do not speak gives [`DecodeError::UnsupportedVersion`] with the
 /// correlation id, read from the fixed part of the header that every version shares: answer
 /// ApiVersions with [`unsupported_api_versions_response`] (KIP-511), close the connection for
 /// any other API (as Kafka does).
-pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeError> {
+pub fn decode_request_frame(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
     let mut d = Decoder::new(frame);
     let mut header = RequestHeader::decode_fixed(&mut d)?;
     let api = ApiKey::from_i16(header.api_key).ok_or(DecodeError::UnknownApiKey {
@@ -243,8 +266,11 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeEr
     let flexible = api.is_flexible(version);
     header.decode_rest(&mut d, flexible)?;
     let request = Request::decode_body(api, &mut d, Ctx::new(version, flexible))?;
-    expect_end(&d, api, version)?;
-    Ok((header, request))
+    Ok(DecodedRequest {
+        header,
+        request,
+        ignored_trailing_bytes: d.remaining(),
+    })
 }
 
 /// Encodes a request frame, size prefix included. `header.api_key` must match the request.
@@ -273,6 +299,12 @@ pub fn encode_request(header: &RequestHeader, request: &Request) -> Result<Bytes
 
 /// Decodes one response frame (after the size prefix). The caller knows the API and version
 /// from the request it sent with this correlation id.
+///
+/// Unlike requests, responses are strict: bytes after the last field are
+/// [`DecodeError::TrailingBytes`]. The only responses we decode come from ringlog peers and
+/// from the nodes our own [`crate::node::client::Client`] talks to, written by an encoder the
+/// differential tests pin byte for byte to Kafka's; a byte too many there is a bug or a stream
+/// out of step, and it should be loud.
 pub fn decode_response(
     api: ApiKey,
     version: i16,
@@ -384,6 +416,7 @@ fn finish_frame(mut e: Encoder) -> Result<Bytes, EncodeError> {
     Ok(e.into_bytes())
 }
 
+/// The strict end of a response (requests have no such check: see [`decode_request_frame`]).
 fn expect_end(d: &Decoder, api: ApiKey, version: i16) -> Result<(), DecodeError> {
     if d.remaining() != 0 {
         return Err(DecodeError::TrailingBytes {

@@ -9,7 +9,8 @@
 //! | frame too short for the request header, unknown API key | close |
 //! | ApiVersions at a version we do not speak | v0 ApiVersions response, UNSUPPORTED_VERSION + our ranges (KIP-511); keep serving |
 //! | any other API at a version we do not speak | close |
-//! | body that does not decode (bad length, trailing bytes, bad UTF-8, …) | close |
+//! | body with bytes after the last field its version defines | answered; the bytes are ignored (Kafka's rule), logged at debug |
+//! | body that does not decode (a length past the frame, bad UTF-8, …) | close |
 //! | handler replies [`Reply::Close`], its task panics, or its reply does not encode | close |
 //! | a file region shorter than the response promised | close (the frame cannot be completed) |
 //!
@@ -28,8 +29,9 @@ use super::frame::{FrameError, FrameReader};
 use super::writer::{SocketWriter, WriteError, set_nonblocking};
 use super::{ConnectionInfo, Reply, Shared};
 use crate::protocol::{
-    ApiKey, ApiVersionsResponse, DecodeError, ErrorCode, Response, decode_request, encode_response,
-    encode_response_parts, supported_api_versions, unsupported_api_versions_response,
+    ApiKey, ApiVersionsResponse, DecodeError, DecodedRequest, ErrorCode, Response,
+    decode_request_frame, encode_response, encode_response_parts, supported_api_versions,
+    unsupported_api_versions_response,
 };
 
 /// One unanswered request, in the order it was read.
@@ -147,11 +149,29 @@ async fn read_loop(
         if shared.stopping.get() {
             return;
         }
-        let slot = match decode_request(frame) {
-            Ok((header, request)) => {
+        let slot = match decode_request_frame(frame) {
+            Ok(DecodedRequest {
+                header,
+                request,
+                ignored_trailing_bytes,
+            }) => {
                 let api_key = request.api_key();
                 let api_version = header.api_version;
                 let correlation_id = header.correlation_id;
+                if ignored_trailing_bytes > 0 {
+                    // Kafka's brokers read the fields a version defines and nothing more, and
+                    // clients depend on it (librdkafka's all-topics Metadata v12).
+                    tracing::debug!(
+                        connection = id,
+                        peer = %info.peer_addr,
+                        api_key = api_key.key(),
+                        api = api_key.name(),
+                        api_version,
+                        correlation_id,
+                        ignored_trailing_bytes,
+                        "ignoring bytes after the last field of the request"
+                    );
+                }
                 if api_key == ApiKey::ApiVersions && config.answer_api_versions {
                     match api_versions_frame(correlation_id, api_version) {
                         Ok(frame) => Slot::Ready {

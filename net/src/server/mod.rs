@@ -6,7 +6,7 @@
 //! - the **reader** ([`frame::FrameReader`]) reads the int32 size prefix, rejects a negative size
 //!   or one above `socket.request.max.bytes` before any body byte is read, reads the body into a
 //!   buffer owned by the connection and hands it on as [`Bytes`] (Produce records stay slices
-//!   of that buffer). It decodes the request with [`crate::protocol::decode_request`] and
+//!   of that buffer). It decodes the request with [`crate::protocol::decode_request_frame`] and
 //!   spawns the [`RequestHandler`]'s future, so a long-polled Fetch does not hold back the
 //!   ApiVersions behind it. At most `max_in_flight_per_connection` requests may be unanswered;
 //!   at the limit the reader stops reading and TCP pushes back on the client.
