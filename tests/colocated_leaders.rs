@@ -14,9 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{
-    Request, Response, create_topics_request, metadata_request, produce_request,
-};
+use ringlog_net::protocol::{Request, Response, metadata_request, produce_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};
 
@@ -35,7 +33,7 @@ fn a_leader_of_two_partitions_commits_without_waiting_for_the_idle_one() {
     );
     quorum.start_all();
     let (metadata_leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
-    create_topic(&quorum);
+    quorum.create_topic(TOPIC, PARTITIONS, &[]);
 
     // Who leads what, once every topic partition has a leader.
     let (leaders, brokers) = eventually(Duration::from_secs(30), "topic leaders", || {
@@ -65,27 +63,6 @@ fn a_leader_of_two_partitions_commits_without_waiting_for_the_idle_one() {
             quorum.dump_logs()
         );
     }
-}
-
-fn create_topic(quorum: &Quorum) {
-    eventually(Duration::from_secs(20), "the topic created", || {
-        let (leader, _) = quorum.wait_for_leader(Duration::from_secs(10));
-        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).ok()?;
-        let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
-            topics: vec![create_topics_request::CreatableTopic {
-                name: TOPIC.into(),
-                num_partitions: PARTITIONS,
-                replication_factor: 3,
-                ..Default::default()
-            }],
-            timeout_ms: 5000,
-            validate_only: false,
-        });
-        let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
-            return None;
-        };
-        (r.topics[0].error_code == 0).then_some(())
-    });
 }
 
 /// The leader of every partition of the topic (all of them known), and every broker's address.

@@ -19,8 +19,6 @@ use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::consumer::{Consumer, ConsumerConfig, ConsumerError, OffsetReset};
 use ringlog_net::clients::producer::{Producer, ProducerConfig};
 use ringlog_net::clients::transport::{Connections, fetch_metadata};
-use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{Request, Response, create_topics_request};
 
 mod quorum;
 use quorum::{Quorum, RINGLOG, checkpoints, eventually, segment_bases};
@@ -39,42 +37,6 @@ type Model = BTreeMap<Bytes, Bytes>;
 
 fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
-}
-
-/// CreateTopics `kv` (one partition, cleanup.policy=snapshot) at whichever node is the
-/// controller.
-fn create_snapshot_topic(quorum: &Quorum) {
-    eventually(Duration::from_secs(20), "the topic created", || {
-        quorum.nodes.iter().find_map(|node| {
-            let mut client =
-                Client::connect(&quorum.address(node.id), Duration::from_secs(2)).ok()?;
-            let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
-                topics: vec![create_topics_request::CreatableTopic {
-                    name: TOPIC.into(),
-                    num_partitions: 1,
-                    replication_factor: 3,
-                    configs: vec![create_topics_request::CreatableTopicConfig {
-                        name: "cleanup.policy".into(),
-                        value: Some("snapshot".into()),
-                    }],
-                    ..Default::default()
-                }],
-                timeout_ms: 5000,
-                validate_only: false,
-            });
-            let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
-                return None;
-            };
-            let code = r.topics[0].error_code;
-            // 41: NOT_CONTROLLER, ask the next node.
-            assert!(
-                code == 0 || code == 41,
-                "CreateTopics: {code} {:?}",
-                r.topics[0].error_message
-            );
-            (code == 0).then_some(())
-        })
-    });
 }
 
 /// The leader of `kv`-0 as Metadata names it.
@@ -204,7 +166,7 @@ fn snapshot_topic_full_state_survives_a_wiped_follower_a_leader_kill_and_a_full_
     let mut quorum = Quorum::format_with(3, SNAPSHOT_CONFIG);
     quorum.start_all();
     quorum.wait_for_leader(Duration::from_secs(20));
-    create_snapshot_topic(&quorum);
+    quorum.create_topic(TOPIC, 1, &[("cleanup.policy", "snapshot")]);
     let mut model = Model::new();
 
     // Round 1: past the snapshot threshold several times, with overwrites and deletes.

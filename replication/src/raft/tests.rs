@@ -452,8 +452,9 @@ fn leader_answers_diverging_epoch_and_records() {
     assert_eq!(response.high_watermark, 1);
 }
 
-#[test]
-fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
+/// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,
+/// and node 2's second fetch (at the log end) parked: the long poll.
+fn leader_1_with_a_parked_fetch_from_2() -> Raft {
     let mut raft = leader_1();
     raft.on_persisted(
         5_000,
@@ -469,6 +470,12 @@ fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
         .step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
         .unwrap();
     assert!(work.is_empty(), "parked, nothing new: {work:?}");
+    raft
+}
+
+#[test]
+fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
+    let mut raft = leader_1_with_a_parked_fetch_from_2();
     let work = raft
         .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
         .unwrap();
@@ -989,21 +996,7 @@ fn append_on_a_follower_is_a_typed_error_and_malformed_batches_are_refused() {
 fn a_parked_fetch_is_answered_on_the_host_s_request() {
     // A wire Fetch carrying several partitions is answered as a whole: when another partition
     // of it has records, the host asks for this one's parked fetch at once (empty is fine).
-    let mut raft = leader_1();
-    raft.on_persisted(
-        5_000,
-        Persisted::Log {
-            generation: 0,
-            end_offset: 1,
-        },
-    )
-    .unwrap();
-    raft.step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
-        .unwrap();
-    let work = raft
-        .step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
-        .unwrap();
-    assert!(work.is_empty(), "parked: {work:?}");
+    let mut raft = leader_1_with_a_parked_fetch_from_2();
     assert!(
         raft.complete_parked_fetch(5_101, 3).is_empty(),
         "3 has none"
