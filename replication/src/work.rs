@@ -102,6 +102,28 @@ pub enum Work {
     },
 }
 
+impl Work {
+    /// The variant's name, for diagnostics (the node's stall watch names the slowest item).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Work::Send { .. } => "Send",
+            Work::SendAfterPersist { .. } => "SendAfterPersist",
+            Work::SendFetchResponse { .. } => "SendFetchResponse",
+            Work::SendFetchSnapshotResponse { .. } => "SendFetchSnapshotResponse",
+            Work::WriteSnapshotChunk { .. } => "WriteSnapshotChunk",
+            Work::InstallSnapshot { .. } => "InstallSnapshot",
+            Work::AppendAsLeader { .. } => "AppendAsLeader",
+            Work::AppendAsFollower { .. } => "AppendAsFollower",
+            Work::Truncate { .. } => "Truncate",
+            Work::Flush { .. } => "Flush",
+            Work::WriteQuorumState(_) => "WriteQuorumState",
+            Work::HighWatermarkChanged { .. } => "HighWatermarkChanged",
+            Work::AdvanceLogStartOffset { .. } => "AdvanceLogStartOffset",
+            Work::DeleteSnapshotsBefore { .. } => "DeleteSnapshotsBefore",
+        }
+    }
+}
+
 /// A persistence completion reported by the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Persisted {

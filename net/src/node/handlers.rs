@@ -469,7 +469,10 @@ impl Node {
     /// replaced, so the high-watermark passing their offsets proves nothing about them.
     pub(super) fn check_produce_waiters(&mut self) -> Result<(), NodeError> {
         // Committed metadata records first: a topic may have been created.
+        let began = std::time::Instant::now();
         self.apply_metadata_records()?;
+        self.stall.part(began, "pump: apply_metadata_records");
+        let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;
         while index < self.handlers.waiters.len() {
@@ -501,10 +504,16 @@ impl Node {
                 }
             }
         }
+        self.stall.part(began, "pump: produce waiters");
+        let began = std::time::Instant::now();
         for id in touched {
             self.maybe_complete_produce(id)?;
         }
-        self.wake_parked_fetches()
+        self.stall.part(began, "pump: produce responses");
+        let began = std::time::Instant::now();
+        let woken = self.wake_parked_fetches();
+        self.stall.part(began, "pump: wake_parked_fetches");
+        woken
     }
 
     fn maybe_complete_produce(&mut self, id: u64) -> Result<(), NodeError> {

@@ -244,6 +244,9 @@ pub(crate) struct Node {
     shutdown_until_ms: Option<u64>,
     /// KRaft's metrics, fed once per loop iteration.
     observer: observe::Observer,
+    /// Warns of loop turns that hold the thread, naming the slowest step and the slowest work
+    /// item or `pump` stage inside it.
+    stall: observe::StallWatch,
 }
 
 impl Node {
@@ -315,6 +318,7 @@ impl Node {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let (snapshot_done_tx, snapshot_done_rx) = unbounded_channel();
+        let stall = observe::StallWatch::new(config.fetch_timeout_ms);
         let mut node = Node {
             snapshot_done_tx,
             snapshot_done_rx: Some(snapshot_done_rx),
@@ -343,6 +347,7 @@ impl Node {
             handlers: handlers::State::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
+            stall,
             observer,
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
@@ -368,7 +373,6 @@ impl Node {
             .snapshot_done_rx
             .take()
             .expect("the event loop runs once");
-        let mut stall = observe::StallWatch::new(self.config.fetch_timeout_ms);
         // The ring signals this fd for every completion it posts: the loop sleeps until then,
         // with no timer between a submission and the reaction to its completion.
         let storage_ready = match self.io.readiness_fd() {
@@ -390,15 +394,15 @@ impl Node {
             let began = Instant::now();
             let (work, next_deadline_ms) = self.multi.tick(now)?;
             self.execute(work)?;
-            stall.step(began, "tick", "");
+            self.stall.step(began, "tick", "");
             let began = Instant::now();
             self.pump()?;
-            stall.step(began, "pump", "");
+            self.stall.step(began, "pump", "");
             let began = Instant::now();
             self.expire(now);
             self.log_leader_changes();
             self.observer.observe(&self.multi);
-            stall.step(began, "observe", "");
+            self.stall.step(began, "observe", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())
             {
@@ -418,7 +422,7 @@ impl Node {
             }
             let due = self.started + Duration::from_millis(wake_ms);
             let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(due));
-            stall.end_turn();
+            self.stall.end_turn();
             let wait_began = self.observer.poll_wait_begins();
             let wake = tokio::select! {
                 biased;
@@ -435,16 +439,16 @@ impl Node {
             };
             // Only the wait counts as idle (poll-idle-ratio), not the event's handling.
             self.observer.poll_wait_ends(wait_began);
-            stall.begin_turn();
+            self.stall.begin_turn();
             match wake {
                 Wake::Signal => self.begin_shutdown()?,
                 Wake::Event(None) => break,
                 Wake::Event(Some(event)) => {
-                    self.handle_event_timed(event, &mut stall)?;
+                    self.handle_event_timed(event)?;
                     // Drain what is already queued before the next tick.
                     for _ in 0..256 {
                         match events.try_recv() {
-                            Ok(event) => self.handle_event_timed(event, &mut stall)?,
+                            Ok(event) => self.handle_event_timed(event)?,
                             Err(_) => break,
                         }
                     }
@@ -452,9 +456,9 @@ impl Node {
                 Wake::SnapshotDone(done) => {
                     let began = Instant::now();
                     self.on_snapshot_generated(done)?;
-                    stall.step(began, "snapshot generated", "");
+                    self.stall.step(began, "snapshot generated", "");
                 }
-                Wake::Timer => stall.woke_after_timer(due),
+                Wake::Timer => self.stall.woke_after_timer(due),
                 // `pump`, at the top of the loop, drains the completions.
                 Wake::Storage => {}
             }
@@ -464,11 +468,7 @@ impl Node {
     }
 
     /// `handle_event`, timed for the stall watch under the event's kind and API.
-    fn handle_event_timed(
-        &mut self,
-        event: Event,
-        stall: &mut observe::StallWatch,
-    ) -> Result<(), NodeError> {
+    fn handle_event_timed(&mut self, event: Event) -> Result<(), NodeError> {
         let (what, detail) = match &event {
             Event::Request { header, .. } => (
                 "request",
@@ -479,7 +479,7 @@ impl Node {
         };
         let began = Instant::now();
         let result = self.handle_event(event);
-        stall.step(began, what, detail);
+        self.stall.step(began, what, detail);
         result
     }
 
@@ -547,6 +547,8 @@ impl Node {
             let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
             let span = tracing::debug_span!("work", partition, epoch);
             let _guard = span.enter();
+            let began = Instant::now();
+            let name = work.name();
             match work {
                 Work::Send { to, message } => {
                     self.dispatch(partition, to, message, &mut fetches)?
@@ -711,6 +713,7 @@ impl Node {
                     self.track_truncation(partition, snapshot_id.offset, true);
                 }
             }
+            self.stall.part(began, name);
         }
         self.send_fetches(fetches)
     }
@@ -774,10 +777,17 @@ impl Node {
             // Routing a completion can queue the next operation (a flush's fdatasync after its
             // writes): the next turn of this loop pushes it to the kernel before the event loop
             // sleeps on the ring's readiness fd.
+            let began = Instant::now();
             let routed = self.poll_storage()?;
+            self.stall.part(began, "pump: poll_storage");
+            let began = Instant::now();
             self.advance_deferred_log_starts()?;
+            self.stall.part(began, "pump: advance_deferred_log_starts");
             self.report_durable();
+            let began = Instant::now();
             self.release_held()?;
+            self.stall.part(began, "pump: release_held");
+            // Its stages are timed inside (handlers.rs).
             self.check_produce_waiters()?;
             if !self.parked_releases.is_empty() {
                 self.release_parked_fetches()?;

@@ -227,6 +227,9 @@ pub(crate) struct StallWatch {
     turn_began: Instant,
     /// The slowest step of the current turn: (time, what, detail).
     slowest: Option<(Duration, &'static str, &'static str)>,
+    /// The slowest part inside the steps of the current turn (a work item, or one of `pump`'s
+    /// stages): what to look at when a step held the thread.
+    slowest_part: Option<(Duration, &'static str)>,
     steps: usize,
 }
 
@@ -237,6 +240,7 @@ impl StallWatch {
             warn_after: Duration::from_millis((fetch_timeout_ms / 4).max(1)),
             turn_began: Instant::now(),
             slowest: None,
+            slowest_part: None,
             steps: 0,
         }
     }
@@ -245,6 +249,7 @@ impl StallWatch {
     pub(crate) fn begin_turn(&mut self) {
         self.turn_began = Instant::now();
         self.slowest = None;
+        self.slowest_part = None;
         self.steps = 0;
     }
 
@@ -258,6 +263,14 @@ impl StallWatch {
         }
     }
 
+    /// A part of a step (a work item, a stage of `pump`) that began at `began` ended now.
+    pub(crate) fn part(&mut self, began: Instant, name: &'static str) {
+        let took = began.elapsed();
+        if self.slowest_part.is_none_or(|(slowest, _)| took > slowest) {
+            self.slowest_part = Some((took, name));
+        }
+    }
+
     /// The turn ends (the loop is about to wait): warns if it held the thread too long.
     pub(crate) fn end_turn(&mut self) {
         let held = self.turn_began.elapsed();
@@ -265,11 +278,14 @@ impl StallWatch {
             return;
         }
         let (slowest, what, detail) = self.slowest.unwrap_or((Duration::ZERO, "nothing", ""));
+        let (part_took, part) = self.slowest_part.unwrap_or((Duration::ZERO, "nothing"));
         tracing::warn!(
             held_ms = held.as_millis() as u64,
             slowest_step = what,
             slowest_detail = detail,
             slowest_ms = slowest.as_millis() as u64,
+            slowest_part = part,
+            slowest_part_ms = part_took.as_millis() as u64,
             steps = self.steps,
             "event loop stalled: one turn held the thread past a quarter of the fetch timeout"
         );
