@@ -62,10 +62,15 @@ enum Command {
         #[arg(long)]
         no_restart: bool,
     },
-    /// Show the quorum's state (like kafka-metadata-quorum describe --status --replication).
+    /// Show a partition's quorum state (like kafka-metadata-quorum describe --status
+    /// --replication); every partition is its own quorum over the same voters.
     DescribeQuorum {
         #[arg(long)]
         bootstrap: String,
+        #[arg(long, default_value = "__cluster_metadata")]
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
     },
     /// Print a segment or snapshot file batch by batch (like kafka-dump-log).
     Dump {
@@ -194,7 +199,11 @@ fn run(cli: Cli) -> Result<(), String> {
             base_port,
             no_restart,
         } => dev(&data_dir, base_port, !no_restart),
-        Command::DescribeQuorum { bootstrap } => describe_quorum(&bootstrap),
+        Command::DescribeQuorum {
+            bootstrap,
+            topic,
+            partition,
+        } => describe_quorum(&bootstrap, &topic, partition),
         Command::Dump {
             file,
             print_records,
@@ -555,22 +564,34 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
 
 // ---- describe-quorum ------------------------------------------------------------------------
 
-fn describe_quorum(bootstrap: &str) -> Result<(), String> {
-    let mut view = Client::connect(bootstrap, CLIENT_TIMEOUT)
-        .and_then(|mut c| c.describe_quorum())
-        .map_err(|e| e.to_string())?;
+fn describe_quorum(bootstrap: &str, topic: &str, partition: i32) -> Result<(), String> {
+    let describe = |address: &str| {
+        Client::connect(address, CLIENT_TIMEOUT)
+            .and_then(|mut c| c.describe_quorum_of(topic, partition))
+            .map_err(|e| e.to_string())
+    };
+    let error_name = |code: i16| {
+        ringlog_net::protocol::ErrorCode::from_code(code)
+            .map_or_else(|| format!("error {code}"), |e| e.name().to_string())
+    };
+    let mut view = describe(bootstrap)?;
+    let unknown = ringlog_net::protocol::ErrorCode::UnknownTopicOrPartition.code();
+    if view.partition.error_code == unknown {
+        return Err(format!("{topic}-{partition}: {}", error_name(unknown)));
+    }
     if view.partition.error_code != 0 {
-        // Only the leader describes the quorum; ask it.
+        // Only the partition's leader describes its quorum; ask it.
         let leader = view
             .leader_address()
-            .ok_or_else(|| "no leader elected yet".to_string())?;
-        view = Client::connect(&leader, CLIENT_TIMEOUT)
-            .and_then(|mut c| c.describe_quorum())
-            .map_err(|e| e.to_string())?;
+            .ok_or_else(|| format!("{topic}-{partition}: no leader elected yet"))?;
+        view = describe(&leader)?;
     }
     let p = &view.partition;
     if p.error_code != 0 {
-        return Err(format!("the leader answered error {}", p.error_code));
+        return Err(format!(
+            "{topic}-{partition}: the leader answered {}",
+            error_name(p.error_code)
+        ));
     }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -587,6 +608,7 @@ fn describe_quorum(bootstrap: &str) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(",")
     };
+    println!("Partition:              {topic}-{partition}");
     println!("LeaderId:               {}", p.leader_id);
     println!("LeaderEpoch:            {}", p.leader_epoch);
     println!("HighWatermark:          {}", p.high_watermark);

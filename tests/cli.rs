@@ -1,18 +1,18 @@
 //! The `ringlog` CLI against real processes: `ringlog dev` supervising its four nodes (a node
 //! killed with kill -9 is restarted and rejoins, or stays down with `--no-restart`; a second run
-//! on the same folder finds its data).
+//! on the same folder finds its data), and `describe-quorum` of a topic partition.
 //!
 //! Waits poll a condition up to a deadline (`quorum::eventually`), never a fixed time; every
 //! process is stopped when the test ends, also when it fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ringlog_net::node::client::{Client, QuorumView};
 
 mod quorum;
-use quorum::{RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
+use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
 
 /// A base port whose next three ports are free too (`dev` takes four in a row): `free_port`
 /// hands each port out once and checks it, so four consecutive answers are four free ports.
@@ -269,4 +269,54 @@ fn dev_with_no_restart_leaves_a_killed_node_down() {
     assert!(!stderr.contains("restarted"), "{stderr}");
     assert_eq!(dev.pid(leader), None);
     assert!(Client::connect(&dev.address(leader), Duration::from_millis(500)).is_err());
+}
+
+/// Every partition is its own quorum over the same voters: `describe-quorum --topic T
+/// --partition P` shows that partition's leader, epoch and replicas, asked at any node.
+#[test]
+fn describe_quorum_shows_a_topic_partition() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic("events", 2, &[]);
+
+    let view = eventually(Duration::from_secs(20), "events-1 has a leader", || {
+        let view = Client::connect(&quorum.address(1), Duration::from_secs(1))
+            .ok()?
+            .describe_quorum_of("events", 1)
+            .ok()?;
+        (view.partition.leader_id >= 0).then_some(view)
+    });
+    let leader = view.partition.leader_id;
+    // Asked at a node that does not lead the partition, the CLI follows the leader.
+    let asked = if leader == 1 { 2 } else { 1 };
+    let output = Command::new(RINGLOG)
+        .args(["describe-quorum", "--bootstrap"])
+        .arg(quorum.address(asked))
+        .args(["--topic", "events", "--partition", "1"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("Partition:              events-1"), "{text}");
+    assert!(
+        text.contains(&format!("LeaderId:               {leader}")),
+        "{text}"
+    );
+    assert!(text.contains("CurrentVoters:          [1,2,3]"), "{text}");
+    assert_eq!(text.matches("Leader\n").count(), 1, "{text}");
+
+    let unknown = Command::new(RINGLOG)
+        .args(["describe-quorum", "--bootstrap"])
+        .arg(quorum.address(asked))
+        .args(["--topic", "events", "--partition", "7"])
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    let error = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        error.contains("events-7: UNKNOWN_TOPIC_OR_PARTITION"),
+        "{error}"
+    );
 }
