@@ -29,7 +29,13 @@ pub struct KeyDefinition {
 const MIB: u64 = 1024 * 1024;
 
 /// Every key the node accepts. Kafka's names and defaults wherever Kafka has one; the KIPs' names
-/// where they introduce one (see `shared/kips/README.md`).
+/// where they introduce one (see `shared/kips/README.md`), and the KIPs' other spellings
+/// (KIP-595's `quorum.*`, KIP-630's `replica.fetch.response.max.bytes`) as aliases.
+///
+/// `controller.quorum.append.linger.ms` and `controller.quorum.retry.backoff.ms` are not here:
+/// the node never used them (its group commit flushes when the previous flush completes; a
+/// failed peer fetch is retried after the core's own backoff), so they are refused like any
+/// unknown key rather than silently ignored.
 pub const KEYS: &[KeyDefinition] = &[
     KeyDefinition {
         name: "node.id",
@@ -39,7 +45,7 @@ pub const KEYS: &[KeyDefinition] = &[
     },
     KeyDefinition {
         name: "controller.quorum.voters",
-        aliases: &[],
+        aliases: &["quorum.voters"],
         default: None,
         doc: "The voters as id@host:port, comma separated. Every node, voter or observer, lists the same set.",
     },
@@ -63,39 +69,27 @@ pub const KEYS: &[KeyDefinition] = &[
     },
     KeyDefinition {
         name: "controller.quorum.election.timeout.ms",
-        aliases: &[],
+        aliases: &["quorum.election.timeout.ms"],
         default: Some("1000"),
         doc: "How long a voter waits without a leader before it becomes a candidate, and how long a candidate waits for votes.",
     },
     KeyDefinition {
         name: "controller.quorum.election.backoff.max.ms",
-        aliases: &[],
+        aliases: &["quorum.election.backoff.max.ms"],
         default: Some("1000"),
         doc: "Upper bound of the randomized backoff before a failed candidate starts the next election.",
     },
     KeyDefinition {
         name: "controller.quorum.fetch.timeout.ms",
-        aliases: &[],
+        aliases: &["quorum.fetch.timeout.ms"],
         default: Some("2000"),
         doc: "A follower that has not heard from its leader for this long starts an election; a leader not fetched from by a majority for this long resigns (check quorum).",
     },
     KeyDefinition {
         name: "controller.quorum.request.timeout.ms",
-        aliases: &[],
+        aliases: &["quorum.request.timeout.ms"],
         default: Some("2000"),
         doc: "How long a peer request (Vote, BeginQuorumEpoch, Fetch, FetchSnapshot) may stay unanswered before it is retried.",
-    },
-    KeyDefinition {
-        name: "controller.quorum.retry.backoff.ms",
-        aliases: &[],
-        default: Some("20"),
-        doc: "Pause before a failed peer request is sent again.",
-    },
-    KeyDefinition {
-        name: "controller.quorum.append.linger.ms",
-        aliases: &[],
-        default: Some("25"),
-        doc: "How long the leader may wait to gather appends into one write and fsync (group commit).",
     },
     KeyDefinition {
         name: "controller.quorum.fetch.max.wait.ms",
@@ -141,7 +135,7 @@ pub const KEYS: &[KeyDefinition] = &[
     },
     KeyDefinition {
         name: "replica.fetch.snapshot.response.max.bytes",
-        aliases: &[],
+        aliases: &["replica.fetch.response.max.bytes"],
         default: Some("10485760"),
         doc: "The most snapshot bytes one FetchSnapshot response carries in all, shared fairly between its partitions.",
     },
@@ -203,8 +197,6 @@ pub struct NodeConfig {
     pub election_backoff_max_ms: u64,
     pub fetch_timeout_ms: u64,
     pub request_timeout_ms: u64,
-    pub retry_backoff_ms: u64,
-    pub append_linger_ms: u64,
     pub fetch_max_wait_ms: u64,
     pub segment_size_bytes: u64,
     pub max_record_bytes_between_snapshots: u64,
@@ -316,8 +308,6 @@ impl NodeConfig {
                 .positive("controller.quorum.election.backoff.max.ms")?,
             fetch_timeout_ms: values.positive("controller.quorum.fetch.timeout.ms")?,
             request_timeout_ms: values.positive("controller.quorum.request.timeout.ms")?,
-            retry_backoff_ms: values.number("controller.quorum.retry.backoff.ms")?,
-            append_linger_ms: values.number("controller.quorum.append.linger.ms")?,
             fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
             segment_size_bytes: values.positive("metadata.log.segment.bytes")?,
             max_record_bytes_between_snapshots: values
@@ -579,6 +569,61 @@ mod tests {
                 .max_record_bytes_between_snapshots,
             4096
         );
+    }
+
+    /// KIP-595 names the quorum settings `quorum.*` and KIP-630 the FetchSnapshot response
+    /// limit `replica.fetch.response.max.bytes`; each is the same setting as our key.
+    #[test]
+    fn the_kips_names_are_aliases() {
+        let cases: &[(&str, &str, fn(&NodeConfig) -> u64)] = &[
+            ("quorum.fetch.timeout.ms", "3001", |c| c.fetch_timeout_ms),
+            ("quorum.election.timeout.ms", "3002", |c| {
+                c.election_timeout_ms
+            }),
+            ("quorum.election.backoff.max.ms", "3003", |c| {
+                c.election_backoff_max_ms
+            }),
+            ("quorum.request.timeout.ms", "3004", |c| {
+                c.request_timeout_ms
+            }),
+            ("replica.fetch.response.max.bytes", "3005", |c| {
+                u64::from(c.fetch_snapshot_response_max_bytes)
+            }),
+        ];
+        for (alias, value, field) in cases {
+            let text = format!("{MINIMAL}{alias}={value}\n");
+            let config = NodeConfig::parse("p", &text).unwrap();
+            assert_eq!(field(&config).to_string(), *value, "{alias}");
+        }
+        let voters = MINIMAL.replace("controller.quorum.voters=", "quorum.voters=");
+        let config = NodeConfig::parse("p", &voters).unwrap();
+        assert_eq!(config.quorum_voters.len(), 2);
+        // An alias and its key together is a duplicate, whichever comes first.
+        let both = format!("{MINIMAL}quorum.voters=1@127.0.0.1:9093\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &both),
+            Err(ConfigError::Duplicate { .. })
+        ));
+    }
+
+    /// The two keys the node parsed and ignored are refused by name now.
+    #[test]
+    fn removed_keys_are_refused_by_name() {
+        for key in [
+            "controller.quorum.append.linger.ms",
+            "controller.quorum.retry.backoff.ms",
+            "quorum.retry.backoff.ms",
+        ] {
+            let text = format!("{MINIMAL}{key}=10\n");
+            assert_eq!(
+                NodeConfig::parse("p", &text),
+                Err(ConfigError::UnknownKey {
+                    path: "p".into(),
+                    line: 5,
+                    key: key.into()
+                })
+            );
+        }
     }
 
     #[test]

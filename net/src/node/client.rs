@@ -155,10 +155,22 @@ impl Client {
 
     /// DescribeQuorum for `__cluster_metadata-0`: the partition data and the voters' endpoints.
     pub fn describe_quorum(&mut self) -> Result<QuorumView, ClientError> {
+        self.describe_quorum_of(METADATA_TOPIC, 0)
+    }
+
+    /// DescribeQuorum for any partition: every partition is its own Raft quorum over the same
+    /// voters, each with its own leader, epoch and high-watermark.
+    pub fn describe_quorum_of(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<QuorumView, ClientError> {
         let request = Request::DescribeQuorum(describe_quorum_request::DescribeQuorumRequest {
             topics: vec![describe_quorum_request::TopicData {
-                topic_name: METADATA_TOPIC.into(),
-                partitions: vec![describe_quorum_request::PartitionData { partition_index: 0 }],
+                topic_name: topic.into(),
+                partitions: vec![describe_quorum_request::PartitionData {
+                    partition_index: partition,
+                }],
             }],
         });
         let Response::DescribeQuorum(r) = self.request(&request, DESCRIBE_QUORUM_VERSION)? else {

@@ -710,7 +710,8 @@ impl Node {
     }
 
     /// A consumer reads whole batches below the high-watermark only (uncommitted records may
-    /// still be truncated away).
+    /// still be truncated away). OFFSET_OUT_OF_RANGE only below the log start or past the log
+    /// end offset, as Kafka answers; in between it reads up to the high-watermark.
     fn read_for_consumer(
         &mut self,
         request: &fetch_request::FetchRequest,
@@ -737,6 +738,7 @@ impl Node {
                 let raft = self.multi.partition(id).expect("hosted partition");
                 let leader = Some(raft.leader_and_epoch());
                 let latest_snapshot_id = raft.log().latest_snapshot_id();
+                let log_end_offset = raft.log().log_end_offset();
                 // KIP-320: a consumer that knows another epoch than ours is fenced (older) or
                 // ahead of us (newer); one whose last fetched epoch does not end where it
                 // thinks is told where its log diverged, and reads nothing.
@@ -774,7 +776,7 @@ impl Node {
                     has_data = true;
                 } else if matches!(validated, Some(ValidatedOffset::Snapshot(_)))
                     || p.fetch_offset < log_start_offset as i64
-                    || p.fetch_offset > high_watermark as i64
+                    || p.fetch_offset > log_end_offset as i64
                 {
                     has_data = true;
                     data.error_code = ErrorCode::OffsetOutOfRange.code();
@@ -819,6 +821,13 @@ impl Node {
                         }
                     }
                 }
+                // Otherwise the offset lies in [high-watermark, log end]: records this node has
+                // but does not know to be committed yet. A new leader's high-watermark sits
+                // below the old leader's until it commits a record of its own epoch, and a
+                // restarted node's starts at its log start, so a consumer that read up to the
+                // old high-watermark lands here after a failover. As Kafka does, it gets an
+                // empty answer (out of range is only below the log start or past the log end)
+                // and waits in the long poll until the high-watermark covers its offset.
                 partitions.push(data);
             }
             responses.push(fetch_response::FetchableTopicResponse {

@@ -17,7 +17,7 @@
 //!   [`PeerError::Timeout`] and **closes the connection** (a silent peer is treated as gone;
 //!   every other request in flight on it fails with [`PeerError::Disconnected`]);
 //! - a failed connection is re-established on the next `send`, but not before
-//!   `controller.quorum.retry.backoff.ms` after the failure, doubling per consecutive failed
+//!   `retry_backoff_ms` (20 ms) after the failure, doubling per consecutive failed
 //!   attempt up to [`PeerConfig::retry_backoff_max_ms`]. The wait counts against the request's
 //!   timeout, so `send` always returns within the timeout.
 //!
@@ -42,7 +42,7 @@ pub struct PeerConfig {
     pub client_id: String,
     /// `controller.quorum.request.timeout.ms`.
     pub request_timeout_ms: u64,
-    /// `controller.quorum.retry.backoff.ms`: the pause after a failed connection.
+    /// The pause after a failed connection (20 ms, as Kafka's `controller.quorum.retry.backoff.ms`).
     pub retry_backoff_ms: u64,
     /// Upper bound of the doubling pause (Kafka's `reconnect.backoff.max.ms` default).
     pub retry_backoff_max_ms: u64,
@@ -64,7 +64,6 @@ impl PeerConfig {
     pub fn from_node_config(config: &NodeConfig) -> PeerConfig {
         PeerConfig {
             request_timeout_ms: config.request_timeout_ms,
-            retry_backoff_ms: config.retry_backoff_ms,
             ..PeerConfig::new(format!("ringlog-node-{}", config.node_id))
         }
     }

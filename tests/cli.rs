@@ -1,0 +1,322 @@
+//! The `ringlog` CLI against real processes: `ringlog dev` supervising its four nodes (a node
+//! killed with kill -9 is restarted and rejoins, or stays down with `--no-restart`; a second run
+//! on the same folder finds its data), and `describe-quorum` of a topic partition.
+//!
+//! Waits poll a condition up to a deadline (`quorum::eventually`), never a fixed time; every
+//! process is stopped when the test ends, also when it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringlog_net::node::client::{Client, QuorumView};
+
+mod quorum;
+use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
+
+/// A base port whose next three ports are free too (`dev` takes four in a row): `free_port`
+/// hands each port out once and checks it, so four consecutive answers are four free ports.
+fn four_free_ports() -> u16 {
+    loop {
+        let base = free_port();
+        if (1..4).all(|step| free_port() == base + step) {
+            return base;
+        }
+    }
+}
+
+/// A running `ringlog dev` with its stdout and stderr in files.
+struct Dev {
+    data_dir: PathBuf,
+    base_port: u16,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    child: Option<Child>,
+}
+
+impl Dev {
+    fn start(data_dir: &Path, base_port: u16, extra: &[&str], run: &str) -> Dev {
+        let stdout = data_dir.with_extension(format!("{run}.stdout"));
+        let stderr = data_dir.with_extension(format!("{run}.stderr"));
+        let child = Command::new(RINGLOG)
+            .arg("dev")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--base-port")
+            .arg(base_port.to_string())
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        Dev {
+            data_dir: data_dir.to_path_buf(),
+            base_port,
+            stdout,
+            stderr,
+            child: Some(child),
+        }
+    }
+
+    fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.base_port + id as u16 - 1)
+    }
+
+    fn describe(&self, id: i32) -> Option<QuorumView> {
+        Client::connect(&self.address(id), Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()
+    }
+
+    /// The leader (id, epoch) that the voters in `asked` agree on in an epoch after
+    /// `after_epoch`, once they do.
+    fn agreed_leader(&self, asked: &[i32], after_epoch: i32, timeout: Duration) -> (i32, i32) {
+        eventually(timeout, "one agreed leader", || {
+            let mut seen = None;
+            for id in asked {
+                let view = self.describe(*id)?;
+                let now = (view.partition.leader_id, view.partition.leader_epoch);
+                if now.0 < 0 || now.1 <= after_epoch || seen.is_some_and(|s| s != now) {
+                    return None;
+                }
+                seen = Some(now);
+            }
+            seen
+        })
+    }
+
+    /// The pid `dev` wrote to `node-N.pid` (absent while the node is down).
+    fn pid(&self, id: i32) -> Option<i32> {
+        std::fs::read_to_string(self.data_dir.join(format!("node-{id}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn stdout_text(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// SIGTERM to `dev` (as Ctrl-C): it stops every node and exits; returns its exit status.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("dev runs");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        eventually(Duration::from_secs(30), "dev exits", || {
+            child.try_wait().unwrap()
+        })
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- dev stdout ---\n{}--- dev stderr ---\n{}",
+                self.stdout_text(),
+                self.stderr_text()
+            );
+            let logs: Vec<(i32, PathBuf)> = (1..=4)
+                .map(|id| (id, self.data_dir.join(format!("node-{id}.log"))))
+                .collect();
+            let logs = logs.iter().map(|(id, log)| (*id, log.as_path()));
+            eprintln!("{}", quorum::log_tails(logs, 20));
+        }
+        if let Some(mut child) = self.child.take() {
+            // kill -9 of dev: its nodes get SIGTERM from the kernel (PR_SET_PDEATHSIG).
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn is_alive(pid: i32) -> bool {
+    // Signal 0: only checks that the process exists (a zombie of dev's counts until reaped).
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn produce(address: &str, values: &[&str]) {
+    let mut client = Client::connect(address, Duration::from_secs(2)).unwrap();
+    for value in values {
+        let answer = client
+            .produce(batch_of(value), -1, 10_000)
+            .unwrap()
+            .expect("acks=all answers");
+        assert_eq!(answer.error_code, 0, "produce {value}");
+    }
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// `ringlog dev` keeps the quorum running when a node dies: the killed leader's successor is
+/// elected (KIP-595: a follower that stops hearing from its leader becomes a candidate), the
+/// killed node is restarted after a second and fetches from the new leader again. Ctrl-C
+/// (SIGTERM) stops everything, and a second `dev` on the same folder finds the records.
+#[test]
+fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let base_port = four_free_ports();
+    let mut dev = Dev::start(&data_dir, base_port, &[], "first");
+
+    let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
+    produce(&dev.address(leader), &["before-1", "before-2"]);
+    let pid = dev.pid(leader).expect("node-N.pid of the leader");
+    let killed_at_ms = unix_ms();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+
+    // The other two voters elect a new leader in a later epoch.
+    let others: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    let (successor, new_epoch) = dev.agreed_leader(&others, epoch, Duration::from_secs(30));
+    assert_ne!(successor, leader);
+    assert!(new_epoch > epoch);
+    produce(&dev.address(successor), &["after-1"]);
+
+    // dev says what happened and starts the node again, with a new pid.
+    eventually(Duration::from_secs(30), "the killed node restarted", || {
+        dev.pid(leader).filter(|new| *new != pid && is_alive(*new))
+    });
+    let stderr = dev.stderr_text();
+    assert!(
+        stderr.contains(&format!("node {leader} exited (signal: 9")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("node {leader} restarted")),
+        "{stderr}"
+    );
+    // It rejoins: it fetches from the new leader after the kill and holds the whole log.
+    eventually(
+        Duration::from_secs(30),
+        "the restarted node caught up",
+        || {
+            let view = dev.describe(successor)?;
+            let p = &view.partition;
+            let replica = p.current_voters.iter().find(|r| r.replica_id == leader)?;
+            (replica.last_fetch_timestamp > killed_at_ms
+                && replica.log_end_offset >= p.high_watermark)
+                .then_some(())
+        },
+    );
+
+    // Ctrl-C: every node stops gracefully and dev exits cleanly, leaving no pid file.
+    let status = dev.stop();
+    assert!(status.success(), "dev exited with {status}");
+    let stdout = dev.stdout_text();
+    for id in 1..=4 {
+        assert!(stdout.contains(&format!("node {id} stopped")), "{stdout}");
+        assert_eq!(dev.pid(id), None, "node-{id}.pid left behind");
+    }
+
+    // A second run on the same folder starts the same cluster with its records.
+    let dev = Dev::start(&data_dir, base_port, &[], "second");
+    let (leader, _) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
+    let values = eventually(Duration::from_secs(30), "the records again", || {
+        let mut client = Client::connect(&dev.address(leader), Duration::from_secs(2)).ok()?;
+        read_partition_values(&mut client, "__cluster_metadata")
+            .ok()
+            .filter(|values| values.len() >= 3)
+    });
+    let values: Vec<String> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert_eq!(values, ["before-1", "before-2", "after-1"]);
+    assert!(!dev.stdout_text().contains("Formatted"), "formatted again");
+}
+
+/// With `--no-restart` a node that dies stays down, and the rest of the quorum keeps serving.
+#[test]
+fn dev_with_no_restart_leaves_a_killed_node_down() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let base_port = four_free_ports();
+    let dev = Dev::start(&data_dir, base_port, &["--no-restart"], "first");
+
+    let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
+    let pid = dev.pid(leader).expect("node-N.pid of the leader");
+    let killed = Instant::now();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+
+    let others: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    let (successor, _) = dev.agreed_leader(&others, epoch, Duration::from_secs(30));
+    assert_ne!(successor, leader);
+    produce(&dev.address(successor), &["without-the-killed-node"]);
+    eventually(Duration::from_secs(10), "dev reports the exit", || {
+        dev.stderr_text()
+            .contains(&format!("node {leader} exited (signal: 9"))
+            .then_some(())
+    });
+
+    // The successor needed the fetch timeout (2 s by default) to take over, longer than the 1 s
+    // after which dev would have restarted the node; it is still down.
+    assert!(killed.elapsed() > Duration::from_millis(1500));
+    let stderr = dev.stderr_text();
+    assert!(stderr.contains("left down (--no-restart"), "{stderr}");
+    assert!(!stderr.contains("restarted"), "{stderr}");
+    assert_eq!(dev.pid(leader), None);
+    assert!(Client::connect(&dev.address(leader), Duration::from_millis(500)).is_err());
+}
+
+/// Every partition is its own quorum over the same voters: `describe-quorum --topic T
+/// --partition P` shows that partition's leader, epoch and replicas, asked at any node.
+#[test]
+fn describe_quorum_shows_a_topic_partition() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic("events", 2, &[]);
+
+    let view = eventually(Duration::from_secs(20), "events-1 has a leader", || {
+        let view = Client::connect(&quorum.address(1), Duration::from_secs(1))
+            .ok()?
+            .describe_quorum_of("events", 1)
+            .ok()?;
+        (view.partition.leader_id >= 0).then_some(view)
+    });
+    let leader = view.partition.leader_id;
+    // Asked at a node that does not lead the partition, the CLI follows the leader.
+    let asked = if leader == 1 { 2 } else { 1 };
+    let output = Command::new(RINGLOG)
+        .args(["describe-quorum", "--bootstrap"])
+        .arg(quorum.address(asked))
+        .args(["--topic", "events", "--partition", "1"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("Partition:              events-1"), "{text}");
+    assert!(
+        text.contains(&format!("LeaderId:               {leader}")),
+        "{text}"
+    );
+    assert!(text.contains("CurrentVoters:          [1,2,3]"), "{text}");
+    assert_eq!(text.matches("Leader\n").count(), 1, "{text}");
+
+    let unknown = Command::new(RINGLOG)
+        .args(["describe-quorum", "--bootstrap"])
+        .arg(quorum.address(asked))
+        .args(["--topic", "events", "--partition", "7"])
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    let error = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        error.contains("events-7: UNKNOWN_TOPIC_OR_PARTITION"),
+        "{error}"
+    );
+}
