@@ -14,7 +14,7 @@ trap stop_quorum EXIT
 leader="$(leader_id)"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for c in 1 16; do
-  "$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients $c \
+  "$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients $c \
     --batch-records 1 --record-size 1024 --acks all --duration-secs 10
 done
 "$RINGLOG" perf fetch --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608

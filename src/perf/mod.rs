@@ -1,8 +1,9 @@
 //! `ringlog perf`: load generators against a running quorum, and the baseline they are judged by.
 //!
-//! - `append`: N client threads, each with its own connection to the leader, each producing one
-//!   batch of `--batch-records` records of `--record-size` bytes at a time (one request in
-//!   flight per client, so N is the concurrency) with the chosen acks, for `--duration-secs`.
+//! - `append`: N client threads producing to a topic's partition leaders (`--topic`, created if
+//!   missing; `__cluster_metadata` for the metadata log), up to `--in-flight` requests per
+//!   connection, closed loop or open loop at `--rate`, after `--warmup-secs` (append.rs; the
+//!   pure schedule, partition spreading and `--json` summary in load.rs).
 //! - `fetch`: N client threads, each reading the committed log from `--from-offset` to the
 //!   high-watermark seen at start with consumer Fetch requests of `--max-bytes`.
 //! - `fetch-snapshot`: one client downloading the leader's frozen snapshot `--snapshot` with
@@ -14,19 +15,22 @@
 //! p50/p99/p99.9 from an HDR histogram (microsecond resolution, merged over clients).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::{self, Client};
+
+mod append;
+mod load;
+
+pub use append::AppendArgs;
 
 #[derive(Subcommand)]
 pub enum PerfCommand {
-    /// Produce load: N clients, each one request in flight.
+    /// Produce load: N clients, up to --in-flight requests each, closed loop or at --rate.
     Append(AppendArgs),
     /// Consumer-fetch load: N clients each read the committed log.
     Fetch(FetchArgs),
@@ -40,26 +44,6 @@ pub enum PerfCommand {
         #[arg(long, default_value_t = 1)]
         repeat: u32,
     },
-}
-
-#[derive(Args)]
-pub struct AppendArgs {
-    /// Any node of the quorum; the leader is found with DescribeQuorum.
-    #[arg(long)]
-    bootstrap: String,
-    #[arg(long, default_value_t = 4)]
-    clients: usize,
-    /// Value bytes per record.
-    #[arg(long, default_value_t = 1024)]
-    record_size: usize,
-    /// Records per produced batch (one batch per request).
-    #[arg(long, default_value_t = 16)]
-    batch_records: usize,
-    /// 0, 1 or all.
-    #[arg(long, default_value = "all")]
-    acks: String,
-    #[arg(long, default_value_t = 10)]
-    duration_secs: u64,
 }
 
 #[derive(Args)]
@@ -94,7 +78,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(command: PerfCommand) -> Result<(), String> {
     match command {
-        PerfCommand::Append(args) => append(args),
+        PerfCommand::Append(args) => append::append(args).map_err(|e| e.to_string()),
         PerfCommand::Fetch(args) => fetch(args),
         PerfCommand::FetchSnapshot(args) => fetch_snapshot(args),
         PerfCommand::SendfileBaseline { file, repeat } => sendfile_baseline(&file, repeat),
@@ -132,9 +116,43 @@ impl Totals {
         self.latency_us.saturating_record(micros);
     }
 
+    fn latency_ms(&self) -> load::LatencyMs {
+        let quantile_ms = |q: f64| self.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        load::LatencyMs {
+            p50: quantile_ms(0.50),
+            p99: quantile_ms(0.99),
+            p999: quantile_ms(0.999),
+            max: self.latency_us.max() as f64 / 1000.0,
+        }
+    }
+
+    /// The `--json` object of a run that took `elapsed` (or measured over that window).
+    fn summary(
+        &self,
+        command: &'static str,
+        elapsed: Duration,
+        requests_unsent: u64,
+        settings: serde_json::Value,
+    ) -> load::Summary {
+        let seconds = elapsed.as_secs_f64().max(1e-9);
+        load::Summary {
+            command,
+            records: self.records,
+            bytes: self.bytes,
+            seconds,
+            records_per_sec: self.records as f64 / seconds,
+            mb_per_sec: self.bytes as f64 / 1e6 / seconds,
+            requests: self.latency_us.len(),
+            errors: self.errors,
+            requests_unsent,
+            latency_ms: self.latency_ms(),
+            settings,
+        }
+    }
+
     fn report(&self, what: &str, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64().max(1e-9);
-        let quantile_ms = |q: f64| self.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        let latency = self.latency_ms();
         println!(
             "{what}: {} records, {:.1} MB in {:.2} s: {:.0} records/s, {:.1} MB/s; \
              latency ms p50 {:.3} p99 {:.3} p99.9 {:.3} max {:.3} ({} requests, {} errors)",
@@ -143,10 +161,10 @@ impl Totals {
             seconds,
             self.records as f64 / seconds,
             self.bytes as f64 / 1e6 / seconds,
-            quantile_ms(0.50),
-            quantile_ms(0.99),
-            quantile_ms(0.999),
-            self.latency_us.max() as f64 / 1000.0,
+            latency.p50,
+            latency.p99,
+            latency.p999,
+            latency.max,
             self.latency_us.len(),
             self.errors,
         );
@@ -169,87 +187,6 @@ fn parse_acks(acks: &str) -> Result<i16, String> {
         "all" | "-1" => Ok(-1),
         other => Err(format!("--acks must be 0, 1 or all, not {other:?}")),
     }
-}
-
-fn append(args: AppendArgs) -> Result<(), String> {
-    let acks = parse_acks(&args.acks)?;
-    if args.clients == 0 || args.batch_records == 0 {
-        return Err("--clients and --batch-records must be at least 1".into());
-    }
-    let value = vec![b'x'; args.record_size];
-    let mut builder = RecordBatchBuilder::new(0);
-    for _ in 0..args.batch_records {
-        builder.append(0, None, Some(&value), &[]);
-    }
-    let batch: Bytes = builder.build().into_bytes();
-    let batch_records = args.batch_records as u64;
-    let duration = Duration::from_secs(args.duration_secs.max(1));
-    // Connect every client before the clock starts.
-    let mut clients = Vec::new();
-    for _ in 0..args.clients {
-        clients.push(
-            client::connect_to_leader(&args.bootstrap, CLIENT_TIMEOUT)
-                .map_err(|e| format!("connecting to the leader: {e}"))?,
-        );
-    }
-    println!(
-        "append: {} clients, {} records of {} bytes per batch ({} bytes), acks={}, {} s",
-        args.clients,
-        args.batch_records,
-        args.record_size,
-        batch.len(),
-        args.acks,
-        duration.as_secs()
-    );
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let workers: Vec<_> = clients
-        .into_iter()
-        .map(|mut client: Client| {
-            let batch = batch.clone();
-            let done = done.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut totals = Totals::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let sent = Instant::now();
-                    match client.produce(batch.clone(), acks, 30_000) {
-                        Ok(answer) if answer.as_ref().is_none_or(|a| a.error_code == 0) => {
-                            totals.record_latency(sent.elapsed());
-                            totals.records += batch_records;
-                            totals.bytes += batch.len() as u64;
-                            done.fetch_add(batch_records, Ordering::Relaxed);
-                        }
-                        Ok(_) => totals.errors += 1,
-                        Err(_) => {
-                            totals.errors += 1;
-                            break;
-                        }
-                    }
-                }
-                totals
-            })
-        })
-        .collect();
-    let bar = progress_bar(duration.as_secs(), "s");
-    while started.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(200));
-        bar.set_position(started.elapsed().as_secs().min(duration.as_secs()));
-        bar.set_message(format!(
-            "{:.0} records/s",
-            done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-        ));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut totals = Totals::new();
-    for worker in workers {
-        totals.merge(worker.join().map_err(|_| "a client thread panicked")?);
-    }
-    let elapsed = started.elapsed();
-    bar.finish_and_clear();
-    totals.report("append", elapsed);
-    Ok(())
 }
 
 fn fetch(args: FetchArgs) -> Result<(), String> {
