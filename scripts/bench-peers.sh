@@ -50,7 +50,7 @@ rm -rf "$folder"; mkdir -p "$results"
 
 # Every process this script starts is in PEER_PIDS (ringlog's in PIDS, from lib-quorum.sh);
 # all are ended on exit, however the script exits.
-PEER_PIDS=()
+PEER_PIDS=(); PIDS=()
 stop_peers() {
   local pid
   for pid in "${PEER_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -61,7 +61,13 @@ stop_peers() {
   done
   PEER_PIDS=()
 }
-cleanup() { stop_peers; stop_quorum 2>/dev/null || true; }
+# The data folders go once a system has stopped (ringlog preallocates 1 GiB per partition
+# segment on each node: 3 x 3 GiB here), unless KEEP_DATA=1; results and logs stay.
+drop_data() { [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$@"; }
+cleanup() {
+  stop_peers; stop_quorum 2>/dev/null || true
+  drop_data "$folder/ringlog" "$folder/etcd" "$folder/zookeeper"
+}
 trap cleanup EXIT
 
 load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"; }
@@ -93,6 +99,7 @@ run_load ringlog-c "${peer_load[@]}" kafka --bootstrap "$bootstrap" --topic benc
   --producers 4 --in-flight 16 --linger-ms 1 --processes "$processes" "${same[@]}"
 echo "leader was node $leader; $(load)"
 stop_quorum
+drop_data "$folder/ringlog"
 
 # ---- etcd --------------------------------------------------------------------------------------
 echo "== etcd $(etcd --version | head -1 | cut -d' ' -f3): 3 members"
@@ -122,6 +129,7 @@ run_load etcd-b "${peer_load[@]}" etcd --endpoint "$endpoints" --in-flight "$in_
   --processes "$processes" "${same[@]}"
 load
 stop_peers
+drop_data "$folder/etcd"
 
 # ---- ZooKeeper ---------------------------------------------------------------------------------
 echo "== ZooKeeper $(dpkg-query -W -f '${Version}' zookeeper): 3 servers"
