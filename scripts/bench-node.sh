@@ -49,7 +49,7 @@ done
 echo "log: $(log_size) bytes in $(ls "$segment_dir"/*.log | wc -l) segment file(s)"
 # Warm the page cache the same way for both: each reads the file once before it is timed.
 cat "$segment_dir"/*.log > /dev/null
-"$RINGLOG" perf fetch --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
+"$RINGLOG" perf fetch --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
 for segment in "$segment_dir"/*.log; do
   "$RINGLOG" perf sendfile-baseline "$segment"
 done

@@ -337,6 +337,25 @@ fn ensure_topic(
     }
 }
 
+/// The address of `topic`-`partition`'s leader (for `perf fetch`).
+pub(super) fn leader_address(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<String, AppendError> {
+    let voters = voter_addresses(bootstrap)?;
+    let leaders = partition_leaders(&voters, topic, Partitions::AsListed)?;
+    leaders
+        .into_iter()
+        .nth(partition.max(0) as usize)
+        .map(|leader| leader.address)
+        .ok_or_else(|| AppendError::NoLeader {
+            partition: TopicPartition::new(topic, partition),
+            waited_secs: 0,
+            errors: Vec::new(),
+        })
+}
+
 /// How many partitions to wait for leaders of.
 #[derive(Clone, Copy)]
 enum Partitions {

@@ -22,6 +22,8 @@ use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use ringlog_net::node::client::{self, Client};
+use ringlog_net::node::convert::METADATA_TOPIC;
+use ringlog_net::protocol::{Request, Response, fetch_request, fetch_response};
 
 mod append;
 mod load;
@@ -57,6 +59,15 @@ pub struct FetchArgs {
     max_bytes: i32,
     #[arg(long, default_value_t = 0)]
     from_offset: i64,
+    /// The topic to read (from its partition's leader, by Metadata); `__cluster_metadata`
+    /// reads the metadata log from the --bootstrap node itself.
+    #[arg(long, default_value = "perf")]
+    topic: String,
+    #[arg(long, default_value_t = 0)]
+    partition: i32,
+    /// Print one JSON summary object on stdout instead of the sentence.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -193,9 +204,19 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
     if args.clients == 0 {
         return Err("--clients must be at least 1".into());
     }
-    let mut probe = Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
-    let high_watermark = probe
-        .fetch(args.from_offset, 0, 1)
+    let address = if args.topic == METADATA_TOPIC {
+        args.bootstrap.clone()
+    } else {
+        append::leader_address(&args.bootstrap, &args.topic, args.partition)
+            .map_err(|e| e.to_string())?
+    };
+    let target = Arc::new(FetchTarget {
+        topic: args.topic.clone(),
+        partition: args.partition,
+    });
+    let mut probe = Client::connect(&address, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
+    let high_watermark = target
+        .fetch(&mut probe, args.from_offset, 1)
         .map_err(|e| e.to_string())?
         .high_watermark;
     if high_watermark <= args.from_offset {
@@ -205,13 +226,16 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
         ));
     }
     let per_client = (high_watermark - args.from_offset) as u64;
-    println!(
-        "fetch: {} clients each read offsets {}..{high_watermark} with max_bytes {}",
-        args.clients, args.from_offset, args.max_bytes
-    );
+    if !args.json {
+        println!(
+            "fetch: {} clients each read {}-{} offsets {}..{high_watermark} from {address} \
+             with max_bytes {}",
+            args.clients, args.topic, args.partition, args.from_offset, args.max_bytes
+        );
+    }
     let mut clients = Vec::new();
     for _ in 0..args.clients {
-        clients.push(Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?);
+        clients.push(Client::connect(&address, CLIENT_TIMEOUT).map_err(|e| e.to_string())?);
     }
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -219,14 +243,15 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
         .into_iter()
         .map(|mut client: Client| {
             let done = done.clone();
+            let target = target.clone();
             let (from, max_bytes) = (args.from_offset, args.max_bytes);
             std::thread::spawn(move || -> Result<Totals, String> {
                 let mut totals = Totals::new();
                 let mut offset = from;
                 while offset < high_watermark {
                     let sent = Instant::now();
-                    let data = client
-                        .fetch(offset, 0, max_bytes)
+                    let data = target
+                        .fetch(&mut client, offset, max_bytes)
                         .map_err(|e| format!("fetch at {offset}: {e}"))?;
                     totals.record_latency(sent.elapsed());
                     if data.error_code != 0 {
@@ -261,15 +286,74 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
     for worker in workers {
         totals.merge(worker.join().map_err(|_| "a client thread panicked")??);
     }
-    totals.report("fetch", elapsed);
+    if args.json {
+        let settings = serde_json::json!({
+            "topic": args.topic,
+            "partition": args.partition,
+            "clients": args.clients,
+            "max_bytes": args.max_bytes,
+            "from_offset": args.from_offset,
+            "high_watermark": high_watermark,
+        });
+        let summary = totals.summary("fetch", elapsed, 0, settings);
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("plain summary serialises")
+        );
+    } else {
+        totals.report("fetch", elapsed);
+    }
     Ok(())
+}
+
+/// The partition `perf fetch` reads, as a consumer (replica id -1).
+struct FetchTarget {
+    topic: String,
+    partition: i32,
+}
+
+impl FetchTarget {
+    fn fetch(
+        &self,
+        client: &mut Client,
+        offset: i64,
+        max_bytes: i32,
+    ) -> Result<fetch_response::PartitionData, client::ClientError> {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes,
+            topics: vec![fetch_request::FetchTopic {
+                topic: self.topic.clone(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: self.partition,
+                    fetch_offset: offset,
+                    partition_max_bytes: max_bytes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Response::Fetch(answer) = client.request(&request, client::CONSUMER_FETCH_VERSION)?
+        else {
+            return Err(client::ClientError::Protocol("not a Fetch answer".into()));
+        };
+        answer
+            .responses
+            .into_iter()
+            .next()
+            .and_then(|t| t.partitions.into_iter().next())
+            .ok_or_else(|| client::ClientError::Protocol("Fetch answer without partition".into()))
+    }
 }
 
 /// A reader thread drains a loopback socket while this thread `sendfile`s the whole file into
 /// it: the same kernel path a zero-copy Fetch takes, without any protocol around it.
 fn fetch_snapshot(args: FetchSnapshotArgs) -> Result<(), String> {
     use ringlog_engine::snapshot::naming::parse_file_name;
-    use ringlog_net::protocol::{FetchSnapshotRequest, Request, Response, fetch_snapshot_request};
+    use ringlog_net::protocol::{FetchSnapshotRequest, fetch_snapshot_request};
 
     let name = args
         .snapshot
