@@ -17,6 +17,7 @@
 //!   one summary object on stdout instead of the sentence.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -182,10 +183,13 @@ pub fn append(args: AppendArgs) -> Result<(), AppendError> {
     for client in 0..args.clients {
         let mut connections = HashMap::new();
         for leader in &leaders {
-            if !connections.contains_key(&leader.node_id) {
-                let pipeline =
-                    Pipeline::connect(&leader.address, args.in_flight, acks, shared.clone())?;
-                connections.insert(leader.node_id, pipeline);
+            if let Entry::Vacant(slot) = connections.entry(leader.node_id) {
+                slot.insert(Pipeline::connect(
+                    &leader.address,
+                    args.in_flight,
+                    acks,
+                    shared.clone(),
+                )?);
             }
         }
         clients.push((client, connections));
