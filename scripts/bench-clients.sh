@@ -14,11 +14,11 @@ trap stop_quorum EXIT
 leader="$(leader_id)"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for c in 1 16; do
-  "$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients $c \
+  "$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients $c \
     --batch-records 1 --record-size 1024 --acks all --duration-secs 10
 done
-"$RINGLOG" perf fetch --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
-"$RINGLOG" perf fetch --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 16 --max-bytes 8388608
+"$RINGLOG" perf fetch --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
+"$RINGLOG" perf fetch --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 16 --max-bytes 8388608
 seg=$(ls "$folder/node-$leader/__cluster_metadata-0"/*.log | head -1)
 "$RINGLOG" perf sendfile-baseline "$seg" --repeat 16
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"

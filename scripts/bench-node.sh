@@ -35,7 +35,7 @@ rm -rf "$folder/engine"
 echo "== 1. quorum: perf append, $clients clients, $batch_records x 1 KiB records per batch, acks=all"
 start_quorum "$folder/quorum"
 trap stop_quorum EXIT
-"$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
+"$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
   --batch-records "$batch_records" --record-size 1024 --acks all --duration-secs "$seconds_append"
 
 echo "== 2. fill the log to $log_bytes bytes, then consumer fetch vs sendfile"
@@ -43,13 +43,13 @@ leader="$(leader_id)"
 segment_dir="$folder/quorum/node-$leader/__cluster_metadata-0"
 log_size() { du -cb "$segment_dir"/*.log | tail -1 | cut -f1; }
 while [ "$(log_size)" -lt "$log_bytes" ]; do
-  "$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients "$clients" \
+  "$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients "$clients" \
     --batch-records 64 --record-size 1024 --acks 1 --duration-secs 5 >/dev/null
 done
 echo "log: $(log_size) bytes in $(ls "$segment_dir"/*.log | wc -l) segment file(s)"
 # Warm the page cache the same way for both: each reads the file once before it is timed.
 cat "$segment_dir"/*.log > /dev/null
-"$RINGLOG" perf fetch --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
+"$RINGLOG" perf fetch --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
 for segment in "$segment_dir"/*.log; do
   "$RINGLOG" perf sendfile-baseline "$segment"
 done

@@ -24,7 +24,7 @@ folder="$PWD/target/bench-snapshot"
 start_quorum "$folder"
 trap stop_quorum EXIT
 leader="$(leader_id)"
-"$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 \
+"$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 \
   --batch-records 16 --record-size 1024 --acks all --duration-secs 2 >/dev/null
 checkpoints="$folder/node-$leader/__cluster_metadata-0/checkpoints"
 deadline=$((SECONDS + 30))

@@ -26,7 +26,7 @@ trap stop_quorum EXIT
 leader="$(leader_id)"
 echo "flamegraph: leader is node $leader (pid ${PIDS[$leader]}), recording ${seconds} s"
 
-"$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
+"$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
   --batch-records "$batch_records" --record-size 1024 --acks all --duration-secs $((seconds + 2)) &
 load=$!
 sleep 1

@@ -1,8 +1,9 @@
 //! `ringlog perf`: load generators against a running quorum, and the baseline they are judged by.
 //!
-//! - `append`: N client threads, each with its own connection to the leader, each producing one
-//!   batch of `--batch-records` records of `--record-size` bytes at a time (one request in
-//!   flight per client, so N is the concurrency) with the chosen acks, for `--duration-secs`.
+//! - `append`: N client threads producing to a topic's partition leaders (`--topic`, created if
+//!   missing; `__cluster_metadata` for the metadata log), up to `--in-flight` requests per
+//!   connection, closed loop or open loop at `--rate`, after `--warmup-secs` (append.rs; the
+//!   pure schedule, partition spreading and `--json` summary in load.rs).
 //! - `fetch`: N client threads, each reading the committed log from `--from-offset` to the
 //!   high-watermark seen at start with consumer Fetch requests of `--max-bytes`.
 //! - `fetch-snapshot`: one client downloading the leader's frozen snapshot `--snapshot` with
@@ -14,19 +15,24 @@
 //! p50/p99/p99.9 from an HDR histogram (microsecond resolution, merged over clients).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::{self, Client};
+use ringlog_net::node::convert::METADATA_TOPIC;
+use ringlog_net::protocol::{Request, Response, fetch_request, fetch_response};
+
+mod append;
+mod load;
+
+pub use append::AppendArgs;
 
 #[derive(Subcommand)]
 pub enum PerfCommand {
-    /// Produce load: N clients, each one request in flight.
+    /// Produce load: N clients, up to --in-flight requests each, closed loop or at --rate.
     Append(AppendArgs),
     /// Consumer-fetch load: N clients each read the committed log.
     Fetch(FetchArgs),
@@ -43,26 +49,6 @@ pub enum PerfCommand {
 }
 
 #[derive(Args)]
-pub struct AppendArgs {
-    /// Any node of the quorum; the leader is found with DescribeQuorum.
-    #[arg(long)]
-    bootstrap: String,
-    #[arg(long, default_value_t = 4)]
-    clients: usize,
-    /// Value bytes per record.
-    #[arg(long, default_value_t = 1024)]
-    record_size: usize,
-    /// Records per produced batch (one batch per request).
-    #[arg(long, default_value_t = 16)]
-    batch_records: usize,
-    /// 0, 1 or all.
-    #[arg(long, default_value = "all")]
-    acks: String,
-    #[arg(long, default_value_t = 10)]
-    duration_secs: u64,
-}
-
-#[derive(Args)]
 pub struct FetchArgs {
     /// The node to read from (consumer fetch reads below that node's high-watermark).
     #[arg(long)]
@@ -73,6 +59,15 @@ pub struct FetchArgs {
     max_bytes: i32,
     #[arg(long, default_value_t = 0)]
     from_offset: i64,
+    /// The topic to read (from its partition's leader, by Metadata); `__cluster_metadata`
+    /// reads the metadata log from the --bootstrap node itself.
+    #[arg(long, default_value = "perf")]
+    topic: String,
+    #[arg(long, default_value_t = 0)]
+    partition: i32,
+    /// Print one JSON summary object on stdout instead of the sentence.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -94,7 +89,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(command: PerfCommand) -> Result<(), String> {
     match command {
-        PerfCommand::Append(args) => append(args),
+        PerfCommand::Append(args) => append::append(args).map_err(|e| e.to_string()),
         PerfCommand::Fetch(args) => fetch(args),
         PerfCommand::FetchSnapshot(args) => fetch_snapshot(args),
         PerfCommand::SendfileBaseline { file, repeat } => sendfile_baseline(&file, repeat),
@@ -132,9 +127,43 @@ impl Totals {
         self.latency_us.saturating_record(micros);
     }
 
+    fn latency_ms(&self) -> load::LatencyMs {
+        let quantile_ms = |q: f64| self.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        load::LatencyMs {
+            p50: quantile_ms(0.50),
+            p99: quantile_ms(0.99),
+            p999: quantile_ms(0.999),
+            max: self.latency_us.max() as f64 / 1000.0,
+        }
+    }
+
+    /// The `--json` object of a run that took `elapsed` (or measured over that window).
+    fn summary(
+        &self,
+        command: &'static str,
+        elapsed: Duration,
+        requests_unsent: u64,
+        settings: serde_json::Value,
+    ) -> load::Summary {
+        let seconds = elapsed.as_secs_f64().max(1e-9);
+        load::Summary {
+            command,
+            records: self.records,
+            bytes: self.bytes,
+            seconds,
+            records_per_sec: self.records as f64 / seconds,
+            mb_per_sec: self.bytes as f64 / 1e6 / seconds,
+            requests: self.latency_us.len(),
+            errors: self.errors,
+            requests_unsent,
+            latency_ms: self.latency_ms(),
+            settings,
+        }
+    }
+
     fn report(&self, what: &str, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64().max(1e-9);
-        let quantile_ms = |q: f64| self.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        let latency = self.latency_ms();
         println!(
             "{what}: {} records, {:.1} MB in {:.2} s: {:.0} records/s, {:.1} MB/s; \
              latency ms p50 {:.3} p99 {:.3} p99.9 {:.3} max {:.3} ({} requests, {} errors)",
@@ -143,10 +172,10 @@ impl Totals {
             seconds,
             self.records as f64 / seconds,
             self.bytes as f64 / 1e6 / seconds,
-            quantile_ms(0.50),
-            quantile_ms(0.99),
-            quantile_ms(0.999),
-            self.latency_us.max() as f64 / 1000.0,
+            latency.p50,
+            latency.p99,
+            latency.p999,
+            latency.max,
             self.latency_us.len(),
             self.errors,
         );
@@ -171,94 +200,23 @@ fn parse_acks(acks: &str) -> Result<i16, String> {
     }
 }
 
-fn append(args: AppendArgs) -> Result<(), String> {
-    let acks = parse_acks(&args.acks)?;
-    if args.clients == 0 || args.batch_records == 0 {
-        return Err("--clients and --batch-records must be at least 1".into());
-    }
-    let value = vec![b'x'; args.record_size];
-    let mut builder = RecordBatchBuilder::new(0);
-    for _ in 0..args.batch_records {
-        builder.append(0, None, Some(&value), &[]);
-    }
-    let batch: Bytes = builder.build().into_bytes();
-    let batch_records = args.batch_records as u64;
-    let duration = Duration::from_secs(args.duration_secs.max(1));
-    // Connect every client before the clock starts.
-    let mut clients = Vec::new();
-    for _ in 0..args.clients {
-        clients.push(
-            client::connect_to_leader(&args.bootstrap, CLIENT_TIMEOUT)
-                .map_err(|e| format!("connecting to the leader: {e}"))?,
-        );
-    }
-    println!(
-        "append: {} clients, {} records of {} bytes per batch ({} bytes), acks={}, {} s",
-        args.clients,
-        args.batch_records,
-        args.record_size,
-        batch.len(),
-        args.acks,
-        duration.as_secs()
-    );
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let workers: Vec<_> = clients
-        .into_iter()
-        .map(|mut client: Client| {
-            let batch = batch.clone();
-            let done = done.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut totals = Totals::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let sent = Instant::now();
-                    match client.produce(batch.clone(), acks, 30_000) {
-                        Ok(answer) if answer.as_ref().is_none_or(|a| a.error_code == 0) => {
-                            totals.record_latency(sent.elapsed());
-                            totals.records += batch_records;
-                            totals.bytes += batch.len() as u64;
-                            done.fetch_add(batch_records, Ordering::Relaxed);
-                        }
-                        Ok(_) => totals.errors += 1,
-                        Err(_) => {
-                            totals.errors += 1;
-                            break;
-                        }
-                    }
-                }
-                totals
-            })
-        })
-        .collect();
-    let bar = progress_bar(duration.as_secs(), "s");
-    while started.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(200));
-        bar.set_position(started.elapsed().as_secs().min(duration.as_secs()));
-        bar.set_message(format!(
-            "{:.0} records/s",
-            done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-        ));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut totals = Totals::new();
-    for worker in workers {
-        totals.merge(worker.join().map_err(|_| "a client thread panicked")?);
-    }
-    let elapsed = started.elapsed();
-    bar.finish_and_clear();
-    totals.report("append", elapsed);
-    Ok(())
-}
-
 fn fetch(args: FetchArgs) -> Result<(), String> {
     if args.clients == 0 {
         return Err("--clients must be at least 1".into());
     }
-    let mut probe = Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
-    let high_watermark = probe
-        .fetch(args.from_offset, 0, 1)
+    let address = if args.topic == METADATA_TOPIC {
+        args.bootstrap.clone()
+    } else {
+        append::leader_address(&args.bootstrap, &args.topic, args.partition)
+            .map_err(|e| e.to_string())?
+    };
+    let target = Arc::new(FetchTarget {
+        topic: args.topic.clone(),
+        partition: args.partition,
+    });
+    let mut probe = Client::connect(&address, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
+    let high_watermark = target
+        .fetch(&mut probe, args.from_offset, 1)
         .map_err(|e| e.to_string())?
         .high_watermark;
     if high_watermark <= args.from_offset {
@@ -268,13 +226,16 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
         ));
     }
     let per_client = (high_watermark - args.from_offset) as u64;
-    println!(
-        "fetch: {} clients each read offsets {}..{high_watermark} with max_bytes {}",
-        args.clients, args.from_offset, args.max_bytes
-    );
+    if !args.json {
+        println!(
+            "fetch: {} clients each read {}-{} offsets {}..{high_watermark} from {address} \
+             with max_bytes {}",
+            args.clients, args.topic, args.partition, args.from_offset, args.max_bytes
+        );
+    }
     let mut clients = Vec::new();
     for _ in 0..args.clients {
-        clients.push(Client::connect(&args.bootstrap, CLIENT_TIMEOUT).map_err(|e| e.to_string())?);
+        clients.push(Client::connect(&address, CLIENT_TIMEOUT).map_err(|e| e.to_string())?);
     }
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -282,14 +243,15 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
         .into_iter()
         .map(|mut client: Client| {
             let done = done.clone();
+            let target = target.clone();
             let (from, max_bytes) = (args.from_offset, args.max_bytes);
             std::thread::spawn(move || -> Result<Totals, String> {
                 let mut totals = Totals::new();
                 let mut offset = from;
                 while offset < high_watermark {
                     let sent = Instant::now();
-                    let data = client
-                        .fetch(offset, 0, max_bytes)
+                    let data = target
+                        .fetch(&mut client, offset, max_bytes)
                         .map_err(|e| format!("fetch at {offset}: {e}"))?;
                     totals.record_latency(sent.elapsed());
                     if data.error_code != 0 {
@@ -324,15 +286,74 @@ fn fetch(args: FetchArgs) -> Result<(), String> {
     for worker in workers {
         totals.merge(worker.join().map_err(|_| "a client thread panicked")??);
     }
-    totals.report("fetch", elapsed);
+    if args.json {
+        let settings = serde_json::json!({
+            "topic": args.topic,
+            "partition": args.partition,
+            "clients": args.clients,
+            "max_bytes": args.max_bytes,
+            "from_offset": args.from_offset,
+            "high_watermark": high_watermark,
+        });
+        let summary = totals.summary("fetch", elapsed, 0, settings);
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("plain summary serialises")
+        );
+    } else {
+        totals.report("fetch", elapsed);
+    }
     Ok(())
+}
+
+/// The partition `perf fetch` reads, as a consumer (replica id -1).
+struct FetchTarget {
+    topic: String,
+    partition: i32,
+}
+
+impl FetchTarget {
+    fn fetch(
+        &self,
+        client: &mut Client,
+        offset: i64,
+        max_bytes: i32,
+    ) -> Result<fetch_response::PartitionData, client::ClientError> {
+        let request = Request::Fetch(fetch_request::FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes,
+            topics: vec![fetch_request::FetchTopic {
+                topic: self.topic.clone(),
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: self.partition,
+                    fetch_offset: offset,
+                    partition_max_bytes: max_bytes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Response::Fetch(answer) = client.request(&request, client::CONSUMER_FETCH_VERSION)?
+        else {
+            return Err(client::ClientError::Protocol("not a Fetch answer".into()));
+        };
+        answer
+            .responses
+            .into_iter()
+            .next()
+            .and_then(|t| t.partitions.into_iter().next())
+            .ok_or_else(|| client::ClientError::Protocol("Fetch answer without partition".into()))
+    }
 }
 
 /// A reader thread drains a loopback socket while this thread `sendfile`s the whole file into
 /// it: the same kernel path a zero-copy Fetch takes, without any protocol around it.
 fn fetch_snapshot(args: FetchSnapshotArgs) -> Result<(), String> {
     use ringlog_engine::snapshot::naming::parse_file_name;
-    use ringlog_net::protocol::{FetchSnapshotRequest, Request, Response, fetch_snapshot_request};
+    use ringlog_net::protocol::{FetchSnapshotRequest, fetch_snapshot_request};
 
     let name = args
         .snapshot
