@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ringlog_engine::batch::BatchIter;
 use ringlog_net::node::client::{Client, fetched_records};
-use ringlog_net::protocol::{Request, Response, fetch_request, fetch_response};
+use ringlog_net::protocol::{Response, fetch_response};
 
 mod quorum;
 use quorum::{Quorum, eventually, read_partition_batches, serial};
@@ -25,25 +25,7 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 /// Consumer Fetch v12 (replica id -1, no epochs) of `__cluster_metadata-0` at `offset`.
 fn fetch_at(client: &mut Client, offset: i64, max_wait_ms: i32) -> fetch_response::PartitionData {
-    let request = Request::Fetch(fetch_request::FetchRequest {
-        replica_id: -1,
-        max_wait_ms,
-        min_bytes: 1,
-        max_bytes: 1 << 20,
-        topics: vec![fetch_request::FetchTopic {
-            topic: TOPIC.into(),
-            partitions: vec![fetch_request::FetchPartition {
-                partition: 0,
-                fetch_offset: offset,
-                partition_max_bytes: 1 << 20,
-                current_leader_epoch: -1,
-                last_fetched_epoch: -1,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
+    let request = quorum::consumer_fetch_request(TOPIC, offset, max_wait_ms);
     let Response::Fetch(response) = client.request(&request, 12).expect("Fetch answered") else {
         panic!("not a Fetch answer");
     };

@@ -571,29 +571,11 @@ pub fn read_partition_batches(
     topic: &str,
 ) -> Result<Vec<ringlog_engine::batch::RecordBatch>, String> {
     use ringlog_engine::batch::BatchIter;
-    use ringlog_net::protocol::{Request, Response, fetch_request};
+    use ringlog_net::protocol::Response;
     let mut batches = Vec::new();
     let mut offset = 0i64;
     loop {
-        let request = Request::Fetch(fetch_request::FetchRequest {
-            replica_id: -1,
-            max_wait_ms: 0,
-            min_bytes: 1,
-            max_bytes: 1 << 20,
-            topics: vec![fetch_request::FetchTopic {
-                topic: topic.into(),
-                partitions: vec![fetch_request::FetchPartition {
-                    partition: 0,
-                    fetch_offset: offset,
-                    partition_max_bytes: 1 << 20,
-                    current_leader_epoch: -1,
-                    last_fetched_epoch: -1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
+        let request = consumer_fetch_request(topic, offset, 0);
         let response = client
             .request(&request, 12)
             .map_err(|e| format!("Fetch at {offset}: {e}"))?;
@@ -624,4 +606,32 @@ pub fn read_partition_batches(
             ));
         }
     }
+}
+
+/// A consumer Fetch (v12 fields: replica id -1, no epochs, 1 MiB) of `topic`-0 at `offset`.
+pub fn consumer_fetch_request(
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+) -> ringlog_net::protocol::Request {
+    use ringlog_net::protocol::{Request, fetch_request};
+    Request::Fetch(fetch_request::FetchRequest {
+        replica_id: -1,
+        max_wait_ms,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        topics: vec![fetch_request::FetchTopic {
+            topic: topic.into(),
+            partitions: vec![fetch_request::FetchPartition {
+                partition: 0,
+                fetch_offset: offset,
+                partition_max_bytes: 1 << 20,
+                current_leader_epoch: -1,
+                last_fetched_epoch: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
