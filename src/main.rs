@@ -2,11 +2,12 @@
 //! into `ringlog-net` (node, clients) or `ringlog-engine` (files); the only logic of its own is
 //! `dev`'s process supervision and the output tables.
 
+mod dev;
 mod perf;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command as Process, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -198,7 +199,7 @@ fn run(cli: Cli) -> Result<(), String> {
             data_dir,
             base_port,
             no_restart,
-        } => dev(&data_dir, base_port, !no_restart),
+        } => dev::dev(&data_dir, base_port, !no_restart),
         Command::DescribeQuorum {
             bootstrap,
             topic,
@@ -287,7 +288,7 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String> {
+pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String> {
     let meta = MetaProperties {
         cluster_id: cluster_id.to_string(),
         node_id: config.node_id,
@@ -300,266 +301,6 @@ fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String> {
         meta.cluster_id
     );
     Ok(())
-}
-
-// ---- dev ------------------------------------------------------------------------------------
-
-/// How long `dev` waits before it starts a node that exited again (long enough to read the
-/// message, short enough to watch the node rejoin).
-const DEV_RESTART_DELAY: Duration = Duration::from_secs(1);
-
-/// One node `dev` supervises: its files under the data folder and its process, if it runs.
-struct DevNode {
-    id: i32,
-    port: u16,
-    properties: PathBuf,
-    /// `node-N.log`: the node's stderr, appended to across restarts.
-    log_path: PathBuf,
-    /// `node-N.pid`: the running process's id, for a user (or a test) who wants to kill it.
-    pid_path: PathBuf,
-    child: Option<Child>,
-    /// When an exited node is started again (`None`: it runs, or stays down).
-    restart_at: Option<std::time::Instant>,
-}
-
-impl DevNode {
-    fn role(&self) -> &'static str {
-        if self.id <= 3 { "voter" } else { "observer" }
-    }
-
-    /// Starts the node's `serve` process, appending to its log, and writes its pid file.
-    fn start(&mut self, exe: &Path) -> Result<u32, String> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .map_err(|e| format!("{}: {e}", self.log_path.display()))?;
-        let mut command = Process::new(exe);
-        command
-            .arg("serve")
-            .arg("--config")
-            .arg(&self.properties)
-            .stdout(Stdio::null())
-            .stderr(log);
-        // The node gets SIGTERM when `dev` dies, even by kill -9: an orphaned node would hold
-        // its port and data folder, and the next `dev` on this folder could not start it.
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command
-            .spawn()
-            .map_err(|e| format!("starting node {}: {e}", self.id))?;
-        let pid = child.id();
-        self.child = Some(child);
-        self.restart_at = None;
-        std::fs::write(&self.pid_path, format!("{pid}\n"))
-            .map_err(|e| format!("{}: {e}", self.pid_path.display()))?;
-        Ok(pid)
-    }
-
-    /// Whether the process of an earlier `dev` run on this folder still runs (its pid file is
-    /// left, and a process with that id runs `ringlog serve` on this node's properties).
-    fn still_running_from_earlier_run(&self) -> Option<u32> {
-        let pid: u32 = std::fs::read_to_string(&self.pid_path)
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let properties = self.properties.as_os_str().as_encoded_bytes();
-        command_line
-            .split(|b| *b == 0)
-            .any(|argument| argument == properties)
-            .then_some(pid)
-    }
-}
-
-fn dev(data_dir: &Path, base_port: u16, restart: bool) -> Result<(), String> {
-    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
-    let data_dir = data_dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", data_dir.display()))?;
-    let cluster_file = data_dir.join("cluster.id");
-    let cluster_id = match std::fs::read_to_string(&cluster_file) {
-        Ok(text) => text.trim().to_string(),
-        Err(_) => {
-            let id = meta_properties::random_cluster_id().map_err(|e| e.to_string())?;
-            std::fs::write(&cluster_file, &id)
-                .map_err(|e| format!("{}: {e}", cluster_file.display()))?;
-            id
-        }
-    };
-    let ports: Vec<u16> = (0..4)
-        .map(|index| {
-            base_port
-                .checked_add(index)
-                .ok_or_else(|| format!("--base-port {base_port}: nodes need the next 3 ports"))
-        })
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<DevNode> = (1..=4)
-        .zip(ports)
-        .map(|(id, port)| DevNode {
-            id,
-            port,
-            properties: data_dir.join(format!("node-{id}.properties")),
-            log_path: data_dir.join(format!("node-{id}.log")),
-            pid_path: data_dir.join(format!("node-{id}.pid")),
-            child: None,
-            restart_at: None,
-        })
-        .collect();
-    if let Some((id, pid)) = nodes
-        .iter()
-        .find_map(|n| Some((n.id, n.still_running_from_earlier_run()?)))
-    {
-        return Err(format!(
-            "node {id} of an earlier `ringlog dev` on {} still runs (pid {pid}); stop it first",
-            data_dir.display()
-        ));
-    }
-    let voters = nodes[..3]
-        .iter()
-        .map(|n| format!("{}@127.0.0.1:{}", n.id, n.port))
-        .collect::<Vec<_>>()
-        .join(",");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    for node in &mut nodes {
-        let folder = data_dir.join(format!("node-{}", node.id));
-        let text = format!(
-            "node.id={}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{}\nmetadata.log.dir={}\n",
-            node.id,
-            node.port,
-            folder.display()
-        );
-        std::fs::write(&node.properties, text)
-            .map_err(|e| format!("{}: {e}", node.properties.display()))?;
-        if !folder.join("meta.properties").exists() {
-            let config = NodeConfig::load(&node.properties).map_err(|e| e.to_string())?;
-            format(&config, &cluster_id)?;
-        }
-    }
-    let mut result = Ok(());
-    for node in &mut nodes {
-        match node.start(&exe) {
-            Ok(pid) => println!(
-                "node {} ({}): 127.0.0.1:{}   pid {pid}   log: {}",
-                node.id,
-                node.role(),
-                node.port,
-                node.log_path.display()
-            ),
-            Err(message) => {
-                result = Err(message);
-                break;
-            }
-        }
-    }
-    if result.is_ok() {
-        println!(
-            "cluster {cluster_id}, data in {}; pids in node-N.pid; a node that exits is {}; \
-             Ctrl-C stops everything",
-            data_dir.display(),
-            if restart {
-                "restarted after 1 s"
-            } else {
-                "left down (--no-restart)"
-            }
-        );
-        result = supervise(&mut nodes, &exe, restart);
-    }
-    println!("stopping");
-    for node in &nodes {
-        if let Some(child) = &node.child {
-            // SIGTERM: graceful (a leader resigns). The terminal's SIGINT may have come too.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        }
-    }
-    for node in &mut nodes {
-        if let Some(mut child) = node.child.take() {
-            match child.wait() {
-                Ok(status) => println!("node {} stopped ({status})", node.id),
-                Err(e) => println!("node {}: {e}", node.id),
-            }
-        }
-        let _ = std::fs::remove_file(&node.pid_path);
-    }
-    result
-}
-
-/// Runs until Ctrl-C or SIGTERM: restarts nodes that exit (unless `restart` is false) and
-/// prints every new leader.
-fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let addresses: Vec<String> = nodes[..3]
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .map_err(|e| format!("SIGTERM handler: {e}"))?;
-        let mut last: Option<(i32, i32)> = None;
-        let mut ticker = tokio::time::interval(Duration::from_millis(300));
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => return Ok(()),
-                _ = terminate.recv() => return Ok(()),
-                _ = ticker.tick() => {
-                    let now = std::time::Instant::now();
-                    for node in nodes.iter_mut() {
-                        let Some(child) = &mut node.child else { continue };
-                        let Ok(Some(status)) = child.try_wait() else { continue };
-                        node.child = None;
-                        let _ = std::fs::remove_file(&node.pid_path);
-                        if restart {
-                            node.restart_at = Some(now + DEV_RESTART_DELAY);
-                            eprintln!(
-                                "ringlog dev: node {} exited ({status}); restarting it in 1 s (see {})",
-                                node.id,
-                                node.log_path.display()
-                            );
-                        } else {
-                            eprintln!(
-                                "ringlog dev: node {} exited ({status}); left down (--no-restart; see {})",
-                                node.id,
-                                node.log_path.display()
-                            );
-                        }
-                    }
-                    for node in nodes.iter_mut() {
-                        if node.restart_at.is_some_and(|at| at <= now) {
-                            let pid = node.start(exe)?;
-                            eprintln!("ringlog dev: node {} restarted (pid {pid})", node.id);
-                        }
-                    }
-                    if let Some(view) = addresses.iter().find_map(|a| {
-                        Client::connect(a, Duration::from_millis(200)).ok()?.describe_quorum().ok()
-                    }) && view.partition.leader_id >= 0 {
-                        let now = (view.partition.leader_id, view.partition.leader_epoch);
-                        if last != Some(now) {
-                            println!(
-                                "leader: node {} ({}), epoch {}, high-watermark {}",
-                                now.0,
-                                view.leader_address().unwrap_or_default(),
-                                now.1,
-                                view.partition.high_watermark
-                            );
-                            last = Some(now);
-                        }
-                    }
-                }
-            }
-        }
-    })
 }
 
 // ---- describe-quorum ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ mod handlers;
 mod idempotence;
 mod metadata;
 mod observe;
+mod produce_validation;
 mod producer_state;
 mod requests;
 mod retention;

@@ -459,7 +459,7 @@ impl Node {
             .map_or(0, |d| d.as_millis() as i64);
         builder.append(now_wall, Some(&topic_record_key(topic)), value, &[]);
         let bytes = builder.build().into_bytes();
-        let batches = super::handlers::validate_produce_records(Some(&bytes), usize::MAX)
+        let batches = super::produce_validation::validate_produce_records(Some(&bytes), usize::MAX)
             .map_err(|(code, _)| code)?;
         let partition = self.metadata_partition_id();
         let now = self.now_ms();

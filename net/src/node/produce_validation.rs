@@ -1,0 +1,239 @@
+//! Produce validation: a Produce partition's records split into batches and each checked before
+//! anything is stored (frame, magic, CRC, size, not a control batch, offsets that add up, records
+//! readable, compressed ones decompressed within the bound). Nothing a state machine, a consumer
+//! or the next start cannot read is ever appended.
+
+use bytes::Bytes;
+use ringlog_engine::batch::{BatchError, BatchIter, RecordBatch};
+
+use crate::protocol::ErrorCode;
+
+/// Why a Produce batch is refused before anything is stored.
+fn batch_error_code(error: &BatchError) -> ErrorCode {
+    match error {
+        BatchError::Oversize { .. } => ErrorCode::MessageTooLarge,
+        BatchError::CrcMismatch { .. }
+        | BatchError::ShortBuffer { .. }
+        | BatchError::Truncated { .. }
+        | BatchError::SizeMismatch { .. }
+        | BatchError::LengthBelowMinimum { .. } => ErrorCode::CorruptMessage,
+        _ => ErrorCode::InvalidRecord,
+    }
+}
+
+/// Splits a Produce partition's records into batches, checking each one (frame, magic, CRC,
+/// size ≤ message.max.bytes, not a control batch, at least one record).
+pub(crate) fn validate_produce_records(
+    records: Option<&Bytes>,
+    message_max_bytes: usize,
+) -> Result<Vec<Bytes>, (ErrorCode, String)> {
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Err((ErrorCode::InvalidRecord, "no record batch".into()));
+    };
+    let mut batches = Vec::new();
+    for batch in BatchIter::new(records.clone()).with_max_batch_size_bytes(message_max_bytes) {
+        let batch = batch.map_err(|e| (batch_error_code(&e), e.to_string()))?;
+        if batch.size_bytes() > message_max_bytes {
+            return Err((
+                ErrorCode::MessageTooLarge,
+                format!(
+                    "batch of {} bytes exceeds message.max.bytes",
+                    batch.size_bytes()
+                ),
+            ));
+        }
+        if batch.is_control() {
+            return Err((
+                ErrorCode::InvalidRecord,
+                "clients may not write control batches".into(),
+            ));
+        }
+        if batch.records_count() <= 0 {
+            return Err((ErrorCode::InvalidRecord, "a batch without records".into()));
+        }
+        check_record_offsets(&batch)?;
+        // Clients send partitionLeaderEpoch -1 and baseOffset 0; the core reads both as
+        // unsigned header fields, so they are stamped (outside the CRC) before it sees them.
+        // The engine stamps the real values at the append.
+        let mut stamped = bytes::BytesMut::from(&batch.as_bytes()[..]);
+        ringlog_engine::batch::stamp_base_offset(&mut stamped, 0);
+        ringlog_engine::batch::stamp_partition_leader_epoch(&mut stamped, 0);
+        batches.push(stamped.freeze());
+    }
+    Ok(batches)
+}
+
+/// The batch's offsets must add up (Kafka's inner-offset check): lastOffsetDelta is the record
+/// count minus one, and the records' offset deltas run 0, 1, … without a gap. Offsets are
+/// stamped from these numbers, so a batch that lies about them would shift every later
+/// offset.
+///
+/// A compressed batch is decompressed here (within `MAX_DECOMPRESSED_BATCH_BYTES`) and its
+/// records checked the same way; it is then stored as sent. Every batch appended is one whose
+/// records a state machine, a consumer and the next start can read: a committed batch that
+/// cannot be read would stop every voter that applies it, at every restart.
+fn check_record_offsets(batch: &RecordBatch) -> Result<(), (ErrorCode, String)> {
+    let declared = batch.header().last_offset_delta();
+    if i64::from(declared) != i64::from(batch.records_count()) - 1 {
+        return Err((
+            ErrorCode::InvalidRecord,
+            format!(
+                "lastOffsetDelta {declared} with {} records",
+                batch.records_count()
+            ),
+        ));
+    }
+    let records = batch
+        .records()
+        .map_err(|e| (records_error_code(&e), e.to_string()))?;
+    let mut expected = 0i32;
+    for record in records {
+        let record = record.map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+        if record.offset_delta() != expected {
+            return Err((
+                ErrorCode::InvalidRecord,
+                format!(
+                    "record offsetDelta {} where {expected} was due",
+                    record.offset_delta()
+                ),
+            ));
+        }
+        expected += 1;
+    }
+    if expected != batch.records_count() {
+        return Err((
+            ErrorCode::InvalidRecord,
+            format!(
+                "{expected} records where the header says {}",
+                batch.records_count()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Why a Produce batch's records cannot be read: a codec Kafka does not have (ids 5-7) is
+/// UNSUPPORTED_COMPRESSION_TYPE; compressed bytes that do not decompress, or decompress past
+/// the bound, and malformed records are CORRUPT_MESSAGE.
+fn records_error_code(error: &BatchError) -> ErrorCode {
+    match error {
+        BatchError::UnsupportedCompression { .. } => ErrorCode::UnsupportedCompressionType,
+        _ => ErrorCode::CorruptMessage,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog_engine::batch::RecordBatchBuilder;
+
+    fn batch(values: &[&[u8]]) -> Bytes {
+        let mut builder = RecordBatchBuilder::new(0);
+        for v in values {
+            builder.append(0, None, Some(v), &[]);
+        }
+        builder.build().into_bytes()
+    }
+
+    #[test]
+    fn produce_validation_accepts_good_batches_and_names_each_fault() {
+        let good = batch(&[b"a", b"b"]);
+        let two = Bytes::from([good.clone(), good.clone()].concat());
+        assert_eq!(
+            validate_produce_records(Some(&two), 1 << 20).unwrap().len(),
+            2
+        );
+
+        let mut flipped = good.to_vec();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        let code = validate_produce_records(Some(&Bytes::from(flipped)), 1 << 20)
+            .unwrap_err()
+            .0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+
+        let code = validate_produce_records(Some(&good), 70).unwrap_err().0;
+        assert_eq!(code, ErrorCode::MessageTooLarge);
+
+        let mut magic = good.to_vec();
+        magic[16] = 1;
+        let code = validate_produce_records(Some(&Bytes::from(magic)), 1 << 20)
+            .unwrap_err()
+            .0;
+        assert!(
+            matches!(code, ErrorCode::InvalidRecord | ErrorCode::CorruptMessage),
+            "{code:?}"
+        );
+
+        let code = validate_produce_records(None, 1 << 20).unwrap_err().0;
+        assert_eq!(code, ErrorCode::InvalidRecord);
+    }
+
+    /// `batch`'s header with `section` as its records section and `codec` in its attributes,
+    /// batchLength and CRC made to fit: only the section (or the codec) can be wrong.
+    fn with_section(batch: &[u8], codec: u8, section: &[u8]) -> Bytes {
+        use ringlog_engine::batch::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, header::compute_crc};
+        let mut bytes = batch[..RECORD_BATCH_OVERHEAD].to_vec();
+        bytes.extend_from_slice(section);
+        let batch_length = i32::try_from(bytes.len() - LOG_OVERHEAD).unwrap();
+        bytes[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        bytes[22] = (bytes[22] & !0x07) | codec;
+        let crc = compute_crc(&bytes);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(bytes)
+    }
+
+    /// A compressed batch is decompressed and checked like any other before it is stored, and
+    /// stored as sent; what cannot be read is refused with Kafka's codes: an unknown codec
+    /// UNSUPPORTED_COMPRESSION_TYPE, bad compressed bytes or bad records inside
+    /// CORRUPT_MESSAGE, offsets that do not add up INVALID_RECORD.
+    #[test]
+    fn produce_validation_reads_compressed_batches() {
+        use ringlog_engine::batch::{Compression, RECORD_BATCH_OVERHEAD, compression};
+        let validate = |bytes: Bytes| validate_produce_records(Some(&bytes), 1 << 20);
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut builder = RecordBatchBuilder::new(0).with_compression(codec);
+            builder.append(0, None, Some(b"a"), &[]);
+            builder.append(0, None, Some(b"b"), &[]);
+            let sent = builder.build().into_bytes();
+            let stored = validate(sent.clone()).unwrap();
+            assert_eq!(stored.len(), 1, "{codec:?}");
+            // Only baseOffset and partitionLeaderEpoch (outside the CRC) are stamped.
+            assert_eq!(stored[0][8..12], sent[8..12], "{codec:?}");
+            assert_eq!(stored[0][16..], sent[16..], "{codec:?}");
+        }
+
+        let plain = batch(&[b"a", b"b"]);
+        let records = &plain[RECORD_BATCH_OVERHEAD..];
+        for codec in 5..=7 {
+            let code = validate(with_section(&plain, codec, records))
+                .unwrap_err()
+                .0;
+            assert_eq!(code, ErrorCode::UnsupportedCompressionType, "codec {codec}");
+        }
+        // Uncompressed records under the gzip id: not a gzip stream.
+        let code = validate(with_section(&plain, 1, records)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // A gzip stream cut short.
+        let gzip = compression::compress(Compression::Gzip, records);
+        let cut = &gzip[..gzip.len() - 5];
+        let code = validate(with_section(&plain, 1, cut)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // A valid stream whose records have garbage after them.
+        let trailing = compression::compress(Compression::Zstd, &[records, b"junk"].concat());
+        let code = validate(with_section(&plain, 4, &trailing)).unwrap_err().0;
+        assert_eq!(code, ErrorCode::CorruptMessage);
+        // lastOffsetDelta 5 for two records.
+        let mut lying =
+            with_section(&plain, 3, &compression::compress(Compression::Lz4, records)).to_vec();
+        lying[23..27].copy_from_slice(&5i32.to_be_bytes());
+        let lying = with_section(&lying, 3, &lying[RECORD_BATCH_OVERHEAD..].to_vec());
+        let code = validate(lying).unwrap_err().0;
+        assert_eq!(code, ErrorCode::InvalidRecord);
+    }
+}
