@@ -87,7 +87,12 @@ impl DevNode {
     }
 }
 
-pub(crate) fn dev(data_dir: &Path, base_port: u16, restart: bool) -> Result<(), String> {
+pub(crate) fn dev(
+    data_dir: &Path,
+    base_port: u16,
+    restart: bool,
+    segment_bytes: u64,
+) -> Result<(), String> {
     std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let data_dir = data_dir
         .canonicalize()
@@ -139,7 +144,8 @@ pub(crate) fn dev(data_dir: &Path, base_port: u16, restart: bool) -> Result<(), 
     for node in &mut nodes {
         let folder = data_dir.join(format!("node-{}", node.id));
         let text = format!(
-            "node.id={}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{}\nmetadata.log.dir={}\n",
+            "node.id={}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{}\nmetadata.log.dir={}\n\
+             metadata.log.segment.bytes={segment_bytes}\n",
             node.id,
             node.port,
             folder.display()

@@ -62,6 +62,10 @@ enum Command {
         /// Leave a node that exits down instead of restarting it.
         #[arg(long)]
         no_restart: bool,
+        /// `metadata.log.segment.bytes` of every node (a segment's space is reserved when it
+        /// is created: four nodes take four times this at the start).
+        #[arg(long, default_value_t = 1 << 30)]
+        segment_bytes: u64,
     },
     /// Show a partition's quorum state (like kafka-metadata-quorum describe --status
     /// --replication); every partition is its own quorum over the same voters.
@@ -199,7 +203,8 @@ fn run(cli: Cli) -> Result<(), String> {
             data_dir,
             base_port,
             no_restart,
-        } => dev::dev(&data_dir, base_port, !no_restart),
+            segment_bytes,
+        } => dev::dev(&data_dir, base_port, !no_restart, segment_bytes),
         Command::DescribeQuorum {
             bootstrap,
             topic,

@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 
 def log(*args):
@@ -32,12 +33,21 @@ def eventually(what, probe, timeout_s=30.0, interval_s=0.2):
 
 
 def create_topic(bootstrap, topic, partitions):
-    """CreateTopics through kafka-python's admin client (it asks the controller)."""
+    """CreateTopics through kafka-python's admin client (it asks the controller). A retry whose
+    earlier attempt went through but was not answered in time (a loaded machine) finds the topic
+    there: TOPIC_ALREADY_EXISTS then counts as created, but never on the first attempt."""
+    attempts = [0]
 
     def attempt():
+        attempts[0] += 1
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         try:
-            result = admin.create_topics([NewTopic(topic, partitions, 3)])
+            try:
+                result = admin.create_topics([NewTopic(topic, partitions, 3)])
+            except TopicAlreadyExistsError:
+                if attempts[0] > 1:
+                    return True
+                raise
             errors = [t.get("error_code", 0) if isinstance(t, dict) else t[1]
                       for t in getattr(result, "topic_errors", None) or result.get("topics", [])]
             assert all(e == 0 for e in errors), f"CreateTopics answered {result}"
