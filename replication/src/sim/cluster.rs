@@ -2,18 +2,23 @@
 //! cluster on the same nodes), the network, the disks, faults and clients. KIP-630 snapshots
 //! (taking, serving, fetching, installing) are in [`snapshots`]; the FetchSnapshot sessions that
 //! put several partitions into one request and share one response's bytes are in [`fetcher`];
-//! faults and the client workload are in [`workload`].
+//! faults and the client workload are in [`workload`]; the simulated disk queue and the
+//! executor of the core's `Work` are in [`host`]; the fault-free bench cluster in [`steady`].
 
 mod fetcher;
+mod host;
 mod snapshots;
+mod steady;
 mod workload;
+
+pub use steady::SteadyCluster;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::invariants::Checker;
 use super::network::{Fate, Network, NetworkConfig};
@@ -22,11 +27,9 @@ use super::{Profile, SimOptions, SimReport};
 use crate::message::Message;
 use crate::quorum::EpochState;
 use crate::raft::Raft;
-use crate::records::{KeyValue, build_batch, stamp_batch};
 use crate::rng::SplitMix64;
 use crate::state_machine::KeyValueStateMachine;
 use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig};
-use crate::work::{Persisted, Work};
 
 use fetcher::SnapshotFetcher;
 
@@ -687,244 +690,6 @@ impl Cluster {
         }
     }
 
-    fn push_op(&mut self, replica: ReplicaKey, kind: OpKind) {
-        let now = self.now_ms;
-        let latency = self.rng.below(self.disk_latency_max_ms + 1);
-        let n = self.nodes.get_mut(&replica).expect("replica exists");
-        let op_id = n.next_op_id;
-        n.next_op_id += 1;
-        n.pending.push_back(PendingOp {
-            id: op_id,
-            kind,
-            held: Vec::new(),
-        });
-        // The disk completes operations in order.
-        let at = n.last_completion_ms.max(now + latency);
-        n.last_completion_ms = at;
-        let incarnation = n.incarnation;
-        self.schedule(
-            at,
-            EventKind::PersistDone {
-                replica,
-                incarnation,
-                op_id,
-            },
-        );
-    }
-
-    fn complete_persistence(&mut self, replica: ReplicaKey, incarnation: u64, op_id: u64) {
-        let id = replica.0;
-        let n = self.nodes.get_mut(&replica).expect("replica exists");
-        if n.incarnation != incarnation || n.pending.front().is_none_or(|op| op.id != op_id) {
-            return;
-        }
-        let op = n.pending.pop_front().expect("checked");
-        let persisted = match op.kind {
-            OpKind::SnapshotWrite { snapshot_id, bytes } => {
-                self.complete_snapshot_write(replica, snapshot_id, bytes, op.held);
-                return;
-            }
-            OpKind::QuorumState(state) => {
-                let old = n.store.quorum_state;
-                n.store.quorum_state = state;
-                self.checkers[replica.1 as usize].on_quorum_state_durable(id, old, state);
-                Persisted::QuorumState(state)
-            }
-            OpKind::Flush {
-                generation,
-                end_offset,
-                limit_offset,
-            } => {
-                n.store.flushed(limit_offset);
-                Persisted::Log {
-                    generation,
-                    end_offset,
-                }
-            }
-        };
-        let n = self.nodes.get_mut(&replica).expect("replica exists");
-        let result = n
-            .raft
-            .as_mut()
-            .expect("alive while ops are pending")
-            .on_persisted(self.now_ms, persisted);
-        for (to, message) in op.held {
-            self.send(replica, to, message);
-        }
-        match result {
-            Ok(work) => self.execute(replica, work),
-            Err(e) => self.fail(format!("node {replica:?}: on_persisted failed: {e}")),
-        }
-        self.reschedule_tick(replica);
-    }
-
-    fn execute(&mut self, replica: ReplicaKey, work: Vec<Work>) {
-        let (id, partition) = replica;
-        let p = partition as usize;
-        for item in work {
-            match item {
-                Work::Send { to, message } => self.send(replica, to, message),
-                Work::SendAfterPersist { to, message } => {
-                    let n = self.nodes.get_mut(&replica).expect("replica exists");
-                    match n.pending.back_mut() {
-                        Some(op) => op.held.push((to, message)),
-                        None => self.send(replica, to, message),
-                    }
-                }
-                Work::SendFetchResponse {
-                    to,
-                    mut response,
-                    fetch_offset,
-                    max_bytes,
-                } => {
-                    let store = &self.nodes[&replica].store;
-                    if max_bytes > 0 && fetch_offset < store.end_offset() {
-                        let Some(start) = store.batch_at(fetch_offset) else {
-                            self.fail(format!(
-                                "node {replica:?}: fetch from {fetch_offset}, not a batch start"
-                            ));
-                            return;
-                        };
-                        let mut records = BytesMut::new();
-                        for batch in &store.batches[start..] {
-                            if !records.is_empty()
-                                && records.len() + batch.bytes.len() > max_bytes as usize
-                            {
-                                break;
-                            }
-                            records.extend_from_slice(&batch.bytes);
-                        }
-                        response.records = records.freeze();
-                    }
-                    self.send(replica, to, Message::FetchResponse(response));
-                }
-                Work::AppendAsLeader {
-                    base_offset,
-                    leader_epoch,
-                    batches,
-                } => {
-                    let mut records = BytesMut::new();
-                    let mut offset = base_offset;
-                    for batch in &batches {
-                        let header = crate::records::proposal_headers(batch)
-                            .expect("the core checked it")[0];
-                        records.extend_from_slice(&stamp_batch(batch, offset, leader_epoch));
-                        offset += u64::from(header.records_count);
-                    }
-                    self.append(replica, records.freeze());
-                }
-                Work::AppendAsFollower { records } => self.append(replica, records),
-                Work::Truncate { offset } => {
-                    let n = self.nodes.get_mut(&replica).expect("replica exists");
-                    match n.store.truncate(offset) {
-                        Ok(removed) => {
-                            for op in &mut n.pending {
-                                if let OpKind::Flush { limit_offset, .. } = &mut op.kind {
-                                    *limit_offset = (*limit_offset).min(offset);
-                                }
-                            }
-                            let hw = n.high_watermark;
-                            n.high_watermark = hw.min(offset);
-                            self.checkers[p].on_truncate(id, hw, offset, &removed);
-                        }
-                        Err(e) => {
-                            let around: Vec<(u64, u64, u32)> = n
-                                .store
-                                .batches
-                                .iter()
-                                .filter(|b| {
-                                    b.last_offset + 20 >= offset && b.base_offset <= offset + 20
-                                })
-                                .map(|b| (b.base_offset, b.last_offset, b.epoch))
-                                .collect();
-                            let mut dump = String::new();
-                            for m in self.nodes.values().filter(|m| m.partition == partition) {
-                                if let Some(r) = &m.raft {
-                                    dump.push_str(&format!(
-                                        "\n   node {} {}@{} core end {} cache {:?} store end {} durable {}",
-                                        m.id, r.state().name(), r.epoch(), r.log().log_end_offset(), r.log().epoch_cache(), m.store.end_offset(), m.store.durable_end_offset()
-                                    ));
-                                }
-                            }
-                            self.fail(format!(
-                                "node {replica:?}: {e}; batches near it {around:?}{dump}"
-                            ));
-                        }
-                    }
-                }
-                Work::Flush {
-                    generation,
-                    end_offset,
-                } => {
-                    self.push_op(
-                        replica,
-                        OpKind::Flush {
-                            generation,
-                            end_offset,
-                            limit_offset: end_offset,
-                        },
-                    );
-                }
-                Work::WriteQuorumState(state) => self.push_op(replica, OpKind::QuorumState(state)),
-                Work::HighWatermarkChanged { high_watermark } => {
-                    let n = &self.nodes[&replica];
-                    let old = n.high_watermark;
-                    let is_leader = n.raft.as_ref().is_some_and(|r| r.is_leader());
-                    let voter_stores: BTreeMap<NodeId, &SimStore> = self
-                        .voters
-                        .iter()
-                        .map(|v| (*v, &self.nodes[&(*v, partition)].store))
-                        .collect();
-                    let view = is_leader.then_some(&voter_stores);
-                    self.checkers[p].on_high_watermark(id, old, high_watermark, &n.store, view);
-                    self.nodes
-                        .get_mut(&replica)
-                        .expect("replica exists")
-                        .high_watermark = high_watermark;
-                    self.apply_committed(replica);
-                }
-                Work::AdvanceLogStartOffset { offset } => self.advance_log_start(replica, offset),
-                Work::DeleteSnapshotsBefore { snapshot_id } => {
-                    let n = self.nodes.get_mut(&replica).expect("replica exists");
-                    n.store
-                        .snapshots
-                        .retain(|&end, _| end >= snapshot_id.offset);
-                }
-                Work::SendFetchSnapshotResponse {
-                    to,
-                    response,
-                    max_bytes,
-                } => self.answer_fetch_snapshot(replica, to, response, max_bytes),
-                Work::WriteSnapshotChunk {
-                    snapshot_id,
-                    size_bytes,
-                    position,
-                    bytes,
-                } => self.write_snapshot_chunk(replica, snapshot_id, size_bytes, position, bytes),
-                Work::InstallSnapshot { snapshot_id } => {
-                    self.install_snapshot(replica, snapshot_id)
-                }
-            }
-        }
-    }
-
-    fn append(&mut self, replica: ReplicaKey, records: Bytes) {
-        let p = replica.1 as usize;
-        let n = self.nodes.get_mut(&replica).expect("replica exists");
-        let previous = match n.store.batches.last() {
-            Some(b) => Some((b.base_offset, b.epoch)),
-            // A log starting at a snapshot continues the committed batch ending there.
-            None if n.store.log_start_offset > 0 => {
-                self.checkers[p].committed_key_before(n.store.log_start_offset)
-            }
-            None => None,
-        };
-        match n.store.append(&records) {
-            Ok(added) => self.checkers[p].on_append(replica.0, previous, &added),
-            Err(e) => self.fail(format!("node {replica:?}: {e}")),
-        }
-    }
-
     /// The leader of `partition` in the highest epoch, if any.
     fn current_leader(&self, partition: PartitionId) -> Option<NodeId> {
         self.nodes
@@ -1043,117 +808,5 @@ impl Cluster {
             sim_time_ms: self.now_ms,
             violation: self.violation.clone(),
         }
-    }
-}
-
-/// A fault-free cluster for measuring the core's commit throughput (benches/consensus.rs):
-/// one partition, zero network delay, instant disks, every invariant still checked.
-pub struct SteadyCluster {
-    cluster: Cluster,
-    next_batch: u64,
-}
-
-impl SteadyCluster {
-    /// Starts `voters` voters and runs until one leads with everyone caught up.
-    pub fn new(voters: usize, seed: u64) -> Self {
-        let mut options = SimOptions::new(seed, Profile::Three);
-        options.fault_phase_ms = 0;
-        options.partitions = Some(1);
-        let mut cluster = Cluster::new(options);
-        assert!(
-            (1..=3).contains(&voters),
-            "the steady cluster has 1 to 3 voters"
-        );
-        let keep: Vec<NodeId> = (1..=voters as NodeId).collect();
-        cluster.nodes.retain(|(id, _), _| keep.contains(id));
-        cluster.node_ids.retain(|id| keep.contains(id));
-        for n in cluster.nodes.values_mut() {
-            n.config = QuorumConfig {
-                voters: keep.clone(),
-                ..n.config.clone()
-            };
-        }
-        cluster.voters = keep.clone();
-        cluster.checkers = vec![Checker::new(keep)];
-        cluster.network.config = NetworkConfig {
-            delay_min_ms: 0,
-            delay_max_ms: 0,
-            drop_per_mille: 0,
-            duplicate_per_mille: 0,
-        };
-        cluster.disk_latency_max_ms = 0;
-        cluster.faults_active = false;
-        for id in cluster.node_ids.clone() {
-            cluster.start_node(id);
-        }
-        let mut steady = Self {
-            cluster,
-            next_batch: 0,
-        };
-        steady.run_until(|c| c.converged());
-        steady
-    }
-
-    fn run_until(&mut self, done: impl Fn(&Cluster) -> bool) {
-        let c = &mut self.cluster;
-        while !done(c) {
-            let event = c
-                .queue
-                .pop()
-                .expect("a live cluster always has a next event");
-            c.now_ms = event.at_ms;
-            c.events += 1;
-            c.handle(event.kind);
-            c.flush_fetchers();
-            c.check_states();
-            c.collect_violations();
-            assert!(c.violation.is_none(), "{:?}", c.violation);
-        }
-    }
-
-    /// Appends `batches` batches of `records_per_batch` records to the leader in one call and
-    /// runs until the leader's high-watermark covers them. Returns the committed end offset.
-    pub fn commit(&mut self, batches: usize, records_per_batch: usize) -> u64 {
-        let leader = self
-            .cluster
-            .current_leader(0)
-            .expect("a steady cluster has a leader");
-        let mut proposals = Vec::with_capacity(batches);
-        for _ in 0..batches {
-            self.next_batch += 1;
-            let value = self.next_batch.to_be_bytes();
-            let pairs: Vec<KeyValue<'_>> = (0..records_per_batch)
-                .map(|_| (None, Some(&value[..])))
-                .collect();
-            proposals.push(build_batch(&pairs, false, 0));
-        }
-        let now = self.cluster.now_ms;
-        let raft = self
-            .cluster
-            .nodes
-            .get_mut(&(leader, 0))
-            .and_then(|n| n.raft.as_mut())
-            .expect("alive leader");
-        let (result, work) = raft
-            .append(now, proposals.clone())
-            .expect("leader accepts appends");
-        for batch in proposals {
-            self.cluster.checkers[0].submitted.insert(batch);
-        }
-        self.cluster.execute((leader, 0), work);
-        self.cluster.reschedule_tick((leader, 0));
-        let target = result.last_offset + 1;
-        self.run_until(|c| {
-            c.nodes[&(leader, 0)]
-                .raft
-                .as_ref()
-                .is_some_and(|r| r.high_watermark() >= target)
-        });
-        target
-    }
-
-    /// Events processed so far.
-    pub fn events(&self) -> u64 {
-        self.cluster.events
     }
 }
