@@ -29,16 +29,11 @@
 //! LEADER_NOT_AVAILABLE, so the client asks again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
-use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_engine::log::LogConfig;
-use ringlog_replication::state_machine::StateMachine;
 use ringlog_replication::{PartitionId, QuorumConfig, Raft};
 
-use super::convert::{self, HostedPartition};
-use super::storage::PartitionStore;
+use super::convert;
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::config::NodeConfig;
@@ -310,7 +305,7 @@ pub(super) struct Topics {
     pub(super) applied_offset: u64,
     pub(super) image: BTreeMap<String, TopicRecord>,
     /// Names proposed by this node (as controller) and not yet applied.
-    proposed: BTreeSet<String>,
+    pub(super) proposed: BTreeSet<String>,
     /// CreateTopics and DeleteTopics waiting for their records to be applied.
     pub(super) creates: Vec<PendingCreate>,
     /// Set once the leftovers of earlier runs were looked at (delete_topics.rs).
@@ -370,7 +365,7 @@ impl Topics {
     }
 }
 
-fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
+pub(super) fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
     let voter_ids: Vec<i32> = config.quorum_voters.iter().map(|v| v.node_id).collect();
     let mut quorum = QuorumConfig::new(config.node_id, &voter_ids)?;
     quorum.election_timeout_ms = config.election_timeout_ms;
@@ -688,220 +683,8 @@ impl Node {
         }
         Ok(())
     }
-
-    // ---- the metadata image -------------------------------------------------------------------
-
-    /// Brings the topic image up to the metadata partition's key-value state (which holds the
-    /// latest snapshot plus every committed record applied after it, snapshots.rs), starting
-    /// the partitions of new topics, then answers the CreateTopics waiting for them.
-    ///
-    /// The image is derived from the key-value state, not from a replay of the log: the log
-    /// below its start is gone once a snapshot covers it, and the state is what a snapshot
-    /// keeps (one entry per topic, keyed by its name).
-    pub(super) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
-        // Between work lists, like the rest of this: retention's snapshots are reported to
-        // the core by the same pump round.
-        self.maybe_enforce_retention()?;
-        let partition = self.metadata_partition_id();
-        let state_machine = &self.stores[&partition].snapshots.state_machine;
-        let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
-        if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
-            return self.answer_creates();
-        }
-        let mut present = Vec::new();
-        let prefix = Bytes::from_static(TOPIC_RECORD_KEY_PREFIX);
-        for (key, value) in state_machine.entries().range(prefix..) {
-            let Some(name) = key.strip_prefix(TOPIC_RECORD_KEY_PREFIX) else {
-                break;
-            };
-            match TopicRecord::decode_value(value) {
-                Ok(topic) if topic.name.as_bytes() == name => present.push(topic),
-                Ok(topic) => {
-                    tracing::warn!(topic = %topic.name, "topic record under another topic's key skipped")
-                }
-                Err(error) => tracing::warn!(%error, "topic record skipped"),
-            }
-        }
-        self.handlers.topics.applied_offset = applied;
-        // Deletions first (delete_topics.rs): a topic whose key is gone from the state (a
-        // tombstone was applied), or whose record now carries another topic id (deleted and
-        // created again, both applied since the last look), stops and loses its folders
-        // before a namesake starts.
-        let gone: Vec<TopicRecord> = self
-            .handlers
-            .topics
-            .image
-            .values()
-            .filter(|t| {
-                !present
-                    .iter()
-                    .any(|p| p.name == t.name && p.topic_id == t.topic_id)
-            })
-            .cloned()
-            .collect();
-        for topic in gone {
-            self.stop_topic(&topic)?;
-            self.handlers.topics.image.remove(&topic.name);
-        }
-        for topic in present {
-            self.handlers.topics.proposed.remove(&topic.name);
-            if self.handlers.topics.image.contains_key(&topic.name) {
-                continue;
-            }
-            for index in 0..topic.partitions {
-                self.start_partition(&topic, index)?;
-            }
-            tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
-            self.handlers.topics.image.insert(topic.name.clone(), topic);
-        }
-        self.sweep_leftovers()?;
-        self.answer_creates()
-    }
-
-    /// Opens (or recovers) a topic partition's folder and starts its Raft group.
-    fn start_partition(&mut self, topic: &TopicRecord, index: i32) -> Result<(), NodeError> {
-        let hosted = HostedPartition {
-            topic: topic.name.clone(),
-            topic_id: topic.topic_id,
-            index,
-        };
-        let dir: PathBuf = self
-            .config
-            .metadata_log_dir
-            .join(format!("{}-{index}", topic.name));
-        self.prepare_partition_dir(&dir, topic.topic_id)?;
-        let voter_ids: Vec<i32> = self
-            .config
-            .quorum_voters
-            .iter()
-            .map(|v| v.node_id)
-            .collect();
-        let log_config = LogConfig {
-            segment_size_bytes: topic
-                .config
-                .segment_bytes
-                .map_or(self.config.segment_size_bytes, |b| b as u64),
-            max_batch_size_bytes: (self.config.message_max_bytes as usize)
-                .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
-            ..LogConfig::default()
-        };
-        let (store, recovered) =
-            PartitionStore::open(&mut self.io, &dir, log_config, &self.cluster_id, &voter_ids)?;
-        let id = self.table.add(hosted);
-        let quorum = quorum_config(&self.config)?;
-        let now = self.now_ms();
-        self.multi.add_partition_with_snapshots(
-            &quorum,
-            id,
-            &recovered,
-            store.recovered_snapshots,
-            super::random_seed(),
-            now,
-        )?;
-        self.stores.insert(id, store);
-        self.observer
-            .add_partition(id, self.table.dir_name(id), &dir);
-        tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
-        Ok(())
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn topic_records_round_trip_and_reject_junk() {
-        let mut record = TopicRecord {
-            name: "orders.v1".into(),
-            topic_id: Uuid([7; 16]),
-            partitions: 3,
-            config: TopicConfig::default(),
-        };
-        assert_eq!(
-            TopicRecord::decode_value(&record.encode_value()),
-            Ok(record.clone())
-        );
-        record.config = TopicConfig {
-            cleanup_policy: CleanupPolicy::Snapshot,
-            retention_bytes: 1 << 20,
-            retention_ms: -1,
-            segment_bytes: Some(65536),
-        };
-        assert_eq!(
-            TopicRecord::decode_value(&record.encode_value()),
-            Ok(record)
-        );
-        for junk in [
-            &b""[..],
-            b"name=a",
-            b"name=a\ttopic_id=zz\tpartitions=1",
-            b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
-            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
-            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=compact",
-            b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=1",
-            b"\xff\xfe",
-        ] {
-            assert!(TopicRecord::decode_value(junk).is_err(), "{junk:?}");
-        }
-    }
-
-    #[test]
-    fn records_of_the_first_format_read_with_default_retention() {
-        // Written before retention existed: only cleanup.policy=delete after the partitions.
-        let old = b"name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2\tcleanup.policy=delete";
-        let record = TopicRecord::decode_value(old).unwrap();
-        assert_eq!(record.partitions, 2);
-        assert_eq!(record.config, TopicConfig::default());
-        assert_eq!(record.config.retention_ms, DEFAULT_RETENTION_MS);
-        assert_eq!(record.config.retention_bytes, -1);
-    }
-
-    fn creatable(name: &str, value: Option<&str>) -> ct_req::CreatableTopicConfig {
-        ct_req::CreatableTopicConfig {
-            name: name.to_string(),
-            value: value.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn create_configs_are_validated_by_name() {
-        let config = TopicConfig::from_create_configs(&[
-            creatable("cleanup.policy", Some("snapshot")),
-            creatable("retention.bytes", Some("1048576")),
-            creatable("retention.ms", Some("-1")),
-            creatable("segment.bytes", Some("65536")),
-        ])
-        .unwrap();
-        assert_eq!(config.cleanup_policy, CleanupPolicy::Snapshot);
-        assert_eq!(config.retention_bytes, 1_048_576);
-        assert_eq!(config.retention_ms, -1);
-        assert_eq!(config.segment_bytes, Some(65536));
-        // A null value is Kafka's "the default".
-        let config = TopicConfig::from_create_configs(&[creatable("retention.ms", None)]).unwrap();
-        assert_eq!(config, TopicConfig::default());
-
-        for (name, value) in [
-            ("cleanup.policy", Some("compact")),
-            ("retention.bytes", Some("-2")),
-            ("retention.ms", Some("soon")),
-            ("segment.bytes", Some("100")),
-            ("max.message.bytes", Some("1000")),
-        ] {
-            let error = TopicConfig::from_create_configs(&[creatable(name, value)]).unwrap_err();
-            assert!(error.to_string().contains(name), "{error}");
-        }
-    }
-
-    #[test]
-    fn topic_names_follow_kafkas_rule() {
-        assert_eq!(validate_topic_name("a-b_c.d9"), Ok(()));
-        for bad in ["", ".", "..", "a/b", "__internal", &"x".repeat(250)] {
-            assert_eq!(
-                validate_topic_name(bad),
-                Err(ErrorCode::InvalidTopicException),
-                "{bad}"
-            );
-        }
-    }
-}
+#[path = "topics_tests.rs"]
+mod tests;

@@ -1,0 +1,55 @@
+//! Graceful shutdown (SIGTERM/SIGINT): every partition this node leads resigns with
+//! EndQuorumEpoch, the loop runs until the resignations are delivered or the deadline passes, then
+//! every log is flushed and closed.
+
+use ringlog_replication::{PartitionId, RaftError};
+
+use super::convert::PartAnswer;
+use super::{Node, NodeError};
+
+impl Node {
+    /// KIP-595 graceful shutdown: a leader (or candidate) resigns, so the voters elect a
+    /// successor at once instead of waiting for the fetch timeout.
+    pub(super) fn begin_shutdown(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        tracing::info!("shutting down");
+        let ids: Vec<PartitionId> = self.table.ids().collect();
+        for partition in ids {
+            match self.multi.resign(now, partition) {
+                Ok(work) => {
+                    tracing::info!(partition, "resigning");
+                    self.execute(work)?;
+                }
+                Err(RaftError::NothingToResign) => {}
+                Err(error) => tracing::warn!(partition, %error, "resign failed"),
+            }
+        }
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        // Wait for the EndQuorumEpoch answers, but not longer than a request may take.
+        self.shutdown_until_ms = Some(now + self.config.request_timeout_ms.min(1000));
+        Ok(())
+    }
+
+    pub(super) async fn finish_shutdown(mut self) -> Result<(), NodeError> {
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        for id in ids {
+            if let Some(pending) = self.pending.get_mut(&id) {
+                for answer in &mut pending.answers {
+                    answer.get_or_insert(PartAnswer::Error(
+                        crate::protocol::ErrorCode::NotLeaderOrFollower,
+                    ));
+                }
+            }
+            self.maybe_complete(id)?;
+        }
+        let stores = std::mem::take(&mut self.stores);
+        for (partition, store) in stores {
+            if let Err(error) = store.log.close(&mut self.io) {
+                tracing::warn!(partition, %error, "closing the log");
+            }
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

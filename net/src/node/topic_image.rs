@@ -1,0 +1,130 @@
+//! The topic image: committed topic records of `__cluster_metadata-0` applied to this node, each
+//! new topic's partitions opened and started, deleted ones stopped (delete_topics.rs), and the
+//! CreateTopics answers that waited for them.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use ringlog_engine::log::LogConfig;
+use ringlog_replication::state_machine::StateMachine;
+
+use super::convert::HostedPartition;
+use super::storage::PartitionStore;
+use super::topics::{TOPIC_RECORD_KEY_PREFIX, TopicRecord, quorum_config};
+use super::{Node, NodeError};
+
+impl Node {
+    /// Brings the topic image up to the metadata partition's key-value state (which holds the
+    /// latest snapshot plus every committed record applied after it, snapshots.rs), starting
+    /// the partitions of new topics, then answers the CreateTopics waiting for them.
+    ///
+    /// The image is derived from the key-value state, not from a replay of the log: the log
+    /// below its start is gone once a snapshot covers it, and the state is what a snapshot
+    /// keeps (one entry per topic, keyed by its name).
+    pub(super) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
+        // Between work lists, like the rest of this: retention's snapshots are reported to
+        // the core by the same pump round.
+        self.maybe_enforce_retention()?;
+        let partition = self.metadata_partition_id();
+        let state_machine = &self.stores[&partition].snapshots.state_machine;
+        let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
+        if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
+            return self.answer_creates();
+        }
+        let mut present = Vec::new();
+        let prefix = Bytes::from_static(TOPIC_RECORD_KEY_PREFIX);
+        for (key, value) in state_machine.entries().range(prefix..) {
+            let Some(name) = key.strip_prefix(TOPIC_RECORD_KEY_PREFIX) else {
+                break;
+            };
+            match TopicRecord::decode_value(value) {
+                Ok(topic) if topic.name.as_bytes() == name => present.push(topic),
+                Ok(topic) => {
+                    tracing::warn!(topic = %topic.name, "topic record under another topic's key skipped")
+                }
+                Err(error) => tracing::warn!(%error, "topic record skipped"),
+            }
+        }
+        self.handlers.topics.applied_offset = applied;
+        // Deletions first (delete_topics.rs): a topic whose key is gone from the state (a
+        // tombstone was applied), or whose record now carries another topic id (deleted and
+        // created again, both applied since the last look), stops and loses its folders
+        // before a namesake starts.
+        let gone: Vec<TopicRecord> = self
+            .handlers
+            .topics
+            .image
+            .values()
+            .filter(|t| {
+                !present
+                    .iter()
+                    .any(|p| p.name == t.name && p.topic_id == t.topic_id)
+            })
+            .cloned()
+            .collect();
+        for topic in gone {
+            self.stop_topic(&topic)?;
+            self.handlers.topics.image.remove(&topic.name);
+        }
+        for topic in present {
+            self.handlers.topics.proposed.remove(&topic.name);
+            if self.handlers.topics.image.contains_key(&topic.name) {
+                continue;
+            }
+            for index in 0..topic.partitions {
+                self.start_partition(&topic, index)?;
+            }
+            tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
+            self.handlers.topics.image.insert(topic.name.clone(), topic);
+        }
+        self.sweep_leftovers()?;
+        self.answer_creates()
+    }
+
+    /// Opens (or recovers) a topic partition's folder and starts its Raft group.
+    fn start_partition(&mut self, topic: &TopicRecord, index: i32) -> Result<(), NodeError> {
+        let hosted = HostedPartition {
+            topic: topic.name.clone(),
+            topic_id: topic.topic_id,
+            index,
+        };
+        let dir: PathBuf = self
+            .config
+            .metadata_log_dir
+            .join(format!("{}-{index}", topic.name));
+        self.prepare_partition_dir(&dir, topic.topic_id)?;
+        let voter_ids: Vec<i32> = self
+            .config
+            .quorum_voters
+            .iter()
+            .map(|v| v.node_id)
+            .collect();
+        let log_config = LogConfig {
+            segment_size_bytes: topic
+                .config
+                .segment_bytes
+                .map_or(self.config.segment_size_bytes, |b| b as u64),
+            max_batch_size_bytes: (self.config.message_max_bytes as usize)
+                .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
+            ..LogConfig::default()
+        };
+        let (store, recovered) =
+            PartitionStore::open(&mut self.io, &dir, log_config, &self.cluster_id, &voter_ids)?;
+        let id = self.table.add(hosted);
+        let quorum = quorum_config(&self.config)?;
+        let now = self.now_ms();
+        self.multi.add_partition_with_snapshots(
+            &quorum,
+            id,
+            &recovered,
+            store.recovered_snapshots,
+            super::random_seed(),
+            now,
+        )?;
+        self.stores.insert(id, store);
+        self.observer
+            .add_partition(id, self.table.dir_name(id), &dir);
+        tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
+        Ok(())
+    }
+}

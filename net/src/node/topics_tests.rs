@@ -1,0 +1,99 @@
+//! Topic records, their configs and names (topics.rs).
+
+use super::*;
+
+#[test]
+fn topic_records_round_trip_and_reject_junk() {
+    let mut record = TopicRecord {
+        name: "orders.v1".into(),
+        topic_id: Uuid([7; 16]),
+        partitions: 3,
+        config: TopicConfig::default(),
+    };
+    assert_eq!(
+        TopicRecord::decode_value(&record.encode_value()),
+        Ok(record.clone())
+    );
+    record.config = TopicConfig {
+        cleanup_policy: CleanupPolicy::Snapshot,
+        retention_bytes: 1 << 20,
+        retention_ms: -1,
+        segment_bytes: Some(65536),
+    };
+    assert_eq!(
+        TopicRecord::decode_value(&record.encode_value()),
+        Ok(record)
+    );
+    for junk in [
+        &b""[..],
+        b"name=a",
+        b"name=a\ttopic_id=zz\tpartitions=1",
+        b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
+        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
+        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=compact",
+        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=1",
+        b"\xff\xfe",
+    ] {
+        assert!(TopicRecord::decode_value(junk).is_err(), "{junk:?}");
+    }
+}
+
+#[test]
+fn records_of_the_first_format_read_with_default_retention() {
+    // Written before retention existed: only cleanup.policy=delete after the partitions.
+    let old =
+        b"name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2\tcleanup.policy=delete";
+    let record = TopicRecord::decode_value(old).unwrap();
+    assert_eq!(record.partitions, 2);
+    assert_eq!(record.config, TopicConfig::default());
+    assert_eq!(record.config.retention_ms, DEFAULT_RETENTION_MS);
+    assert_eq!(record.config.retention_bytes, -1);
+}
+
+fn creatable(name: &str, value: Option<&str>) -> ct_req::CreatableTopicConfig {
+    ct_req::CreatableTopicConfig {
+        name: name.to_string(),
+        value: value.map(str::to_string),
+    }
+}
+
+#[test]
+fn create_configs_are_validated_by_name() {
+    let config = TopicConfig::from_create_configs(&[
+        creatable("cleanup.policy", Some("snapshot")),
+        creatable("retention.bytes", Some("1048576")),
+        creatable("retention.ms", Some("-1")),
+        creatable("segment.bytes", Some("65536")),
+    ])
+    .unwrap();
+    assert_eq!(config.cleanup_policy, CleanupPolicy::Snapshot);
+    assert_eq!(config.retention_bytes, 1_048_576);
+    assert_eq!(config.retention_ms, -1);
+    assert_eq!(config.segment_bytes, Some(65536));
+    // A null value is Kafka's "the default".
+    let config = TopicConfig::from_create_configs(&[creatable("retention.ms", None)]).unwrap();
+    assert_eq!(config, TopicConfig::default());
+
+    for (name, value) in [
+        ("cleanup.policy", Some("compact")),
+        ("retention.bytes", Some("-2")),
+        ("retention.ms", Some("soon")),
+        ("segment.bytes", Some("100")),
+        ("max.message.bytes", Some("1000")),
+    ] {
+        let error = TopicConfig::from_create_configs(&[creatable(name, value)]).unwrap_err();
+        assert!(error.to_string().contains(name), "{error}");
+    }
+}
+
+#[test]
+fn topic_names_follow_kafkas_rule() {
+    assert_eq!(validate_topic_name("a-b_c.d9"), Ok(()));
+    for bad in ["", ".", "..", "a/b", "__internal", &"x".repeat(250)] {
+        assert_eq!(
+            validate_topic_name(bad),
+            Err(ErrorCode::InvalidTopicException),
+            "{bad}"
+        );
+    }
+}
