@@ -14,7 +14,6 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{
     Request, Response, create_topics_request, init_producer_id_request, metadata_request,
-    produce_request,
 };
 
 mod quorum;
@@ -196,24 +195,7 @@ fn produce_to(client: &mut Client, topic: &str, records: Vec<u8>) -> i16 {
 
 /// (error code, base offset) of a Produce (acks=all) of `records` to `topic`-0.
 fn produce_at(client: &mut Client, topic: &str, records: Vec<u8>) -> (i16, i64) {
-    let request = Request::Produce(produce_request::ProduceRequest {
-        acks: -1,
-        timeout_ms: 5000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: topic.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: 0,
-                records: Some(Bytes::from(records)),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let Response::Produce(r) = client.request(&request, 9).unwrap() else {
-        panic!("not a Produce answer")
-    };
-    let answer = &r.responses[0].partition_responses[0];
-    (answer.error_code, answer.base_offset)
+    quorum::produce_to(client, topic, 0, Bytes::from(records))
 }
 
 /// Creates `topic` through CreateTopics at whichever node is the controller; returns a client

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{Request, Response, metadata_request, produce_request};
+use ringlog_net::protocol::{Request, Response, metadata_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};
 
@@ -54,7 +54,12 @@ fn a_leader_of_two_partitions_commits_without_waiting_for_the_idle_one() {
 
     let mut client = Client::connect(&brokers[&leader], Duration::from_secs(15)).unwrap();
     for i in 0..5 {
-        let answer = produce(&mut client, partition, &format!("record-{i}"));
+        let (answer, _) = quorum::produce_to(
+            &mut client,
+            TOPIC,
+            partition,
+            batch_of(&format!("record-{i}")),
+        );
         assert_eq!(
             answer,
             0,
@@ -91,25 +96,4 @@ fn topic_leaders(quorum: &Quorum) -> Option<(BTreeMap<i32, i32>, BTreeMap<i32, S
         .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
         .collect();
     (leaders.len() == PARTITIONS as usize).then_some((leaders, brokers))
-}
-
-/// One record to `busy`-`partition` with acks=all; the partition's error code.
-fn produce(client: &mut Client, partition: i32, value: &str) -> i16 {
-    let request = Request::Produce(produce_request::ProduceRequest {
-        acks: -1,
-        timeout_ms: 10_000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: TOPIC.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: partition,
-                records: Some(batch_of(value)),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    match client.request(&request, 7) {
-        Ok(Response::Produce(r)) => r.responses[0].partition_responses[0].error_code,
-        other => panic!("produce to {TOPIC}-{partition}: {other:?}"),
-    }
 }

@@ -17,8 +17,6 @@ use bytes::Bytes;
 use ringlog_engine::batch::{RECORD_BATCH_OVERHEAD, RecordBatchBuilder};
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::consumer::{Consumer, ConsumerConfig};
-use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{Request, Response, produce_request};
 
 mod quorum;
 use quorum::{
@@ -239,28 +237,6 @@ fn compressed_batches_from_a_kafka_client_are_applied_and_survive_a_full_restart
     assert_compressed_records_served(&mut quorum, "after kill -9 and restart of every node");
 }
 
-/// (error code, base offset) of an acks=all Produce of `records` to `topic`-0 at `client`.
-fn produce_to(client: &mut Client, topic: &str, records: Bytes) -> (i16, i64) {
-    let request = Request::Produce(produce_request::ProduceRequest {
-        acks: -1,
-        timeout_ms: 10_000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: topic.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: 0,
-                records: Some(records),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let Response::Produce(r) = client.request(&request, 9).unwrap() else {
-        panic!("not a Produce answer")
-    };
-    let answer = &r.responses[0].partition_responses[0];
-    (answer.error_code, answer.base_offset)
-}
-
 /// One uncompressed record `key` → `value`.
 fn batch(key: &str, value: &str) -> Bytes {
     let mut builder = RecordBatchBuilder::new(0);
@@ -296,17 +272,19 @@ fn unreadable_compressed_batches_are_refused_and_nothing_is_appended() {
             &format!("a leader of {topic}-0"),
             || quorum.partition_leader(topic),
         );
-        let (code, before) = produce_to(&mut client, topic, batch("client/good", "before"));
+        let (code, before) =
+            quorum::produce_to(&mut client, topic, 0, batch("client/good", "before"));
         assert_eq!(code, 0, "{topic}: the good batch before");
 
         let unknown_codec = with_codec(&batch("client/bad", "codec 5"), 5);
-        let (code, _) = produce_to(&mut client, topic, unknown_codec);
+        let (code, _) = quorum::produce_to(&mut client, topic, 0, unknown_codec);
         assert_eq!(code, UNSUPPORTED_COMPRESSION_TYPE, "{topic}: codec 5");
         let bad_gzip = with_codec(&batch("client/bad", "not gzip"), 1);
-        let (code, _) = produce_to(&mut client, topic, bad_gzip);
+        let (code, _) = quorum::produce_to(&mut client, topic, 0, bad_gzip);
         assert_eq!(code, CORRUPT_MESSAGE, "{topic}: garbage gzip");
 
-        let (code, after) = produce_to(&mut client, topic, batch("client/good", "after"));
+        let (code, after) =
+            quorum::produce_to(&mut client, topic, 0, batch("client/good", "after"));
         assert_eq!(
             (code, after),
             (0, before + 1),
