@@ -1,13 +1,17 @@
-//! ringlog-replication: the KIP-595 quorum as a pure state machine.
+//! ringlog-replication: the KIP-595 quorum as a pure state machine, and the host that executes
+//! its work against the engine.
 //!
-//! No sockets, threads, clock, files or global randomness: a host feeds [`Raft`] (one
-//! partition) or [`MultiRaft`] (several partitions over one voter set) with messages, time
+//! The core has no sockets, threads, clock, files or global randomness: a host feeds [`Raft`]
+//! (one partition) or [`MultiRaft`] (several partitions over one voter set) with messages, time
 //! and persistence completions, and executes the [`Work`] it returns. See docs/raft.md.
+//! [`host::Host`] is that host: the core plus the partition stores over one `engine::io::Io`,
+//! with no sockets, threads or clock either (the runtime in `net` drives it).
 //! With the `sim` feature, [`sim`] runs whole clusters of the real core in a deterministic
 //! simulator (docs/simulator.md).
 
 pub mod error;
 pub mod fair_share;
+pub mod host;
 pub mod log_state;
 pub mod message;
 pub mod multi;

@@ -159,6 +159,14 @@ impl Io for AnyIo {
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         delegate!(self, io => io.sync_dir(path))
     }
+    fn read_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        len_bytes: usize,
+    ) -> Result<Vec<u8>, IoError> {
+        delegate!(self, io => io.read_buffered_at(path, position, len_bytes))
+    }
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
         delegate!(self, io => io.raw_fd(file))
     }

@@ -244,6 +244,43 @@ pub trait Io {
     /// Completions ready to drain or take (including what the kernel has posted meanwhile).
     fn ready_count(&mut self) -> usize;
 
+    /// Reads up to `len_bytes` at `position` of the file at `path` through a buffered descriptor
+    /// of its own, opened and closed here: for ranges the caller knows are written (below a
+    /// segment's written end), read while that file's writes and fdatasyncs are still in
+    /// flight, without waiting for them. Returns fewer bytes at the end of the file. The real
+    /// backends use a plain `pread` (the page cache), the memory backend its own operations.
+    fn read_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        len_bytes: usize,
+    ) -> Result<Vec<u8>, IoError> {
+        let file = self.open(
+            path,
+            OpenOptions {
+                read_only: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        let id = self.submit(Op::Read {
+            file,
+            offset: position,
+            len: len_bytes,
+        });
+        let waited = wait_for_all(self, &[id]);
+        let closed = self.close(file);
+        let mut completion = waited?.pop().expect("one completion per operation");
+        closed?;
+        let read = completion.result?;
+        let mut bytes = completion
+            .buf
+            .take()
+            .map(|b| b.as_slice().to_vec())
+            .unwrap_or_default();
+        bytes.truncate(read.min(len_bytes));
+        Ok(bytes)
+    }
+
     // --- readiness, for an event loop ------------------------------------------------------
     /// A file descriptor that becomes readable when a completion may be ready to drain, so an
     /// event loop waits on it (with its sockets and timers) instead of polling the ring on a

@@ -277,3 +277,27 @@ pub fn discover_block_size_bytes(path: &Path) -> usize {
     }
     best
 }
+
+/// `Io::read_buffered_at` for the real backends: a plain positional read through a buffered
+/// descriptor of its own (the page cache), never through the ring.
+pub(crate) fn read_buffered_at(
+    path: &Path,
+    position: u64,
+    len_bytes: usize,
+) -> Result<Vec<u8>, IoError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)
+        .map_err(|e| IoError::new("read_buffered_at", path, position, e))?;
+    let mut bytes = vec![0u8; len_bytes];
+    let mut filled = 0;
+    while filled < len_bytes {
+        match file.read_at(&mut bytes[filled..], position + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(IoError::new("read_buffered_at", path, position, e)),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}

@@ -338,6 +338,15 @@ impl Io for UringIo {
         posix::sync_dir(path)
     }
 
+    fn read_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        len_bytes: usize,
+    ) -> Result<Vec<u8>, IoError> {
+        posix::read_buffered_at(path, position, len_bytes)
+    }
+
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
         self.files
             .get(file, "raw_fd")

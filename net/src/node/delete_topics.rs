@@ -272,16 +272,13 @@ impl Node {
     /// work of the partition is half executed; what still refers to it is dropped here.
     fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
         self.fail_partition_waiters(id, ErrorCode::UnknownTopicOrPartition)?;
-        self.multi.remove_partition(id);
+        // The host drops the partition's core, queued reports and held messages, and closes
+        // its log after its in-flight I/O (other logs' completions stay in the ring).
+        let dir = self.host.remove_partition(id);
         self.observer.remove_partition(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
         self.table.remove(id);
-        self.persisted.retain(|(p, _)| *p != id);
-        self.held.retain(|h| h.partition != id);
-        for held in &mut self.held {
-            held.targets.retain(|(p, _, _)| *p != id);
-        }
         self.last_leader.remove(&id);
         self.latest_replica_fetch.retain(|(_, p), _| *p != id);
         self.fifo.retain(|(_, _, p), _| *p != id);
@@ -317,15 +314,9 @@ impl Node {
         {
             self.maybe_complete(pid)?;
         }
-        let Some(store) = self.stores.remove(&id) else {
+        let Some(dir) = dir else {
             return Ok(());
         };
-        let dir = store.dir.clone();
-        // Waits for the log's in-flight I/O before its files close; other logs' completions
-        // stay in the ring for them.
-        if let Err(error) = store.log.close(&mut self.io) {
-            tracing::warn!(partition = id, %error, "closing a deleted partition");
-        }
         remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
         Ok(())
     }
@@ -376,7 +367,7 @@ impl Node {
     pub(super) fn sweep_leftovers(&mut self) -> Result<(), NodeError> {
         if self.handlers.topics.swept.is_none() {
             let mut leftovers = Leftovers::default();
-            let running: Vec<PathBuf> = self.stores.values().map(|s| s.dir.clone()).collect();
+            let running: Vec<PathBuf> = self.host.stores().map(|(_, s)| s.dir.clone()).collect();
             let entries =
                 std::fs::read_dir(&self.config.metadata_log_dir).map_err(NodeError::Runtime)?;
             for entry in entries.flatten() {
@@ -399,7 +390,7 @@ impl Node {
             self.handlers.topics.swept = Some(leftovers);
         }
         let applied = self.handlers.topics.applied_offset;
-        let running: Vec<PathBuf> = self.stores.values().map(|s| s.dir.clone()).collect();
+        let running: Vec<PathBuf> = self.host.stores().map(|(_, s)| s.dir.clone()).collect();
         let Some(leftovers) = self.handlers.topics.swept.as_mut() else {
             return Ok(());
         };

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use ringlog_replication::host::{HostError, Records as HostRecords};
 use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
 
 use super::convert;
@@ -176,7 +177,7 @@ impl Node {
                         let found = self
                             .table
                             .find(&t.topic_name, p.partition_index)
-                            .and_then(|id| self.multi.partition(id));
+                            .and_then(|id| self.host.raft(id));
                         match found {
                             None => dq::PartitionData {
                                 partition_index: p.partition_index,
@@ -260,10 +261,7 @@ impl Node {
                         self.produce_max_batch_bytes(partition),
                     )
                     .map_err(|(code, message)| (code, Some(message)))?;
-                    let leading = self
-                        .multi
-                        .partition(partition)
-                        .is_some_and(|r| r.is_leader());
+                    let leading = self.host.raft(partition).is_some_and(|r| r.is_leader());
                     if leading {
                         match self
                             .check_producer_sequences(partition, &batches)
@@ -274,7 +272,7 @@ impl Node {
                                 base_offset,
                                 last_offset,
                             } => {
-                                let raft = self.multi.partition(partition).expect("hosted");
+                                let raft = self.host.raft(partition).expect("hosted");
                                 if acks == 0 {
                                     answer.answer =
                                         Some((ErrorCode::None, base_offset as i64, None));
@@ -296,16 +294,19 @@ impl Node {
                         }
                     }
                     let now = self.now_ms();
-                    let (appended, work) = match self.multi.append(now, partition, batches) {
+                    let appended = match self.host.append(now, partition, batches) {
                         Ok(ok) => ok,
-                        Err(RaftError::NotLeader { .. }) => {
+                        Err(HostError::Raft(RaftError::NotLeader { .. })) => {
                             return Err((ErrorCode::NotLeaderOrFollower, None));
                         }
-                        Err(error) => {
+                        Err(HostError::Raft(error)) => {
                             return Err((ErrorCode::InvalidRecord, Some(error.to_string())));
                         }
+                        Err(HostError::Storage(error)) => {
+                            return Err((ErrorCode::KafkaStorageError, Some(error.to_string())));
+                        }
                     };
-                    self.execute(work)
+                    self.deliver()
                         .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?;
                     if acks == 0 {
                         answer.answer = Some((ErrorCode::None, appended.base_offset as i64, None));
@@ -364,8 +365,8 @@ impl Node {
         let mut index = 0;
         while index < self.handlers.waiters.len() {
             let w = &self.handlers.waiters[index];
-            let raft = self.multi.partition(w.partition).expect("hosted partition");
-            let store = &self.stores[&w.partition];
+            let raft = self.host.raft(w.partition).expect("hosted partition");
+            let store = self.host.store(w.partition).expect("hosted partition");
             let outcome = if !raft.is_leader() || raft.epoch() != w.leader_epoch {
                 Some(ErrorCode::NotLeaderOrFollower)
             } else if (w.acks_all && store.high_watermark > w.last_offset)
@@ -432,7 +433,7 @@ impl Node {
                             let leader = self
                                 .table
                                 .find(METADATA, a.index)
-                                .and_then(|id| self.multi.partition(id))
+                                .and_then(|id| self.host.raft(id))
                                 .map(|r| r.leader_and_epoch());
                             produce_response::PartitionProduceResponse {
                                 index: a.index,
@@ -583,7 +584,13 @@ impl Node {
                     } else {
                         self.table.find(&t.topic, part.partition)
                     };
-                    id.is_some_and(|id| self.stores[&id].high_watermark as i64 > part.fetch_offset)
+                    id.is_some_and(|id| {
+                        self.host
+                            .store(id)
+                            .expect("hosted partition")
+                            .high_watermark as i64
+                            > part.fetch_offset
+                    })
                 })
             });
             if ready {
@@ -622,7 +629,7 @@ impl Node {
                     ));
                     continue;
                 };
-                let raft = self.multi.partition(id).expect("hosted partition");
+                let raft = self.host.raft(id).expect("hosted partition");
                 let leader = Some(raft.leader_and_epoch());
                 let latest_snapshot_id = raft.log().latest_snapshot_id();
                 let log_end_offset = raft.log().log_end_offset();
@@ -637,7 +644,7 @@ impl Node {
                             p.last_fetched_epoch as u32,
                         )
                     });
-                let store = self.stores.get_mut(&id).expect("hosted partition");
+                let store = self.host.store(id).expect("hosted partition");
                 let high_watermark = store.high_watermark;
                 let log_start_offset = store.log_start_offset();
                 let mut data = fetch_response::PartitionData {
@@ -681,12 +688,13 @@ impl Node {
                     }
                 } else if (p.fetch_offset as u64) < high_watermark {
                     let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-                    let read = store.read_region(
-                        &mut self.io,
-                        p.fetch_offset as u64,
-                        max_bytes,
-                        high_watermark,
-                    );
+                    let read = self
+                        .host
+                        .read_region(id, p.fetch_offset as u64, max_bytes, high_watermark)
+                        .and_then(|records| match records {
+                            HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
+                            HostRecords::File(range) => self.open_range(&range),
+                        });
                     match read {
                         // Zero copy: a tail slice is written by reference, a file region is
                         // sent with sendfile after the encoded bytes before it.

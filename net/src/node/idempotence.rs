@@ -222,13 +222,14 @@ impl Node {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let store = self.host.store(partition).expect("hosted partition");
         let mut offset = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
         let mut rebuilt = PartitionProducers::new(store.high_watermark);
         while offset < end {
-            let bytes = store
-                .read(&mut self.io, offset, REBUILD_CHUNK_BYTES)
+            let bytes = self
+                .host
+                .read(partition, offset, REBUILD_CHUNK_BYTES)
                 .map_err(NodeError::Storage)?;
             if bytes.is_empty() {
                 break;

@@ -128,7 +128,7 @@ impl Node {
             .iter()
             .map(|v| v.node_id)
             .collect();
-        let raft = self.multi.partition(id).expect("hosted partition");
+        let raft = self.host.raft(id).expect("hosted partition");
         let leader = raft.leader_id();
         md_resp::MetadataResponsePartition {
             error_code: if leader.is_some() {
@@ -235,7 +235,7 @@ impl Node {
         let controller_id = self
             .table
             .find(super::convert::METADATA_TOPIC, 0)
-            .and_then(|id| self.multi.partition(id))
+            .and_then(|id| self.host.raft(id))
             .and_then(Raft::leader_id)
             .unwrap_or(-1);
         md_resp::MetadataResponse {
@@ -310,11 +310,11 @@ impl Node {
             .table
             .find(topic, p.partition_index)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        let raft = self.multi.partition(id).expect("hosted partition");
+        let raft = self.host.raft(id).expect("hosted partition");
         leader_check(raft, p.current_leader_epoch)?;
         let cache = raft.log().epoch_cache().to_vec();
         let epoch = raft.epoch() as i32;
-        let store = &self.stores[&id];
+        let store = self.host.store(id).expect("hosted partition");
         let high_watermark = store.high_watermark;
         let log_start_offset = store.log_start_offset();
         match p.timestamp {
@@ -348,8 +348,7 @@ impl Node {
         let mut offset = from;
         let mut best: Option<(i64, i64, i32)> = None;
         while offset < high_watermark {
-            let store = self.stores.get_mut(&id).expect("hosted partition");
-            let bytes = match store.read(&mut self.io, offset, SCAN_CHUNK_BYTES) {
+            let bytes = match self.host.read(id, offset, SCAN_CHUNK_BYTES) {
                 Ok(bytes) if !bytes.is_empty() => bytes,
                 Ok(_) => break,
                 Err(error) => {
@@ -422,7 +421,7 @@ impl Node {
                             .find(&t.topic, p.partition)
                             .ok_or(ErrorCode::UnknownTopicOrPartition)
                             .and_then(|id| {
-                                let raft = self.multi.partition(id).expect("hosted partition");
+                                let raft = self.host.raft(id).expect("hosted partition");
                                 leader_check(raft, p.current_leader_epoch)?;
                                 let log = raft.log();
                                 Ok(end_offset_for_epoch(

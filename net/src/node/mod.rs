@@ -1,23 +1,19 @@
-//! The node: the replication core, the storage engine and the sockets, driven by one event
-//! loop on one thread (docs/node.md).
+//! The node: the runtime around the replication host (`ringlog_replication::host::Host`: the
+//! core, the partition stores and the executor of the core's work), with the sockets, the clock,
+//! signals and metrics, driven by one event loop on one thread (docs/node.md).
 //!
 //! ```text
 //!  sockets (transport.rs) ──Event──▶ ┌────────────── event loop ──────────────┐
-//!  peer lanes ─────────────Event──▶ │ step / tick / on_persisted / append    │──▶ MultiRaft
-//!                                    │ execute Work, in order:                │◀── Vec<Work>
-//!                                    │   storage (storage.rs, shared AnyIo)   │
-//!                                    │   messages (peer lanes, answer slots)  │
+//!  peer lanes ─────────────Event──▶ │ host.step / tick / append / pump       │──▶ Host<AnyIo>
+//!  ring readiness fd ──────────────▶ │ deliver the host's Output, in order:   │◀── Vec<Output>
+//!  snapshot writer threads ────────▶ │   messages (peer lanes, answer slots)  │
+//!                                    │   producer state, waiters, snapshots   │
 //!                                    └────────────────────────────────────────┘
 //! ```
 //!
-//! No re-entrancy: the core is never called while a work list is being executed. Persistence
-//! completions (`Persisted::Log`, `Persisted::QuorumState`) go into a queue and are reported
-//! after the current list is done, like a completion ring drained into a queue.
-//!
-//! Persistence order (KIP-595): a quorum-state write is synchronous (tmp + fdatasync + rename +
-//! folder fsync) and finishes before the next work item runs; a `SendAfterPersist` message
-//! waits in `held` until every log flush requested before it has completed; `Persisted::Log`
-//! is reported only from the engine's durable end offset, which moves only after an fdatasync.
+//! The host keeps the persistence rules (no re-entrancy into the core, quorum-state durable
+//! before what follows it, messages held behind flushes, durability reported only after an
+//! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
 pub mod client;
 pub mod convert;
@@ -35,23 +31,19 @@ use pump::{ReadinessFd, storage_signal};
 mod requests;
 mod retention;
 mod snapshots;
-pub mod storage;
 mod topic_image;
 mod topics;
 pub mod transport;
 pub mod unclean;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ringlog_engine::io::{AnyIo, BackendChoiceError, Io};
 use ringlog_engine::log::LogConfig;
-use ringlog_replication::{
-    self as core, MultiRaft, NodeId, PartitionId, PartitionWork, Persisted, QuorumConfig,
-    RaftError, RecoveredState, Work,
-};
+use ringlog_replication::host::{Host, HostConfig, HostError, Output, PartitionSpec, StorageError};
+use ringlog_replication::{self as core, NodeId, PartitionId, RaftError};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::NodeConfig;
@@ -60,7 +52,6 @@ use crate::metrics::MetricsServer;
 use crate::protocol::{ApiKey, EncodeError};
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError};
 use convert::{InboundPart, PartAnswer, PartitionTable};
-use storage::{PartitionStore, StorageError};
 use transport::{Event, NodeHandler, PeerLane, Responder};
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +73,15 @@ pub enum NodeError {
     Runtime(std::io::Error),
     #[error("encoding a message: {0}")]
     Encode(#[from] EncodeError),
+}
+
+impl From<HostError> for NodeError {
+    fn from(error: HostError) -> Self {
+        match error {
+            HostError::Raft(e) => NodeError::Raft(e),
+            HostError::Storage(e) => NodeError::Storage(e),
+        }
+    }
 }
 
 /// Starts a node from its configuration and runs it until SIGTERM or SIGINT (graceful: a leader
@@ -124,7 +124,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
             node_id = node.config.node_id,
             listener = %server.local_addr(),
             voter = node.config.is_voter(),
-            io = node.io.backend_name(),
+            io = node.host.io().backend_name(),
             "node started"
         );
         let result = node.run(events_rx).await;
@@ -173,15 +173,6 @@ enum PeerPending {
     FetchSnapshot(Vec<(PartitionId, u64)>),
 }
 
-/// A `SendAfterPersist` message waiting for the flushes requested before it.
-struct Held {
-    /// (partition, flush target, truncation count) when the message was held.
-    targets: Vec<(PartitionId, u64, u64)>,
-    partition: PartitionId,
-    to: NodeId,
-    message: core::Message,
-}
-
 pub(crate) struct Node {
     config: NodeConfig,
     /// Snapshot writer threads report completion here (snapshots.rs); the loop takes the
@@ -190,9 +181,8 @@ pub(crate) struct Node {
     snapshot_done_rx: Option<UnboundedReceiver<snapshots::SnapshotDone>>,
     cluster_id: String,
     table: PartitionTable,
-    multi: MultiRaft,
-    io: AnyIo,
-    stores: BTreeMap<PartitionId, PartitionStore>,
+    /// The replication core, the partition stores and the executor of the core's work.
+    host: Host<AnyIo>,
     started: Instant,
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
@@ -214,8 +204,6 @@ pub(crate) struct Node {
     /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
     latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
     next_core_correlation_id: u64,
-    held: VecDeque<Held>,
-    persisted: VecDeque<(PartitionId, Persisted)>,
     /// Replica Fetch requests whose parked parts are to be answered now (requests.rs).
     parked_releases: Vec<u64>,
     handlers: handlers::State,
@@ -236,39 +224,34 @@ impl Node {
         cluster_id: String,
         events: UnboundedSender<Event>,
     ) -> Result<Node, NodeError> {
-        let mut io = AnyIo::from_env(Some(&config.metadata_log_dir))?;
+        let io = AnyIo::from_env(Some(&config.metadata_log_dir))?;
         let table = PartitionTable::metadata_only();
         let voter_ids: Vec<NodeId> = config.quorum_voters.iter().map(|v| v.node_id).collect();
-        let mut stores = BTreeMap::new();
-        let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
-        for id in table.ids() {
-            let dir: PathBuf = config.metadata_log_dir.join(table.dir_name(id));
-            let log_config = LogConfig {
-                segment_size_bytes: config.segment_size_bytes,
-                max_batch_size_bytes: (config.message_max_bytes as usize)
-                    .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
-                ..LogConfig::default()
-            };
-            let (store, state) =
-                PartitionStore::open(&mut io, &dir, log_config, &cluster_id, &voter_ids)?;
-            tracing::info!(partition = id, ?state, "recovered");
-            stores.insert(id, store);
-            recovered.insert(id, state);
-        }
-        let mut quorum = QuorumConfig::new(config.node_id, &voter_ids)?;
-        quorum.election_timeout_ms = config.election_timeout_ms;
-        quorum.election_backoff_max_ms = config.election_backoff_max_ms;
-        quorum.fetch_timeout_ms = config.fetch_timeout_ms;
-        quorum.request_timeout_ms = config.request_timeout_ms;
-        quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
-        quorum.max_replication_lag_ms = config.max_replication_lag_ms;
-        let seed = random_seed();
-        let recovered_snapshots = stores
-            .iter()
-            .map(|(id, store)| (*id, snapshots::recovered_snapshots(store)))
+        let specs = table
+            .ids()
+            .map(|id| PartitionSpec {
+                id,
+                dir: config.metadata_log_dir.join(table.dir_name(id)),
+                log_config: LogConfig {
+                    segment_size_bytes: config.segment_size_bytes,
+                    max_batch_size_bytes: (config.message_max_bytes as usize)
+                        .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
+                    ..LogConfig::default()
+                },
+                // The metadata partition is KRaft's snapshotted log.
+                keeps_snapshots: true,
+            })
             .collect();
-        let multi =
-            MultiRaft::new_with_snapshots(&quorum, &recovered, &recovered_snapshots, seed, 0)?;
+        let quorum = topics::quorum_config(&config)?;
+        let host_config = HostConfig::new(
+            cluster_id.clone(),
+            voter_ids,
+            snapshots::policy_config(&config),
+            config.fetch_snapshot_max_bytes,
+        );
+        let mut host = Host::open(io, host_config, &quorum, specs, random_seed(), 0)?;
+        let stall = observe::StallWatch::new(config.fetch_timeout_ms);
+        host.set_probe(Box::new(stall.probe()));
         let max_frame = config.socket_request_max_bytes as usize;
         let connect_timeout = Duration::from_millis(config.request_timeout_ms.min(1000));
         let mut peers = BTreeMap::new();
@@ -299,16 +282,13 @@ impl Node {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let (snapshot_done_tx, snapshot_done_rx) = unbounded_channel();
-        let stall = observe::StallWatch::new(config.fetch_timeout_ms);
         let mut node = Node {
             snapshot_done_tx,
             snapshot_done_rx: Some(snapshot_done_rx),
             config,
             cluster_id,
             table,
-            multi,
-            io,
-            stores,
+            host,
             started: Instant::now(),
             started_wall_ms,
             peers,
@@ -322,8 +302,6 @@ impl Node {
             fetch_regions: HashMap::new(),
             latest_replica_fetch: HashMap::new(),
             next_core_correlation_id: 1,
-            held: VecDeque::new(),
-            persisted: VecDeque::new(),
             parked_releases: Vec::new(),
             handlers: handlers::State::default(),
             last_leader: BTreeMap::new(),
@@ -334,7 +312,7 @@ impl Node {
         // Idempotent producing's state is read from each log here, before the loop runs, and
         // then follows every append: never a scan of the log on the loop when this node becomes
         // leader (idempotence.rs).
-        let ids: Vec<PartitionId> = node.stores.keys().copied().collect();
+        let ids: Vec<PartitionId> = node.host.stores().map(|(id, _)| id).collect();
         for id in ids {
             node.ensure_producer_state(id)?;
         }
@@ -356,9 +334,9 @@ impl Node {
             .expect("the event loop runs once");
         // The ring signals this fd for every completion it posts: the loop sleeps until then,
         // with no timer between a submission and the reaction to its completion.
-        let storage_ready = match self.io.readiness_fd() {
-            // SAFETY: the fd belongs to `self.io`, which outlives this registration: it is
-            // dropped below, before `finish_shutdown` consumes the node.
+        let storage_ready = match self.host.io().readiness_fd() {
+            // SAFETY: the fd belongs to the host's backend, which outlives this registration: it
+            // is dropped below, before `finish_shutdown` consumes the node.
             Some(fd) => Some(
                 unsafe {
                     tokio::io::unix::AsyncFd::register_with_interest(
@@ -373,8 +351,8 @@ impl Node {
         loop {
             let now = self.now_ms();
             let began = Instant::now();
-            let (work, next_deadline_ms) = self.multi.tick(now)?;
-            self.execute(work)?;
+            let next_deadline_ms = self.host.tick(now)?;
+            self.deliver()?;
             self.stall.step(began, "tick", "");
             let began = Instant::now();
             self.pump()?;
@@ -382,7 +360,7 @@ impl Node {
             let began = Instant::now();
             self.expire(now);
             self.log_leader_changes();
-            self.observer.observe(&self.multi);
+            self.observer.observe(self.host.multi());
             self.stall.step(began, "observe", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())
@@ -394,7 +372,7 @@ impl Node {
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.
-            let storage_waits = self.io.in_flight() > 0;
+            let storage_waits = self.host.storage_in_flight();
             if storage_waits && storage_ready.is_none() {
                 wake_ms = now;
             }
@@ -436,7 +414,7 @@ impl Node {
                 }
                 Wake::SnapshotDone(done) => {
                     let began = Instant::now();
-                    self.on_snapshot_generated(done)?;
+                    self.on_snapshot_generated(done);
                     self.stall.step(began, "snapshot generated", "");
                 }
                 Wake::Timer => self.stall.woke_after_timer(due),
@@ -502,15 +480,19 @@ impl Node {
                                 records: bytes::Bytes::new(),
                             });
                             let now = self.now_ms();
-                            let step = self.multi.step(
+                            let step = self.host.step(
                                 now,
                                 peer,
                                 ringlog_replication::PartitionMessage { partition, message },
                             );
                             match step {
-                                Ok(work) => self.execute(work)?,
-                                Err(error) => tracing::debug!(%error, "failed fetch not taken"),
+                                Ok(()) => {}
+                                Err(HostError::Raft(error)) => {
+                                    tracing::debug!(%error, "failed fetch not taken")
+                                }
+                                Err(HostError::Storage(error)) => return Err(error.into()),
                             }
+                            self.deliver()?;
                         }
                     }
                 }
@@ -519,184 +501,125 @@ impl Node {
         }
     }
 
-    // ---- executing the core's work ---------------------------------------------------------
+    // ---- delivering the host's output ----------------------------------------------------
 
-    /// Executes one work list front to back (see `Work`'s rules).
-    fn execute(&mut self, work: Vec<PartitionWork>) -> Result<(), NodeError> {
+    /// Moves what the host produced to the sockets and the API layer, in order: messages to
+    /// peers (one wire Fetch and one FetchSnapshot per leader), answers into the requests that
+    /// wait for them, appends and truncations to the producer state, high-watermarks to the
+    /// state that follows them, snapshots to a writer thread.
+    fn deliver(&mut self) -> Result<(), NodeError> {
         let mut fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>> = BTreeMap::new();
-        for PartitionWork { partition, work } in work {
-            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
-            let span = tracing::debug_span!("work", partition, epoch);
-            let _guard = span.enter();
-            let began = Instant::now();
-            let name = work.name();
-            match work {
-                Work::Send { to, message } => {
-                    self.dispatch(partition, to, message, &mut fetches)?
-                }
-                Work::SendAfterPersist { to, message } => {
-                    if self.stores.values().any(PartitionStore::flush_outstanding) {
-                        let targets = self
-                            .stores
-                            .iter()
-                            .map(|(p, s)| (*p, s.flush_target, s.truncations))
-                            .collect();
-                        self.held.push_back(Held {
-                            targets,
-                            partition,
-                            to,
-                            message,
-                        });
-                    } else if self.held.is_empty() {
-                        self.dispatch(partition, to, message, &mut fetches)?;
-                    } else {
-                        // Keep the order of held messages.
-                        self.held.push_back(Held {
-                            targets: Vec::new(),
-                            partition,
-                            to,
-                            message,
-                        });
-                    }
-                }
-                Work::SendFetchResponse {
-                    to: _,
-                    mut response,
-                    fetch_offset,
-                    max_bytes,
-                } => {
-                    if response.error_code == core::ErrorCode::None
-                        && response.diverging_epoch.is_none()
-                        && response.snapshot_id.is_none()
-                    {
-                        let store = self.stores.get_mut(&partition).expect("hosted partition");
-                        match store.read_region(&mut self.io, fetch_offset, max_bytes, u64::MAX) {
-                            Ok(RecordsSource::Memory(records)) => response.records = records,
-                            // Zero copy: the region goes to the socket with sendfile when the
-                            // whole wire response is complete (`maybe_complete`). The core
-                            // never looks at the records of a response it sent.
-                            Ok(RecordsSource::File(region)) => {
-                                self.fetch_regions.insert(response.correlation_id, region);
-                            }
-                            // A read error is treated as corruption of that range: the fetcher
-                            // gets no records (and retries), the node keeps serving the rest.
-                            Err(error) => {
-                                tracing::error!(%error, fetch_offset, "log read failed");
-                                response.error_code = core::ErrorCode::UnknownServerError;
+        while self.host.has_output() {
+            for output in self.host.take_output() {
+                match output {
+                    Output::Send {
+                        partition,
+                        to,
+                        message,
+                    } => self.dispatch(partition, to, message, &mut fetches)?,
+                    Output::FetchResponse {
+                        partition: _,
+                        response,
+                        records,
+                    } => {
+                        if let Some(range) = records {
+                            let correlation_id = response.correlation_id;
+                            match self.open_range(&range) {
+                                Ok(RecordsSource::File(region)) => {
+                                    self.fetch_regions.insert(correlation_id, region);
+                                }
+                                Ok(RecordsSource::Memory(bytes)) => {
+                                    let mut response = response;
+                                    response.records = bytes;
+                                    self.answer_fetch(response)?;
+                                    continue;
+                                }
+                                Err(error) => {
+                                    tracing::error!(%error, "log read failed");
+                                    let mut response = response;
+                                    response.error_code = core::ErrorCode::UnknownServerError;
+                                    self.answer_fetch(response)?;
+                                    continue;
+                                }
                             }
                         }
+                        self.answer_fetch(response)?;
                     }
-                    self.answer_fetch(response)?;
-                }
-                Work::AppendAsLeader {
-                    base_offset,
-                    leader_epoch,
-                    batches,
-                } => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    let got = store.append_as_leader(&batches, leader_epoch)?;
-                    assert_eq!(
-                        got, base_offset,
-                        "the engine and the core disagree on the log end"
-                    );
-                    self.track_leader_append(partition, base_offset, &batches);
-                }
-                Work::AppendAsFollower { records } => {
-                    self.track_follower_append(partition, &records);
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    store
-                        .log
-                        .append_as_follower(records)
-                        .map_err(StorageError::from)?;
-                }
-                Work::Truncate { offset } => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    let floor = store.high_watermark as i64;
-                    let end = store
-                        .log
-                        .truncate_to(&mut self.io, offset as i64, floor)
-                        .map_err(StorageError::from)? as u64;
-                    if end != offset {
-                        tracing::warn!(offset, end, "truncation ended below the asked offset");
-                    }
-                    store.truncations += 1;
-                    store.flush_target = store.flush_target.min(end);
-                    store.reported_durable_end_offset = store.reported_durable_end_offset.min(end);
-                    tracing::info!(offset = end, "log truncated (diverging epoch)");
-                    self.track_truncation(partition, end, false);
-                }
-                Work::Flush { end_offset, .. } => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    store.flush_target = store.flush_target.max(end_offset);
-                    store.log.flush(&mut self.io).map_err(StorageError::from)?;
-                }
-                Work::WriteQuorumState(state) => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    store.write_quorum_state(&mut self.io, state)?;
-                    self.persisted
-                        .push_back((partition, Persisted::QuorumState(state)));
-                }
-                Work::HighWatermarkChanged { high_watermark } => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    assert!(
-                        high_watermark >= store.high_watermark,
-                        "the high-watermark moved back from {} to {high_watermark}",
-                        store.high_watermark
-                    );
-                    // Produce waiters and parked consumer fetches are checked in `pump`.
-                    store.high_watermark = high_watermark;
-                    self.track_high_watermark(partition, high_watermark);
-                    self.apply_committed(partition)?;
-                }
-                // The node never reports a snapshot written, so the core does not emit these
-                // yet; when it does, keeping the segments and snapshots is still correct.
-                // KIP-630 (snapshots.rs).
-                // The engine's advance first waits for the log's flush in flight (write +
-                // fdatasync, then the confirmation record's): on the loop that was a stall of
-                // one or two fsyncs after every snapshot, 2.8 s and 4.8 s measured under load,
-                // past the fetch timeout. The core already moved its log start (it never reads
-                // below it), so the files can wait until the ring is idle (`pump`).
-                Work::AdvanceLogStartOffset { offset } => {
-                    let store = self.stores.get_mut(&partition).expect("hosted partition");
-                    let deferred = store.deferred_log_start_offset.get_or_insert(offset);
-                    *deferred = (*deferred).max(offset);
-                }
-                Work::DeleteSnapshotsBefore { snapshot_id } => {
-                    self.delete_old_snapshots(partition, snapshot_id)?
-                }
-                Work::SendFetchSnapshotResponse {
-                    to,
-                    mut response,
-                    max_bytes,
-                } => {
-                    let region =
-                        self.fill_fetch_snapshot_response(partition, &mut response, max_bytes);
-                    let message = core::Message::FetchSnapshotResponse(response);
-                    self.answer_fifo_with_region(
-                        to,
-                        ApiKey::FetchSnapshot,
+                    Output::FetchSnapshotResponse {
                         partition,
-                        message,
+                        to,
+                        mut response,
                         region,
-                    )?;
-                }
-                Work::WriteSnapshotChunk {
-                    snapshot_id,
-                    size_bytes,
-                    position,
-                    bytes,
-                } => {
-                    self.write_snapshot_chunk(partition, snapshot_id, size_bytes, position, bytes)?
-                }
-                Work::InstallSnapshot { snapshot_id } => {
-                    self.install_snapshot(partition, snapshot_id)?;
-                    // The log now starts at the snapshot: what it held before is gone.
-                    self.track_truncation(partition, snapshot_id.offset, true);
+                    } => {
+                        let region = match region.map(|r| self.open_range(&r)) {
+                            None => None,
+                            Some(Ok(RecordsSource::File(region))) => Some(region),
+                            Some(Ok(RecordsSource::Memory(bytes))) => {
+                                response.unaligned_records = bytes;
+                                None
+                            }
+                            Some(Err(error)) => {
+                                tracing::error!(%error, "reading a snapshot for FetchSnapshot");
+                                response.error_code = core::ErrorCode::UnknownServerError;
+                                None
+                            }
+                        };
+                        let message = core::Message::FetchSnapshotResponse(response);
+                        self.answer_fifo_with_region(
+                            to,
+                            ApiKey::FetchSnapshot,
+                            partition,
+                            message,
+                            region,
+                        )?;
+                    }
+                    Output::LeaderAppended {
+                        partition,
+                        base_offset,
+                        batches,
+                    } => self.track_leader_append(partition, base_offset, &batches),
+                    Output::FollowerAppended { partition, records } => {
+                        self.track_follower_append(partition, &records)
+                    }
+                    Output::Truncated {
+                        partition,
+                        offset,
+                        snapshot,
+                    } => self.track_truncation(partition, offset, snapshot),
+                    // Produce waiters and parked consumer fetches are checked in `pump`.
+                    Output::HighWatermark {
+                        partition,
+                        high_watermark,
+                    } => self.track_high_watermark(partition, high_watermark),
+                    Output::GenerateSnapshot {
+                        partition,
+                        dir,
+                        job,
+                    } => self.spawn_snapshot_writer(partition, dir, job)?,
                 }
             }
-            self.stall.part(began, name);
         }
         self.send_fetches(fetches)
+    }
+
+    /// A file range of the host's answer as the server sends it: a descriptor of our own (so
+    /// the bytes outlive a truncation or a deletion until they are on the socket), or the
+    /// bytes read through the host where the file is not on disk (the in-memory backend).
+    fn open_range(
+        &mut self,
+        range: &ringlog_replication::host::FileRange,
+    ) -> Result<RecordsSource, StorageError> {
+        match std::fs::File::open(&range.path) {
+            Ok(file) => Ok(RecordsSource::File(FileRegion {
+                file: Rc::new(file),
+                position: range.position,
+                length: range.length,
+            })),
+            Err(error) => {
+                tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
+                Ok(RecordsSource::Memory(self.host.read_file_range(range)?))
+            }
+        }
     }
 
     /// Sends a core message: requests go to the peer, responses fill answer slots.
@@ -756,7 +679,7 @@ impl Node {
     }
 
     fn log_leader_changes(&mut self) {
-        for (partition, raft) in self.multi.partitions() {
+        for (partition, raft) in self.host.multi().partitions() {
             let now = (raft.leader_id(), raft.epoch());
             if self.last_leader.get(&partition) != Some(&now) {
                 self.last_leader.insert(partition, now);

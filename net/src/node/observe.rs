@@ -229,7 +229,8 @@ pub(crate) struct StallWatch {
     slowest: Option<(Duration, &'static str, &'static str)>,
     /// The slowest part inside the steps of the current turn (a work item, or one of `pump`'s
     /// stages): what to look at when a step held the thread.
-    slowest_part: Option<(Duration, &'static str)>,
+    /// Shared with the host's probe ([`StallWatch::probe`]), which times its work items.
+    slowest_part: std::rc::Rc<std::cell::Cell<Option<(Duration, &'static str)>>>,
     steps: usize,
 }
 
@@ -240,7 +241,7 @@ impl StallWatch {
             warn_after: Duration::from_millis((fetch_timeout_ms / 4).max(1)),
             turn_began: Instant::now(),
             slowest: None,
-            slowest_part: None,
+            slowest_part: Default::default(),
             steps: 0,
         }
     }
@@ -249,7 +250,7 @@ impl StallWatch {
     pub(crate) fn begin_turn(&mut self) {
         self.turn_began = Instant::now();
         self.slowest = None;
-        self.slowest_part = None;
+        self.slowest_part.set(None);
         self.steps = 0;
     }
 
@@ -265,9 +266,15 @@ impl StallWatch {
 
     /// A part of a step (a work item, a stage of `pump`) that began at `began` ended now.
     pub(crate) fn part(&mut self, began: Instant, name: &'static str) {
-        let took = began.elapsed();
-        if self.slowest_part.is_none_or(|(slowest, _)| took > slowest) {
-            self.slowest_part = Some((took, name));
+        record_part(&self.slowest_part, began.elapsed(), name);
+    }
+
+    /// The host's timing hooks: each work item and `pump` stage it runs is a part of the
+    /// current step.
+    pub(crate) fn probe(&self) -> PartProbe {
+        PartProbe {
+            began: Instant::now(),
+            slowest_part: self.slowest_part.clone(),
         }
     }
 
@@ -278,7 +285,10 @@ impl StallWatch {
             return;
         }
         let (slowest, what, detail) = self.slowest.unwrap_or((Duration::ZERO, "nothing", ""));
-        let (part_took, part) = self.slowest_part.unwrap_or((Duration::ZERO, "nothing"));
+        let (part_took, part) = self
+            .slowest_part
+            .get()
+            .unwrap_or((Duration::ZERO, "nothing"));
         tracing::warn!(
             held_ms = held.as_millis() as u64,
             slowest_step = what,
@@ -342,5 +352,31 @@ mod tests {
         std::fs::write(folder.join(name(3000, 2) + ".part"), vec![0u8; 50]).unwrap();
         std::fs::write(folder.join(name(50, 1) + ".deleted"), vec![0u8; 5]).unwrap();
         assert_eq!(scan_snapshots(&folder), (2, 30));
+    }
+}
+
+fn record_part(
+    slowest: &std::cell::Cell<Option<(Duration, &'static str)>>,
+    took: Duration,
+    name: &'static str,
+) {
+    if slowest.get().is_none_or(|(longest, _)| took > longest) {
+        slowest.set(Some((took, name)));
+    }
+}
+
+/// [`StallWatch::probe`]: times the host's parts with the runtime's clock.
+pub(crate) struct PartProbe {
+    began: Instant,
+    slowest_part: std::rc::Rc<std::cell::Cell<Option<(Duration, &'static str)>>>,
+}
+
+impl ringlog_replication::host::Probe for PartProbe {
+    fn begin(&mut self) {
+        self.began = Instant::now();
+    }
+
+    fn end(&mut self, name: &'static str) {
+        record_part(&self.slowest_part, self.began.elapsed(), name);
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use ringlog_replication::host::HostError;
 use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
 
 use super::convert::{self, InboundPart, PartAnswer};
@@ -112,15 +113,16 @@ impl Node {
         );
         for (slot, partition, from, message) in steps {
             let now = self.now_ms();
-            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
+            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
             let span = tracing::debug_span!("step", partition, epoch, from, kind = message.kind());
             let _guard = span.enter();
             match self
-                .multi
+                .host
                 .step(now, from, PartitionMessage { partition, message })
             {
-                Ok(work) => self.execute(work)?,
-                Err(error) => {
+                Ok(()) => self.deliver()?,
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
                     tracing::warn!(%error, "request refused by the core");
                     self.fill(
                         id,
@@ -297,13 +299,12 @@ impl Node {
             }
             _ => Vec::new(),
         };
-        // Every partition's answer is stepped before any work is executed, so the requests
-        // they lead to (the next FetchSnapshot of each partition downloading from this peer)
-        // leave together, in one wire request per peer.
-        let mut all_work = Vec::new();
+        // Every partition's answer is stepped before the host's output is delivered, so the
+        // requests they lead to (the next FetchSnapshot of each partition downloading from
+        // this peer) leave together, in one wire request per peer.
         for (partition, message) in parts {
             let now = self.now_ms();
-            let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
+            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
             let span = tracing::debug_span!(
                 "peer_response",
                 partition,
@@ -313,16 +314,17 @@ impl Node {
             );
             let _guard = span.enter();
             match self
-                .multi
+                .host
                 .step(now, peer, PartitionMessage { partition, message })
             {
-                Ok(work) => all_work.extend(work),
-                Err(error) => {
+                Ok(()) => {}
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
                     tracing::warn!(peer, partition, %error, "peer response refused by the core")
                 }
             }
         }
-        self.execute(all_work)
+        self.deliver()
     }
 
     pub(super) fn answer_fifo(
@@ -420,9 +422,9 @@ impl Node {
                 .collect();
             for (partition, replica) in parked {
                 let now = self.now_ms();
-                let work = self.multi.complete_parked_fetch(now, partition, replica);
+                self.host.complete_parked_fetch(now, partition, replica)?;
                 // Each answer fills its slot; the last one sends the wire response.
-                self.execute(work)?;
+                self.deliver()?;
             }
         }
         Ok(())

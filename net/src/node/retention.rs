@@ -25,12 +25,8 @@
 
 use std::path::Path;
 
-use ringlog_engine::io::SyscallIo;
-use ringlog_engine::snapshot::{SnapshotId, write_snapshot};
-use ringlog_replication::state_machine::StateMachine;
 use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
-use super::storage::StorageError;
 use super::topics::{CleanupPolicy, TopicConfig};
 use super::{Node, NodeError};
 
@@ -111,11 +107,11 @@ impl Node {
             {
                 continue;
             }
-            let Some(raft) = self.multi.partition(id) else {
+            let Some(raft) = self.host.raft(id) else {
                 continue;
             };
             let epoch_cache: Vec<OffsetAndEpoch> = raft.log().epoch_cache().to_vec();
-            let Some(store) = self.stores.get_mut(&id) else {
+            let Some(store) = self.host.store(id) else {
                 continue;
             };
             let segments: Vec<SegmentInfo> = store
@@ -146,24 +142,9 @@ impl Node {
                 .map(|e| e.epoch)
                 .unwrap_or(0);
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
-            let format = store.snapshots.state_machine.snapshot_format();
-            // Empty: a delete topic carries no state across the cut. Written on the loop with
-            // plain syscalls (a header and a footer: a few hundred bytes).
-            let mut io = SyscallIo::for_dir(&store.dir);
-            write_snapshot(
-                &mut io,
-                &store.dir,
-                SnapshotId {
-                    end_offset: target as i64,
-                    epoch: epoch as i32,
-                },
-                &format,
-                now_wall_ms as i64,
-                |_| {},
-            )
-            .map_err(StorageError::from)?;
-            store.snapshots.latest_snapshot_id = Some(snapshot_id);
-            store.snapshots.written.push(snapshot_id);
+            // Empty: a delete topic carries no state across the cut.
+            self.host
+                .record_empty_snapshot(id, snapshot_id, now_wall_ms)?;
             tracing::info!(
                 partition = id,
                 log_start_offset = target,

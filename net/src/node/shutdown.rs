@@ -2,6 +2,7 @@
 //! EndQuorumEpoch, the loop runs until the resignations are delivered or the deadline passes, then
 //! every log is flushed and closed.
 
+use ringlog_replication::host::HostError;
 use ringlog_replication::{PartitionId, RaftError};
 
 use super::convert::PartAnswer;
@@ -15,13 +16,14 @@ impl Node {
         tracing::info!("shutting down");
         let ids: Vec<PartitionId> = self.table.ids().collect();
         for partition in ids {
-            match self.multi.resign(now, partition) {
-                Ok(work) => {
+            match self.host.resign(now, partition) {
+                Ok(()) => {
                     tracing::info!(partition, "resigning");
-                    self.execute(work)?;
+                    self.deliver()?;
                 }
-                Err(RaftError::NothingToResign) => {}
-                Err(error) => tracing::warn!(partition, %error, "resign failed"),
+                Err(HostError::Raft(RaftError::NothingToResign)) => {}
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => tracing::warn!(partition, %error, "resign failed"),
             }
         }
         self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
@@ -43,12 +45,7 @@ impl Node {
             }
             self.maybe_complete(id)?;
         }
-        let stores = std::mem::take(&mut self.stores);
-        for (partition, store) in stores {
-            if let Err(error) = store.log.close(&mut self.io) {
-                tracing::warn!(partition, %error, "closing the log");
-            }
-        }
+        self.host.close();
         tracing::info!("stopped");
         Ok(())
     }

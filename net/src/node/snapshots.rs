@@ -1,69 +1,20 @@
-//! The node's side of KIP-630: each partition's key-value state machine, taking snapshots,
-//! serving FetchSnapshot from the files, writing and installing fetched snapshots, moving the
-//! log start and deleting old snapshots (docs/snapshots.md).
-//!
-//! Where the work runs: applying committed batches runs on the event loop (it reads them back
-//! from the log once the high-watermark passes them). Generating a snapshot does not (issue #4):
-//! the loop takes the key-value state at the snapshot's end offset (a clone of the
-//! `BTreeMap<Bytes, Bytes>`: refcounted handles, no byte copies), and a `snapshot-writer`
-//! thread with its own plain-syscall backend encodes and writes it (`write_snapshot`: `.part`,
-//! fdatasync, rename, folder fsync). Completion comes back through a channel the loop selects
-//! on (`SnapshotDone`), and the loop then reports it to the core (`on_snapshot_written`). At
-//! most one generation per partition runs at a time; a crash mid-write leaves a `.part` that
-//! `recover` removes at the next start.
-//!
-//! Which partitions: `__cluster_metadata-0` (KRaft's snapshotted log; topic records are keyed
-//! by topic name, topics.rs, so its snapshot keeps every topic) and every partition of a topic
-//! whose `cleanup.policy` is `snapshot` (Kafka's compacted-topic semantics, with the log trimmed
-//! behind snapshots instead of compacted). The same code serves them all: one
-//! [`PartitionSnapshots`] per partition (its own state machine, policy counters, generation in
-//! flight and fetch in progress), one node-wide snapshot policy (`controller.snapshot.minimum.records`
-//! and the other keys), and per-partition entry points the core's work calls
-//! (`advance_log_start`, `delete_old_snapshots`), which retention reuses. Topics with
-//! `cleanup.policy=delete` keep no state machine: a snapshot must not cut their log.
-//!
-//! FetchSnapshot bytes are not copied through userspace: the leader answers with a region
-//! (its own descriptor of the frozen file, position, length) that the server sends with
-//! sendfile once the wire response is complete (fetch_snapshot.rs cuts each region to its
-//! partition's fair share); only a file the node cannot reopen is read into memory.
+//! The runtime's side of KIP-630 snapshots: which partitions keep them, the node-wide policy
+//! from Kafka's keys, and the writer threads. The host (`ringlog_replication::host`) keeps the
+//! state machines, asks for a snapshot (`Output::GenerateSnapshot`), serves, fetches and
+//! installs them (docs/snapshots.md); the node only writes a generated snapshot off its loop:
+//! a `snapshot-writer` thread with its own plain-syscall backend writes it (`.part`,
+//! fdatasync, rename, folder fsync), and its report comes back through a channel the loop
+//! selects on (`SnapshotDone`) and goes to `Host::on_snapshot_generated`.
 
-use std::rc::Rc;
+use std::path::PathBuf;
 
-use bytes::Bytes;
-use ringlog_engine::io::{AnyIo, SyscallIo};
-use ringlog_engine::log::PartitionLog;
-use ringlog_engine::snapshot::{
-    PartPolicy, RawSnapshotReader, RawSnapshotWriter, SnapshotError, SnapshotId,
-    delete_snapshots_before, latest_valid_snapshot, recover_snapshot_dir, write_snapshot,
-};
-use ringlog_replication::state_machine::{
-    KeyValueStateMachine, SnapshotDecision, SnapshotPolicyConfig, SnapshotProgress, SnapshotReason,
-    StateMachine, policy,
-};
-use ringlog_replication::{self as core, OffsetAndEpoch, PartitionId, RecoveredSnapshots};
+use ringlog_engine::io::SyscallIo;
+use ringlog_replication::host::{SnapshotJob, write_snapshot_job};
+use ringlog_replication::state_machine::SnapshotPolicyConfig;
+use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
-use super::storage::{PartitionStore, StorageError};
 use super::topics::CleanupPolicy;
 use super::{Node, NodeError};
-use crate::server::{FileRegion, RecordsSource};
-
-fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
-    SnapshotId {
-        end_offset: id.offset as i64,
-        epoch: id.epoch as i32,
-    }
-}
-
-fn core_id(id: SnapshotId) -> OffsetAndEpoch {
-    OffsetAndEpoch::new(id.end_offset.max(0) as u64, id.epoch.max(0) as u32)
-}
-
-fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> StorageError {
-    StorageError::Inconsistent {
-        path: dir.display().to_string(),
-        reason: format!("state machine: {error}"),
-    }
-}
 
 /// A writer thread's report: the snapshot is frozen (renamed, fsynced), or the error.
 #[derive(Debug)]
@@ -73,92 +24,9 @@ pub struct SnapshotDone {
     result: Result<(), String>,
 }
 
-/// One partition's snapshot state.
-#[derive(Default)]
-pub struct PartitionSnapshots {
-    pub state_machine: KeyValueStateMachine,
-    pub latest_snapshot_id: Option<OffsetAndEpoch>,
-    last_snapshot_ms: u64,
-    /// The snapshot being fetched from the leader.
-    fetching: Option<RawSnapshotWriter>,
-    /// The snapshot a writer thread is generating: at most one per partition at a time.
-    generating: Option<OffsetAndEpoch>,
-    /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
-    pub written: Vec<OffsetAndEpoch>,
-}
-
-impl PartitionSnapshots {
-    /// At start: a leftover `.part` is removed (a fetch starts over, it is never loaded), the
-    /// newest valid snapshot is loaded into the state machine, and the log is aligned with it:
-    /// a log ending before it is truncated fully to start there (a follower's snapshot may pass
-    /// its fsynced log end, or a crash hit an install between freeze and truncation); a log
-    /// that starts above 0 starts at it (segments are deleted only below a snapshot, so the
-    /// first segment's base is at or below it).
-    pub fn recover(
-        io: &mut AnyIo,
-        log: &mut PartitionLog,
-    ) -> Result<(PartitionSnapshots, RecoveredSnapshots), StorageError> {
-        let dir = log.dir().to_path_buf();
-        let report = recover_snapshot_dir(io, &dir, PartPolicy::Remove)?;
-        tracing::debug!(dir = %dir.display(), ?report, "snapshot folder recovered");
-        let (latest, skipped) = latest_valid_snapshot(io, &dir)?;
-        for skipped in skipped.iter() {
-            tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
-        }
-        let mut snapshots = PartitionSnapshots {
-            state_machine: KeyValueStateMachine::new(),
-            ..Default::default()
-        };
-        let Some(contents) = latest else {
-            if log.log_start_offset() > 0 {
-                return Err(StorageError::Inconsistent {
-                    path: dir.display().to_string(),
-                    reason: format!(
-                        "the log starts at {} but there is no snapshot",
-                        log.log_start_offset()
-                    ),
-                });
-            }
-            return Ok((snapshots, RecoveredSnapshots::default()));
-        };
-        let id = core_id(contents.snapshot_id);
-        snapshots
-            .state_machine
-            .load_snapshot(&contents)
-            .map_err(|e| state_machine_error(&dir, e))?;
-        snapshots.latest_snapshot_id = Some(id);
-        let offset = id.offset as i64;
-        let mut log_start_snapshot_id = None;
-        if offset > log.log_end_offset() {
-            tracing::info!(snapshot = ?id, log_end_offset = log.log_end_offset(), "log behind its newest snapshot: starting it there");
-            log.truncate_fully_and_start_at(io, offset)?;
-            log_start_snapshot_id = Some(id);
-        } else if log.log_start_offset() > 0 {
-            if log.log_start_offset() > offset {
-                return Err(StorageError::Inconsistent {
-                    path: dir.display().to_string(),
-                    reason: format!(
-                        "the log starts at {}, past its newest snapshot {offset}",
-                        log.log_start_offset()
-                    ),
-                });
-            }
-            log.advance_log_start_offset(io, offset)?;
-            log_start_snapshot_id = Some(id);
-        }
-        Ok((
-            snapshots,
-            RecoveredSnapshots {
-                log_start_snapshot_id,
-                latest_snapshot_id: Some(id),
-            },
-        ))
-    }
-}
-
 /// Kafka's snapshot policy keys as the state machine's policy (one node-wide policy for every
 /// snapshotted partition).
-fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
+pub(super) fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
     SnapshotPolicyConfig {
         min_records: config.snapshot_minimum_records,
         min_bytes: config.max_record_bytes_between_snapshots,
@@ -168,208 +36,31 @@ fn policy_config(config: &crate::config::NodeConfig) -> SnapshotPolicyConfig {
 }
 
 /// Whether a partition of `topic` (with its topic's `cleanup.policy`, `None` for the metadata
-/// topic, which has no topic record) runs the key-value state machine with snapshots.
+/// topic, which has no topic record) runs the key-value state machine with snapshots:
+/// `__cluster_metadata-0` (KRaft's snapshotted log; topic records are keyed by topic name,
+/// topics.rs, so its snapshot keeps every topic) and every partition of a topic whose
+/// `cleanup.policy` is `snapshot` (Kafka's compacted-topic semantics, with the log trimmed
+/// behind snapshots instead of compacted). A `cleanup.policy=delete` topic keeps no state
+/// machine: a snapshot must not cut its log.
 pub(super) fn keeps_snapshots(topic: &str, cleanup_policy: Option<CleanupPolicy>) -> bool {
     topic == super::convert::METADATA_TOPIC || cleanup_policy == Some(CleanupPolicy::Snapshot)
 }
 
-/// The epoch of the record just below `end_offset`: the largest epoch of the leader-epoch cache
-/// that starts below it; the latest snapshot's epoch when the cache holds none (every record
-/// below `end_offset` is then inside that snapshot).
-pub(super) fn epoch_before(
-    epoch_cache: &[OffsetAndEpoch],
-    end_offset: u64,
-    latest_snapshot_id: Option<OffsetAndEpoch>,
-) -> u32 {
-    epoch_cache
-        .iter()
-        .rev()
-        .find(|e| e.offset < end_offset)
-        .map(|e| e.epoch)
-        .or(latest_snapshot_id.map(|s| s.epoch))
-        .unwrap_or(0)
-}
-
-/// What a snapshot writer thread writes: the state at `snapshot_id`, taken on the loop.
-pub(super) struct SnapshotJob {
-    pub snapshot_id: OffsetAndEpoch,
-    pub format: ringlog_engine::snapshot::SnapshotFormat,
-    /// A clone of the key-value map: refcounted handles, not the keys' and values' bytes.
-    pub entries: std::collections::BTreeMap<Bytes, Bytes>,
-}
-
-/// How a generation ended, for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum GenerationOutcome {
-    /// Now the latest snapshot; queued for `on_snapshot_written`.
-    Taken,
-    /// Frozen, but a snapshot fetched from the leader and installed meanwhile is as new.
-    Superseded,
-    /// Not written (the `.part` is removed at the next start); the policy decides again later.
-    Failed(String),
-}
-
-impl PartitionSnapshots {
-    /// The policy's view of this partition.
-    pub(super) fn progress(&self, high_watermark: u64, now_ms: u64) -> SnapshotProgress {
-        let stats = self.state_machine.stats();
-        SnapshotProgress {
-            applied_end_offset: self.state_machine.last_applied_offset() + 1,
-            high_watermark: high_watermark as i64,
-            latest_snapshot_end_offset: self.latest_snapshot_id.map_or(0, |s| s.offset as i64),
-            records_since_snapshot: stats.records_since_snapshot,
-            bytes_since_snapshot: stats.bytes_since_snapshot,
-            changed_keys_since_snapshot: stats.changed_keys_since_snapshot,
-            keys_count: stats.keys_count,
-            now_ms,
-            last_snapshot_ms: self.last_snapshot_ms,
-        }
-    }
-
-    /// Asks the policy; if it says snapshot, takes the state for a writer and marks the
-    /// generation in flight. Never two generations of one partition at once: while one runs
-    /// the policy is not asked (the next decision follows its completion). The counters restart
-    /// at the snapshot's point, not at the write's completion.
-    pub(super) fn maybe_begin_generation(
-        &mut self,
-        policy: &SnapshotPolicyConfig,
-        high_watermark: u64,
-        epoch_cache: &[OffsetAndEpoch],
-        now_ms: u64,
-    ) -> Option<(SnapshotJob, SnapshotReason)> {
-        if self.generating.is_some() {
-            return None;
-        }
-        let SnapshotDecision::Snapshot { end_offset, reason } =
-            policy::decide(policy, &self.progress(high_watermark, now_ms))
-        else {
-            return None;
-        };
-        let end_offset = end_offset as u64;
-        assert!(
-            end_offset <= high_watermark,
-            "a snapshot of uncommitted state: end offset {end_offset} past the high-watermark {high_watermark}"
-        );
-        let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
-        let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
-        let job = SnapshotJob {
-            snapshot_id,
-            format: self.state_machine.snapshot_format(),
-            entries: self.state_machine.entries().clone(),
-        };
-        self.state_machine.on_snapshot_taken();
-        self.last_snapshot_ms = now_ms;
-        self.generating = Some(snapshot_id);
-        Some((job, reason))
-    }
-
-    /// A writer thread reported `snapshot_id`.
-    pub(super) fn finish_generation(
-        &mut self,
-        snapshot_id: OffsetAndEpoch,
-        result: Result<(), String>,
-    ) -> GenerationOutcome {
-        debug_assert_eq!(self.generating, Some(snapshot_id));
-        self.generating = None;
-        match result {
-            Ok(())
-                if self
-                    .latest_snapshot_id
-                    .is_none_or(|latest| latest.offset < snapshot_id.offset) =>
-            {
-                self.latest_snapshot_id = Some(snapshot_id);
-                self.written.push(snapshot_id);
-                GenerationOutcome::Taken
-            }
-            Ok(()) => GenerationOutcome::Superseded,
-            Err(error) => GenerationOutcome::Failed(error),
-        }
-    }
-}
-
 impl Node {
-    /// Whether `partition` runs the key-value state machine with KIP-630 snapshots.
-    pub(super) fn partition_keeps_snapshots(&self, partition: PartitionId) -> bool {
-        let topic = &self.table.get(partition).topic;
-        keeps_snapshots(
-            topic,
-            self.topic_config(partition).map(|c| c.cleanup_policy),
-        )
-    }
-
-    /// Feeds the state machine the committed batches it has not applied, then takes a
-    /// snapshot if the policy says so.
-    pub(super) fn apply_committed(&mut self, partition: PartitionId) -> Result<(), NodeError> {
-        // Only snapshotted partitions keep a state machine: a `cleanup.policy=delete` topic's
-        // log must not be cut behind a snapshot.
-        if !self.partition_keeps_snapshots(partition) {
-            return Ok(());
-        }
-        let now_ms = self.now_ms();
-        let policy = policy_config(&self.config);
-        let epoch_cache: Vec<OffsetAndEpoch> = self
-            .multi
-            .partition(partition)
-            .map(|r| r.log().epoch_cache().to_vec())
-            .unwrap_or_default();
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let high_watermark = store.high_watermark;
-        loop {
-            let next = (store.snapshots.state_machine.last_applied_offset() + 1) as u64;
-            if next >= high_watermark {
-                break;
-            }
-            let bytes = store.read(&mut self.io, next, 1 << 20)?;
-            if bytes.is_empty() {
-                break;
-            }
-            let mut progressed = false;
-            for batch in ringlog_engine::batch::batches(&bytes) {
-                let batch = batch.map_err(|e| state_machine_error(&store.dir, e))?;
-                if batch.last_offset() as u64 >= high_watermark {
-                    break;
-                }
-                store
-                    .snapshots
-                    .state_machine
-                    .apply(&batch)
-                    .map_err(|e| state_machine_error(&store.dir, e))?;
-                progressed = true;
-            }
-            if !progressed {
-                break;
-            }
-        }
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let Some((job, reason)) =
-            store
-                .snapshots
-                .maybe_begin_generation(&policy, high_watermark, &epoch_cache, now_ms)
-        else {
-            return Ok(());
-        };
-        let id = job.snapshot_id;
-        let dir = store.dir.clone();
+    /// Writes the host's snapshot job on a thread of its own (the loop's ring is not shared).
+    pub(super) fn spawn_snapshot_writer(
+        &mut self,
+        partition: PartitionId,
+        dir: PathBuf,
+        job: SnapshotJob,
+    ) -> Result<(), NodeError> {
         let done = self.snapshot_done_tx.clone();
+        let now_ms = self.now_ms();
         std::thread::Builder::new()
             .name("snapshot-writer".into())
             .spawn(move || {
-                // Its own plain-syscall backend: the loop's io_uring ring is not shared.
                 let mut io = SyscallIo::for_dir(&dir);
-                let result = write_snapshot(
-                    &mut io,
-                    &dir,
-                    engine_id(job.snapshot_id),
-                    &job.format,
-                    now_ms as i64,
-                    |sink| {
-                        for (key, value) in &job.entries {
-                            sink.append_record(Some(key), Some(value));
-                        }
-                    },
-                )
-                .map(|_| ())
-                .map_err(|e| e.to_string());
+                let result = write_snapshot_job(&mut io, &dir, &job, now_ms);
                 // The loop is gone only at exit; the .part is then removed at the next start.
                 let _ = done.send(SnapshotDone {
                     partition,
@@ -378,271 +69,25 @@ impl Node {
                 });
             })
             .map_err(NodeError::Runtime)?;
-        tracing::info!(partition, snapshot = ?id, ?reason, "snapshot generation started");
         Ok(())
     }
 
-    /// A writer thread finished: a frozen snapshot is reported to the core (in `pump`, after
-    /// the work list); a failed one is logged and the policy decides again later.
-    pub(super) fn on_snapshot_generated(&mut self, done: SnapshotDone) -> Result<(), NodeError> {
+    /// A writer thread finished: the host reports a frozen snapshot to the core at its next
+    /// `pump`; a failed one is logged and the policy decides again later.
+    pub(super) fn on_snapshot_generated(&mut self, done: SnapshotDone) {
         let SnapshotDone {
             partition,
             snapshot_id,
             result,
         } = done;
-        let Some(store) = self.stores.get_mut(&partition) else {
-            return Ok(());
-        };
-        match store.snapshots.finish_generation(snapshot_id, result) {
-            GenerationOutcome::Taken => {
-                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken")
-            }
-            GenerationOutcome::Superseded => {
-                tracing::info!(partition, snapshot = ?snapshot_id, "snapshot taken, superseded by an installed one")
-            }
-            GenerationOutcome::Failed(error) => {
-                tracing::error!(partition, snapshot = ?snapshot_id, %error, "snapshot generation failed")
-            }
-        }
-        Ok(())
+        self.host
+            .on_snapshot_generated(partition, snapshot_id, result);
     }
-
-    /// Reports snapshots written during the last work list to the core (never while executing
-    /// one: no re-entrancy). Returns whether there was any.
-    pub(super) fn report_snapshots_written(&mut self) -> Result<bool, NodeError> {
-        let mut any = false;
-        let partitions: Vec<PartitionId> = self.stores.keys().copied().collect();
-        for partition in partitions {
-            let written = std::mem::take(
-                &mut self
-                    .stores
-                    .get_mut(&partition)
-                    .expect("hosted")
-                    .snapshots
-                    .written,
-            );
-            for id in written {
-                any = true;
-                let now = self.now_ms();
-                let work = self.multi.on_snapshot_written(now, partition, id)?;
-                self.execute(work)?;
-            }
-        }
-        Ok(any)
-    }
-
-    /// Leader: fills a FetchSnapshot answer from the snapshot file. Returns the file region to
-    /// send with sendfile (the answer's bytes then stay empty); `None` when the answer is an
-    /// error or its bytes were read into memory.
-    pub(super) fn fill_fetch_snapshot_response(
-        &mut self,
-        partition: PartitionId,
-        response: &mut core::FetchSnapshotResponse,
-        max_bytes: u32,
-    ) -> Option<FileRegion> {
-        if response.error_code != core::ErrorCode::None {
-            return None;
-        }
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let limit = u64::from(max_bytes).min(u64::from(self.config.fetch_snapshot_max_bytes));
-        let io = &mut self.io;
-        let read = RawSnapshotReader::open(io, &store.dir, engine_id(response.snapshot_id))
-            .and_then(|reader| {
-                let result = reader.region(response.position, limit).and_then(|region| {
-                    // A descriptor of our own, so the region outlives this reader and a
-                    // deletion of the snapshot before the bytes are on the socket.
-                    let source = match std::fs::File::open(reader.path()) {
-                        Ok(file) => RecordsSource::File(FileRegion {
-                            file: Rc::new(file),
-                            position: region.position,
-                            length: u32::try_from(region.len_bytes)
-                                .expect("a region is at most max_bytes, a u32"),
-                        }),
-                        Err(error) => {
-                            tracing::debug!(%error, "snapshot not reopenable; reading it");
-                            RecordsSource::Memory(reader.read_region(io, &region)?)
-                        }
-                    };
-                    Ok((reader.size_bytes(), source))
-                });
-                let closed = reader.close(io);
-                let out = result?;
-                closed?;
-                Ok(out)
-            });
-        match read {
-            Ok((size, source)) => {
-                response.size = size;
-                match source {
-                    RecordsSource::Memory(bytes) => {
-                        response.unaligned_records = bytes;
-                        None
-                    }
-                    RecordsSource::File(region) => Some(region),
-                }
-            }
-            Err(SnapshotError::NotFound { .. } | SnapshotError::InvalidId { .. }) => {
-                response.error_code = core::ErrorCode::SnapshotNotFound;
-                None
-            }
-            Err(SnapshotError::PositionOutOfRange { .. }) => {
-                response.error_code = core::ErrorCode::PositionOutOfRange;
-                None
-            }
-            Err(error) => {
-                tracing::error!(%error, "reading a snapshot for FetchSnapshot");
-                response.error_code = core::ErrorCode::UnknownServerError;
-                None
-            }
-        }
-    }
-
-    /// Follower: a chunk of the snapshot being fetched goes into its `.part`.
-    pub(super) fn write_snapshot_chunk(
-        &mut self,
-        partition: PartitionId,
-        snapshot_id: OffsetAndEpoch,
-        size_bytes: u64,
-        position: u64,
-        bytes: Bytes,
-    ) -> Result<(), NodeError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let id = engine_id(snapshot_id);
-        let current = store
-            .snapshots
-            .fetching
-            .as_ref()
-            .is_some_and(|w| w.snapshot_id() == id && w.expected_size_bytes() == size_bytes);
-        if position == 0 || !current {
-            if let Some(old) = store.snapshots.fetching.take() {
-                old.abort(&mut self.io).map_err(StorageError::from)?;
-            }
-            let writer = RawSnapshotWriter::create(&mut self.io, &store.dir, id, size_bytes, false)
-                .map_err(StorageError::from)?;
-            store.snapshots.fetching = Some(writer);
-        }
-        let writer = store.snapshots.fetching.as_mut().expect("created above");
-        writer
-            .write_at(&mut self.io, position, &bytes)
-            .map_err(StorageError::from)?;
-        Ok(())
-    }
-
-    /// Follower: every byte arrived: freeze, load into the state machine, truncate the log
-    /// fully to start at the snapshot's end offset, drop older snapshots.
-    pub(super) fn install_snapshot(
-        &mut self,
-        partition: PartitionId,
-        snapshot_id: OffsetAndEpoch,
-    ) -> Result<(), NodeError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let Some(writer) = store
-            .snapshots
-            .fetching
-            .take()
-            .filter(|w| w.snapshot_id() == engine_id(snapshot_id))
-        else {
-            return Err(StorageError::Inconsistent {
-                path: store.dir.display().to_string(),
-                reason: format!("installing snapshot {snapshot_id:?} that was not fetched"),
-            }
-            .into());
-        };
-        let contents = writer.freeze(&mut self.io).map_err(StorageError::from)?;
-        store
-            .snapshots
-            .state_machine
-            .load_snapshot(&contents)
-            .map_err(|e| state_machine_error(&store.dir, e))?;
-        let offset = snapshot_id.offset;
-        store
-            .log
-            .truncate_fully_and_start_at(&mut self.io, offset as i64)
-            .map_err(StorageError::from)?;
-        store.truncations += 1;
-        store.flush_target = offset;
-        store.reported_durable_end_offset = offset;
-        store.snapshots.latest_snapshot_id = Some(snapshot_id);
-        store.snapshots.last_snapshot_ms = self.started.elapsed().as_millis() as u64;
-        delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))
-            .map_err(StorageError::from)?;
-        tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
-        Ok(())
-    }
-
-    /// The core moved the log start: whole segments below it go.
-    pub(super) fn advance_log_start(
-        &mut self,
-        partition: PartitionId,
-        offset: u64,
-    ) -> Result<(), NodeError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let deleted = store
-            .log
-            .advance_log_start_offset(&mut self.io, offset as i64)
-            .map_err(StorageError::from)?;
-        tracing::info!(
-            partition,
-            offset,
-            segments_deleted = deleted,
-            "log start advanced"
-        );
-        Ok(())
-    }
-
-    /// KIP-630 "When to Delete Snapshots": those older than the one at the log start.
-    pub(super) fn delete_old_snapshots(
-        &mut self,
-        partition: PartitionId,
-        snapshot_id: OffsetAndEpoch,
-    ) -> Result<(), NodeError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
-        let deleted = delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))
-            .map_err(StorageError::from)?;
-        if !deleted.is_empty() {
-            tracing::info!(partition, ?deleted, "old snapshots deleted");
-        }
-        Ok(())
-    }
-}
-
-/// The store's recovered snapshots, for the core's start.
-pub fn recovered_snapshots(store: &PartitionStore) -> RecoveredSnapshots {
-    store.recovered_snapshots
 }
 
 #[cfg(test)]
 mod tests {
-    //! The per-partition bookkeeping every snapshotted partition shares (the metadata partition
-    //! and each `cleanup.policy=snapshot` topic partition), without a node: which partitions
-    //! keep snapshots, the snapshot's epoch, one generation at a time, and how a writer's report
-    //! updates the latest snapshot.
-
     use super::*;
-    use ringlog_engine::batch::RecordBatchBuilder;
-
-    /// Policy: a snapshot after every 3 records (any byte count), no age trigger.
-    fn every_three_records() -> SnapshotPolicyConfig {
-        SnapshotPolicyConfig {
-            min_records: 3,
-            min_bytes: 1,
-            min_cleanable_ratio: 0.5,
-            max_interval_ms: 0,
-        }
-    }
-
-    /// Applies one batch of `records` (key, value) at `base_offset`.
-    fn apply(
-        snapshots: &mut PartitionSnapshots,
-        base_offset: i64,
-        records: &[(&str, Option<&str>)],
-    ) {
-        let mut builder = RecordBatchBuilder::new(base_offset).with_leader_epoch(2);
-        for (key, value) in records {
-            builder.append(0, Some(key.as_bytes()), value.map(str::as_bytes), &[]);
-        }
-        snapshots.state_machine.apply(&builder.build()).unwrap();
-    }
 
     #[test]
     fn the_metadata_partition_and_snapshot_topics_keep_snapshots_delete_topics_do_not() {
@@ -651,136 +96,5 @@ mod tests {
         assert!(!keeps_snapshots("orders", Some(CleanupPolicy::Delete)));
         // A topic partition whose record is not (yet) in the image: no state machine.
         assert!(!keeps_snapshots("orders", None));
-    }
-
-    #[test]
-    fn a_snapshot_carries_the_epoch_of_the_record_below_its_end_offset() {
-        let cache = [
-            OffsetAndEpoch::new(0, 1),
-            OffsetAndEpoch::new(100, 2),
-            OffsetAndEpoch::new(250, 3),
-        ];
-        assert_eq!(
-            epoch_before(&cache, 100, None),
-            1,
-            "record 99 is of epoch 1"
-        );
-        assert_eq!(epoch_before(&cache, 101, None), 2);
-        assert_eq!(epoch_before(&cache, 251, None), 3);
-        // The cache starts at the log start: below it, the latest snapshot's epoch holds.
-        let trimmed = [OffsetAndEpoch::new(300, 4)];
-        let latest = Some(OffsetAndEpoch::new(300, 3));
-        assert_eq!(epoch_before(&trimmed, 300, latest), 3);
-        assert_eq!(epoch_before(&[], 0, None), 0);
-    }
-
-    #[test]
-    fn one_generation_at_a_time_and_the_report_makes_it_the_latest() {
-        let policy = every_three_records();
-        let cache = [OffsetAndEpoch::new(0, 2)];
-        let mut snapshots = PartitionSnapshots {
-            state_machine: KeyValueStateMachine::new(),
-            ..Default::default()
-        };
-        apply(&mut snapshots, 0, &[("a", Some("1")), ("b", Some("1"))]);
-        assert!(
-            snapshots
-                .maybe_begin_generation(&policy, 2, &cache, 10)
-                .is_none(),
-            "two records are under the minimum"
-        );
-        apply(&mut snapshots, 2, &[("a", Some("2")), ("b", None)]);
-        // KIP-630: only committed state: the policy refuses state past the high-watermark.
-        assert!(
-            snapshots
-                .maybe_begin_generation(&policy, 3, &cache, 10)
-                .is_none(),
-            "state past the high-watermark is refused"
-        );
-        let (job, _) = snapshots
-            .maybe_begin_generation(&policy, 4, &cache, 10)
-            .expect("four committed records");
-        assert_eq!(job.snapshot_id, OffsetAndEpoch::new(4, 2));
-        let expected: Vec<(&[u8], &[u8])> = vec![(b"a", b"2")];
-        let taken: Vec<(&[u8], &[u8])> = job
-            .entries
-            .iter()
-            .map(|(k, v)| (k.as_ref(), v.as_ref()))
-            .collect();
-        assert_eq!(
-            taken, expected,
-            "the state at the end offset, tombstone applied"
-        );
-        // While the writer runs, the policy is not asked again, however much arrives.
-        apply(
-            &mut snapshots,
-            4,
-            &[("c", Some("1")), ("d", Some("1")), ("e", Some("1"))],
-        );
-        assert!(
-            snapshots
-                .maybe_begin_generation(&policy, 7, &cache, 20)
-                .is_none()
-        );
-        assert_eq!(
-            snapshots.finish_generation(job.snapshot_id, Ok(())),
-            GenerationOutcome::Taken
-        );
-        assert_eq!(snapshots.latest_snapshot_id, Some(job.snapshot_id));
-        assert_eq!(snapshots.written, vec![job.snapshot_id]);
-        // The counters restarted at offset 4: the three records since then make the next one.
-        let (next, _) = snapshots
-            .maybe_begin_generation(&policy, 7, &cache, 30)
-            .expect("three records since the snapshot");
-        assert_eq!(next.snapshot_id, OffsetAndEpoch::new(7, 2));
-        assert_eq!(next.entries.len(), 4);
-    }
-
-    #[test]
-    fn a_failed_or_superseded_generation_leaves_the_latest_snapshot_alone() {
-        let policy = every_three_records();
-        let cache = [OffsetAndEpoch::new(0, 1)];
-        let mut snapshots = PartitionSnapshots {
-            state_machine: KeyValueStateMachine::new(),
-            ..Default::default()
-        };
-        apply(
-            &mut snapshots,
-            0,
-            &[("a", Some("1")), ("b", Some("1")), ("c", Some("1"))],
-        );
-        let (job, _) = snapshots
-            .maybe_begin_generation(&policy, 3, &cache, 0)
-            .unwrap();
-        let failed = snapshots.finish_generation(job.snapshot_id, Err("disk full".into()));
-        assert_eq!(failed, GenerationOutcome::Failed("disk full".into()));
-        assert_eq!(snapshots.latest_snapshot_id, None);
-        assert!(snapshots.written.is_empty());
-        // The counters restarted when the state was taken: a retry needs new records.
-        assert!(
-            snapshots
-                .maybe_begin_generation(&policy, 3, &cache, 0)
-                .is_none()
-        );
-        apply(
-            &mut snapshots,
-            3,
-            &[("d", Some("1")), ("e", Some("1")), ("f", Some("1"))],
-        );
-        let (job, _) = snapshots
-            .maybe_begin_generation(&policy, 6, &cache, 0)
-            .unwrap();
-        // A newer snapshot was fetched from the leader and installed while the writer ran.
-        let installed = OffsetAndEpoch::new(9, 1);
-        snapshots.latest_snapshot_id = Some(installed);
-        assert_eq!(
-            snapshots.finish_generation(job.snapshot_id, Ok(())),
-            GenerationOutcome::Superseded
-        );
-        assert_eq!(snapshots.latest_snapshot_id, Some(installed));
-        assert!(
-            snapshots.written.is_empty(),
-            "the core is told only of the latest"
-        );
     }
 }

@@ -9,9 +9,9 @@ use ringlog_engine::log::LogConfig;
 use ringlog_replication::state_machine::StateMachine;
 
 use super::convert::HostedPartition;
-use super::storage::PartitionStore;
 use super::topics::{TOPIC_RECORD_KEY_PREFIX, TopicRecord, quorum_config};
 use super::{Node, NodeError};
+use ringlog_replication::host::PartitionSpec;
 
 impl Node {
     /// Brings the topic image up to the metadata partition's key-value state (which holds the
@@ -26,7 +26,12 @@ impl Node {
         // the core by the same pump round.
         self.maybe_enforce_retention()?;
         let partition = self.metadata_partition_id();
-        let state_machine = &self.stores[&partition].snapshots.state_machine;
+        let state_machine = &self
+            .host
+            .store(partition)
+            .expect("hosted partition")
+            .snapshots
+            .state_machine;
         let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
         if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
             return self.answer_creates();
@@ -93,12 +98,6 @@ impl Node {
             .metadata_log_dir
             .join(format!("{}-{index}", topic.name));
         self.prepare_partition_dir(&dir, topic.topic_id)?;
-        let voter_ids: Vec<i32> = self
-            .config
-            .quorum_voters
-            .iter()
-            .map(|v| v.node_id)
-            .collect();
         let log_config = LogConfig {
             segment_size_bytes: topic
                 .config
@@ -108,20 +107,28 @@ impl Node {
                 .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
             ..LogConfig::default()
         };
-        let (store, recovered) =
-            PartitionStore::open(&mut self.io, &dir, log_config, &self.cluster_id, &voter_ids)?;
         let id = self.table.add(hosted);
         let quorum = quorum_config(&self.config)?;
         let now = self.now_ms();
-        self.multi.add_partition_with_snapshots(
-            &quorum,
+        let spec = PartitionSpec {
             id,
-            &recovered,
-            store.recovered_snapshots,
-            super::random_seed(),
-            now,
-        )?;
-        self.stores.insert(id, store);
+            dir: dir.clone(),
+            log_config,
+            keeps_snapshots: super::snapshots::keeps_snapshots(
+                &topic.name,
+                Some(topic.config.cleanup_policy),
+            ),
+        };
+        let recovered = match self
+            .host
+            .add_partition(&quorum, spec, super::random_seed(), now)
+        {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                self.table.remove(id);
+                return Err(error.into());
+            }
+        };
         self.observer
             .add_partition(id, self.table.dir_name(id), &dir);
         tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");

@@ -396,8 +396,8 @@ impl Node {
     }
 
     pub(super) fn metadata_raft(&self) -> &Raft {
-        self.multi
-            .partition(self.metadata_partition_id())
+        self.host
+            .raft(self.metadata_partition_id())
             .expect("hosted")
     }
 
@@ -424,8 +424,8 @@ impl Node {
     /// one segment (Kafka refuses such a batch too).
     pub(super) fn produce_max_batch_bytes(&self, partition: PartitionId) -> usize {
         let segment_bytes = self
-            .stores
-            .get(&partition)
+            .host
+            .store(partition)
             .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
         (self.config.message_max_bytes as u64).min(segment_bytes) as usize
     }
@@ -458,12 +458,16 @@ impl Node {
             .map_err(|(code, _)| code)?;
         let partition = self.metadata_partition_id();
         let now = self.now_ms();
-        let (appended, work) = self
-            .multi
-            .append(now, partition, batches)
-            .map_err(|_| ErrorCode::NotController)?;
-        self.execute(work)
-            .map_err(|_| ErrorCode::KafkaStorageError)?;
+        let appended = match self.host.append(now, partition, batches) {
+            Ok(appended) => appended,
+            Err(ringlog_replication::host::HostError::Raft(_)) => {
+                return Err(ErrorCode::NotController);
+            }
+            Err(ringlog_replication::host::HostError::Storage(_)) => {
+                return Err(ErrorCode::KafkaStorageError);
+            }
+        };
+        self.deliver().map_err(|_| ErrorCode::KafkaStorageError)?;
         Ok(appended.last_offset)
     }
 

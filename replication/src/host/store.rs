@@ -1,29 +1,24 @@
-//! One partition's files, as the node executes the core's storage work on them: the partition
+//! One partition's files, as the host executes the core's storage work on them: the partition
 //! log (`ringlog_engine::log::PartitionLog`) and the `quorum-state` file.
 //!
-//! Every `PartitionLog` of the node shares the one [`AnyIo`] backend (one ring), so a completion
+//! Every `PartitionLog` of a host shares the host's one `Io` backend (one ring); a completion
 //! drained from it is offered to each log in turn ([`route_completions`]).
 //!
 //! Durability bookkeeping: `reported_durable_end_offset` is the log's durable end as last
-//! reported to the core (`Persisted::Log`). The node compares it with the engine's
+//! reported to the core (`Persisted::Log`). The host compares it with the engine's
 //! `durable_end_offset` after every storage step, so a flush that completed inside a blocking
 //! engine call (truncation, a file read) is reported too.
 
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use ringlog_engine::io::{AnyIo, Completion};
+use ringlog_engine::io::{Completion, Io};
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
 use ringlog_engine::snapshot::SnapshotError;
-use ringlog_replication::{
-    ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState,
-};
 
 use super::snapshots::PartitionSnapshots;
-
-use crate::server::{FileRegion, RecordsSource};
+use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -35,6 +30,23 @@ pub enum StorageError {
     Snapshot(#[from] SnapshotError),
     #[error("{path}: {reason}")]
     Inconsistent { path: String, reason: String },
+}
+
+/// Bytes of a log or a snapshot for a response: in memory (the log's unflushed tail, or bytes
+/// read), or a range of a file for the runtime to send without a userspace copy (it opens the
+/// path at once, on the same thread, so no truncation or deletion can come in between).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Records {
+    Memory(Bytes),
+    File(FileRange),
+}
+
+/// A range of a file on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRange {
+    pub path: PathBuf,
+    pub position: u64,
+    pub length: u32,
 }
 
 pub struct PartitionStore {
@@ -56,19 +68,24 @@ pub struct PartitionStore {
     pub snapshots: PartitionSnapshots,
     /// The snapshots found at start (for the core's start).
     pub recovered_snapshots: RecoveredSnapshots,
-    /// A log start advance the core asked for, run once no I/O is in flight (node/mod.rs).
+    /// A log start advance the core asked for, run once no I/O is in flight (`Host::pump`).
     pub deferred_log_start_offset: Option<u64>,
+    /// Whether the partition runs the key-value state machine with KIP-630 snapshots (the
+    /// runtime decides from the topic's `cleanup.policy`; a `delete` topic's log must not be
+    /// cut behind a snapshot).
+    pub keeps_snapshots: bool,
 }
 
 impl PartitionStore {
     /// Opens (and recovers) the partition's log and reads its quorum-state. Its blocking reads
     /// take only their own completions; other logs' stay in the ring for them.
-    pub fn open(
-        io: &mut AnyIo,
+    pub fn open<I: Io>(
+        io: &mut I,
         dir: &Path,
         log_config: LogConfig,
         cluster_id: &str,
         voters: &[i32],
+        keeps_snapshots: bool,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
         let (mut log, report) = PartitionLog::open(io, dir, log_config)?;
         tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
@@ -123,15 +140,16 @@ impl PartitionStore {
             snapshots,
             recovered_snapshots,
             deferred_log_start_offset: None,
+            keeps_snapshots,
         };
         Ok((store, recovered))
     }
 
     /// Writes the quorum-state file durably (tmp + fdatasync + rename + folder fsync) before
     /// returning, so what the core sends after it may leave.
-    pub fn write_quorum_state(
+    pub fn write_quorum_state<I: Io>(
         &mut self,
-        io: &mut AnyIo,
+        io: &mut I,
         state: ElectionState,
     ) -> Result<(), StorageError> {
         let mut data = QuorumStateData::initial(&self.cluster_id, &self.voters);
@@ -158,9 +176,9 @@ impl PartitionStore {
     }
 
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch), materialised.
-    pub fn read(
+    pub fn read<I: Io>(
         &mut self,
-        io: &mut AnyIo,
+        io: &mut I,
         offset: u64,
         max_bytes: u32,
     ) -> Result<Bytes, StorageError> {
@@ -176,46 +194,41 @@ impl PartitionStore {
         } = &view
         {
             // A region below the segment's written end is complete on disk: read it through a
-            // descriptor of our own. The engine's `read_view_bytes` first waits for the flush
-            // in flight (its read shares the ring), which stalled the event loop on an
-            // fdatasync for every metadata scan of the produce path (docs/benchmarks.md).
-            if let Ok(file) = std::fs::File::open(path) {
-                use std::os::unix::fs::FileExt;
-                let mut bytes = vec![0u8; *length_bytes as usize];
-                if file.read_exact_at(&mut bytes, *position).is_ok() {
-                    return Ok(Bytes::from(bytes));
-                }
+            // descriptor of its own (`Io::read_buffered_at`). The engine's `read_view_bytes`
+            // first waits for the flush in flight, which stalled the event loop on an fdatasync
+            // for every metadata scan of the produce path (docs/benchmarks.md).
+            if let Ok(bytes) = io.read_buffered_at(path, *position, *length_bytes as usize)
+                && bytes.len() as u64 == *length_bytes
+            {
+                return Ok(Bytes::from(bytes));
             }
         }
         Ok(self.log.read_view_bytes(io, &view)?)
     }
 
     /// Whole batches from `offset` whose last offset is below `end_offset`, at most `max_bytes`
-    /// (at least one batch), for the server to send without a userspace copy: the in-memory
-    /// tail as a `Bytes` slice, a written segment range as a file region that `sendfile(2)`
-    /// moves from the page cache to the socket.
-    ///
-    /// The region reads the segment through a descriptor of its own (opened here, kept open by
-    /// the reply until the bytes are out): the engine's descriptor may be O_DIRECT, which
-    /// sendfile cannot read at unaligned positions, and may be closed by a truncation while a
-    /// reply is still queued; an open descriptor keeps a deleted file's bytes readable. Where
-    /// the segment is not a file on disk (the in-memory test backend), the bytes are read.
-    pub fn read_region(
+    /// (at least one batch), for a send without a userspace copy: the in-memory tail as a
+    /// `Bytes` slice, a written segment range as a [`FileRange`] that the runtime opens with a
+    /// descriptor of its own and sends with `sendfile(2)` from the page cache (the engine's
+    /// descriptor may be O_DIRECT, which sendfile cannot read at unaligned positions, and may be
+    /// closed by a truncation while a reply is still queued; an open descriptor keeps a deleted
+    /// file's bytes readable).
+    pub fn read_region<I: Io>(
         &mut self,
-        io: &mut AnyIo,
+        io: &mut I,
         offset: u64,
         max_bytes: u32,
         end_offset: u64,
-    ) -> Result<RecordsSource, StorageError> {
+    ) -> Result<Records, StorageError> {
         if offset >= self.log.log_end_offset() as u64 || offset >= end_offset || max_bytes == 0 {
-            return Ok(RecordsSource::Memory(Bytes::new()));
+            return Ok(Records::Memory(Bytes::new()));
         }
         let end_offset = i64::try_from(end_offset).unwrap_or(i64::MAX);
         let view = self
             .log
             .read_below(io, offset as i64, max_bytes as usize, end_offset)?;
-        match &view {
-            ReadView::Memory(bytes) => Ok(RecordsSource::Memory(bytes.clone())),
+        match view {
+            ReadView::Memory(bytes) => Ok(Records::Memory(bytes)),
             ReadView::File {
                 path,
                 position,
@@ -223,21 +236,15 @@ impl PartitionStore {
                 ..
             } => {
                 let length =
-                    u32::try_from(*length_bytes).map_err(|_| StorageError::Inconsistent {
+                    u32::try_from(length_bytes).map_err(|_| StorageError::Inconsistent {
                         path: path.display().to_string(),
                         reason: format!("a read of {length_bytes} bytes does not fit one response"),
                     })?;
-                match std::fs::File::open(path) {
-                    Ok(file) => Ok(RecordsSource::File(FileRegion {
-                        file: Rc::new(file),
-                        position: *position,
-                        length,
-                    })),
-                    Err(error) => {
-                        tracing::debug!(path = %path.display(), %error, "segment not on disk; reading it");
-                        Ok(RecordsSource::Memory(self.log.read_view_bytes(io, &view)?))
-                    }
-                }
+                Ok(Records::File(FileRange {
+                    path,
+                    position,
+                    length,
+                }))
             }
         }
     }
@@ -256,8 +263,8 @@ impl PartitionStore {
 
 /// Offers each completion to every log; returns the first error (a failed write stops the log
 /// and, through it, the node).
-pub fn route_completions(
-    io: &mut AnyIo,
+pub fn route_completions<I: Io>(
+    io: &mut I,
     stores: &mut [&mut PartitionStore],
     completions: Vec<Completion>,
 ) -> Result<(), StorageError> {
@@ -278,11 +285,12 @@ pub fn route_completions(
 mod tests {
     use super::*;
     use ringlog_engine::batch::RecordBatchBuilder;
-    use ringlog_engine::io::{Io, SyscallIo};
+    use ringlog_engine::io::{AnyIo, SyscallIo};
 
     fn open(io: &mut AnyIo, dir: &Path) -> PartitionStore {
         let (store, _) =
-            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1]).expect("open");
+            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1], false)
+                .expect("open");
         store
     }
 

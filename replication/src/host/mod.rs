@@ -1,0 +1,442 @@
+//! The host: the replication core ([`MultiRaft`]) and the partition stores it drives, with the
+//! executor of the core's [`Work`] (docs/design.md, "The host").
+//!
+//! ```text
+//!  runtime (net/src/node)                      Host<I: Io>
+//!  ─ step / tick / append / resign ──────▶ ┌─────────────────────────────────────┐
+//!  ─ pump (storage completions) ─────────▶ │ MultiRaft ──Work──▶ execute         │──▶ engine (Io)
+//!  ─ on_snapshot_generated ──────────────▶ │ held messages, persistence reports  │
+//!  ◀──────────────── take_output ──────────│ Output: messages, appends, HW, ...  │
+//!                                          └─────────────────────────────────────┘
+//! ```
+//!
+//! Kafka splits the same way: `raft/` owns `KafkaRaftClient` and its log, `core/server` the
+//! APIs. The host has no sockets, no threads, no clock and no randomness of its own: every call
+//! that may step the core takes `now_ms`, storage goes through the one [`Io`] it owns, and what
+//! the runtime must do (send a message, answer a fetch with a file range, track an append for
+//! idempotent producers, write a snapshot off the loop) comes back as [`Output`], in order,
+//! from [`Host::take_output`]. It never calls up into API, controller or metrics code.
+//!
+//! Rules it keeps (`Work`'s contract, docs/raft.md):
+//! - no re-entrancy: the core is never called while a work list is being executed; persistence
+//!   completions go into a queue and are reported after the current list (`pump`);
+//! - a quorum-state write is synchronous (tmp + fdatasync + rename + folder fsync) and finishes
+//!   before the next work item runs;
+//! - a `SendAfterPersist` message waits until every log flush requested before it completed;
+//! - `Persisted::Log` is reported only from the engine's durable end offset, which moves only
+//!   after an fdatasync.
+
+mod execute;
+mod pump;
+pub mod snapshots;
+pub mod store;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use ringlog_engine::io::Io;
+use ringlog_engine::log::LogConfig;
+
+use crate::error::RaftError;
+use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
+use crate::multi::{MultiRaft, PartitionMessage};
+use crate::raft::{AppendResult, Raft};
+use crate::state_machine::SnapshotPolicyConfig;
+use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState};
+use crate::work::Persisted;
+
+pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
+pub use store::{FileRange, PartitionStore, Records, StorageError, route_completions};
+
+/// What a host call can fail with: the core refused the input (a stale or malformed message:
+/// the runtime logs it and goes on), or storage failed (the partition's files cannot be trusted).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("replication core: {0}")]
+    Raft(#[from] RaftError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// The host's fixed settings.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Written into every quorum-state file.
+    pub cluster_id: String,
+    /// The configured voters, written into every quorum-state file.
+    pub voters: Vec<NodeId>,
+    /// KIP-630: when a snapshotted partition takes a snapshot.
+    pub snapshot_policy: SnapshotPolicyConfig,
+    /// `replica.fetch.snapshot.max.bytes`: at most this much of one snapshot per answer.
+    pub fetch_snapshot_max_bytes: u32,
+    /// A rule of the host broken on purpose, to show that tests catch it (sim builds only).
+    #[cfg(feature = "sim")]
+    pub mutation: Option<HostMutation>,
+}
+
+impl HostConfig {
+    pub fn new(
+        cluster_id: String,
+        voters: Vec<NodeId>,
+        snapshot_policy: SnapshotPolicyConfig,
+        fetch_snapshot_max_bytes: u32,
+    ) -> HostConfig {
+        HostConfig {
+            cluster_id,
+            voters,
+            snapshot_policy,
+            fetch_snapshot_max_bytes,
+            #[cfg(feature = "sim")]
+            mutation: None,
+        }
+    }
+}
+
+/// A host rule to break on purpose (the simulator's mutation check, docs/simulator.md).
+#[cfg(feature = "sim")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostMutation {
+    /// Report the log durable up to its end offset without waiting for the fdatasync, so a
+    /// produce is acknowledged before its flush.
+    AcknowledgeBeforeFlush,
+}
+
+/// A partition to open: its folder, its log's settings, whether it keeps a state machine with
+/// snapshots.
+#[derive(Clone, Debug)]
+pub struct PartitionSpec {
+    pub id: PartitionId,
+    pub dir: PathBuf,
+    pub log_config: LogConfig,
+    pub keeps_snapshots: bool,
+}
+
+/// What the runtime must do, in the order the host produced it.
+#[derive(Debug)]
+pub enum Output {
+    /// A core message for `to`: a request to send, or an answer for the request it answers.
+    Send {
+        partition: PartitionId,
+        to: NodeId,
+        message: Message,
+    },
+    /// A replica fetch answered; `records`, when set, holds the answer's bytes (the response's
+    /// own `records` are then empty).
+    FetchResponse {
+        partition: PartitionId,
+        response: FetchResponse,
+        records: Option<FileRange>,
+    },
+    /// KIP-630: a FetchSnapshot answered; `region`, when set, holds the answer's bytes.
+    FetchSnapshotResponse {
+        partition: PartitionId,
+        to: NodeId,
+        response: FetchSnapshotResponse,
+        region: Option<FileRange>,
+    },
+    /// The leader appended `batches` (stamped from `base_offset`).
+    LeaderAppended {
+        partition: PartitionId,
+        base_offset: u64,
+        batches: Vec<Bytes>,
+    },
+    /// A follower appended the leader's `records` as they are.
+    FollowerAppended {
+        partition: PartitionId,
+        records: Bytes,
+    },
+    /// The log now ends at `offset` (a diverging tail was cut) or, with `snapshot`, starts and
+    /// ends there (a fetched snapshot was installed).
+    Truncated {
+        partition: PartitionId,
+        offset: u64,
+        snapshot: bool,
+    },
+    /// The high-watermark moved; the state machine (if any) applied what it committed.
+    HighWatermark {
+        partition: PartitionId,
+        high_watermark: u64,
+    },
+    /// A snapshot to write off the loop ([`write_snapshot_job`]); report the result with
+    /// [`Host::on_snapshot_generated`].
+    GenerateSnapshot {
+        partition: PartitionId,
+        dir: PathBuf,
+        job: SnapshotJob,
+    },
+}
+
+/// Timing hooks: the runtime measures the host's work items with its own clock (the host has
+/// none). `end` names the item or stage that began at the last `begin`.
+pub trait Probe {
+    fn begin(&mut self);
+    fn end(&mut self, name: &'static str);
+}
+
+struct NoProbe;
+
+impl Probe for NoProbe {
+    fn begin(&mut self) {}
+    fn end(&mut self, _name: &'static str) {}
+}
+
+/// A `SendAfterPersist` message waiting for the flushes requested before it.
+struct Held {
+    /// (partition, flush target, truncation count) when the message was held.
+    targets: Vec<(PartitionId, u64, u64)>,
+    partition: PartitionId,
+    to: NodeId,
+    message: Message,
+}
+
+pub struct Host<I: Io> {
+    io: I,
+    config: HostConfig,
+    multi: MultiRaft,
+    stores: BTreeMap<PartitionId, PartitionStore>,
+    held: VecDeque<Held>,
+    persisted: VecDeque<(PartitionId, Persisted)>,
+    output: Vec<Output>,
+    probe: Box<dyn Probe>,
+    /// The `now_ms` of the latest call, for work that records a time (a snapshot's).
+    now_ms: u64,
+}
+
+impl<I: Io> Host<I> {
+    /// Opens (and recovers) every partition's files and starts the core over them.
+    pub fn open(
+        mut io: I,
+        config: HostConfig,
+        quorum: &QuorumConfig,
+        partitions: Vec<PartitionSpec>,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Host<I>, HostError> {
+        let mut stores = BTreeMap::new();
+        let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
+        let mut recovered_snapshots = BTreeMap::new();
+        for spec in partitions {
+            let (store, state) = PartitionStore::open(
+                &mut io,
+                &spec.dir,
+                spec.log_config,
+                &config.cluster_id,
+                &config.voters,
+                spec.keeps_snapshots,
+            )?;
+            tracing::info!(partition = spec.id, ?state, "recovered");
+            recovered_snapshots.insert(spec.id, store.recovered_snapshots);
+            stores.insert(spec.id, store);
+            recovered.insert(spec.id, state);
+        }
+        let multi =
+            MultiRaft::new_with_snapshots(quorum, &recovered, &recovered_snapshots, seed, now_ms)?;
+        Ok(Host {
+            io,
+            config,
+            multi,
+            stores,
+            held: VecDeque::new(),
+            persisted: VecDeque::new(),
+            output: Vec::new(),
+            probe: Box::new(NoProbe),
+            now_ms,
+        })
+    }
+
+    /// The runtime's timing hooks (a stall watch).
+    pub fn set_probe(&mut self, probe: Box<dyn Probe>) {
+        self.probe = probe;
+    }
+
+    /// Opens a partition created after the start (a topic's) and starts its core.
+    pub fn add_partition(
+        &mut self,
+        quorum: &QuorumConfig,
+        spec: PartitionSpec,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<RecoveredState, HostError> {
+        self.now_ms = now_ms;
+        let (store, recovered) = PartitionStore::open(
+            &mut self.io,
+            &spec.dir,
+            spec.log_config,
+            &self.config.cluster_id,
+            &self.config.voters,
+            spec.keeps_snapshots,
+        )?;
+        self.multi.add_partition_with_snapshots(
+            quorum,
+            spec.id,
+            &recovered,
+            store.recovered_snapshots,
+            seed,
+            now_ms,
+        )?;
+        self.stores.insert(spec.id, store);
+        Ok(recovered)
+    }
+
+    /// Takes a partition out: its core, its queued reports and held messages, and its log
+    /// (closed after its in-flight I/O; other logs' completions stay in the ring). Returns the
+    /// partition's folder. Call it between host calls, so no work of it is half executed.
+    pub fn remove_partition(&mut self, id: PartitionId) -> Option<PathBuf> {
+        self.multi.remove_partition(id);
+        self.persisted.retain(|(p, _)| *p != id);
+        self.held.retain(|h| h.partition != id);
+        for held in &mut self.held {
+            held.targets.retain(|(p, _, _)| *p != id);
+        }
+        let store = self.stores.remove(&id)?;
+        let dir = store.dir.clone();
+        if let Err(error) = store.log.close(&mut self.io) {
+            tracing::warn!(partition = id, %error, "closing a removed partition");
+        }
+        Some(dir)
+    }
+
+    /// The backend, the host dropped without closing anything: what a crash leaves.
+    pub fn into_io(self) -> I {
+        self.io
+    }
+
+    /// Flushes and closes every log (shutdown).
+    pub fn close(mut self) {
+        for (partition, store) in std::mem::take(&mut self.stores) {
+            if let Err(error) = store.log.close(&mut self.io) {
+                tracing::warn!(partition, %error, "closing the log");
+            }
+        }
+    }
+
+    // ---- driving the core ------------------------------------------------------------------
+
+    /// Timers: returns the next deadline (ms) the core asks to be ticked at.
+    pub fn tick(&mut self, now_ms: u64) -> Result<u64, HostError> {
+        self.now_ms = now_ms;
+        let (work, next_deadline_ms) = self.multi.tick(now_ms)?;
+        self.execute(work)?;
+        Ok(next_deadline_ms)
+    }
+
+    /// A message from a peer.
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        message: PartitionMessage,
+    ) -> Result<(), HostError> {
+        self.now_ms = now_ms;
+        let work = self.multi.step(now_ms, from, message)?;
+        Ok(self.execute(work)?)
+    }
+
+    /// Leader: appends a client's batches (Produce).
+    pub fn append(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        batches: Vec<Bytes>,
+    ) -> Result<AppendResult, HostError> {
+        self.now_ms = now_ms;
+        let (appended, work) = self.multi.append(now_ms, partition, batches)?;
+        self.execute(work)?;
+        Ok(appended)
+    }
+
+    /// KIP-595 graceful shutdown of one partition: a leader resigns with EndQuorumEpoch.
+    pub fn resign(&mut self, now_ms: u64, partition: PartitionId) -> Result<(), HostError> {
+        self.now_ms = now_ms;
+        let work = self.multi.resign(now_ms, partition)?;
+        Ok(self.execute(work)?)
+    }
+
+    /// Answers `replica`'s parked fetch of `partition` now, with what it has.
+    pub fn complete_parked_fetch(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        replica: NodeId,
+    ) -> Result<(), HostError> {
+        self.now_ms = now_ms;
+        let work = self.multi.complete_parked_fetch(now_ms, partition, replica);
+        Ok(self.execute(work)?)
+    }
+
+    /// What the runtime must do, in order, since the last call.
+    pub fn take_output(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.output)
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.output.is_empty()
+    }
+
+    // ---- reading ---------------------------------------------------------------------------
+
+    pub fn multi(&self) -> &MultiRaft {
+        &self.multi
+    }
+
+    pub fn raft(&self, partition: PartitionId) -> Option<&Raft> {
+        self.multi.partition(partition)
+    }
+
+    pub fn store(&self, partition: PartitionId) -> Option<&PartitionStore> {
+        self.stores.get(&partition)
+    }
+
+    pub fn stores(&self) -> impl Iterator<Item = (PartitionId, &PartitionStore)> {
+        self.stores.iter().map(|(id, s)| (*id, s))
+    }
+
+    pub fn io(&self) -> &I {
+        &self.io
+    }
+
+    pub fn io_mut(&mut self) -> &mut I {
+        &mut self.io
+    }
+
+    /// Whole batches from `offset`, at most `max_bytes` (at least one batch), materialised.
+    pub fn read(
+        &mut self,
+        partition: PartitionId,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<Bytes, StorageError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        store.read(&mut self.io, offset, max_bytes)
+    }
+
+    /// Whole batches from `offset` below `end_offset`, as memory or a file range to send.
+    pub fn read_region(
+        &mut self,
+        partition: PartitionId,
+        offset: u64,
+        max_bytes: u32,
+        end_offset: u64,
+    ) -> Result<Records, StorageError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        store.read_region(&mut self.io, offset, max_bytes, end_offset)
+    }
+
+    /// The bytes of a file range, read into memory (for a runtime that cannot send the file
+    /// itself, e.g. over the memory backend).
+    pub fn read_file_range(&mut self, range: &FileRange) -> Result<Bytes, StorageError> {
+        let bytes = self
+            .io
+            .read_buffered_at(&range.path, range.position, range.length as usize)
+            .map_err(|e| StorageError::Log(e.into()))?;
+        Ok(Bytes::from(bytes))
+    }
+
+    /// The snapshots a partition holds, for the runtime's records (retention).
+    pub fn latest_snapshot_id(&self, partition: PartitionId) -> Option<OffsetAndEpoch> {
+        self.stores
+            .get(&partition)
+            .and_then(|s| s.snapshots.latest_snapshot_id)
+    }
+}

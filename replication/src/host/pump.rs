@@ -1,0 +1,125 @@
+//! Storage completions and persistence reports (`pump`): drain the ring and route each completion
+//! to its log, run the log-start advances that wait for idle I/O, report durable offsets to the
+//! core, release the messages held behind flushes, and feed the queued `Persisted` reports and
+//! written snapshots to the core, until nothing is left to do. What a routed completion queued
+//! reaches the kernel before the runtime sleeps on the ring's readiness fd.
+
+use ringlog_engine::io::Io;
+use ringlog_engine::log::LogError;
+
+use super::store::{self, PartitionStore, StorageError};
+use super::{Host, HostError};
+use crate::types::PartitionId;
+use crate::work::Persisted;
+
+impl<I: Io> Host<I> {
+    /// Drains storage completions, reports durability, releases held messages and feeds the
+    /// queued persistence reports to the core until nothing is left to do. Returns whether
+    /// anything happened (the runtime then looks at the output and at what waits on it).
+    pub fn pump(&mut self, now_ms: u64) -> Result<bool, HostError> {
+        self.now_ms = now_ms;
+        let mut any = false;
+        loop {
+            // Routing a completion can queue the next operation (a flush's fdatasync after its
+            // writes): the next turn of this loop pushes it to the kernel.
+            self.probe.begin();
+            let routed = self.poll_storage()?;
+            self.probe.end("pump: poll_storage");
+            self.probe.begin();
+            self.advance_deferred_log_starts()?;
+            self.probe.end("pump: advance_deferred_log_starts");
+            self.report_durable();
+            self.release_held();
+            any |= routed;
+            let Some((partition, persisted)) = self.persisted.pop_front() else {
+                if routed || self.report_snapshots_written(now_ms)? {
+                    any = true;
+                    continue;
+                }
+                return Ok(any);
+            };
+            any = true;
+            let work = self.multi.on_persisted(now_ms, partition, persisted)?;
+            self.execute(work)?;
+        }
+    }
+
+    /// Pushes queued operations to the kernel and routes every ready completion to its log;
+    /// true if any completion was routed.
+    fn poll_storage(&mut self) -> Result<bool, StorageError> {
+        // Cleared before draining: a completion posted from here on signals the fd again.
+        self.io.clear_readiness();
+        if self.io.in_flight() > 0 {
+            self.io
+                .submit_and_wait(0)
+                .map_err(|e| StorageError::from(LogError::from(e)))?;
+        }
+        // A blocking call takes only its own completions (`io::wait_for_any`), so every other
+        // owner's is still in the ring and is routed here.
+        let mut ready = Vec::new();
+        self.io.drain_completions(&mut ready);
+        if ready.is_empty() {
+            return Ok(false);
+        }
+        let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
+        store::route_completions(&mut self.io, &mut stores, ready)?;
+        Ok(true)
+    }
+
+    /// Runs the log start advances that waited for the ring to be idle (`execute`).
+    fn advance_deferred_log_starts(&mut self) -> Result<(), StorageError> {
+        if self.io.in_flight() > 0 {
+            return Ok(());
+        }
+        let due: Vec<(PartitionId, u64)> = self
+            .stores
+            .iter_mut()
+            .filter_map(|(id, store)| store.deferred_log_start_offset.take().map(|o| (*id, o)))
+            .collect();
+        for (partition, offset) in due {
+            let store = &self.stores[&partition];
+            // A snapshot install may have moved the log past it meanwhile.
+            let end = store.log.log_end_offset() as u64;
+            if offset > store.log.log_start_offset() as u64 && offset <= end {
+                self.advance_log_start(partition, offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues `Persisted::Log` for every log whose durable end moved since the last report.
+    fn report_durable(&mut self) {
+        #[cfg(feature = "sim")]
+        let acknowledge_early =
+            self.config.mutation == Some(super::HostMutation::AcknowledgeBeforeFlush);
+        #[cfg(not(feature = "sim"))]
+        let acknowledge_early = false;
+        for (partition, store) in &mut self.stores {
+            let durable = if acknowledge_early {
+                store.log.log_end_offset() as u64
+            } else {
+                store.log.durable_end_offset() as u64
+            };
+            if durable > store.reported_durable_end_offset {
+                let generation = self
+                    .multi
+                    .partition(*partition)
+                    .map_or(0, |r| r.log().generation());
+                self.persisted.push_back((
+                    *partition,
+                    Persisted::Log {
+                        generation,
+                        end_offset: durable,
+                    },
+                ));
+            }
+            store.reported_durable_end_offset = durable;
+        }
+    }
+
+    /// Whether storage operations are in flight (the runtime then waits on the readiness fd,
+    /// or, for a backend without one, pumps again at once).
+    pub fn storage_in_flight(&self) -> bool {
+        self.io.in_flight() > 0
+    }
+}
