@@ -4,6 +4,5 @@ pub mod config;
 pub mod meta_properties;
 pub mod metrics;
 pub mod node;
-pub mod peer;
 pub mod protocol;
 pub mod server;
