@@ -283,12 +283,20 @@ fn describe_quorum_shows_a_topic_partition() {
     quorum.wait_for_leader(Duration::from_secs(20));
     quorum.create_topic("events", 2, &[]);
 
+    // Every voter knows the leader (a node that started the partition a moment ago may not
+    // have heard of it yet, and the CLI then rightly answers "no leader elected yet").
     let view = eventually(Duration::from_secs(20), "events-1 has a leader", || {
-        let view = Client::connect(&quorum.address(1), Duration::from_secs(1))
-            .ok()?
-            .describe_quorum_of("events", 1)
-            .ok()?;
-        (view.partition.leader_id >= 0).then_some(view)
+        let views: Vec<_> = (1..=3)
+            .map(|id| {
+                Client::connect(&quorum.address(id), Duration::from_secs(1))
+                    .ok()?
+                    .describe_quorum_of("events", 1)
+                    .ok()
+            })
+            .collect::<Option<_>>()?;
+        let leader = views[0].partition.leader_id;
+        (leader >= 0 && views.iter().all(|v| v.partition.leader_id == leader))
+            .then(|| views.into_iter().next().expect("three views"))
     });
     let leader = view.partition.leader_id;
     // Asked at a node that does not lead the partition, the CLI follows the leader.

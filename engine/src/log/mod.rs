@@ -55,7 +55,7 @@ pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 1 << 30;
 /// Kafka's `index.interval.bytes` default.
 pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
     /// Roll to a new segment before a batch would take the active one past this size
     /// (`metadata.log.segment.bytes`). At most 2 GiB: index positions are 32-bit.

@@ -135,6 +135,11 @@ impl PartitionMetadata {
 /// the old name again) and removes it on a background thread: a big partition's files must
 /// not stall the event loop. A crash before the removal ends leaves a `-delete` folder that the
 /// next start removes.
+/// The topic id a partition folder's `partition.metadata` names, if readable.
+pub(super) fn folder_topic_id(dir: &Path) -> Option<Uuid> {
+    PartitionMetadata::read(dir).map(|m| m.topic_id)
+}
+
 fn remove_partition_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
     let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
         return Ok(());
@@ -336,6 +341,7 @@ impl Node {
                     // An older topic of the same name: the image holds a newer one, so the old
                     // one was deleted.
                     tracing::warn!(dir = %dir.display(), "folder of a deleted topic of this name");
+                    self.host.discard_preopened(Some(dir));
                     remove_partition_dir(dir, found.topic_id).map_err(NodeError::Runtime)?;
                 }
                 None if dir.join(PARTITION_METADATA_FILE).exists() => {
@@ -407,6 +413,7 @@ impl Node {
         });
         for (dir, topic_id) in doomed {
             tracing::warn!(dir = %dir.display(), "folder of a topic deleted while this node was away");
+            self.host.discard_preopened(Some(&dir));
             remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
         }
         Ok(())

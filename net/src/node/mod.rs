@@ -316,6 +316,7 @@ impl Node {
         for id in ids {
             node.ensure_producer_state(id)?;
         }
+        node.preopen_partitions()?;
         Ok(node)
     }
 

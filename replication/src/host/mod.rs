@@ -201,6 +201,8 @@ pub struct Host<I: Io> {
     probe: Box<dyn Probe>,
     /// The `now_ms` of the latest call, for work that records a time (a snapshot's).
     now_ms: u64,
+    /// Partitions recovered ahead of their start ([`Host::preopen`]), by folder.
+    preopened: BTreeMap<PathBuf, (PartitionStore, RecoveredState)>,
 }
 
 impl<I: Io> Host<I> {
@@ -242,6 +244,7 @@ impl<I: Io> Host<I> {
             output: Vec::new(),
             probe: Box::new(NoProbe),
             now_ms,
+            preopened: BTreeMap::new(),
         })
     }
 
@@ -250,7 +253,44 @@ impl<I: Io> Host<I> {
         self.probe = probe;
     }
 
-    /// Opens a partition created after the start (a topic's) and starts its core.
+    /// Recovers a partition's files now, ahead of [`Host::add_partition`] for the same folder
+    /// (which then only starts its core): a runtime opens at start-up, before it serves, the
+    /// partitions it knows it held, so their recovery (a scan of the active segment, up to its
+    /// size) never holds its event loop.
+    pub fn preopen(&mut self, dir: PathBuf, log_config: LogConfig) -> Result<(), StorageError> {
+        if self.preopened.contains_key(&dir) || self.stores.values().any(|s| s.dir == dir) {
+            return Ok(());
+        }
+        let (store, recovered) = PartitionStore::open(
+            &mut self.io,
+            &dir,
+            log_config,
+            &self.config.cluster_id,
+            &self.config.voters,
+            false,
+        )?;
+        self.preopened.insert(dir, (store, recovered));
+        Ok(())
+    }
+
+    /// Closes what [`Host::preopen`] opened and no partition started with (a folder about to be
+    /// removed, or every one once the runtime knows its partitions).
+    pub fn discard_preopened(&mut self, dir: Option<&std::path::Path>) {
+        let dirs: Vec<PathBuf> = match dir {
+            Some(dir) => vec![dir.to_path_buf()],
+            None => self.preopened.keys().cloned().collect(),
+        };
+        for dir in dirs {
+            if let Some((store, _)) = self.preopened.remove(&dir)
+                && let Err(error) = store.log.close(&mut self.io)
+            {
+                tracing::warn!(dir = %dir.display(), %error, "closing a preopened partition");
+            }
+        }
+    }
+
+    /// Opens a partition created after the start (a topic's) and starts its core; a partition
+    /// recovered by [`Host::preopen`] with the same log settings is taken as it is.
     pub fn add_partition(
         &mut self,
         quorum: &QuorumConfig,
@@ -259,14 +299,28 @@ impl<I: Io> Host<I> {
         now_ms: u64,
     ) -> Result<RecoveredState, HostError> {
         self.now_ms = now_ms;
-        let (store, recovered) = PartitionStore::open(
-            &mut self.io,
-            &spec.dir,
-            spec.log_config,
-            &self.config.cluster_id,
-            &self.config.voters,
-            spec.keeps_snapshots,
-        )?;
+        let preopened = match self.preopened.remove(&spec.dir) {
+            Some((store, recovered)) if *store.log.config() == spec.log_config => {
+                Some((store, recovered))
+            }
+            Some((store, _)) => {
+                store.log.close(&mut self.io).map_err(StorageError::from)?;
+                None
+            }
+            None => None,
+        };
+        let (mut store, recovered) = match preopened {
+            Some(found) => found,
+            None => PartitionStore::open(
+                &mut self.io,
+                &spec.dir,
+                spec.log_config,
+                &self.config.cluster_id,
+                &self.config.voters,
+                spec.keeps_snapshots,
+            )?,
+        };
+        store.keeps_snapshots = spec.keeps_snapshots;
         self.multi.add_partition_with_snapshots(
             quorum,
             spec.id,
