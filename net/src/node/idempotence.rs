@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatch};
 use ringlog_replication::PartitionId;
+use ringlog_replication::host::StorageError;
 
 use super::producer_state::{
     PartitionProducers, ProducerBatch, ProducerIdAllocator, SequenceCheck,
@@ -28,7 +29,40 @@ pub(crate) struct Producers {
     /// first idempotent Produce, and its appends are not tracked until then (the read covers
     /// them).
     tables: HashMap<PartitionId, PartitionProducers>,
+    /// State read at start-up from partitions recovered before serving (`preopen_partitions`),
+    /// by folder, until the partition starts and takes it.
+    preopened: HashMap<std::path::PathBuf, PartitionProducers>,
     ids: ProducerIdAllocator,
+}
+
+/// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
+/// offset).
+fn rebuild(
+    mut read: impl FnMut(u64) -> Result<Bytes, StorageError>,
+    start: u64,
+    end: u64,
+    high_watermark: u64,
+) -> Result<PartitionProducers, StorageError> {
+    let mut offset = start;
+    let mut rebuilt = PartitionProducers::new(high_watermark);
+    while offset < end {
+        let bytes = read(offset)?;
+        if bytes.is_empty() {
+            break;
+        }
+        let before = offset;
+        for batch in BatchIter::new(bytes) {
+            let Ok(batch) = batch else { break };
+            offset = batch.next_offset() as u64;
+            if let Some(f) = producer_fields(&batch) {
+                rebuilt.appended(f);
+            }
+        }
+        if offset == before {
+            break;
+        }
+    }
+    Ok(rebuilt)
 }
 
 /// What a Produce partition's batches get.
@@ -89,7 +123,10 @@ impl Node {
             // batches in one partition is no client's doing.
             return Ok(SequenceOutcome::Refused(ErrorCode::InvalidRecord));
         }
+        let began = std::time::Instant::now();
         self.ensure_producer_state(partition)?;
+        self.stall
+            .part(began, "produce: producer state read from the log");
         let table = self
             .handlers
             .producers
@@ -212,6 +249,43 @@ impl Node {
         }
     }
 
+    /// Start-up, before the loop serves: reads the producer state of a partition recovered ahead
+    /// (`Host::preopen`), so its first idempotent Produce after the partition starts (often on a
+    /// leader just elected) does not read the whole log on the loop. Nothing appends to the
+    /// partition before it starts, so the state is current then.
+    pub(super) fn read_preopened_producer_state(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> Result<(), NodeError> {
+        let Some((start, end, high_watermark)) = self.host.preopened_bounds(dir) else {
+            return Ok(());
+        };
+        let host = &mut self.host;
+        let rebuilt = rebuild(
+            |offset| host.read_preopened(dir, offset, REBUILD_CHUNK_BYTES),
+            start,
+            end,
+            high_watermark,
+        )
+        .map_err(NodeError::Storage)?;
+        self.handlers
+            .producers
+            .preopened
+            .insert(dir.to_path_buf(), rebuilt);
+        Ok(())
+    }
+
+    /// A partition started from a preopened folder takes the producer state read with it.
+    pub(super) fn adopt_preopened_producer_state(
+        &mut self,
+        partition: PartitionId,
+        dir: &std::path::Path,
+    ) {
+        if let Some(table) = self.handlers.producers.preopened.remove(dir) {
+            self.handlers.producers.tables.insert(partition, table);
+        }
+    }
+
     /// Reads a partition's producer state from its log if it was not read yet in this process
     /// (once: from then on the `track_*` calls keep it current).
     pub(super) fn ensure_producer_state(
@@ -223,29 +297,17 @@ impl Node {
         }
         let started = std::time::Instant::now();
         let store = self.host.store(partition).expect("hosted partition");
-        let mut offset = store.log.log_start_offset() as u64;
+        let start = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
-        let mut rebuilt = PartitionProducers::new(store.high_watermark);
-        while offset < end {
-            let bytes = self
-                .host
-                .read(partition, offset, REBUILD_CHUNK_BYTES)
-                .map_err(NodeError::Storage)?;
-            if bytes.is_empty() {
-                break;
-            }
-            let before = offset;
-            for batch in BatchIter::new(bytes) {
-                let Ok(batch) = batch else { break };
-                offset = batch.next_offset() as u64;
-                if let Some(f) = producer_fields(&batch) {
-                    rebuilt.appended(f);
-                }
-            }
-            if offset == before {
-                break;
-            }
-        }
+        let high_watermark = store.high_watermark;
+        let host = &mut self.host;
+        let rebuilt = rebuild(
+            |offset| host.read(partition, offset, REBUILD_CHUNK_BYTES),
+            start,
+            end,
+            high_watermark,
+        )
+        .map_err(NodeError::Storage)?;
         tracing::info!(
             partition,
             producers = rebuilt.current().producer_count(),

@@ -232,6 +232,27 @@ pub(crate) struct StallWatch {
     /// Shared with the host's probe ([`StallWatch::probe`]), which times its work items.
     slowest_part: std::rc::Rc<std::cell::Cell<Option<(Duration, &'static str)>>>,
     steps: usize,
+    /// The loop thread's CPU time when the turn began: a turn that held the thread for long
+    /// with little CPU was blocked (a synchronous fsync) or not running at all (the process was
+    /// stopped, e.g. SIGSTOP), not computing.
+    turn_cpu_began: Duration,
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl StallWatch {
@@ -243,6 +264,7 @@ impl StallWatch {
             slowest: None,
             slowest_part: Default::default(),
             steps: 0,
+            turn_cpu_began: thread_cpu_time(),
         }
     }
 
@@ -252,6 +274,7 @@ impl StallWatch {
         self.slowest = None;
         self.slowest_part.set(None);
         self.steps = 0;
+        self.turn_cpu_began = thread_cpu_time();
     }
 
     /// A step that began at `began` ended now: `what` it was (`"tick"`, `"request"`, ...) and a
@@ -289,8 +312,10 @@ impl StallWatch {
             .slowest_part
             .get()
             .unwrap_or((Duration::ZERO, "nothing"));
+        let cpu = thread_cpu_time().saturating_sub(self.turn_cpu_began);
         tracing::warn!(
             held_ms = held.as_millis() as u64,
+            cpu_ms = cpu.as_millis() as u64,
             slowest_step = what,
             slowest_detail = detail,
             slowest_ms = slowest.as_millis() as u64,

@@ -121,6 +121,7 @@ impl Node {
                 return Err(error.into());
             }
         };
+        self.adopt_preopened_producer_state(id, &dir);
         self.observer
             .add_partition(id, self.table.dir_name(id), &dir);
         tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
@@ -189,7 +190,10 @@ impl Node {
                 }
                 let log_config = self.topic_log_config(topic);
                 match self.host.preopen(dir.clone(), log_config) {
-                    Ok(()) => opened += 1,
+                    Ok(()) => {
+                        self.read_preopened_producer_state(&dir)?;
+                        opened += 1;
+                    }
                     Err(error) => {
                         tracing::warn!(dir = %dir.display(), %error, "not recovered ahead; it is opened when started")
                     }

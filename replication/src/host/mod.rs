@@ -273,6 +273,28 @@ impl<I: Io> Host<I> {
         Ok(())
     }
 
+    /// A preopened partition's log bounds (start, end) and recovered high-watermark.
+    pub fn preopened_bounds(&self, dir: &std::path::Path) -> Option<(u64, u64, u64)> {
+        self.preopened.get(dir).map(|(store, _)| {
+            (
+                store.log.log_start_offset().max(0) as u64,
+                store.log.log_end_offset().max(0) as u64,
+                store.high_watermark,
+            )
+        })
+    }
+
+    /// Whole batches of a preopened partition from `offset` (see [`Host::read`]).
+    pub fn read_preopened(
+        &mut self,
+        dir: &std::path::Path,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<Bytes, StorageError> {
+        let (store, _) = self.preopened.get_mut(dir).expect("preopened partition");
+        store.read(&mut self.io, offset, max_bytes)
+    }
+
     /// Closes what [`Host::preopen`] opened and no partition started with (a folder about to be
     /// removed, or every one once the runtime knows its partitions).
     pub fn discard_preopened(&mut self, dir: Option<&std::path::Path>) {
