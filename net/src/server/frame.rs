@@ -5,13 +5,23 @@
 //! [`Bytes`], which shares the allocation (zero copy up to the decoder and, for Produce, into
 //! the records). When every frame handed out has been dropped, `reserve` reclaims the same
 //! allocation for the next reads instead of allocating again.
+//!
+//! Memory for a frame is reserved as its bytes arrive, never when its size prefix does: a
+//! client that announces 100 MiB and sends ten bytes costs ten bytes (plus the connection's
+//! 64 KiB read buffer), not 100 MiB. A frame that outgrows the buffer gets a new one for the
+//! bytes that have arrived (held, or waiting in the socket: `FIONREAD`), or, when fewer have,
+//! one of at most twice the bytes held (and at least 64 KiB more); never more than the frame.
+//! A frame thus costs at most about twice what was actually sent, and is copied about once in
+//! all while it grows (once, at most 64 KiB, when it had arrived whole).
+
+use std::os::fd::{AsRawFd, RawFd};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 
 /// Bytes asked for per read when no frame size is known yet (several small pipelined requests
-/// arrive in one read).
+/// arrive in one read); also the least a growing frame's buffer grows by.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Why no frame came.
@@ -36,6 +46,8 @@ pub enum FrameError {
 pub(crate) struct FrameReader {
     buffer: BytesMut,
     max_frame_bytes: usize,
+    /// The buffer was allocated by [`FrameReader::grow`] for one frame (not a read chunk).
+    buffer_grown: bool,
 }
 
 impl FrameReader {
@@ -43,6 +55,7 @@ impl FrameReader {
         FrameReader {
             buffer: BytesMut::with_capacity(READ_CHUNK_BYTES),
             max_frame_bytes,
+            buffer_grown: false,
         }
     }
 
@@ -69,12 +82,23 @@ impl FrameReader {
                     self.buffer.advance(4);
                     return Ok(self.buffer.split_to(size as usize).freeze());
                 }
-                // Room for the rest of this frame in one piece: the body lands where the
-                // decoder will read it.
-                self.buffer.reserve(total - self.buffer.len());
+                if self.buffer.capacity() == self.buffer.len() {
+                    self.grow(total, stream.as_raw_fd());
+                }
                 total
             } else {
-                self.buffer.reserve(READ_CHUNK_BYTES);
+                if self.buffer.capacity() == self.buffer.len() {
+                    if std::mem::replace(&mut self.buffer_grown, false) {
+                        // A fresh buffer rather than `reserve`, which could take back a whole
+                        // grown frame's allocation (up to 100 MiB) once that frame is dropped,
+                        // and keep it for small frames.
+                        let mut fresh = BytesMut::with_capacity(READ_CHUNK_BYTES);
+                        fresh.extend_from_slice(&self.buffer);
+                        self.buffer = fresh;
+                    } else {
+                        self.buffer.reserve(READ_CHUNK_BYTES);
+                    }
+                }
                 4
             };
             // tokio-uring reads at the start of the buffer it is given: hand it the spare
@@ -98,4 +122,32 @@ impl FrameReader {
             }
         }
     }
+
+    /// Makes room for more of a frame of `total_bytes` (size prefix included) whose buffer is
+    /// full: a new buffer for the bytes that have arrived (held, or waiting in the socket
+    /// `fd`), or of at most twice the bytes held when fewer have.
+    fn grow(&mut self, total_bytes: usize, fd: RawFd) {
+        let held_bytes = self.buffer.len();
+        debug_assert!(held_bytes < total_bytes);
+        let doubled_bytes = total_bytes.min((2 * held_bytes).max(held_bytes + READ_CHUNK_BYTES));
+        // A frame that has already arrived gets its whole buffer at once (one copy of the held
+        // bytes), instead of doubling towards it (a copy per doubling).
+        let arrived_bytes = total_bytes.min(held_bytes + bytes_waiting_in_socket(fd));
+        let target_bytes = doubled_bytes.max(arrived_bytes);
+        let mut grown = BytesMut::with_capacity(target_bytes);
+        grown.extend_from_slice(&self.buffer);
+        self.buffer = grown;
+        self.buffer_grown = true;
+    }
+}
+
+/// Bytes received on the socket and not yet read (`FIONREAD`); 0 if the kernel will not say.
+fn bytes_waiting_in_socket(fd: RawFd) -> usize {
+    let mut waiting: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer; `fd` is the connection's open socket.
+    let result = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
+    if result < 0 {
+        return 0;
+    }
+    usize::try_from(waiting).unwrap_or(0)
 }

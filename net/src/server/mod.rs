@@ -9,7 +9,8 @@
 //!   of that buffer). It decodes the request with [`crate::protocol::decode_request_frame`] and
 //!   spawns the [`RequestHandler`]'s future, so a long-polled Fetch does not hold back the
 //!   ApiVersions behind it. At most `max_in_flight_per_connection` requests may be unanswered;
-//!   at the limit the reader stops reading and TCP pushes back on the client.
+//!   at the limit the reader stops reading and TCP pushes back on the client. Memory for a
+//!   frame is reserved as its bytes arrive, never when its size prefix does.
 //! - the **writer** ([`connection`]) takes the requests' reply slots in request order and writes
 //!   each reply when its turn comes, so responses leave strictly in request order.
 //!
