@@ -1,11 +1,14 @@
-//! Bounded resources at the socket boundary of a real `ringlog serve` (docs/server.md,
-//! "Framing and limits"): clients that announce huge frames cost the node what they sent,
-//! never what they announced, and the node keeps serving everyone else.
+//! Bounded resources at the socket boundary of a real `ringlog serve` (docs/server.md, "Request
+//! memory"): clients that announce huge frames, or send parts of them, cost the node what they
+//! sent up to `queued.max.request.bytes`, never what they announced, and the node keeps
+//! serving everyone else.
 
 mod quorum;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
@@ -13,7 +16,9 @@ use ringlog_net::protocol::{
     ApiVersionsRequest, Request, RequestHeader, Response, create_topics_request, encode_request,
 };
 
-use quorum::{Quorum, batch_of, eventually, produce_to, read_partition_values, serial};
+use quorum::{
+    Quorum, batch_of, eventually, produce_to, read_partition_values, scrape_metrics, serial,
+};
 
 const ATTACKERS: usize = 500;
 /// `socket.request.max.bytes`' default: the largest frame a client may announce.
@@ -157,4 +162,92 @@ fn five_hundred_announced_100_mib_frames_reserve_nothing() {
     a_client_is_served(&quorum, "served beside 500 announced frames");
     assert_rss_bounded(pid, "after serving a client");
     drop(attackers);
+}
+
+/// `queued.max.request.bytes` (100 MiB by default): 500 connections each announce 100 MiB and
+/// push up to 4 MiB of it as fast as the node takes it (2 GiB in all, which the old reader
+/// read into memory). The node reads a connection's 64 KiB read buffer, then charges every
+/// growth to the budget; the frames it cannot take pause their connections (TCP pushes back),
+/// so its RSS stays small, and a normal client is served meanwhile.
+#[test]
+fn half_sent_frames_are_held_to_the_request_budget() {
+    const PUSHED_BYTES: usize = 4 * 1024 * 1024;
+    let _serial = serial();
+    let quorum = Quorum::start(1);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let pid = quorum.pid(1);
+    let metrics_port = quorum.node(1).metrics_port;
+
+    let mut prefix = vec![0u8; PUSHED_BYTES];
+    prefix[..4].copy_from_slice(&ANNOUNCED_BYTES.to_be_bytes());
+    let prefix = Arc::new(prefix);
+    let streams: Vec<TcpStream> = (0..ATTACKERS)
+        .map(|_| {
+            let stream = TcpStream::connect(quorum.address(1)).expect("connect");
+            stream.set_nonblocking(true).unwrap();
+            stream
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pusher = {
+        let (prefix, stop) = (prefix.clone(), stop.clone());
+        std::thread::spawn(move || push_until_stopped(streams, &prefix, &stop))
+    };
+
+    // Every probe checks the RSS, so a node that reads everything fails here, not later.
+    let (waiting, used_bytes) = eventually(
+        Duration::from_secs(60),
+        "almost every connection waiting for request memory",
+        || {
+            assert_rss_bounded(pid, "while 500 connections push");
+            let samples = scrape_metrics(metrics_port)?;
+            let waiting = *samples.get("ringlog_server_frames_waiting_for_memory")?;
+            let used_bytes = *samples.get("kafka_network_socketserver_memorypoolused")?;
+            (waiting >= (ATTACKERS - 10) as f64).then_some((waiting, used_bytes))
+        },
+    );
+    assert!(
+        used_bytes <= 100.0 * 1024.0 * 1024.0,
+        "{used_bytes} bytes charged"
+    );
+    a_client_is_served(&quorum, "served beside 500 half-sent frames");
+    let rss_bytes = assert_rss_bounded(pid, "after serving a client");
+    eprintln!(
+        "500 half-sent frames: {waiting} waiting for memory, {} MiB charged, RSS {} MiB",
+        (used_bytes as u64) >> 20,
+        rss_bytes >> 20
+    );
+    stop.store(true, Ordering::Relaxed);
+    let pushed_bytes = pusher.join().expect("pusher");
+    assert!(
+        pushed_bytes < ATTACKERS * PUSHED_BYTES,
+        "the node pushed back"
+    );
+}
+
+/// Writes `prefix` to every stream without blocking, round after round, until each stream has
+/// taken all of it or `stop` is set; returns the bytes written in all.
+fn push_until_stopped(mut streams: Vec<TcpStream>, prefix: &[u8], stop: &AtomicBool) -> usize {
+    let mut written = vec![0usize; streams.len()];
+    while !stop.load(Ordering::Relaxed) {
+        let mut progress = false;
+        for (stream, done) in streams.iter_mut().zip(written.iter_mut()) {
+            if *done == prefix.len() {
+                continue;
+            }
+            match stream.write(&prefix[*done..]) {
+                Ok(count) => {
+                    *done += count;
+                    progress |= count > 0;
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {}
+                Err(error) => panic!("write: {error}"),
+            }
+        }
+        if !progress {
+            // Every socket is full: the pause between two rounds, not a wait for a condition.
+            std::thread::park_timeout(Duration::from_millis(2));
+        }
+    }
+    written.iter().sum()
 }

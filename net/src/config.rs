@@ -152,6 +152,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The largest request frame accepted; a larger size prefix closes the connection before the body is read.",
     },
     KeyDefinition {
+        name: "queued.max.request.bytes",
+        aliases: &[],
+        default: Some("104857600"),
+        doc: "Request bytes being read across all connections (beyond each connection's 64 KiB read buffer, held until the request is answered) before connections whose frames do not fit stop being read until bytes are released. At least socket.request.max.bytes; -1 is unbounded (Kafka's default).",
+    },
+    KeyDefinition {
         name: "message.max.bytes",
         aliases: &[],
         default: Some("1048588"),
@@ -207,6 +213,8 @@ pub struct NodeConfig {
     pub fetch_snapshot_response_max_bytes: u32,
     pub max_replication_lag_ms: u64,
     pub socket_request_max_bytes: u32,
+    /// `queued.max.request.bytes`; `None` is Kafka's -1, unbounded.
+    pub queued_max_request_bytes: Option<u64>,
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
@@ -290,6 +298,19 @@ impl NodeConfig {
                     .map_err(|_| values.invalid("metrics.listener", "expected host:port".into()))?,
             )
         };
+        let socket_request_max_bytes: u32 = values.positive("socket.request.max.bytes")?;
+        let queued_max_request_bytes = match values.number::<i64>("queued.max.request.bytes")? {
+            -1 => None,
+            budget if budget >= i64::from(socket_request_max_bytes) => Some(budget as u64),
+            _ => {
+                return Err(values.invalid(
+                    "queued.max.request.bytes",
+                    format!(
+                        "must be -1 (unbounded) or at least socket.request.max.bytes ({socket_request_max_bytes}), so that the largest request can be read"
+                    ),
+                ));
+            }
+        };
         let ratio: f64 = values.number("metadata.snapshot.min.cleanable.ratio")?;
         if !(0.0..=1.0).contains(&ratio) {
             return Err(values.invalid(
@@ -319,7 +340,8 @@ impl NodeConfig {
             fetch_snapshot_response_max_bytes: values
                 .positive("replica.fetch.snapshot.response.max.bytes")?,
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
-            socket_request_max_bytes: values.positive("socket.request.max.bytes")?,
+            socket_request_max_bytes,
+            queued_max_request_bytes,
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,

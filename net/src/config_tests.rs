@@ -190,3 +190,56 @@ fn every_key_is_documented() {
         }
     }
 }
+
+/// The server's defaults and the documented defaults are the same numbers.
+#[test]
+fn resource_limits_default_to_the_servers_defaults() {
+    use crate::server::ServerConfig;
+    let config = NodeConfig::parse("p", MINIMAL).unwrap();
+    let server = ServerConfig::from_node_config(&config);
+    let defaults = ServerConfig::new(config.listener);
+    assert_eq!(
+        server.queued_max_request_bytes,
+        defaults.queued_max_request_bytes
+    );
+    assert_eq!(server.queued_max_request_bytes, Some(100 * 1024 * 1024));
+    assert_eq!(
+        server.socket_request_max_bytes,
+        defaults.socket_request_max_bytes
+    );
+}
+
+/// Kafka's -1 is an unbounded budget; a budget that cannot hold the largest request would
+/// leave such a request unread forever, so it is refused with both keys' values.
+#[test]
+fn the_request_budget_holds_the_largest_request_or_is_unbounded() {
+    let unbounded = format!("{MINIMAL}queued.max.request.bytes=-1\n");
+    assert_eq!(
+        NodeConfig::parse("p", &unbounded)
+            .unwrap()
+            .queued_max_request_bytes,
+        None
+    );
+    let small =
+        format!("{MINIMAL}socket.request.max.bytes=1048576\nqueued.max.request.bytes=1048576\n");
+    assert_eq!(
+        NodeConfig::parse("p", &small)
+            .unwrap()
+            .queued_max_request_bytes,
+        Some(1 << 20)
+    );
+    for bad in ["0", "-2", "104857599", "lots"] {
+        let text = format!("{MINIMAL}queued.max.request.bytes={bad}\n");
+        let error = NodeConfig::parse("p", &text).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ConfigError::Invalid {
+                    key: "queued.max.request.bytes",
+                    ..
+                }
+            ),
+            "{bad}: {error}"
+        );
+    }
+}

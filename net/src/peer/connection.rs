@@ -289,7 +289,9 @@ async fn open(address: &str, config: &PeerConfig) -> Result<Rc<Connection>, Peer
             reason: error.to_string(),
         })?;
     let _ = stream.set_nodelay(true);
-    let mut reader = FrameReader::new(config.max_frame_bytes);
+    // Responses are not charged to a budget (the node asked for them), but they too get
+    // memory only as their bytes arrive.
+    let mut reader = FrameReader::new(config.max_frame_bytes, None);
     let versions = handshake(&stream, &mut reader, config).await?;
     let stream = Rc::new(stream);
     let (outgoing_tx, outgoing_rx) = mpsc::unbounded_channel();
@@ -385,7 +387,8 @@ async fn api_versions(
         .await
         .map_err(|error| PeerError::Handshake {
             reason: error.to_string(),
-        })?;
+        })?
+        .body;
     // An UNSUPPORTED_VERSION answer comes in v0 whatever we asked (KIP-511).
     let decoded = decode_response(ApiKey::ApiVersions, version, frame.clone())
         .or_else(|_| decode_response(ApiKey::ApiVersions, 0, frame))?;
@@ -420,7 +423,7 @@ async fn write_loop(stream: Rc<TcpStream>, mut outgoing: mpsc::UnboundedReceiver
 async fn read_loop(connection: Rc<Connection>, mut reader: FrameReader) {
     let reason = loop {
         let frame = match reader.next_frame(&connection.stream).await {
-            Ok(frame) => frame,
+            Ok(frame) => frame.body,
             Err(FrameError::Closed) => break "closed by the peer".to_string(),
             Err(error) => break error.to_string(),
         };

@@ -10,7 +10,9 @@
 //!   spawns the [`RequestHandler`]'s future, so a long-polled Fetch does not hold back the
 //!   ApiVersions behind it. At most `max_in_flight_per_connection` requests may be unanswered;
 //!   at the limit the reader stops reading and TCP pushes back on the client. Memory for a
-//!   frame is reserved as its bytes arrive, never when its size prefix does.
+//!   frame is reserved as its bytes arrive; beyond the connection's 64 KiB read buffer it is
+//!   charged to the node-wide `queued.max.request.bytes` budget ([`memory_pool`]), and a frame
+//!   the budget cannot take yet pauses its connection's reading.
 //! - the **writer** ([`connection`]) takes the requests' reply slots in request order and writes
 //!   each reply when its turn comes, so responses leave strictly in request order.
 //!
@@ -22,6 +24,8 @@
 
 mod connection;
 pub(crate) mod frame;
+mod memory_pool;
+mod metrics;
 mod thread;
 mod writer;
 
@@ -39,7 +43,10 @@ use tokio::sync::Notify;
 
 use crate::config::NodeConfig;
 use crate::protocol::{Request, RequestHeader, Response};
+use memory_pool::RequestMemoryPool;
 
+pub use memory_pool::PoolClosed;
+pub use metrics::ServerMetrics;
 pub use thread::ServerThread;
 
 /// A boxed future that need not be `Send`: the server and the node share one thread.
@@ -142,10 +149,19 @@ pub struct ServerConfig {
     /// Answer ApiVersions in the server from `supported_api_versions()` instead of asking the
     /// handler, so a client handshake works before any node logic exists.
     pub answer_api_versions: bool,
+    /// `queued.max.request.bytes`: request bytes charged across all connections (frames beyond
+    /// a connection's read buffer, until answered) before reading pauses; `None` is unbounded.
+    /// Must hold the largest frame (`socket_request_max_bytes`).
+    pub queued_max_request_bytes: Option<u64>,
+    /// Where the server reports its memory and connection counts.
+    pub metrics: ServerMetrics,
 }
 
 impl ServerConfig {
     pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 8;
+    /// 100 MiB, the largest frame's size: any one request can always be read, and frames being
+    /// read never hold more than that. (Kafka's default, -1, is unbounded.)
+    pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: u64 = 100 * 1024 * 1024;
 
     pub fn new(listener: SocketAddr) -> ServerConfig {
         ServerConfig {
@@ -153,12 +169,15 @@ impl ServerConfig {
             socket_request_max_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES as u32,
             max_in_flight_per_connection: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             answer_api_versions: true,
+            queued_max_request_bytes: Some(Self::DEFAULT_QUEUED_MAX_REQUEST_BYTES),
+            metrics: ServerMetrics::default(),
         }
     }
 
     pub fn from_node_config(config: &NodeConfig) -> ServerConfig {
         ServerConfig {
             socket_request_max_bytes: config.socket_request_max_bytes,
+            queued_max_request_bytes: config.queued_max_request_bytes,
             ..ServerConfig::new(config.listener)
         }
     }
@@ -176,6 +195,13 @@ pub enum ServerError {
     Thread { source: std::io::Error },
     #[error("max_in_flight_per_connection must be at least 1")]
     NoInFlight,
+    #[error(
+        "queued.max.request.bytes ({budget_bytes}) must hold the largest request, socket.request.max.bytes ({frame_max_bytes})"
+    )]
+    BudgetBelowFrame {
+        budget_bytes: u64,
+        frame_max_bytes: u32,
+    },
 }
 
 /// What a graceful stop achieved.
@@ -197,6 +223,8 @@ pub(crate) struct Shared {
     /// Set when the grace period of a stop is over: writers stop waiting for replies.
     pub(crate) forced: Cell<bool>,
     pub(crate) force_close: Notify,
+    /// `queued.max.request.bytes`, shared by every connection's reader.
+    pub(crate) memory_pool: Rc<RequestMemoryPool>,
 }
 
 impl Shared {
@@ -262,6 +290,14 @@ impl Server {
         if config.max_in_flight_per_connection == 0 {
             return Err(ServerError::NoInFlight);
         }
+        if let Some(budget_bytes) = config.queued_max_request_bytes
+            && budget_bytes < u64::from(config.socket_request_max_bytes)
+        {
+            return Err(ServerError::BudgetBelowFrame {
+                budget_bytes,
+                frame_max_bytes: config.socket_request_max_bytes,
+            });
+        }
         let address = config.listener;
         // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
         // which would let a second node on the same port silently take half the connections.
@@ -272,6 +308,8 @@ impl Server {
             .local_addr()
             .map_err(|source| ServerError::Bind { address, source })?;
         let listener_fd = listener.as_raw_fd();
+        let memory_pool =
+            RequestMemoryPool::new(config.queued_max_request_bytes, config.metrics.clone());
         let shared = Rc::new(Shared {
             config,
             handler,
@@ -280,6 +318,7 @@ impl Server {
             connection_closed: Notify::new(),
             forced: Cell::new(false),
             force_close: Notify::new(),
+            memory_pool,
         });
         let accept_task = tokio_uring::spawn(accept_loop(listener, local_addr, shared.clone()));
         tracing::info!(%local_addr, "server listening");
@@ -306,6 +345,8 @@ impl ServerHandle {
     /// already read to be answered; connections still busy after that are closed by force.
     pub async fn stop(self, grace: Duration) -> StopReport {
         self.shared.stopping.set(true);
+        // Frames waiting for request memory would never see the shutdown below: wake them.
+        self.shared.memory_pool.close();
         // shutdown(2) on a listening socket makes the pending accept fail at once, so the
         // accept loop ends without a cancelled accept that could leak a descriptor.
         // SAFETY: the descriptor is owned by the accept task, which is still running.
