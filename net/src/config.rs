@@ -158,6 +158,18 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "Request bytes being read across all connections (beyond each connection's 64 KiB read buffer, held until the request is answered) before connections whose frames do not fit stop being read until bytes are released. At least socket.request.max.bytes; -1 is unbounded (Kafka's default).",
     },
     KeyDefinition {
+        name: "max.connections",
+        aliases: &[],
+        default: Some("4096"),
+        doc: "Connections open at once; a connection over the limit is closed when it is accepted.",
+    },
+    KeyDefinition {
+        name: "max.connections.per.ip",
+        aliases: &[],
+        default: Some("1024"),
+        doc: "Connections open at once from one IP address; a connection over the limit is closed when it is accepted.",
+    },
+    KeyDefinition {
         name: "message.max.bytes",
         aliases: &[],
         default: Some("1048588"),
@@ -215,6 +227,8 @@ pub struct NodeConfig {
     pub socket_request_max_bytes: u32,
     /// `queued.max.request.bytes`; `None` is Kafka's -1, unbounded.
     pub queued_max_request_bytes: Option<u64>,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
@@ -342,6 +356,8 @@ impl NodeConfig {
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
             socket_request_max_bytes,
             queued_max_request_bytes,
+            max_connections: values.positive("max.connections")?,
+            max_connections_per_ip: values.positive("max.connections.per.ip")?,
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,

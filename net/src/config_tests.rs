@@ -203,6 +203,11 @@ fn resource_limits_default_to_the_servers_defaults() {
         defaults.queued_max_request_bytes
     );
     assert_eq!(server.queued_max_request_bytes, Some(100 * 1024 * 1024));
+    assert_eq!(server.max_connections, defaults.max_connections);
+    assert_eq!(
+        server.max_connections_per_ip,
+        defaults.max_connections_per_ip
+    );
     assert_eq!(
         server.socket_request_max_bytes,
         defaults.socket_request_max_bytes
@@ -242,4 +247,24 @@ fn the_request_budget_holds_the_largest_request_or_is_unbounded() {
             "{bad}: {error}"
         );
     }
+    for key in ["max.connections", "max.connections.per.ip"] {
+        let text = format!("{MINIMAL}{key}=0\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &text),
+            Err(ConfigError::Invalid { key: k, .. }) if k == key
+        ));
+    }
+}
+
+/// The three limits set in the file reach the server as they were written.
+#[test]
+fn resource_limits_reach_the_server() {
+    use crate::server::ServerConfig;
+    let text = format!(
+        "{MINIMAL}max.connections=7\nmax.connections.per.ip=3\nqueued.max.request.bytes=209715200\n"
+    );
+    let server = ServerConfig::from_node_config(&NodeConfig::parse("p", &text).unwrap());
+    assert_eq!(server.max_connections, 7);
+    assert_eq!(server.max_connections_per_ip, 3);
+    assert_eq!(server.queued_max_request_bytes, Some(200 * 1024 * 1024));
 }

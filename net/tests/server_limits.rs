@@ -1,11 +1,13 @@
-//! The server's bounded resources against a test handler on 127.0.0.1: the request memory
+//! The server's bounded resources against a test handler on 127.0.0.x: the request memory
 //! budget (`queued.max.request.bytes`) pauses a connection whose frame does not fit and resumes
-//! it when bytes come back.
+//! it when bytes come back, and connections over `max.connections.per.ip` or `max.connections`
+//! are closed at accept.
 
 mod server_support;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::FromRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +54,8 @@ impl RequestHandler for TestHandler {
 
 /// A server with `edit` applied to its configuration; returns its metrics and the Vote gate.
 fn start(edit: impl FnOnce(&mut ServerConfig)) -> (ServerThread, ServerMetrics, Arc<Semaphore>) {
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    // On 0.0.0.0 so that clients may come from any 127.0.0.x address.
+    let mut config = ServerConfig::new("0.0.0.0:0".parse().unwrap());
     edit(&mut config);
     let metrics = config.metrics.clone();
     let gate = Arc::new(Semaphore::new(0));
@@ -63,7 +66,7 @@ fn start(edit: impl FnOnce(&mut ServerConfig)) -> (ServerThread, ServerMetrics, 
 }
 
 fn loopback(server: &ServerThread) -> SocketAddr {
-    server.local_addr()
+    SocketAddr::from((Ipv4Addr::LOCALHOST, server.local_addr().port()))
 }
 
 /// Polls `condition` until it holds, failing the test with `what` at the deadline.
@@ -238,6 +241,95 @@ fn a_stop_ends_a_connection_waiting_for_memory() {
     assert_eq!(report.connections_forced, 0);
     assert_eq!(metrics.memory_pool_used.get(), 0.0);
     assert_eq!(metrics.frames_waiting_for_memory.get(), 0.0);
+}
+
+/// A connection from `source` (any 127.0.0.x is this host) to `addr`.
+fn connect_from(source: Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    let SocketAddr::V4(addr) = addr else {
+        panic!("IPv4 only")
+    };
+    let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let length = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns until it is wrapped.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(source, 0);
+        let bound = libc::bind(fd, (&raw const local).cast(), length);
+        assert_eq!(
+            bound,
+            0,
+            "bind {source}: {}",
+            std::io::Error::last_os_error()
+        );
+        let remote = sockaddr(*addr.ip(), addr.port());
+        let connected = libc::connect(fd, (&raw const remote).cast(), length);
+        assert_eq!(connected, 0, "connect: {}", std::io::Error::last_os_error());
+        stream.set_read_timeout(Some(DEADLINE)).unwrap();
+        stream
+    }
+}
+
+/// True when the server answers a DescribeQuorum on `stream`; false when it closed it.
+fn served(stream: &mut TcpStream, correlation_id: i32) -> bool {
+    let frame = request_frame(
+        correlation_id,
+        DESCRIBE_VERSION,
+        &Request::DescribeQuorum(DescribeQuorumRequest::default()),
+    );
+    // A write to a connection the server already closed may fail; the read below says so too.
+    let _ = stream.write_all(&frame);
+    match read_frame(stream) {
+        Received::Frame(_) => true,
+        Received::Closed => false,
+    }
+}
+
+/// Kafka's `max.connections.per.ip` and `max.connections`: the connection over either limit
+/// is closed before anything is read from it, the per-address limit counts each 127.0.0.x
+/// apart, and a slot freed by a closed connection is taken by the next one.
+#[test]
+fn connections_over_the_limits_are_closed_at_accept() {
+    let (server, metrics, _gate) = start(|config| {
+        config.max_connections = 4;
+        config.max_connections_per_ip = 2;
+    });
+    let addr = loopback(&server);
+    let host = |last: u8| Ipv4Addr::new(127, 0, 0, last);
+
+    let mut a1 = connect_from(host(1), addr);
+    let mut a2 = connect_from(host(1), addr);
+    assert!(served(&mut a1, 1) && served(&mut a2, 2));
+    let mut a3 = connect_from(host(1), addr);
+    assert!(!served(&mut a3, 3), "a third connection from 127.0.0.1");
+    assert_eq!(metrics.connections_refused_max_connections_per_ip.get(), 1);
+
+    let mut b1 = connect_from(host(2), addr);
+    let mut b2 = connect_from(host(2), addr);
+    assert!(served(&mut b1, 4) && served(&mut b2, 5));
+    assert_eq!(metrics.connection_count.get(), 4.0);
+    let mut c1 = connect_from(host(3), addr);
+    assert!(!served(&mut c1, 6), "a fifth connection in all");
+    assert_eq!(metrics.connections_refused_max_connections.get(), 1);
+
+    // The connections already open are untouched, and a closed one frees its slot.
+    assert!(served(&mut a1, 7) && served(&mut b2, 8));
+    drop(a2);
+    wait_until("the closed connection's slot freed", || {
+        metrics.connection_count.get() == 3.0
+    });
+    let mut c2 = connect_from(host(3), addr);
+    assert!(served(&mut c2, 9));
+    assert_eq!(metrics.connections_refused_max_connections.get(), 1);
+    assert_eq!(metrics.connections_refused_max_connections_per_ip.get(), 1);
 }
 
 /// A budget smaller than the largest request could never read that request: refused at start.

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_uring::net::TcpStream;
 
+use super::connection_limits::ConnectionSlot;
 use super::frame::{Frame, FrameError, FrameReader};
 use super::writer::{SocketWriter, WriteError, set_nonblocking};
 use super::{ConnectionInfo, Reply, Shared};
@@ -79,7 +80,14 @@ impl PeerGone {
     }
 }
 
-pub(crate) async fn serve(stream: TcpStream, info: ConnectionInfo, shared: Rc<Shared>) {
+/// Serves one accepted connection; `_slot` keeps it counted against the connection limits
+/// until it ends.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    info: ConnectionInfo,
+    shared: Rc<Shared>,
+    _slot: ConnectionSlot,
+) {
     let id = info.connection_id;
     let stream = Rc::new(stream);
     if let Err(error) = set_nonblocking(stream.as_raw_fd()) {

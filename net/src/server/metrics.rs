@@ -1,6 +1,6 @@
 //! The server's metrics: Kafka's socket-server names where Kafka has one.
 
-use crate::metrics::{Gauge, MetricsRegistry};
+use crate::metrics::{Counter, Gauge, MetricsRegistry};
 
 /// Gauges and counters the server keeps up to date. `ServerMetrics::default()` is registered
 /// nowhere (tools and tests read the values directly); [`ServerMetrics::register`] exports them.
@@ -15,6 +15,13 @@ pub struct ServerMetrics {
     pub memory_pool_available: Gauge,
     /// Frames whose reading is paused until memory is released.
     pub frames_waiting_for_memory: Gauge,
+    /// `socket-server-metrics` `connection-count`: connections open now.
+    pub connection_count: Gauge,
+    /// Connections closed at accept because `max.connections` were open.
+    pub connections_refused_max_connections: Counter,
+    /// Connections closed at accept because `max.connections.per.ip` were open from their
+    /// address.
+    pub connections_refused_max_connections_per_ip: Counter,
 }
 
 impl ServerMetrics {
@@ -37,6 +44,21 @@ impl ServerMetrics {
                 "Connections whose reading is paused until request memory is released",
                 &[],
             ),
+            connection_count: registry.gauge(
+                "kafka_server_socket_server_metrics_connection_count",
+                "Connections open now",
+                &[],
+            ),
+            connections_refused_max_connections: registry.counter(
+                "ringlog_server_connections_refused_max_connections_total",
+                "Connections closed at accept because max.connections were open",
+                &[],
+            ),
+            connections_refused_max_connections_per_ip: registry.counter(
+                "ringlog_server_connections_refused_max_connections_per_ip_total",
+                "Connections closed at accept because max.connections.per.ip were open from their address",
+                &[],
+            ),
         }
     }
 }
@@ -50,6 +72,7 @@ impl std::fmt::Debug for ServerMetrics {
                 "frames_waiting_for_memory",
                 &self.frames_waiting_for_memory.get(),
             )
+            .field("connection_count", &self.connection_count.get())
             .finish_non_exhaustive()
     }
 }

@@ -20,9 +20,12 @@
 //! vectored write next to the encoded bytes, a file region goes from the file to the socket
 //! with `sendfile(2)` ([`writer`]).
 //!
-//! What happens on bad input is one table, in `docs/server.md` and in [`connection`].
+//! Connections over `max.connections` or `max.connections.per.ip` are closed at accept
+//! ([`connection_limits`]). What happens on bad input is one table, in `docs/server.md` and in
+//! [`connection`].
 
 mod connection;
+mod connection_limits;
 pub(crate) mod frame;
 mod memory_pool;
 mod metrics;
@@ -43,6 +46,7 @@ use tokio::sync::Notify;
 
 use crate::config::NodeConfig;
 use crate::protocol::{Request, RequestHeader, Response};
+use connection_limits::{ConnectionLimits, Refusal};
 use memory_pool::RequestMemoryPool;
 
 pub use memory_pool::PoolClosed;
@@ -153,6 +157,10 @@ pub struct ServerConfig {
     /// a connection's read buffer, until answered) before reading pauses; `None` is unbounded.
     /// Must hold the largest frame (`socket_request_max_bytes`).
     pub queued_max_request_bytes: Option<u64>,
+    /// `max.connections`: connections open at once; more are closed at accept.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: connections open at once from one address.
+    pub max_connections_per_ip: usize,
     /// Where the server reports its memory and connection counts.
     pub metrics: ServerMetrics,
 }
@@ -162,6 +170,11 @@ impl ServerConfig {
     /// 100 MiB, the largest frame's size: any one request can always be read, and frames being
     /// read never hold more than that. (Kafka's default, -1, is unbounded.)
     pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: u64 = 100 * 1024 * 1024;
+    /// Kafka's default is unbounded. A connection costs a descriptor, up to 64 KiB of read
+    /// buffer and kernel socket buffers; 4096 keeps that to a few hundred MiB at most.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+    /// A quarter of `max.connections`: one host (or one NAT) cannot take every slot.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 1024;
 
     pub fn new(listener: SocketAddr) -> ServerConfig {
         ServerConfig {
@@ -170,6 +183,8 @@ impl ServerConfig {
             max_in_flight_per_connection: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             answer_api_versions: true,
             queued_max_request_bytes: Some(Self::DEFAULT_QUEUED_MAX_REQUEST_BYTES),
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_ip: Self::DEFAULT_MAX_CONNECTIONS_PER_IP,
             metrics: ServerMetrics::default(),
         }
     }
@@ -178,6 +193,8 @@ impl ServerConfig {
         ServerConfig {
             socket_request_max_bytes: config.socket_request_max_bytes,
             queued_max_request_bytes: config.queued_max_request_bytes,
+            max_connections: config.max_connections,
+            max_connections_per_ip: config.max_connections_per_ip,
             ..ServerConfig::new(config.listener)
         }
     }
@@ -202,6 +219,8 @@ pub enum ServerError {
         budget_bytes: u64,
         frame_max_bytes: u32,
     },
+    #[error("max.connections and max.connections.per.ip must be at least 1")]
+    NoConnections,
 }
 
 /// What a graceful stop achieved.
@@ -225,6 +244,7 @@ pub(crate) struct Shared {
     pub(crate) force_close: Notify,
     /// `queued.max.request.bytes`, shared by every connection's reader.
     pub(crate) memory_pool: Rc<RequestMemoryPool>,
+    limits: Rc<ConnectionLimits>,
 }
 
 impl Shared {
@@ -298,6 +318,9 @@ impl Server {
                 frame_max_bytes: config.socket_request_max_bytes,
             });
         }
+        if config.max_connections == 0 || config.max_connections_per_ip == 0 {
+            return Err(ServerError::NoConnections);
+        }
         let address = config.listener;
         // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
         // which would let a second node on the same port silently take half the connections.
@@ -310,6 +333,11 @@ impl Server {
         let listener_fd = listener.as_raw_fd();
         let memory_pool =
             RequestMemoryPool::new(config.queued_max_request_bytes, config.metrics.clone());
+        let limits = ConnectionLimits::new(
+            config.max_connections,
+            config.max_connections_per_ip,
+            config.metrics.clone(),
+        );
         let shared = Rc::new(Shared {
             config,
             handler,
@@ -319,6 +347,7 @@ impl Server {
             forced: Cell::new(false),
             force_close: Notify::new(),
             memory_pool,
+            limits,
         });
         let accept_task = tokio_uring::spawn(accept_loop(listener, local_addr, shared.clone()));
         tracing::info!(%local_addr, "server listening");
@@ -396,13 +425,22 @@ async fn accept_loop(
         }
         match accepted {
             Ok((stream, peer_addr)) => {
+                let slot = match shared.limits.admit(peer_addr.ip()) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        refuse(&shared.limits, refusal, peer_addr);
+                        // Closed before anything is read from it.
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let info = ConnectionInfo {
                     connection_id: next_connection_id,
                     peer_addr,
                     local_addr,
                 };
                 next_connection_id += 1;
-                tokio_uring::spawn(connection::serve(stream, info, shared.clone()));
+                tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));
             }
             Err(error) => {
                 // EMFILE and friends: the listener stays; back off a little so a descriptor
@@ -411,5 +449,17 @@ async fn accept_loop(
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+/// Logs a refused connection: every one at debug, the first and then every 1024th of each limit
+/// as a warning, so a flood of connections does not become a flood of log lines.
+fn refuse(limits: &ConnectionLimits, refusal: Refusal, peer_addr: SocketAddr) {
+    let refused_total = limits.refused_total(refusal);
+    let limit = limits.limit(refusal);
+    if refused_total % 1024 == 1 {
+        tracing::warn!(peer = %peer_addr, limit, refused_total, "connection closed at accept: {} reached", refusal.key());
+    } else {
+        tracing::debug!(peer = %peer_addr, limit, refused_total, "connection closed at accept: {} reached", refusal.key());
     }
 }
