@@ -152,6 +152,24 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The largest request frame accepted; a larger size prefix closes the connection before the body is read.",
     },
     KeyDefinition {
+        name: "queued.max.request.bytes",
+        aliases: &[],
+        default: Some("104857600"),
+        doc: "Request bytes being read across all connections (beyond each connection's 64 KiB read buffer, held until the request is answered) before connections whose frames do not fit stop being read until bytes are released. At least socket.request.max.bytes; -1 is unbounded (Kafka's default).",
+    },
+    KeyDefinition {
+        name: "max.connections",
+        aliases: &[],
+        default: Some("4096"),
+        doc: "Connections open at once; a connection over the limit is closed when it is accepted.",
+    },
+    KeyDefinition {
+        name: "max.connections.per.ip",
+        aliases: &[],
+        default: Some("1024"),
+        doc: "Connections open at once from one IP address; a connection over the limit is closed when it is accepted.",
+    },
+    KeyDefinition {
         name: "message.max.bytes",
         aliases: &[],
         default: Some("1048588"),
@@ -207,6 +225,10 @@ pub struct NodeConfig {
     pub fetch_snapshot_response_max_bytes: u32,
     pub max_replication_lag_ms: u64,
     pub socket_request_max_bytes: u32,
+    /// `queued.max.request.bytes`; `None` is Kafka's -1, unbounded.
+    pub queued_max_request_bytes: Option<u64>,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
@@ -290,6 +312,19 @@ impl NodeConfig {
                     .map_err(|_| values.invalid("metrics.listener", "expected host:port".into()))?,
             )
         };
+        let socket_request_max_bytes: u32 = values.positive("socket.request.max.bytes")?;
+        let queued_max_request_bytes = match values.number::<i64>("queued.max.request.bytes")? {
+            -1 => None,
+            budget if budget >= i64::from(socket_request_max_bytes) => Some(budget as u64),
+            _ => {
+                return Err(values.invalid(
+                    "queued.max.request.bytes",
+                    format!(
+                        "must be -1 (unbounded) or at least socket.request.max.bytes ({socket_request_max_bytes}), so that the largest request can be read"
+                    ),
+                ));
+            }
+        };
         let ratio: f64 = values.number("metadata.snapshot.min.cleanable.ratio")?;
         if !(0.0..=1.0).contains(&ratio) {
             return Err(values.invalid(
@@ -319,7 +354,10 @@ impl NodeConfig {
             fetch_snapshot_response_max_bytes: values
                 .positive("replica.fetch.snapshot.response.max.bytes")?,
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
-            socket_request_max_bytes: values.positive("socket.request.max.bytes")?,
+            socket_request_max_bytes,
+            queued_max_request_bytes,
+            max_connections: values.positive("max.connections")?,
+            max_connections_per_ip: values.positive("max.connections.per.ip")?,
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
@@ -509,195 +547,5 @@ pub fn parse_voters(text: &str) -> Result<Vec<VoterAddress>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = "node.id=2\ncontroller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094\nlisteners=PLAINTEXT://127.0.0.1:9094\nmetadata.log.dir=/tmp/x\n";
-
-    #[test]
-    fn minimal_file_takes_kafka_defaults() {
-        let config = NodeConfig::parse("node.properties", MINIMAL).unwrap();
-        assert_eq!(config.node_id, 2);
-        assert!(config.is_voter());
-        assert_eq!(config.quorum_voters.len(), 2);
-        assert_eq!(config.election_timeout_ms, 1000);
-        assert_eq!(config.fetch_timeout_ms, 2000);
-        assert_eq!(config.fetch_snapshot_response_max_bytes, 10 * 1024 * 1024);
-        assert_eq!(config.max_replication_lag_ms, 7 * 24 * 3600 * 1000);
-        assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
-        assert_eq!(config.advertised_listener, ("127.0.0.1".to_string(), 9094));
-        assert_eq!(config.metrics_listener, None);
-    }
-
-    #[test]
-    fn unknown_key_is_rejected_by_name() {
-        let text = format!("{MINIMAL}controller.quorum.election.timout.ms=5\n");
-        let error = NodeConfig::parse("node.properties", &text).unwrap_err();
-        assert_eq!(
-            error,
-            ConfigError::UnknownKey {
-                path: "node.properties".into(),
-                line: 5,
-                key: "controller.quorum.election.timout.ms".into()
-            }
-        );
-        assert!(
-            error
-                .to_string()
-                .contains("controller.quorum.election.timout.ms")
-        );
-    }
-
-    #[test]
-    fn aliases_resolve_and_may_not_both_be_set() {
-        let text = format!("{MINIMAL}metadata.start.offset.lag.time.max.ms=5000\n");
-        assert_eq!(
-            NodeConfig::parse("p", &text)
-                .unwrap()
-                .max_replication_lag_ms,
-            5000
-        );
-        let both = format!("{text}max.replication.lag.ms=6000\n");
-        assert!(matches!(
-            NodeConfig::parse("p", &both),
-            Err(ConfigError::Duplicate { .. })
-        ));
-        let size = format!("{MINIMAL}metadata.snapshot.min.records.size=4096\n");
-        assert_eq!(
-            NodeConfig::parse("p", &size)
-                .unwrap()
-                .max_record_bytes_between_snapshots,
-            4096
-        );
-    }
-
-    /// KIP-595 names the quorum settings `quorum.*` and KIP-630 the FetchSnapshot response
-    /// limit `replica.fetch.response.max.bytes`; each is the same setting as our key.
-    #[test]
-    fn the_kips_names_are_aliases() {
-        let cases: &[(&str, &str, fn(&NodeConfig) -> u64)] = &[
-            ("quorum.fetch.timeout.ms", "3001", |c| c.fetch_timeout_ms),
-            ("quorum.election.timeout.ms", "3002", |c| {
-                c.election_timeout_ms
-            }),
-            ("quorum.election.backoff.max.ms", "3003", |c| {
-                c.election_backoff_max_ms
-            }),
-            ("quorum.request.timeout.ms", "3004", |c| {
-                c.request_timeout_ms
-            }),
-            ("replica.fetch.response.max.bytes", "3005", |c| {
-                u64::from(c.fetch_snapshot_response_max_bytes)
-            }),
-        ];
-        for (alias, value, field) in cases {
-            let text = format!("{MINIMAL}{alias}={value}\n");
-            let config = NodeConfig::parse("p", &text).unwrap();
-            assert_eq!(field(&config).to_string(), *value, "{alias}");
-        }
-        let voters = MINIMAL.replace("controller.quorum.voters=", "quorum.voters=");
-        let config = NodeConfig::parse("p", &voters).unwrap();
-        assert_eq!(config.quorum_voters.len(), 2);
-        // An alias and its key together is a duplicate, whichever comes first.
-        let both = format!("{MINIMAL}quorum.voters=1@127.0.0.1:9093\n");
-        assert!(matches!(
-            NodeConfig::parse("p", &both),
-            Err(ConfigError::Duplicate { .. })
-        ));
-    }
-
-    /// The two keys the node parsed and ignored are refused by name now.
-    #[test]
-    fn removed_keys_are_refused_by_name() {
-        for key in [
-            "controller.quorum.append.linger.ms",
-            "controller.quorum.retry.backoff.ms",
-            "quorum.retry.backoff.ms",
-        ] {
-            let text = format!("{MINIMAL}{key}=10\n");
-            assert_eq!(
-                NodeConfig::parse("p", &text),
-                Err(ConfigError::UnknownKey {
-                    path: "p".into(),
-                    line: 5,
-                    key: key.into()
-                })
-            );
-        }
-    }
-
-    #[test]
-    fn missing_and_invalid_values_name_the_key() {
-        let error = NodeConfig::parse("p", "node.id=1\n").unwrap_err();
-        assert!(matches!(
-            error,
-            ConfigError::Missing {
-                key: "controller.quorum.voters",
-                ..
-            }
-        ));
-        let bad = MINIMAL.replace("node.id=2", "node.id=two");
-        assert!(matches!(
-            NodeConfig::parse("p", &bad),
-            Err(ConfigError::Invalid { key: "node.id", .. })
-        ));
-        let zero = format!("{MINIMAL}controller.quorum.fetch.timeout.ms=0\n");
-        assert!(matches!(
-            NodeConfig::parse("p", &zero),
-            Err(ConfigError::Invalid {
-                key: "controller.quorum.fetch.timeout.ms",
-                ..
-            })
-        ));
-        assert!(matches!(
-            NodeConfig::parse("p", "just words\n"),
-            Err(ConfigError::Syntax { line: 1, .. })
-        ));
-    }
-
-    #[test]
-    fn voters_are_validated() {
-        assert!(parse_voters("1@h:1,1@h:2").unwrap_err().contains("twice"));
-        assert!(parse_voters("x@h:1").is_err());
-        assert!(parse_voters("1@h").is_err());
-        assert!(parse_voters("").is_err());
-        let voters = parse_voters("1@localhost:9093, 3@[::1]:9095").unwrap();
-        assert_eq!(
-            voters[1],
-            VoterAddress {
-                node_id: 3,
-                host: "::1".into(),
-                port: 9095
-            }
-        );
-    }
-
-    #[test]
-    fn observer_when_not_listed() {
-        let text = MINIMAL.replace("node.id=2", "node.id=7");
-        assert!(!NodeConfig::parse("p", &text).unwrap().is_voter());
-    }
-
-    /// docs/configuration.md documents exactly the keys the node accepts.
-    #[test]
-    fn every_key_is_documented() {
-        let docs = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../docs/configuration.md"
-        ))
-        .unwrap();
-        for definition in KEYS {
-            assert!(
-                docs.contains(&format!("`{}`", definition.name)),
-                "{} is not documented",
-                definition.name
-            );
-            for alias in definition.aliases {
-                assert!(
-                    docs.contains(&format!("`{alias}`")),
-                    "alias {alias} is not documented"
-                );
-            }
-        }
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -317,6 +317,11 @@ impl Quorum {
         format_node(&self.node(id).config);
     }
 
+    /// The process id of running node `id` (for /proc/<pid>/status).
+    pub fn pid(&self, id: i32) -> u32 {
+        self.node(id).child.as_ref().expect("the node runs").id()
+    }
+
     pub fn node(&self, id: i32) -> &Node {
         self.nodes.iter().find(|n| n.id == id).expect("known node")
     }

@@ -35,8 +35,9 @@ enum Value {
     Rate(Arc<Mutex<Window>>),
 }
 
-/// A value that goes up and down (stored as f64 bits).
-#[derive(Clone)]
+/// A value that goes up and down (stored as f64 bits). A default one is registered nowhere
+/// (for a component whose owner exports no metrics, e.g. a server in a test).
+#[derive(Clone, Default)]
 pub struct Gauge(Arc<AtomicU64>);
 
 impl Gauge {
@@ -49,8 +50,8 @@ impl Gauge {
     }
 }
 
-/// A count that only goes up.
-#[derive(Clone)]
+/// A count that only goes up (a default one is registered nowhere).
+#[derive(Clone, Default)]
 pub struct Counter(Arc<AtomicU64>);
 
 impl Counter {

@@ -50,7 +50,7 @@ use crate::config::NodeConfig;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 use crate::metrics::MetricsServer;
 use crate::protocol::{ApiKey, EncodeError};
-use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError};
+use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use transport::{Event, NodeHandler, PeerLane, Responder};
 
@@ -98,6 +98,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         let server_config = ServerConfig {
             // The node answers ApiVersions itself, listing only the APIs it serves.
             answer_api_versions: false,
+            metrics: ServerMetrics::register(&node.observer.registry()),
             ..ServerConfig::from_node_config(&node.config)
         };
         let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx))).map_err(

@@ -5,6 +5,7 @@
 //! | input | outcome |
 //! | --- | --- |
 //! | size prefix negative or above `socket.request.max.bytes` | close before reading the body |
+//! | a frame beyond the connection's read buffer that `queued.max.request.bytes` cannot take yet | stop reading this connection until request bytes are released (not an error) |
 //! | connection closed inside a frame (truncated frame) | close |
 //! | frame too short for the request header, unknown API key | close |
 //! | ApiVersions at a version we do not speak | v0 ApiVersions response, UNSUPPORTED_VERSION + our ranges (KIP-511); keep serving |
@@ -25,7 +26,8 @@ use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_uring::net::TcpStream;
 
-use super::frame::{FrameError, FrameReader};
+use super::connection_limits::ConnectionSlot;
+use super::frame::{Frame, FrameError, FrameReader};
 use super::writer::{SocketWriter, WriteError, set_nonblocking};
 use super::{ConnectionInfo, Reply, Shared};
 use crate::protocol::{
@@ -78,7 +80,14 @@ impl PeerGone {
     }
 }
 
-pub(crate) async fn serve(stream: TcpStream, info: ConnectionInfo, shared: Rc<Shared>) {
+/// Serves one accepted connection; `_slot` keeps it counted against the connection limits
+/// until it ends.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    info: ConnectionInfo,
+    shared: Rc<Shared>,
+    _slot: ConnectionSlot,
+) {
     let id = info.connection_id;
     let stream = Rc::new(stream);
     if let Err(error) = set_nonblocking(stream.as_raw_fd()) {
@@ -117,7 +126,10 @@ async fn read_loop(
     let id = info.connection_id;
     let config = &shared.config;
     let permits = Arc::new(Semaphore::new(config.max_in_flight_per_connection));
-    let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
+    let mut reader = FrameReader::new(
+        config.socket_request_max_bytes as usize,
+        Some(shared.memory_pool.clone()),
+    );
     loop {
         // At the in-flight limit, stop reading: the kernel buffers fill and TCP pushes back.
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -126,7 +138,7 @@ async fn read_loop(
         if shared.stopping.get() {
             return;
         }
-        let frame = match reader.next_frame(stream).await {
+        let Frame { body, charge } = match reader.next_frame(stream).await {
             Ok(frame) => frame,
             Err(FrameError::Closed) => {
                 // The client closed its side: as Kafka, drop what it is still owed rather
@@ -149,7 +161,7 @@ async fn read_loop(
         if shared.stopping.get() {
             return;
         }
-        let slot = match decode_request_frame(frame) {
+        let slot = match decode_request_frame(body) {
             Ok(DecodedRequest {
                 header,
                 request,
@@ -187,7 +199,11 @@ async fn read_loop(
                     let (reply_tx, reply_rx) = oneshot::channel();
                     let future = shared.handler.handle(info, header, request);
                     let task = tokio_uring::spawn(async move {
-                        let _ = reply_tx.send(future.await);
+                        let reply = future.await;
+                        // Answered: the request's bytes go back to the budget (an aborted
+                        // task drops the charge too).
+                        drop(charge);
+                        let _ = reply_tx.send(reply);
                     });
                     Slot::Pending {
                         api_key,

@@ -5,14 +5,31 @@
 //! [`Bytes`], which shares the allocation (zero copy up to the decoder and, for Produce, into
 //! the records). When every frame handed out has been dropped, `reserve` reclaims the same
 //! allocation for the next reads instead of allocating again.
+//!
+//! Memory for a frame is reserved as its bytes arrive, never when its size prefix does: a
+//! client that announces 100 MiB and sends ten bytes costs ten bytes (plus the connection's
+//! 64 KiB read buffer), not 100 MiB. A frame that outgrows the buffer gets a new one for the
+//! bytes that have arrived (held, or waiting in the socket: `FIONREAD`), or, when fewer have,
+//! one of at most twice the bytes held (and at least 64 KiB more); never more than the frame.
+//! A frame thus costs at most about twice what was actually sent, and is copied about once in
+//! all while it grows (once, at most 64 KiB, when it had arrived whole).
+//!
+//! On the server every growth beyond the connection's own read buffer is first charged to the
+//! node-wide budget ([`RequestMemoryPool`], `queued.max.request.bytes`), which may make the
+//! reader wait before it reads on.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 
+use super::memory_pool::{FREE_BYTES_PER_CONNECTION, MemoryCharge, RequestMemoryPool};
+
 /// Bytes asked for per read when no frame size is known yet (several small pipelined requests
-/// arrive in one read).
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// arrive in one read); also the least a growing frame's buffer grows by.
+const READ_CHUNK_BYTES: usize = FREE_BYTES_PER_CONNECTION;
 
 /// Why no frame came.
 #[derive(Debug, thiserror::Error)]
@@ -31,23 +48,43 @@ pub enum FrameError {
     Size { size_bytes: i64, max_bytes: usize },
     #[error("read: {0}")]
     Io(#[from] std::io::Error),
+    /// The server stopped while the frame waited for request memory.
+    #[error("the server stopped while the frame waited for request memory")]
+    Stopping,
+}
+
+/// One frame's body (without its size prefix) and the request memory charged for it, which
+/// must be held until the request has been answered.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) body: Bytes,
+    pub(crate) charge: Option<MemoryCharge>,
 }
 
 pub(crate) struct FrameReader {
     buffer: BytesMut,
     max_frame_bytes: usize,
+    /// The server's request budget; `None` for the peer client reading responses.
+    pool: Option<Rc<RequestMemoryPool>>,
+    /// What the frame being read has been charged so far.
+    charge: Option<MemoryCharge>,
+    /// The buffer was allocated by [`FrameReader::grow`] for one frame (not a read chunk).
+    buffer_grown: bool,
 }
 
 impl FrameReader {
-    pub(crate) fn new(max_frame_bytes: usize) -> FrameReader {
+    pub(crate) fn new(max_frame_bytes: usize, pool: Option<Rc<RequestMemoryPool>>) -> FrameReader {
         FrameReader {
             buffer: BytesMut::with_capacity(READ_CHUNK_BYTES),
             max_frame_bytes,
+            pool,
+            charge: None,
+            buffer_grown: false,
         }
     }
 
-    /// The next frame's body (without its size prefix).
-    pub(crate) async fn next_frame(&mut self, stream: &TcpStream) -> Result<Bytes, FrameError> {
+    /// The next frame.
+    pub(crate) async fn next_frame(&mut self, stream: &TcpStream) -> Result<Frame, FrameError> {
         loop {
             let expected_bytes = if self.buffer.len() >= 4 {
                 let size = i32::from_be_bytes([
@@ -67,14 +104,30 @@ impl FrameReader {
                 let total = 4 + size as usize;
                 if self.buffer.len() >= total {
                     self.buffer.advance(4);
-                    return Ok(self.buffer.split_to(size as usize).freeze());
+                    let body = self.buffer.split_to(size as usize).freeze();
+                    let mut charge = self.charge.take();
+                    if let Some(charge) = &mut charge {
+                        charge.complete();
+                    }
+                    return Ok(Frame { body, charge });
                 }
-                // Room for the rest of this frame in one piece: the body lands where the
-                // decoder will read it.
-                self.buffer.reserve(total - self.buffer.len());
+                if self.buffer.capacity() == self.buffer.len() {
+                    self.grow(total, stream.as_raw_fd()).await?;
+                }
                 total
             } else {
-                self.buffer.reserve(READ_CHUNK_BYTES);
+                if self.buffer.capacity() == self.buffer.len() {
+                    if std::mem::replace(&mut self.buffer_grown, false) {
+                        // A fresh buffer rather than `reserve`, which could take back a whole
+                        // grown frame's allocation (up to 100 MiB) once that frame is dropped,
+                        // and read small frames into it uncharged.
+                        let mut fresh = BytesMut::with_capacity(READ_CHUNK_BYTES);
+                        fresh.extend_from_slice(&self.buffer);
+                        self.buffer = fresh;
+                    } else {
+                        self.buffer.reserve(READ_CHUNK_BYTES);
+                    }
+                }
                 4
             };
             // tokio-uring reads at the start of the buffer it is given: hand it the spare
@@ -98,4 +151,53 @@ impl FrameReader {
             }
         }
     }
+
+    /// Makes room for more of a frame of `total_bytes` (size prefix included) whose buffer is
+    /// full: a new buffer for the bytes that have arrived (held, or waiting in the socket `fd`)
+    /// if the budget grants that at once, else one of at most twice the bytes held.
+    async fn grow(&mut self, total_bytes: usize, fd: RawFd) -> Result<(), FrameError> {
+        let held_bytes = self.buffer.len();
+        debug_assert!(held_bytes < total_bytes);
+        let doubled_bytes = total_bytes.min((2 * held_bytes).max(held_bytes + READ_CHUNK_BYTES));
+        // A frame that has already arrived gets its whole buffer at once (one copy of the held
+        // bytes), instead of doubling towards it (a copy per doubling).
+        let arrived_bytes = total_bytes.min(held_bytes + bytes_waiting_in_socket(fd));
+        let mut target_bytes = doubled_bytes.max(arrived_bytes);
+        if let Some(pool) = &self.pool {
+            // The connection's own read buffer is free; only what goes beyond it is charged.
+            let charged = |target: usize| target.saturating_sub(FREE_BYTES_PER_CONNECTION) as u64;
+            if charged(target_bytes) > 0 {
+                let need_bytes = (total_bytes - FREE_BYTES_PER_CONNECTION) as u64;
+                let charge = self
+                    .charge
+                    .get_or_insert_with(|| pool.open_charge(need_bytes));
+                let held_charge = charge.held_bytes();
+                let preferred = charged(target_bytes) - held_charge;
+                let minimum = charged(doubled_bytes).saturating_sub(held_charge);
+                let granted = pool
+                    .reserve(charge, minimum, preferred)
+                    .await
+                    .map_err(|_| FrameError::Stopping)?;
+                if granted < preferred {
+                    target_bytes = doubled_bytes;
+                }
+            }
+        }
+        let mut grown = BytesMut::with_capacity(target_bytes);
+        grown.extend_from_slice(&self.buffer);
+        self.buffer = grown;
+        self.buffer_grown = true;
+        Ok(())
+    }
+}
+
+/// Bytes received on the socket and not yet read (`FIONREAD`); 0 if the kernel will not say.
+fn bytes_waiting_in_socket(fd: RawFd) -> usize {
+    let mut waiting: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer; `fd` is the connection's open socket.
+    let result = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
+    if result < 0 {
+        return 0;
+    }
+    usize::try_from(waiting).unwrap_or(0)
 }

@@ -9,7 +9,10 @@
 //!   of that buffer). It decodes the request with [`crate::protocol::decode_request_frame`] and
 //!   spawns the [`RequestHandler`]'s future, so a long-polled Fetch does not hold back the
 //!   ApiVersions behind it. At most `max_in_flight_per_connection` requests may be unanswered;
-//!   at the limit the reader stops reading and TCP pushes back on the client.
+//!   at the limit the reader stops reading and TCP pushes back on the client. Memory for a
+//!   frame is reserved as its bytes arrive; beyond the connection's 64 KiB read buffer it is
+//!   charged to the node-wide `queued.max.request.bytes` budget ([`memory_pool`]), and a frame
+//!   the budget cannot take yet pauses its connection's reading.
 //! - the **writer** ([`connection`]) takes the requests' reply slots in request order and writes
 //!   each reply when its turn comes, so responses leave strictly in request order.
 //!
@@ -17,10 +20,15 @@
 //! vectored write next to the encoded bytes, a file region goes from the file to the socket
 //! with `sendfile(2)` ([`writer`]).
 //!
-//! What happens on bad input is one table, in `docs/server.md` and in [`connection`].
+//! Connections over `max.connections` or `max.connections.per.ip` are closed at accept
+//! ([`connection_limits`]). What happens on bad input is one table, in `docs/server.md` and in
+//! [`connection`].
 
 mod connection;
+mod connection_limits;
 pub(crate) mod frame;
+mod memory_pool;
+mod metrics;
 mod thread;
 mod writer;
 
@@ -38,7 +46,11 @@ use tokio::sync::Notify;
 
 use crate::config::NodeConfig;
 use crate::protocol::{Request, RequestHeader, Response};
+use connection_limits::{ConnectionLimits, Refusal};
+use memory_pool::RequestMemoryPool;
 
+pub use memory_pool::PoolClosed;
+pub use metrics::ServerMetrics;
 pub use thread::ServerThread;
 
 /// A boxed future that need not be `Send`: the server and the node share one thread.
@@ -141,10 +153,28 @@ pub struct ServerConfig {
     /// Answer ApiVersions in the server from `supported_api_versions()` instead of asking the
     /// handler, so a client handshake works before any node logic exists.
     pub answer_api_versions: bool,
+    /// `queued.max.request.bytes`: request bytes charged across all connections (frames beyond
+    /// a connection's read buffer, until answered) before reading pauses; `None` is unbounded.
+    /// Must hold the largest frame (`socket_request_max_bytes`).
+    pub queued_max_request_bytes: Option<u64>,
+    /// `max.connections`: connections open at once; more are closed at accept.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: connections open at once from one address.
+    pub max_connections_per_ip: usize,
+    /// Where the server reports its memory and connection counts.
+    pub metrics: ServerMetrics,
 }
 
 impl ServerConfig {
     pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 8;
+    /// 100 MiB, the largest frame's size: any one request can always be read, and frames being
+    /// read never hold more than that. (Kafka's default, -1, is unbounded.)
+    pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: u64 = 100 * 1024 * 1024;
+    /// Kafka's default is unbounded. A connection costs a descriptor, up to 64 KiB of read
+    /// buffer and kernel socket buffers; 4096 keeps that to a few hundred MiB at most.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+    /// A quarter of `max.connections`: one host (or one NAT) cannot take every slot.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 1024;
 
     pub fn new(listener: SocketAddr) -> ServerConfig {
         ServerConfig {
@@ -152,12 +182,19 @@ impl ServerConfig {
             socket_request_max_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES as u32,
             max_in_flight_per_connection: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             answer_api_versions: true,
+            queued_max_request_bytes: Some(Self::DEFAULT_QUEUED_MAX_REQUEST_BYTES),
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_ip: Self::DEFAULT_MAX_CONNECTIONS_PER_IP,
+            metrics: ServerMetrics::default(),
         }
     }
 
     pub fn from_node_config(config: &NodeConfig) -> ServerConfig {
         ServerConfig {
             socket_request_max_bytes: config.socket_request_max_bytes,
+            queued_max_request_bytes: config.queued_max_request_bytes,
+            max_connections: config.max_connections,
+            max_connections_per_ip: config.max_connections_per_ip,
             ..ServerConfig::new(config.listener)
         }
     }
@@ -175,6 +212,15 @@ pub enum ServerError {
     Thread { source: std::io::Error },
     #[error("max_in_flight_per_connection must be at least 1")]
     NoInFlight,
+    #[error(
+        "queued.max.request.bytes ({budget_bytes}) must hold the largest request, socket.request.max.bytes ({frame_max_bytes})"
+    )]
+    BudgetBelowFrame {
+        budget_bytes: u64,
+        frame_max_bytes: u32,
+    },
+    #[error("max.connections and max.connections.per.ip must be at least 1")]
+    NoConnections,
 }
 
 /// What a graceful stop achieved.
@@ -196,6 +242,9 @@ pub(crate) struct Shared {
     /// Set when the grace period of a stop is over: writers stop waiting for replies.
     pub(crate) forced: Cell<bool>,
     pub(crate) force_close: Notify,
+    /// `queued.max.request.bytes`, shared by every connection's reader.
+    pub(crate) memory_pool: Rc<RequestMemoryPool>,
+    limits: Rc<ConnectionLimits>,
 }
 
 impl Shared {
@@ -261,6 +310,17 @@ impl Server {
         if config.max_in_flight_per_connection == 0 {
             return Err(ServerError::NoInFlight);
         }
+        if let Some(budget_bytes) = config.queued_max_request_bytes
+            && budget_bytes < u64::from(config.socket_request_max_bytes)
+        {
+            return Err(ServerError::BudgetBelowFrame {
+                budget_bytes,
+                frame_max_bytes: config.socket_request_max_bytes,
+            });
+        }
+        if config.max_connections == 0 || config.max_connections_per_ip == 0 {
+            return Err(ServerError::NoConnections);
+        }
         let address = config.listener;
         // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
         // which would let a second node on the same port silently take half the connections.
@@ -271,6 +331,13 @@ impl Server {
             .local_addr()
             .map_err(|source| ServerError::Bind { address, source })?;
         let listener_fd = listener.as_raw_fd();
+        let memory_pool =
+            RequestMemoryPool::new(config.queued_max_request_bytes, config.metrics.clone());
+        let limits = ConnectionLimits::new(
+            config.max_connections,
+            config.max_connections_per_ip,
+            config.metrics.clone(),
+        );
         let shared = Rc::new(Shared {
             config,
             handler,
@@ -279,6 +346,8 @@ impl Server {
             connection_closed: Notify::new(),
             forced: Cell::new(false),
             force_close: Notify::new(),
+            memory_pool,
+            limits,
         });
         let accept_task = tokio_uring::spawn(accept_loop(listener, local_addr, shared.clone()));
         tracing::info!(%local_addr, "server listening");
@@ -305,6 +374,8 @@ impl ServerHandle {
     /// already read to be answered; connections still busy after that are closed by force.
     pub async fn stop(self, grace: Duration) -> StopReport {
         self.shared.stopping.set(true);
+        // Frames waiting for request memory would never see the shutdown below: wake them.
+        self.shared.memory_pool.close();
         // shutdown(2) on a listening socket makes the pending accept fail at once, so the
         // accept loop ends without a cancelled accept that could leak a descriptor.
         // SAFETY: the descriptor is owned by the accept task, which is still running.
@@ -354,13 +425,22 @@ async fn accept_loop(
         }
         match accepted {
             Ok((stream, peer_addr)) => {
+                let slot = match shared.limits.admit(peer_addr.ip()) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        refuse(&shared.limits, refusal, peer_addr);
+                        // Closed before anything is read from it.
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let info = ConnectionInfo {
                     connection_id: next_connection_id,
                     peer_addr,
                     local_addr,
                 };
                 next_connection_id += 1;
-                tokio_uring::spawn(connection::serve(stream, info, shared.clone()));
+                tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));
             }
             Err(error) => {
                 // EMFILE and friends: the listener stays; back off a little so a descriptor
@@ -369,5 +449,17 @@ async fn accept_loop(
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+/// Logs a refused connection: every one at debug, the first and then every 1024th of each limit
+/// as a warning, so a flood of connections does not become a flood of log lines.
+fn refuse(limits: &ConnectionLimits, refusal: Refusal, peer_addr: SocketAddr) {
+    let refused_total = limits.refused_total(refusal);
+    let limit = limits.limit(refusal);
+    if refused_total % 1024 == 1 {
+        tracing::warn!(peer = %peer_addr, limit, refused_total, "connection closed at accept: {} reached", refusal.key());
+    } else {
+        tracing::debug!(peer = %peer_addr, limit, refused_total, "connection closed at accept: {} reached", refusal.key());
     }
 }

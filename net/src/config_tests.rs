@@ -1,0 +1,270 @@
+//! The configuration file: defaults, aliases, refused keys and the docs table (config.rs).
+
+use super::*;
+
+const MINIMAL: &str = "node.id=2\ncontroller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094\nlisteners=PLAINTEXT://127.0.0.1:9094\nmetadata.log.dir=/tmp/x\n";
+
+#[test]
+fn minimal_file_takes_kafka_defaults() {
+    let config = NodeConfig::parse("node.properties", MINIMAL).unwrap();
+    assert_eq!(config.node_id, 2);
+    assert!(config.is_voter());
+    assert_eq!(config.quorum_voters.len(), 2);
+    assert_eq!(config.election_timeout_ms, 1000);
+    assert_eq!(config.fetch_timeout_ms, 2000);
+    assert_eq!(config.fetch_snapshot_response_max_bytes, 10 * 1024 * 1024);
+    assert_eq!(config.max_replication_lag_ms, 7 * 24 * 3600 * 1000);
+    assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
+    assert_eq!(config.advertised_listener, ("127.0.0.1".to_string(), 9094));
+    assert_eq!(config.metrics_listener, None);
+}
+
+#[test]
+fn unknown_key_is_rejected_by_name() {
+    let text = format!("{MINIMAL}controller.quorum.election.timout.ms=5\n");
+    let error = NodeConfig::parse("node.properties", &text).unwrap_err();
+    assert_eq!(
+        error,
+        ConfigError::UnknownKey {
+            path: "node.properties".into(),
+            line: 5,
+            key: "controller.quorum.election.timout.ms".into()
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("controller.quorum.election.timout.ms")
+    );
+}
+
+#[test]
+fn aliases_resolve_and_may_not_both_be_set() {
+    let text = format!("{MINIMAL}metadata.start.offset.lag.time.max.ms=5000\n");
+    assert_eq!(
+        NodeConfig::parse("p", &text)
+            .unwrap()
+            .max_replication_lag_ms,
+        5000
+    );
+    let both = format!("{text}max.replication.lag.ms=6000\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &both),
+        Err(ConfigError::Duplicate { .. })
+    ));
+    let size = format!("{MINIMAL}metadata.snapshot.min.records.size=4096\n");
+    assert_eq!(
+        NodeConfig::parse("p", &size)
+            .unwrap()
+            .max_record_bytes_between_snapshots,
+        4096
+    );
+}
+
+/// KIP-595 names the quorum settings `quorum.*` and KIP-630 the FetchSnapshot response
+/// limit `replica.fetch.response.max.bytes`; each is the same setting as our key.
+#[test]
+fn the_kips_names_are_aliases() {
+    let cases: &[(&str, &str, fn(&NodeConfig) -> u64)] = &[
+        ("quorum.fetch.timeout.ms", "3001", |c| c.fetch_timeout_ms),
+        ("quorum.election.timeout.ms", "3002", |c| {
+            c.election_timeout_ms
+        }),
+        ("quorum.election.backoff.max.ms", "3003", |c| {
+            c.election_backoff_max_ms
+        }),
+        ("quorum.request.timeout.ms", "3004", |c| {
+            c.request_timeout_ms
+        }),
+        ("replica.fetch.response.max.bytes", "3005", |c| {
+            u64::from(c.fetch_snapshot_response_max_bytes)
+        }),
+    ];
+    for (alias, value, field) in cases {
+        let text = format!("{MINIMAL}{alias}={value}\n");
+        let config = NodeConfig::parse("p", &text).unwrap();
+        assert_eq!(field(&config).to_string(), *value, "{alias}");
+    }
+    let voters = MINIMAL.replace("controller.quorum.voters=", "quorum.voters=");
+    let config = NodeConfig::parse("p", &voters).unwrap();
+    assert_eq!(config.quorum_voters.len(), 2);
+    // An alias and its key together is a duplicate, whichever comes first.
+    let both = format!("{MINIMAL}quorum.voters=1@127.0.0.1:9093\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &both),
+        Err(ConfigError::Duplicate { .. })
+    ));
+}
+
+/// The two keys the node parsed and ignored are refused by name now.
+#[test]
+fn removed_keys_are_refused_by_name() {
+    for key in [
+        "controller.quorum.append.linger.ms",
+        "controller.quorum.retry.backoff.ms",
+        "quorum.retry.backoff.ms",
+    ] {
+        let text = format!("{MINIMAL}{key}=10\n");
+        assert_eq!(
+            NodeConfig::parse("p", &text),
+            Err(ConfigError::UnknownKey {
+                path: "p".into(),
+                line: 5,
+                key: key.into()
+            })
+        );
+    }
+}
+
+#[test]
+fn missing_and_invalid_values_name_the_key() {
+    let error = NodeConfig::parse("p", "node.id=1\n").unwrap_err();
+    assert!(matches!(
+        error,
+        ConfigError::Missing {
+            key: "controller.quorum.voters",
+            ..
+        }
+    ));
+    let bad = MINIMAL.replace("node.id=2", "node.id=two");
+    assert!(matches!(
+        NodeConfig::parse("p", &bad),
+        Err(ConfigError::Invalid { key: "node.id", .. })
+    ));
+    let zero = format!("{MINIMAL}controller.quorum.fetch.timeout.ms=0\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &zero),
+        Err(ConfigError::Invalid {
+            key: "controller.quorum.fetch.timeout.ms",
+            ..
+        })
+    ));
+    assert!(matches!(
+        NodeConfig::parse("p", "just words\n"),
+        Err(ConfigError::Syntax { line: 1, .. })
+    ));
+}
+
+#[test]
+fn voters_are_validated() {
+    assert!(parse_voters("1@h:1,1@h:2").unwrap_err().contains("twice"));
+    assert!(parse_voters("x@h:1").is_err());
+    assert!(parse_voters("1@h").is_err());
+    assert!(parse_voters("").is_err());
+    let voters = parse_voters("1@localhost:9093, 3@[::1]:9095").unwrap();
+    assert_eq!(
+        voters[1],
+        VoterAddress {
+            node_id: 3,
+            host: "::1".into(),
+            port: 9095
+        }
+    );
+}
+
+#[test]
+fn observer_when_not_listed() {
+    let text = MINIMAL.replace("node.id=2", "node.id=7");
+    assert!(!NodeConfig::parse("p", &text).unwrap().is_voter());
+}
+
+/// docs/configuration.md documents exactly the keys the node accepts.
+#[test]
+fn every_key_is_documented() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/configuration.md"
+    ))
+    .unwrap();
+    for definition in KEYS {
+        assert!(
+            docs.contains(&format!("`{}`", definition.name)),
+            "{} is not documented",
+            definition.name
+        );
+        for alias in definition.aliases {
+            assert!(
+                docs.contains(&format!("`{alias}`")),
+                "alias {alias} is not documented"
+            );
+        }
+    }
+}
+
+/// The server's defaults and the documented defaults are the same numbers.
+#[test]
+fn resource_limits_default_to_the_servers_defaults() {
+    use crate::server::ServerConfig;
+    let config = NodeConfig::parse("p", MINIMAL).unwrap();
+    let server = ServerConfig::from_node_config(&config);
+    let defaults = ServerConfig::new(config.listener);
+    assert_eq!(
+        server.queued_max_request_bytes,
+        defaults.queued_max_request_bytes
+    );
+    assert_eq!(server.queued_max_request_bytes, Some(100 * 1024 * 1024));
+    assert_eq!(server.max_connections, defaults.max_connections);
+    assert_eq!(
+        server.max_connections_per_ip,
+        defaults.max_connections_per_ip
+    );
+    assert_eq!(
+        server.socket_request_max_bytes,
+        defaults.socket_request_max_bytes
+    );
+}
+
+/// Kafka's -1 is an unbounded budget; a budget that cannot hold the largest request would
+/// leave such a request unread forever, so it is refused with both keys' values.
+#[test]
+fn the_request_budget_holds_the_largest_request_or_is_unbounded() {
+    let unbounded = format!("{MINIMAL}queued.max.request.bytes=-1\n");
+    assert_eq!(
+        NodeConfig::parse("p", &unbounded)
+            .unwrap()
+            .queued_max_request_bytes,
+        None
+    );
+    let small =
+        format!("{MINIMAL}socket.request.max.bytes=1048576\nqueued.max.request.bytes=1048576\n");
+    assert_eq!(
+        NodeConfig::parse("p", &small)
+            .unwrap()
+            .queued_max_request_bytes,
+        Some(1 << 20)
+    );
+    for bad in ["0", "-2", "104857599", "lots"] {
+        let text = format!("{MINIMAL}queued.max.request.bytes={bad}\n");
+        let error = NodeConfig::parse("p", &text).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ConfigError::Invalid {
+                    key: "queued.max.request.bytes",
+                    ..
+                }
+            ),
+            "{bad}: {error}"
+        );
+    }
+    for key in ["max.connections", "max.connections.per.ip"] {
+        let text = format!("{MINIMAL}{key}=0\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &text),
+            Err(ConfigError::Invalid { key: k, .. }) if k == key
+        ));
+    }
+}
+
+/// The three limits set in the file reach the server as they were written.
+#[test]
+fn resource_limits_reach_the_server() {
+    use crate::server::ServerConfig;
+    let text = format!(
+        "{MINIMAL}max.connections=7\nmax.connections.per.ip=3\nqueued.max.request.bytes=209715200\n"
+    );
+    let server = ServerConfig::from_node_config(&NodeConfig::parse("p", &text).unwrap());
+    assert_eq!(server.max_connections, 7);
+    assert_eq!(server.max_connections_per_ip, 3);
+    assert_eq!(server.queued_max_request_bytes, Some(200 * 1024 * 1024));
+}
