@@ -330,6 +330,8 @@ impl Node {
         use tokio::signal::unix::{SignalKind, signal};
         let mut terminate = signal(SignalKind::terminate()).map_err(NodeError::Runtime)?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(NodeError::Runtime)?;
+        // Start-up (recovery of every partition, producer state) is not a turn of the loop.
+        self.stall.begin_turn();
         let mut snapshot_done = self
             .snapshot_done_rx
             .take()
