@@ -27,7 +27,7 @@ fn records(n: usize, salt: u8) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 fn write(io: &mut MemoryIo, id: SnapshotId, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> PathBuf {
-    let path = write_snapshot(
+    write_snapshot(
         io,
         Path::new(DIR),
         id,
@@ -39,8 +39,7 @@ fn write(io: &mut MemoryIo, id: SnapshotId, records: &[(Vec<u8>, Option<Vec<u8>>
             }
         },
     )
-    .unwrap();
-    path
+    .unwrap()
 }
 
 fn loaded_records(

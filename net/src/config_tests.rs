@@ -65,7 +65,8 @@ fn aliases_resolve_and_may_not_both_be_set() {
 /// limit `replica.fetch.response.max.bytes`; each is the same setting as our key.
 #[test]
 fn the_kips_names_are_aliases() {
-    let cases: &[(&str, &str, fn(&NodeConfig) -> u64)] = &[
+    type Case = (&'static str, &'static str, fn(&NodeConfig) -> u64);
+    let cases: &[Case] = &[
         ("quorum.fetch.timeout.ms", "3001", |c| c.fetch_timeout_ms),
         ("quorum.election.timeout.ms", "3002", |c| {
             c.election_timeout_ms

@@ -360,26 +360,6 @@ fn scan_snapshots(folder: &std::path::Path) -> (usize, u64) {
     (count, newest.map_or(0, |(_, size)| size))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_snapshot_scan_counts_complete_checkpoints_and_sizes_the_newest() {
-        let dir = tempfile::tempdir().unwrap();
-        let folder = dir.path().join("checkpoints");
-        assert_eq!(scan_snapshots(&folder), (0, 0), "no folder yet");
-        std::fs::create_dir(&folder).unwrap();
-        let name = |end: u64, epoch: u64| format!("{end:020}-{epoch:020}.checkpoint");
-        std::fs::write(folder.join(name(100, 1)), vec![0u8; 10]).unwrap();
-        std::fs::write(folder.join(name(2000, 2)), vec![0u8; 30]).unwrap();
-        // Being written or waiting for deletion: not a snapshot.
-        std::fs::write(folder.join(name(3000, 2) + ".part"), vec![0u8; 50]).unwrap();
-        std::fs::write(folder.join(name(50, 1) + ".deleted"), vec![0u8; 5]).unwrap();
-        assert_eq!(scan_snapshots(&folder), (2, 30));
-    }
-}
-
 fn record_part(
     slowest: &std::cell::Cell<Option<(Duration, &'static str)>>,
     took: Duration,
@@ -403,5 +383,25 @@ impl ringlog_replication::host::Probe for PartProbe {
 
     fn end(&mut self, name: &'static str) {
         record_part(&self.slowest_part, self.began.elapsed(), name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_scan_counts_complete_checkpoints_and_sizes_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("checkpoints");
+        assert_eq!(scan_snapshots(&folder), (0, 0), "no folder yet");
+        std::fs::create_dir(&folder).unwrap();
+        let name = |end: u64, epoch: u64| format!("{end:020}-{epoch:020}.checkpoint");
+        std::fs::write(folder.join(name(100, 1)), vec![0u8; 10]).unwrap();
+        std::fs::write(folder.join(name(2000, 2)), vec![0u8; 30]).unwrap();
+        // Being written or waiting for deletion: not a snapshot.
+        std::fs::write(folder.join(name(3000, 2) + ".part"), vec![0u8; 50]).unwrap();
+        std::fs::write(folder.join(name(50, 1) + ".deleted"), vec![0u8; 5]).unwrap();
+        assert_eq!(scan_snapshots(&folder), (2, 30));
     }
 }

@@ -232,7 +232,7 @@ mod tests {
         let mut lying =
             with_section(&plain, 3, &compression::compress(Compression::Lz4, records)).to_vec();
         lying[23..27].copy_from_slice(&5i32.to_be_bytes());
-        let lying = with_section(&lying, 3, &lying[RECORD_BATCH_OVERHEAD..].to_vec());
+        let lying = with_section(&lying, 3, &lying[RECORD_BATCH_OVERHEAD..]);
         let code = validate(lying).unwrap_err().0;
         assert_eq!(code, ErrorCode::InvalidRecord);
     }
