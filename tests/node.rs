@@ -43,13 +43,20 @@ impl Cluster {
             .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
             .collect::<Vec<_>>()
             .join(",");
+        // Every node lists the observers: a leader refuses replica fetches from unknown ids.
+        let observer_list = ids[voters as usize..]
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let cluster_id = "MkU3OEVBNTcwNTJENDM2Qg";
         let mut nodes = Vec::new();
         for (id, port) in ids {
             let config = dir.path().join(format!("node-{id}.properties"));
             let data = dir.path().join(format!("node-{id}"));
             let base = format!(
-                "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+                "node.id={id}\ncontroller.quorum.voters={voter_list}\n\
+                 controller.quorum.observers={observer_list}\nlisteners=127.0.0.1:{port}\n\
                  metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
                  controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
                  controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\

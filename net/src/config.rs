@@ -41,13 +41,19 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "node.id",
         aliases: &[],
         default: None,
-        doc: "This node's id. A node whose id is in controller.quorum.voters is a voter; any other node is an observer.",
+        doc: "This node's id. A node whose id is in controller.quorum.voters is a voter; any other node is an observer and must be listed in controller.quorum.observers.",
     },
     KeyDefinition {
         name: "controller.quorum.voters",
         aliases: &["quorum.voters"],
         default: None,
         doc: "The voters as id@host:port, comma separated. Every node, voter or observer, lists the same set.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.observers",
+        aliases: &[],
+        default: Some(""),
+        doc: "The observers (non-voting replicas) as node ids, comma separated. A replica Fetch or FetchSnapshot from a node id that is neither a voter nor listed here is refused with INCONSISTENT_VOTER_SET. Every node lists the same set; an observer lists itself.",
     },
     KeyDefinition {
         name: "listeners",
@@ -190,6 +196,8 @@ pub struct VoterAddress {
 pub struct NodeConfig {
     pub node_id: i32,
     pub quorum_voters: Vec<VoterAddress>,
+    /// `controller.quorum.observers`: the non-voting replicas allowed to fetch.
+    pub quorum_observers: Vec<i32>,
     pub listener: SocketAddr,
     pub advertised_listener: (String, u16),
     pub metadata_log_dir: PathBuf,
@@ -266,6 +274,26 @@ impl NodeConfig {
         if node_id < 0 {
             return Err(values.invalid("node.id", "must not be negative".into()));
         }
+        let quorum_observers = parse_observers(values.get("controller.quorum.observers"))
+            .map_err(|reason| values.invalid("controller.quorum.observers", reason))?;
+        if let Some(both) = quorum_observers
+            .iter()
+            .find(|id| quorum_voters.iter().any(|voter| voter.node_id == **id))
+        {
+            return Err(values.invalid(
+                "controller.quorum.observers",
+                format!("{both} is also a voter"),
+            ));
+        }
+        // A node outside both lists would be refused by every leader it fetches from: say so
+        // at start-up instead of letting it retry forever.
+        let is_voter = quorum_voters.iter().any(|voter| voter.node_id == node_id);
+        if !is_voter && !quorum_observers.contains(&node_id) {
+            return Err(values.invalid(
+                "node.id",
+                "is neither in controller.quorum.voters nor in controller.quorum.observers".into(),
+            ));
+        }
         let listener_text = strip_listener_prefix(values.required("listeners")?);
         let listener: SocketAddr = listener_text.parse().map_err(|_| {
             values.invalid(
@@ -300,6 +328,7 @@ impl NodeConfig {
         let config = NodeConfig {
             node_id,
             quorum_voters,
+            quorum_observers,
             listener,
             advertised_listener,
             metadata_log_dir: PathBuf::from(values.required("metadata.log.dir")?),
@@ -339,6 +368,14 @@ impl NodeConfig {
         self.quorum_voters
             .iter()
             .any(|voter| voter.node_id == self.node_id)
+    }
+
+    /// True when `replica_id` may replicate from this quorum: a voter or a listed observer.
+    pub fn is_quorum_member(&self, replica_id: i32) -> bool {
+        self.quorum_voters
+            .iter()
+            .any(|voter| voter.node_id == replica_id)
+            || self.quorum_observers.contains(&replica_id)
     }
 }
 
@@ -508,6 +545,28 @@ pub fn parse_voters(text: &str) -> Result<Vec<VoterAddress>, String> {
     Ok(voters)
 }
 
+/// `controller.quorum.observers`: node ids, comma separated (empty: no observers).
+pub fn parse_observers(text: &str) -> Result<Vec<i32>, String> {
+    let mut observers: Vec<i32> = Vec::new();
+    for entry in text
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+    {
+        let node_id: i32 = entry
+            .parse()
+            .map_err(|_| format!("{entry:?} is not a node id"))?;
+        if node_id < 0 {
+            return Err(format!("observer id {node_id} is negative"));
+        }
+        if observers.contains(&node_id) {
+            return Err(format!("observer {node_id} is listed twice"));
+        }
+        observers.push(node_id);
+    }
+    Ok(observers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,9 +732,30 @@ mod tests {
     }
 
     #[test]
-    fn observer_when_not_listed() {
+    fn an_observer_is_a_listed_non_voter() {
         let text = MINIMAL.replace("node.id=2", "node.id=7");
-        assert!(!NodeConfig::parse("p", &text).unwrap().is_voter());
+        let observer = format!("{text}controller.quorum.observers=7, 8\n");
+        let config = NodeConfig::parse("p", &observer).unwrap();
+        assert!(!config.is_voter());
+        assert_eq!(config.quorum_observers, [7, 8]);
+        assert!(config.is_quorum_member(1) && config.is_quorum_member(8));
+        assert!(!config.is_quorum_member(9));
+        // Neither a voter nor a listed observer: refused at start-up, naming node.id.
+        assert!(matches!(
+            NodeConfig::parse("p", &text),
+            Err(ConfigError::Invalid { key: "node.id", .. })
+        ));
+        let both = format!("{MINIMAL}controller.quorum.observers=1\n");
+        assert!(matches!(
+            NodeConfig::parse("p", &both),
+            Err(ConfigError::Invalid {
+                key: "controller.quorum.observers",
+                ..
+            })
+        ));
+        assert!(parse_observers("3,3").unwrap_err().contains("twice"));
+        assert!(parse_observers("-1").is_err());
+        assert_eq!(parse_observers(" ").unwrap(), Vec::<i32>::new());
     }
 
     /// docs/configuration.md documents exactly the keys the node accepts.

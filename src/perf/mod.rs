@@ -368,12 +368,14 @@ fn fetch_snapshot(args: FetchSnapshotArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .partition
         .leader_epoch;
+    // A replica's FetchSnapshot names the cluster, or the leader refuses it.
+    let cluster_id = client.cluster_id().map_err(|e| e.to_string())?;
     let mut totals = Totals::new();
     let mut position = 0i64;
     let started = Instant::now();
     loop {
         let request = Request::FetchSnapshot(FetchSnapshotRequest {
-            cluster_id: None,
+            cluster_id: Some(cluster_id.clone()),
             replica_id: args.replica_id,
             max_bytes: args.max_bytes,
             topics: vec![fetch_snapshot_request::TopicSnapshot {

@@ -20,6 +20,8 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::Client;
 
 pub const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+/// The cluster id every `Quorum` node is formatted with.
+pub const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 
 /// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
 pub fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
@@ -377,12 +379,7 @@ impl Drop for Quorum {
 
 fn format_node(config: &Path) {
     let status = Command::new(RINGLOG)
-        .args([
-            "format",
-            "--cluster-id",
-            "MkU3OEVBNTcwNTJENDM2Qg",
-            "--config",
-        ])
+        .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
         .arg(config)
         .stdout(Stdio::null())
         .status()

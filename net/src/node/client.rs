@@ -12,13 +12,14 @@ use crate::protocol::wire::Records;
 use crate::protocol::{
     ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, decode_response,
     describe_quorum_request, describe_quorum_response, encode_request, fetch_request,
-    fetch_response, produce_request, produce_response, split_frame,
+    fetch_response, metadata_request, produce_request, produce_response, split_frame,
 };
 
 /// Versions the client speaks (every node accepts them).
 pub const DESCRIBE_QUORUM_VERSION: i16 = 2;
 pub const PRODUCE_VERSION: i16 = 9;
 pub const CONSUMER_FETCH_VERSION: i16 = 12;
+pub const METADATA_VERSION: i16 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -151,6 +152,20 @@ impl Client {
             // SAFETY: the `n` bytes after the current length were just written by recv.
             unsafe { self.buf.set_len(self.buf.len() + n as usize) };
         }
+    }
+
+    /// The cluster id, from Metadata (no topics asked). A replica's quorum requests must name
+    /// it, or the node refuses them with INCONSISTENT_CLUSTER_ID.
+    pub fn cluster_id(&mut self) -> Result<String, ClientError> {
+        let request = Request::Metadata(metadata_request::MetadataRequest {
+            topics: Some(Vec::new()),
+            ..Default::default()
+        });
+        let Response::Metadata(r) = self.request(&request, METADATA_VERSION)? else {
+            return Err(ClientError::Protocol("not a Metadata answer".into()));
+        };
+        r.cluster_id
+            .ok_or_else(|| ClientError::Protocol("a Metadata answer without a cluster id".into()))
     }
 
     /// DescribeQuorum for `__cluster_metadata-0`: the partition data and the voters' endpoints.

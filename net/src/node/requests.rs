@@ -26,6 +26,19 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
+        if let Err(refusal) =
+            super::admission::admit(&request, version, &self.cluster_id, &self.config)
+        {
+            let now = self.now_ms();
+            self.refusals.note(now, request.api_key(), &refusal);
+            if let Some(response) =
+                super::admission::refused_response(&request, refusal.error_code())
+            {
+                let frame = encode_response(header.correlation_id, version, &response)?;
+                responder.send(Some(frame));
+            }
+            return Ok(());
+        }
         match request {
             Request::Vote(r) => {
                 let parts = convert::vote_request_parts(&r, &self.table);
