@@ -14,6 +14,9 @@ use ringlog_net::node::client::{Client, QuorumView};
 mod quorum;
 use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
 
+/// The topic the dev tests write (clients cannot produce to `__cluster_metadata`).
+const TOPIC: &str = "dev-records";
+
 /// A base port whose next three ports are free too (`dev` takes four in a row): `free_port`
 /// hands each port out once and checks it, so four consecutive answers are four free ports.
 fn four_free_ports() -> u16 {
@@ -66,15 +69,22 @@ impl Dev {
         format!("127.0.0.1:{}", self.base_port + id as u16 - 1)
     }
 
+    /// DescribeQuorum of `TOPIC`-0 at node `id`.
     fn describe(&self, id: i32) -> Option<QuorumView> {
         Client::connect(&self.address(id), Duration::from_millis(500))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(TOPIC, 0)
             .ok()
     }
 
-    /// The leader (id, epoch) that the voters in `asked` agree on in an epoch after
-    /// `after_epoch`, once they do.
+    /// CreateTopics `TOPIC` at the voters' controller (a second run finds it in its data).
+    fn create_topic(&self) {
+        let voters: Vec<String> = (1..=3).map(|id| self.address(id)).collect();
+        quorum::create_topic_at(&voters, TOPIC, 1, &[]);
+    }
+
+    /// The leader (id, epoch) of `TOPIC`-0 that the voters in `asked` agree on in an epoch
+    /// after `after_epoch`, once they do.
     fn agreed_leader(&self, asked: &[i32], after_epoch: i32, timeout: Duration) -> (i32, i32) {
         eventually(timeout, "one agreed leader", || {
             let mut seen = None;
@@ -144,11 +154,12 @@ fn is_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// Produces each value (acks=all) to `TOPIC`-0 at its leader `address`.
 fn produce(address: &str, values: &[&str]) {
     let mut client = Client::connect(address, Duration::from_secs(2)).unwrap();
     for value in values {
         let answer = client
-            .produce(batch_of(value), -1, 10_000)
+            .produce(TOPIC, 0, batch_of(value), -1, 10_000)
             .unwrap()
             .expect("acks=all answers");
         assert_eq!(answer.error_code, 0, "produce {value}");
@@ -173,6 +184,7 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
     let data_dir = dir.path().join("data");
     let base_port = four_free_ports();
     let mut dev = Dev::start(&data_dir, base_port, &[], "first");
+    dev.create_topic();
 
     let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     produce(&dev.address(leader), &["before-1", "before-2"]);
@@ -228,7 +240,7 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
     let (leader, _) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     let values = eventually(Duration::from_secs(30), "the records again", || {
         let mut client = Client::connect(&dev.address(leader), Duration::from_secs(2)).ok()?;
-        read_partition_values(&mut client, "__cluster_metadata")
+        read_partition_values(&mut client, TOPIC)
             .ok()
             .filter(|values| values.len() >= 3)
     });
@@ -248,6 +260,7 @@ fn dev_with_no_restart_leaves_a_killed_node_down() {
     let data_dir = dir.path().join("data");
     let base_port = four_free_ports();
     let dev = Dev::start(&data_dir, base_port, &["--no-restart"], "first");
+    dev.create_topic();
 
     let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     let pid = dev.pid(leader).expect("node-N.pid of the leader");

@@ -214,9 +214,13 @@ impl Client {
         })
     }
 
-    /// Produces `batches` (RecordBatch v2 bytes) to `__cluster_metadata-0`. `None` for acks=0.
+    /// Produces `records` (RecordBatch v2 bytes) to `topic`-`partition`. `None` for acks=0.
+    /// Internal topics (`__cluster_metadata`) are refused by the node with
+    /// INVALID_TOPIC_EXCEPTION: only the node writes them.
     pub fn produce(
         &mut self,
+        topic: &str,
+        partition: i32,
         records: Bytes,
         acks: i16,
         timeout_ms: i32,
@@ -225,9 +229,9 @@ impl Client {
             acks,
             timeout_ms,
             topic_data: vec![produce_request::TopicProduceData {
-                name: METADATA_TOPIC.into(),
+                name: topic.into(),
                 partition_data: vec![produce_request::PartitionProduceData {
-                    index: 0,
+                    index: partition,
                     records: Some(records),
                 }],
                 ..Default::default()
@@ -249,9 +253,12 @@ impl Client {
             .ok_or_else(|| ClientError::Protocol("Produce answer without partition".into()))
     }
 
-    /// Consumer-style Fetch (replica id -1) of `__cluster_metadata-0` from `offset`.
+    /// Consumer-style Fetch (replica id -1) of `topic`-`partition` from `offset` (any topic,
+    /// internal ones included).
     pub fn fetch(
         &mut self,
+        topic: &str,
+        partition: i32,
         offset: i64,
         max_wait_ms: i32,
         max_bytes: i32,
@@ -262,9 +269,9 @@ impl Client {
             min_bytes: 1,
             max_bytes,
             topics: vec![fetch_request::FetchTopic {
-                topic: METADATA_TOPIC.into(),
+                topic: topic.into(),
                 partitions: vec![fetch_request::FetchPartition {
-                    partition: 0,
+                    partition,
                     fetch_offset: offset,
                     partition_max_bytes: max_bytes,
                     ..Default::default()
@@ -310,9 +317,20 @@ pub fn fetched_records(data: &fetch_response::PartitionData) -> Bytes {
     }
 }
 
-/// Asks `bootstrap` who leads and connects to the leader.
+/// Asks `bootstrap` who leads `__cluster_metadata-0` and connects to the leader.
 pub fn connect_to_leader(bootstrap: &str, timeout: Duration) -> Result<Client, ClientError> {
-    let view = Client::connect(bootstrap, timeout)?.describe_quorum()?;
+    connect_to_partition_leader(bootstrap, METADATA_TOPIC, 0, timeout)
+}
+
+/// Asks `bootstrap` who leads `topic`-`partition` (each partition is its own quorum with its
+/// own leader) and connects to that leader.
+pub fn connect_to_partition_leader(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    timeout: Duration,
+) -> Result<Client, ClientError> {
+    let view = Client::connect(bootstrap, timeout)?.describe_quorum_of(topic, partition)?;
     if view.partition.leader_id < 0 {
         return Err(ClientError::Protocol("no leader elected yet".into()));
     }
