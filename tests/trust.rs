@@ -1,19 +1,26 @@
-//! Issue 17's trust boundary on real `ringlog serve` processes: quorum requests are taken only
-//! from this cluster's voters and configured observers (net/src/node/admission.rs).
+//! Issue 17's trust boundary on real `ringlog serve` processes: internal state is written only
+//! by the node (a Produce to an internal topic is refused, net/src/node/handlers.rs), and quorum
+//! requests are taken only from this cluster's voters and configured observers
+//! (net/src/node/admission.rs).
 //!
 //! One quorum at a time (`quorum::serial`); waits poll a condition up to a deadline.
 
 use std::time::Duration;
 
-use ringlog_net::node::client::{Client, QuorumView};
+use bytes::Bytes;
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::{Client, QuorumView, connect_to_leader};
+use ringlog_net::protocol::wire::Uuid;
 use ringlog_net::protocol::{
     Request, Response, begin_quorum_epoch_request as bqe, end_quorum_epoch_request as eqe,
-    fetch_request, fetch_snapshot_request as snap, produce_request, vote_request as vote,
+    fetch_request, fetch_snapshot_request as snap, metadata_request, produce_request,
+    vote_request as vote,
 };
 
 mod quorum;
-use quorum::{Quorum, batch_of, eventually, serial};
+use quorum::{Quorum, batch_of, eventually, read_partition_values, serial};
 
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const INCONSISTENT_VOTER_SET: i16 = 94;
 const INCONSISTENT_CLUSTER_ID: i16 = 104;
 /// The stranger's cluster id (the quorum's is `quorum::format_node`'s).
@@ -26,22 +33,6 @@ fn describe(quorum: &Quorum, id: i32) -> Option<QuorumView> {
         .ok()?
         .describe_quorum_of(TOPIC, 0)
         .ok()
-}
-
-/// The leader and epoch of `TOPIC`-0 once every node names the same one.
-fn topic_leader(quorum: &Quorum) -> (i32, i32) {
-    eventually(Duration::from_secs(20), "one leader of the topic", || {
-        let mut seen = None;
-        for node in &quorum.nodes {
-            let view = describe(quorum, node.id)?;
-            let now = (view.partition.leader_id, view.partition.leader_epoch);
-            if now.0 < 0 || seen.is_some_and(|s| s != now) {
-                return None;
-            }
-            seen = Some(now);
-        }
-        seen
-    })
 }
 
 /// What a stranger could change: (leader, epoch, high-watermark, each voter's log end offset
@@ -185,7 +176,7 @@ fn a_strangers_quorum_requests_change_nothing() {
     quorum.start_all();
     quorum.wait_for_leader(Duration::from_secs(20));
     quorum.create_topic(TOPIC, 1, &[]);
-    let (leader, epoch) = topic_leader(&quorum);
+    let (leader, epoch) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
     let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
     for id in &followers {
         quorum.kill(*id);
@@ -301,4 +292,118 @@ fn version_of(request: &Request) -> i16 {
         Request::Fetch(_) => 12,
         _ => 0,
     }
+}
+
+// ---- internal topics ---------------------------------------------------------------------------
+
+const VICTIM: &str = "victim";
+
+/// One record `key` → `value` (`None`: a tombstone).
+fn keyed(key: &[u8], value: Option<&[u8]>) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0);
+    builder.append(0, Some(key), value, &[]);
+    builder.build().into_bytes()
+}
+
+/// `name`'s topic id as node `id` answers Metadata (`None`: unknown there).
+fn topic_id_at(quorum: &Quorum, id: i32, name: &str) -> Option<Uuid> {
+    let mut client = Client::connect(&quorum.address(id), Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(name.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let topic = m.topics.first()?;
+    (topic.error_code == 0).then_some(topic.topic_id)
+}
+
+/// Internal state is written only by the node: a Produce to `__cluster_metadata` with a topic
+/// record's key (a tombstone, which every node would apply as the topic's deletion, past
+/// DeleteTopics; or a record replacing it) is refused with INVALID_TOPIC_EXCEPTION, as Kafka
+/// refuses client appends to its internal topics (`ReplicaManager.appendToLocalLog`), at
+/// acks=all, 1 and 0, and so is a Produce to any other internal name. A topic created after
+/// them (so every node applied whatever came before it) finds the victim unchanged on every
+/// node, still taking records; consumers may still read the metadata log.
+#[test]
+fn a_produce_to_an_internal_topic_is_refused_and_changes_no_topic() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(VICTIM, 1, &[]);
+    let (victim_leader, _) = quorum.wait_for_leader_of(VICTIM, Duration::from_secs(20));
+    let victim_id = eventually(Duration::from_secs(10), "the topic id", || {
+        topic_id_at(&quorum, victim_leader, VICTIM)
+    });
+
+    let key = format!("ringlog.topic.v2/{VICTIM}");
+    let replacement = format!(
+        "name={VICTIM}\ttopic_id={}\tpartitions=5\tcleanup.policy=delete",
+        "ab".repeat(16)
+    );
+    let mut client = connect_to_leader(&quorum.address(1), Duration::from_secs(2)).unwrap();
+    for (topic, records, acks) in [
+        ("__cluster_metadata", keyed(key.as_bytes(), None), -1),
+        ("__cluster_metadata", keyed(key.as_bytes(), None), 1),
+        (
+            "__cluster_metadata",
+            keyed(key.as_bytes(), Some(replacement.as_bytes())),
+            -1,
+        ),
+        ("__consumer_offsets", batch_of("offsets"), -1),
+    ] {
+        let answer = client
+            .produce(topic, 0, records, acks, 5000)
+            .unwrap()
+            .expect("acks 1 and all answer");
+        assert_eq!(
+            answer.error_code, INVALID_TOPIC_EXCEPTION,
+            "a Produce to {topic} at acks={acks}: {:?}",
+            answer.error_message
+        );
+        assert_eq!(answer.base_offset, -1);
+    }
+    // acks=0 has no answer; what counts is that nothing was appended (checked below).
+    let no_answer = client
+        .produce(
+            "__cluster_metadata",
+            0,
+            keyed(key.as_bytes(), None),
+            0,
+            5000,
+        )
+        .unwrap();
+    assert!(no_answer.is_none());
+
+    quorum.create_topic("after", 1, &[]);
+    for node in &quorum.nodes {
+        eventually(
+            Duration::from_secs(20),
+            &format!("node {} to apply the later topic", node.id),
+            || topic_id_at(&quorum, node.id, "after"),
+        );
+        assert_eq!(
+            topic_id_at(&quorum, node.id, VICTIM),
+            Some(victim_id),
+            "node {} changed {VICTIM}",
+            node.id
+        );
+    }
+    let mut leader =
+        Client::connect(&quorum.address(victim_leader), Duration::from_secs(2)).unwrap();
+    let (code, _) = quorum::produce_to(&mut leader, VICTIM, 0, batch_of("still here"));
+    assert_eq!(code, 0);
+
+    // Kafka lets clients read internal topics: the metadata log holds the victim's record.
+    let values = read_partition_values(&mut client, "__cluster_metadata").unwrap();
+    assert!(
+        values
+            .iter()
+            .any(|v| v.starts_with(format!("name={VICTIM}\t").as_bytes())),
+        "the topic record is readable"
+    );
 }
