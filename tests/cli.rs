@@ -1,6 +1,7 @@
 //! The `ringlog` CLI against real processes: `ringlog dev` supervising its four nodes (a node
 //! killed with kill -9 is restarted and rejoins, or stays down with `--no-restart`; a second run
-//! on the same folder finds its data), and `describe-quorum` of a topic partition.
+//! on the same folder finds its data), `describe-quorum` of a topic partition, and `produce`
+//! and `consume` with their default topic.
 //!
 //! Waits poll a condition up to a deadline (`quorum::eventually`), never a fixed time; every
 //! process is stopped when the test ends, also when it fails.
@@ -342,5 +343,139 @@ fn describe_quorum_shows_a_topic_partition() {
     assert!(
         error.contains("events-7: UNKNOWN_TOPIC_OR_PARTITION"),
         "{error}"
+    );
+}
+
+/// Runs `ringlog ARGS` with `stdin` as its input; fails the test if it runs past `timeout`.
+fn run_cli(args: &[&str], stdin: &str, timeout: Duration) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(RINGLOG)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed after writing: the command sees the end of its input.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let started = Instant::now();
+    eventually(timeout, &format!("ringlog {args:?} to exit"), || {
+        let done = child.try_wait().unwrap().is_some();
+        if !done && started.elapsed() + Duration::from_millis(100) >= timeout {
+            let _ = child.kill();
+        }
+        done.then_some(())
+    });
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 17: `ringlog produce` used to write `__cluster_metadata` by default. Now, without
+/// `--topic`, it writes `quickstart-events`, created on first use (its Metadata request allows
+/// auto-creation, as a Kafka producer's does), `ringlog consume` reads the same topic back, the
+/// metadata log holds none of the lines, and `--topic __cluster_metadata` is refused before
+/// stdin is read, naming the topic.
+#[test]
+fn produce_writes_its_default_topic_and_never_the_metadata_log() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let bootstrap = quorum.address(1);
+
+    let produced = run_cli(
+        &["produce", "--bootstrap", &bootstrap],
+        "one\ntwo\nthree\n",
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&produced.stdout);
+    let stderr = String::from_utf8_lossy(&produced.stderr);
+    assert!(produced.status.success(), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("offset ")).count(),
+        3,
+        "{stdout}"
+    );
+    let view = Client::connect(&bootstrap, Duration::from_secs(2))
+        .unwrap()
+        .describe_quorum_of("quickstart-events", 0)
+        .unwrap();
+    assert_ne!(view.partition.error_code, 3, "quickstart-events-0 exists");
+
+    let consumed = run_cli(
+        &[
+            "consume",
+            "--bootstrap",
+            &bootstrap,
+            "--offset",
+            "earliest",
+            "--max-records",
+            "3",
+        ],
+        "",
+        Duration::from_secs(60),
+    );
+    let lines = String::from_utf8_lossy(&consumed.stdout);
+    assert!(consumed.status.success(), "{lines}");
+    assert_eq!(lines.lines().collect::<Vec<_>>(), ["one", "two", "three"]);
+
+    let mut metadata =
+        ringlog_net::node::client::connect_to_leader(&bootstrap, Duration::from_secs(2)).unwrap();
+    let values = read_partition_values(&mut metadata, "__cluster_metadata").unwrap();
+    assert!(
+        !values
+            .iter()
+            .any(|v| [&b"one"[..], b"two", b"three"].contains(&v.as_slice())),
+        "a produced line in __cluster_metadata"
+    );
+
+    let refused = run_cli(
+        &[
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            "__cluster_metadata",
+        ],
+        "x\n",
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("__cluster_metadata is an internal topic"),
+        "{stderr}"
+    );
+}
+
+/// On a cluster that does not create topics on first use, `ringlog produce` to a missing topic
+/// stops at once and says what to do, instead of retrying into a generic error.
+#[test]
+fn produce_to_a_missing_topic_names_it_when_the_cluster_creates_none() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(1, "auto.create.topics.enable=false");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let refused = run_cli(
+        &[
+            "produce",
+            "--bootstrap",
+            &quorum.address(1),
+            "--topic",
+            "missing",
+        ],
+        "x\n",
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("topic missing does not exist")
+            && stderr.contains("auto.create.topics.enable=false"),
+        "{stderr}"
     );
 }
