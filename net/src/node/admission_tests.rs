@@ -247,6 +247,32 @@ fn a_refused_request_is_answered_with_its_error_everywhere() {
     assert!(refused_response(&Request::ApiVersions(Default::default()), code).is_none());
 }
 
+/// A stranger picks the version: the refusal encodes at every version the codec speaks for
+/// each refused API (a failed encoding would close the connection, never end the node).
+#[test]
+fn a_refusal_encodes_at_every_version() {
+    let requests = [
+        vote(None),
+        Request::BeginQuorumEpoch(Default::default()),
+        Request::EndQuorumEpoch(Default::default()),
+        Request::Fetch(replica_fetch(None, 2)),
+        fetch_snapshot(None, 2),
+    ];
+    let versions = crate::protocol::supported_api_versions();
+    for request in requests {
+        let api = request.api_key();
+        let range = versions
+            .iter()
+            .find(|v| v.api_key == api.key())
+            .expect("a supported API");
+        let response = refused_response(&request, ErrorCode::InconsistentClusterId).unwrap();
+        for version in range.min_version..=range.max_version {
+            encode_response(1, version, &response)
+                .unwrap_or_else(|e| panic!("{api:?} v{version}: {e}"));
+        }
+    }
+}
+
 /// A peer that keeps asking is warned about once per interval; the rest is counted.
 #[test]
 fn refusals_are_warned_about_at_most_once_per_interval() {

@@ -31,11 +31,14 @@ impl Node {
         {
             let now = self.now_ms();
             self.refusals.note(now, request.api_key(), &refusal);
-            if let Some(response) =
-                super::admission::refused_response(&request, refusal.error_code())
-            {
-                let frame = encode_response(header.correlation_id, version, &response)?;
-                responder.send(Some(frame));
+            // An answer that cannot be encoded closes the connection (the responder dropped
+            // unanswered): a stranger's request must never end the process.
+            let frame = super::admission::refused_response(&request, refusal.error_code())
+                .map(|response| encode_response(header.correlation_id, version, &response));
+            match frame {
+                Some(Ok(frame)) => responder.send(Some(frame)),
+                Some(Err(error)) => tracing::warn!(%error, "encoding a refusal"),
+                None => {}
             }
             return Ok(());
         }
