@@ -107,7 +107,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "metadata.log.segment.bytes",
         aliases: &["log.segment.bytes"],
         default: Some("1073741824"),
-        doc: "A segment rolls once it holds this many bytes.",
+        doc: "A segment rolls once it holds this many bytes (every partition's, unless its topic sets segment.bytes); a new segment reserves this much disk when it is created.",
     },
     KeyDefinition {
         name: "metadata.log.max.record.bytes.between.snapshots",
@@ -173,7 +173,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "auto.create.topics.enable",
         aliases: &[],
         default: Some("true"),
-        doc: "Create a topic when a client asks for its metadata or produces to it.",
+        doc: "Create a topic when a client's Metadata request names it and allows auto-creation (Kafka's producers do; a Produce to an unknown topic does not create it).",
     },
     KeyDefinition {
         name: "num.partitions",
