@@ -18,12 +18,10 @@ batch_records="${BATCH_RECORDS:-16}"
 cargo build --quiet --release --bin ringlog
 cargo build --quiet --release -p ringlog-engine --example append_workload
 source scripts/lib-quorum.sh
-# Part 2 fetches a whole 1 GiB log from offset 0, so the metadata partition must not take
-# snapshots meanwhile: a snapshot moves the log start and the filled records would be deleted
-# (the first try answered OFFSET_OUT_OF_RANGE with 27.5 MB left). Raising the record threshold
-# and switching the interval off leaves only that; snapshots themselves are timed elsewhere.
-EXTRA_PROPS="${EXTRA_PROPS:-controller.snapshot.minimum.records=1000000000
-metadata.log.max.snapshot.interval.ms=0}"
+# The load goes to the topic `bench` (created by the first perf append; a cleanup.policy=delete
+# topic keeps its whole log: no snapshot moves its start while part 2 fills and reads it).
+# Before issue 17 it went to __cluster_metadata-0, which clients can no longer write.
+topic=bench
 folder="$PWD/target/bench-node"
 rm -rf "$folder"; mkdir -p "$folder"
 
@@ -35,21 +33,21 @@ rm -rf "$folder/engine"
 echo "== 1. quorum: perf append, $clients clients, $batch_records x 1 KiB records per batch, acks=all"
 start_quorum "$folder/quorum"
 trap stop_quorum EXIT
-"$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
+"$RINGLOG" perf append --topic "$topic" --bootstrap "127.0.0.1:${PORTS[1]}" --clients "$clients" \
   --batch-records "$batch_records" --record-size 1024 --acks all --duration-secs "$seconds_append"
 
 echo "== 2. fill the log to $log_bytes bytes, then consumer fetch vs sendfile"
-leader="$(leader_id)"
-segment_dir="$folder/quorum/node-$leader/__cluster_metadata-0"
+leader="$(leader_id "$topic-0")"
+segment_dir="$folder/quorum/node-$leader/$topic-0"
 log_size() { du -cb "$segment_dir"/*.log | tail -1 | cut -f1; }
 while [ "$(log_size)" -lt "$log_bytes" ]; do
-  "$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients "$clients" \
+  "$RINGLOG" perf append --topic "$topic" --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients "$clients" \
     --batch-records 64 --record-size 1024 --acks 1 --duration-secs 5 >/dev/null
 done
 echo "log: $(log_size) bytes in $(ls "$segment_dir"/*.log | wc -l) segment file(s)"
 # Warm the page cache the same way for both: each reads the file once before it is timed.
 cat "$segment_dir"/*.log > /dev/null
-"$RINGLOG" perf fetch --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
+"$RINGLOG" perf fetch --topic "$topic" --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 --max-bytes 8388608
 for segment in "$segment_dir"/*.log; do
   "$RINGLOG" perf sendfile-baseline "$segment"
 done

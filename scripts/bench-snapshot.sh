@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # KIP-630 FetchSnapshot throughput beside its same-run baseline (docs/benchmarks.md):
-# a three-voter quorum on loopback takes a snapshot of __cluster_metadata-0; its frozen file on
+# a three-voter quorum on loopback takes a snapshot of a cleanup.policy=snapshot topic's
+# partition (bench-snapshot-0; clients cannot write __cluster_metadata since issue 17); its frozen file on
 # the leader is then replaced (same name, atomic rename) by a SNAPSHOT_BYTES file, and
 # `ringlog perf fetch-snapshot` downloads it chunk by chunk from the leader as a new follower
 # does (FetchSnapshot requests, replica.fetch.snapshot.max.bytes per response, served with
@@ -23,10 +24,12 @@ source scripts/lib-quorum.sh
 folder="$PWD/target/bench-snapshot"
 start_quorum "$folder"
 trap stop_quorum EXIT
-leader="$(leader_id)"
-"$RINGLOG" perf append --topic __cluster_metadata --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 1 \
+topic=bench-snapshot
+"$RINGLOG" perf append --topic "$topic" --topic-config cleanup.policy=snapshot \
+  --bootstrap "127.0.0.1:${PORTS[1]}" --clients 1 \
   --batch-records 16 --record-size 1024 --acks all --duration-secs 2 >/dev/null
-checkpoints="$folder/node-$leader/__cluster_metadata-0/checkpoints"
+leader="$(leader_id "$topic-0")"
+checkpoints="$folder/node-$leader/$topic-0/checkpoints"
 deadline=$((SECONDS + 30))
 until ls "$checkpoints"/*.checkpoint >/dev/null 2>&1; do
   [ $SECONDS -lt $deadline ] || { echo "no snapshot on the leader within 30 s" >&2; exit 1; }
@@ -47,7 +50,7 @@ echo "snapshot: $snapshot ($(stat -c %s "$snapshot") bytes), leader $leader, loa
 # Warm the page cache the same way for both: each reads the file once before it is timed.
 cat "$snapshot" > /dev/null
 for round in 1 2 3; do
-  "$RINGLOG" perf fetch-snapshot --bootstrap "127.0.0.1:${PORTS[$leader]}" \
+  "$RINGLOG" perf fetch-snapshot --bootstrap "127.0.0.1:${PORTS[$leader]}" --topic "$topic" \
     --snapshot "$snapshot" --replica-id "$follower" --max-bytes "$max_bytes"
   "$RINGLOG" perf sendfile-baseline "$snapshot"
 done

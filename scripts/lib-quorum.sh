@@ -3,7 +3,8 @@
 #
 #   start_quorum FOLDER      formats and starts nodes 1..3; sets PORTS[i], METRICS[i], PIDS[i]
 #                            (EXTRA_PROPS: more lines for every node's properties)
-#   leader_id                prints the id of the node whose metrics say current-state=leader
+#   leader_id [PARTITION]    prints the id of the node whose metrics say current-state=leader
+#                            for PARTITION (default __cluster_metadata-0; e.g. perf-0)
 #   stop_quorum              SIGTERM to every node, then waits for them
 
 RINGLOG="${RINGLOG:-$PWD/target/release/ringlog}"
@@ -60,12 +61,13 @@ PROPS
 }
 
 leader_id() {
-  local id
+  local id partition="${1:-__cluster_metadata-0}"
   for id in 1 2 3; do
-    if python3 - "${METRICS[$id]}" <<'PY' 2>/dev/null
+    if python3 - "${METRICS[$id]}" "$partition" <<'PY' 2>/dev/null
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=1).read().decode()
-sys.exit(0 if 'kafka_server_raft_metrics_current_state{partition="__cluster_metadata-0",state="leader"} 1' in body else 1)
+sample = f'kafka_server_raft_metrics_current_state{{partition="{sys.argv[2]}",state="leader"}} 1'
+sys.exit(0 if sample in body else 1)
 PY
     then echo "$id"; return; fi
   done

@@ -140,12 +140,18 @@ pub(crate) fn dev(
         .map(|n| format!("{}@127.0.0.1:{}", n.id, n.port))
         .collect::<Vec<_>>()
         .join(",");
+    // Every node lists the observer: a leader refuses replica fetches from ids it does not know.
+    let observers = nodes[3..]
+        .iter()
+        .map(|n| n.id.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     for node in &mut nodes {
         let folder = data_dir.join(format!("node-{}", node.id));
         let text = format!(
-            "node.id={}\ncontroller.quorum.voters={voters}\nlisteners=127.0.0.1:{}\nmetadata.log.dir={}\n\
-             metadata.log.segment.bytes={segment_bytes}\n",
+            "node.id={}\ncontroller.quorum.voters={voters}\ncontroller.quorum.observers={observers}\n\
+             listeners=127.0.0.1:{}\nmetadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n",
             node.id,
             node.port,
             folder.display()

@@ -4,8 +4,9 @@
 
 mod dev;
 mod perf;
+mod produce;
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use clap::{Parser, Subcommand};
 use ringlog_engine::batch::BatchIter;
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::consumer::{Consumer, ConsumerConfig};
-use ringlog_net::clients::producer::{Producer, ProducerConfig};
+use ringlog_net::clients::producer::ProducerConfig;
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties::{self, MetaProperties};
 use ringlog_net::node::client::Client;
@@ -84,11 +85,12 @@ enum Command {
         #[arg(long)]
         print_records: bool,
     },
-    /// Append each line of stdin as one record (acks=all by default), batched with linger.
+    /// Append each line of stdin as one record (acks=all by default), batched with linger, to
+    /// a topic created if missing (when the cluster allows auto.create.topics.enable).
     Produce {
         #[arg(long)]
         bootstrap: String,
-        #[arg(long, default_value = "__cluster_metadata")]
+        #[arg(long, default_value = produce::DEFAULT_TOPIC)]
         topic: String,
         #[arg(long, default_value_t = 0)]
         partition: i32,
@@ -105,11 +107,12 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         retries: u32,
     },
-    /// Print committed records (values, one per line) with the KIP-320 consumer.
+    /// Print committed records (values, one per line) with the KIP-320 consumer (any topic,
+    /// `__cluster_metadata` included).
     Consume {
         #[arg(long)]
         bootstrap: String,
-        #[arg(long, default_value = "__cluster_metadata")]
+        #[arg(long, default_value = produce::DEFAULT_TOPIC)]
         topic: String,
         #[arg(long, default_value_t = 0)]
         partition: i32,
@@ -236,7 +239,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 retries,
                 ..ProducerConfig::default()
             };
-            produce(&bootstrap, TopicPartition::new(topic, partition), config)
+            produce::produce(&bootstrap, TopicPartition::new(topic, partition), config)
         }
         Command::Perf(command) => perf::run(command),
         Command::Consume {
@@ -488,56 +491,7 @@ fn dump(file: &Path, print_records: bool) -> Result<(), String> {
     Ok(())
 }
 
-// ---- produce / consume ----------------------------------------------------------------------
-
-fn produce(
-    bootstrap: &str,
-    partition: TopicPartition,
-    config: ProducerConfig,
-) -> Result<(), String> {
-    let mut producer = Producer::connect(bootstrap, config);
-    // stdin is read on its own thread so that a lingering batch leaves on time even while
-    // no new line arrives.
-    let (lines_tx, lines) = std::sync::mpsc::channel::<std::io::Result<String>>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stdout = std::io::stdout();
-    let mut print = |producer: &mut Producer| -> Result<(), String> {
-        for ack in producer.take_acknowledged() {
-            if ack.offset >= 0 {
-                writeln!(stdout, "offset {}", ack.offset).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    };
-    loop {
-        let wait = producer
-            .next_due()
-            .map_or(Duration::from_secs(3600), |due| {
-                due.saturating_duration_since(std::time::Instant::now())
-            });
-        match lines.recv_timeout(wait) {
-            Ok(line) => {
-                let line = line.map_err(|e| e.to_string())?;
-                producer
-                    .send(&partition, None, Some(line.as_bytes()))
-                    .map_err(|e| e.to_string())?;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                producer.send_due().map_err(|e| e.to_string())?;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        print(&mut producer)?;
-    }
-    producer.flush().map_err(|e| e.to_string())?;
-    print(&mut producer)
-}
+// ---- consume (produce: produce.rs) ---------------------------------------------------------
 
 fn consume(
     bootstrap: &str,

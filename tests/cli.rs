@@ -1,6 +1,7 @@
 //! The `ringlog` CLI against real processes: `ringlog dev` supervising its four nodes (a node
 //! killed with kill -9 is restarted and rejoins, or stays down with `--no-restart`; a second run
-//! on the same folder finds its data), and `describe-quorum` of a topic partition.
+//! on the same folder finds its data), `describe-quorum` of a topic partition, and `produce`
+//! and `consume` with their default topic.
 //!
 //! Waits poll a condition up to a deadline (`quorum::eventually`), never a fixed time; every
 //! process is stopped when the test ends, also when it fails.
@@ -13,6 +14,9 @@ use ringlog_net::node::client::{Client, QuorumView};
 
 mod quorum;
 use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
+
+/// The topic the dev tests write (clients cannot produce to `__cluster_metadata`).
+const TOPIC: &str = "dev-records";
 
 /// A base port whose next three ports are free too (`dev` takes four in a row): `free_port`
 /// hands each port out once and checks it, so four consecutive answers are four free ports.
@@ -66,15 +70,22 @@ impl Dev {
         format!("127.0.0.1:{}", self.base_port + id as u16 - 1)
     }
 
+    /// DescribeQuorum of `TOPIC`-0 at node `id`.
     fn describe(&self, id: i32) -> Option<QuorumView> {
         Client::connect(&self.address(id), Duration::from_millis(500))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(TOPIC, 0)
             .ok()
     }
 
-    /// The leader (id, epoch) that the voters in `asked` agree on in an epoch after
-    /// `after_epoch`, once they do.
+    /// CreateTopics `TOPIC` at the voters' controller (a second run finds it in its data).
+    fn create_topic(&self) {
+        let voters: Vec<String> = (1..=3).map(|id| self.address(id)).collect();
+        quorum::create_topic_at(&voters, TOPIC, 1, &[]);
+    }
+
+    /// The leader (id, epoch) of `TOPIC`-0 that the voters in `asked` agree on in an epoch
+    /// after `after_epoch`, once they do.
     fn agreed_leader(&self, asked: &[i32], after_epoch: i32, timeout: Duration) -> (i32, i32) {
         eventually(timeout, "one agreed leader", || {
             let mut seen = None;
@@ -144,11 +155,12 @@ fn is_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// Produces each value (acks=all) to `TOPIC`-0 at its leader `address`.
 fn produce(address: &str, values: &[&str]) {
     let mut client = Client::connect(address, Duration::from_secs(2)).unwrap();
     for value in values {
         let answer = client
-            .produce(batch_of(value), -1, 10_000)
+            .produce(TOPIC, 0, batch_of(value), -1, 10_000)
             .unwrap()
             .expect("acks=all answers");
         assert_eq!(answer.error_code, 0, "produce {value}");
@@ -173,6 +185,7 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
     let data_dir = dir.path().join("data");
     let base_port = four_free_ports();
     let mut dev = Dev::start(&data_dir, base_port, &[], "first");
+    dev.create_topic();
 
     let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     produce(&dev.address(leader), &["before-1", "before-2"]);
@@ -228,7 +241,7 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
     let (leader, _) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     let values = eventually(Duration::from_secs(30), "the records again", || {
         let mut client = Client::connect(&dev.address(leader), Duration::from_secs(2)).ok()?;
-        read_partition_values(&mut client, "__cluster_metadata")
+        read_partition_values(&mut client, TOPIC)
             .ok()
             .filter(|values| values.len() >= 3)
     });
@@ -248,6 +261,7 @@ fn dev_with_no_restart_leaves_a_killed_node_down() {
     let data_dir = dir.path().join("data");
     let base_port = four_free_ports();
     let dev = Dev::start(&data_dir, base_port, &["--no-restart"], "first");
+    dev.create_topic();
 
     let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
     let pid = dev.pid(leader).expect("node-N.pid of the leader");
@@ -329,5 +343,139 @@ fn describe_quorum_shows_a_topic_partition() {
     assert!(
         error.contains("events-7: UNKNOWN_TOPIC_OR_PARTITION"),
         "{error}"
+    );
+}
+
+/// Runs `ringlog ARGS` with `stdin` as its input; fails the test if it runs past `timeout`.
+fn run_cli(args: &[&str], stdin: &str, timeout: Duration) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(RINGLOG)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed after writing: the command sees the end of its input.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let started = Instant::now();
+    eventually(timeout, &format!("ringlog {args:?} to exit"), || {
+        let done = child.try_wait().unwrap().is_some();
+        if !done && started.elapsed() + Duration::from_millis(100) >= timeout {
+            let _ = child.kill();
+        }
+        done.then_some(())
+    });
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 17: `ringlog produce` used to write `__cluster_metadata` by default. Now, without
+/// `--topic`, it writes `quickstart-events`, created on first use (its Metadata request allows
+/// auto-creation, as a Kafka producer's does), `ringlog consume` reads the same topic back, the
+/// metadata log holds none of the lines, and `--topic __cluster_metadata` is refused before
+/// stdin is read, naming the topic.
+#[test]
+fn produce_writes_its_default_topic_and_never_the_metadata_log() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let bootstrap = quorum.address(1);
+
+    let produced = run_cli(
+        &["produce", "--bootstrap", &bootstrap],
+        "one\ntwo\nthree\n",
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&produced.stdout);
+    let stderr = String::from_utf8_lossy(&produced.stderr);
+    assert!(produced.status.success(), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("offset ")).count(),
+        3,
+        "{stdout}"
+    );
+    let view = Client::connect(&bootstrap, Duration::from_secs(2))
+        .unwrap()
+        .describe_quorum_of("quickstart-events", 0)
+        .unwrap();
+    assert_ne!(view.partition.error_code, 3, "quickstart-events-0 exists");
+
+    let consumed = run_cli(
+        &[
+            "consume",
+            "--bootstrap",
+            &bootstrap,
+            "--offset",
+            "earliest",
+            "--max-records",
+            "3",
+        ],
+        "",
+        Duration::from_secs(60),
+    );
+    let lines = String::from_utf8_lossy(&consumed.stdout);
+    assert!(consumed.status.success(), "{lines}");
+    assert_eq!(lines.lines().collect::<Vec<_>>(), ["one", "two", "three"]);
+
+    let mut metadata =
+        ringlog_net::node::client::connect_to_leader(&bootstrap, Duration::from_secs(2)).unwrap();
+    let values = read_partition_values(&mut metadata, "__cluster_metadata").unwrap();
+    assert!(
+        !values
+            .iter()
+            .any(|v| [&b"one"[..], b"two", b"three"].contains(&v.as_slice())),
+        "a produced line in __cluster_metadata"
+    );
+
+    let refused = run_cli(
+        &[
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            "__cluster_metadata",
+        ],
+        "x\n",
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("__cluster_metadata is an internal topic"),
+        "{stderr}"
+    );
+}
+
+/// On a cluster that does not create topics on first use, `ringlog produce` to a missing topic
+/// stops at once and says what to do, instead of retrying into a generic error.
+#[test]
+fn produce_to_a_missing_topic_names_it_when_the_cluster_creates_none() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(1, "auto.create.topics.enable=false");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let refused = run_cli(
+        &[
+            "produce",
+            "--bootstrap",
+            &quorum.address(1),
+            "--topic",
+            "missing",
+        ],
+        "x\n",
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("topic missing does not exist")
+            && stderr.contains("auto.create.topics.enable=false"),
+        "{stderr}"
     );
 }

@@ -10,6 +10,10 @@
 //! are killed, and one comes back alone. It cannot elect a leader, so its high-watermark stays
 //! at its log start while its log still ends past the consumer's position, for as long as the
 //! test likes. Then the others come back, a leader commits, and the parked position is read.
+//!
+//! The records are in a topic of their own (clients cannot write `__cluster_metadata`). A node
+//! that comes back alone knows no commit of the metadata log either, so it learns the topic
+//! from its metadata snapshot: the quorum snapshots its metadata after every record here.
 
 use std::time::{Duration, Instant};
 
@@ -18,12 +22,13 @@ use ringlog_net::node::client::{Client, fetched_records};
 use ringlog_net::protocol::{Response, fetch_response};
 
 mod quorum;
-use quorum::{Quorum, eventually, read_partition_batches, serial};
+use quorum::{Quorum, checkpoints, eventually, high_watermark, read_partition_batches, serial};
 
-const TOPIC: &str = "__cluster_metadata";
+const TOPIC: &str = "failover";
+const METADATA_PARTITION: &str = "__cluster_metadata-0";
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
-/// Consumer Fetch v12 (replica id -1, no epochs) of `__cluster_metadata-0` at `offset`.
+/// Consumer Fetch v12 (replica id -1, no epochs) of `TOPIC`-0 at `offset`.
 fn fetch_at(client: &mut Client, offset: i64, max_wait_ms: i32) -> fetch_response::PartitionData {
     let request = quorum::consumer_fetch_request(TOPIC, offset, max_wait_ms);
     let Response::Fetch(response) = client.request(&request, 12).expect("Fetch answered") else {
@@ -59,9 +64,30 @@ fn records_of(data: &fetch_response::PartitionData) -> Vec<(i64, String)> {
 #[test]
 fn a_fetch_between_high_watermark_and_log_end_waits_instead_of_out_of_range() {
     let _serial = serial();
-    let mut quorum = Quorum::start(3);
-    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
-    quorum.produce(leader, 10, "record");
+    let mut quorum = Quorum::format_with(
+        3,
+        "controller.snapshot.minimum.records=1\n\
+         metadata.log.max.record.bytes.between.snapshots=1",
+    );
+    quorum.start_all();
+    let (metadata_leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(TOPIC, 1, &[]);
+    let (leader, _) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
+    quorum.produce(TOPIC, leader, 10, "record");
+    // Every node's metadata snapshot holds the topic's record (committed below this).
+    let topic_committed =
+        high_watermark(quorum.node(metadata_leader), METADATA_PARTITION).expect("a scrape");
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(METADATA_PARTITION);
+        eventually(
+            Duration::from_secs(10),
+            &format!("node {} to snapshot the topic's record", node.id),
+            || {
+                let end = *checkpoints(&dir).last()?;
+                (end >= topic_committed as u64).then_some(())
+            },
+        );
+    }
 
     // Every voter holds every committed record (the leader's view of their durable log ends).
     let committed: Vec<(i64, String)> = {
@@ -85,7 +111,7 @@ fn a_fetch_between_high_watermark_and_log_end_waits_instead_of_out_of_range() {
     eventually(Duration::from_secs(10), "every voter holds the log", || {
         let view = Client::connect(&quorum.address(leader), Duration::from_secs(1))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(TOPIC, 0)
             .ok()?;
         view.partition
             .current_voters
@@ -101,11 +127,12 @@ fn a_fetch_between_high_watermark_and_log_end_waits_instead_of_out_of_range() {
     let alone = if leader == 1 { 2 } else { 1 };
     quorum.start_node(alone);
     // A request answered, not only a connection accepted: the killed process's listening socket
-    // may outlive it for a moment (the node waits for the address to be freed).
-    let mut client = eventually(Duration::from_secs(10), "the node answers", || {
+    // may outlive it for a moment (the node waits for the address to be freed). The topic's
+    // partition runs once the node has loaded its metadata snapshot.
+    let mut client = eventually(Duration::from_secs(10), "the node hosts the topic", || {
         let mut client = Client::connect(&quorum.address(alone), Duration::from_secs(2)).ok()?;
-        client.describe_quorum().ok()?;
-        Some(client)
+        let view = client.describe_quorum_of(TOPIC, 0).ok()?;
+        (view.partition.error_code != 3).then_some(client)
     });
 
     // Alone, the node knows no commit: its high-watermark is its log start, below the position,

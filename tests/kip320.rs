@@ -11,6 +11,10 @@
 //! divergence offset = the end offset of its epoch in the survivor's log (the survivor's log
 //! end offset); with a reset policy it resumes there; `seek_to_nearest` lands there too.
 //!
+//! The records are in a topic of their own (clients cannot write `__cluster_metadata`), and
+//! `unclean-recover --topic` rebuilds that partition's quorum; the metadata partition elects
+//! the survivor among the new voters on its own (its log is ahead of the fresh voter's).
+//!
 //! The harness waits on conditions with deadlines and kills every child when dropped.
 
 use std::path::PathBuf;
@@ -27,7 +31,7 @@ use ringlog_net::node::client::{Client, QuorumView};
 mod quorum;
 use quorum::{RINGLOG, eventually, free_port, log_tails};
 
-const TOPIC: &str = "__cluster_metadata";
+const TOPIC: &str = "kip320";
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 
 struct Node {
@@ -137,14 +141,15 @@ impl Cluster {
             .join(",")
     }
 
+    /// DescribeQuorum of `TOPIC`-0 at node `id`.
     fn describe(&self, id: i32) -> Option<QuorumView> {
         Client::connect(&self.address(id), Duration::from_millis(300))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(TOPIC, 0)
             .ok()
     }
 
-    /// The leader as `ask` sees it, once that leader describes itself as such.
+    /// The leader of `TOPIC`-0 as `ask` sees it, once that leader describes itself as such.
     fn wait_for_leader(&self, ask: i32) -> (i32, i32) {
         eventually(Duration::from_secs(20), "a leader", || {
             let view = self.describe(ask)?;
@@ -373,6 +378,8 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     for id in 1..=3 {
         cluster.start(id);
     }
+    let addresses: Vec<String> = (1..=3).map(|id| cluster.address(id)).collect();
+    quorum::create_topic_at(&addresses, TOPIC, 1, &[]);
     let (leader, epoch) = cluster.wait_for_leader(1);
     let survivor = (1..=3).find(|id| *id != leader).unwrap();
     let other = (1..=3).find(|id| *id != leader && *id != survivor).unwrap();
@@ -499,7 +506,14 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
     let voters_text = format!("{survivor}@127.0.0.1:{survivor_port},4@127.0.0.1:{fresh_port}");
     let config = cluster.node(survivor).config.clone();
     let refused = Command::new(RINGLOG)
-        .args(["unclean-recover", "--voters", &voters_text, "--config"])
+        .args([
+            "unclean-recover",
+            "--topic",
+            TOPIC,
+            "--voters",
+            &voters_text,
+        ])
+        .arg("--config")
         .arg(&config)
         .output()
         .unwrap();
@@ -511,6 +525,10 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
         .args([
             "unclean-recover",
             "--i-accept-data-loss",
+            "--topic",
+            TOPIC,
+            "--partition",
+            "0",
             "--voters",
             &voters_text,
         ])

@@ -13,11 +13,24 @@ use quorum::{Quorum, eventually, scrape_metrics as scrape, serial};
 
 const GROUP: &str = "kafka_server_raft_metrics_";
 
-/// The value of a `raft-metrics` sample of partition `__cluster_metadata-0`.
+/// The topic the test produces to (clients cannot write `__cluster_metadata`).
+const TOPIC: &str = "metered";
+
+/// The value of a `raft-metrics` sample of partition `TOPIC`-0.
 fn metric(samples: &HashMap<String, f64>, name: &str, extra_label: &str) -> Option<f64> {
-    let partition = "partition=\"__cluster_metadata-0\"";
+    metric_of(samples, &format!("{TOPIC}-0"), name, extra_label)
+}
+
+/// The value of a `raft-metrics` sample of `partition` (e.g. `__cluster_metadata-0`).
+fn metric_of(
+    samples: &HashMap<String, f64>,
+    partition: &str,
+    name: &str,
+    extra_label: &str,
+) -> Option<f64> {
+    let partition = format!("partition=\"{partition}\"");
     let labels = if extra_label.is_empty() {
-        partition.to_string()
+        partition
     } else {
         format!("{partition},{extra_label}")
     };
@@ -28,9 +41,11 @@ fn metric(samples: &HashMap<String, f64>, name: &str, extra_label: &str) -> Opti
 fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
     let _serial = serial();
     let quorum = Quorum::start(3);
-    let (leader, epoch) = quorum.wait_for_leader(Duration::from_secs(15));
+    quorum.wait_for_leader(Duration::from_secs(15));
+    quorum.create_topic(TOPIC, 1, &[]);
+    let (leader, epoch) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(15));
     const RECORDS: usize = 40;
-    quorum.produce(leader, RECORDS, "metric");
+    quorum.produce(TOPIC, leader, RECORDS, "metric");
 
     // The leader: its state, its own id, the epoch, and a log that moved by at least the
     // produced records (plus the leader's own LeaderChange control record).
@@ -180,7 +195,7 @@ fn partitions_added_and_removed_at_runtime_join_and_leave_the_scrape() {
         );
         let samples = scrape(node.metrics_port).unwrap();
         assert!(
-            metric(&samples, "current_epoch", "").is_some(),
+            metric_of(&samples, "__cluster_metadata-0", "current_epoch", "").is_some(),
             "__cluster_metadata-0 stays in the scrape"
         );
     }

@@ -17,6 +17,9 @@ mod quorum;
 use quorum::{RINGLOG, eventually, free_port, log_tails, serial};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const METADATA: &str = "__cluster_metadata";
+/// The topic the tests produce to (clients cannot write `__cluster_metadata`).
+const TOPIC: &str = "replicated";
 
 struct NodeProcess {
     id: i32,
@@ -43,13 +46,20 @@ impl Cluster {
             .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
             .collect::<Vec<_>>()
             .join(",");
+        // Every node lists the observers: a leader refuses replica fetches from unknown ids.
+        let observer_list = ids[voters as usize..]
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let cluster_id = "MkU3OEVBNTcwNTJENDM2Qg";
         let mut nodes = Vec::new();
         for (id, port) in ids {
             let config = dir.path().join(format!("node-{id}.properties"));
             let data = dir.path().join(format!("node-{id}"));
             let base = format!(
-                "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+                "node.id={id}\ncontroller.quorum.voters={voter_list}\n\
+                 controller.quorum.observers={observer_list}\nlisteners=127.0.0.1:{port}\n\
                  metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
                  controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
                  controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\
@@ -142,16 +152,32 @@ impl Cluster {
     }
 
     fn describe(&self, id: i32) -> Option<QuorumView> {
+        self.describe_of(id, METADATA)
+    }
+
+    /// DescribeQuorum of `topic`-0 at node `id`.
+    fn describe_of(&self, id: i32, topic: &str) -> Option<QuorumView> {
         Client::connect(&self.address(id), Duration::from_millis(300))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(topic, 0)
             .ok()
     }
 
-    /// Waits until every running voter names the same leader in the same epoch and that
-    /// leader describes the quorum; returns (leader, epoch).
+    /// CreateTopics `TOPIC` (one partition) at the controller.
+    fn create_topic(&self) {
+        let addresses: Vec<String> = self.nodes.iter().map(|n| self.address(n.id)).collect();
+        quorum::create_topic_at(&addresses, TOPIC, 1, &[]);
+    }
+
+    /// [`Cluster::wait_for_leader_of`] `__cluster_metadata-0`.
     fn wait_for_leader(&self, timeout: Duration, not: Option<i32>) -> (i32, i32) {
-        eventually(timeout, "one agreed leader", || {
+        self.wait_for_leader_of(METADATA, timeout, not)
+    }
+
+    /// Waits until every running node names the same leader of `topic`-0 in the same epoch
+    /// and that leader describes the partition; returns (leader, epoch).
+    fn wait_for_leader_of(&self, topic: &str, timeout: Duration, not: Option<i32>) -> (i32, i32) {
+        eventually(timeout, &format!("one agreed leader of {topic}-0"), || {
             let running: Vec<i32> = self
                 .nodes
                 .iter()
@@ -160,7 +186,7 @@ impl Cluster {
                 .collect();
             let mut seen = None;
             for id in &running {
-                let view = self.describe(*id)?;
+                let view = self.describe_of(*id, topic)?;
                 let now = (view.partition.leader_id, view.partition.leader_epoch);
                 if now.0 < 0 || Some(now.0) == not || seen.is_some_and(|s| s != now) {
                     return None;
@@ -168,7 +194,7 @@ impl Cluster {
                 seen = Some(now);
             }
             let (leader, epoch) = seen?;
-            let view = self.describe(leader)?;
+            let view = self.describe_of(leader, topic)?;
             (view.partition.error_code == 0 && view.partition.leader_epoch == epoch)
                 .then_some((leader, epoch))
         })
@@ -202,14 +228,14 @@ fn batch_of(values: &[String]) -> Bytes {
     builder.build().into_bytes()
 }
 
-/// Produces each value as its own batch with acks=all to the current leader; returns the
+/// Produces each value as its own batch with acks=all to `TOPIC`-0's leader; returns the
 /// values that were acknowledged.
 fn produce_all(cluster: &Cluster, leader: i32, values: &[String]) -> Vec<String> {
     let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
     let mut acknowledged = Vec::new();
     for value in values {
         let answer = client
-            .produce(batch_of(std::slice::from_ref(value)), -1, 10_000)
+            .produce(TOPIC, 0, batch_of(std::slice::from_ref(value)), -1, 10_000)
             .unwrap()
             .expect("acks=all answers");
         assert_eq!(
@@ -222,14 +248,14 @@ fn produce_all(cluster: &Cluster, leader: i32, values: &[String]) -> Vec<String>
     acknowledged
 }
 
-/// Every committed (non-control) record value of a node, read with consumer-style Fetch up to
-/// its high-watermark.
+/// Every committed (non-control) record value of `TOPIC`-0 on a node, read with consumer-style
+/// Fetch up to its high-watermark.
 fn committed_values(cluster: &Cluster, id: i32) -> Option<Vec<String>> {
     let mut client = Client::connect(&cluster.address(id), Duration::from_millis(500)).ok()?;
     let mut offset = 0i64;
     let mut values = Vec::new();
     loop {
-        let data = client.fetch(offset, 0, 1 << 20).ok()?;
+        let data = client.fetch(TOPIC, 0, offset, 0, 1 << 20).ok()?;
         if data.error_code != 0 {
             return None;
         }
@@ -275,7 +301,8 @@ fn values(prefix: &str, count: usize) -> Vec<String> {
 
 /// KIP-595: three voters elect exactly one leader, every node (observer included) agrees on it,
 /// the leader's DescribeQuorum lists the voters and the observer, records produced with
-/// acks=all reach every replica, and a follower refuses a Produce (NOT_LEADER_OR_FOLLOWER).
+/// acks=all to a topic reach every replica, and a follower refuses a Produce
+/// (NOT_LEADER_OR_FOLLOWER).
 #[test]
 fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
     let _serial = serial();
@@ -302,6 +329,8 @@ fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
     assert_eq!(voters, vec![1, 2, 3]);
     assert_eq!(view.partition.observers[0].replica_id, 4);
 
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
     let acknowledged = produce_all(&cluster, leader, &values("a", 20));
     for id in 1..=4 {
         wait_for_values(&cluster, id, &acknowledged);
@@ -310,7 +339,7 @@ fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let mut client = Client::connect(&cluster.address(follower), Duration::from_secs(2)).unwrap();
     let answer = client
-        .produce(batch_of(&values("x", 1)), -1, 1000)
+        .produce(TOPIC, 0, batch_of(&values("x", 1)), -1, 1000)
         .unwrap()
         .unwrap();
     assert_eq!(answer.error_code, NOT_LEADER_OR_FOLLOWER);
@@ -322,35 +351,40 @@ fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
 fn produce_validates_batches_and_honours_acks() {
     let _serial = serial();
     let cluster = Cluster::start(1, 0, "message.max.bytes=2000\n");
-    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
     let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
 
     let mut corrupt = batch_of(&values("bad", 1)).to_vec();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
     let answer = client
-        .produce(Bytes::from(corrupt), -1, 1000)
+        .produce(TOPIC, 0, Bytes::from(corrupt), -1, 1000)
         .unwrap()
         .unwrap();
     assert_eq!(answer.error_code, 2, "CORRUPT_MESSAGE");
 
     let big = vec!["y".repeat(3000)];
-    let answer = client.produce(batch_of(&big), -1, 1000).unwrap().unwrap();
+    let answer = client
+        .produce(TOPIC, 0, batch_of(&big), -1, 1000)
+        .unwrap()
+        .unwrap();
     assert_eq!(answer.error_code, 10, "MESSAGE_TOO_LARGE");
 
     assert!(
         client
-            .produce(batch_of(&values("zero", 1)), 0, 1000)
+            .produce(TOPIC, 0, batch_of(&values("zero", 1)), 0, 1000)
             .unwrap()
             .is_none()
     );
     let one = client
-        .produce(batch_of(&values("one", 1)), 1, 1000)
+        .produce(TOPIC, 0, batch_of(&values("one", 1)), 1, 1000)
         .unwrap()
         .unwrap();
     assert_eq!(one.error_code, 0);
     let all = client
-        .produce(batch_of(&values("all", 2)), -1, 1000)
+        .produce(TOPIC, 0, batch_of(&values("all", 2)), -1, 1000)
         .unwrap()
         .unwrap();
     assert_eq!(all.error_code, 0);
@@ -374,10 +408,13 @@ fn produce_validates_batches_and_honours_acks() {
 fn kill_9_of_the_leader_elects_a_successor_and_loses_nothing() {
     let _serial = serial();
     let mut cluster = Cluster::start(3, 1, "");
-    let (leader, epoch) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, epoch) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
     let mut acknowledged = produce_all(&cluster, leader, &values("before", 10));
     cluster.kill(leader);
-    let (successor, new_epoch) = cluster.wait_for_leader(Duration::from_secs(10), Some(leader));
+    let (successor, new_epoch) =
+        cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), Some(leader));
     assert_ne!(successor, leader);
     assert!(new_epoch > epoch);
     acknowledged.extend(produce_all(&cluster, successor, &values("after", 10)));
@@ -393,7 +430,9 @@ fn kill_9_of_the_leader_elects_a_successor_and_loses_nothing() {
 fn kill_9_of_every_node_keeps_the_committed_log() {
     let _serial = serial();
     let mut cluster = Cluster::start(3, 1, "");
-    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
     let acknowledged = produce_all(&cluster, leader, &values("durable", 30));
     for id in 1..=4 {
         cluster.kill(id);
@@ -401,7 +440,8 @@ fn kill_9_of_every_node_keeps_the_committed_log() {
     for id in 1..=4 {
         cluster.start_node(id);
     }
-    cluster.wait_for_leader(Duration::from_secs(10), None);
+    // The topic's partition starts on each node once its metadata log is committed again.
+    cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     for id in 1..=4 {
         wait_for_values(&cluster, id, &acknowledged);
     }
@@ -415,12 +455,14 @@ fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
     let _serial = serial();
     let fetch_timeout = Duration::from_millis(3000);
     let mut cluster = Cluster::start(3, 0, "controller.quorum.fetch.timeout.ms=3000\n");
-    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(15), None);
+    cluster.wait_for_leader(Duration::from_secs(15), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(15), None);
     let acknowledged = produce_all(&cluster, leader, &values("handover", 5));
 
     let stopped = Instant::now();
     assert!(cluster.terminate(leader), "a SIGTERM'd node exits cleanly");
-    let (successor, _) = cluster.wait_for_leader(Duration::from_secs(15), Some(leader));
+    let (successor, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(15), Some(leader));
     let graceful = stopped.elapsed();
     assert!(
         graceful < fetch_timeout,
@@ -430,7 +472,7 @@ fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
     let crashed = Instant::now();
     cluster.kill(successor);
     cluster.start_node(leader);
-    cluster.wait_for_leader(Duration::from_secs(15), Some(successor));
+    cluster.wait_for_leader_of(TOPIC, Duration::from_secs(15), Some(successor));
     let after_crash = crashed.elapsed();
     eprintln!("handover: {graceful:?} after SIGTERM, {after_crash:?} after kill -9");
     assert!(graceful < after_crash);
@@ -481,7 +523,9 @@ fn garbage_and_a_huge_size_prefix_leave_the_server_serving() {
     use std::io::{Read, Write};
     let _serial = serial();
     let cluster = Cluster::start(1, 0, "");
-    let (leader, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
     let address = cluster.address(leader);
     for bad in [
         b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec(),

@@ -1,8 +1,10 @@
 //! KIP-630 on real processes: a three-voter quorum with a low snapshot threshold takes
-//! snapshots and moves its log start; a follower whose disk is wiped (re-formatted) rejoins
-//! through FetchSnapshot and then holds every committed record. Topics survive snapshots: a
-//! topic whose record lies below every node's log start comes back after a full restart, and a
-//! wiped node learns it from the fetched snapshot.
+//! snapshots of a `cleanup.policy=snapshot` topic and moves its log start; a follower whose
+//! disk is wiped (re-formatted) rejoins through FetchSnapshot and then holds every committed
+//! record. Topics survive snapshots of `__cluster_metadata-0`: a topic whose record lies below
+//! every node's metadata log start comes back after a full restart, and a wiped node learns it
+//! from the fetched snapshot. (Clients cannot write `__cluster_metadata`: the metadata log is
+//! filled with topic records, by creating and deleting topics.)
 //!
 //! Free ports on 127.0.0.1, data in a temp folder, every child killed on drop; waits poll a
 //! condition up to a deadline, never a fixed time.
@@ -15,7 +17,8 @@ use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::{Client, QuorumView};
 use ringlog_net::protocol::{
-    Request, Response, create_topics_request, metadata_request, produce_request,
+    Request, Response, create_topics_request, delete_topics_request, metadata_request,
+    produce_request,
 };
 
 mod quorum;
@@ -25,7 +28,10 @@ use quorum::{
 };
 
 const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
-const PARTITION_DIR: &str = "__cluster_metadata-0";
+/// The snapshotted topic the first tests produce to.
+const TOPIC: &str = "kv";
+const PARTITION_DIR: &str = "kv-0";
+const METADATA_DIR: &str = "__cluster_metadata-0";
 
 struct Quorum {
     dir: tempfile::TempDir,
@@ -76,6 +82,10 @@ impl Quorum {
         self.data(id).join(PARTITION_DIR)
     }
 
+    fn metadata_dir(&self, id: i32) -> PathBuf {
+        self.data(id).join(METADATA_DIR)
+    }
+
     fn format(&self, id: i32) {
         let status = Command::new(RINGLOG)
             .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
@@ -116,26 +126,35 @@ impl Quorum {
         format!("127.0.0.1:{}", self.ports[id as usize - 1])
     }
 
-    fn describe(&self, id: i32) -> Option<QuorumView> {
+    /// DescribeQuorum of `topic`-0 at node `id`.
+    fn describe(&self, id: i32, topic: &str) -> Option<QuorumView> {
         Client::connect(&self.address(id), Duration::from_millis(300))
             .ok()?
-            .describe_quorum()
+            .describe_quorum_of(topic, 0)
             .ok()
     }
 
-    /// The leader as the first running node reports it, once that leader describes the quorum.
+    /// The leader of `__cluster_metadata-0` as the first running node reports it, once that
+    /// leader describes the quorum.
     fn leader(&self, running: &[i32]) -> Option<i32> {
-        let view = self.describe(*running.first()?)?;
+        self.leader_of("__cluster_metadata", running)
+    }
+
+    /// The leader of `topic`-0 as the first running node reports it, once that leader
+    /// describes the partition.
+    fn leader_of(&self, topic: &str, running: &[i32]) -> Option<i32> {
+        let view = self.describe(*running.first()?, topic)?;
         let leader = view.partition.leader_id;
         if !(1..=3).contains(&leader) {
             return None;
         }
-        let led = self.describe(leader)?;
+        let led = self.describe(leader, topic)?;
         (led.partition.error_code == 0).then_some(leader)
     }
 
-    /// Produces batches `from..from + count` of 50 records each, acks=all, to whichever node
-    /// leads (a batch refused by a node that stopped leading is sent again to the new leader).
+    /// Produces batches `from..from + count` of 50 records each, acks=all, to `TOPIC`-0 at
+    /// whichever node leads it (a batch refused by a node that stopped leading is sent again
+    /// to the new leader).
     fn produce(&self, from: usize, count: usize) {
         for i in from..from + count {
             let mut builder = RecordBatchBuilder::new(0);
@@ -150,10 +169,10 @@ impl Quorum {
                 Duration::from_secs(15),
                 &format!("batch {i} acknowledged"),
                 || {
-                    let leader = self.leader(&self.running())?;
+                    let leader = self.leader_of(TOPIC, &self.running())?;
                     let mut client =
                         Client::connect(&self.address(leader), Duration::from_secs(2)).ok()?;
-                    let answer = client.produce(batch.clone(), -1, 10_000).ok()??;
+                    let answer = client.produce(TOPIC, 0, batch.clone(), -1, 10_000).ok()??;
                     (answer.error_code == 0).then_some(())
                 },
             );
@@ -199,13 +218,11 @@ const SNAPSHOT_OFTEN: &str = "controller.snapshot.minimum.records=400\n\
 fn a_wiped_follower_rejoins_through_fetch_snapshot() {
     let _serial = serial();
     let mut quorum = Quorum::start(SNAPSHOT_OFTEN);
-    eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&[1, 2, 3])
-    });
+    create_topic(&quorum, TOPIC, &[("cleanup.policy", "snapshot")]);
     quorum.produce(0, 60);
     // The leader may have changed meanwhile (short timeouts on a busy machine).
     let leader = eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&[1, 2, 3])
+        quorum.leader_of(TOPIC, &[1, 2, 3])
     });
     eventually(Duration::from_secs(10), "a snapshot on the leader", || {
         (!checkpoints(&quorum.partition_dir(leader)).is_empty()).then_some(())
@@ -216,7 +233,7 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
     quorum.kill(follower);
     quorum.produce(60, 120);
     let leader = eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&quorum.running())
+        quorum.leader_of(TOPIC, &quorum.running())
     });
     let leader_dir = quorum.partition_dir(leader);
     eventually(
@@ -232,7 +249,7 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
     quorum.start_node(follower);
     quorum.produce(180, 10);
     let leader = eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&quorum.running())
+        quorum.leader_of(TOPIC, &quorum.running())
     });
 
     // It rejoined through FetchSnapshot: a snapshot file, and a log starting at its end.
@@ -259,7 +276,7 @@ fn a_wiped_follower_rejoins_through_fetch_snapshot() {
         Duration::from_secs(20),
         "the follower's log end to reach the leader's",
         || {
-            let view = quorum.describe(leader)?;
+            let view = quorum.describe(leader, TOPIC)?;
             let voters = &view.partition.current_voters;
             let leader_end = voters
                 .iter()
@@ -288,12 +305,10 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
         "controller.snapshot.minimum.records=400\n\
          metadata.log.max.record.bytes.between.snapshots=1\n",
     );
-    eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&[1, 2, 3])
-    });
+    create_topic(&quorum, TOPIC, &[("cleanup.policy", "snapshot")]);
     quorum.produce(0, 20);
     let leader = eventually(Duration::from_secs(10), "a leader", || {
-        quorum.leader(&[1, 2, 3])
+        quorum.leader_of(TOPIC, &[1, 2, 3])
     });
     let path = eventually(Duration::from_secs(10), "a snapshot on the leader", || {
         let end = *checkpoints(&quorum.partition_dir(leader)).last()?;
@@ -318,13 +333,17 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
     let mut fetched = Vec::new();
     let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
     loop {
-        let epoch = quorum.describe(leader).unwrap().partition.leader_epoch;
+        let epoch = quorum
+            .describe(leader, TOPIC)
+            .unwrap()
+            .partition
+            .leader_epoch;
         let request = Request::FetchSnapshot(FetchSnapshotRequest {
             cluster_id: Some(CLUSTER_ID.to_string()),
             replica_id: follower,
             max_bytes: CHUNK_BYTES,
             topics: vec![fetch_snapshot_request::TopicSnapshot {
-                name: "__cluster_metadata".into(),
+                name: TOPIC.into(),
                 partitions: vec![fetch_snapshot_request::PartitionSnapshot {
                     partition: 0,
                     current_leader_epoch: epoch,
@@ -361,8 +380,9 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
 
 // ---- topics survive snapshots ------------------------------------------------------------------
 
-/// Creates `topic` (one partition) through CreateTopics at whichever node is the controller.
-fn create_topic(quorum: &Quorum, topic: &str) {
+/// Creates `topic` (one partition, `configs` as key/value pairs) through CreateTopics at
+/// whichever node is the controller.
+fn create_topic(quorum: &Quorum, topic: &str, configs: &[(&str, &str)]) {
     eventually(Duration::from_secs(20), "the topic created", || {
         let leader = quorum.leader(&quorum.running())?;
         let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).ok()?;
@@ -371,6 +391,13 @@ fn create_topic(quorum: &Quorum, topic: &str) {
                 name: topic.into(),
                 num_partitions: 1,
                 replication_factor: 3,
+                configs: configs
+                    .iter()
+                    .map(|(key, value)| create_topics_request::CreatableTopicConfig {
+                        name: (*key).into(),
+                        value: Some((*value).into()),
+                    })
+                    .collect(),
                 ..Default::default()
             }],
             timeout_ms: 5000,
@@ -381,6 +408,77 @@ fn create_topic(quorum: &Quorum, topic: &str) {
         };
         (r.topics[0].error_code == 0).then_some(())
     })
+}
+
+/// Fills `__cluster_metadata-0` with the node's own records until every node's metadata log
+/// starts past its first segment (a snapshot covers it and it was deleted): rounds of one
+/// CreateTopics of a few topics with long names (about 550 bytes of topic record each) and one
+/// DeleteTopics of them (a tombstone each). A few partitions at a time: a hundred new Raft
+/// groups at once on two cores made the metadata leader itself unstable. (Names of 200
+/// characters, not Kafka's 249: a deleted partition's folder is renamed to
+/// `<topic>-<n>.<topic id>-delete`, which is past the file system's 255 bytes for longer
+/// names, and the node exits on that error.)
+fn fill_metadata_log(quorum: &Quorum) {
+    const TOPICS_PER_ROUND: usize = 5;
+    for round in 0.. {
+        let started_past_first_segment = (1..=3).all(|id| {
+            segment_bases(&quorum.metadata_dir(id))
+                .first()
+                .is_some_and(|&base| base > 0)
+        });
+        if started_past_first_segment {
+            return;
+        }
+        assert!(
+            round < 200,
+            "the metadata log never moved past its first segment"
+        );
+        let names: Vec<String> = (0..TOPICS_PER_ROUND)
+            .map(|k| format!("filler-{round:03}-{k}-{}", "x".repeat(187)))
+            .collect();
+        assert!(names.iter().all(|n| n.len() == 200));
+        let create = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+            topics: names
+                .iter()
+                .map(|name| create_topics_request::CreatableTopic {
+                    name: name.clone(),
+                    num_partitions: 1,
+                    replication_factor: 3,
+                    ..Default::default()
+                })
+                .collect(),
+            timeout_ms: 10_000,
+            validate_only: false,
+        });
+        let delete = Request::DeleteTopics(delete_topics_request::DeleteTopicsRequest {
+            topic_names: names,
+            timeout_ms: 10_000,
+            ..Default::default()
+        });
+        for (what, request, version) in [("created", &create, 7), ("deleted", &delete, 5)] {
+            eventually(
+                Duration::from_secs(30),
+                &format!("filler topics of round {round} {what}"),
+                || {
+                    let leader = quorum.leader(&quorum.running())?;
+                    let mut client =
+                        Client::connect(&quorum.address(leader), Duration::from_secs(2)).ok()?;
+                    let codes: Vec<i16> = match client.request(request, version).ok()? {
+                        Response::CreateTopics(r) => {
+                            r.topics.iter().map(|t| t.error_code).collect()
+                        }
+                        Response::DeleteTopics(r) => {
+                            r.responses.iter().map(|t| t.error_code).collect()
+                        }
+                        _ => return None,
+                    };
+                    // A retry after a timed-out answer finds some done already
+                    // (TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION): none is left to do.
+                    codes.iter().all(|c| [0, 3, 36].contains(c)).then_some(())
+                },
+            );
+        }
+    }
 }
 
 /// The leader of `topic`-0 as node `asked` names it in Metadata, once that leader is reachable.
@@ -451,21 +549,27 @@ fn consume_topic(quorum: &Quorum, topic: &str) -> Option<Vec<String>> {
         .collect()
 }
 
+/// [`SNAPSHOT_OFTEN`] with a snapshot every 20 records: the metadata log grows by topic records
+/// only, a few hundred bytes each.
+const METADATA_SNAPSHOT_OFTEN: &str = "controller.snapshot.minimum.records=20\n\
+     metadata.log.max.record.bytes.between.snapshots=1\n\
+     metadata.log.segment.bytes=65536\nmax.replication.lag.ms=1000\n";
+
 /// Topic records are keyed by topic name, so the metadata snapshot keeps the topic: once every
 /// node's metadata log starts past the topic's record, a full restart brings the topic back
 /// (from the snapshot), and a wiped node learns it through FetchSnapshot.
 #[test]
 fn topics_survive_snapshots_restarts_and_fetch_snapshot() {
     let _serial = serial();
-    let mut quorum = Quorum::start(SNAPSHOT_OFTEN);
+    let mut quorum = Quorum::start(METADATA_SNAPSHOT_OFTEN);
     eventually(Duration::from_secs(10), "a leader", || {
         quorum.leader(&[1, 2, 3])
     });
-    create_topic(&quorum, "orders");
+    create_topic(&quorum, "orders", &[]);
     produce_to_topic(&quorum, "orders", "before-snapshot");
-    quorum.produce(0, 120);
+    fill_metadata_log(&quorum);
     for id in 1..=3 {
-        let dir = quorum.partition_dir(id);
+        let dir = quorum.metadata_dir(id);
         eventually(
             Duration::from_secs(20),
             &format!("node {id}'s metadata log start past the topic record"),
@@ -498,7 +602,7 @@ fn topics_survive_snapshots_restarts_and_fetch_snapshot() {
     std::fs::remove_dir_all(quorum.data(wiped)).unwrap();
     quorum.format(wiped);
     quorum.start_node(wiped);
-    let wiped_dir = quorum.partition_dir(wiped);
+    let wiped_dir = quorum.metadata_dir(wiped);
     eventually(
         Duration::from_secs(20),
         "a fetched snapshot on the wiped node",

@@ -14,6 +14,8 @@ use ringlog_net::protocol::api_versions_request::ApiVersionsRequest;
 use ringlog_net::protocol::metadata_request::MetadataRequest;
 use ringlog_net::protocol::{Request, Response, fetch_request, produce_request};
 
+const TOPIC: &str = "capture";
+
 /// `-d tcp.port==P,kafka` for each port: the dissector only knows 9092 by default.
 fn decode_as(ports: &[u16]) -> Vec<String> {
     ports
@@ -64,9 +66,13 @@ fn wiresharks_kafka_dissector_decodes_every_frame_of_a_quorum_run() {
 
     // Started after the capture: the elections' Vote and BeginQuorumEpoch are in it.
     quorum.start_all();
-    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(15));
+    quorum.wait_for_leader(Duration::from_secs(15));
+    // A topic of its own: clients cannot produce to `__cluster_metadata`. Its creation puts
+    // CreateTopics and the new partition's election in the capture too.
+    quorum.create_topic(TOPIC, 1, &[]);
+    let (leader, _) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(15));
     const RECORDS: usize = 30;
-    quorum.produce(leader, RECORDS, "capture");
+    quorum.produce(TOPIC, leader, RECORDS, "capture");
     for node in &quorum.nodes {
         let address = quorum.address(node.id);
         eventually(
@@ -74,7 +80,7 @@ fn wiresharks_kafka_dissector_decodes_every_frame_of_a_quorum_run() {
             "every voter to serve the committed records to a consumer",
             || {
                 let mut client = Client::connect(&address, Duration::from_secs(1)).ok()?;
-                let data = client.fetch(0, 0, 1 << 20).ok()?;
+                let data = client.fetch(TOPIC, 0, 0, 0, 1 << 20).ok()?;
                 client.describe_quorum().ok()?;
                 (data.error_code == 0 && data.high_watermark >= RECORDS as i64).then_some(())
             },
@@ -102,7 +108,7 @@ fn wiresharks_kafka_dissector_decodes_every_frame_of_a_quorum_run() {
         acks: -1,
         timeout_ms: 10_000,
         topic_data: vec![produce_request::TopicProduceData {
-            name: "__cluster_metadata".into(),
+            name: TOPIC.into(),
             partition_data: vec![produce_request::PartitionProduceData {
                 index: 0,
                 records: Some(quorum::batch_of("old-version")),
@@ -120,7 +126,7 @@ fn wiresharks_kafka_dissector_decodes_every_frame_of_a_quorum_run() {
         max_bytes: 1 << 20,
         min_bytes: 1,
         topics: vec![fetch_request::FetchTopic {
-            topic: "__cluster_metadata".into(),
+            topic: TOPIC.into(),
             partitions: vec![fetch_request::FetchPartition {
                 partition: 0,
                 fetch_offset: 0,

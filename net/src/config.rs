@@ -41,13 +41,19 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "node.id",
         aliases: &[],
         default: None,
-        doc: "This node's id. A node whose id is in controller.quorum.voters is a voter; any other node is an observer.",
+        doc: "This node's id. A node whose id is in controller.quorum.voters is a voter; any other node is an observer and must be listed in controller.quorum.observers.",
     },
     KeyDefinition {
         name: "controller.quorum.voters",
         aliases: &["quorum.voters"],
         default: None,
         doc: "The voters as id@host:port, comma separated. Every node, voter or observer, lists the same set.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.observers",
+        aliases: &[],
+        default: Some(""),
+        doc: "The observers (non-voting replicas) as node ids, comma separated. A replica Fetch or FetchSnapshot from a node id that is neither a voter nor listed here is refused with INCONSISTENT_VOTER_SET. Every node lists the same set; an observer lists itself.",
     },
     KeyDefinition {
         name: "listeners",
@@ -101,7 +107,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "metadata.log.segment.bytes",
         aliases: &["log.segment.bytes"],
         default: Some("1073741824"),
-        doc: "A segment rolls once it holds this many bytes.",
+        doc: "A segment rolls once it holds this many bytes (every partition's, unless its topic sets segment.bytes); a new segment reserves this much disk when it is created.",
     },
     KeyDefinition {
         name: "metadata.log.max.record.bytes.between.snapshots",
@@ -185,7 +191,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "auto.create.topics.enable",
         aliases: &[],
         default: Some("true"),
-        doc: "Create a topic when a client asks for its metadata or produces to it.",
+        doc: "Create a topic when a client's Metadata request names it and allows auto-creation (Kafka's producers do; a Produce to an unknown topic does not create it).",
     },
     KeyDefinition {
         name: "num.partitions",
@@ -208,6 +214,8 @@ pub struct VoterAddress {
 pub struct NodeConfig {
     pub node_id: i32,
     pub quorum_voters: Vec<VoterAddress>,
+    /// `controller.quorum.observers`: the non-voting replicas allowed to fetch.
+    pub quorum_observers: Vec<i32>,
     pub listener: SocketAddr,
     pub advertised_listener: (String, u16),
     pub metadata_log_dir: PathBuf,
@@ -288,6 +296,26 @@ impl NodeConfig {
         if node_id < 0 {
             return Err(values.invalid("node.id", "must not be negative".into()));
         }
+        let quorum_observers = parse_observers(values.get("controller.quorum.observers"))
+            .map_err(|reason| values.invalid("controller.quorum.observers", reason))?;
+        if let Some(both) = quorum_observers
+            .iter()
+            .find(|id| quorum_voters.iter().any(|voter| voter.node_id == **id))
+        {
+            return Err(values.invalid(
+                "controller.quorum.observers",
+                format!("{both} is also a voter"),
+            ));
+        }
+        // A node outside both lists would be refused by every leader it fetches from: say so
+        // at start-up instead of letting it retry forever.
+        let is_voter = quorum_voters.iter().any(|voter| voter.node_id == node_id);
+        if !is_voter && !quorum_observers.contains(&node_id) {
+            return Err(values.invalid(
+                "node.id",
+                "is neither in controller.quorum.voters nor in controller.quorum.observers".into(),
+            ));
+        }
         let listener_text = strip_listener_prefix(values.required("listeners")?);
         let listener: SocketAddr = listener_text.parse().map_err(|_| {
             values.invalid(
@@ -335,6 +363,7 @@ impl NodeConfig {
         let config = NodeConfig {
             node_id,
             quorum_voters,
+            quorum_observers,
             listener,
             advertised_listener,
             metadata_log_dir: PathBuf::from(values.required("metadata.log.dir")?),
@@ -377,6 +406,14 @@ impl NodeConfig {
         self.quorum_voters
             .iter()
             .any(|voter| voter.node_id == self.node_id)
+    }
+
+    /// True when `replica_id` may replicate from this quorum: a voter or a listed observer.
+    pub fn is_quorum_member(&self, replica_id: i32) -> bool {
+        self.quorum_voters
+            .iter()
+            .any(|voter| voter.node_id == replica_id)
+            || self.quorum_observers.contains(&replica_id)
     }
 }
 
@@ -544,6 +581,28 @@ pub fn parse_voters(text: &str) -> Result<Vec<VoterAddress>, String> {
         return Err("no voters".into());
     }
     Ok(voters)
+}
+
+/// `controller.quorum.observers`: node ids, comma separated (empty: no observers).
+pub fn parse_observers(text: &str) -> Result<Vec<i32>, String> {
+    let mut observers: Vec<i32> = Vec::new();
+    for entry in text
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+    {
+        let node_id: i32 = entry
+            .parse()
+            .map_err(|_| format!("{entry:?} is not a node id"))?;
+        if node_id < 0 {
+            return Err(format!("observer id {node_id} is negative"));
+        }
+        if observers.contains(&node_id) {
+            return Err(format!("observer {node_id} is listed twice"));
+        }
+        observers.push(node_id);
+    }
+    Ok(observers)
 }
 
 #[cfg(test)]

@@ -164,9 +164,30 @@ fn voters_are_validated() {
 }
 
 #[test]
-fn observer_when_not_listed() {
+fn an_observer_is_a_listed_non_voter() {
     let text = MINIMAL.replace("node.id=2", "node.id=7");
-    assert!(!NodeConfig::parse("p", &text).unwrap().is_voter());
+    let observer = format!("{text}controller.quorum.observers=7, 8\n");
+    let config = NodeConfig::parse("p", &observer).unwrap();
+    assert!(!config.is_voter());
+    assert_eq!(config.quorum_observers, [7, 8]);
+    assert!(config.is_quorum_member(1) && config.is_quorum_member(8));
+    assert!(!config.is_quorum_member(9));
+    // Neither a voter nor a listed observer: refused at start-up, naming node.id.
+    assert!(matches!(
+        NodeConfig::parse("p", &text),
+        Err(ConfigError::Invalid { key: "node.id", .. })
+    ));
+    let both = format!("{MINIMAL}controller.quorum.observers=1\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &both),
+        Err(ConfigError::Invalid {
+            key: "controller.quorum.observers",
+            ..
+        })
+    ));
+    assert!(parse_observers("3,3").unwrap_err().contains("twice"));
+    assert!(parse_observers("-1").is_err());
+    assert_eq!(parse_observers(" ").unwrap(), Vec::<i32>::new());
 }
 
 /// docs/configuration.md documents exactly the keys the node accepts.

@@ -1,9 +1,9 @@
 //! `ringlog perf append`: produce load against a topic's partition leaders.
 //!
 //! - The topic (`--topic`, default `perf`) is created with CreateTopics if missing
-//!   (`--partitions`, replication factor 3); `--topic __cluster_metadata` targets the metadata
-//!   log's partition 0 explicitly (whose leader also applies every record to the metadata
-//!   state machine), as `perf append` always did before.
+//!   (`--partitions`, replication factor 3, `--topic-config` KEY=VALUE pairs such as
+//!   `cleanup.policy=snapshot`). An internal topic (`__cluster_metadata`, which `perf append`
+//!   wrote before issue 17) is refused: only the nodes write their metadata log.
 //! - Metadata names each partition's leader; request `k` of client `c` goes to partition
 //!   `load::partition_for(c, k, partitions)`, on the client's connection to that leader.
 //! - Up to `--in-flight` produce requests wait on each connection: Kafka answers a connection's
@@ -30,7 +30,6 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::transport::{Connections, fetch_metadata};
 use ringlog_net::node::client::{Client, ClientError};
-use ringlog_net::node::convert::METADATA_TOPIC;
 use ringlog_net::protocol::{
     ApiKey, DecodeError, EncodeError, ErrorCode, Request, RequestHeader, Response,
     create_topics_request, decode_response, encode_request, produce_request, split_frame,
@@ -58,12 +57,17 @@ pub struct AppendArgs {
     /// Measured seconds (after the warm-up).
     #[arg(long, default_value_t = 10)]
     duration_secs: u64,
-    /// The topic to write, created if missing; `__cluster_metadata` writes the metadata log.
+    /// The topic to write, created if missing (not an internal one: only the nodes write
+    /// `__cluster_metadata`).
     #[arg(long, default_value = "perf")]
     topic: String,
     /// Partitions of a topic this command creates (an existing topic keeps its own).
     #[arg(long, default_value_t = 1)]
     partitions: i32,
+    /// A config of a topic this command creates, as KEY=VALUE (repeatable), e.g.
+    /// cleanup.policy=snapshot.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE")]
+    topic_configs: Vec<String>,
     /// Produce requests in flight per connection (Kafka answers them in order).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
@@ -131,12 +135,23 @@ pub fn append(args: AppendArgs) -> Result<(), AppendError> {
             "--rate must be a positive number".into(),
         ));
     }
+    if args.topic.starts_with("__") {
+        return Err(AppendError::Usage(format!(
+            "--topic {}: an internal topic, written only by the nodes",
+            args.topic
+        )));
+    }
+    let configs: Vec<(String, String)> = args
+        .topic_configs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .ok_or_else(|| AppendError::Usage(format!("--topic-config {pair:?}: KEY=VALUE")))
+        })
+        .collect::<Result<_, _>>()?;
     let voters = voter_addresses(&args.bootstrap)?;
-    let expected = if args.topic == METADATA_TOPIC {
-        Partitions::Exactly(1)
-    } else {
-        ensure_topic(&voters, &args.topic, args.partitions)?
-    };
+    let expected = ensure_topic(&voters, &args.topic, args.partitions, &configs)?;
     let leaders = partition_leaders(&voters, &args.topic, expected)?;
     let partitions = leaders.len() as i32;
 
@@ -293,6 +308,7 @@ fn ensure_topic(
     voters: &[(i32, String)],
     topic: &str,
     partitions: i32,
+    configs: &[(String, String)],
 ) -> Result<Partitions, AppendError> {
     let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
         topics: vec![create_topics_request::CreatableTopic {
@@ -300,6 +316,13 @@ fn ensure_topic(
             num_partitions: partitions,
             // The node accepts exactly 3 today (every voter holds every partition).
             replication_factor: 3,
+            configs: configs
+                .iter()
+                .map(|(key, value)| create_topics_request::CreatableTopicConfig {
+                    name: key.clone(),
+                    value: Some(value.clone()),
+                })
+                .collect(),
             ..Default::default()
         }],
         timeout_ms: 5000,
@@ -363,7 +386,7 @@ pub(super) fn leader_address(
 /// How many partitions to wait for leaders of.
 #[derive(Clone, Copy)]
 enum Partitions {
-    /// Just created (or the metadata log): this many.
+    /// Just created: this many.
     Exactly(i32),
     /// An existing topic: as many as Metadata lists (at least one).
     AsListed,

@@ -1,13 +1,15 @@
 //! `ringlog perf`: load generators against a running quorum, and the baseline they are judged by.
 //!
 //! - `append`: N client threads producing to a topic's partition leaders (`--topic`, created if
-//!   missing; `__cluster_metadata` for the metadata log), up to `--in-flight` requests per
+//!   missing; never an internal topic), up to `--in-flight` requests per
 //!   connection, closed loop or open loop at `--rate`, after `--warmup-secs` (append.rs; the
 //!   pure schedule, partition spreading and `--json` summary in load.rs).
 //! - `fetch`: N client threads, each reading the committed log from `--from-offset` to the
 //!   high-watermark seen at start with consumer Fetch requests of `--max-bytes`.
-//! - `fetch-snapshot`: one client downloading the leader's frozen snapshot `--snapshot` with
-//!   FetchSnapshot requests of `--max-bytes` from position 0 to its Size, as a new follower.
+//! - `fetch-snapshot`: one client downloading the frozen snapshot `--snapshot` of a partition's
+//!   leader (`--topic`, `--partition`: the metadata log or a `cleanup.policy=snapshot` topic)
+//!   with FetchSnapshot requests of `--max-bytes` from position 0 to its Size, as a new
+//!   follower (naming the cluster id, as a replica must).
 //! - `sendfile-baseline`: a plain `sendfile(2)` of a file over a loopback TCP connection to a
 //!   reader thread, the ceiling a zero-copy Fetch or FetchSnapshot is compared with.
 //!
@@ -78,6 +80,11 @@ pub struct FetchSnapshotArgs {
     /// The snapshot file in the leader's `checkpoints/` folder.
     #[arg(long)]
     snapshot: std::path::PathBuf,
+    /// The snapshotted partition's topic: the metadata log or a cleanup.policy=snapshot topic.
+    #[arg(long, default_value = "__cluster_metadata")]
+    topic: String,
+    #[arg(long, default_value_t = 0)]
+    partition: i32,
     /// The fetching replica: a voter other than the leader.
     #[arg(long)]
     replica_id: i32,
@@ -361,25 +368,32 @@ fn fetch_snapshot(args: FetchSnapshotArgs) -> Result<(), String> {
         .and_then(|n| n.to_str())
         .and_then(parse_file_name)
         .ok_or_else(|| format!("{}: not a snapshot file name", args.snapshot.display()))?;
-    let mut client = client::connect_to_leader(&args.bootstrap, CLIENT_TIMEOUT)
-        .map_err(|e| format!("connecting to the leader: {e}"))?;
+    let mut client = client::connect_to_partition_leader(
+        &args.bootstrap,
+        &args.topic,
+        args.partition,
+        CLIENT_TIMEOUT,
+    )
+    .map_err(|e| format!("connecting to the leader: {e}"))?;
     let epoch = client
-        .describe_quorum()
+        .describe_quorum_of(&args.topic, args.partition)
         .map_err(|e| e.to_string())?
         .partition
         .leader_epoch;
+    // A replica's FetchSnapshot names the cluster, or the leader refuses it.
+    let cluster_id = client.cluster_id().map_err(|e| e.to_string())?;
     let mut totals = Totals::new();
     let mut position = 0i64;
     let started = Instant::now();
     loop {
         let request = Request::FetchSnapshot(FetchSnapshotRequest {
-            cluster_id: None,
+            cluster_id: Some(cluster_id.clone()),
             replica_id: args.replica_id,
             max_bytes: args.max_bytes,
             topics: vec![fetch_snapshot_request::TopicSnapshot {
-                name: "__cluster_metadata".into(),
+                name: args.topic.clone(),
                 partitions: vec![fetch_snapshot_request::PartitionSnapshot {
-                    partition: 0,
+                    partition: args.partition,
                     current_leader_epoch: epoch,
                     snapshot_id: fetch_snapshot_request::SnapshotId {
                         end_offset: name.snapshot_id.end_offset,

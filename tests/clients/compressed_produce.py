@@ -1,23 +1,28 @@
 """Produce with compression.type gzip, snappy, lz4 and zstd, acks=all, to partition 0 of TOPIC
-(a cleanup.policy=snapshot topic: its records feed a state machine on every voter) and of
-__cluster_metadata; then read TOPIC back with the confluent consumer, byte for byte with the
-acknowledged offsets. tests/compression.rs checks the nodes, the stored batches' codecs and the
-state after this script, and again after a full restart.
+(a cleanup.policy=snapshot topic: its records feed a state machine on every voter); then read
+TOPIC back with the confluent consumer, byte for byte with the acknowledged offsets.
+tests/compression.rs checks the nodes, the stored batches' codecs and the state after this
+script, and again after a full restart.
+
+The same compressed records to __cluster_metadata are refused: only the node writes its
+internal state (issue 17; before, a gzip batch there was acknowledged and then stopped every
+voter). librdkafka reports each as failed with TOPIC_EXCEPTION (Kafka's INVALID_TOPIC_EXCEPTION)
+and none as delivered.
 
 gzip, snappy (raw, as librdkafka writes it) and zstd come from confluent-kafka (librdkafka);
 lz4 from kafka-python with the lz4 package: librdkafka enables lz4 only for a broker that
 advertises FindCoordinator (its feature map dates LZ4 support by that API), which ringlog does
-not serve, so it would send its "lz4" batches uncompressed. kafka-python does not produce to an
-internal topic, so __cluster_metadata gets the three librdkafka codecs.
+not serve, so it would send its "lz4" batches uncompressed. __cluster_metadata is tried with
+the three librdkafka codecs.
 
 The records are a function of (codec, index), so the Rust test knows them without being told:
-key b"{codec}-{i:04}", value record_value(codec, i); PER_CODEC of each per codec to TOPIC,
-METADATA_PER_CODEC keyed b"client/{codec}-{i:04}" per codec of METADATA_CODECS to
+key b"{codec}-{i:04}", value record_value(codec, i); PER_CODEC of each per codec to TOPIC;
+METADATA_PER_CODEC keyed b"client/{codec}-{i:04}" per codec of METADATA_CODECS are tried on
 __cluster_metadata.
 
 usage: compressed_produce.py BOOTSTRAP TOPIC
 """
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 
 from common import confluent_consume, log, main
@@ -66,6 +71,35 @@ def produce(bootstrap, topic, codec, records):
     return acked
 
 
+def produce_refused(bootstrap, topic, codec, records):
+    """Produces [(key, value)] with `codec`; every record must fail with TOPIC_EXCEPTION."""
+    p = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "compression.type": codec,
+        "linger.ms": 50,
+        "message.timeout.ms": 20000,
+        "retry.backoff.ms": 100,
+    })
+    acked, failed = [], []
+
+    def on_delivery(error, msg):
+        if error is None:
+            acked.append(msg.offset())
+        else:
+            failed.append(error)
+
+    for key, value in records:
+        p.produce(topic, key=key, value=value, partition=0, on_delivery=on_delivery)
+        p.poll(0)
+    left = p.flush(60)
+    assert left == 0, f"{topic} {codec}: {left} records never reported"
+    assert not acked, f"{topic} {codec}: acknowledged at offsets {acked[:3]}"
+    codes = {e.code() for e in failed}
+    assert codes == {KafkaError.TOPIC_EXCEPTION}, f"{topic} {codec}: failures {failed[:3]}"
+    return len(failed)
+
+
 def kafka_python_produce(bootstrap, topic, codec, records):
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type=codec,
                       linger_ms=50, retries=50, max_in_flight_requests_per_connection=1)
@@ -87,8 +121,8 @@ def body(args):
     for codec in METADATA_CODECS:
         records = [(f"client/{codec}-{i:04}".encode(), record_value(codec, i))
                    for i in range(METADATA_PER_CODEC)]
-        acked = produce(bootstrap, METADATA, codec, records)
-        log(f"{METADATA} {codec}: offsets {acked[0][0]}..{acked[-1][0]}")
+        refused = produce_refused(bootstrap, METADATA, codec, records)
+        log(f"{METADATA} {codec}: {refused} records refused (TOPIC_EXCEPTION)")
 
     # librdkafka decompresses on its own: the batches are served as they were sent.
     got = confluent_consume(bootstrap, topic, 0, 0, len(expected))

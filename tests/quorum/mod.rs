@@ -20,6 +20,8 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_net::node::client::Client;
 
 pub const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
+/// The cluster id every `Quorum` node is formatted with.
+pub const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 
 /// Polls `probe` until it returns `Some`, or fails the test with `what` at the deadline.
 pub fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
@@ -225,51 +227,25 @@ impl Quorum {
             .collect()
     }
 
-    /// CreateTopics `name` (replication factor 3, `configs` as key/value pairs) at whichever
-    /// node is the controller, retried until one answers NONE.
+    /// CreateTopics `name` (replicated on every voter, `configs` as key/value pairs) at
+    /// whichever node is the controller, retried until one answers NONE.
     pub fn create_topic(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-        use ringlog_net::protocol::{Request, Response, create_topics_request};
-        eventually(
-            Duration::from_secs(20),
-            &format!("topic {name} created"),
-            || {
-                self.nodes.iter().find_map(|node| {
-                    let mut client =
-                        Client::connect(&self.address(node.id), Duration::from_secs(2)).ok()?;
-                    let request =
-                        Request::CreateTopics(create_topics_request::CreateTopicsRequest {
-                            topics: vec![create_topics_request::CreatableTopic {
-                                name: name.into(),
-                                num_partitions: partitions,
-                                replication_factor: 3,
-                                configs: configs
-                                    .iter()
-                                    .map(|(key, value)| {
-                                        create_topics_request::CreatableTopicConfig {
-                                            name: (*key).into(),
-                                            value: Some((*value).into()),
-                                        }
-                                    })
-                                    .collect(),
-                                ..Default::default()
-                            }],
-                            timeout_ms: 5000,
-                            validate_only: false,
-                        });
-                    let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
-                        return None;
-                    };
-                    let code = r.topics[0].error_code;
-                    // 41: NOT_CONTROLLER, ask the next node.
-                    assert!(
-                        code == 0 || code == 41,
-                        "CreateTopics {name}: {code} {:?}",
-                        r.topics[0].error_message
-                    );
-                    (code == 0).then_some(())
-                })
-            },
-        );
+        let addresses: Vec<String> = self.nodes.iter().map(|n| self.address(n.id)).collect();
+        create_topic_at(&addresses, name, partitions, configs);
+    }
+
+    /// The (leader, epoch) of `topic`-0 once every running node names the same one (each
+    /// partition is its own quorum, with its own leader).
+    pub fn wait_for_leader_of(&self, topic: &str, timeout: Duration) -> (i32, i32) {
+        let running: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| self.address(n.id))
+            .collect();
+        eventually(timeout, &format!("one agreed leader of {topic}-0"), || {
+            agreed_leader(&running, topic, 0)
+        })
     }
 
     /// A client of the leader of `topic`-0 as Metadata names it, and its id.
@@ -349,12 +325,13 @@ impl Quorum {
         })
     }
 
-    /// Produces `count` one-record batches with acks=all to `leader`, each acknowledged.
-    pub fn produce(&self, leader: i32, count: usize, prefix: &str) {
+    /// Produces `count` one-record batches with acks=all to `topic`-0 at its leader `leader`,
+    /// each acknowledged.
+    pub fn produce(&self, topic: &str, leader: i32, count: usize, prefix: &str) {
         let mut client = Client::connect(&self.address(leader), Duration::from_secs(2)).unwrap();
         for i in 0..count {
             let answer = client
-                .produce(batch_of(&format!("{prefix}-{i}")), -1, 10_000)
+                .produce(topic, 0, batch_of(&format!("{prefix}-{i}")), -1, 10_000)
                 .unwrap()
                 .expect("acks=all answers");
             assert_eq!(answer.error_code, 0, "produce: {:?}", answer.error_message);
@@ -380,14 +357,75 @@ impl Drop for Quorum {
     }
 }
 
+/// CreateTopics `name` (the default replication factor: every voter; `configs` as key/value
+/// pairs) at whichever of `addresses` is the controller, retried until one answers NONE.
+pub fn create_topic_at(
+    addresses: &[String],
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) {
+    use ringlog_net::protocol::{Request, Response, create_topics_request};
+    let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
+        topics: vec![create_topics_request::CreatableTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            configs: configs
+                .iter()
+                .map(|(key, value)| create_topics_request::CreatableTopicConfig {
+                    name: (*key).into(),
+                    value: Some((*value).into()),
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        validate_only: false,
+    });
+    eventually(
+        Duration::from_secs(20),
+        &format!("topic {name} created"),
+        || {
+            addresses.iter().find_map(|address| {
+                let mut client = Client::connect(address, Duration::from_secs(2)).ok()?;
+                let Ok(Response::CreateTopics(r)) = client.request(&request, 7) else {
+                    return None;
+                };
+                let code = r.topics[0].error_code;
+                // 41: NOT_CONTROLLER, ask the next node.
+                assert!(
+                    code == 0 || code == 41,
+                    "CreateTopics {name}: {code} {:?}",
+                    r.topics[0].error_message
+                );
+                (code == 0).then_some(())
+            })
+        },
+    );
+}
+
+/// The (leader, epoch) of `topic`-`partition` if every node at `addresses` names the same
+/// one, and that leader is among them and answers for the partition itself.
+pub fn agreed_leader(addresses: &[String], topic: &str, partition: i32) -> Option<(i32, i32)> {
+    let mut seen = None;
+    for address in addresses {
+        let view = Client::connect(address, Duration::from_millis(500))
+            .ok()?
+            .describe_quorum_of(topic, partition)
+            .ok()?;
+        let now = (view.partition.leader_id, view.partition.leader_epoch);
+        if now.0 < 0 || seen.is_some_and(|s| s != now) {
+            return None;
+        }
+        seen = Some(now);
+    }
+    seen
+}
+
 fn format_node(config: &Path) {
     let status = Command::new(RINGLOG)
-        .args([
-            "format",
-            "--cluster-id",
-            "MkU3OEVBNTcwNTJENDM2Qg",
-            "--config",
-        ])
+        .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
         .arg(config)
         .stdout(Stdio::null())
         .status()

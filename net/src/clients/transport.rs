@@ -188,6 +188,18 @@ pub fn fetch_metadata<T: Transport + ?Sized>(
     transport: &mut T,
     topics: &[String],
 ) -> Result<ClusterMetadata, ClientError> {
+    fetch_metadata_with(transport, topics, false)
+}
+
+/// [`fetch_metadata`], asking the node to create a missing topic when
+/// `allow_auto_topic_creation` (as a Kafka producer's Metadata request does; the cluster's
+/// `auto.create.topics.enable` decides): a topic being created is answered
+/// LEADER_NOT_AVAILABLE, so the caller asks again.
+pub fn fetch_metadata_with<T: Transport + ?Sized>(
+    transport: &mut T,
+    topics: &[String],
+    allow_auto_topic_creation: bool,
+) -> Result<ClusterMetadata, ClientError> {
     let request = Request::Metadata(metadata_request::MetadataRequest {
         topics: Some(
             topics
@@ -198,7 +210,7 @@ pub fn fetch_metadata<T: Transport + ?Sized>(
                 })
                 .collect(),
         ),
-        allow_auto_topic_creation: false,
+        allow_auto_topic_creation,
         ..Default::default()
     });
     let Response::Metadata(response) =

@@ -12,13 +12,14 @@ use crate::protocol::wire::Records;
 use crate::protocol::{
     ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, decode_response,
     describe_quorum_request, describe_quorum_response, encode_request, fetch_request,
-    fetch_response, produce_request, produce_response, split_frame,
+    fetch_response, metadata_request, produce_request, produce_response, split_frame,
 };
 
 /// Versions the client speaks (every node accepts them).
 pub const DESCRIBE_QUORUM_VERSION: i16 = 2;
 pub const PRODUCE_VERSION: i16 = 9;
 pub const CONSUMER_FETCH_VERSION: i16 = 12;
+pub const METADATA_VERSION: i16 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -153,6 +154,20 @@ impl Client {
         }
     }
 
+    /// The cluster id, from Metadata (no topics asked). A replica's quorum requests must name
+    /// it, or the node refuses them with INCONSISTENT_CLUSTER_ID.
+    pub fn cluster_id(&mut self) -> Result<String, ClientError> {
+        let request = Request::Metadata(metadata_request::MetadataRequest {
+            topics: Some(Vec::new()),
+            ..Default::default()
+        });
+        let Response::Metadata(r) = self.request(&request, METADATA_VERSION)? else {
+            return Err(ClientError::Protocol("not a Metadata answer".into()));
+        };
+        r.cluster_id
+            .ok_or_else(|| ClientError::Protocol("a Metadata answer without a cluster id".into()))
+    }
+
     /// DescribeQuorum for `__cluster_metadata-0`: the partition data and the voters' endpoints.
     pub fn describe_quorum(&mut self) -> Result<QuorumView, ClientError> {
         self.describe_quorum_of(METADATA_TOPIC, 0)
@@ -199,9 +214,13 @@ impl Client {
         })
     }
 
-    /// Produces `batches` (RecordBatch v2 bytes) to `__cluster_metadata-0`. `None` for acks=0.
+    /// Produces `records` (RecordBatch v2 bytes) to `topic`-`partition`. `None` for acks=0.
+    /// Internal topics (`__cluster_metadata`) are refused by the node with
+    /// INVALID_TOPIC_EXCEPTION: only the node writes them.
     pub fn produce(
         &mut self,
+        topic: &str,
+        partition: i32,
         records: Bytes,
         acks: i16,
         timeout_ms: i32,
@@ -210,9 +229,9 @@ impl Client {
             acks,
             timeout_ms,
             topic_data: vec![produce_request::TopicProduceData {
-                name: METADATA_TOPIC.into(),
+                name: topic.into(),
                 partition_data: vec![produce_request::PartitionProduceData {
-                    index: 0,
+                    index: partition,
                     records: Some(records),
                 }],
                 ..Default::default()
@@ -234,9 +253,12 @@ impl Client {
             .ok_or_else(|| ClientError::Protocol("Produce answer without partition".into()))
     }
 
-    /// Consumer-style Fetch (replica id -1) of `__cluster_metadata-0` from `offset`.
+    /// Consumer-style Fetch (replica id -1) of `topic`-`partition` from `offset` (any topic,
+    /// internal ones included).
     pub fn fetch(
         &mut self,
+        topic: &str,
+        partition: i32,
         offset: i64,
         max_wait_ms: i32,
         max_bytes: i32,
@@ -247,9 +269,9 @@ impl Client {
             min_bytes: 1,
             max_bytes,
             topics: vec![fetch_request::FetchTopic {
-                topic: METADATA_TOPIC.into(),
+                topic: topic.into(),
                 partitions: vec![fetch_request::FetchPartition {
-                    partition: 0,
+                    partition,
                     fetch_offset: offset,
                     partition_max_bytes: max_bytes,
                     ..Default::default()
@@ -295,9 +317,20 @@ pub fn fetched_records(data: &fetch_response::PartitionData) -> Bytes {
     }
 }
 
-/// Asks `bootstrap` who leads and connects to the leader.
+/// Asks `bootstrap` who leads `__cluster_metadata-0` and connects to the leader.
 pub fn connect_to_leader(bootstrap: &str, timeout: Duration) -> Result<Client, ClientError> {
-    let view = Client::connect(bootstrap, timeout)?.describe_quorum()?;
+    connect_to_partition_leader(bootstrap, METADATA_TOPIC, 0, timeout)
+}
+
+/// Asks `bootstrap` who leads `topic`-`partition` (each partition is its own quorum with its
+/// own leader) and connects to that leader.
+pub fn connect_to_partition_leader(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    timeout: Duration,
+) -> Result<Client, ClientError> {
+    let view = Client::connect(bootstrap, timeout)?.describe_quorum_of(topic, partition)?;
     if view.partition.leader_id < 0 {
         return Err(ClientError::Protocol("no leader elected yet".into()));
     }

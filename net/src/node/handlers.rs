@@ -11,6 +11,7 @@ use super::convert;
 use super::idempotence::SequenceOutcome;
 use super::metadata::check_current_leader_epoch;
 use super::produce_validation::validate_produce_records;
+use super::topics::is_internal_topic;
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::ApiKey;
@@ -249,6 +250,13 @@ impl Node {
                 let result: Result<(), (ErrorCode, Option<String>)> = (|| {
                     if !matches!(acks, -1..=1) {
                         return Err((ErrorCode::InvalidRequiredAcks, None));
+                    }
+                    // Internal state is written only by the node: a topic record produced to
+                    // `__cluster_metadata` would create, replace or delete a topic on every
+                    // node, past CreateTopics and DeleteTopics.
+                    if is_internal_topic(&topic.name) {
+                        let message = format!("Cannot append to internal topic {}", topic.name);
+                        return Err((ErrorCode::InvalidTopicException, Some(message)));
                     }
                     let Some(partition) = partition else {
                         return Err((ErrorCode::UnknownTopicOrPartition, None));

@@ -170,7 +170,7 @@ impl Node {
             error_code: ErrorCode::None.code(),
             name: Some(name.to_string()),
             topic_id,
-            is_internal: name.starts_with("__"),
+            is_internal: super::topics::is_internal_topic(name),
             partitions: ids.iter().map(|id| self.metadata_partition(*id)).collect(),
             topic_authorized_operations: i32::MIN,
         })

@@ -15,6 +15,7 @@
 //! before what follows it, messages held behind flushes, durability reported only after an
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
+mod admission;
 pub mod client;
 pub mod convert;
 mod delete_topics;
@@ -208,6 +209,8 @@ pub(crate) struct Node {
     /// Replica Fetch requests whose parked parts are to be answered now (requests.rs).
     parked_releases: Vec<u64>,
     handlers: handlers::State,
+    /// Refused quorum requests, for a rate-limited warning (admission.rs).
+    refusals: admission::RefusalLog,
     /// Last (leader, epoch) logged per partition.
     last_leader: BTreeMap<PartitionId, (Option<NodeId>, u32)>,
     /// Set by SIGTERM/SIGINT: the loop ends at this time or once the resignation is delivered.
@@ -305,6 +308,7 @@ impl Node {
             next_core_correlation_id: 1,
             parked_releases: Vec::new(),
             handlers: handlers::State::default(),
+            refusals: admission::RefusalLog::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
             stall,

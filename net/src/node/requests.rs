@@ -26,6 +26,22 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
+        if let Err(refusal) =
+            super::admission::admit(&request, version, &self.cluster_id, &self.config)
+        {
+            let now = self.now_ms();
+            self.refusals.note(now, request.api_key(), &refusal);
+            // An answer that cannot be encoded closes the connection (the responder dropped
+            // unanswered): a stranger's request must never end the process.
+            let frame = super::admission::refused_response(&request, refusal.error_code())
+                .map(|response| encode_response(header.correlation_id, version, &response));
+            match frame {
+                Some(Ok(frame)) => responder.send(Some(frame)),
+                Some(Err(error)) => tracing::warn!(%error, "encoding a refusal"),
+                None => {}
+            }
+            return Ok(());
+        }
         match request {
             Request::Vote(r) => {
                 let parts = convert::vote_request_parts(&r, &self.table);

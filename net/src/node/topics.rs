@@ -17,8 +17,10 @@
 //! Keyed by the topic's name, the metadata partition's key-value state machine holds exactly
 //! one record per topic, so a KIP-630 snapshot of it keeps every topic, and the image is
 //! derived from that state (snapshot loaded + log applied after it), not by replaying the log.
-//! Records with any other key (a client may produce to the metadata topic, or the
-//! `ringlog.topic.v1` records of before this format, all under one key) are not topics. A record
+//! Records with any other key (the `ringlog.topic.v1` records of before this format, all under
+//! one key, or whatever a client produced before 2026-12 refused Produce to internal topics)
+//! are not topics. Only the controller writes here: a Produce to an internal topic is refused
+//! (handlers.rs), so no client can add, replace or delete a topic record. A record
 //! for a topic the image already holds changes nothing on a running node (first one wins), so
 //! a retried or forwarded creation cannot start a topic twice.
 //!
@@ -282,8 +284,17 @@ impl TopicRecord {
     }
 }
 
-/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Names starting with
-/// "__" are internal and cannot be created by clients.
+/// Whether `name` is an internal topic: the node's own state (`__cluster_metadata`; the names
+/// Kafka keeps for `__consumer_offsets`, `__transaction_state` and the like). Every name that
+/// starts with "__" is, so no client-created topic can ever be one: clients may read them, but
+/// never create, delete or produce to them (Produce answers INVALID_TOPIC_EXCEPTION, as Kafka's
+/// `ReplicaManager.appendToLocalLog` does for its internal topics).
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Internal names
+/// ([`is_internal_topic`]) cannot be created by clients.
 pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
     let legal = !name.is_empty()
         && name.len() <= TOPIC_NAME_MAX_LEN
@@ -292,7 +303,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if legal && !name.starts_with("__") {
+    if legal && !is_internal_topic(name) {
         Ok(())
     } else {
         Err(ErrorCode::InvalidTopicException)

@@ -1,0 +1,239 @@
+//! Who may send the quorum's requests. Checked when a request arrives, before any part of it
+//! reaches the core, so a refused request changes nothing: no epoch, vote, leader,
+//! high-watermark or replica state moves, and the answer carries only the error.
+//!
+//! | request | refused when | error |
+//! | --- | --- | --- |
+//! | Vote, BeginQuorumEpoch, EndQuorumEpoch, replica Fetch (ReplicaId >= 0), replica FetchSnapshot | its ClusterId is missing or not this cluster's | INCONSISTENT_CLUSTER_ID (104) |
+//! | replica Fetch, replica FetchSnapshot | its ReplicaId is neither a voter nor listed in `controller.quorum.observers` | INCONSISTENT_VOTER_SET (94) |
+//! | Vote, BeginQuorumEpoch, EndQuorumEpoch | the sender is not a voter | INCONSISTENT_VOTER_SET, answered by the core (`replication/src/raft/election.rs`) |
+//!
+//! Consumer Fetch and FetchSnapshot (ReplicaId -1) are not quorum traffic and are not checked:
+//! any client may read, internal topics included, as Kafka allows.
+//!
+//! Kafka's rules and where ours differ (`KafkaRaftClient.hasValidClusterId`):
+//! - Kafka accepts a request with no ClusterId at all ("we don't enforce the cluster id if it
+//!   is not provided"), for clients older than KIP-595. Every KRaft voter, ours and Kafka's,
+//!   sends it, so a missing one is refused here: else a stranger would only have to leave it
+//!   out.
+//! - Kafka's KRaft leader accepts a Fetch from any replica id as an observer (its observers
+//!   are brokers that register later). Here the observers are configured, like the voters, and
+//!   an unknown id gets INCONSISTENT_VOTER_SET, the error Kafka's KIP-595 code gives a voter-only
+//!   request from outside the voter set (`validateVoterOnlyRequest`, Kafka 3.x): it names the
+//!   cause, a membership the two nodes disagree on. Kafka's partition replication answers an
+//!   unassigned replica's fetch with UNKNOWN_LEADER_EPOCH, which would send the fetcher into
+//!   retries as if the leader were merely behind.
+//! - Kafka answers these errors at the top level only; here every partition entry carries the
+//!   same code as well, so a node that reads per-partition errors (ours) sees it too.
+//!
+//! These checks keep a node of another cluster, or a node nobody configured, from voting,
+//! fencing a leader or counting toward a high-watermark by mistake. They do not authenticate:
+//! Metadata tells any client the cluster id, and a replica id is whatever the request says.
+//! That needs the separate controller listener and TLS (issue 17).
+
+use ringlog_replication::NodeId;
+
+use super::convert;
+use crate::config::NodeConfig;
+use crate::protocol::{
+    ApiKey, ErrorCode, Request, Response, begin_quorum_epoch_response as bqe_resp,
+    end_quorum_epoch_response as eqe_resp, fetch_response, fetch_snapshot_response as snap_resp,
+    vote_response,
+};
+
+/// Why a quorum request is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refusal {
+    #[error("cluster id {claimed:?} is not this cluster's")]
+    ClusterId { claimed: Option<String> },
+    #[error("replica {replica_id} is neither a voter nor a configured observer")]
+    UnknownReplica { replica_id: NodeId },
+}
+
+impl Refusal {
+    pub(super) fn error_code(&self) -> ErrorCode {
+        match self {
+            Refusal::ClusterId { .. } => ErrorCode::InconsistentClusterId,
+            Refusal::UnknownReplica { .. } => ErrorCode::InconsistentVoterSet,
+        }
+    }
+}
+
+/// Checks a request against the table in the module doc. Client requests pass.
+pub(super) fn admit(
+    request: &Request,
+    version: i16,
+    cluster_id: &str,
+    config: &NodeConfig,
+) -> Result<(), Refusal> {
+    let (claimed, replica_id) = match request {
+        Request::Vote(r) => (&r.cluster_id, None),
+        Request::BeginQuorumEpoch(r) => (&r.cluster_id, None),
+        Request::EndQuorumEpoch(r) => (&r.cluster_id, None),
+        Request::Fetch(r) => match convert::fetch_replica_id(r, version) {
+            id if id >= 0 => (&r.cluster_id, Some(id)),
+            _ => return Ok(()),
+        },
+        Request::FetchSnapshot(r) if r.replica_id >= 0 => (&r.cluster_id, Some(r.replica_id)),
+        _ => return Ok(()),
+    };
+    if claimed.as_deref() != Some(cluster_id) {
+        return Err(Refusal::ClusterId {
+            claimed: claimed.clone(),
+        });
+    }
+    match replica_id {
+        Some(replica_id) if !config.is_quorum_member(replica_id) => {
+            Err(Refusal::UnknownReplica { replica_id })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The answer to a refused request: `code` at the top level and in every partition the
+/// request named (leader unknown, no records). `None` for a request [`admit`] never refuses.
+pub(super) fn refused_response(request: &Request, code: ErrorCode) -> Option<Response> {
+    let error_code = code.code();
+    Some(match request {
+        Request::Vote(r) => Response::Vote(vote_response::VoteResponse {
+            error_code,
+            topics: r
+                .topics
+                .iter()
+                .map(|t| vote_response::TopicData {
+                    topic_name: t.topic_name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| vote_response::PartitionData {
+                            partition_index: p.partition_index,
+                            error_code,
+                            leader_id: -1,
+                            leader_epoch: -1,
+                            vote_granted: false,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        Request::BeginQuorumEpoch(r) => {
+            Response::BeginQuorumEpoch(bqe_resp::BeginQuorumEpochResponse {
+                error_code,
+                topics: r
+                    .topics
+                    .iter()
+                    .map(|t| bqe_resp::TopicData {
+                        topic_name: t.topic_name.clone(),
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| bqe_resp::PartitionData {
+                                partition_index: p.partition_index,
+                                error_code,
+                                leader_id: -1,
+                                leader_epoch: -1,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+        }
+        Request::EndQuorumEpoch(r) => Response::EndQuorumEpoch(eqe_resp::EndQuorumEpochResponse {
+            error_code,
+            topics: r
+                .topics
+                .iter()
+                .map(|t| eqe_resp::TopicData {
+                    topic_name: t.topic_name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| eqe_resp::PartitionData {
+                            partition_index: p.partition_index,
+                            error_code,
+                            leader_id: -1,
+                            leader_epoch: -1,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        Request::Fetch(r) => Response::Fetch(fetch_response::FetchResponse {
+            error_code,
+            responses: r
+                .topics
+                .iter()
+                .map(|t| fetch_response::FetchableTopicResponse {
+                    topic: t.topic.clone(),
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| convert::fetch_partition_error(p.partition, code))
+                        .collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        Request::FetchSnapshot(r) => Response::FetchSnapshot(snap_resp::FetchSnapshotResponse {
+            error_code,
+            topics: r
+                .topics
+                .iter()
+                .map(|t| snap_resp::TopicSnapshot {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| snap_resp::PartitionSnapshot {
+                            index: p.partition,
+                            error_code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        _ => return None,
+    })
+}
+
+/// Refusals are logged as a warning at most once per [`RefusalLog::WARN_EVERY_MS`] (with how
+/// many were only logged at debug level since), so a misconfigured or hostile peer that keeps
+/// asking cannot flood the log.
+#[derive(Debug, Default)]
+pub(super) struct RefusalLog {
+    last_warning_ms: Option<u64>,
+    quiet_since_warning: u64,
+}
+
+impl RefusalLog {
+    const WARN_EVERY_MS: u64 = 10_000;
+
+    pub(super) fn note(&mut self, now_ms: u64, api: ApiKey, refusal: &Refusal) {
+        let due = self
+            .last_warning_ms
+            .is_none_or(|last| now_ms.saturating_sub(last) >= Self::WARN_EVERY_MS);
+        if due {
+            tracing::warn!(
+                ?api,
+                %refusal,
+                refused_quietly_since_last_warning = self.quiet_since_warning,
+                "quorum request refused"
+            );
+            self.last_warning_ms = Some(now_ms);
+            self.quiet_since_warning = 0;
+        } else {
+            tracing::debug!(?api, %refusal, "quorum request refused");
+            self.quiet_since_warning += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;
