@@ -67,39 +67,44 @@ pub struct CommittedOffset {
     pub commit_timestamp_ms: i64,
 }
 
-/// The key of one committed partition.
-pub fn offset_key(group_id: &str, topic: &str, partition: i32) -> Bytes {
-    let mut key = group_prefix(group_id);
-    put_string(&mut key, topic);
+/// The longest string a record holds: its length is an int16. A compact string of a
+/// flexible request version may be longer; such a group id or topic has no record.
+pub const STRING_BYTES_MAX: usize = i16::MAX as usize;
+
+/// The key of one committed partition; `None` if the group id or topic is longer than a
+/// record string can be.
+pub fn offset_key(group_id: &str, topic: &str, partition: i32) -> Option<Bytes> {
+    let mut key = group_prefix(group_id)?;
+    put_string(&mut key, topic)?;
     key.put_i32(partition);
-    key.freeze()
+    Some(key.freeze())
 }
 
 /// `int16 1 | group string`: what every key of the group starts with.
-fn group_prefix(group_id: &str) -> BytesMut {
+fn group_prefix(group_id: &str) -> Option<BytesMut> {
     let mut key = BytesMut::with_capacity(2 + 2 + group_id.len() + 2 + 32 + 4);
     key.put_i16(KEY_VERSION);
-    put_string(&mut key, group_id);
-    key
+    put_string(&mut key, group_id)?;
+    Some(key)
 }
 
-fn put_string(buf: &mut BytesMut, text: &str) {
-    // Group ids, topics and metadata come from requests whose strings have int16 lengths, or
-    // are bounded by `offset.metadata.max.bytes`: longer ones are refused before this.
-    let len = i16::try_from(text.len()).expect("a protocol string fits an int16 length");
+fn put_string(buf: &mut BytesMut, text: &str) -> Option<()> {
+    let len = i16::try_from(text.len()).ok()?;
     buf.put_i16(len);
     buf.put_slice(text.as_bytes());
+    Some(())
 }
 
-/// The value of one commit (OffsetCommitValue version 3).
-pub fn offset_value(committed: &CommittedOffset) -> Bytes {
+/// The value of one commit (OffsetCommitValue version 3); `None` if the metadata is longer
+/// than a record string can be (`offset.metadata.max.bytes` refuses it before this).
+pub fn offset_value(committed: &CommittedOffset) -> Option<Bytes> {
     let mut value = BytesMut::with_capacity(2 + 8 + 4 + 2 + committed.metadata.len() + 8);
     value.put_i16(VALUE_VERSION);
     value.put_i64(committed.offset);
     value.put_i32(committed.leader_epoch);
-    put_string(&mut value, &committed.metadata);
+    put_string(&mut value, &committed.metadata)?;
     value.put_i64(committed.commit_timestamp_ms);
-    value.freeze()
+    Some(value.freeze())
 }
 
 /// A bounded reader over one record's bytes.
@@ -212,7 +217,9 @@ pub struct GroupOffset {
 /// key-value state), in (topic, partition) key order. Records this node cannot read are
 /// skipped (only the node writes this topic; a skipped record is logged at debug).
 pub fn group_offsets(state: &BTreeMap<Bytes, Bytes>, group_id: &str) -> Vec<GroupOffset> {
-    let prefix = group_prefix(group_id);
+    let Some(prefix) = group_prefix(group_id) else {
+        return Vec::new();
+    };
     state
         .range(range_of(&prefix))
         .filter_map(|(key, value)| {
@@ -244,14 +251,13 @@ pub fn committed_offset(
     topic: &str,
     partition: i32,
 ) -> Option<CommittedOffset> {
-    let value = state.get(&offset_key(group_id, topic, partition))?;
+    let value = state.get(&offset_key(group_id, topic, partition)?)?;
     decode_offset_value(value).ok()
 }
 
 /// Whether `group_id` has any committed offset in `state`.
 pub fn has_offsets(state: &BTreeMap<Bytes, Bytes>, group_id: &str) -> bool {
-    let prefix = group_prefix(group_id);
-    state.range(range_of(&prefix)).next().is_some()
+    group_prefix(group_id).is_some_and(|prefix| state.range(range_of(&prefix)).next().is_some())
 }
 
 /// The groups with committed offsets in `state`, in key order, each found with one lookup:
@@ -266,7 +272,8 @@ pub fn groups_with_offsets(state: &BTreeMap<Bytes, Bytes>) -> Vec<String> {
         from = match decode_offset_key(key) {
             Ok((group, _, _)) => {
                 groups.push(group.to_string());
-                match prefix_end(&group_prefix(group)) {
+                // A decoded group id fits a record string, so it has a prefix.
+                match group_prefix(group).and_then(|prefix| prefix_end(&prefix)) {
                     Some(next) => Bound::Included(Bytes::from(next)),
                     None => break,
                 }
@@ -307,14 +314,14 @@ mod tests {
 
     #[test]
     fn keys_and_values_are_kafkas_bytes_and_read_back() {
-        let key = offset_key("g", "t", 2);
+        let key = offset_key("g", "t", 2).unwrap();
         assert_eq!(
             key.as_ref(),
             &[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 2],
             "OffsetCommitKey v1"
         );
         assert_eq!(decode_offset_key(&key), Ok(("g", "t", 2)));
-        let value = offset_value(&committed(42));
+        let value = offset_value(&committed(42)).unwrap();
         assert_eq!(&value[..2], &[0, 3], "OffsetCommitValue v3");
         assert_eq!(decode_offset_value(&value), Ok(committed(42)));
         // Version 1 (with the expire timestamp) and 0 read too, without an epoch.
@@ -330,11 +337,11 @@ mod tests {
 
     #[test]
     fn unreadable_records_are_typed_errors_never_panics() {
-        let value = offset_value(&committed(1));
+        let value = offset_value(&committed(1)).unwrap();
         for cut in 0..value.len() {
             assert!(decode_offset_value(&value[..cut]).is_err(), "cut at {cut}");
         }
-        let key = offset_key("group", "topic", 0);
+        let key = offset_key("group", "topic", 0).unwrap();
         for cut in 0..key.len() {
             assert!(decode_offset_key(&key[..cut]).is_err(), "cut at {cut}");
         }
@@ -346,6 +353,11 @@ mod tests {
             decode_offset_key(&[0, 1, 0xff, 0xff]).is_err(),
             "negative length"
         );
+        // A compact string of a flexible request may pass 32767 bytes: no key, no panic.
+        let long = "x".repeat(STRING_BYTES_MAX + 1);
+        assert_eq!(offset_key(&long, "t", 0), None);
+        assert_eq!(offset_key("g", &long, 0), None);
+        assert!(!has_offsets(&BTreeMap::new(), &long));
         let mut longer = value.to_vec();
         longer.push(0);
         assert!(decode_offset_value(&longer).is_err());
@@ -362,8 +374,8 @@ mod tests {
             ("b", "t", 0, 5),
         ] {
             state.insert(
-                offset_key(group, topic, partition),
-                offset_value(&committed(offset)),
+                offset_key(group, topic, partition).unwrap(),
+                offset_value(&committed(offset)).unwrap(),
             );
         }
         // A record nobody can read, and Kafka's group metadata key (version 2): skipped.

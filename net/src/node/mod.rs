@@ -23,6 +23,8 @@ pub mod client;
 pub mod convert;
 mod delete_topics;
 mod fetch_snapshot;
+mod group_offsets;
+mod groups;
 mod handlers;
 mod idempotence;
 mod metadata;
@@ -338,6 +340,7 @@ impl Node {
         for id in ids {
             node.ensure_producer_state(id)?;
         }
+        node.handlers.groups = groups::GroupsState::new(node.config.groups.clone(), random_seed());
         Ok(node)
     }
 
