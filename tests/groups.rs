@@ -414,3 +414,135 @@ fn group_requests_get_kafkas_answers_at_the_wire() {
     assert_eq!(delete(&quorum), 69);
     assert!(quorum.exited().is_empty(), "{}", quorum.dump_logs());
 }
+
+/// KIP-630 for the committed offsets: `__consumer_offsets` is a snapshot topic, so its state
+/// (one record per committed partition) is snapshotted by the node's policy (here every 50
+/// records), its log start moves behind the snapshots and whole segments go. The offsets are
+/// then served from snapshot plus log: by a new coordinator after a kill -9 of the old one, and
+/// after a kill -9 of every node.
+#[test]
+fn committed_offsets_survive_snapshots_and_restarts() {
+    use ringlog_net::protocol::{offset_commit_request as oc, offset_fetch_request as of};
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(
+        3,
+        "offsets.topic.num.partitions=1\noffsets.topic.segment.bytes=65536\n\
+         controller.snapshot.minimum.records=50\n\
+         metadata.log.max.record.bytes.between.snapshots=1\nmax.replication.lag.ms=1000",
+    );
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    quorum.create_topic("events", 4, &[]);
+    let group = "snapshot-group";
+    let commit = |round: i64| {
+        Request::OffsetCommit(oc::OffsetCommitRequest {
+            group_id: group.into(),
+            generation_id_or_member_epoch: -1,
+            topics: vec![oc::OffsetCommitRequestTopic {
+                name: "events".into(),
+                partitions: (0..4)
+                    .map(|p| oc::OffsetCommitRequestPartition {
+                        partition_index: p,
+                        committed_offset: round * 10 + i64::from(p),
+                        committed_leader_epoch: (round % 7) as i32,
+                        committed_metadata: Some(format!("round {round}")),
+                    })
+                    .collect(),
+            }],
+            ..Default::default()
+        })
+    };
+    // 400 rounds of four records: about 110 KB, two 64 KiB segments, eight snapshots' worth.
+    const ROUNDS: i64 = 400;
+    let mut coordinator = find_coordinator(&quorum, group, None);
+    let mut client = Client::connect(&quorum.address(coordinator), Duration::from_secs(2)).unwrap();
+    for round in 0..ROUNDS {
+        eventually(Duration::from_secs(20), "a commit", || {
+            match client.request(&commit(round), 9) {
+                Ok(Response::OffsetCommit(r))
+                    if r.topics[0].partitions.iter().all(|p| p.error_code == 0) =>
+                {
+                    Some(())
+                }
+                _ => {
+                    // Loading, or the coordinator moved: ask again.
+                    coordinator = find_coordinator(&quorum, group, None);
+                    client = Client::connect(&quorum.address(coordinator), Duration::from_secs(2))
+                        .ok()?;
+                    None
+                }
+            }
+        });
+    }
+    let expected: Vec<(i32, i64, i32, Option<String>)> = (0..4)
+        .map(|p| {
+            let round = ROUNDS - 1;
+            (
+                p,
+                round * 10 + i64::from(p),
+                (round % 7) as i32,
+                Some(format!("round {round}")),
+            )
+        })
+        .collect();
+    let partition_dir = quorum.data_dir(coordinator).join("__consumer_offsets-0");
+    eventually(
+        Duration::from_secs(30),
+        "snapshots and a moved log start",
+        || {
+            let snapshots = quorum::checkpoints(&partition_dir);
+            let first_segment = quorum::segment_bases(&partition_dir).first().copied()?;
+            (!snapshots.is_empty() && first_segment > 0).then_some(())
+        },
+    );
+
+    let fetch = Request::OffsetFetch(of::OffsetFetchRequest {
+        groups: vec![of::OffsetFetchRequestGroup {
+            group_id: group.into(),
+            topics: None,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let served = |quorum: &Quorum, not: Option<i32>| {
+        let node = find_coordinator(quorum, group, not);
+        eventually(
+            Duration::from_secs(30),
+            "every committed offset served",
+            || {
+                let mut client =
+                    Client::connect(&quorum.address(node), Duration::from_secs(2)).ok()?;
+                let Ok(Response::OffsetFetch(r)) = client.request(&fetch, 8) else {
+                    return None;
+                };
+                let group = r.groups.first().filter(|g| g.error_code == 0)?;
+                let got: Vec<(i32, i64, i32, Option<String>)> = group
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| {
+                        (
+                            p.partition_index,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                            p.metadata.clone(),
+                        )
+                    })
+                    .collect();
+                (got == expected).then_some(node)
+            },
+        )
+    };
+    assert_eq!(served(&quorum, None), coordinator);
+
+    // kill -9 of the coordinator: the partition's new leader serves them all.
+    quorum.kill(coordinator);
+    served(&quorum, Some(coordinator));
+    // kill -9 of every node: each rebuilds the state from its newest snapshot and the log.
+    quorum.start_all();
+    quorum.kill_all();
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    served(&quorum, None);
+    assert!(quorum.exited().is_empty(), "{}", quorum.dump_logs());
+}
