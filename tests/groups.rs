@@ -77,6 +77,25 @@ fn kafka_python_group_resumes_after_its_commit() {
     run(&mut quorum, "kafka-python");
 }
 
+/// `kcat -G` (Debian's librdkafka 2.0.2): a balanced consumer reads part of a topic and
+/// commits as it closes; the next one reads exactly the rest.
+#[test]
+fn kcat_group_consumer_resumes_after_its_commit() {
+    let _serial = serial();
+    let mut quorum = groups_quorum();
+    run(&mut quorum, "kcat");
+}
+
+/// confluent-kafka's AdminClient: ListGroups (every broker), DescribeGroups (state, assignor,
+/// member assignment), OffsetFetch, DeleteGroups refused while a member is in
+/// (NON_EMPTY_GROUP), OffsetCommit outside group management once it is empty, DeleteGroups.
+#[test]
+fn the_admin_client_lists_describes_alters_and_deletes_a_group() {
+    let _serial = serial();
+    let mut quorum = groups_quorum();
+    run(&mut quorum, "admin");
+}
+
 /// The coordinator of a group (the leader of its `__consumer_offsets` partition) is killed
 /// with kill -9 right after a commit was acknowledged: the new leader of that partition serves
 /// every committed offset with its epoch, and a new consumer resumes there.

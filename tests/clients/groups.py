@@ -16,6 +16,14 @@ line on stdin (the test kills the group's coordinator with kill -9); a new consu
 then finds the new coordinator, gets the same committed offsets and epochs, and resumes there.
 
 MODE kafka-python: kafka-python's KafkaConsumer(group_id=...) does what MODE resume does.
+
+MODE kcat: `kcat -G` (the system's librdkafka) reads 70 records of a two-partition topic with
+a group and exits (its consumer commits on close); a second `kcat -G` of the group reads exactly
+the rest and exits at the end of both partitions.
+
+MODE admin: confluent-kafka's AdminClient lists and describes a group with a member, lists its
+committed offsets, cannot delete it while the member is in (NON_EMPTY_GROUP), alters its
+offsets once it is empty, and deletes it.
 """
 import sys
 import time
@@ -25,7 +33,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from common import confluent_produce, create_topic, eventually, log, main
+from common import confluent_produce, create_topic, eventually, kcat, log, main
 
 PER_PARTITION = 60
 
@@ -255,9 +263,78 @@ def kafka_python(bootstrap):
     second.close()
 
 
+def kcat_group(bootstrap):
+    topic, group = "kcat-orders", "kcat-group"
+    create_topic(bootstrap, topic, 2)
+    records = produce_all(bootstrap, topic, 2)
+    common = ["-b", bootstrap, "-G", group, "-q", "-f", "%p %o %s\n",
+              "-X", "session.timeout.ms=6000", "-X", "auto.offset.reset=earliest"]
+
+    def lines(out):
+        return [(int(p), int(o), v.encode()) for p, o, v in (line.split(" ", 2) for line in out.splitlines())]
+    first = lines(kcat(*common, "-c", "70", topic, timeout_s=60))
+    assert len(first) == 70, f"kcat read {len(first)}"
+    rest = lines(kcat(*common, "-e", topic, timeout_s=60))
+    seen = [(p, o) for p, o, _ in first + rest]
+    assert len(seen) == len(set(seen)), "kcat read a record twice"
+    assert set(seen) == set(records), f"missing {sorted(set(records) - set(seen))[:5]}"
+    for p, o, value in first + rest:
+        assert records[(p, o)] == value, f"{p}/{o} read {value!r}"
+    log(f"kcat -G read {len(first)} then {len(rest)}")
+
+
+def admin(bootstrap):
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+    topic, group = "admin-orders", "admin-group"
+    create_topic(bootstrap, topic, 2)
+    produce_all(bootstrap, topic, 2)
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    m = member(bootstrap, group)
+    m.subscribe([topic])
+    last = commit_last(m, topic, read([m], 30))
+
+    def listed():
+        result = a.list_consumer_groups(request_timeout=10).result(timeout=30)
+        return {g.group_id: g.state for g in result.valid}
+    eventually("the group listed Stable",
+               lambda: listed().get(group) == ConsumerGroupState.STABLE, timeout_s=30)
+    described = a.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=30)
+    assert described.state == ConsumerGroupState.STABLE, f"described {described.state}"
+    assert described.partition_assignor == "range", described.partition_assignor
+    assert len(described.members) == 1, f"members {described.members}"
+    assigned = {tp.partition for tp in described.members[0].assignment.topic_partitions}
+    assert assigned == {0, 1}, f"assignment {assigned}"
+
+    def offsets():
+        asked = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in (0, 1)])
+        got = a.list_consumer_group_offsets([asked])[group].result(timeout=30)
+        return {tp.partition: tp.offset for tp in got.topic_partitions}
+    expected = {p: last.get(p, (-1001, None))[0] for p in (0, 1)}
+    assert offsets() == expected, f"offsets {offsets()}, expected {expected}"
+
+    try:
+        a.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=30)
+        raise AssertionError("a group with a member was deleted")
+    except KafkaException as error:
+        assert error.args[0].code() == KafkaError.NON_EMPTY_GROUP, f"delete: {error}"
+    m.close()
+
+    altered = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 5),
+                                                   TopicPartition(topic, 1, 7)])
+    eventually("the offsets altered",
+               lambda: a.alter_consumer_group_offsets([altered])[group].result(timeout=30),
+               timeout_s=30)
+    assert offsets() == {0: 5, 1: 7}, f"after alter: {offsets()}"
+    a.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=30)
+    assert group not in listed(), "deleted, still listed"
+
+
 def body(args):
     bootstrap, mode = args
-    {"resume": resume, "split": split, "failover": failover, "kafka-python": kafka_python}[mode](bootstrap)
+    modes = {"resume": resume, "split": split, "failover": failover,
+             "kafka-python": kafka_python, "admin": admin, "kcat": kcat_group}
+    modes[mode](bootstrap)
 
 
 if __name__ == "__main__":

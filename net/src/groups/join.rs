@@ -302,9 +302,9 @@ fn update_static_member_and_rebalance(
         // The leader may already have assigned to the old id: assign again.
         GroupState::CompletingRebalance => prepare_rebalance(group, now_ms, out),
         GroupState::PreparingRebalance => {}
-        GroupState::Empty | GroupState::Dead => {
-            unreachable!("a group with a static member has members")
-        }
+        // A group with a static member has members, so it is never Empty; should it be, the
+        // member starts a rebalance like any newcomer.
+        GroupState::Empty | GroupState::Dead => maybe_prepare_rebalance(group, now_ms, out),
     }
 }
 

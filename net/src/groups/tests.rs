@@ -661,3 +661,56 @@ fn a_subscription_is_read_within_its_bytes() {
     );
     assert_eq!(subscription_topics(&sub[..9]), None, "cut short");
 }
+
+/// KIP-394: a member id handed out with MEMBER_ID_REQUIRED and never used holds a join phase
+/// up only until its session timeout; then the phase completes without it.
+#[test]
+fn an_unused_member_id_stops_holding_the_join_phase_at_its_session_timeout() {
+    let mut c = Coordinator::new(config(0), 1);
+    let a = stable_single(&mut c);
+    let mut fresh = request("", &range());
+    fresh.require_known_member_id = true;
+    let pending = join_now(&mut c, 10, 5, fresh);
+    assert_eq!(pending.error, ErrorCode::MemberIdRequired);
+    // A rejoins (it leads: a rebalance); the phase waits for the pending member.
+    let mut out = Outbox::new();
+    c.join(20, 0, ReplyToken(6), request(&a, &range()), &mut out);
+    assert!(out.is_empty(), "waits for the member id it handed out");
+    c.tick(10 + SESSION_MS - 1, &mut out);
+    assert!(out.is_empty());
+    c.tick(10 + SESSION_MS, &mut out);
+    let joined = only_join(&out, 6);
+    assert_eq!((joined.generation_id, joined.members.len()), (2, 1));
+}
+
+/// A member's second JoinGroup while the first still waits (its client gave up on it) gets the
+/// first one answered at once: a connection's answers leave in order, so it must not hang.
+#[test]
+fn a_repeated_join_answers_the_abandoned_one() {
+    let mut c = Coordinator::new(config(0), 1);
+    let mut out = Outbox::new();
+    c.join(0, 0, ReplyToken(1), request("", &range()), &mut out);
+    c.join(0, 0, ReplyToken(2), request("", &range()), &mut out);
+    c.tick(0, &mut out);
+    let answers = joins(&out);
+    let leader = answers[0].1.leader.clone();
+    let follower = answers
+        .iter()
+        .map(|(_, j)| j.member_id.clone())
+        .find(|m| *m != leader)
+        .unwrap();
+    c.sync(1, ReplyToken(3), sync_request(&leader, 1, &[]), &mut out);
+    c.sync(1, ReplyToken(4), sync_request(&follower, 1, &[]), &mut out);
+    assert_eq!(state(&c), Some(GroupState::Stable));
+    out.clear();
+    // The leader asks for a new assignment; the other member has not rejoined yet.
+    c.join(10, 0, ReplyToken(8), request(&leader, &range()), &mut out);
+    assert!(out.is_empty(), "the join phase waits for the other member");
+    c.join(20, 0, ReplyToken(9), request(&leader, &range()), &mut out);
+    let answers = joins(&out);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        (answers[0].0, answers[0].1.error),
+        (8, ErrorCode::RebalanceInProgress)
+    );
+}
