@@ -374,8 +374,8 @@ impl NodeConfig {
                 offsets_commit_timeout_ms: values.positive("offsets.commit.timeout.ms")?,
                 offset_metadata_max_bytes: values.number("offset.metadata.max.bytes")?,
                 initial_rebalance_delay_ms: values.number("group.initial.rebalance.delay.ms")?,
-                min_session_timeout_ms: values.number("group.min.session.timeout.ms")?,
-                max_session_timeout_ms: values.number("group.max.session.timeout.ms")?,
+                min_session_timeout_ms: values.positive("group.min.session.timeout.ms")?,
+                max_session_timeout_ms: values.positive("group.max.session.timeout.ms")?,
             },
         };
         if config.groups.offsets_topic_num_partitions > 10_000 {

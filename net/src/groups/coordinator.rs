@@ -121,11 +121,17 @@ impl Coordinator {
 
     /// Runs every deadline that passed: sessions that ended, member ids never used, members
     /// that did not sync, join phases that ran out.
+    ///
+    /// Each group that is due is handled once per call: a deadline that handling makes due
+    /// again at `now_ms` (timeouts of 0) waits for the next call, so a tick always ends.
     pub fn tick(&mut self, now_ms: u64, out: &mut Outbox) {
-        while let Some((deadline, group_id)) = self.deadlines.first().cloned() {
-            if deadline > now_ms {
-                break;
-            }
+        let due: Vec<(u64, String)> = self
+            .deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .cloned()
+            .collect();
+        for (deadline, group_id) in due {
             self.deadlines.remove(&(deadline, group_id.clone()));
             self.scheduled.remove(&group_id);
             if let Some(group) = self.groups.get_mut(&group_id) {

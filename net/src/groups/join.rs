@@ -369,6 +369,7 @@ pub(super) fn on_join_deadline(group: &mut Group, now_ms: u64, out: &mut Outbox)
     if let Some(delay) = group.initial_delay
         && delay.new_member_added
         && delay.remaining_ms > 0
+        && group.initial_delay_ms > 0
     {
         // New members keep arriving: wait once more, within the rebalance timeout.
         let wait_ms = group.initial_delay_ms.min(delay.remaining_ms);
@@ -404,8 +405,17 @@ fn complete_join(group: &mut Group, now_ms: u64, out: &mut Outbox) {
         }
     }
     if !maybe_elect_new_joined_leader(group) && !group.members.is_empty() {
-        // Only static members that did not rejoin are left: wait for them (or their sessions).
-        group.join_deadline_ms = Some(now_ms + group.rebalance_timeout_ms());
+        // Only static members that did not rejoin are left: wait for them, or for their
+        // sessions to end. Never sooner than the earliest session: nothing can change before
+        // (a rebalance timeout of 0 would otherwise make this phase due again at once, forever).
+        let earliest_session = group
+            .members
+            .values()
+            .map(|m| m.heartbeat_deadline_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let wait_until = (now_ms + group.rebalance_timeout_ms()).max(earliest_session);
+        group.join_deadline_ms = Some(wait_until.max(now_ms + 1));
         return;
     }
     group.generation_id += 1;

@@ -714,3 +714,62 @@ fn a_repeated_join_answers_the_abandoned_one() {
         (8, ErrorCode::RebalanceInProgress)
     );
 }
+
+/// Hostile timeouts: static members with a rebalance timeout of 0 that stop answering. A
+/// rebalance then waits for their sessions (never a deadline that is due again at once while
+/// nothing can change), every tick ends, and the group settles once the sessions are over.
+#[test]
+fn zero_rebalance_timeouts_never_make_a_tick_spin() {
+    let mut c = Coordinator::new(config(0), 1);
+    let mut out = Outbox::new();
+    for (token, instance) in [(1, "a"), (2, "b")] {
+        let mut r = request("", &range());
+        r.group_instance_id = Some(instance.into());
+        r.rebalance_timeout_ms = 0;
+        c.join(0, 0, ReplyToken(token), r, &mut out);
+    }
+    c.tick(0, &mut out);
+    let answers = joins(&out);
+    let leader = answers[0].1.leader.clone();
+    for (token, member) in answers.iter().map(|(t, j)| (*t, j.member_id.clone())) {
+        c.sync(
+            1,
+            ReplyToken(token + 10),
+            sync_request(&member, 1, &[]),
+            &mut out,
+        );
+    }
+    assert_eq!(state(&c), Some(GroupState::Stable), "led by {leader}");
+    // A dynamic member comes and goes: a rebalance that neither static member joins.
+    out.clear();
+    let mut newcomer = request("", &range());
+    newcomer.rebalance_timeout_ms = 0;
+    c.join(2, 0, ReplyToken(3), newcomer, &mut out);
+    let dynamic = c
+        .describe("g")
+        .unwrap()
+        .members
+        .into_iter()
+        .find(|m| m.group_instance_id.is_none())
+        .unwrap()
+        .member_id;
+    let leaving = LeavingMember {
+        member_id: dynamic,
+        group_instance_id: None,
+    };
+    assert_eq!(
+        c.leave(2, "g", &[leaving], &mut out),
+        Ok(vec![ErrorCode::None])
+    );
+    assert_eq!(state(&c), Some(GroupState::PreparingRebalance));
+    // The node's loop: tick, then sleep until the next deadline (time stands still when a
+    // deadline is due at once): a few zero-timeout steps, never a spin.
+    let (mut now, mut ticks) = (2, 0);
+    while now < 3 * SESSION_MS {
+        c.tick(now, &mut out);
+        ticks += 1;
+        assert!(ticks < 100, "the coordinator spins at {now}");
+        now = c.next_deadline_ms().clamp(now, 3 * SESSION_MS);
+    }
+    assert_eq!(state(&c), None, "both sessions ended: the group emptied");
+}
