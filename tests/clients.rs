@@ -54,7 +54,8 @@ impl Cluster {
                      controller.quorum.election.backoff.max.ms=200\n\
                      controller.quorum.fetch.timeout.ms=600\n\
                      controller.quorum.request.timeout.ms=500\n\
-                     controller.quorum.fetch.max.wait.ms=100\n{extra}",
+                     controller.quorum.fetch.max.wait.ms=100\n\
+                     offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n{extra}",
                     data.display()
                 ),
             )

@@ -199,6 +199,48 @@ pub const KEYS: &[KeyDefinition] = &[
         default: Some("1"),
         doc: "Partitions of an automatically created topic.",
     },
+    KeyDefinition {
+        name: "offsets.topic.num.partitions",
+        aliases: &[],
+        default: Some("50"),
+        doc: "Partitions of __consumer_offsets, created by the controller when a client first looks for a group coordinator; the leader of a group's partition is its coordinator. Read when the topic is created; its record keeps the count.",
+    },
+    KeyDefinition {
+        name: "offsets.topic.segment.bytes",
+        aliases: &[],
+        default: Some("104857600"),
+        doc: "segment.bytes of __consumer_offsets when it is created (its log is trimmed behind snapshots; each partition preallocates one segment).",
+    },
+    KeyDefinition {
+        name: "offsets.commit.timeout.ms",
+        aliases: &[],
+        default: Some("5000"),
+        doc: "An OffsetCommit (or DeleteGroups, OffsetDelete) whose records are not committed by then is answered REQUEST_TIMED_OUT.",
+    },
+    KeyDefinition {
+        name: "offset.metadata.max.bytes",
+        aliases: &[],
+        default: Some("4096"),
+        doc: "The longest metadata string an OffsetCommit may store with an offset (OFFSET_METADATA_TOO_LARGE above it).",
+    },
+    KeyDefinition {
+        name: "group.initial.rebalance.delay.ms",
+        aliases: &[],
+        default: Some("3000"),
+        doc: "How long the first rebalance of an empty group waits for more members (again while new ones arrive, up to the rebalance timeout).",
+    },
+    KeyDefinition {
+        name: "group.min.session.timeout.ms",
+        aliases: &[],
+        default: Some("6000"),
+        doc: "The shortest session timeout a group member may ask for (INVALID_SESSION_TIMEOUT below it).",
+    },
+    KeyDefinition {
+        name: "group.max.session.timeout.ms",
+        aliases: &[],
+        default: Some("1800000"),
+        doc: "The longest session timeout a group member may ask for (INVALID_SESSION_TIMEOUT above it).",
+    },
 ];
 
 /// A voter of the quorum as `controller.quorum.voters` lists it.
@@ -241,6 +283,8 @@ pub struct NodeConfig {
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
     pub num_partitions: u32,
+    /// Consumer groups: the `offsets.*` and `group.*` keys.
+    pub groups: crate::groups::GroupConfig,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -391,7 +435,40 @@ impl NodeConfig {
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             num_partitions: values.positive("num.partitions")?,
+            groups: crate::groups::GroupConfig {
+                offsets_topic_num_partitions: values.positive("offsets.topic.num.partitions")?,
+                offsets_topic_segment_bytes: values.positive("offsets.topic.segment.bytes")?,
+                offsets_commit_timeout_ms: values.positive("offsets.commit.timeout.ms")?,
+                offset_metadata_max_bytes: values.number("offset.metadata.max.bytes")?,
+                initial_rebalance_delay_ms: values.number("group.initial.rebalance.delay.ms")?,
+                min_session_timeout_ms: values.positive("group.min.session.timeout.ms")?,
+                max_session_timeout_ms: values.positive("group.max.session.timeout.ms")?,
+            },
         };
+        if config.groups.offsets_topic_num_partitions > 10_000 {
+            return Err(values.invalid(
+                "offsets.topic.num.partitions",
+                "must be at most 10000".into(),
+            ));
+        }
+        if !(65_536..=1 << 30).contains(&config.groups.offsets_topic_segment_bytes) {
+            return Err(values.invalid(
+                "offsets.topic.segment.bytes",
+                "must be from 65536 to 1073741824".into(),
+            ));
+        }
+        if config.groups.offset_metadata_max_bytes > i16::MAX as usize {
+            return Err(values.invalid(
+                "offset.metadata.max.bytes",
+                "must be at most 32767 (a protocol string)".into(),
+            ));
+        }
+        if config.groups.min_session_timeout_ms > config.groups.max_session_timeout_ms {
+            return Err(values.invalid(
+                "group.min.session.timeout.ms",
+                "must not exceed group.max.session.timeout.ms".into(),
+            ));
+        }
         if config.segment_size_bytes < MIB / 16 {
             return Err(values.invalid(
                 "metadata.log.segment.bytes",

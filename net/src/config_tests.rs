@@ -290,3 +290,24 @@ fn resource_limits_reach_the_server() {
     assert_eq!(server.max_connections_per_ip, 3);
     assert_eq!(server.queued_max_request_bytes, Some(200 * 1024 * 1024));
 }
+
+/// The group keys default to Kafka's values (GroupConfig::default is the same table) and
+/// are read under Kafka's names.
+#[test]
+fn group_keys_default_to_kafkas_values() {
+    let config = NodeConfig::parse("p", MINIMAL).unwrap();
+    assert_eq!(config.groups, crate::groups::GroupConfig::default());
+    let text =
+        format!("{MINIMAL}offsets.topic.num.partitions=3\ngroup.initial.rebalance.delay.ms=0\n");
+    let config = NodeConfig::parse("p", &text).unwrap();
+    assert_eq!(config.groups.offsets_topic_num_partitions, 3);
+    assert_eq!(config.groups.initial_rebalance_delay_ms, 0);
+    let text = format!("{MINIMAL}offsets.topic.segment.bytes=100\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &text),
+        Err(ConfigError::Invalid {
+            key: "offsets.topic.segment.bytes",
+            ..
+        })
+    ));
+}

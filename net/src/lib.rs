@@ -1,6 +1,7 @@
 //! ringlog-net
 pub mod clients;
 pub mod config;
+pub mod groups;
 pub mod meta_properties;
 pub mod metrics;
 pub mod node;

@@ -55,6 +55,11 @@ impl Conv<String> for kp::TopicName {
         self.0.as_str().to_string()
     }
 }
+impl Conv<String> for kp::GroupId {
+    fn conv(&self) -> String {
+        self.0.as_str().to_string()
+    }
+}
 impl Conv<String> for kp::TransactionalId {
     fn conv(&self) -> String {
         self.0.as_str().to_string()
@@ -293,6 +298,126 @@ conv! {
     kp::delete_topics_response::DeleteTopicsResponse => ours::delete_topics_response::DeleteTopicsResponse { throttle_time_ms, responses }
     kp::delete_topics_response::DeletableTopicResult => ours::delete_topics_response::DeletableTopicResult {
         name, topic_id, error_code, error_message }
+    // FindCoordinator
+    kp::find_coordinator_request::FindCoordinatorRequest => ours::find_coordinator_request::FindCoordinatorRequest {
+        key, key_type, coordinator_keys }
+    kp::find_coordinator_response::FindCoordinatorResponse => ours::find_coordinator_response::FindCoordinatorResponse {
+        throttle_time_ms, error_code, error_message, node_id, host, port, coordinators }
+    kp::find_coordinator_response::Coordinator => ours::find_coordinator_response::Coordinator {
+        key, node_id, host, port, error_code, error_message }
+
+    // JoinGroup
+    kp::join_group_request::JoinGroupRequest => ours::join_group_request::JoinGroupRequest {
+        group_id, session_timeout_ms, rebalance_timeout_ms, member_id, group_instance_id,
+        protocol_type, protocols, reason }
+    kp::join_group_request::JoinGroupRequestProtocol => ours::join_group_request::JoinGroupRequestProtocol {
+        name, metadata }
+    kp::join_group_response::JoinGroupResponse => ours::join_group_response::JoinGroupResponse {
+        throttle_time_ms, error_code, generation_id, protocol_type, protocol_name, leader,
+        skip_assignment, member_id, members }
+    kp::join_group_response::JoinGroupResponseMember => ours::join_group_response::JoinGroupResponseMember {
+        member_id, group_instance_id, metadata }
+
+    // Heartbeat
+    kp::heartbeat_request::HeartbeatRequest => ours::heartbeat_request::HeartbeatRequest {
+        group_id, generation_id, member_id, group_instance_id }
+    kp::heartbeat_response::HeartbeatResponse => ours::heartbeat_response::HeartbeatResponse {
+        throttle_time_ms, error_code }
+
+    // LeaveGroup
+    kp::leave_group_request::LeaveGroupRequest => ours::leave_group_request::LeaveGroupRequest {
+        group_id, member_id, members }
+    kp::leave_group_request::MemberIdentity => ours::leave_group_request::MemberIdentity {
+        member_id, group_instance_id, reason }
+    kp::leave_group_response::LeaveGroupResponse => ours::leave_group_response::LeaveGroupResponse {
+        throttle_time_ms, error_code, members }
+    kp::leave_group_response::MemberResponse => ours::leave_group_response::MemberResponse {
+        member_id, group_instance_id, error_code }
+
+    // SyncGroup
+    kp::sync_group_request::SyncGroupRequest => ours::sync_group_request::SyncGroupRequest {
+        group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+        assignments }
+    kp::sync_group_request::SyncGroupRequestAssignment => ours::sync_group_request::SyncGroupRequestAssignment {
+        member_id, assignment }
+    kp::sync_group_response::SyncGroupResponse => ours::sync_group_response::SyncGroupResponse {
+        throttle_time_ms, error_code, protocol_type, protocol_name, assignment }
+
+    // OffsetCommit
+    kp::offset_commit_request::OffsetCommitRequest => ours::offset_commit_request::OffsetCommitRequest {
+        group_id, generation_id_or_member_epoch, member_id, group_instance_id, retention_time_ms, topics }
+    kp::offset_commit_request::OffsetCommitRequestTopic => ours::offset_commit_request::OffsetCommitRequestTopic {
+        name, partitions }
+    kp::offset_commit_request::OffsetCommitRequestPartition => ours::offset_commit_request::OffsetCommitRequestPartition {
+        partition_index, committed_offset, committed_leader_epoch, committed_metadata }
+    kp::offset_commit_response::OffsetCommitResponse => ours::offset_commit_response::OffsetCommitResponse {
+        throttle_time_ms, topics }
+    kp::offset_commit_response::OffsetCommitResponseTopic => ours::offset_commit_response::OffsetCommitResponseTopic {
+        name, partitions }
+    kp::offset_commit_response::OffsetCommitResponsePartition => ours::offset_commit_response::OffsetCommitResponsePartition {
+        partition_index, error_code }
+
+    // OffsetFetch
+    kp::offset_fetch_request::OffsetFetchRequest => ours::offset_fetch_request::OffsetFetchRequest {
+        group_id, topics, groups, require_stable }
+    kp::offset_fetch_request::OffsetFetchRequestTopic => ours::offset_fetch_request::OffsetFetchRequestTopic {
+        name, partition_indexes }
+    kp::offset_fetch_request::OffsetFetchRequestGroup => ours::offset_fetch_request::OffsetFetchRequestGroup {
+        group_id, member_id, member_epoch, topics }
+    kp::offset_fetch_request::OffsetFetchRequestTopics => ours::offset_fetch_request::OffsetFetchRequestTopics {
+        name, partition_indexes }
+    kp::offset_fetch_response::OffsetFetchResponse => ours::offset_fetch_response::OffsetFetchResponse {
+        throttle_time_ms, topics, error_code, groups }
+    kp::offset_fetch_response::OffsetFetchResponseTopic => ours::offset_fetch_response::OffsetFetchResponseTopic {
+        name, partitions }
+    kp::offset_fetch_response::OffsetFetchResponsePartition => ours::offset_fetch_response::OffsetFetchResponsePartition {
+        partition_index, committed_offset, committed_leader_epoch, metadata, error_code }
+    kp::offset_fetch_response::OffsetFetchResponseGroup => ours::offset_fetch_response::OffsetFetchResponseGroup {
+        group_id, topics, error_code }
+    kp::offset_fetch_response::OffsetFetchResponseTopics => ours::offset_fetch_response::OffsetFetchResponseTopics {
+        name, partitions }
+    kp::offset_fetch_response::OffsetFetchResponsePartitions => ours::offset_fetch_response::OffsetFetchResponsePartitions {
+        partition_index, committed_offset, committed_leader_epoch, metadata, error_code }
+
+    // OffsetDelete
+    kp::offset_delete_request::OffsetDeleteRequest => ours::offset_delete_request::OffsetDeleteRequest {
+        group_id, topics }
+    kp::offset_delete_request::OffsetDeleteRequestTopic => ours::offset_delete_request::OffsetDeleteRequestTopic {
+        name, partitions }
+    kp::offset_delete_request::OffsetDeleteRequestPartition => ours::offset_delete_request::OffsetDeleteRequestPartition {
+        partition_index }
+    kp::offset_delete_response::OffsetDeleteResponse => ours::offset_delete_response::OffsetDeleteResponse {
+        error_code, throttle_time_ms, topics }
+    kp::offset_delete_response::OffsetDeleteResponseTopic => ours::offset_delete_response::OffsetDeleteResponseTopic {
+        name, partitions }
+    kp::offset_delete_response::OffsetDeleteResponsePartition => ours::offset_delete_response::OffsetDeleteResponsePartition {
+        partition_index, error_code }
+
+    // ListGroups
+    kp::list_groups_request::ListGroupsRequest => ours::list_groups_request::ListGroupsRequest {
+        states_filter, types_filter }
+    kp::list_groups_response::ListGroupsResponse => ours::list_groups_response::ListGroupsResponse {
+        throttle_time_ms, error_code, groups }
+    kp::list_groups_response::ListedGroup => ours::list_groups_response::ListedGroup {
+        group_id, protocol_type, group_state, group_type }
+
+    // DescribeGroups
+    kp::describe_groups_request::DescribeGroupsRequest => ours::describe_groups_request::DescribeGroupsRequest {
+        groups, include_authorized_operations }
+    kp::describe_groups_response::DescribeGroupsResponse => ours::describe_groups_response::DescribeGroupsResponse {
+        throttle_time_ms, groups }
+    kp::describe_groups_response::DescribedGroup => ours::describe_groups_response::DescribedGroup {
+        error_code, group_id, group_state, protocol_type, protocol_data, members, authorized_operations }
+    kp::describe_groups_response::DescribedGroupMember => ours::describe_groups_response::DescribedGroupMember {
+        member_id, group_instance_id, client_id, client_host, member_metadata, member_assignment }
+
+    // DeleteGroups
+    kp::delete_groups_request::DeleteGroupsRequest => ours::delete_groups_request::DeleteGroupsRequest {
+        groups_names }
+    kp::delete_groups_response::DeleteGroupsResponse => ours::delete_groups_response::DeleteGroupsResponse {
+        throttle_time_ms, results }
+    kp::delete_groups_response::DeletableGroupResult => ours::delete_groups_response::DeletableGroupResult {
+        group_id, error_code }
 }
 
 /// One direction of the differential check for one message type at one version.
@@ -374,6 +499,17 @@ differential! {
     DeleteTopics => kp::DeleteTopicsRequest, kp::DeleteTopicsResponse;
     InitProducerId => kp::InitProducerIdRequest, kp::InitProducerIdResponse;
     OffsetForLeaderEpoch => kp::OffsetForLeaderEpochRequest, kp::OffsetForLeaderEpochResponse;
+    OffsetCommit => kp::OffsetCommitRequest, kp::OffsetCommitResponse;
+    OffsetFetch => kp::OffsetFetchRequest, kp::OffsetFetchResponse;
+    FindCoordinator => kp::FindCoordinatorRequest, kp::FindCoordinatorResponse;
+    JoinGroup => kp::JoinGroupRequest, kp::JoinGroupResponse;
+    Heartbeat => kp::HeartbeatRequest, kp::HeartbeatResponse;
+    LeaveGroup => kp::LeaveGroupRequest, kp::LeaveGroupResponse;
+    SyncGroup => kp::SyncGroupRequest, kp::SyncGroupResponse;
+    DescribeGroups => kp::DescribeGroupsRequest, kp::DescribeGroupsResponse;
+    ListGroups => kp::ListGroupsRequest, kp::ListGroupsResponse;
+    DeleteGroups => kp::DeleteGroupsRequest, kp::DeleteGroupsResponse;
+    OffsetDelete => kp::OffsetDeleteRequest, kp::OffsetDeleteResponse;
     Vote => kp::VoteRequest, kp::VoteResponse;
     BeginQuorumEpoch => kp::BeginQuorumEpochRequest, kp::BeginQuorumEpochResponse;
     EndQuorumEpoch => kp::EndQuorumEpochRequest, kp::EndQuorumEpochResponse;
@@ -447,6 +583,17 @@ fn reset_to_default_request(r: &mut Request) {
         DeleteTopics,
         InitProducerId,
         OffsetForLeaderEpoch,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        DeleteGroups,
+        OffsetDelete,
         Vote,
         BeginQuorumEpoch,
         EndQuorumEpoch,
@@ -473,6 +620,17 @@ fn reset_to_default_response(r: &mut Response) {
         DeleteTopics,
         InitProducerId,
         OffsetForLeaderEpoch,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        DeleteGroups,
+        OffsetDelete,
         Vote,
         BeginQuorumEpoch,
         EndQuorumEpoch,

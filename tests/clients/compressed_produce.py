@@ -10,10 +10,11 @@ voter). librdkafka reports each as failed with TOPIC_EXCEPTION (Kafka's INVALID_
 and none as delivered.
 
 gzip, snappy (raw, as librdkafka writes it) and zstd come from confluent-kafka (librdkafka);
-lz4 from kafka-python with the lz4 package: librdkafka enables lz4 only for a broker that
-advertises FindCoordinator (its feature map dates LZ4 support by that API), which ringlog does
-not serve, so it would send its "lz4" batches uncompressed. __cluster_metadata is tried with
-the three librdkafka codecs.
+lz4 from kafka-python with the lz4 package (librdkafka enables lz4 only for a broker that
+advertises FindCoordinator, its feature map dating LZ4 support by that API; ringlog did not
+before it served consumer groups, and kafka-python's lz4 frames are the ones tested here).
+kafka-python does not produce to an internal topic, so __cluster_metadata gets the three
+librdkafka codecs.
 
 The records are a function of (codec, index), so the Rust test knows them without being told:
 key b"{codec}-{i:04}", value record_value(codec, i); PER_CODEC of each per codec to TOPIC;

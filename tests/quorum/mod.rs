@@ -175,7 +175,8 @@ impl Quorum {
                  metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
                  controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
                  controller.quorum.fetch.timeout.ms=600\ncontroller.quorum.request.timeout.ms=500\n\
-                 controller.quorum.fetch.max.wait.ms=100\n",
+                 controller.quorum.fetch.max.wait.ms=100\n\
+                 offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n",
                 data.display()
             );
             let keys: Vec<&str> = extra

@@ -208,7 +208,9 @@ impl Node {
                 if !leading {
                     return Err((ErrorCode::NotController, "ask the controller".into()));
                 }
-                if let Some(name) = &name
+                // By name, or by the id of an internal topic (__consumer_offsets): internal
+                // topics are the node's own state.
+                if let Some(name) = name.as_ref().or(found.as_ref().map(|t| &t.name))
                     && validate_topic_name(name).is_err()
                 {
                     return Err((

@@ -39,6 +39,17 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::DescribeQuorum,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetDelete,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
 ];
 
 /// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
@@ -58,6 +69,7 @@ pub(super) struct State {
     parked: Vec<ParkedFetch>,
     pub(super) producers: super::idempotence::Producers,
     pub(super) topics: super::topics::Topics,
+    pub(super) groups: super::groups::GroupsState,
 }
 
 impl State {
@@ -74,7 +86,10 @@ impl State {
             .map(|p| p.deadline_ms)
             .min()
             .unwrap_or(u64::MAX);
-        produce.min(parked).min(self.topics.next_deadline_ms())
+        produce
+            .min(parked)
+            .min(self.topics.next_deadline_ms())
+            .min(self.groups.next_deadline_ms())
     }
 }
 
@@ -138,6 +153,9 @@ impl Node {
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
+            r if super::groups::is_group_request(&r) => {
+                return self.handle_group_request(responder, header, r);
+            }
             other => {
                 // Not served by this node yet: an empty answer keeps the connection in step.
                 tracing::debug!(api = ?other.api_key(), "request not served; empty answer");
@@ -261,6 +279,16 @@ impl Node {
                     let Some(partition) = partition else {
                         return Err((ErrorCode::UnknownTopicOrPartition, None));
                     };
+                    // Internal state is written by the node only (docs/groups.md).
+                    if topic.name == crate::groups::offsets::OFFSETS_TOPIC {
+                        return Err((
+                            ErrorCode::InvalidTopicException,
+                            Some(
+                                "__consumer_offsets is written by the group coordinator only"
+                                    .into(),
+                            ),
+                        ));
+                    }
                     if self.shutdown_until_ms.is_some() {
                         return Err((ErrorCode::NotLeaderOrFollower, None));
                     }
@@ -369,6 +397,9 @@ impl Node {
         self.apply_metadata_records()?;
         self.stall.part(began, "pump: apply_metadata_records");
         let began = std::time::Instant::now();
+        self.groups_pump()?;
+        self.stall.part(began, "pump: groups");
+        let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;
         while index < self.handlers.waiters.len() {
@@ -471,6 +502,9 @@ impl Node {
 
     /// Produce requests past their timeout and parked fetches past their wait are answered.
     pub(super) fn handlers_expire(&mut self, now: u64) {
+        if let Err(error) = self.groups_tick(now) {
+            tracing::warn!(%error, "group deadlines");
+        }
         let expired: Vec<u64> = self
             .handlers
             .produces
@@ -540,7 +574,7 @@ impl Node {
         for parked in std::mem::take(&mut self.handlers.parked) {
             self.answer_parked(parked)?;
         }
-        Ok(())
+        self.groups_fail_all()
     }
 
     // ---- consumer Fetch ---------------------------------------------------------------------

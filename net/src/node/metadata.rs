@@ -89,7 +89,7 @@ impl Node {
     /// address (its one listener serves clients and peers alike), and this node at its
     /// advertised listener when it is an observer. Observers that are not this node are not
     /// listed: nothing tells a node another observer's address.
-    fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
+    pub(super) fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
         let mut brokers: Vec<md_resp::MetadataResponseBroker> = self
             .config
             .quorum_voters

@@ -20,6 +20,8 @@ pub mod client;
 pub mod convert;
 mod delete_topics;
 mod fetch_snapshot;
+mod group_offsets;
+mod groups;
 mod handlers;
 mod idempotence;
 mod metadata;
@@ -322,6 +324,7 @@ impl Node {
             node.ensure_producer_state(id)?;
         }
         node.preopen_partitions()?;
+        node.handlers.groups = groups::GroupsState::new(node.config.groups.clone(), random_seed());
         Ok(node)
     }
 

@@ -39,6 +39,7 @@ use super::convert;
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::config::NodeConfig;
+use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ErrorCode, Request, RequestHeader, Response, create_topics_request as ct_req,
@@ -58,7 +59,7 @@ pub fn topic_record_key(name: &str) -> Vec<u8> {
 /// Kafka's limit on a topic name's length.
 const TOPIC_NAME_MAX_LEN: usize = 249;
 /// CreateTopics version used to forward an auto-creation to the controller.
-const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
+pub(super) const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
 
 /// Kafka's `retention.ms` default: 7 days.
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
@@ -247,7 +248,9 @@ impl TopicRecord {
         let name = fields
             .get("name")
             .ok_or(TopicRecordError::Malformed("no name"))?;
-        validate_topic_name(name).map_err(|_| TopicRecordError::Malformed("bad name"))?;
+        if *name != OFFSETS_TOPIC {
+            validate_topic_name(name).map_err(|_| TopicRecordError::Malformed("bad name"))?;
+        }
         let hex = fields
             .get("topic_id")
             .ok_or(TopicRecordError::Malformed("no topic_id"))?;
@@ -482,6 +485,40 @@ impl Node {
         Ok(appended.last_offset)
     }
 
+    /// `__consumer_offsets`' config: a snapshot topic (its state is the committed offsets, its
+    /// log trimmed behind KIP-630 snapshots), nothing deleted by age or size.
+    pub(super) fn offsets_topic_config(&self) -> TopicConfig {
+        TopicConfig {
+            cleanup_policy: CleanupPolicy::Snapshot,
+            retention_bytes: -1,
+            retention_ms: -1,
+            segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
+        }
+    }
+
+    /// The controller proposes `__consumer_offsets` (groups.rs asks when a client first needs a
+    /// coordinator), once its image holds every committed topic record: a second record for
+    /// the name would replace the first topic and its committed offsets.
+    pub(super) fn propose_offsets_topic(&mut self) -> Result<u64, ErrorCode> {
+        if self
+            .caught_up_leader_epoch(self.metadata_partition_id())
+            .is_none()
+        {
+            return Err(ErrorCode::NotController);
+        }
+        if self.topic_exists(OFFSETS_TOPIC) || self.handlers.topics.proposed.contains(OFFSETS_TOPIC)
+        {
+            return Err(ErrorCode::TopicAlreadyExists);
+        }
+        let record = TopicRecord {
+            name: OFFSETS_TOPIC.to_string(),
+            topic_id: random_topic_id(),
+            partitions: self.config.groups.offsets_topic_num_partitions,
+            config: self.offsets_topic_config(),
+        };
+        self.propose_topic(&record)
+    }
+
     /// Metadata for an unknown topic with auto-creation allowed: propose it (here if this node
     /// is the controller, else forwarded) and tell the client to come back.
     pub(super) fn auto_create_topic(&mut self, name: &str) -> ErrorCode {
@@ -549,7 +586,13 @@ impl Node {
                 configs: None,
                 ..Default::default()
             };
-            let partitions = if topic.num_partitions == -1 {
+            // `__consumer_offsets` is the one internal topic a CreateTopics may create (a node
+            // that is not the controller asks for it so): always with this controller's
+            // `offsets.topic.*` settings, whatever the request says (docs/groups.md).
+            let offsets_topic = topic.name == OFFSETS_TOPIC;
+            let partitions = if offsets_topic {
+                self.config.groups.offsets_topic_num_partitions
+            } else if topic.num_partitions == -1 {
                 self.config.num_partitions.min(10_000) as i32
             } else {
                 topic.num_partitions
@@ -558,8 +601,21 @@ impl Node {
                 if !leading {
                     return Err((ErrorCode::NotController, "ask the controller".into()));
                 }
-                validate_topic_name(&topic.name)
-                    .map_err(|c| (c, format!("illegal topic name {:?}", topic.name)))?;
+                if offsets_topic {
+                    if self
+                        .caught_up_leader_epoch(self.metadata_partition_id())
+                        .is_none()
+                    {
+                        // Its image may still miss a committed record of the topic.
+                        return Err((
+                            ErrorCode::NotController,
+                            "the controller is catching up".into(),
+                        ));
+                    }
+                } else {
+                    validate_topic_name(&topic.name)
+                        .map_err(|c| (c, format!("illegal topic name {:?}", topic.name)))?;
+                }
                 if !seen.insert(topic.name.clone()) {
                     return Err((ErrorCode::InvalidRequest, "named twice".into()));
                 }
@@ -583,8 +639,12 @@ impl Node {
                         "replicas are always the voters".into(),
                     ));
                 }
-                let config = TopicConfig::from_create_configs(&topic.configs)
-                    .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+                let config = if offsets_topic {
+                    self.offsets_topic_config()
+                } else {
+                    TopicConfig::from_create_configs(&topic.configs)
+                        .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?
+                };
                 result.configs = Some(
                     config
                         .entries()

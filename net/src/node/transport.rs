@@ -58,12 +58,19 @@ pub struct Responder {
     tx: oneshot::Sender<Reply>,
     /// The server's id of the connection the request came on (answers leave it in order).
     connection_id: u64,
+    /// The client's address (DescribeGroups names each member's host).
+    peer_addr: std::net::SocketAddr,
 }
 
 impl Responder {
     /// The connection this request came on, unique for the life of the server.
     pub fn connection_id(&self) -> u64 {
         self.connection_id
+    }
+
+    /// The address of the client that sent the request.
+    pub fn peer_addr(&self) -> std::net::SocketAddr {
+        self.peer_addr
     }
 
     /// Answers with an encoded frame (size prefix included); `None` answers nothing (Produce
@@ -110,6 +117,7 @@ impl RequestHandler for NodeHandler {
                 responder: Responder {
                     tx,
                     connection_id: connection.connection_id,
+                    peer_addr: connection.peer_addr,
                 },
                 header,
                 request,

@@ -173,12 +173,23 @@ apis! {
     Fetch = 1 { versions: 4..=17, flexible: 12.. } => FetchRequest, FetchResponse;
     ListOffsets = 2 { versions: 1..=7, flexible: 6.. } => ListOffsetsRequest, ListOffsetsResponse;
     Metadata = 3 { versions: 0..=12, flexible: 9.. } => MetadataRequest, MetadataResponse;
+    OffsetCommit = 8 { versions: 2..=9, flexible: 8.. } => OffsetCommitRequest, OffsetCommitResponse;
+    OffsetFetch = 9 { versions: 1..=9, flexible: 6.. } => OffsetFetchRequest, OffsetFetchResponse;
+    FindCoordinator = 10 { versions: 0..=4, flexible: 3.. } => FindCoordinatorRequest, FindCoordinatorResponse;
+    JoinGroup = 11 { versions: 0..=9, flexible: 6.. } => JoinGroupRequest, JoinGroupResponse;
+    Heartbeat = 12 { versions: 0..=4, flexible: 4.. } => HeartbeatRequest, HeartbeatResponse;
+    LeaveGroup = 13 { versions: 0..=5, flexible: 4.. } => LeaveGroupRequest, LeaveGroupResponse;
+    SyncGroup = 14 { versions: 0..=5, flexible: 4.. } => SyncGroupRequest, SyncGroupResponse;
+    DescribeGroups = 15 { versions: 0..=5, flexible: 5.. } => DescribeGroupsRequest, DescribeGroupsResponse;
+    ListGroups = 16 { versions: 0..=5, flexible: 3.. } => ListGroupsRequest, ListGroupsResponse;
     ApiVersions = 18 { versions: 0..=4, flexible: 3.. } => ApiVersionsRequest, ApiVersionsResponse;
     CreateTopics = 19 { versions: 2..=7, flexible: 5.. } => CreateTopicsRequest, CreateTopicsResponse;
     DeleteTopics = 20 { versions: 1..=6, flexible: 4.. } => DeleteTopicsRequest, DeleteTopicsResponse;
     InitProducerId = 22 { versions: 0..=4, flexible: 2.. } => InitProducerIdRequest, InitProducerIdResponse;
     OffsetForLeaderEpoch = 23 { versions: 2..=4, flexible: 4.. }
         => OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
+    DeleteGroups = 42 { versions: 0..=2, flexible: 2.. } => DeleteGroupsRequest, DeleteGroupsResponse;
+    OffsetDelete = 47 { versions: 0..=0, flexible: 1.. } => OffsetDeleteRequest, OffsetDeleteResponse;
     Vote = 52 { versions: 0..=2, flexible: 0.. } => VoteRequest, VoteResponse;
     BeginQuorumEpoch = 53 { versions: 0..=1, flexible: 1.. } => BeginQuorumEpochRequest, BeginQuorumEpochResponse;
     EndQuorumEpoch = 54 { versions: 0..=1, flexible: 1.. } => EndQuorumEpochRequest, EndQuorumEpochResponse;

@@ -4,6 +4,7 @@
 
 mod admin;
 mod fetch;
+mod groups;
 mod metadata;
 mod offsets;
 mod produce;
@@ -13,6 +14,14 @@ pub use admin::{
     create_topics_request, create_topics_response, delete_topics_request, delete_topics_response,
 };
 pub use fetch::{fetch_request, fetch_response};
+pub use groups::{
+    delete_groups_request, delete_groups_response, describe_groups_request,
+    describe_groups_response, find_coordinator_request, find_coordinator_response,
+    heartbeat_request, heartbeat_response, join_group_request, join_group_response,
+    leave_group_request, leave_group_response, list_groups_request, list_groups_response,
+    offset_commit_request, offset_commit_response, offset_delete_request, offset_delete_response,
+    offset_fetch_request, offset_fetch_response, sync_group_request, sync_group_response,
+};
 pub use metadata::{
     api_versions_request, api_versions_response, metadata_request, metadata_response,
 };
@@ -33,8 +42,12 @@ pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
 pub use begin_quorum_epoch_response::BeginQuorumEpochResponse;
 pub use create_topics_request::CreateTopicsRequest;
 pub use create_topics_response::CreateTopicsResponse;
+pub use delete_groups_request::DeleteGroupsRequest;
+pub use delete_groups_response::DeleteGroupsResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
+pub use describe_groups_request::DescribeGroupsRequest;
+pub use describe_groups_response::DescribeGroupsResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
 pub use end_quorum_epoch_request::EndQuorumEpochRequest;
@@ -43,15 +56,33 @@ pub use fetch_request::FetchRequest;
 pub use fetch_response::FetchResponse;
 pub use fetch_snapshot_request::FetchSnapshotRequest;
 pub use fetch_snapshot_response::FetchSnapshotResponse;
+pub use find_coordinator_request::FindCoordinatorRequest;
+pub use find_coordinator_response::FindCoordinatorResponse;
+pub use heartbeat_request::HeartbeatRequest;
+pub use heartbeat_response::HeartbeatResponse;
 pub use init_producer_id_request::InitProducerIdRequest;
 pub use init_producer_id_response::InitProducerIdResponse;
+pub use join_group_request::JoinGroupRequest;
+pub use join_group_response::JoinGroupResponse;
+pub use leave_group_request::LeaveGroupRequest;
+pub use leave_group_response::LeaveGroupResponse;
+pub use list_groups_request::ListGroupsRequest;
+pub use list_groups_response::ListGroupsResponse;
 pub use list_offsets_request::ListOffsetsRequest;
 pub use list_offsets_response::ListOffsetsResponse;
 pub use metadata_request::MetadataRequest;
 pub use metadata_response::MetadataResponse;
+pub use offset_commit_request::OffsetCommitRequest;
+pub use offset_commit_response::OffsetCommitResponse;
+pub use offset_delete_request::OffsetDeleteRequest;
+pub use offset_delete_response::OffsetDeleteResponse;
+pub use offset_fetch_request::OffsetFetchRequest;
+pub use offset_fetch_response::OffsetFetchResponse;
 pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
 pub use offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 pub use produce_request::ProduceRequest;
 pub use produce_response::ProduceResponse;
+pub use sync_group_request::SyncGroupRequest;
+pub use sync_group_response::SyncGroupResponse;
 pub use vote_request::VoteRequest;
 pub use vote_response::VoteResponse;

@@ -1,0 +1,769 @@
+//! The node's side of consumer groups (docs/groups.md): which node coordinates a group, the
+//! membership requests handed to the pure coordinator (`crate::groups`), and its answers sent
+//! back to the waiting connections. Committed offsets are in `group_offsets.rs`.
+//!
+//! The coordinator of a group is the leader of its `__consumer_offsets` partition (Kafka's
+//! placement, `offsets::partition_for`), and only once that leader's key-value state holds
+//! every committed record: its state machine has applied the LeaderChange record that opened
+//! its epoch, so every record an earlier leader committed is in it. Every replica applies the
+//! partition's committed records as its high-watermark moves (the same state machine as any
+//! `cleanup.policy=snapshot` topic, with KIP-630 snapshots), so a new leader has nothing to
+//! rebuild: it becomes coordinator as soon as it commits its first record. Before that a group
+//! request is COORDINATOR_LOAD_IN_PROGRESS; on any other node NOT_COORDINATOR. When the node
+//! loses a partition (or its epoch changes) the groups of that partition leave memory and
+//! every request they hold is answered NOT_COORDINATOR: the members find the new coordinator
+//! and rejoin, their committed offsets waiting for them there.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use ringlog_replication::PartitionId;
+use ringlog_replication::state_machine::StateMachine;
+
+use super::transport::Responder;
+use super::{Node, NodeError, PeerPending};
+use crate::groups::offsets::{self, OFFSETS_TOPIC};
+use crate::groups::{
+    Coordinator, GroupConfig, GroupState, JoinRequest, JoinResult, LeavingMember, Outbox, Reply,
+    ReplyToken, SyncRequest, SyncResult,
+};
+use crate::protocol::{
+    ErrorCode, Request, RequestHeader, Response, create_topics_request as ct_req,
+    describe_groups_request as dg_req, describe_groups_response as dg_resp, encode_response,
+    find_coordinator_request as fc_req, find_coordinator_response as fc_resp,
+    heartbeat_request as hb_req, heartbeat_response as hb_resp, join_group_request as jg_req,
+    join_group_response as jg_resp, leave_group_request as lg_req, leave_group_response as lg_resp,
+    list_groups_request as ls_req, list_groups_response as ls_resp, sync_group_request as sg_req,
+    sync_group_response as sg_resp,
+};
+
+/// How often a node that is not the controller asks it for `__consumer_offsets`.
+const OFFSETS_TOPIC_ASK_INTERVAL_MS: u64 = 1_000;
+
+/// The node's group state: the coordinator and the answer slots of the requests it holds.
+pub(super) struct GroupsState {
+    pub(super) coordinator: Coordinator,
+    /// Requests the coordinator holds (JoinGroup, SyncGroup), by the token it was given.
+    waiting: HashMap<ReplyToken, WaitingReply>,
+    next_token: u64,
+    /// The `__consumer_offsets` partitions this node coordinates: index → (partition, epoch).
+    loaded: BTreeMap<i32, (PartitionId, u32)>,
+    /// OffsetCommit, OffsetDelete and DeleteGroups waiting for their records (group_offsets.rs).
+    pub(super) writes: Vec<super::group_offsets::PendingWrite>,
+    /// When this node last asked the controller for `__consumer_offsets`.
+    offsets_topic_asked_ms: Option<u64>,
+}
+
+struct WaitingReply {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+}
+
+impl Default for GroupsState {
+    fn default() -> Self {
+        GroupsState::new(GroupConfig::default(), 0)
+    }
+}
+
+impl GroupsState {
+    /// `member_id_seed` should be random: member ids must not repeat across coordinators.
+    pub(super) fn new(config: GroupConfig, member_id_seed: u64) -> GroupsState {
+        GroupsState {
+            coordinator: Coordinator::new(config, member_id_seed),
+            waiting: HashMap::new(),
+            next_token: 1,
+            loaded: BTreeMap::new(),
+            writes: Vec::new(),
+            offsets_topic_asked_ms: None,
+        }
+    }
+
+    /// The loop wakes for the coordinator's next deadline and the writes' timeouts.
+    pub(super) fn next_deadline_ms(&self) -> u64 {
+        self.writes
+            .iter()
+            .map(|w| w.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(self.coordinator.next_deadline_ms())
+    }
+
+    pub(super) fn is_loaded(&self, index: i32) -> bool {
+        self.loaded.contains_key(&index)
+    }
+}
+
+/// Whether the API is one of the group APIs this file and `group_offsets.rs` answer.
+pub(super) fn is_group_request(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::FindCoordinator(_)
+            | Request::JoinGroup(_)
+            | Request::SyncGroup(_)
+            | Request::Heartbeat(_)
+            | Request::LeaveGroup(_)
+            | Request::OffsetCommit(_)
+            | Request::OffsetFetch(_)
+            | Request::OffsetDelete(_)
+            | Request::ListGroups(_)
+            | Request::DescribeGroups(_)
+            | Request::DeleteGroups(_)
+    )
+}
+
+impl Node {
+    pub(super) fn handle_group_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let response = match request {
+            Request::FindCoordinator(r) => {
+                Response::FindCoordinator(self.handle_find_coordinator(&r, version))
+            }
+            Request::Heartbeat(r) => Response::Heartbeat(self.handle_heartbeat(&r)),
+            Request::LeaveGroup(r) => Response::LeaveGroup(self.handle_leave_group(&r, version)),
+            Request::ListGroups(r) => Response::ListGroups(self.handle_list_groups(&r)),
+            Request::DescribeGroups(r) => Response::DescribeGroups(self.handle_describe_groups(&r)),
+            Request::OffsetFetch(r) => Response::OffsetFetch(self.handle_offset_fetch(&r, version)),
+            Request::JoinGroup(r) => return self.handle_join_group(responder, &header, r),
+            Request::SyncGroup(r) => return self.handle_sync_group(responder, &header, r),
+            Request::OffsetCommit(r) => return self.handle_offset_commit(responder, &header, r),
+            Request::OffsetDelete(r) => return self.handle_offset_delete(responder, &header, r),
+            Request::DeleteGroups(r) => return self.handle_delete_groups(responder, &header, r),
+            other => unreachable!("{:?} is not a group request", other.api_key()),
+        };
+        let frame = encode_response(header.correlation_id, version, &response)?;
+        responder.send(Some(frame));
+        Ok(())
+    }
+
+    // ---- where a group lives ------------------------------------------------------------
+
+    /// The partition count of `__consumer_offsets`, once its record is applied here.
+    pub(super) fn offsets_topic_partitions(&self) -> Option<i32> {
+        self.handlers
+            .topics
+            .image
+            .get(OFFSETS_TOPIC)
+            .map(|t| t.partitions)
+    }
+
+    /// The `__consumer_offsets` partition (index and id) of `group_id`, if this node
+    /// coordinates it; else the error a client is told (asking for the topic if it is missing).
+    pub(super) fn group_coordinator(
+        &mut self,
+        group_id: &str,
+    ) -> Result<(i32, PartitionId), ErrorCode> {
+        if group_id.is_empty() || group_id.len() > offsets::STRING_BYTES_MAX {
+            return Err(ErrorCode::InvalidGroupId);
+        }
+        let Some(partitions) = self.offsets_topic_partitions() else {
+            self.request_offsets_topic();
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let index = offsets::partition_for(group_id, partitions);
+        let Some(&(partition, _)) = self.handlers.groups.loaded.get(&index) else {
+            let leading = self
+                .table
+                .find(OFFSETS_TOPIC, index)
+                .and_then(|p| self.host.raft(p))
+                .is_some_and(|r| r.is_leader());
+            return Err(if leading {
+                ErrorCode::CoordinatorLoadInProgress
+            } else {
+                ErrorCode::NotCoordinator
+            });
+        };
+        Ok((index, partition))
+    }
+
+    /// The committed offsets of a `__consumer_offsets` partition: its key-value state.
+    pub(super) fn offsets_state(&self, partition: PartitionId) -> &BTreeMap<Bytes, Bytes> {
+        self.host
+            .store(partition)
+            .expect("hosted partition")
+            .snapshots
+            .state_machine
+            .entries()
+    }
+
+    /// The epoch in which this node leads `partition` with a state machine that applied the
+    /// record opening that epoch, so every record committed before it: a coordinator's
+    /// offsets (or a controller's topic image) are complete from then on.
+    pub(super) fn caught_up_leader_epoch(&self, partition: PartitionId) -> Option<u32> {
+        let raft = self.host.raft(partition)?;
+        if !raft.is_leader() {
+            return None;
+        }
+        let epoch = raft.epoch();
+        let start = raft
+            .log()
+            .epoch_cache()
+            .last()
+            .filter(|e| e.epoch == epoch)?
+            .offset;
+        let applied = self
+            .host
+            .store(partition)?
+            .snapshots
+            .state_machine
+            .last_applied_offset();
+        (applied >= start as i64).then_some(epoch)
+    }
+
+    /// `__consumer_offsets` is created when a client first needs a coordinator: proposed here
+    /// if this node is the controller, else asked of it with a CreateTopics (which the
+    /// controller answers with its own `offsets.topic.*` settings, whatever the request says).
+    fn request_offsets_topic(&mut self) {
+        if self.handlers.topics.proposed.contains(OFFSETS_TOPIC) {
+            return;
+        }
+        let now = self.now_ms();
+        if self
+            .handlers
+            .groups
+            .offsets_topic_asked_ms
+            .is_some_and(|asked| now < asked + OFFSETS_TOPIC_ASK_INTERVAL_MS)
+        {
+            return;
+        }
+        self.handlers.groups.offsets_topic_asked_ms = Some(now);
+        let raft = self.metadata_raft();
+        if raft.is_leader() {
+            if let Err(code) = self.propose_offsets_topic() {
+                tracing::info!(?code, "__consumer_offsets not proposed yet");
+            }
+        } else if let Some(controller) = raft.leader_id() {
+            let request = ct_req::CreateTopicsRequest {
+                topics: vec![ct_req::CreatableTopic {
+                    name: OFFSETS_TOPIC.to_string(),
+                    num_partitions: self.config.groups.offsets_topic_num_partitions,
+                    replication_factor: -1,
+                    ..Default::default()
+                }],
+                timeout_ms: 5_000,
+                validate_only: false,
+            };
+            if let Err(error) = self.send_to_peer(
+                controller,
+                Request::CreateTopics(request),
+                super::topics::FORWARD_CREATE_TOPICS_VERSION,
+                PeerPending::Control,
+                false,
+            ) {
+                tracing::warn!(%error, "asking the controller for __consumer_offsets");
+            }
+        }
+    }
+
+    // ---- loading, delivering, time ------------------------------------------------------
+
+    /// After every storage step: partitions this node now coordinates are loaded, those it
+    /// lost are unloaded (their waiting requests answered NOT_COORDINATOR), and the writes
+    /// whose records committed are answered.
+    pub(super) fn groups_pump(&mut self) -> Result<(), NodeError> {
+        let mut out = Outbox::new();
+        // One pass over the hosted partitions (not a lookup per offsets partition).
+        let mut now_loaded = BTreeMap::new();
+        for (partition, raft) in self.host.multi().partitions() {
+            let hosted = self.table.get(partition);
+            if raft.is_leader()
+                && hosted.topic == OFFSETS_TOPIC
+                && let Some(epoch) = self.caught_up_leader_epoch(partition)
+            {
+                now_loaded.insert(hosted.index, (partition, epoch));
+            }
+        }
+        if now_loaded != self.handlers.groups.loaded {
+            for (index, was) in &self.handlers.groups.loaded {
+                if now_loaded.get(index) != Some(was) {
+                    tracing::info!(partition = index, "no longer coordinator of its groups");
+                    let coordinator = &mut self.handlers.groups.coordinator;
+                    coordinator.unload_partition(*index, ErrorCode::NotCoordinator, &mut out);
+                }
+            }
+            for (index, now) in &now_loaded {
+                if self.handlers.groups.loaded.get(index) != Some(now) {
+                    tracing::info!(
+                        partition = index,
+                        epoch = now.1,
+                        "coordinator of its groups"
+                    );
+                }
+            }
+            self.handlers.groups.loaded = now_loaded;
+        }
+        self.deliver_group_outbox(out)?;
+        self.check_group_writes()
+    }
+
+    /// The coordinator's deadlines (sessions, join phases, syncs) and the writes' timeouts.
+    pub(super) fn groups_tick(&mut self, now_ms: u64) -> Result<(), NodeError> {
+        let mut out = Outbox::new();
+        self.handlers.groups.coordinator.tick(now_ms, &mut out);
+        self.deliver_group_outbox(out)?;
+        self.expire_group_writes(now_ms)
+    }
+
+    /// Shutdown: every held request is answered NOT_COORDINATOR.
+    pub(super) fn groups_fail_all(&mut self) -> Result<(), NodeError> {
+        let mut out = Outbox::new();
+        let coordinator = &mut self.handlers.groups.coordinator;
+        coordinator.unload_all(ErrorCode::NotCoordinator, &mut out);
+        self.handlers.groups.loaded.clear();
+        self.deliver_group_outbox(out)?;
+        self.fail_group_writes(ErrorCode::NotCoordinator)
+    }
+
+    fn hold(&mut self, responder: Responder, header: &RequestHeader) -> ReplyToken {
+        let groups = &mut self.handlers.groups;
+        let token = ReplyToken(groups.next_token);
+        groups.next_token += 1;
+        groups.waiting.insert(
+            token,
+            WaitingReply {
+                responder,
+                correlation_id: header.correlation_id,
+                version: header.api_version,
+            },
+        );
+        token
+    }
+
+    /// Sends the coordinator's answers to their connections.
+    fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
+        for (token, reply) in out {
+            let Some(waiting) = self.handlers.groups.waiting.remove(&token) else {
+                tracing::warn!(?token, "a group answer for no waiting request");
+                continue;
+            };
+            let response = match reply {
+                Reply::Join(result) => Response::JoinGroup(join_response(result, waiting.version)),
+                Reply::Sync(result) => Response::SyncGroup(sync_response(result)),
+            };
+            let frame = encode_response(waiting.correlation_id, waiting.version, &response)?;
+            waiting.responder.send(Some(frame));
+        }
+        Ok(())
+    }
+
+    // ---- FindCoordinator ----------------------------------------------------------------
+
+    fn handle_find_coordinator(
+        &mut self,
+        request: &fc_req::FindCoordinatorRequest,
+        version: i16,
+    ) -> fc_resp::FindCoordinatorResponse {
+        let keys = if version >= 4 {
+            request.coordinator_keys.clone()
+        } else {
+            vec![request.key.clone()]
+        };
+        let coordinators: Vec<fc_resp::Coordinator> = keys
+            .into_iter()
+            .map(|key| {
+                let found = self.find_coordinator_of(&key, request.key_type);
+                let mut answer = fc_resp::Coordinator {
+                    key,
+                    node_id: -1,
+                    host: String::new(),
+                    port: -1,
+                    error_code: 0,
+                    error_message: None,
+                };
+                match found {
+                    Ok((node_id, host, port)) => {
+                        (answer.node_id, answer.host, answer.port) = (node_id, host, port)
+                    }
+                    Err((code, message)) => {
+                        answer.error_code = code.code();
+                        answer.error_message = Some(message.to_string());
+                    }
+                }
+                answer
+            })
+            .collect();
+        if version >= 4 {
+            return fc_resp::FindCoordinatorResponse {
+                coordinators,
+                ..Default::default()
+            };
+        }
+        let one = coordinators.into_iter().next().expect("one key");
+        fc_resp::FindCoordinatorResponse {
+            throttle_time_ms: 0,
+            error_code: one.error_code,
+            error_message: one.error_message,
+            node_id: one.node_id,
+            host: one.host,
+            port: one.port,
+            coordinators: Vec::new(),
+        }
+    }
+
+    /// The leader of the group's `__consumer_offsets` partition and its address (Kafka
+    /// answers the leader even while it loads; the group requests then say
+    /// COORDINATOR_LOAD_IN_PROGRESS).
+    fn find_coordinator_of(
+        &mut self,
+        key: &str,
+        key_type: i8,
+    ) -> Result<(i32, String, i32), (ErrorCode, &'static str)> {
+        match key_type {
+            0 => {}
+            1 => return Err((ErrorCode::InvalidRequest, "transactions are not supported")),
+            _ => return Err((ErrorCode::InvalidRequest, "unknown coordinator key type")),
+        }
+        if key.is_empty() {
+            return Err((ErrorCode::InvalidRequest, "empty group id"));
+        }
+        let Some(partitions) = self.offsets_topic_partitions() else {
+            self.request_offsets_topic();
+            return Err((
+                ErrorCode::CoordinatorNotAvailable,
+                "__consumer_offsets is being created",
+            ));
+        };
+        let index = offsets::partition_for(key, partitions);
+        let leader = self
+            .table
+            .find(OFFSETS_TOPIC, index)
+            .and_then(|p| self.host.raft(p))
+            .and_then(|r| r.leader_id())
+            .ok_or((
+                ErrorCode::CoordinatorNotAvailable,
+                "the group's partition has no leader",
+            ))?;
+        self.metadata_brokers()
+            .into_iter()
+            .find(|b| b.node_id == leader)
+            .map(|b| (b.node_id, b.host, b.port))
+            .ok_or((
+                ErrorCode::CoordinatorNotAvailable,
+                "the leader's address is unknown",
+            ))
+    }
+
+    // ---- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------
+
+    fn handle_join_group(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: jg_req::JoinGroupRequest,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let (index, _) = match self.group_coordinator(&request.group_id) {
+            Ok(found) => found,
+            Err(code) => {
+                let response = join_response(JoinResult::error(code, &request.member_id), version);
+                let frame = encode_response(
+                    header.correlation_id,
+                    version,
+                    &Response::JoinGroup(response),
+                )?;
+                responder.send(Some(frame));
+                return Ok(());
+            }
+        };
+        // A negative timeout reads as 0, which no session or rebalance bound accepts.
+        let session_timeout_ms = u64::try_from(request.session_timeout_ms).unwrap_or(0);
+        let rebalance_timeout_ms = match u64::try_from(request.rebalance_timeout_ms) {
+            Ok(ms) if version >= 1 => ms,
+            _ => session_timeout_ms,
+        };
+        let join = JoinRequest {
+            group_id: request.group_id,
+            member_id: request.member_id,
+            group_instance_id: request.group_instance_id,
+            client_id: header.client_id.clone().unwrap_or_default(),
+            client_host: format!("/{}", responder.peer_addr().ip()),
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type: request.protocol_type,
+            // Copied out of the request frame: a member's subscription lives as long as the
+            // member, and must not keep the whole frame alive.
+            protocols: request
+                .protocols
+                .into_iter()
+                .map(|p| (p.name, Bytes::copy_from_slice(&p.metadata)))
+                .collect(),
+            require_known_member_id: version >= 4,
+        };
+        let token = self.hold(responder, header);
+        let now = self.now_ms();
+        let mut out = Outbox::new();
+        self.handlers
+            .groups
+            .coordinator
+            .join(now, index, token, join, &mut out);
+        self.deliver_group_outbox(out)
+    }
+
+    fn handle_sync_group(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: sg_req::SyncGroupRequest,
+    ) -> Result<(), NodeError> {
+        if let Err(code) = self.group_coordinator(&request.group_id) {
+            let response = Response::SyncGroup(sync_response(SyncResult::error(code)));
+            let frame = encode_response(header.correlation_id, header.api_version, &response)?;
+            responder.send(Some(frame));
+            return Ok(());
+        }
+        let sync = SyncRequest {
+            group_id: request.group_id,
+            member_id: request.member_id,
+            generation_id: request.generation_id,
+            group_instance_id: request.group_instance_id,
+            protocol_type: request.protocol_type,
+            protocol_name: request.protocol_name,
+            assignments: request
+                .assignments
+                .into_iter()
+                .map(|a| (a.member_id, a.assignment))
+                .collect(),
+        };
+        let token = self.hold(responder, header);
+        let now = self.now_ms();
+        let mut out = Outbox::new();
+        self.handlers
+            .groups
+            .coordinator
+            .sync(now, token, sync, &mut out);
+        self.deliver_group_outbox(out)
+    }
+
+    fn handle_heartbeat(
+        &mut self,
+        request: &hb_req::HeartbeatRequest,
+    ) -> hb_resp::HeartbeatResponse {
+        let error = match self.group_coordinator(&request.group_id) {
+            Err(code) => code,
+            Ok(_) => {
+                let now = self.now_ms();
+                self.handlers.groups.coordinator.heartbeat(
+                    now,
+                    &request.group_id,
+                    &request.member_id,
+                    request.generation_id,
+                    request.group_instance_id.as_deref(),
+                )
+            }
+        };
+        hb_resp::HeartbeatResponse {
+            throttle_time_ms: 0,
+            error_code: error.code(),
+        }
+    }
+
+    fn handle_leave_group(
+        &mut self,
+        request: &lg_req::LeaveGroupRequest,
+        version: i16,
+    ) -> lg_resp::LeaveGroupResponse {
+        let leaving: Vec<LeavingMember> = if version >= 3 {
+            request
+                .members
+                .iter()
+                .map(|m| LeavingMember {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                })
+                .collect()
+        } else {
+            vec![LeavingMember {
+                member_id: request.member_id.clone(),
+                group_instance_id: None,
+            }]
+        };
+        let mut out = Outbox::new();
+        let result = match self.group_coordinator(&request.group_id) {
+            Err(code) => Err(code),
+            Ok(_) => {
+                let now = self.now_ms();
+                self.handlers
+                    .groups
+                    .coordinator
+                    .leave(now, &request.group_id, &leaving, &mut out)
+            }
+        };
+        if let Err(error) = self.deliver_group_outbox(out) {
+            tracing::warn!(%error, "answering requests a LeaveGroup released");
+        }
+        match result {
+            Err(code) => lg_resp::LeaveGroupResponse {
+                error_code: code.code(),
+                ..Default::default()
+            },
+            Ok(errors) if version < 3 => lg_resp::LeaveGroupResponse {
+                error_code: errors.first().map_or(0, |e| e.code()),
+                ..Default::default()
+            },
+            Ok(errors) => lg_resp::LeaveGroupResponse {
+                throttle_time_ms: 0,
+                error_code: 0,
+                members: leaving
+                    .into_iter()
+                    .zip(errors)
+                    .map(|(m, e)| lg_resp::MemberResponse {
+                        member_id: m.member_id,
+                        group_instance_id: m.group_instance_id,
+                        error_code: e.code(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    // ---- ListGroups, DescribeGroups -------------------------------------------------------
+
+    /// The groups of every partition this node coordinates: those with members (from the
+    /// coordinator) and those that only have committed offsets (Empty, no protocol type).
+    fn handle_list_groups(
+        &self,
+        request: &ls_req::ListGroupsRequest,
+    ) -> ls_resp::ListGroupsResponse {
+        let classic = request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case("classic"));
+        let states: Vec<Option<GroupState>> = request
+            .states_filter
+            .iter()
+            .map(|s| GroupState::parse(s))
+            .collect();
+        let wanted = |state: GroupState| states.is_empty() || states.contains(&Some(state));
+        let mut groups = Vec::new();
+        if classic {
+            let coordinator = &self.handlers.groups.coordinator;
+            for listed in coordinator.list() {
+                if self.handlers.groups.is_loaded(listed.partition) && wanted(listed.state) {
+                    groups.push(listed_group(
+                        listed.group_id,
+                        listed.protocol_type,
+                        listed.state,
+                    ));
+                }
+            }
+            for (_, (partition, _)) in self.handlers.groups.loaded.iter() {
+                for group_id in offsets::groups_with_offsets(self.offsets_state(*partition)) {
+                    if !coordinator.contains(&group_id) && wanted(GroupState::Empty) {
+                        groups.push(listed_group(group_id, String::new(), GroupState::Empty));
+                    }
+                }
+            }
+        }
+        ls_resp::ListGroupsResponse {
+            groups,
+            ..Default::default()
+        }
+    }
+
+    fn handle_describe_groups(
+        &mut self,
+        request: &dg_req::DescribeGroupsRequest,
+    ) -> dg_resp::DescribeGroupsResponse {
+        let groups = request
+            .groups
+            .iter()
+            .map(|group_id| {
+                let mut described = dg_resp::DescribedGroup {
+                    group_id: group_id.clone(),
+                    ..Default::default()
+                };
+                let partition = match self.group_coordinator(group_id) {
+                    Ok((_, partition)) => partition,
+                    Err(code) => {
+                        described.error_code = code.code();
+                        return described;
+                    }
+                };
+                match self.handlers.groups.coordinator.describe(group_id) {
+                    Some(group) => {
+                        described.group_state = group.state.name().to_string();
+                        described.protocol_type = group.protocol_type;
+                        described.protocol_data = group.protocol_name;
+                        described.members = group
+                            .members
+                            .into_iter()
+                            .map(|m| dg_resp::DescribedGroupMember {
+                                member_id: m.member_id,
+                                group_instance_id: m.group_instance_id,
+                                client_id: m.client_id,
+                                client_host: m.client_host,
+                                member_metadata: m.metadata,
+                                member_assignment: m.assignment,
+                            })
+                            .collect();
+                    }
+                    // Kafka's answers: a group with only offsets is Empty; no group is Dead.
+                    None if offsets::has_offsets(self.offsets_state(partition), group_id) => {
+                        described.group_state = GroupState::Empty.name().to_string();
+                    }
+                    None => described.group_state = GroupState::Dead.name().to_string(),
+                }
+                described
+            })
+            .collect();
+        dg_resp::DescribeGroupsResponse {
+            throttle_time_ms: 0,
+            groups,
+        }
+    }
+}
+
+fn listed_group(
+    group_id: String,
+    protocol_type: String,
+    state: GroupState,
+) -> ls_resp::ListedGroup {
+    ls_resp::ListedGroup {
+        group_id,
+        protocol_type,
+        group_state: state.name().to_string(),
+        group_type: "classic".to_string(),
+    }
+}
+
+/// A JoinGroup answer at `version`: before v7 the protocol name is not nullable (empty).
+fn join_response(result: JoinResult, version: i16) -> jg_resp::JoinGroupResponse {
+    jg_resp::JoinGroupResponse {
+        throttle_time_ms: 0,
+        error_code: result.error.code(),
+        generation_id: result.generation_id,
+        protocol_type: result.protocol_type,
+        protocol_name: match result.protocol_name {
+            None if version < 7 => Some(String::new()),
+            name => name,
+        },
+        leader: result.leader,
+        skip_assignment: false,
+        member_id: result.member_id,
+        members: result
+            .members
+            .into_iter()
+            .map(|m| jg_resp::JoinGroupResponseMember {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                metadata: m.metadata,
+            })
+            .collect(),
+    }
+}
+
+fn sync_response(result: SyncResult) -> sg_resp::SyncGroupResponse {
+    sg_resp::SyncGroupResponse {
+        throttle_time_ms: 0,
+        error_code: result.error.code(),
+        protocol_type: result.protocol_type,
+        protocol_name: result.protocol_name,
+        assignment: result.assignment,
+    }
+}
