@@ -147,11 +147,16 @@ pub(crate) fn dev(
         .collect::<Vec<_>>()
         .join(",");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // A local playground on one disk: Kafka's 50 `__consumer_offsets` partitions of 100 MiB
+    // segments, each reserved when created, would take 5 GiB per node at the first consumer
+    // group; 10 partitions of at most 16 MiB take 160 MiB.
+    let offsets_segment_bytes = segment_bytes.min(16 << 20);
     for node in &mut nodes {
         let folder = data_dir.join(format!("node-{}", node.id));
         let text = format!(
             "node.id={}\ncontroller.quorum.voters={voters}\ncontroller.quorum.observers={observers}\n\
-             listeners=127.0.0.1:{}\nmetadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n",
+             listeners=127.0.0.1:{}\nmetadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n\
+             offsets.topic.num.partitions=10\noffsets.topic.segment.bytes={offsets_segment_bytes}\n",
             node.id,
             node.port,
             folder.display()
