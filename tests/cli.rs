@@ -357,13 +357,12 @@ fn run_cli(args: &[&str], stdin: &str, timeout: Duration) -> std::process::Outpu
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Closed after writing: the command sees the end of its input.
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    // Closed after writing: the command sees the end of its input. A command that exits before
+    // reading its input (a refused topic) closes the pipe first: that is not the test's failure.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    if let Err(error) = written {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
     let started = Instant::now();
     eventually(timeout, &format!("ringlog {args:?} to exit"), || {
         let done = child.try_wait().unwrap().is_some();
