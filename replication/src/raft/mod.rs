@@ -14,6 +14,7 @@
 mod election;
 mod fetch;
 mod pre_vote;
+mod reconfig;
 mod snapshot;
 mod snapshot_fetch;
 
@@ -29,6 +30,7 @@ use crate::rng::SplitMix64;
 use crate::types::{
     ElectionState, Epoch, NodeId, QuorumConfig, RecoveredSnapshots, RecoveredState,
 };
+use crate::voters::{VoterSet, VoterSetEntry, VoterSetHistory};
 use crate::work::{Persisted, Work};
 
 /// The offsets a leader assigned to an `append`: `[base_offset, last_offset]`.
@@ -103,6 +105,9 @@ pub struct Raft {
     /// The last quorum-state the host reported durable.
     persisted_election: ElectionState,
     log: LogState,
+    /// The voter sets in the log over `controller.quorum.voters` (KIP-595 reassignment): the
+    /// newest is in force (`voter_set`).
+    voters: VoterSetHistory,
     rng: SplitMix64,
     now_ms: u64,
     next_correlation_id: u64,
@@ -143,7 +148,8 @@ impl Raft {
         now_ms: u64,
     ) -> Result<Self, RaftError> {
         let log = LogState::recovered(recovered)?;
-        Self::from_log(config, recovered, log, seed, now_ms)
+        let voters = VoterSetHistory::new(VoterSet::from_ids(&config.voters)?);
+        Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
     /// [`Raft::new`] for a host that keeps snapshots (KIP-630): the snapshot at the log start
@@ -156,14 +162,41 @@ impl Raft {
         seed: u64,
         now_ms: u64,
     ) -> Result<Self, RaftError> {
+        Self::recover(config, recovered, snapshots, Vec::new(), seed, now_ms)
+    }
+
+    /// [`Raft::new_with_snapshots`] for a log that may hold voter set records (KIP-853). The
+    /// host gives every `VotersRecord` it finds while recovering the log (from the log start
+    /// to its end, uncommitted ones included: they are in force until truncated) and, first,
+    /// the voter set of the snapshot at the log start if it holds one (at any offset below the
+    /// log start). With none, `config.voters` (the bootstrap set) is in force.
+    pub fn recover(
+        config: QuorumConfig,
+        recovered: &RecoveredState,
+        snapshots: RecoveredSnapshots,
+        voter_records: Vec<VoterSetEntry>,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
         let log = LogState::recovered_with_snapshots(recovered, snapshots)?;
-        Self::from_log(config, recovered, log, seed, now_ms)
+        if voter_records
+            .iter()
+            .any(|e| e.offset >= recovered.log_end_offset)
+        {
+            return Err(RaftError::InvalidRecoveredState(
+                "a voter set record past the log end",
+            ));
+        }
+        let bootstrap = VoterSet::from_ids(&config.voters)?;
+        let voters = VoterSetHistory::recovered(bootstrap, voter_records)?;
+        Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
     fn from_log(
         config: QuorumConfig,
         recovered: &RecoveredState,
         log: LogState,
+        voters: VoterSetHistory,
         seed: u64,
         now_ms: u64,
     ) -> Result<Self, RaftError> {
@@ -177,6 +210,7 @@ impl Raft {
             election,
             persisted_election: election,
             log,
+            voters,
             rng: SplitMix64::new(seed),
             now_ms,
             next_correlation_id: 1,
@@ -192,7 +226,7 @@ impl Raft {
             fetched_from_leader: false,
         };
         let local = raft.config.node_id;
-        let is_voter = raft.config.is_local_voter();
+        let is_voter = raft.is_local_voter();
         raft.state = match (election.leader_id, election.voted_for) {
             (Some(leader), _) if leader == local && is_voter => {
                 EpochState::Resigned(ResignedState {
@@ -483,7 +517,12 @@ impl Raft {
                     .map(|p| p.deadline_ms)
                     .min()
                     .unwrap_or(u64::MAX);
-                let begin = if s.endorsed.len() + 1 < self.config.voters.len() {
+                let local = self.config.node_id;
+                let unendorsed = self
+                    .voter_set()
+                    .iter_ids()
+                    .any(|v| v != local && !s.endorsed.contains(&v));
+                let begin = if unendorsed {
                     s.begin_quorum_resend_ms
                 } else {
                     u64::MAX
@@ -574,7 +613,7 @@ impl Raft {
             // The response is lost (or the leader is gone): free the slot to fetch again. An
             // observer asks the next voter: the one it asked may be down for good.
             self.fetch_in_flight = None;
-            if !self.config.is_local_voter() {
+            if !self.is_local_voter() {
                 self.discovery_index += 1;
             }
         }
@@ -602,10 +641,10 @@ impl Raft {
                         since_last_response_ms = self.last_fetch_response_ms.map(|t| now - t),
                         fetch_out_for_ms = self.fetch_in_flight.map(|f| now - f.sent_at_ms),
                         fetch_out_to = self.fetch_in_flight.map(|f| f.to),
-                        voter = self.config.is_local_voter(),
+                        voter = self.is_local_voter(),
                         "fetch timeout"
                     );
-                    if self.config.is_local_voter() {
+                    if self.is_local_voter() {
                         self.transition_to_prospective(out)?;
                     } else {
                         // An observer keeps its leader but asks another voter who leads now.
@@ -631,7 +670,6 @@ impl Raft {
     ) -> Result<(), RaftError> {
         self.state.check_to_unattached(epoch)?;
         let deadline = self
-            .config
             .is_local_voter()
             .then(|| self.now_ms + self.random_election_timeout_ms());
         self.state = EpochState::Unattached(UnattachedState {
@@ -656,8 +694,7 @@ impl Raft {
         candidate: NodeId,
         out: &mut Out,
     ) -> Result<(), RaftError> {
-        self.state
-            .check_to_voted(epoch, self.config.is_local_voter())?;
+        self.state.check_to_voted(epoch, self.is_local_voter())?;
         let deadline = self.now_ms + self.random_election_timeout_ms();
         self.state = EpochState::Voted(VotedState {
             epoch,
@@ -750,5 +787,7 @@ impl Raft {
     }
 }
 
+#[cfg(test)]
+mod reconfig_tests;
 #[cfg(test)]
 mod tests;
