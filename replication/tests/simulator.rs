@@ -264,3 +264,37 @@ fn mutation_unfair_share_is_caught() {
             .expect("caught");
     assert!(violation.contains("less than the average"), "{violation}");
 }
+
+#[test]
+fn mutation_second_voter_change_in_flight_is_caught() {
+    // KIP-595 reassignment: one voter change in flight; a leader appends the next only once
+    // the previous one is committed.
+    let mut found = None;
+    for seed in 0..20 {
+        let mut options = SimOptions::new(seed, Profile::Reconfig);
+        options.mutation = Some(Mutation::SecondVoterChangeInFlight);
+        if let Some(violation) = run_seed(&options).violation {
+            found = Some(violation);
+            break;
+        }
+    }
+    let violation = found.expect("caught within 20 seeds");
+    assert!(violation.contains("two changes in flight"), "{violation}");
+}
+
+#[test]
+fn mutation_act_on_committed_voter_set_is_caught() {
+    // KIP-595: a replica acts on a voter set when it is appended, not when it is committed;
+    // a leader that keeps the old set until then commits without the new set's majority.
+    let mut found = None;
+    for seed in 0..20 {
+        let mut options = SimOptions::new(seed, Profile::Reconfig);
+        options.mutation = Some(Mutation::ActOnCommittedVoterSet);
+        if let Some(violation) = run_seed(&options).violation {
+            found = Some(violation);
+            break;
+        }
+    }
+    let violation = found.expect("caught within 20 seeds");
+    assert!(violation.contains("voters fsynced offset"), "{violation}");
+}

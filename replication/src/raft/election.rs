@@ -44,9 +44,11 @@ impl Raft {
                 }),
             );
         };
-        // KIP-853: the candidate need not be in our voter set (it may have been added by a record
-        // we have not fetched yet); it counts only the grants of voters in its own set.
-        if !self.is_local_voter() || from != request.candidate_id {
+        // KIP-853: neither the candidate nor we need be in our voter set: either may have been
+        // added by a record we have not fetched yet, and a voter set {1, 2} whose voter 1 still
+        // lags at {2, 3} could never elect anyone if 1 refused (simulator, profile reconfig,
+        // seed 54). The candidate counts only the grants of voters in its own set.
+        if from != request.candidate_id {
             respond(self, out, ErrorCode::InconsistentVoterSet, false);
             return Ok(());
         }

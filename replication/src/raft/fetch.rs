@@ -59,6 +59,7 @@ impl Raft {
             .validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
         {
             ValidatedOffset::Diverging(end) => {
+                self.forget_observer_progress(from);
                 let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
                 response.diverging_epoch = Some(end);
                 out.push(Work::SendFetchResponse {
@@ -69,6 +70,7 @@ impl Raft {
                 });
             }
             ValidatedOffset::Snapshot(snapshot_id) => {
+                self.forget_observer_progress(from);
                 // KIP-630 hook: the snapshot layer makes the log start move; then the fetcher
                 // is told which snapshot to load with FetchSnapshot.
                 let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
@@ -130,6 +132,20 @@ impl Raft {
             }
         }
         Ok(())
+    }
+
+    /// An observer's fetch was answered with a divergence or a snapshot: it no longer holds
+    /// what it last reported (its disk may have been replaced), so a voter change must not
+    /// count it as caught up on that old progress (simulator, profile reconfig, seeds 170 and
+    /// 289: a wiped spare was added on its pre-wipe fetch offset and counted toward the
+    /// high-watermark). KIP-853's directory ids tell such a replica apart on the wire.
+    fn forget_observer_progress(&mut self, from: NodeId) {
+        if let EpochState::Leader(leader) = &mut self.state
+            && let Some(progress) = leader.observers.get_mut(&from)
+        {
+            progress.end_offset = None;
+            progress.last_caught_up_ms = None;
+        }
     }
 
     /// Recomputes the high-watermark after a voter's (or our own durable) progress moved:
@@ -391,7 +407,7 @@ impl Raft {
     pub(crate) fn wants_to_fetch(&self) -> bool {
         match &self.state {
             EpochState::Follower(_) => true,
-            EpochState::Unattached(_) => !self.is_local_voter(),
+            EpochState::Unattached(_) | EpochState::Voted(_) => !self.is_local_voter(),
             _ => false,
         }
     }

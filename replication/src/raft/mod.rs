@@ -625,7 +625,13 @@ impl Raft {
             }
             EpochState::Voted(s) => {
                 if now >= s.election_deadline_ms {
-                    self.transition_to_prospective(out)?;
+                    if self.is_local_voter() {
+                        self.transition_to_prospective(out)?;
+                    } else if let EpochState::Voted(v) = &mut self.state {
+                        // Not a voter in its own log: it may not stand; it fetches as an
+                        // observer until it learns the leader.
+                        v.election_deadline_ms = u64::MAX;
+                    }
                 }
             }
             EpochState::Prospective(_) => self.poll_prospective(out)?,
@@ -694,7 +700,9 @@ impl Raft {
         candidate: NodeId,
         out: &mut Out,
     ) -> Result<(), RaftError> {
-        self.state.check_to_voted(epoch, self.is_local_voter())?;
+        // KIP-853: a replica votes whether or not its log names it a voter yet (see
+        // `handle_vote_request`); only the candidate's voter set decides whether it counts.
+        self.state.check_to_voted(epoch, true)?;
         let deadline = self.now_ms + self.random_election_timeout_ms();
         self.state = EpochState::Voted(VotedState {
             epoch,

@@ -150,7 +150,11 @@ impl Raft {
                     leader.endorsed.insert(from);
                     leader.voters.entry(from).or_default()
                 } else {
-                    leader.observers.entry(from).or_default()
+                    // It is loading a snapshot: whatever it held before is not counted.
+                    let progress = leader.observers.entry(from).or_default();
+                    progress.end_offset = None;
+                    progress.last_caught_up_ms = None;
+                    progress
                 };
                 progress.last_fetch_ms = Some(now);
             }

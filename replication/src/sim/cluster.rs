@@ -7,6 +7,7 @@
 
 mod fetcher;
 mod host;
+mod reconfig;
 mod snapshots;
 mod steady;
 mod workload;
@@ -95,6 +96,8 @@ enum EventKind {
     EndFaults,
     /// A random live replica snapshots its state machine (KIP-630).
     TakeSnapshot,
+    /// A partition's leader adds, removes or replaces a voter (profile `reconfig`).
+    VoterChange,
 }
 
 struct Event {
@@ -195,6 +198,11 @@ struct Cluster {
     /// While a FetchSnapshot bundle is being answered: the cores' answers, to be filled and
     /// shared in one response.
     serving: Option<Vec<fetcher::CoreAnswer>>,
+    /// Every node that was ever in a voter set record or the bootstrap set: never wiped (a
+    /// voter may not forget what it acknowledged).
+    ever_voters: std::collections::BTreeSet<NodeId>,
+    /// Per partition, the voter a replacement will remove once its add is committed.
+    pending_replace: BTreeMap<PartitionId, NodeId>,
 }
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
@@ -220,6 +228,8 @@ impl Cluster {
         let mut rng = SplitMix64::new(options.seed ^ 0x5EED_CAFE_F00D_D00D);
         let (voter_count, observer_count) = match options.profile {
             Profile::Three => (3, 0),
+            // Three bootstrap voters and two spare nodes to add (observers until then).
+            Profile::Reconfig => (3, 2),
             Profile::Mixed => (1 + rng.below(5) as i32, rng.below(3) as i32),
             Profile::Single => (1, 1 + rng.below(2) as i32),
         };
@@ -278,7 +288,7 @@ impl Cluster {
         // profiles' seeds replay as before).
         let disk_latency_max_ms = match options.profile {
             Profile::Single => [3, 10, 30][rng.below(3) as usize],
-            Profile::Three | Profile::Mixed => 3,
+            Profile::Three | Profile::Mixed | Profile::Reconfig => 3,
         };
         Self {
             checkers: (0..partitions)
@@ -293,7 +303,6 @@ impl Cluster {
             nodes,
             node_ids,
             partitions,
-            voters,
             rng,
             trace: Fnv(0xcbf2_9ce4_8422_2325),
             events: 0,
@@ -306,6 +315,9 @@ impl Cluster {
             fetchers: BTreeMap::new(),
             next_bundle_id: 0,
             serving: None,
+            ever_voters: voters.iter().copied().collect(),
+            pending_replace: BTreeMap::new(),
+            voters,
         }
     }
 
@@ -368,6 +380,9 @@ impl Cluster {
         let first_append = self.rng.below(50);
         self.schedule(first_append, EventKind::ClientAppend);
         self.schedule(self.options.fault_phase_ms, EventKind::EndFaults);
+        if self.options.profile == Profile::Reconfig {
+            self.schedule_voter_change();
+        }
         let deadline_ms = self.options.fault_phase_ms + self.options.liveness_budget_ms;
         let mut events_this_ms = 0u64;
         while let Some(event) = self.queue.pop() {
@@ -418,11 +433,12 @@ impl Cluster {
             .values()
             .map(|n| match &n.raft {
                 Some(r) => format!(
-                    "{}/{}:{}@{} leader={:?} end={} hw={} next_tick={:?}/{}",
+                    "{}/{}:{}@{} voters={:?} leader={:?} end={} hw={} next_tick={:?}/{}",
                     n.id,
                     n.partition,
                     r.state().name(),
                     r.epoch(),
+                    r.voter_set().ids(),
                     r.leader_id(),
                     n.store.end_offset(),
                     r.high_watermark(),
@@ -545,6 +561,12 @@ impl Cluster {
                     self.schedule(next, EventKind::ClientAppend);
                 }
             }
+            EventKind::VoterChange => {
+                if self.faults_active {
+                    self.change_voters();
+                    self.schedule_voter_change();
+                }
+            }
             EventKind::TakeSnapshot => {
                 self.take_snapshot();
                 let next = self.now_ms + 100 + self.rng.below(600);
@@ -589,9 +611,16 @@ impl Cluster {
             ^ (replica.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ n.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03)
             ^ u64::from(replica.1).wrapping_mul(0xA076_1D64_78BD_642F);
-        let raft =
-            Raft::new_with_snapshots(n.config.clone(), &recovered, snapshots, node_seed, now)
-                .expect("recovered state is valid");
+        let voter_entries = n.store.recovered_voter_entries();
+        let raft = Raft::recover(
+            n.config.clone(),
+            &recovered,
+            snapshots,
+            voter_entries,
+            node_seed,
+            now,
+        )
+        .expect("recovered state is valid");
         self.load_state_machine_at_start(replica);
         let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.epoch_floor = raft.epoch();
@@ -722,14 +751,21 @@ impl Cluster {
             if matches!(raft.state(), EpochState::Leader(_)) {
                 leaders.push((n.partition, n.id, epoch));
             }
-            if !n.config.is_local_voter()
-                && matches!(
-                    raft.state(),
-                    EpochState::Leader(_)
-                        | EpochState::Prospective(_)
-                        | EpochState::Candidate(_)
-                        | EpochState::Voted(_)
-                )
+            // Non-voters (by the voter set in force in their own log) never stand; a leader that
+            // removed itself leads only until the removal is committed. (They may vote,
+            // KIP-853: their log may not hold their addition yet.)
+            let voter = raft.voter_set().contains(n.id);
+            let removal_pending = raft
+                .voter_history()
+                .latest_offset()
+                .is_some_and(|offset| offset >= raft.high_watermark());
+            let leading_removed = matches!(raft.state(), EpochState::Leader(_)) && !removal_pending;
+            if !voter
+                && (leading_removed
+                    || matches!(
+                        raft.state(),
+                        EpochState::Prospective(_) | EpochState::Candidate(_)
+                    ))
             {
                 failure.get_or_insert(format!(
                     "observer {}/{} is {}",
