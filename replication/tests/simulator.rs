@@ -143,6 +143,11 @@ fn regression_seeds() {
     for seed in [139, 306, 411, 835, 865] {
         run_range(Profile::Single, seed..seed + 1);
     }
+    // reconfig: 170, 289 (a leader counted a new voter's fetch offset from before it was
+    // added, reported when its disk was since wiped: high-watermark without a majority).
+    for seed in [170, 289] {
+        run_range(Profile::Reconfig, seed..seed + 1);
+    }
 }
 
 #[test]

@@ -135,10 +135,10 @@ impl Raft {
     }
 
     /// An observer's fetch was answered with a divergence or a snapshot: it no longer holds
-    /// what it last reported (its disk may have been replaced), so a voter change must not
-    /// count it as caught up on that old progress (simulator, profile reconfig, seeds 170 and
-    /// 289: a wiped spare was added on its pre-wipe fetch offset and counted toward the
-    /// high-watermark). KIP-853's directory ids tell such a replica apart on the wire.
+    /// what it last reported (its disk may have been replaced), so `add_voter` must not count
+    /// it as caught up on that old progress. (The high-watermark never counts observer
+    /// progress: `sync_leader_replicas` drops it when a replica becomes a voter.) KIP-853's
+    /// directory ids would tell such a replica apart on the wire.
     fn forget_observer_progress(&mut self, from: NodeId) {
         if let EpochState::Leader(leader) = &mut self.state
             && let Some(progress) = leader.observers.get_mut(&from)

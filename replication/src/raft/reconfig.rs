@@ -303,7 +303,14 @@ impl Raft {
         }
         for id in voters.iter_ids() {
             if !leader.voters.contains_key(&id) {
-                let progress = leader.observers.remove(&id).unwrap_or_default();
+                // A new (or re-added) voter's fetch offset counts toward the high-watermark
+                // only from its first fetch as a voter: what it reported as an observer may be
+                // gone (a replaced disk restarts empty, and the leader cannot tell without
+                // KIP-853's directory ids). Counting it let a leader commit on a wiped spare's
+                // old offset (simulator, profile reconfig, seeds 170 and 289). Its fetch times
+                // stay: check quorum and the caught-up check only need liveness.
+                let mut progress = leader.observers.remove(&id).unwrap_or_default();
+                progress.end_offset = None;
                 leader.voters.insert(id, progress);
             }
         }

@@ -278,3 +278,43 @@ fn a_restarted_replica_rebuilds_its_voter_set_from_snapshot_and_log() {
     }];
     assert!(Raft::recover(config, &recovered, snapshots, past_end, 7, 0).is_err());
 }
+
+#[test]
+fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_voter() {
+    // Simulator, profile reconfig, seeds 170 and 289: a spare fetched up to the leader's end as
+    // an observer, its disk was then replaced (it restarts empty; without KIP-853's directory
+    // ids the leader cannot tell), and the leader added it and counted that old fetch offset:
+    // its high-watermark passed records that only the leader held durably.
+    let mut raft = lone_leader();
+    fetch_from(&mut raft, 5_001, 2, 1);
+    raft.add_voter(5_002, 2).unwrap();
+    flush_all(&mut raft, 5_003);
+    fetch_from(&mut raft, 5_004, 2, 2);
+    assert_eq!(raft.voter_set(), &set(&[1, 2]));
+    assert_eq!(raft.high_watermark(), 2);
+    // Voter 2 stops fetching at 2; the leader appends up to 5 and holds it durably.
+    let batch = build_batch(&[(None, Some(b"x"))], false, 0);
+    raft.append(5_005, vec![batch.clone(), batch.clone(), batch])
+        .unwrap();
+    flush_all(&mut raft, 5_006);
+    assert_eq!(raft.high_watermark(), 2, "voter 2 is still at 2");
+    // Observer 3 reports the leader's end (5), then loses its disk, and is added.
+    fetch_from(&mut raft, 5_007, 3, 5);
+    let (appended, _) = raft.add_voter(5_008, 3).unwrap();
+    assert_eq!(appended.base_offset, 5);
+    assert_eq!(raft.voter_set(), &set(&[1, 2, 3]));
+    flush_all(&mut raft, 5_009);
+    // KIP-595: the set in force is {1, 2, 3}; offset 5 is durable on the leader only.
+    assert_eq!(
+        raft.high_watermark(),
+        2,
+        "an observer's fetch offset from before the add must not count"
+    );
+    // Voter 3's first fetch as a voter (at what it holds now, the whole log) counts.
+    fetch_from(&mut raft, 5_010, 3, 6);
+    assert_eq!(
+        raft.high_watermark(),
+        6,
+        "leader and voter 3: a majority of 3"
+    );
+}
