@@ -656,6 +656,13 @@ impl Raft {
                         // An observer keeps its leader but asks another voter who leads now.
                         self.fetch_in_flight = None;
                         self.discovery_index += 1;
+                        // It no longer hears that leader, so it stops defending it against
+                        // pre-votes (a voter here becomes Prospective, which grants anyway).
+                        // Otherwise a replica whose log still calls it an observer refuses,
+                        // naming a leader that has since removed itself, a voter that the
+                        // newer voter set needs, and no one is elected (simulator, profile
+                        // reconfig, seeds 105, 157 and 272).
+                        self.fetched_from_leader = false;
                         if let EpochState::Follower(f) = &mut self.state {
                             f.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
                         }
