@@ -1,6 +1,7 @@
 //! The simulator in the normal test run: 1,000 seeds of the three-voter profile, 200 of the
-//! mixed profile (1–5 voters, 0–2 observers, 1–4 partitions, every fault class) and 200 of the
-//! single-voter profile (one voter, 1–2 observers), split into
+//! mixed profile (1–5 voters, 0–2 observers, 1–4 partitions, every fault class), 200 of the
+//! single-voter profile (one voter, 1–2 observers) and 300 of the reconfig profile (voters
+//! added, removed and replaced), split into
 //! several tests so they run in parallel; the seeds that found bugs; determinism; and the
 //! mutation check (each deliberately broken rule must be caught by some seed).
 
@@ -125,6 +126,33 @@ fn single_voter_seeds_0_to_200() {
     assert_exercised(&reports);
 }
 
+#[test]
+fn reconfig_seeds_0_to_150() {
+    // KIP-595 reassignment / KIP-853: leaders add, remove and replace voters under every
+    // fault class; voter changes must actually happen, in every direction.
+    let reports = run_range(Profile::Reconfig, 0..150);
+    assert_exercised(&reports);
+    assert_voters_changed(&reports);
+}
+
+#[test]
+fn reconfig_seeds_150_to_300() {
+    let reports = run_range(Profile::Reconfig, 150..300);
+    assert_exercised(&reports);
+    assert_voters_changed(&reports);
+}
+
+/// A reconfig range added, removed and replaced voters.
+fn assert_voters_changed(reports: &[SimReport]) {
+    for name in ["voter-add", "voter-remove", "voter-replace"] {
+        let fired: u64 = reports
+            .iter()
+            .map(|r| r.faults.get(name).copied().unwrap_or(0))
+            .sum();
+        assert!(fired > reports.len() as u64 / 5, "{name}: {fired}");
+    }
+}
+
 /// Seeds that found bugs, kept so they replay in every run (docs/simulator.md lists them).
 #[test]
 fn regression_seeds() {
@@ -158,6 +186,7 @@ fn same_seed_same_trace_bit_for_bit() {
         (Profile::Three, 7),
         (Profile::Mixed, 11),
         (Profile::Mixed, 12),
+        (Profile::Reconfig, 13),
     ] {
         let first = run_seed(&SimOptions::new(seed, profile));
         let second = run_seed(&SimOptions::new(seed, profile));
