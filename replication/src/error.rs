@@ -108,4 +108,55 @@ pub enum RaftError {
         snapshot_end_offset: u64,
         high_watermark: u64,
     },
+    #[error("malformed VotersRecord: {0}")]
+    MalformedVotersRecord(&'static str),
+    #[error(
+        "a voter change is in flight: the voter set at offset {pending_offset} is not committed (high-watermark {high_watermark})"
+    )]
+    VoterChangeInFlight {
+        pending_offset: u64,
+        high_watermark: u64,
+    },
+    #[error(
+        "the leader has not committed a record of its epoch yet (epoch start {epoch_start_offset}, high-watermark {high_watermark})"
+    )]
+    LeaderEpochNotCommitted {
+        epoch_start_offset: u64,
+        high_watermark: u64,
+    },
+    #[error("node {0} is already a voter")]
+    AlreadyVoter(NodeId),
+    #[error("node {0} is not a voter")]
+    UnknownVoter(NodeId),
+    #[error(
+        "node {voter_id} has not caught up (fetch offset {fetch_offset:?}, leader log end {log_end_offset})"
+    )]
+    VoterNotCaughtUp {
+        voter_id: NodeId,
+        fetch_offset: Option<u64>,
+        log_end_offset: u64,
+    },
+    #[error("voter set record at {offset} changes {difference} voters at once")]
+    VoterSetChangeTooLarge { offset: u64, difference: usize },
+}
+
+impl RaftError {
+    /// The Kafka error code an AddRaftVoter / RemoveRaftVoter response carries for this error
+    /// (KIP-853): a change that cannot happen yet (one in flight, the leader's epoch not
+    /// committed, the new voter not caught up) is REQUEST_TIMED_OUT, so the client retries; a
+    /// request that can never succeed is INVALID_REQUEST; anything else the core refuses is
+    /// NOT_LEADER_OR_FOLLOWER or UNKNOWN_SERVER_ERROR. (KIP-853's DUPLICATE_VOTER and
+    /// VOTER_NOT_FOUND are for the net layer to add with their wire numbers.)
+    pub fn voter_change_error_code(&self) -> ErrorCode {
+        match self {
+            RaftError::NotLeader { .. } => ErrorCode::NotLeaderOrFollower,
+            RaftError::VoterChangeInFlight { .. }
+            | RaftError::LeaderEpochNotCommitted { .. }
+            | RaftError::VoterNotCaughtUp { .. } => ErrorCode::RequestTimedOut,
+            RaftError::AlreadyVoter(_)
+            | RaftError::UnknownVoter(_)
+            | RaftError::InvalidVoterSet(_) => ErrorCode::InvalidRequest,
+            _ => ErrorCode::UnknownServerError,
+        }
+    }
 }

@@ -22,6 +22,7 @@ pub mod records;
 pub mod rng;
 pub mod state_machine;
 pub mod types;
+pub mod voters;
 pub mod work;
 
 #[cfg(feature = "sim")]
@@ -38,4 +39,5 @@ pub use types::{
     ElectionState, Epoch, NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredSnapshots,
     RecoveredState,
 };
+pub use voters::{Endpoint, VoterInfo, VoterSet, VoterSetEntry, VoterSetHistory};
 pub use work::{Persisted, Work};

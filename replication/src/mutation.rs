@@ -20,15 +20,23 @@ pub enum Mutation {
     /// KIP-630: a leader moves its log start to its high-watermark, past its latest snapshot,
     /// so the log starts where no snapshot is.
     LogStartWithoutSnapshot,
+    /// KIP-595 reassignment: the leader appends a new voter change while the previous one is
+    /// not committed yet (two changes in flight).
+    SecondVoterChangeInFlight,
+    /// KIP-595 reassignment: replicas act on a voter set only once it is committed, instead of
+    /// as soon as it is appended.
+    ActOnCommittedVoterSet,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::DoubleVote,
         Mutation::HighWatermarkWithoutMajority,
         Mutation::SkipOwnEpochCommitRule,
         Mutation::TruncateBelowHighWatermark,
         Mutation::LogStartWithoutSnapshot,
+        Mutation::SecondVoterChangeInFlight,
+        Mutation::ActOnCommittedVoterSet,
     ];
 
     pub fn name(self) -> &'static str {
@@ -38,6 +46,8 @@ impl Mutation {
             Mutation::SkipOwnEpochCommitRule => "skip-own-epoch-commit",
             Mutation::TruncateBelowHighWatermark => "truncate-below-hw",
             Mutation::LogStartWithoutSnapshot => "log-start-without-snapshot",
+            Mutation::SecondVoterChangeInFlight => "second-voter-change-in-flight",
+            Mutation::ActOnCommittedVoterSet => "act-on-committed-voter-set",
         }
     }
 

@@ -9,10 +9,14 @@
 //! | Candidate(e)   | e' > e     | e' > e       | same e      | –           | same e, quorum| e' ≥ e   | same e   |
 //! | Leader(e)      | e' > e     | e' > e       | –           | –           | –             | e' > e   | same e   |
 //! | Follower(e)    | e' > e     | e' > e       | same e      | –           | –             | e' > e   | –        |
-//! | Resigned(e)    | e' > e     | e' > e       | same e      | –           | –             | e' > e   | –        |
+//! | Resigned(e)    | e' > e, or e once removed | e' > e | same e | –      | –             | e' > e   | –        |
 //!
-//! Only voters (the local node is in `controller.quorum.voters`) become Prospective, Voted,
-//! Candidate or Leader: observers never vote, never stand and never lead. KIP-996: a timeout
+//! A leader that removed itself from the voter set resigns once the removal is committed and
+//! then, when its election timer fires, becomes Unattached in the same epoch as an observer
+//! (`check_to_removed`), since it may not stand.
+//!
+//! Only voters (the local node is in the voter set in force: `controller.quorum.voters`, or
+//! the newest voter set record in its log) become Prospective, Voted, Candidate or Leader: observers never vote, never stand and never lead. KIP-996: a timeout
 //! makes a voter Prospective in its *current* epoch, and only a majority of pre-votes makes it a
 //! Candidate, which always moves to epoch e + 1; a lost election goes back to Prospective. So a
 //! voter that merely lost touch (a slow disk, a stalled process, a one-sided partition) cannot
@@ -251,6 +255,15 @@ impl EpochState {
             Ok(())
         } else {
             Err(self.illegal("Follower", epoch))
+        }
+    }
+
+    /// A resigned leader that removed itself from the voter set becomes an observer of its
+    /// epoch (Unattached, same epoch) instead of standing again.
+    pub fn check_to_removed(&self, local_is_voter: bool) -> Result<(), RaftError> {
+        match self {
+            EpochState::Resigned(_) if !local_is_voter => Ok(()),
+            _ => Err(self.illegal("Unattached", self.epoch())),
         }
     }
 

@@ -189,6 +189,50 @@ pub fn leader_change_batch(
     build_leader_change_batch(0, 0, 0, &message).into_bytes()
 }
 
+/// KIP-853's voter set control batch (`VotersRecord`, control type 6), written by the leader
+/// when it adds or removes a voter. Base offset and epoch are 0: the host stamps them.
+pub fn voters_batch(voters: &crate::voters::VoterSet, timestamp_ms: i64) -> Bytes {
+    use ringlog_engine::batch::control::{ControlRecordKey, ControlRecordType};
+    let key = ControlRecordKey::new(ControlRecordType::KRaftVoters).encode();
+    let value = voters.encode_record_value();
+    build_batch(&[(Some(&key[..]), Some(&value[..]))], true, timestamp_ms)
+}
+
+/// The voter sets in `records` (consecutive stamped batches, e.g. a Fetch response or a
+/// snapshot's batches), with the offset of each record. Only control batches are opened; a
+/// control batch that does not parse, or a `VotersRecord` that does not decode, is a typed
+/// error, so a response carrying one is rejected whole.
+pub fn voter_sets_in(records: &Bytes) -> Result<Vec<(u64, crate::voters::VoterSet)>, RaftError> {
+    use ringlog_engine::batch::RecordBatch;
+    use ringlog_engine::batch::control::{ControlRecord, ControlRecordType};
+    let mut found = Vec::new();
+    let mut position = 0usize;
+    for header in parse_batch_headers(records, false)? {
+        let batch = records.slice(position..position + header.size_bytes);
+        let at = position;
+        position += header.size_bytes;
+        if !is_control_batch(&batch) {
+            continue;
+        }
+        let unreadable = |_| RaftError::MalformedBatch {
+            position: at,
+            reason: "control batch does not parse",
+        };
+        let parsed = RecordBatch::parse(batch).map_err(unreadable)?;
+        for record in parsed.control_records().map_err(unreadable)? {
+            let (offset, record) = record.map_err(unreadable)?;
+            if let ControlRecord::Other { key, value } = record
+                && key.record_type == ControlRecordType::KRaftVoters
+            {
+                let value = value.ok_or(RaftError::MalformedVotersRecord("no value"))?;
+                let voters = crate::voters::VoterSet::decode_record_value(&value)?;
+                found.push((offset as u64, voters));
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// Whether a batch is a control batch (attributes bit 5).
 pub fn is_control_batch(batch: &[u8]) -> bool {
     batch.len() >= BATCH_HEADER_SIZE_BYTES

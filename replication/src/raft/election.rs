@@ -44,10 +44,11 @@ impl Raft {
                 }),
             );
         };
-        if !self.config.is_voter(request.candidate_id)
-            || !self.config.is_local_voter()
-            || from != request.candidate_id
-        {
+        // KIP-853: neither the candidate nor we need be in our voter set: either may have been
+        // added by a record we have not fetched yet, and a voter set {1, 2} whose voter 1 still
+        // lags at {2, 3} could never elect anyone if 1 refused (simulator, profile reconfig,
+        // seed 54). The candidate counts only the grants of voters in its own set.
+        if from != request.candidate_id {
             respond(self, out, ErrorCode::InconsistentVoterSet, false);
             return Ok(());
         }
@@ -128,8 +129,9 @@ impl Raft {
         if matches!(self.state, EpochState::Prospective(_)) {
             return self.count_pre_vote(from, &response, out);
         }
-        let majority = self.config.majority();
-        let voters = self.config.voters.len();
+        let majority = self.majority();
+        let voters = self.voter_set().len();
+        let from_is_voter = self.is_voter(from);
         let now = self.now_ms;
         let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
         let EpochState::Candidate(candidate) = &mut self.state else {
@@ -137,7 +139,7 @@ impl Raft {
         };
         if response.current_leader.leader_epoch != candidate.epoch
             || response.error_code != ErrorCode::None
-            || !self.config.voters.contains(&from)
+            || !from_is_voter
         {
             return Ok(());
         }
@@ -163,7 +165,7 @@ impl Raft {
     /// ourselves is persisted before any Vote request leaves.
     pub(crate) fn transition_to_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
         self.state
-            .check_to_candidate(self.config.is_local_voter(), self.config.majority())?;
+            .check_to_candidate(self.is_local_voter(), self.majority())?;
         let epoch = self.epoch() + 1;
         let local = self.config.node_id;
         let deadline = self.now_ms + self.random_election_timeout_ms();
@@ -190,7 +192,7 @@ impl Raft {
         // back in epoch E - 1, win epoch E again and put different batches at the offsets it had
         // already served in E (log matching broken; simulator seeds 5004073, 5004473, 5009855).
         // With more voters the Vote requests leave after the write, so every grant follows it.
-        if self.config.majority() > 1 {
+        if self.majority() > 1 {
             self.send_vote_requests(out, &BTreeSet::new(), false);
         }
         Ok(())
@@ -199,7 +201,7 @@ impl Raft {
     /// A Candidate whose own durable vote is a majority (a single-voter quorum) becomes
     /// leader; called when a quorum-state write completes.
     pub(crate) fn maybe_win_with_own_vote(&mut self, out: &mut Out) -> Result<(), RaftError> {
-        let majority = self.config.majority();
+        let majority = self.majority();
         let EpochState::Candidate(candidate) = &self.state else {
             return Ok(());
         };
@@ -227,7 +229,7 @@ impl Raft {
             last_offset: end.offset,
             pre_vote,
         };
-        for &voter in &self.config.voters {
+        for voter in self.voter_set().iter_ids() {
             if voter != self.config.node_id && !answered.contains(&voter) {
                 out.send(voter, Message::VoteRequest(request.clone()));
             }
@@ -269,7 +271,7 @@ impl Raft {
     /// LeaderChangeMessage (so the high-watermark has a record of its own epoch to commit) and
     /// tells every voter with BeginQuorumEpoch.
     pub(crate) fn transition_to_leader(&mut self, out: &mut Out) -> Result<(), RaftError> {
-        self.state.check_to_leader(self.config.majority())?;
+        self.state.check_to_leader(self.majority())?;
         let EpochState::Candidate(candidate) = &self.state else {
             unreachable!("checked above")
         };
@@ -287,10 +289,9 @@ impl Raft {
         );
         let epoch_start_offset = self.log.log_end_offset();
         let voters: BTreeMap<NodeId, ReplicaProgress> = self
-            .config
-            .voters
-            .iter()
-            .map(|&v| (v, ReplicaProgress::default()))
+            .voter_set()
+            .iter_ids()
+            .map(|v| (v, ReplicaProgress::default()))
             .collect();
         self.state = EpochState::Leader(LeaderState {
             epoch,
@@ -313,7 +314,7 @@ impl Raft {
         );
         self.fetch_in_flight = None;
         let batch =
-            crate::records::leader_change_batch(local, &self.config.voters, &granting_voters);
+            crate::records::leader_change_batch(local, &self.voter_set().ids(), &granting_voters);
         self.log
             .append(epoch_start_offset, epoch_start_offset, epoch);
         out.push(Work::AppendAsLeader {
@@ -337,10 +338,8 @@ impl Raft {
             leader_epoch: leader.epoch,
         };
         let targets: Vec<NodeId> = self
-            .config
-            .voters
-            .iter()
-            .copied()
+            .voter_set()
+            .iter_ids()
             .filter(|&v| v != self.config.node_id && !leader.endorsed.contains(&v))
             .collect();
         for voter in targets {
@@ -357,7 +356,9 @@ impl Raft {
         leader_id: NodeId,
         leader_epoch: Epoch,
     ) -> Option<ErrorCode> {
-        if !self.config.is_voter(leader_id) || !self.config.is_local_voter() || from != leader_id {
+        // KIP-853: the leader need not be in our voter set yet (a voter added by a record we have
+        // not fetched); we must be a voter, and the sender must be the leader it names.
+        if !self.is_local_voter() || from != leader_id {
             return Some(ErrorCode::InconsistentVoterSet);
         }
         if leader_epoch < self.epoch() {
@@ -471,7 +472,10 @@ impl Raft {
     /// although nobody failed; the margin lets the followers, who see the leader directly, be
     /// the ones to decide it is gone.
     pub(crate) fn check_quorum_deadline_ms(&self, leader: &LeaderState) -> u64 {
-        if self.config.voters.len() == 1 {
+        // The leader counts itself only while it is a voter (a leader that removed itself
+        // leads without counting until the removal is committed).
+        let others_needed = self.majority() - usize::from(self.is_local_voter());
+        if others_needed == 0 {
             return u64::MAX;
         }
         let mut times: Vec<u64> = leader
@@ -485,8 +489,7 @@ impl Raft {
             })
             .collect();
         times.sort_unstable_by(|a, b| b.cmp(a));
-        // The leader itself is one of the majority; the other (majority - 1) must be fresh.
-        let others_needed = self.config.majority() - 1;
+        // The leader itself is one of the majority; the others must be fresh.
         times[others_needed - 1] + check_quorum_timeout_ms(self.config.fetch_timeout_ms)
     }
 
@@ -507,11 +510,10 @@ impl Raft {
                 .map(|(id, p)| (p.end_offset.unwrap_or(0), *id))
                 .collect(),
             _ => self
-                .config
-                .voters
-                .iter()
-                .filter(|&&v| v != local)
-                .map(|&v| (0, v))
+                .voter_set()
+                .iter_ids()
+                .filter(|&v| v != local)
+                .map(|v| (0, v))
                 .collect(),
         };
         successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -555,6 +557,10 @@ impl Raft {
             return Ok(());
         };
         if now >= resigned.election_deadline_ms {
+            if !self.is_local_voter() {
+                // Removed from the voter set: it may not stand; it looks for the new leader.
+                return self.transition_to_removed_observer();
+            }
             return self.transition_to_prospective(out);
         }
         if now >= resigned.end_quorum_resend_ms && !resigned.unacknowledged.is_empty() {

@@ -59,6 +59,7 @@ impl Raft {
             .validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
         {
             ValidatedOffset::Diverging(end) => {
+                self.forget_observer_progress(from);
                 let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
                 response.diverging_epoch = Some(end);
                 out.push(Work::SendFetchResponse {
@@ -69,6 +70,7 @@ impl Raft {
                 });
             }
             ValidatedOffset::Snapshot(snapshot_id) => {
+                self.forget_observer_progress(from);
                 // KIP-630 hook: the snapshot layer makes the log start move; then the fetcher
                 // is told which snapshot to load with FetchSnapshot.
                 let mut response = self.fetch_response(request.correlation_id, ErrorCode::None);
@@ -83,7 +85,7 @@ impl Raft {
             ValidatedOffset::Valid(_) => {
                 let now = self.now_ms;
                 let log_end_offset = self.log.log_end_offset();
-                let is_voter = self.config.is_voter(from);
+                let is_voter = self.is_voter(from);
                 let max_wait_ms = request.max_wait_ms.min(self.config.fetch_max_wait_ms);
                 let EpochState::Leader(leader) = &mut self.state else {
                     unreachable!("checked above")
@@ -132,10 +134,31 @@ impl Raft {
         Ok(())
     }
 
+    /// An observer's fetch was answered with a divergence or a snapshot: it no longer holds
+    /// what it last reported (its disk may have been replaced), so `add_voter` must not count
+    /// it as caught up on that old progress. (The high-watermark never counts observer
+    /// progress: `sync_leader_replicas` drops it when a replica becomes a voter.) KIP-853's
+    /// directory ids would tell such a replica apart on the wire.
+    fn forget_observer_progress(&mut self, from: NodeId) {
+        if let EpochState::Leader(leader) = &mut self.state
+            && let Some(progress) = leader.observers.get_mut(&from)
+        {
+            progress.end_offset = None;
+            progress.last_caught_up_ms = None;
+        }
+    }
+
     /// Recomputes the high-watermark after a voter's (or our own durable) progress moved:
     /// the largest offset fsynced on a majority of voters, and only once it covers a record of
     /// the leader's own epoch (KIP-595; Raft §5.4.2). Parked fetches learn the new value.
     pub(crate) fn on_leader_progress(&mut self, out: &mut Out) {
+        self.sync_leader_replicas();
+        self.advance_leader_high_watermark(out);
+        // A leader that removed itself steps down once that is committed.
+        self.maybe_resign_after_removal(out);
+    }
+
+    fn advance_leader_high_watermark(&mut self, out: &mut Out) {
         let local = self.config.node_id;
         let durable = self.log.durable_end_offset();
         let EpochState::Leader(leader) = &self.state else {
@@ -156,7 +179,7 @@ impl Raft {
         let majority_offset = if self.config.mutated(Mutation::HighWatermarkWithoutMajority) {
             offsets[0]
         } else {
-            offsets[self.config.majority() - 1]
+            offsets[self.majority() - 1]
         };
         let own_epoch_committed = majority_offset > leader.epoch_start_offset
             || self.config.mutated(Mutation::SkipOwnEpochCommitRule);
@@ -243,6 +266,7 @@ impl Raft {
             .request_timeout_ms
             .min(self.config.fetch_max_wait_ms)
             .max(1);
+        let local_is_voter = self.is_local_voter();
         let EpochState::Follower(follower) = &mut self.state else {
             // An observer looking for the leader asked a voter that does not know one either.
             self.fetch_backoff_until_ms = now + retry_backoff_ms;
@@ -259,7 +283,7 @@ impl Raft {
             // observer whose fetch timeout kept firing while the leader parked its fetch miss
             // the leader forever: simulator seed 337 of the mixed profile.)
             self.fetch_backoff_until_ms = now + retry_backoff_ms;
-            if !self.config.is_local_voter() {
+            if !local_is_voter {
                 let confirms_our_leader = from != follower.leader_id
                     && response.current_leader.leader_id == Some(follower.leader_id)
                     && response.current_leader.leader_epoch == follower.epoch;
@@ -310,6 +334,8 @@ impl Raft {
             if truncation < self.log.log_end_offset() {
                 self.log.truncate_to(truncation, allow_below_hw);
                 out.push(Work::Truncate { offset: truncation });
+                // KIP-595: a truncated voter set record is no longer in force.
+                self.on_log_truncated(truncation, out);
             }
             return Ok(());
         }
@@ -347,6 +373,9 @@ impl Raft {
                 expected = header.last_offset + 1;
                 last_epoch = header.partition_leader_epoch;
             }
+            // KIP-595: voter sets are in force once appended; check them before appending.
+            let voter_sets = crate::records::voter_sets_in(&response.records)?;
+            self.check_fetched_voter_sets(&voter_sets)?;
             for header in &headers {
                 self.log.append(
                     header.base_offset,
@@ -357,6 +386,7 @@ impl Raft {
             out.push(Work::AppendAsFollower {
                 records: response.records.clone(),
             });
+            self.on_voter_sets_appended(voter_sets, out);
             // The next fetch waits for this append's flush (`maybe_send_fetch`).
             self.fetch_timer_paused = true;
             self.request_flush(out);
@@ -377,7 +407,7 @@ impl Raft {
     pub(crate) fn wants_to_fetch(&self) -> bool {
         match &self.state {
             EpochState::Follower(_) => true,
-            EpochState::Unattached(_) => !self.config.is_local_voter(),
+            EpochState::Unattached(_) | EpochState::Voted(_) => !self.is_local_voter(),
             _ => false,
         }
     }
@@ -407,7 +437,7 @@ impl Raft {
             return;
         }
         let to = match &self.state {
-            EpochState::Follower(f) if self.config.is_local_voter() => f.leader_id,
+            EpochState::Follower(f) if self.is_local_voter() => f.leader_id,
             _ => {
                 // An observer fetches from the leader it knows; once that stops answering (or
                 // while it knows none) it asks the voters in turn.
@@ -417,10 +447,8 @@ impl Raft {
                     None
                 };
                 let others: Vec<NodeId> = self
-                    .config
-                    .voters
-                    .iter()
-                    .copied()
+                    .voter_set()
+                    .iter_ids()
                     .filter(|&v| v != self.config.node_id)
                     .collect();
                 match (known, self.discovery_index) {

@@ -9,13 +9,16 @@
 //! order (see [`Work`]).
 //!
 //! The handlers live in [`election`] (Vote, BeginQuorumEpoch, EndQuorumEpoch, candidacy,
-//! resignation) and [`fetch`] (Fetch on both sides, the high-watermark, long-poll).
+//! resignation), [`fetch`] (Fetch on both sides, the high-watermark, long-poll) and
+//! [`transitions`] (Unattached, Voted, Follower, and following a reported leader).
 
 mod election;
 mod fetch;
 mod pre_vote;
+mod reconfig;
 mod snapshot;
 mod snapshot_fetch;
+mod transitions;
 
 use bytes::Bytes;
 
@@ -29,6 +32,7 @@ use crate::rng::SplitMix64;
 use crate::types::{
     ElectionState, Epoch, NodeId, QuorumConfig, RecoveredSnapshots, RecoveredState,
 };
+use crate::voters::{VoterSet, VoterSetEntry, VoterSetHistory};
 use crate::work::{Persisted, Work};
 
 /// The offsets a leader assigned to an `append`: `[base_offset, last_offset]`.
@@ -103,6 +107,9 @@ pub struct Raft {
     /// The last quorum-state the host reported durable.
     persisted_election: ElectionState,
     log: LogState,
+    /// The voter sets in the log over `controller.quorum.voters` (KIP-595 reassignment): the
+    /// newest is in force (`voter_set`).
+    voters: VoterSetHistory,
     rng: SplitMix64,
     now_ms: u64,
     next_correlation_id: u64,
@@ -143,7 +150,8 @@ impl Raft {
         now_ms: u64,
     ) -> Result<Self, RaftError> {
         let log = LogState::recovered(recovered)?;
-        Self::from_log(config, recovered, log, seed, now_ms)
+        let voters = VoterSetHistory::new(VoterSet::from_ids(&config.voters)?);
+        Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
     /// [`Raft::new`] for a host that keeps snapshots (KIP-630): the snapshot at the log start
@@ -156,14 +164,41 @@ impl Raft {
         seed: u64,
         now_ms: u64,
     ) -> Result<Self, RaftError> {
+        Self::recover(config, recovered, snapshots, Vec::new(), seed, now_ms)
+    }
+
+    /// [`Raft::new_with_snapshots`] for a log that may hold voter set records (KIP-853). The
+    /// host gives every `VotersRecord` it finds while recovering the log (from the log start
+    /// to its end, uncommitted ones included: they are in force until truncated) and, first,
+    /// the voter set of the snapshot at the log start if it holds one (at any offset below the
+    /// log start). With none, `config.voters` (the bootstrap set) is in force.
+    pub fn recover(
+        config: QuorumConfig,
+        recovered: &RecoveredState,
+        snapshots: RecoveredSnapshots,
+        voter_records: Vec<VoterSetEntry>,
+        seed: u64,
+        now_ms: u64,
+    ) -> Result<Self, RaftError> {
         let log = LogState::recovered_with_snapshots(recovered, snapshots)?;
-        Self::from_log(config, recovered, log, seed, now_ms)
+        if voter_records
+            .iter()
+            .any(|e| e.offset >= recovered.log_end_offset)
+        {
+            return Err(RaftError::InvalidRecoveredState(
+                "a voter set record past the log end",
+            ));
+        }
+        let bootstrap = VoterSet::from_ids(&config.voters)?;
+        let voters = VoterSetHistory::recovered(bootstrap, voter_records)?;
+        Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
     fn from_log(
         config: QuorumConfig,
         recovered: &RecoveredState,
         log: LogState,
+        voters: VoterSetHistory,
         seed: u64,
         now_ms: u64,
     ) -> Result<Self, RaftError> {
@@ -177,6 +212,7 @@ impl Raft {
             election,
             persisted_election: election,
             log,
+            voters,
             rng: SplitMix64::new(seed),
             now_ms,
             next_correlation_id: 1,
@@ -192,7 +228,7 @@ impl Raft {
             fetched_from_leader: false,
         };
         let local = raft.config.node_id;
-        let is_voter = raft.config.is_local_voter();
+        let is_voter = raft.is_local_voter();
         raft.state = match (election.leader_id, election.voted_for) {
             (Some(leader), _) if leader == local && is_voter => {
                 EpochState::Resigned(ResignedState {
@@ -483,7 +519,12 @@ impl Raft {
                     .map(|p| p.deadline_ms)
                     .min()
                     .unwrap_or(u64::MAX);
-                let begin = if s.endorsed.len() + 1 < self.config.voters.len() {
+                let local = self.config.node_id;
+                let unendorsed = self
+                    .voter_set()
+                    .iter_ids()
+                    .any(|v| v != local && !s.endorsed.contains(&v));
+                let begin = if unendorsed {
                     s.begin_quorum_resend_ms
                 } else {
                     u64::MAX
@@ -574,7 +615,7 @@ impl Raft {
             // The response is lost (or the leader is gone): free the slot to fetch again. An
             // observer asks the next voter: the one it asked may be down for good.
             self.fetch_in_flight = None;
-            if !self.config.is_local_voter() {
+            if !self.is_local_voter() {
                 self.discovery_index += 1;
             }
         }
@@ -586,7 +627,13 @@ impl Raft {
             }
             EpochState::Voted(s) => {
                 if now >= s.election_deadline_ms {
-                    self.transition_to_prospective(out)?;
+                    if self.is_local_voter() {
+                        self.transition_to_prospective(out)?;
+                    } else if let EpochState::Voted(v) = &mut self.state {
+                        // Not a voter in its own log: it may not stand; it fetches as an
+                        // observer until it learns the leader.
+                        v.election_deadline_ms = u64::MAX;
+                    }
                 }
             }
             EpochState::Prospective(_) => self.poll_prospective(out)?,
@@ -602,15 +649,22 @@ impl Raft {
                         since_last_response_ms = self.last_fetch_response_ms.map(|t| now - t),
                         fetch_out_for_ms = self.fetch_in_flight.map(|f| now - f.sent_at_ms),
                         fetch_out_to = self.fetch_in_flight.map(|f| f.to),
-                        voter = self.config.is_local_voter(),
+                        voter = self.is_local_voter(),
                         "fetch timeout"
                     );
-                    if self.config.is_local_voter() {
+                    if self.is_local_voter() {
                         self.transition_to_prospective(out)?;
                     } else {
                         // An observer keeps its leader but asks another voter who leads now.
                         self.fetch_in_flight = None;
                         self.discovery_index += 1;
+                        // It no longer hears that leader, so it stops defending it against
+                        // pre-votes (a voter here becomes Prospective, which grants anyway).
+                        // Otherwise a replica whose log still calls it an observer refuses,
+                        // naming a leader that has since removed itself, a voter that the
+                        // newer voter set needs, and no one is elected (simulator, profile
+                        // reconfig, seeds 105, 157 and 272).
+                        self.fetched_from_leader = false;
                         if let EpochState::Follower(f) = &mut self.state {
                             f.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
                         }
@@ -621,134 +675,9 @@ impl Raft {
         }
         Ok(())
     }
-
-    // ---- transitions (each checks the table in `quorum.rs`) ----
-
-    pub(crate) fn transition_to_unattached(
-        &mut self,
-        epoch: Epoch,
-        out: &mut Out,
-    ) -> Result<(), RaftError> {
-        self.state.check_to_unattached(epoch)?;
-        let deadline = self
-            .config
-            .is_local_voter()
-            .then(|| self.now_ms + self.random_election_timeout_ms());
-        self.state = EpochState::Unattached(UnattachedState {
-            epoch,
-            election_deadline_ms: deadline,
-        });
-        self.set_election(
-            ElectionState {
-                epoch,
-                leader_id: None,
-                voted_for: None,
-            },
-            out,
-        );
-        self.fetch_in_flight = None;
-        Ok(())
-    }
-
-    pub(crate) fn transition_to_voted(
-        &mut self,
-        epoch: Epoch,
-        candidate: NodeId,
-        out: &mut Out,
-    ) -> Result<(), RaftError> {
-        self.state
-            .check_to_voted(epoch, self.config.is_local_voter())?;
-        let deadline = self.now_ms + self.random_election_timeout_ms();
-        self.state = EpochState::Voted(VotedState {
-            epoch,
-            voted_id: candidate,
-            election_deadline_ms: deadline,
-        });
-        self.set_election(
-            ElectionState {
-                epoch,
-                leader_id: None,
-                voted_for: Some(candidate),
-            },
-            out,
-        );
-        self.fetch_in_flight = None;
-        Ok(())
-    }
-
-    pub(crate) fn transition_to_follower(
-        &mut self,
-        epoch: Epoch,
-        leader_id: NodeId,
-        out: &mut Out,
-    ) -> Result<(), RaftError> {
-        assert_ne!(leader_id, self.config.node_id, "following ourselves");
-        self.state.check_to_follower(epoch)?;
-        // Keep the vote cast in this epoch: after a restart it must still forbid a second one.
-        let voted_for = if epoch == self.election.epoch {
-            self.election.voted_for
-        } else {
-            None
-        };
-        self.state = EpochState::Follower(FollowerState {
-            epoch,
-            leader_id,
-            fetch_timeout_deadline_ms: self.now_ms + self.config.fetch_timeout_ms,
-        });
-        self.set_election(
-            ElectionState {
-                epoch,
-                leader_id: Some(leader_id),
-                voted_for,
-            },
-            out,
-        );
-        self.fetch_in_flight = None;
-        self.fetch_backoff_until_ms = 0;
-        self.last_fetch_response_ms = None;
-        self.fetched_from_leader = false;
-        // An observer that was asking the voters in turn fetches from the leader it just learned.
-        self.discovery_index = 0;
-        Ok(())
-    }
-
-    /// Reacts to the leader and epoch another replica reports (in any request or response):
-    /// a newer epoch makes us follow its leader, or wait unattached when none is known yet.
-    /// Returns true if the state changed.
-    pub(crate) fn observe_leader(
-        &mut self,
-        seen: LeaderIdAndEpoch,
-        out: &mut Out,
-    ) -> Result<bool, RaftError> {
-        let local = self.config.node_id;
-        let epoch = self.epoch();
-        match seen.leader_id {
-            Some(leader) if leader != local && seen.leader_epoch > epoch => {
-                self.transition_to_follower(seen.leader_epoch, leader, out)?;
-                Ok(true)
-            }
-            Some(leader)
-                if leader != local
-                    && seen.leader_epoch == epoch
-                    && matches!(
-                        self.state,
-                        EpochState::Unattached(_)
-                            | EpochState::Voted(_)
-                            | EpochState::Prospective(_)
-                            | EpochState::Candidate(_)
-                    ) =>
-            {
-                self.transition_to_follower(epoch, leader, out)?;
-                Ok(true)
-            }
-            _ if seen.leader_epoch > epoch => {
-                self.transition_to_unattached(seen.leader_epoch, out)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
 }
 
+#[cfg(test)]
+mod reconfig_tests;
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,7 @@ impl Raft {
     /// A timer expired (a follower's fetch timeout, an unattached or voted voter's election
     /// timeout, a lost candidacy, a resignation nobody took over): ask for pre-votes.
     pub(crate) fn transition_to_prospective(&mut self, out: &mut Out) -> Result<(), RaftError> {
-        self.state
-            .check_to_prospective(self.config.is_local_voter())?;
+        self.state.check_to_prospective(self.is_local_voter())?;
         let retained_leader_id = match &self.state {
             EpochState::Follower(f) => Some(f.leader_id),
             _ => None,
@@ -34,7 +33,7 @@ impl Raft {
         // Nothing durable changes: same epoch, same vote. A restart comes back as before.
         self.fetch_in_flight = None;
         self.fetch_timer_paused = false;
-        if self.config.majority() == 1 {
+        if self.majority() == 1 {
             return self.transition_to_candidate(out);
         }
         self.send_vote_requests(out, &BTreeSet::new(), true);
@@ -109,8 +108,9 @@ impl Raft {
         response: &VoteResponse,
         out: &mut Out,
     ) -> Result<(), RaftError> {
-        let majority = self.config.majority();
-        let voters = self.config.voters.len();
+        let majority = self.majority();
+        let voters = self.voter_set().len();
+        let from_is_voter = self.is_voter(from);
         let backoff_until_ms =
             self.now_ms + self.rng.below(self.config.election_backoff_max_ms + 1);
         let EpochState::Prospective(p) = &mut self.state else {
@@ -118,7 +118,7 @@ impl Raft {
         };
         if response.current_leader.leader_epoch != p.epoch
             || response.error_code != ErrorCode::None
-            || !self.config.voters.contains(&from)
+            || !from_is_voter
         {
             return Ok(());
         }

@@ -18,6 +18,10 @@ fn pre_vote_answer(work: &[Work], to: NodeId) -> (bool, LeaderIdAndEpoch) {
             Work::Send {
                 to: t,
                 message: Message::VoteResponse(r),
+            }
+            | Work::SendAfterPersist {
+                to: t,
+                message: Message::VoteResponse(r),
             } if *t == to => Some((r.vote_granted, r.current_leader)),
             _ => None,
         })
@@ -281,4 +285,50 @@ fn an_observer_fetches_from_the_leader_a_voter_names_and_goes_back_to_it_after_a
         to, leader,
         "a voter confirming our leader sends us back to it"
     );
+}
+
+#[test]
+fn an_observer_that_no_longer_hears_its_leader_grants_pre_votes() {
+    // Simulator, profile reconfig, seeds 105, 157 and 272: a leader removed itself and stopped
+    // leading; a replica whose log still named it an observer kept following it and refused
+    // every pre-vote naming it, while the newer voter set needed that replica's vote. No one
+    // was elected. KIP-996's refusal protects a leader that is still heard, not a dead one.
+    let config = QuorumConfig::new(9, &[1, 2, 3]).unwrap();
+    let mut observer = Raft::new(config, &RecoveredState::default(), 1, 0).unwrap();
+    let mut now = 0;
+    // It learns leader 1 of epoch 1 from a voter and fetches from it successfully.
+    // (The answer that names the leader only makes it a follower; the next one counts.)
+    let (asked, correlation_id) = next_fetch(&mut observer, &mut now, Vec::new());
+    let work = observer
+        .step(now, asked, not_leader_naming(correlation_id, 1, 1))
+        .unwrap();
+    let (to, correlation_id) = next_fetch(&mut observer, &mut now, work);
+    assert_eq!(to, 1);
+    observer
+        .step(now, 1, fetch_response(correlation_id, 0, Bytes::new()))
+        .unwrap();
+    assert!(matches!(
+        observer.state(),
+        EpochState::Follower(FollowerState { leader_id: 1, .. })
+    ));
+    // While it hears leader 1 it refuses, naming it.
+    let work = observer
+        .step(now, 3, pre_vote_request(3, 1, 1, 100))
+        .unwrap();
+    let (granted, named) = pre_vote_answer(&work, 3);
+    assert!(!granted);
+    assert_eq!(named.leader_id, Some(1));
+    // Leader 1 never answers again: once the observer's fetch timeout fires it grants.
+    now += 2_000 + 1;
+    observer.tick(now).unwrap();
+    assert!(
+        matches!(observer.state(), EpochState::Follower(_)),
+        "an observer keeps its leader"
+    );
+    let work = observer
+        .step(now, 3, pre_vote_request(3, 1, 1, 100))
+        .unwrap();
+    let (granted, named) = pre_vote_answer(&work, 3);
+    assert!(granted, "{work:?}");
+    assert_eq!(named.leader_id, None);
 }

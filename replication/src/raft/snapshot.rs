@@ -97,6 +97,7 @@ impl Raft {
             return;
         };
         self.log.advance_log_start_offset(snapshot_id);
+        self.voters.trim_before(snapshot_id.offset);
         out.push(Work::AdvanceLogStartOffset {
             offset: snapshot_id.offset,
         });

@@ -144,13 +144,17 @@ impl Raft {
         if error_code == ErrorCode::None && from >= 0 {
             // A replica downloading a snapshot is alive and following us (check quorum).
             let now = self.now_ms;
-            let is_voter = self.config.is_voter(from);
+            let is_voter = self.is_voter(from);
             if let EpochState::Leader(leader) = &mut self.state {
                 let progress = if is_voter {
                     leader.endorsed.insert(from);
                     leader.voters.entry(from).or_default()
                 } else {
-                    leader.observers.entry(from).or_default()
+                    // It is loading a snapshot: whatever it held before is not counted.
+                    let progress = leader.observers.entry(from).or_default();
+                    progress.end_offset = None;
+                    progress.last_caught_up_ms = None;
+                    progress
                 };
                 progress.last_fetch_ms = Some(now);
             }
@@ -259,6 +263,9 @@ impl Raft {
         self.log.install_snapshot(snapshot_id);
         self.requested_flush = None;
         out.push(Work::InstallSnapshot { snapshot_id });
+        // The log is reset: its voter set records go. The host reports the snapshot's own
+        // voter set with `on_snapshot_installed` right after executing the install.
+        self.on_log_truncated(0, out);
         if self.log.high_watermark() > old_high_watermark {
             out.push(Work::HighWatermarkChanged {
                 high_watermark: self.log.high_watermark(),

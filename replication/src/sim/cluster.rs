@@ -3,10 +3,13 @@
 //! (taking, serving, fetching, installing) are in [`snapshots`]; the FetchSnapshot sessions that
 //! put several partitions into one request and share one response's bytes are in [`fetcher`];
 //! faults and the client workload are in [`workload`]; the simulated disk queue and the
-//! executor of the core's `Work` are in [`host`]; the fault-free bench cluster in [`steady`].
+//! executor of the core's `Work` are in [`host`]; the fault-free bench cluster in [`steady`];
+//! the cluster-wide state checks, liveness and the final-log check in [`checks`].
 
+mod checks;
 mod fetcher;
 mod host;
+mod reconfig;
 mod snapshots;
 mod steady;
 mod workload;
@@ -25,7 +28,6 @@ use super::network::{Fate, Network, NetworkConfig};
 use super::store::SimStore;
 use super::{Profile, SimOptions, SimReport};
 use crate::message::Message;
-use crate::quorum::EpochState;
 use crate::raft::Raft;
 use crate::rng::SplitMix64;
 use crate::state_machine::KeyValueStateMachine;
@@ -95,6 +97,8 @@ enum EventKind {
     EndFaults,
     /// A random live replica snapshots its state machine (KIP-630).
     TakeSnapshot,
+    /// A partition's leader adds, removes or replaces a voter (profile `reconfig`).
+    VoterChange,
 }
 
 struct Event {
@@ -195,6 +199,11 @@ struct Cluster {
     /// While a FetchSnapshot bundle is being answered: the cores' answers, to be filled and
     /// shared in one response.
     serving: Option<Vec<fetcher::CoreAnswer>>,
+    /// Every node that was ever in a voter set record or the bootstrap set: never wiped (a
+    /// voter may not forget what it acknowledged).
+    ever_voters: std::collections::BTreeSet<NodeId>,
+    /// Per partition, the voter a replacement will remove once its add is committed.
+    pending_replace: BTreeMap<PartitionId, NodeId>,
 }
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
@@ -220,6 +229,8 @@ impl Cluster {
         let mut rng = SplitMix64::new(options.seed ^ 0x5EED_CAFE_F00D_D00D);
         let (voter_count, observer_count) = match options.profile {
             Profile::Three => (3, 0),
+            // Three bootstrap voters and two spare nodes to add (observers until then).
+            Profile::Reconfig => (3, 2),
             Profile::Mixed => (1 + rng.below(5) as i32, rng.below(3) as i32),
             Profile::Single => (1, 1 + rng.below(2) as i32),
         };
@@ -278,7 +289,7 @@ impl Cluster {
         // profiles' seeds replay as before).
         let disk_latency_max_ms = match options.profile {
             Profile::Single => [3, 10, 30][rng.below(3) as usize],
-            Profile::Three | Profile::Mixed => 3,
+            Profile::Three | Profile::Mixed | Profile::Reconfig => 3,
         };
         Self {
             checkers: (0..partitions)
@@ -293,7 +304,6 @@ impl Cluster {
             nodes,
             node_ids,
             partitions,
-            voters,
             rng,
             trace: Fnv(0xcbf2_9ce4_8422_2325),
             events: 0,
@@ -306,6 +316,9 @@ impl Cluster {
             fetchers: BTreeMap::new(),
             next_bundle_id: 0,
             serving: None,
+            ever_voters: voters.iter().copied().collect(),
+            pending_replace: BTreeMap::new(),
+            voters,
         }
     }
 
@@ -368,6 +381,9 @@ impl Cluster {
         let first_append = self.rng.below(50);
         self.schedule(first_append, EventKind::ClientAppend);
         self.schedule(self.options.fault_phase_ms, EventKind::EndFaults);
+        if self.options.profile == Profile::Reconfig {
+            self.schedule_voter_change();
+        }
         let deadline_ms = self.options.fault_phase_ms + self.options.liveness_budget_ms;
         let mut events_this_ms = 0u64;
         while let Some(event) = self.queue.pop() {
@@ -418,11 +434,12 @@ impl Cluster {
             .values()
             .map(|n| match &n.raft {
                 Some(r) => format!(
-                    "{}/{}:{}@{} leader={:?} end={} hw={} next_tick={:?}/{}",
+                    "{}/{}:{}@{} voters={:?} leader={:?} end={} hw={} next_tick={:?}/{}",
                     n.id,
                     n.partition,
                     r.state().name(),
                     r.epoch(),
+                    r.voter_set().ids(),
                     r.leader_id(),
                     n.store.end_offset(),
                     r.high_watermark(),
@@ -545,6 +562,12 @@ impl Cluster {
                     self.schedule(next, EventKind::ClientAppend);
                 }
             }
+            EventKind::VoterChange => {
+                if self.faults_active {
+                    self.change_voters();
+                    self.schedule_voter_change();
+                }
+            }
             EventKind::TakeSnapshot => {
                 self.take_snapshot();
                 let next = self.now_ms + 100 + self.rng.below(600);
@@ -589,9 +612,16 @@ impl Cluster {
             ^ (replica.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ n.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03)
             ^ u64::from(replica.1).wrapping_mul(0xA076_1D64_78BD_642F);
-        let raft =
-            Raft::new_with_snapshots(n.config.clone(), &recovered, snapshots, node_seed, now)
-                .expect("recovered state is valid");
+        let voter_entries = n.store.recovered_voter_entries();
+        let raft = Raft::recover(
+            n.config.clone(),
+            &recovered,
+            snapshots,
+            voter_entries,
+            node_seed,
+            now,
+        )
+        .expect("recovered state is valid");
         self.load_state_machine_at_start(replica);
         let n = self.nodes.get_mut(&replica).expect("replica exists");
         n.epoch_floor = raft.epoch();
@@ -687,103 +717,6 @@ impl Cluster {
                     message: message.clone(),
                 },
             );
-        }
-    }
-
-    /// The leader of `partition` in the highest epoch, if any.
-    fn current_leader(&self, partition: PartitionId) -> Option<NodeId> {
-        self.nodes
-            .values()
-            .filter(|n| n.partition == partition)
-            .filter_map(|n| {
-                n.raft
-                    .as_ref()
-                    .filter(|r| r.is_leader())
-                    .map(|r| (r.epoch(), n.id))
-            })
-            .max()
-            .map(|(_, id)| id)
-    }
-
-    /// Invariants over the replicas' states, after every event.
-    fn check_states(&mut self) {
-        let mut leaders = Vec::new();
-        let mut failure = None;
-        for n in self.nodes.values_mut() {
-            let Some(raft) = &n.raft else { continue };
-            let epoch = raft.epoch();
-            if epoch < n.epoch_floor {
-                failure.get_or_insert(format!(
-                    "node {}/{}: epoch moved back from {} to {epoch}",
-                    n.id, n.partition, n.epoch_floor
-                ));
-            }
-            n.epoch_floor = epoch;
-            if matches!(raft.state(), EpochState::Leader(_)) {
-                leaders.push((n.partition, n.id, epoch));
-            }
-            if !n.config.is_local_voter()
-                && matches!(
-                    raft.state(),
-                    EpochState::Leader(_)
-                        | EpochState::Prospective(_)
-                        | EpochState::Candidate(_)
-                        | EpochState::Voted(_)
-                )
-            {
-                failure.get_or_insert(format!(
-                    "observer {}/{} is {}",
-                    n.id,
-                    n.partition,
-                    raft.state().name()
-                ));
-            }
-        }
-        if let Some(failure) = failure {
-            self.fail(failure);
-        }
-        for (partition, id, epoch) in leaders {
-            self.checkers[partition as usize].on_leader(id, epoch);
-        }
-        self.check_snapshot_offsets();
-    }
-
-    /// Liveness: in every partition a leader, every replica alive with the leader's log and
-    /// high-watermark.
-    fn converged(&self) -> bool {
-        (0..self.partitions).all(|partition| {
-            let Some(leader) = self.current_leader(partition) else {
-                return false;
-            };
-            let leader = &self.nodes[&(leader, partition)];
-            let end = leader.store.end_offset();
-            let epoch = leader.raft.as_ref().map_or(0, |l| l.epoch());
-            self.nodes
-                .values()
-                .filter(|n| n.partition == partition)
-                .all(|n| {
-                    n.raft
-                        .as_ref()
-                        .is_some_and(|r| r.high_watermark() == end && r.epoch() == epoch)
-                        && n.store.end_offset() == end
-                })
-        })
-    }
-
-    fn check_final_logs(&mut self) {
-        let mut failure = None;
-        for n in self.nodes.values() {
-            let committed = &self.checkers[n.partition as usize].committed;
-            let start = committed.partition_point(|b| b.base_offset < n.store.log_start_offset);
-            if n.store.batches[..] != committed[start..] {
-                failure.get_or_insert(format!(
-                    "node {}/{}: final log differs from the committed log",
-                    n.id, n.partition
-                ));
-            }
-        }
-        if let Some(failure) = failure {
-            self.fail(failure);
         }
     }
 

@@ -316,8 +316,9 @@ impl Checker {
             }
         }
         if let Some(stores) = leader_view {
-            // A leader's high-watermark: a majority of voters must hold the batch just below it
-            // durably (same offset and epoch, hence the same prefix by log matching).
+            // A leader's high-watermark: a majority of the voters in force in its log (KIP-595:
+            // the newest voter set it appended) must hold the batch just below it durably (same
+            // offset and epoch, hence the same prefix by log matching).
             let Some(last) = store.batches.iter().rev().find(|b| b.last_offset < new) else {
                 return;
             };
@@ -331,10 +332,10 @@ impl Checker {
                         })
                 })
                 .count();
-            if holders < self.voters.len() / 2 + 1 {
+            if holders < stores.len() / 2 + 1 {
                 self.fail(format!(
                     "node {node}: high-watermark {new} but only {holders} of {} voters fsynced offset {}",
-                    self.voters.len(),
+                    stores.len(),
                     last.base_offset
                 ));
             }

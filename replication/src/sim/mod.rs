@@ -68,6 +68,9 @@ pub enum Profile {
     /// One voter and 1–2 observers (Kafka's standalone controller with read replicas): the
     /// lone voter is its own majority, so every durability rule rests on its own disk.
     Single,
+    /// Three bootstrap voters and two spare nodes; leaders add, remove and replace voters
+    /// (KIP-595 reassignment) under every other fault class.
+    Reconfig,
 }
 
 impl Profile {
@@ -76,6 +79,7 @@ impl Profile {
             Profile::Three => "three",
             Profile::Mixed => "mixed",
             Profile::Single => "single",
+            Profile::Reconfig => "reconfig",
         }
     }
 
@@ -84,6 +88,7 @@ impl Profile {
             "three" => Some(Profile::Three),
             "mixed" => Some(Profile::Mixed),
             "single" => Some(Profile::Single),
+            "reconfig" => Some(Profile::Reconfig),
             _ => None,
         }
     }

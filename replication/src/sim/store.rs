@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::records::batch_headers;
+use crate::records::{batch_headers, voter_sets_in};
 use crate::types::{ElectionState, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
+use crate::voters::{VoterSet, VoterSetEntry};
 
 /// A snapshot being fetched: its id, its size, the bytes so far.
 #[derive(Clone, Debug, Default)]
@@ -42,6 +43,11 @@ pub struct SimStore {
     pub snapshots: BTreeMap<u64, (OffsetAndEpoch, Bytes)>,
     /// A snapshot being fetched (lost on a crash).
     pub part: Option<SnapshotPart>,
+    /// KIP-853: the voter set records in the log, by offset, read from the batches as they
+    /// are appended (what a host's recovery scan finds); after a snapshot install, first the
+    /// voter set the snapshot holds (at its end offset − 1). Records below the log start stay:
+    /// the newest of them is what the snapshot there holds.
+    pub voter_records: Vec<(u64, VoterSet)>,
 }
 
 impl SimStore {
@@ -90,7 +96,39 @@ impl SimStore {
             self.batches.push(batch.clone());
             added.push(batch);
         }
+        let voter_sets =
+            voter_sets_in(records).map_err(|e| format!("unreadable voter set record: {e}"))?;
+        self.voter_records.extend(voter_sets);
         Ok(added)
+    }
+
+    /// The newest voter set in this log (or the snapshot it starts from), if any.
+    pub fn latest_voters(&self) -> Option<&(u64, VoterSet)> {
+        self.voter_records.last()
+    }
+
+    /// What a restarting host hands `Raft::recover`: the voter set of the snapshot at the log
+    /// start (read from its bytes) and every record in the log.
+    pub fn recovered_voter_entries(&self) -> Vec<VoterSetEntry> {
+        let mut entries = Vec::new();
+        if self.log_start_offset > 0
+            && let Some((_, bytes)) = self.snapshots.get(&self.log_start_offset)
+            && let Some((_, voters)) = voter_sets_in(bytes).ok().and_then(|mut v| v.pop())
+        {
+            entries.push(VoterSetEntry {
+                offset: self.log_start_offset - 1,
+                voters,
+            });
+        }
+        for (offset, voters) in &self.voter_records {
+            if *offset >= self.log_start_offset {
+                entries.push(VoterSetEntry {
+                    offset: *offset,
+                    voters: voters.clone(),
+                });
+            }
+        }
+        entries
     }
 
     /// Drops every batch at and above `offset` (durably). Returns the removed batches.
@@ -101,6 +139,7 @@ impl SimStore {
         }
         let removed = self.batches.split_off(keep);
         self.durable_batches = self.durable_batches.min(keep);
+        self.voter_records.retain(|(o, _)| *o < offset);
         Ok(removed)
     }
 
@@ -115,6 +154,8 @@ impl SimStore {
     /// A crash: the unsynced tail and any `.part` are lost.
     pub fn crash(&mut self) {
         self.batches.truncate(self.durable_batches);
+        let end = self.end_offset();
+        self.voter_records.retain(|(o, _)| *o < end);
         self.part = None;
     }
 
@@ -141,6 +182,13 @@ impl SimStore {
         self.batches.clear();
         self.durable_batches = 0;
         self.log_start_offset = offset;
+        self.voter_records.clear();
+        // The snapshot now at the start holds the voter set in force there.
+        if let Some((_, bytes)) = self.snapshots.get(&offset)
+            && let Some((_, voters)) = voter_sets_in(bytes).ok().and_then(|mut v| v.pop())
+        {
+            self.voter_records.push((offset.saturating_sub(1), voters));
+        }
     }
 
     /// Recovery's first step: a log that ends before its newest snapshot is truncated fully

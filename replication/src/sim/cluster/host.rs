@@ -93,6 +93,7 @@ impl Cluster {
     pub(super) fn execute(&mut self, replica: ReplicaKey, work: Vec<Work>) {
         let (id, partition) = replica;
         let p = partition as usize;
+        let mut installed = None;
         for item in work {
             match item {
                 Work::Send { to, message } => self.send(replica, to, message),
@@ -143,9 +144,9 @@ impl Cluster {
                         records.extend_from_slice(&stamp_batch(batch, offset, leader_epoch));
                         offset += u64::from(header.records_count);
                     }
-                    self.append(replica, records.freeze());
+                    self.append(replica, records.freeze(), true);
                 }
-                Work::AppendAsFollower { records } => self.append(replica, records),
+                Work::AppendAsFollower { records } => self.append(replica, records, false),
                 Work::Truncate { offset } => {
                     let n = self.nodes.get_mut(&replica).expect("replica exists");
                     match n.store.truncate(offset) {
@@ -202,8 +203,13 @@ impl Cluster {
                     let n = &self.nodes[&replica];
                     let old = n.high_watermark;
                     let is_leader = n.raft.as_ref().is_some_and(|r| r.is_leader());
-                    let voter_stores: BTreeMap<NodeId, &SimStore> = self
-                        .voters
+                    // The voters in force in the leader's own log, as its disk holds them (not
+                    // the core's view: a core that uses the wrong set must be caught).
+                    let in_force: Vec<NodeId> = match n.store.latest_voters() {
+                        Some((_, voters)) => voters.ids(),
+                        None => self.voters.clone(),
+                    };
+                    let voter_stores: BTreeMap<NodeId, &SimStore> = in_force
                         .iter()
                         .map(|v| (*v, &self.nodes[&(*v, partition)].store))
                         .collect();
@@ -234,15 +240,22 @@ impl Cluster {
                     bytes,
                 } => self.write_snapshot_chunk(replica, snapshot_id, size_bytes, position, bytes),
                 Work::InstallSnapshot { snapshot_id } => {
-                    self.install_snapshot(replica, snapshot_id)
+                    self.install_snapshot(replica, snapshot_id);
+                    installed = Some(snapshot_id);
                 }
             }
         }
+        if let Some(snapshot_id) = installed {
+            // KIP-853: the core learns the installed snapshot's voter set (read from its bytes)
+            // once this work list is done, before any other input.
+            self.report_snapshot_voters(replica, snapshot_id);
+        }
     }
 
-    pub(super) fn append(&mut self, replica: ReplicaKey, records: Bytes) {
+    pub(super) fn append(&mut self, replica: ReplicaKey, records: Bytes, as_leader: bool) {
         let p = replica.1 as usize;
         let n = self.nodes.get_mut(&replica).expect("replica exists");
+        let voter_records_before = n.store.voter_records.len();
         let previous = match n.store.batches.last() {
             Some(b) => Some((b.base_offset, b.epoch)),
             // A log starting at a snapshot continues the committed batch ending there.
@@ -254,6 +267,9 @@ impl Cluster {
         match n.store.append(&records) {
             Ok(added) => self.checkers[p].on_append(replica.0, previous, &added),
             Err(e) => self.fail(format!("node {replica:?}: {e}")),
+        }
+        if self.nodes[&replica].store.voter_records.len() > voter_records_before {
+            self.check_voter_sets_appended(replica, voter_records_before, as_leader);
         }
     }
 }

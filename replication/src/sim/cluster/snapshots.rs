@@ -10,16 +10,18 @@
 //!   never loads a `.part`); the install validates it, loads it and resets the log.
 //! - Invariants after every event: see `check_snapshot_offsets` and the checker.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ringlog_engine::batch::RecordBatch;
 use ringlog_engine::snapshot::{SnapshotEncoder, SnapshotId, SnapshotRecordSink};
 
 use super::{Cluster, OpKind, ReplicaKey};
 use crate::message::Message;
+use crate::records::{batch_headers, stamp_batch, voters_batch};
 use crate::sim::SnapshotMutation;
 use crate::sim::store::SnapshotPart;
 use crate::state_machine::{KeyValueStateMachine, StateMachine};
-use crate::types::{NodeId, OffsetAndEpoch};
+use crate::types::{Epoch, NodeId, OffsetAndEpoch};
+use crate::voters::VoterSet;
 
 /// A record sink that drops the first record (the `SnapshotOneRecordOff` mutation).
 struct SkipFirstRecord<'a> {
@@ -35,6 +37,26 @@ impl SnapshotRecordSink for SkipFirstRecord<'_> {
             self.skipped = true;
         }
     }
+}
+
+/// The snapshot `bytes` with a VotersRecord control batch inserted after its header batch; the
+/// batches after it move one offset up (base offsets sit outside the CRC).
+fn with_voters_batch(bytes: &Bytes, voters: &VoterSet, epoch: Epoch) -> Bytes {
+    let headers = batch_headers(bytes).expect("the encoder's own batches");
+    let mut out = BytesMut::with_capacity(bytes.len() + 128);
+    let mut position = 0;
+    for (index, header) in headers.iter().enumerate() {
+        let batch = &bytes[position..position + header.size_bytes];
+        position += header.size_bytes;
+        if index == 0 {
+            out.extend_from_slice(batch);
+            let voters_batch = voters_batch(voters, 0);
+            out.extend_from_slice(&stamp_batch(&voters_batch, header.last_offset + 1, epoch));
+        } else {
+            out.extend_from_slice(&stamp_batch(batch, header.base_offset + 1, epoch));
+        }
+    }
+    out.freeze()
 }
 
 impl Cluster {
@@ -150,7 +172,16 @@ impl Cluster {
         } else {
             n.state_machine.snapshot_records(&mut encoder);
         }
-        let bytes = encoder.finish();
+        let mut bytes = encoder.finish();
+        // KIP-853: a snapshot holds the voter set in force at its end (Kafka puts the Voters
+        // record in the header's batch; here it is a control batch right after it). A log that
+        // never changed its voters writes none (kraft.version 0): the bootstrap set applies.
+        if let Some(raft) = &n.raft
+            && !raft.voter_history().entries().is_empty()
+        {
+            let voters = raft.voter_set_at(end_offset - 1).clone();
+            bytes = with_voters_batch(&bytes, &voters, epoch);
+        }
         self.trace_event(11, id, end_offset | (u64::from(replica.1) << 48));
         self.count("snapshot-taken");
         // What was written must be the committed state at its end offset.

@@ -14,7 +14,7 @@ impl Cluster {
                 let observers: Vec<NodeId> = ids
                     .iter()
                     .copied()
-                    .filter(|id| !self.voters.contains(id))
+                    .filter(|id| !self.ever_voters.contains(id))
                     .collect();
                 if !observers.is_empty() {
                     // An observer's disk is replaced: it rejoins empty, in every partition, so

@@ -1,0 +1,320 @@
+//! Voter changes in the core (KIP-595 quorum reassignment, KIP-853): each test drives one
+//! replica through its inputs and checks the voter set it acts on and the work it emits.
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+use crate::error::ErrorCode;
+use crate::message::{
+    BeginQuorumEpochRequest, FetchRequest, FetchResponse, LeaderIdAndEpoch, Message,
+};
+use crate::records::{build_batch, stamp_batch, voters_batch};
+use crate::types::OffsetAndEpoch;
+use crate::voters::{VoterSet, VoterSetEntry};
+
+fn set(ids: &[NodeId]) -> VoterSet {
+    VoterSet::from_ids(ids).unwrap()
+}
+
+/// Node 1, the only bootstrap voter, leads epoch 1 with its LeaderChange committed (HW 1).
+fn lone_leader() -> Raft {
+    let config = QuorumConfig::new(1, &[1]).unwrap();
+    let mut raft = Raft::new(config, &RecoveredState::default(), 7, 0).unwrap();
+    raft.tick(5_000).unwrap();
+    let election = raft.election_state();
+    raft.on_persisted(5_000, Persisted::QuorumState(election))
+        .unwrap();
+    assert!(raft.is_leader());
+    let election = raft.election_state();
+    raft.on_persisted(5_000, Persisted::QuorumState(election))
+        .unwrap();
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(raft.high_watermark(), 1);
+    raft
+}
+
+fn fetch_from(raft: &mut Raft, now_ms: u64, replica: NodeId, fetch_offset: u64) -> Vec<Work> {
+    let request = FetchRequest {
+        correlation_id: now_ms,
+        replica_id: replica,
+        current_leader_epoch: raft.epoch(),
+        fetch_offset,
+        last_fetched_epoch: 1,
+        max_bytes: 1024,
+        max_wait_ms: 500,
+    };
+    raft.step(now_ms, replica, Message::FetchRequest(request))
+        .unwrap()
+}
+
+fn flush_all(raft: &mut Raft, now_ms: u64) {
+    let end_offset = raft.log().log_end_offset();
+    let generation = raft.log().generation();
+    raft.on_persisted(
+        now_ms,
+        Persisted::Log {
+            generation,
+            end_offset,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn add_then_remove_the_leader_one_change_at_a_time() {
+    let mut raft = lone_leader();
+    // KIP-853: a node that never fetched cannot be added.
+    assert!(matches!(
+        raft.add_voter(5_001, 2),
+        Err(RaftError::VoterNotCaughtUp { voter_id: 2, .. })
+    ));
+    // Node 2 catches up as an observer (its fetch reaches the leader's end).
+    fetch_from(&mut raft, 5_002, 2, 1);
+    let (appended, work) = raft.add_voter(5_003, 2).unwrap();
+    assert_eq!(appended.base_offset, 1);
+    let Some(Work::AppendAsLeader { batches, .. }) = work.first() else {
+        panic!("{work:?}")
+    };
+    let stamped = stamp_batch(&batches[0], 1, 1);
+    assert_eq!(
+        crate::records::voter_sets_in(&stamped).unwrap(),
+        vec![(1, set(&[1, 2]))]
+    );
+    // KIP-595: effective when appended, before it commits.
+    assert_eq!(raft.voter_set(), &set(&[1, 2]));
+    // One change in flight: the next waits for this one to commit.
+    assert!(matches!(
+        raft.remove_voter(5_004, 1),
+        Err(RaftError::VoterChangeInFlight {
+            pending_offset: 1,
+            high_watermark: 1
+        })
+    ));
+    // With two voters the leader's own flush is no longer a majority.
+    flush_all(&mut raft, 5_005);
+    assert_eq!(raft.high_watermark(), 1);
+    fetch_from(&mut raft, 5_006, 2, 2);
+    assert_eq!(raft.high_watermark(), 2, "committed by both voters");
+    // The leader removes itself: it keeps leading, without counting itself, until that commits.
+    raft.remove_voter(5_007, 1).unwrap();
+    assert_eq!(raft.voter_set(), &set(&[2]));
+    flush_all(&mut raft, 5_008);
+    assert!(raft.is_leader());
+    assert_eq!(raft.high_watermark(), 2);
+    let work = fetch_from(&mut raft, 5_009, 2, 3);
+    assert_eq!(raft.high_watermark(), 3);
+    // KIP-595: once its removal is committed it steps down with EndQuorumEpoch.
+    assert!(matches!(raft.state(), EpochState::Resigned(_)), "{work:?}");
+    assert!(work.iter().any(|w| matches!(
+        w,
+        Work::Send {
+            to: 2,
+            message: Message::EndQuorumEpochRequest(_)
+        }
+    )));
+    // It never stands again: when its timer fires it becomes an observer looking for the leader.
+    let (work, _) = raft.tick(60_000).unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Unattached(_)),
+        "{work:?}"
+    );
+    assert!(!work.iter().any(|w| matches!(
+        w,
+        Work::Send {
+            message: Message::VoteRequest(_),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn voter_changes_refused_with_typed_errors() {
+    let config = QuorumConfig::new(2, &[1, 2, 3]).unwrap();
+    let mut follower = Raft::new(config, &RecoveredState::default(), 7, 0).unwrap();
+    let error = follower.add_voter(1, 4).unwrap_err();
+    assert!(matches!(error, RaftError::NotLeader { .. }));
+    assert_eq!(
+        error.voter_change_error_code(),
+        ErrorCode::NotLeaderOrFollower
+    );
+    let mut raft = lone_leader();
+    assert_eq!(raft.add_voter(5_001, 1), Err(RaftError::AlreadyVoter(1)));
+    assert_eq!(raft.remove_voter(5_001, 9), Err(RaftError::UnknownVoter(9)));
+    assert!(matches!(
+        raft.remove_voter(5_001, 1),
+        Err(RaftError::InvalidVoterSet(_))
+    ));
+    // An observer that fetched long ago has not caught up.
+    fetch_from(&mut raft, 5_002, 2, 1);
+    let error = raft.add_voter(50_000, 2).unwrap_err();
+    assert_eq!(error.voter_change_error_code(), ErrorCode::RequestTimedOut);
+    assert_eq!(raft.voter_set(), &set(&[1]), "nothing changed");
+}
+
+/// Node 2 follows 1 in epoch 1 over the bootstrap voters {1, 2, 3}.
+fn follower_2() -> Raft {
+    let config = QuorumConfig::new(2, &[1, 2, 3]).unwrap();
+    let mut raft = Raft::new(config, &RecoveredState::default(), 7, 0).unwrap();
+    let work = raft
+        .step(
+            10,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 1,
+            }),
+        )
+        .unwrap();
+    for item in &work {
+        if let Work::WriteQuorumState(state) = item {
+            raft.on_persisted(10, Persisted::QuorumState(*state))
+                .unwrap();
+        }
+    }
+    raft
+}
+
+fn response(correlation_id: u64, records: Bytes, diverging: Option<OffsetAndEpoch>) -> Message {
+    Message::FetchResponse(FetchResponse {
+        correlation_id,
+        error_code: ErrorCode::None,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: Some(1),
+            leader_epoch: 1,
+        },
+        high_watermark: 0,
+        log_start_offset: 0,
+        diverging_epoch: diverging,
+        snapshot_id: None,
+        records,
+    })
+}
+
+#[test]
+fn a_follower_acts_on_a_voter_set_when_appended_and_reverts_it_when_truncated() {
+    let mut raft = follower_2();
+    let mut records = BytesMut::new();
+    records.extend_from_slice(&stamp_batch(
+        &build_batch(&[(None, Some(b"x"))], false, 0),
+        0,
+        1,
+    ));
+    records.extend_from_slice(&stamp_batch(&voters_batch(&set(&[1, 2]), 0), 1, 1));
+    raft.step(20, 1, response(1, records.freeze(), None))
+        .unwrap();
+    // KIP-595: node 3 is out as soon as the record is in node 2's log, committed or not.
+    assert_eq!(raft.voter_set(), &set(&[1, 2]));
+    assert_eq!(raft.voter_history().latest_offset(), Some(1));
+    flush_all(&mut raft, 21);
+    // The leader (a new one's log) diverges at offset 1: the record goes, {1, 2, 3} is back.
+    raft.step(
+        22,
+        1,
+        response(2, Bytes::new(), Some(OffsetAndEpoch::new(1, 1))),
+    )
+    .unwrap();
+    assert_eq!(raft.log().log_end_offset(), 1);
+    assert_eq!(raft.voter_set(), &set(&[1, 2, 3]));
+}
+
+#[test]
+fn a_follower_refuses_a_voter_set_that_changes_two_voters_at_once() {
+    let mut raft = follower_2();
+    let records = stamp_batch(&voters_batch(&set(&[1, 2, 4, 5]), 0), 0, 1);
+    let error = raft.step(20, 1, response(1, records, None)).unwrap_err();
+    assert_eq!(
+        error,
+        RaftError::VoterSetChangeTooLarge {
+            offset: 0,
+            difference: 3
+        }
+    );
+    assert_eq!(raft.log().log_end_offset(), 0, "nothing appended");
+    assert_eq!(raft.voter_set(), &set(&[1, 2, 3]));
+}
+
+#[test]
+fn a_restarted_replica_rebuilds_its_voter_set_from_snapshot_and_log() {
+    // The host found the snapshot's set {1, 2} and a record {1, 2, 4} at offset 7 in the log.
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 2,
+            leader_id: Some(1),
+            voted_for: None,
+        },
+        log_start_offset: 5,
+        log_end_offset: 9,
+        epoch_cache: vec![OffsetAndEpoch::new(5, 2)],
+    };
+    let snapshots = RecoveredSnapshots {
+        log_start_snapshot_id: Some(OffsetAndEpoch::new(5, 2)),
+        latest_snapshot_id: None,
+    };
+    let entries = vec![
+        VoterSetEntry {
+            offset: 4,
+            voters: set(&[1, 2]),
+        },
+        VoterSetEntry {
+            offset: 7,
+            voters: set(&[1, 2, 4]),
+        },
+    ];
+    let config = QuorumConfig::new(4, &[1, 2, 3]).unwrap();
+    let raft = Raft::recover(config.clone(), &recovered, snapshots, entries, 7, 0).unwrap();
+    assert_eq!(raft.voter_set(), &set(&[1, 2, 4]));
+    assert_eq!(raft.voter_set_at(6), &set(&[1, 2]));
+    // A record past the log end is an inconsistent recovery, not a panic.
+    let past_end = vec![VoterSetEntry {
+        offset: 9,
+        voters: set(&[1]),
+    }];
+    assert!(Raft::recover(config, &recovered, snapshots, past_end, 7, 0).is_err());
+}
+
+#[test]
+fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_voter() {
+    // Simulator, profile reconfig, seeds 170 and 289: a spare fetched up to the leader's end as
+    // an observer, its disk was then replaced (it restarts empty; without KIP-853's directory
+    // ids the leader cannot tell), and the leader added it and counted that old fetch offset:
+    // its high-watermark passed records that only the leader held durably.
+    let mut raft = lone_leader();
+    fetch_from(&mut raft, 5_001, 2, 1);
+    raft.add_voter(5_002, 2).unwrap();
+    flush_all(&mut raft, 5_003);
+    fetch_from(&mut raft, 5_004, 2, 2);
+    assert_eq!(raft.voter_set(), &set(&[1, 2]));
+    assert_eq!(raft.high_watermark(), 2);
+    // Voter 2 stops fetching at 2; the leader appends up to 5 and holds it durably.
+    let batch = build_batch(&[(None, Some(b"x"))], false, 0);
+    raft.append(5_005, vec![batch.clone(), batch.clone(), batch])
+        .unwrap();
+    flush_all(&mut raft, 5_006);
+    assert_eq!(raft.high_watermark(), 2, "voter 2 is still at 2");
+    // Observer 3 reports the leader's end (5), then loses its disk, and is added.
+    fetch_from(&mut raft, 5_007, 3, 5);
+    let (appended, _) = raft.add_voter(5_008, 3).unwrap();
+    assert_eq!(appended.base_offset, 5);
+    assert_eq!(raft.voter_set(), &set(&[1, 2, 3]));
+    flush_all(&mut raft, 5_009);
+    // KIP-595: the set in force is {1, 2, 3}; offset 5 is durable on the leader only.
+    assert_eq!(
+        raft.high_watermark(),
+        2,
+        "an observer's fetch offset from before the add must not count"
+    );
+    // Voter 3's first fetch as a voter (at what it holds now, the whole log) counts.
+    fetch_from(&mut raft, 5_010, 3, 6);
+    assert_eq!(
+        raft.high_watermark(),
+        6,
+        "leader and voter 3: a majority of 3"
+    );
+}
