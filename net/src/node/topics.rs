@@ -26,7 +26,9 @@
 //!
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
-//! answers NOT_CONTROLLER. A Metadata request for an unknown topic with auto-creation on
+//! answers NOT_CONTROLLER, and so does a new leader until its image has applied everything
+//! earlier epochs committed (`controller_caught_up`: else it could create a topic that exists
+//! and so replace it). A Metadata request for an unknown topic with auto-creation on
 //! proposes the topic (forwarded to the controller when this node is not it) and answers
 //! LEADER_NOT_AVAILABLE, so the client asks again.
 
@@ -296,6 +298,36 @@ pub fn is_internal_topic(name: &str) -> bool {
     name.starts_with("__")
 }
 
+/// Whether a leader of `__cluster_metadata-0` in `epoch` has applied (`applied_offset`: the
+/// offset after the last record its image applied) every record committed before its epoch.
+///
+/// A new leader learns what is committed only when a record of its own epoch, the LeaderChange
+/// it writes first, commits (KIP-595); until its image has applied past that record it may
+/// not know topics that exist. A topic it then created would put a new record (new topic id)
+/// under the existing topic's key, which every node applies as the topic replaced: its
+/// partitions deleted and started again empty. Seen in tests/kip320.rs after a restart: a
+/// client's Metadata with auto-creation reached the new leader before it had applied the
+/// topic's record, and the survivor's only copy of the partition was deleted. Kafka's
+/// controller likewise becomes active only once it has replayed the log to the committed
+/// offset.
+///
+/// | leader's epoch in its epoch cache | applied past the epoch's first offset | caught up |
+/// | --------------------------------- | ------------------------------------- | --------- |
+/// | no (nothing appended in it yet)   | -                                     | no        |
+/// | yes                               | no                                    | no        |
+/// | yes                               | yes                                   | yes       |
+pub fn controller_caught_up(
+    epoch: ringlog_replication::Epoch,
+    epoch_cache: &[ringlog_replication::OffsetAndEpoch],
+    applied_offset: u64,
+) -> bool {
+    epoch_cache
+        .iter()
+        .rev()
+        .find(|entry| entry.epoch == epoch)
+        .is_some_and(|entry| applied_offset > entry.offset)
+}
+
 /// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Internal names
 /// ([`is_internal_topic`]) cannot be created by clients.
 pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
@@ -415,6 +447,18 @@ impl Node {
             .expect("hosted")
     }
 
+    /// Whether this node acts as the controller: it leads `__cluster_metadata-0` and its topic
+    /// image has applied every record committed before its epoch ([`controller_caught_up`]).
+    pub(super) fn controller_active(&self) -> bool {
+        let raft = self.metadata_raft();
+        raft.is_leader()
+            && controller_caught_up(
+                raft.epoch(),
+                raft.log().epoch_cache(),
+                self.handlers.topics.applied_offset,
+            )
+    }
+
     pub(super) fn topic_exists(&self, name: &str) -> bool {
         self.handlers.topics.image.contains_key(name)
     }
@@ -530,6 +574,11 @@ impl Node {
         }
         let partitions = self.config.num_partitions.min(10_000) as i32;
         let raft = self.metadata_raft();
+        if raft.is_leader() && !self.controller_active() {
+            // Not caught up: the topic may exist in records not applied yet (see
+            // `controller_caught_up`). The client asks again.
+            return ErrorCode::LeaderNotAvailable;
+        }
         if raft.is_leader() {
             let record = TopicRecord {
                 name: name.to_string(),
@@ -572,7 +621,8 @@ impl Node {
         header: &RequestHeader,
         request: ct_req::CreateTopicsRequest,
     ) -> Result<(), NodeError> {
-        let leading = self.metadata_raft().is_leader();
+        // A leader still applying what earlier epochs committed is not the controller yet.
+        let leading = self.controller_active();
         let voters = self.config.quorum_voters.len() as i16;
         let mut results = Vec::new();
         let mut waiting = Vec::new();
