@@ -27,7 +27,7 @@
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
 //! answers NOT_CONTROLLER, and so does a new leader until its image has applied everything
-//! earlier epochs committed (`controller_caught_up`: else it could create a topic that exists
+//! earlier epochs committed (controller.rs: else it could create a topic that exists
 //! and so replace it). A Metadata request for an unknown topic with auto-creation on
 //! proposes the topic (forwarded to the controller when this node is not it) and answers
 //! LEADER_NOT_AVAILABLE, so the client asks again.
@@ -298,36 +298,6 @@ pub fn is_internal_topic(name: &str) -> bool {
     name.starts_with("__")
 }
 
-/// Whether a leader of `__cluster_metadata-0` in `epoch` has applied (`applied_offset`: the
-/// offset after the last record its image applied) every record committed before its epoch.
-///
-/// A new leader learns what is committed only when a record of its own epoch, the LeaderChange
-/// it writes first, commits (KIP-595); until its image has applied past that record it may
-/// not know topics that exist. A topic it then created would put a new record (new topic id)
-/// under the existing topic's key, which every node applies as the topic replaced: its
-/// partitions deleted and started again empty. Seen in tests/kip320.rs after a restart: a
-/// client's Metadata with auto-creation reached the new leader before it had applied the
-/// topic's record, and the survivor's only copy of the partition was deleted. Kafka's
-/// controller likewise becomes active only once it has replayed the log to the committed
-/// offset.
-///
-/// | leader's epoch in its epoch cache | applied past the epoch's first offset | caught up |
-/// | --------------------------------- | ------------------------------------- | --------- |
-/// | no (nothing appended in it yet)   | -                                     | no        |
-/// | yes                               | no                                    | no        |
-/// | yes                               | yes                                   | yes       |
-pub fn controller_caught_up(
-    epoch: ringlog_replication::Epoch,
-    epoch_cache: &[ringlog_replication::OffsetAndEpoch],
-    applied_offset: u64,
-) -> bool {
-    epoch_cache
-        .iter()
-        .rev()
-        .find(|entry| entry.epoch == epoch)
-        .is_some_and(|entry| applied_offset > entry.offset)
-}
-
 /// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Internal names
 /// ([`is_internal_topic`]) cannot be created by clients.
 pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
@@ -447,18 +417,6 @@ impl Node {
             .expect("hosted")
     }
 
-    /// Whether this node acts as the controller: it leads `__cluster_metadata-0` and its topic
-    /// image has applied every record committed before its epoch ([`controller_caught_up`]).
-    pub(super) fn controller_active(&self) -> bool {
-        let raft = self.metadata_raft();
-        raft.is_leader()
-            && controller_caught_up(
-                raft.epoch(),
-                raft.log().epoch_cache(),
-                self.handlers.topics.applied_offset,
-            )
-    }
-
     pub(super) fn topic_exists(&self, name: &str) -> bool {
         self.handlers.topics.image.contains_key(name)
     }
@@ -544,10 +502,7 @@ impl Node {
     /// coordinator), once its image holds every committed topic record: a second record for
     /// the name would replace the first topic and its committed offsets.
     pub(super) fn propose_offsets_topic(&mut self) -> Result<u64, ErrorCode> {
-        if self
-            .caught_up_leader_epoch(self.metadata_partition_id())
-            .is_none()
-        {
+        if !self.controller_active() {
             return Err(ErrorCode::NotController);
         }
         if self.topic_exists(OFFSETS_TOPIC) || self.handlers.topics.proposed.contains(OFFSETS_TOPIC)
@@ -576,7 +531,7 @@ impl Node {
         let raft = self.metadata_raft();
         if raft.is_leader() && !self.controller_active() {
             // Not caught up: the topic may exist in records not applied yet (see
-            // `controller_caught_up`). The client asks again.
+            // controller.rs). The client asks again.
             return ErrorCode::LeaderNotAvailable;
         }
         if raft.is_leader() {
@@ -623,6 +578,7 @@ impl Node {
     ) -> Result<(), NodeError> {
         // A leader still applying what earlier epochs committed is not the controller yet.
         let leading = self.controller_active();
+        let catching_up = !leading && self.metadata_raft().is_leader();
         let voters = self.config.quorum_voters.len() as i16;
         let mut results = Vec::new();
         let mut waiting = Vec::new();
@@ -649,20 +605,15 @@ impl Node {
             };
             let outcome: Result<Option<u64>, (ErrorCode, String)> = (|| {
                 if !leading {
-                    return Err((ErrorCode::NotController, "ask the controller".into()));
+                    // A leader whose image may still miss a committed record of the topic.
+                    let why = if catching_up {
+                        "the controller is catching up"
+                    } else {
+                        "ask the controller"
+                    };
+                    return Err((ErrorCode::NotController, why.into()));
                 }
-                if offsets_topic {
-                    if self
-                        .caught_up_leader_epoch(self.metadata_partition_id())
-                        .is_none()
-                    {
-                        // Its image may still miss a committed record of the topic.
-                        return Err((
-                            ErrorCode::NotController,
-                            "the controller is catching up".into(),
-                        ));
-                    }
-                } else {
+                if !offsets_topic {
                     validate_topic_name(&topic.name)
                         .map_err(|c| (c, format!("illegal topic name {:?}", topic.name)))?;
                 }

@@ -103,6 +103,7 @@ fn topic_names_follow_kafkas_rule() {
 /// its image, and creating it again would replace it (`controller_caught_up`'s table).
 #[test]
 fn a_new_metadata_leader_acts_as_controller_only_once_caught_up() {
+    use super::super::controller::controller_caught_up;
     use ringlog_replication::OffsetAndEpoch;
     let cache = [OffsetAndEpoch::new(0, 1), OffsetAndEpoch::new(7, 3)];
     // No record of epoch 4 appended yet.
