@@ -330,7 +330,7 @@ fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
     assert_eq!(view.partition.observers[0].replica_id, 4);
 
     cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     let acknowledged = produce_all(&cluster, leader, &values("a", 20));
     for id in 1..=4 {
         wait_for_values(&cluster, id, &acknowledged);
@@ -353,7 +353,7 @@ fn produce_validates_batches_and_honours_acks() {
     let cluster = Cluster::start(1, 0, "message.max.bytes=2000\n");
     cluster.wait_for_leader(Duration::from_secs(10), None);
     cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
 
     let mut corrupt = batch_of(&values("bad", 1)).to_vec();
@@ -410,7 +410,7 @@ fn kill_9_of_the_leader_elects_a_successor_and_loses_nothing() {
     let mut cluster = Cluster::start(3, 1, "");
     cluster.wait_for_leader(Duration::from_secs(10), None);
     cluster.create_topic();
-    let (leader, epoch) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let (leader, epoch) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     let mut acknowledged = produce_all(&cluster, leader, &values("before", 10));
     cluster.kill(leader);
     let (successor, new_epoch) =
@@ -432,7 +432,7 @@ fn kill_9_of_every_node_keeps_the_committed_log() {
     let mut cluster = Cluster::start(3, 1, "");
     cluster.wait_for_leader(Duration::from_secs(10), None);
     cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     let acknowledged = produce_all(&cluster, leader, &values("durable", 30));
     for id in 1..=4 {
         cluster.kill(id);
@@ -525,7 +525,7 @@ fn garbage_and_a_huge_size_prefix_leave_the_server_serving() {
     let cluster = Cluster::start(1, 0, "");
     cluster.wait_for_leader(Duration::from_secs(10), None);
     cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
     let address = cluster.address(leader);
     for bad in [
         b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec(),

@@ -169,7 +169,8 @@ impl Node {
         header: &RequestHeader,
         request: dt_req::DeleteTopicsRequest,
     ) -> Result<(), NodeError> {
-        let leading = self.metadata_raft().is_leader();
+        // A leader still applying what earlier epochs committed is not the controller yet.
+        let leading = self.controller_active();
         // v0-5 name topics; v6 names or ids.
         let asked: Vec<(Option<String>, Uuid)> = if header.api_version >= 6 {
             request

@@ -17,6 +17,7 @@
 
 mod admission;
 pub mod client;
+mod controller;
 pub mod convert;
 mod delete_topics;
 mod fetch_snapshot;

@@ -26,7 +26,9 @@
 //!
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
-//! answers NOT_CONTROLLER. A Metadata request for an unknown topic with auto-creation on
+//! answers NOT_CONTROLLER, and so does a new leader until its image has applied everything
+//! earlier epochs committed (controller.rs: else it could create a topic that exists
+//! and so replace it). A Metadata request for an unknown topic with auto-creation on
 //! proposes the topic (forwarded to the controller when this node is not it) and answers
 //! LEADER_NOT_AVAILABLE, so the client asks again.
 
@@ -500,10 +502,7 @@ impl Node {
     /// coordinator), once its image holds every committed topic record: a second record for
     /// the name would replace the first topic and its committed offsets.
     pub(super) fn propose_offsets_topic(&mut self) -> Result<u64, ErrorCode> {
-        if self
-            .caught_up_leader_epoch(self.metadata_partition_id())
-            .is_none()
-        {
+        if !self.controller_active() {
             return Err(ErrorCode::NotController);
         }
         if self.topic_exists(OFFSETS_TOPIC) || self.handlers.topics.proposed.contains(OFFSETS_TOPIC)
@@ -530,6 +529,11 @@ impl Node {
         }
         let partitions = self.config.num_partitions.min(10_000) as i32;
         let raft = self.metadata_raft();
+        if raft.is_leader() && !self.controller_active() {
+            // Not caught up: the topic may exist in records not applied yet (see
+            // controller.rs). The client asks again.
+            return ErrorCode::LeaderNotAvailable;
+        }
         if raft.is_leader() {
             let record = TopicRecord {
                 name: name.to_string(),
@@ -572,7 +576,9 @@ impl Node {
         header: &RequestHeader,
         request: ct_req::CreateTopicsRequest,
     ) -> Result<(), NodeError> {
-        let leading = self.metadata_raft().is_leader();
+        // A leader still applying what earlier epochs committed is not the controller yet.
+        let leading = self.controller_active();
+        let catching_up = !leading && self.metadata_raft().is_leader();
         let voters = self.config.quorum_voters.len() as i16;
         let mut results = Vec::new();
         let mut waiting = Vec::new();
@@ -599,20 +605,15 @@ impl Node {
             };
             let outcome: Result<Option<u64>, (ErrorCode, String)> = (|| {
                 if !leading {
-                    return Err((ErrorCode::NotController, "ask the controller".into()));
+                    // A leader whose image may still miss a committed record of the topic.
+                    let why = if catching_up {
+                        "the controller is catching up"
+                    } else {
+                        "ask the controller"
+                    };
+                    return Err((ErrorCode::NotController, why.into()));
                 }
-                if offsets_topic {
-                    if self
-                        .caught_up_leader_epoch(self.metadata_partition_id())
-                        .is_none()
-                    {
-                        // Its image may still miss a committed record of the topic.
-                        return Err((
-                            ErrorCode::NotController,
-                            "the controller is catching up".into(),
-                        ));
-                    }
-                } else {
+                if !offsets_topic {
                     validate_topic_name(&topic.name)
                         .map_err(|c| (c, format!("illegal topic name {:?}", topic.name)))?;
                 }

@@ -97,3 +97,20 @@ fn topic_names_follow_kafkas_rule() {
         );
     }
 }
+
+/// A new metadata leader is the controller only once its image applied past its epoch's first
+/// record (its LeaderChange): before, a topic committed in an earlier epoch may be missing from
+/// its image, and creating it again would replace it (`controller_caught_up`'s table).
+#[test]
+fn a_new_metadata_leader_acts_as_controller_only_once_caught_up() {
+    use super::super::controller::controller_caught_up;
+    use ringlog_replication::OffsetAndEpoch;
+    let cache = [OffsetAndEpoch::new(0, 1), OffsetAndEpoch::new(7, 3)];
+    // No record of epoch 4 appended yet.
+    assert!(!controller_caught_up(4, &cache, 7));
+    // Epoch 3 starts at 7: applied up to 7 (not the LeaderChange itself) is not enough.
+    assert!(!controller_caught_up(3, &cache, 0));
+    assert!(!controller_caught_up(3, &cache, 7));
+    assert!(controller_caught_up(3, &cache, 8));
+    assert!(controller_caught_up(1, &cache[..1], 1));
+}
