@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | Vote, BeginQuorumEpoch, EndQuorumEpoch, replica Fetch (ReplicaId >= 0), replica FetchSnapshot | its ClusterId is missing or not this cluster's | INCONSISTENT_CLUSTER_ID (104) |
 //! | replica Fetch, replica FetchSnapshot | its ReplicaId is neither a voter nor listed in `controller.quorum.observers` | INCONSISTENT_VOTER_SET (94) |
-//! | Vote, BeginQuorumEpoch, EndQuorumEpoch | the sender is not a voter | INCONSISTENT_VOTER_SET, answered by the core (`replication/src/raft/election.rs`) |
+//! | Vote, BeginQuorumEpoch, EndQuorumEpoch | a partition's candidate or leader is not a configured voter | INCONSISTENT_VOTER_SET (94) |
 //!
 //! Consumer Fetch and FetchSnapshot (ReplicaId -1) are not quorum traffic and are not checked:
 //! any client may read, internal topics included, as Kafka allows.
@@ -48,13 +48,17 @@ pub(super) enum Refusal {
     ClusterId { claimed: Option<String> },
     #[error("replica {replica_id} is neither a voter nor a configured observer")]
     UnknownReplica { replica_id: NodeId },
+    #[error("replica {replica_id} is not a voter")]
+    NotAVoter { replica_id: NodeId },
 }
 
 impl Refusal {
     pub(super) fn error_code(&self) -> ErrorCode {
         match self {
             Refusal::ClusterId { .. } => ErrorCode::InconsistentClusterId,
-            Refusal::UnknownReplica { .. } => ErrorCode::InconsistentVoterSet,
+            Refusal::UnknownReplica { .. } | Refusal::NotAVoter { .. } => {
+                ErrorCode::InconsistentVoterSet
+            }
         }
     }
 }
@@ -84,9 +88,36 @@ pub(super) fn admit(
     }
     match replica_id {
         Some(replica_id) if !config.is_quorum_member(replica_id) => {
-            Err(Refusal::UnknownReplica { replica_id })
+            return Err(Refusal::UnknownReplica { replica_id });
         }
-        _ => Ok(()),
+        _ => {}
+    }
+    // Voter-only requests name their sender per partition. The core grants a vote whatever
+    // its own log says of the candidate (KIP-853: the candidate's voter set decides whether
+    // the vote counts), and a Vote or BeginQuorumEpoch in a newer epoch moves the receiver
+    // to it: from a node that is no configured voter that would only unseat a leader.
+    let senders: Vec<NodeId> = match request {
+        Request::Vote(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.replica_id))
+            .collect(),
+        Request::BeginQuorumEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.leader_id))
+            .collect(),
+        Request::EndQuorumEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.leader_id))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let voter = |id: NodeId| config.quorum_voters.iter().any(|v| v.node_id == id);
+    match senders.into_iter().find(|id| !voter(*id)) {
+        Some(replica_id) => Err(Refusal::NotAVoter { replica_id }),
+        None => Ok(()),
     }
 }
 

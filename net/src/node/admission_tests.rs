@@ -133,6 +133,24 @@ fn only_voters_and_configured_observers_replicate() {
     );
 }
 
+/// Votes and leader announcements come only from configured voters: an observer (4) or a
+/// stranger (99) asking for a vote is refused before the core, which would otherwise move to
+/// the request's epoch.
+#[test]
+fn only_voters_ask_for_votes() {
+    let config = config();
+    assert_eq!(admit(&vote(Some(CLUSTER)), 2, CLUSTER, &config), Ok(()));
+    for replica_id in [4, 99] {
+        let Request::Vote(mut request) = vote(Some(CLUSTER)) else {
+            unreachable!("vote() builds a Vote")
+        };
+        request.topics[0].partitions[0].replica_id = replica_id;
+        let refusal = admit(&Request::Vote(request), 2, CLUSTER, &config).unwrap_err();
+        assert_eq!(refusal, Refusal::NotAVoter { replica_id });
+        assert_eq!(refusal.error_code(), ErrorCode::InconsistentVoterSet);
+    }
+}
+
 /// Consumers (ReplicaId -1) are not quorum traffic: no cluster id needed, any topic readable.
 #[test]
 fn consumers_are_not_checked() {
