@@ -140,12 +140,31 @@ pub(super) fn folder_topic_id(dir: &Path) -> Option<Uuid> {
     PartitionMetadata::read(dir).map(|m| m.topic_id)
 }
 
+/// The name a partition folder `name` (`<topic>-<partition>`) takes while it waits to be
+/// removed: `<topic>-<partition>.<topic id>-delete`, with the topic cut so that the whole stays
+/// within 255 bytes, the longest file name Linux allows (a 249-character topic, Kafka's limit,
+/// would overflow it by 36 bytes). Kafka's `LocalLog.logDeleteDirName` cuts the same way; the
+/// partition and the topic id keep names apart.
+fn doomed_name(name: &str, topic_id: Uuid) -> String {
+    const NAME_MAX_BYTES: usize = 255;
+    let tail = format!(".{}{DELETE_SUFFIX}", hex(topic_id));
+    let (topic, suffix) = match name.rsplit_once('-') {
+        Some((topic, partition)) => (topic, format!("-{partition}{tail}")),
+        None => (name, tail),
+    };
+    let mut keep = NAME_MAX_BYTES.saturating_sub(suffix.len()).min(topic.len());
+    while !topic.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{suffix}", &topic[..keep])
+}
+
 fn remove_partition_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
     let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
         return Ok(());
     };
     let parent = dir.parent().unwrap_or(Path::new("."));
-    let doomed = parent.join(format!("{name}.{}{DELETE_SUFFIX}", hex(topic_id)));
+    let doomed = parent.join(doomed_name(name, topic_id));
     if doomed.exists() {
         std::fs::remove_dir_all(&doomed)?;
     }
@@ -442,6 +461,31 @@ mod tests {
         ] {
             assert_eq!(PartitionMetadata::decode(junk), None, "{junk:?}");
         }
+    }
+
+    /// A topic of Kafka's longest name (249 characters) is deleted like any other: before,
+    /// its folder's rename failed with ENAMETOOLONG and the node exited on it, so one
+    /// DeleteTopics from any client stopped every node.
+    #[test]
+    fn a_folder_of_the_longest_topic_name_is_removed_too() {
+        let id = Uuid([2; 16]);
+        assert_eq!(doomed_name("t-0", id), format!("t-0.{}-delete", hex(id)));
+        let topic = "x".repeat(249);
+        let names: Vec<String> = [0, 1, 12345]
+            .iter()
+            .map(|p| doomed_name(&format!("{topic}-{p}"), id))
+            .collect();
+        for name in &names {
+            assert!(name.len() <= 255, "{} bytes", name.len());
+            assert!(name.ends_with(DELETE_SUFFIX));
+        }
+        assert_ne!(names[0], names[1], "partitions stay apart");
+        let parent = std::env::temp_dir().join(format!("ringlog-long-{}", std::process::id()));
+        let dir = parent.join(format!("{topic}-0"));
+        std::fs::create_dir_all(&dir).unwrap();
+        remove_partition_dir(&dir, id).unwrap();
+        assert!(!dir.exists());
+        let _ = std::fs::remove_dir_all(&parent);
     }
 
     #[test]
