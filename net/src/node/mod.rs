@@ -531,28 +531,18 @@ impl Node {
                     } => self.dispatch(partition, to, message, &mut fetches)?,
                     Output::FetchResponse {
                         partition: _,
-                        response,
+                        mut response,
                         records,
                     } => {
-                        if let Some(range) = records {
-                            let correlation_id = response.correlation_id;
-                            match self.open_range(&range) {
-                                Ok(RecordsSource::File(region)) => {
-                                    self.fetch_regions.insert(correlation_id, region);
-                                }
-                                Ok(RecordsSource::Memory(bytes)) => {
-                                    let mut response = response;
-                                    response.records = bytes;
-                                    self.answer_fetch(response)?;
-                                    continue;
-                                }
-                                Err(error) => {
-                                    tracing::error!(%error, "log read failed");
-                                    let mut response = response;
-                                    response.error_code = core::ErrorCode::UnknownServerError;
-                                    self.answer_fetch(response)?;
-                                    continue;
-                                }
+                        match records.map(|range| self.open_range(&range)) {
+                            None => {}
+                            Some(Ok(RecordsSource::File(region))) => {
+                                self.fetch_regions.insert(response.correlation_id, region);
+                            }
+                            Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
+                            Some(Err(error)) => {
+                                tracing::error!(%error, "log read failed");
+                                response.error_code = core::ErrorCode::UnknownServerError;
                             }
                         }
                         self.answer_fetch(response)?;

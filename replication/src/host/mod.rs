@@ -43,7 +43,7 @@ use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
 use crate::multi::{MultiRaft, PartitionMessage};
 use crate::raft::{AppendResult, Raft};
 use crate::state_machine::SnapshotPolicyConfig;
-use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState};
+use crate::types::{NodeId, PartitionId, QuorumConfig, RecoveredState};
 use crate::work::Persisted;
 
 pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
@@ -472,10 +472,6 @@ impl<I: Io> Host<I> {
         &self.io
     }
 
-    pub fn io_mut(&mut self) -> &mut I {
-        &mut self.io
-    }
-
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch), materialised.
     pub fn read(
         &mut self,
@@ -507,12 +503,5 @@ impl<I: Io> Host<I> {
             .read_buffered_at(&range.path, range.position, range.length as usize)
             .map_err(|e| StorageError::Log(e.into()))?;
         Ok(Bytes::from(bytes))
-    }
-
-    /// The snapshots a partition holds, for the runtime's records (retention).
-    pub fn latest_snapshot_id(&self, partition: PartitionId) -> Option<OffsetAndEpoch> {
-        self.stores
-            .get(&partition)
-            .and_then(|s| s.snapshots.latest_snapshot_id)
     }
 }
