@@ -613,6 +613,7 @@ impl Raft {
             None => backoff_max + jitter,
         };
         let deadline = self.now_ms + timeout;
+        self.resigned_leader = Some((request.leader_epoch, request.leader_id));
         match &mut self.state {
             EpochState::Follower(f) if f.leader_id == request.leader_id => {
                 f.fetch_timeout_deadline_ms = f.fetch_timeout_deadline_ms.min(deadline);

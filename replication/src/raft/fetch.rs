@@ -295,9 +295,13 @@ impl Raft {
             }
             return Ok(());
         }
-        follower.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
+        // An answer sent before our leader resigned still carries its records, but it no
+        // longer proves a leader alive: the election the resignation asked for goes on.
+        if self.resigned_leader != Some((follower.epoch, from)) {
+            follower.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
+            self.fetched_from_leader = true;
+        }
         self.discovery_index = 0;
-        self.fetched_from_leader = true;
         let leader_epoch = follower.epoch;
         if let Some(diverging) = response.diverging_epoch {
             // KIP-320: truncate to the end of the largest common epoch, as far as we know it.
@@ -427,6 +431,7 @@ impl Raft {
         }
         if std::mem::take(&mut self.fetch_timer_paused)
             && let EpochState::Follower(follower) = &mut self.state
+            && self.resigned_leader != Some((follower.epoch, follower.leader_id))
         {
             // The wait for our own flush is over: the leader gets a full timeout to answer.
             follower.fetch_timeout_deadline_ms = follower

@@ -137,6 +137,11 @@ pub struct Raft {
     /// A Fetch (or FetchSnapshot) to our leader succeeded since we started following it (and
     /// it has not announced its resignation since): we refuse pre-votes while it is true.
     fetched_from_leader: bool,
+    /// The leader that announced its resignation (EndQuorumEpoch) and its epoch. A resigned
+    /// leader never leads that epoch again, so a late answer from it (a Fetch sent before it
+    /// resigned) or a peer that has not heard yet (a pre-vote refusal naming it) must not send
+    /// us back to it: that reset our fetch timeout and held the election back a full timeout.
+    resigned_leader: Option<(Epoch, NodeId)>,
 }
 
 impl Raft {
@@ -226,6 +231,7 @@ impl Raft {
             fetch_timer_paused: false,
             last_fetch_response_ms: None,
             fetched_from_leader: false,
+            resigned_leader: None,
         };
         let local = raft.config.node_id;
         let is_voter = raft.is_local_voter();

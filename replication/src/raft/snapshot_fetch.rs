@@ -228,7 +228,9 @@ impl Raft {
             self.fetch_backoff_until_ms = now + retry_backoff_ms;
             return Ok(());
         }
-        if let EpochState::Follower(follower) = &mut self.state {
+        if let EpochState::Follower(follower) = &mut self.state
+            && self.resigned_leader != Some((follower.epoch, from))
+        {
             follower.fetch_timeout_deadline_ms = now + self.config.fetch_timeout_ms;
             self.fetched_from_leader = true;
         }

@@ -896,6 +896,69 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
     assert_eq!(follower.resign(21), Err(RaftError::NothingToResign));
 }
 
+/// A resigned leader never leads its epoch again. Node 2 hears of the resignation before the
+/// answer to the Fetch it sent earlier, and then a pre-vote refusal from a voter that has not
+/// heard yet: neither sends it back to the old leader nor pushes its election a fetch timeout
+/// away (tests/node.rs's SIGTERM handover waited the full 3 s in CI on 2026-12-02 for this).
+#[test]
+fn a_late_answer_from_a_resigned_leader_does_not_hold_the_election_back() {
+    let mut raft = follower_2();
+    let end = EndQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 1,
+        preferred_successors: vec![2, 3],
+    };
+    raft.step(20, 1, Message::EndQuorumEpochRequest(end))
+        .unwrap();
+    let deadline = raft.next_deadline_ms();
+    assert!(deadline <= 20 + 101, "{deadline}");
+    // The answer to fetch 1, sent before the resignation, still carries the leader's records.
+    let records = stamp_batch(&client_batch(2), 0, 1);
+    let work = raft
+        .step(21, 1, fetch_response(1, 0, records.clone()))
+        .unwrap();
+    assert!(
+        work.contains(&Work::AppendAsFollower { records }),
+        "{work:?}"
+    );
+    // Our own flush pauses the timer; once it is done, the resignation's deadline stands.
+    raft.on_persisted(
+        22,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 2,
+        },
+    )
+    .unwrap();
+    assert!(
+        raft.next_deadline_ms() <= deadline,
+        "the late answer reset the fetch timeout: {}",
+        raft.next_deadline_ms()
+    );
+    raft.tick(deadline).unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Prospective(_)),
+        "{:?}",
+        raft.state()
+    );
+    // Node 3 has not heard of the resignation and refuses, naming the old leader.
+    raft.step(deadline + 1, 3, vote_response(false, 1, Some(1)))
+        .unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Prospective(_)),
+        "went back to the resigned leader: {:?}",
+        raft.state()
+    );
+    // Once node 3 hears, its grant makes a candidate of epoch 2.
+    raft.step(deadline + 2, 3, vote_response(true, 1, None))
+        .unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Candidate(_)),
+        "{:?}",
+        raft.state()
+    );
+}
+
 #[test]
 fn observers_never_stand_but_may_vote() {
     let config = QuorumConfig::new(9, &[1, 2, 3]).unwrap();

@@ -107,6 +107,13 @@ impl Raft {
     ) -> Result<bool, RaftError> {
         let local = self.config.node_id;
         let epoch = self.epoch();
+        if seen.leader_epoch == epoch
+            && seen.leader_id.is_some()
+            && self.resigned_leader == seen.leader_id.map(|leader| (epoch, leader))
+        {
+            // It announced its resignation: it will not lead this epoch again.
+            return Ok(false);
+        }
         match seen.leader_id {
             Some(leader) if leader != local && seen.leader_epoch > epoch => {
                 self.transition_to_follower(seen.leader_epoch, leader, out)?;
