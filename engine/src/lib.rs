@@ -5,4 +5,5 @@ pub mod epoch_cache;
 pub mod io;
 pub mod log;
 pub mod quorum_state;
+pub mod quorum_state_writer;
 pub mod snapshot;

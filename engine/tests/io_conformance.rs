@@ -296,6 +296,34 @@ fn directory_operations(io: &mut impl Io, root: &Path) {
     assert_eq!(io.list_dir(&dir).expect("list"), vec!["a"]);
 }
 
+/// A directory handle takes an fdatasync through the ring (the quorum-state's rename is made
+/// durable that way without blocking) and refuses data operations.
+fn directory_handle_syncs_through_the_ring(io: &mut impl Io, root: &Path) {
+    let dir = root.join("handle");
+    io.create_dir_all(&dir).expect("mkdir");
+    let handle = io.open_dir(&dir).expect("open_dir");
+    let synced = run_one(io, Op::Fdatasync { file: handle });
+    assert_eq!(synced.result.expect("fsync of a directory"), 0);
+    let read = run_one(
+        io,
+        Op::Read {
+            file: handle,
+            offset: 0,
+            len: 16,
+        },
+    );
+    assert!(read.result.is_err(), "a directory handle is not readable");
+    io.close(handle).expect("close");
+    let missing = io
+        .open_dir(&root.join("no-such-dir"))
+        .expect_err("open_dir of a missing folder");
+    assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+    let file = io.open(&dir.join("f"), CREATE).expect("create");
+    io.close(file).expect("close");
+    let not_dir = io.open_dir(&dir.join("f")).expect_err("open_dir of a file");
+    assert_eq!(not_dir.raw_os_error(), Some(libc::ENOTDIR));
+}
+
 fn linked_write_then_fdatasync(io: &mut impl Io, root: &Path) {
     let file = io
         .open(&root.join("chain.log"), CREATE_DIRECT)
@@ -571,7 +599,8 @@ macro_rules! conformance_suite {
                 open_create_semantics, write_read_round_trip_direct, short_read_at_eof,
                 set_len_and_preallocate, directory_operations, linked_write_then_fdatasync,
                 failed_link_cancels_the_rest, completion_ids_match_submissions,
-                errors_carry_path_and_offset, drain_without_wait, alignment_enforced_on_direct_files);
+                errors_carry_path_and_offset, drain_without_wait, alignment_enforced_on_direct_files,
+                directory_handle_syncs_through_the_ring);
         }
     };
     (@tests $make:expr; $($check:ident),*) => {

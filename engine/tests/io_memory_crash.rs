@@ -201,6 +201,26 @@ fn an_unsynced_rename_is_undone_and_a_synced_one_persists() {
 }
 
 #[test]
+fn a_directory_handle_s_fdatasync_makes_a_rename_durable() {
+    let mut io = MemoryIo::with_seed(1);
+    durable_dir(&mut io);
+    let part = dir().join("quorum-state.tmp");
+    let target = dir().join("quorum-state");
+    let f = io.open(&part, CREATE).expect("create");
+    write_synced(&mut io, f, 0, b"epoch=3");
+    io.close(f).expect("close");
+    io.rename(&part, &target).expect("rename");
+    let handle = io.open_dir(&dir()).expect("open_dir");
+    let id = io.submit(Op::Fdatasync { file: handle });
+    let done = ringlog_engine::io::wait_for_all(&mut io, &[id]).expect("wait");
+    assert!(done[0].result.is_ok());
+    io.close(handle).expect("close");
+    io.crash();
+    assert!(!io.exists(&part));
+    assert_eq!(io.durable_bytes(&target).expect("target"), b"epoch=3");
+}
+
+#[test]
 fn an_unsynced_remove_comes_back() {
     let mut io = MemoryIo::with_seed(1);
     let file = durable_file(&mut io);

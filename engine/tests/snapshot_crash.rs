@@ -136,6 +136,12 @@ impl Io for DyingIo {
         }
         self.inner.sync_dir(path)
     }
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        if !self.alive() {
+            return Err(DyingIo::dead("open_dir", path));
+        }
+        self.inner.open_dir(path)
+    }
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
         self.inner.raw_fd(file)
     }

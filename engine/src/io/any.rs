@@ -159,6 +159,9 @@ impl Io for AnyIo {
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         delegate!(self, io => io.sync_dir(path))
     }
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        delegate!(self, io => io.open_dir(path))
+    }
     fn read_buffered_at(
         &mut self,
         path: &Path,

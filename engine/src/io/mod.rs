@@ -148,7 +148,9 @@ pub enum Op {
         offset: u64,
         len: usize,
     },
-    /// Make every completed write to `file` durable (data and the size needed to read it).
+    /// Make every completed write to `file` durable (data and the size needed to read it). On a
+    /// directory handle ([`Io::open_dir`]): make its entries (creations, renames, removals)
+    /// durable, a full fsync, since a directory's fdatasync need not cover them.
     Fdatasync { file: FileId },
 }
 
@@ -215,6 +217,10 @@ pub trait Io {
     fn remove_file(&mut self, path: &Path) -> Result<(), IoError>;
     /// fsync a directory: makes creations, renames and removals in it durable.
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError>;
+    /// Open a directory so that an [`Op::Fdatasync`] on it, submitted like any data operation,
+    /// makes its entries durable (what [`Io::sync_dir`] does, without blocking the caller).
+    /// Only `Fdatasync` and `close` apply to the handle.
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError>;
     /// The OS file descriptor, for zero-copy sends (sendfile/splice); `None` on the memory backend.
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd>;
 

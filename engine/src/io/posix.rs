@@ -24,6 +24,8 @@ pub(crate) struct PosixFile {
     /// The caller asked for O_DIRECT: the alignment rule applies even after a buffered fallback.
     pub direct: bool,
     pub read_only: bool,
+    /// Opened with `open_dir`: its fdatasync is a full fsync (a directory's entries).
+    pub directory: bool,
     /// Data operations submitted and not yet completed; `close` asserts it is zero, because closing
     /// the descriptor while the kernel still uses it could make it hit a reused descriptor.
     pub in_flight: usize,
@@ -97,6 +99,27 @@ impl PosixFiles {
             path: path.to_path_buf(),
             direct: options.direct,
             read_only: options.read_only,
+            directory: false,
+            in_flight: 0,
+        };
+        self.files.insert(id, entry);
+        Ok(id)
+    }
+
+    pub fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| IoError::new("open_dir", path, 0, e))?;
+        let id = FileId(self.next_file_id);
+        self.next_file_id += 1;
+        let entry = PosixFile {
+            file,
+            path: path.to_path_buf(),
+            direct: false,
+            read_only: true,
+            directory: true,
             in_flight: 0,
         };
         self.files.insert(id, entry);

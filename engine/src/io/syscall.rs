@@ -99,6 +99,10 @@ impl SyscallIo {
                 });
                 (result, buf)
             }
+            // A directory's entries need a full fsync.
+            Op::Fdatasync { .. } if entry.directory => {
+                (retry_eintr(|| entry.file.sync_all().map(|()| 0)), None)
+            }
             Op::Fdatasync { .. } => (retry_eintr(|| entry.file.sync_data().map(|()| 0)), None),
         };
         let result = result.map_err(|e| IoError::new(operation, &entry.path, offset, e));
@@ -197,6 +201,10 @@ impl Io for SyscallIo {
 
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         posix::sync_dir(path)
+    }
+
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        self.files.open_dir(path)
     }
 
     fn read_buffered_at(

@@ -128,6 +128,7 @@ impl UringIo {
         let file = self.files.get_mut(op.file()).expect("validated");
         file.in_flight += 1;
         let fd = types::Fd(file.file.as_raw_fd());
+        let directory = file.directory;
         let mut flight = InFlight {
             op,
             read_buf: None,
@@ -145,6 +146,8 @@ impl UringIo {
                 flight.read_buf = Some(buf);
                 entry
             }
+            // A directory's entries need a full fsync.
+            Op::Fdatasync { .. } if directory => opcode::Fsync::new(fd).build(),
             Op::Fdatasync { .. } => opcode::Fsync::new(fd)
                 .flags(types::FsyncFlags::DATASYNC)
                 .build(),
@@ -336,6 +339,10 @@ impl Io for UringIo {
 
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         posix::sync_dir(path)
+    }
+
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        self.files.open_dir(path)
     }
 
     fn read_buffered_at(

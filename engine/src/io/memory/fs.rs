@@ -269,6 +269,11 @@ impl Fs {
         let inode = self
             .lookup(names, false)
             .ok_or_else(|| errno(libc::ENOENT))?;
+        self.sync_dir_inode(inode)
+    }
+
+    /// `sync_dir` of an open directory handle.
+    pub fn sync_dir_inode(&mut self, inode: InodeId) -> Result<(), std::io::Error> {
         let dir = self.dir_mut(inode).ok_or_else(|| errno(libc::ENOTDIR))?;
         dir.durable = dir.visible.clone();
         Ok(())

@@ -366,6 +366,23 @@ impl MemoryIo {
         if read_only && matches!(op, Op::Write { .. }) {
             return failed_completion(op_id, op, &path, errno(libc::EBADF));
         }
+        if self.fs.is_dir(inode) {
+            // A directory handle (`open_dir`): its fdatasync makes its entries durable.
+            return match op {
+                Op::Fdatasync { .. } if self.fault_fires(FaultKind::FsyncEio, &path, 0, 0) => {
+                    failed_completion(op_id, op, &path, errno(libc::EIO))
+                }
+                Op::Fdatasync { .. } => match self.fs.sync_dir_inode(inode) {
+                    Ok(()) => Completion {
+                        op_id,
+                        result: Ok(0),
+                        buf: None,
+                    },
+                    Err(e) => failed_completion(op_id, op, &path, e),
+                },
+                _ => failed_completion(op_id, op, &path, errno(libc::EISDIR)),
+            };
+        }
         match op {
             Op::Write { offset, buf, .. } => {
                 for kind in [FaultKind::WriteEio, FaultKind::WriteEnospc] {
@@ -527,8 +544,16 @@ impl Io for MemoryIo {
     }
 
     fn file_size_bytes(&mut self, file: FileId) -> Result<u64, IoError> {
-        let inode = self.open_file(file, "file_size")?.inode;
-        Ok(self.fs.file(inode).expect("file inode").visible.len() as u64)
+        let open = self.open_file(file, "file_size")?;
+        let Some(data) = self.fs.file(open.inode) else {
+            return Err(IoError::new(
+                "file_size",
+                &open.path,
+                0,
+                errno(libc::EISDIR),
+            ));
+        };
+        Ok(data.visible.len() as u64)
     }
 
     fn set_len(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
@@ -617,6 +642,27 @@ impl Io for MemoryIo {
         self.fs
             .sync_dir(&names)
             .map_err(|e| IoError::new("sync_dir", path, 0, e))
+    }
+
+    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
+        let names = self.check_path("sync_dir", path)?;
+        let inode = self
+            .fs
+            .lookup(&names, false)
+            .ok_or_else(|| IoError::new("open_dir", path, 0, errno(libc::ENOENT)))?;
+        if !self.fs.is_dir(inode) {
+            return Err(IoError::new("open_dir", path, 0, errno(libc::ENOTDIR)));
+        }
+        let id = FileId(self.next_file_id);
+        self.next_file_id += 1;
+        let open = OpenFile {
+            inode,
+            path: normalize(path),
+            direct: false,
+            read_only: true,
+        };
+        self.files.insert(id, open);
+        Ok(id)
     }
 
     fn raw_fd(&self, _file: FileId) -> Option<std::os::fd::RawFd> {

@@ -1,0 +1,322 @@
+//! The quorum-state file written without blocking the caller: the same steps as
+//! [`QuorumStateData::persist`] (write `quorum-state.tmp`, fdatasync it, rename it over
+//! `quorum-state`, fsync the folder), with both syncs submitted through the ring like a log
+//! flush, so an event loop goes on serving while they run.
+//!
+//! Why: under write load, each of those syncs waits for the filesystem journal, behind the
+//! segments' fdatasyncs. Done synchronously on the node's only thread that was 1.5 to 7 s per
+//! vote or epoch change, every partition stalled meanwhile (docs/benchmarks.md, issue 16).
+//!
+//! One write is in flight at a time, in order: a newer state asked for while one is in flight
+//! replaces any still waiting (the file holds one state; the newest wins), so the writes a caller
+//! sees complete are in issue order, and a later ticket's completion covers every earlier one.
+//!
+//! ```text
+//!  write(ticket, data) ─► [Writing: tmp write + fdatasync, linked]
+//!                              │ both complete
+//!                              ▼ rename tmp → quorum-state (metadata, synchronous, no sync)
+//!                         [SyncingFolder: fsync of the folder]
+//!                              │ completes
+//!                              ▼ durable_ticket = ticket; the queued write (if any) starts
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::io::{AlignedBuf, Completion, FileId, Io, Op, OpId, OpenOptions};
+use crate::log::blocking;
+use crate::quorum_state::{QuorumStateData, QuorumStateError};
+
+/// Writes one quorum-state file through the ring. See the module doc.
+#[derive(Debug)]
+pub struct QuorumStateWriter {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    folder: PathBuf,
+    stage: Stage,
+    /// The newest state asked for while another write was in flight.
+    queued: Option<(u64, Vec<u8>)>,
+    /// The latest ticket whose state is durable (0: none written by this writer).
+    durable_ticket: u64,
+}
+
+#[derive(Debug)]
+enum Stage {
+    Idle,
+    Writing {
+        ticket: u64,
+        file: FileId,
+        /// The chain's operations not completed yet.
+        pending: Vec<OpId>,
+    },
+    SyncingFolder {
+        ticket: u64,
+        folder: FileId,
+        op_id: OpId,
+    },
+}
+
+/// What [`QuorumStateWriter::on_completion`] did with a completion.
+#[derive(Debug)]
+pub enum WriterRouted {
+    /// Not ours: handed back for its owner.
+    Foreign(Completion),
+    /// Ours. `Some(ticket)` when the state of `ticket` (and of every earlier one) became durable.
+    Mine { durable_ticket: Option<u64> },
+}
+
+impl QuorumStateWriter {
+    pub fn new(path: &Path) -> Self {
+        QuorumStateWriter {
+            path: path.to_path_buf(),
+            tmp_path: blocking::tmp_path(path),
+            folder: blocking::parent_dir(path).to_path_buf(),
+            stage: Stage::Idle,
+            queued: None,
+            durable_ticket: 0,
+        }
+    }
+
+    /// Asks for `data` to be written as the state of `ticket` (tickets increase). Starts at once
+    /// if nothing is in flight, else replaces what waits.
+    pub fn write<I: Io>(
+        &mut self,
+        io: &mut I,
+        ticket: u64,
+        data: &QuorumStateData,
+    ) -> Result<(), QuorumStateError> {
+        assert!(
+            ticket > self.durable_ticket && self.queued.as_ref().is_none_or(|(t, _)| ticket > *t),
+            "quorum-state tickets must increase"
+        );
+        let bytes = data.encode().into_bytes();
+        if matches!(self.stage, Stage::Idle) {
+            self.start(io, ticket, bytes)?;
+        } else {
+            self.queued = Some((ticket, bytes));
+        }
+        Ok(())
+    }
+
+    /// The latest ticket whose state is durable.
+    pub fn durable_ticket(&self) -> u64 {
+        self.durable_ticket
+    }
+
+    /// Whether a write is in flight or waiting.
+    pub fn is_busy(&self) -> bool {
+        !matches!(self.stage, Stage::Idle) || self.queued.is_some()
+    }
+
+    /// The operations in flight, for a caller that must wait for them (closing the partition).
+    pub fn in_flight_op_ids(&self) -> Vec<OpId> {
+        match &self.stage {
+            Stage::Idle => Vec::new(),
+            Stage::Writing { pending, .. } => pending.clone(),
+            Stage::SyncingFolder { op_id, .. } => vec![*op_id],
+        }
+    }
+
+    /// Routes one completion: ours moves the write on (and may start the queued one), anything
+    /// else is handed back. An I/O error fails the write; the caller treats it as it treats a
+    /// failed log flush (the vote it guards must never leave).
+    pub fn on_completion<I: Io>(
+        &mut self,
+        io: &mut I,
+        completion: Completion,
+    ) -> Result<WriterRouted, QuorumStateError> {
+        match &mut self.stage {
+            Stage::Writing {
+                ticket,
+                file,
+                pending,
+            } if pending.contains(&completion.op_id) => {
+                let (ticket, file) = (*ticket, *file);
+                pending.retain(|id| *id != completion.op_id);
+                let all = pending.is_empty();
+                if let Err(error) = completion.result {
+                    self.fail(io);
+                    return Err(error.into());
+                }
+                if !all {
+                    return Ok(WriterRouted::Mine {
+                        durable_ticket: None,
+                    });
+                }
+                // A failure from here on leaves nothing in flight (the caller stops on it).
+                self.stage = Stage::Idle;
+                io.close(file)?;
+                io.rename(&self.tmp_path, &self.path)?;
+                let folder = io.open_dir(&self.folder)?;
+                let op_id = io.submit(Op::Fdatasync { file: folder });
+                self.stage = Stage::SyncingFolder {
+                    ticket,
+                    folder,
+                    op_id,
+                };
+                Ok(WriterRouted::Mine {
+                    durable_ticket: None,
+                })
+            }
+            Stage::SyncingFolder {
+                ticket,
+                folder,
+                op_id,
+            } if *op_id == completion.op_id => {
+                let (ticket, folder) = (*ticket, *folder);
+                self.stage = Stage::Idle;
+                io.close(folder)?;
+                completion.result?;
+                assert!(
+                    ticket > self.durable_ticket,
+                    "writes complete in issue order"
+                );
+                self.durable_ticket = ticket;
+                if let Some((next, bytes)) = self.queued.take() {
+                    self.start(io, next, bytes)?;
+                }
+                Ok(WriterRouted::Mine {
+                    durable_ticket: Some(ticket),
+                })
+            }
+            _ => Ok(WriterRouted::Foreign(completion)),
+        }
+    }
+
+    fn start<I: Io>(
+        &mut self,
+        io: &mut I,
+        ticket: u64,
+        bytes: Vec<u8>,
+    ) -> Result<(), QuorumStateError> {
+        let file = io.open(
+            &self.tmp_path,
+            OpenOptions {
+                create: true,
+                ..Default::default()
+            },
+        )?;
+        if let Err(error) = io.set_len(file, 0) {
+            let _ = io.close(file);
+            return Err(error.into());
+        }
+        let buf = AlignedBuf::from_slice(&bytes, io.block_size_bytes());
+        let pending = io.submit_linked(vec![
+            Op::Write {
+                file,
+                offset: 0,
+                buf,
+            },
+            Op::Fdatasync { file },
+        ]);
+        self.stage = Stage::Writing {
+            ticket,
+            file,
+            pending,
+        };
+        Ok(())
+    }
+
+    /// A failed write: wait for the rest of its chain (cancelled or not) so the file can be
+    /// closed, then forget it. What waited is dropped with it: the caller stops on the error.
+    fn fail<I: Io>(&mut self, io: &mut I) {
+        let waiting = self.in_flight_op_ids();
+        if let Stage::Writing { file, .. } = self.stage {
+            let _ = crate::io::wait_for_all(io, &waiting);
+            let _ = io.close(file);
+        }
+        self.stage = Stage::Idle;
+        self.queued = None;
+    }
+
+    /// Waits for the write in flight and any queued one (a partition being closed). Completions
+    /// of other owners stay in the ring.
+    pub fn finish_blocking<I: Io>(&mut self, io: &mut I) -> Result<(), QuorumStateError> {
+        while self.is_busy() {
+            if matches!(self.stage, Stage::Idle)
+                && let Some((ticket, bytes)) = self.queued.take()
+            {
+                self.start(io, ticket, bytes)?;
+            }
+            let ids = self.in_flight_op_ids();
+            for completion in crate::io::wait_for_any(io, &ids)? {
+                if let WriterRouted::Foreign(_) = self.on_completion(io, completion)? {
+                    unreachable!("wait_for_any returns only the completions asked for");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemoryIo;
+    use crate::quorum_state::QUORUM_STATE_FILE_NAME;
+
+    fn state(epoch: i32) -> QuorumStateData {
+        let mut s = QuorumStateData::initial("rl", &[1, 2, 3]);
+        s.leader_epoch = epoch;
+        s
+    }
+
+    fn pump(io: &mut MemoryIo, writer: &mut QuorumStateWriter) -> Vec<u64> {
+        let mut durable = Vec::new();
+        while io.in_flight() > 0 {
+            io.submit_and_wait(1).unwrap();
+            let mut ready = Vec::new();
+            io.drain_completions(&mut ready);
+            for c in ready {
+                match writer.on_completion(io, c).unwrap() {
+                    WriterRouted::Mine {
+                        durable_ticket: Some(t),
+                    } => durable.push(t),
+                    WriterRouted::Mine { .. } => {}
+                    WriterRouted::Foreign(c) => panic!("foreign {c:?}"),
+                }
+            }
+        }
+        durable
+    }
+
+    #[test]
+    fn a_write_is_durable_only_after_the_folder_sync_and_the_newest_queued_state_wins() {
+        let mut io = MemoryIo::with_seed(3);
+        let folder = Path::new("/p");
+        io.create_dir_all(folder).unwrap();
+        io.sync_dir(Path::new("/")).unwrap();
+        let path = folder.join(QUORUM_STATE_FILE_NAME);
+        let mut writer = QuorumStateWriter::new(&path);
+        writer.write(&mut io, 1, &state(1)).unwrap();
+        // Two more while the first is in flight: only the newest is written.
+        writer.write(&mut io, 2, &state(2)).unwrap();
+        writer.write(&mut io, 3, &state(3)).unwrap();
+        assert!(writer.is_busy());
+        assert_eq!(
+            writer.durable_ticket(),
+            0,
+            "nothing durable before completions"
+        );
+        let durable = pump(&mut io, &mut writer);
+        assert_eq!(durable, vec![1, 3]);
+        assert!(!writer.is_busy());
+        io.crash();
+        let loaded = QuorumStateData::load(&mut io, &path).unwrap().unwrap();
+        assert_eq!(loaded.leader_epoch, 3);
+    }
+
+    #[test]
+    fn a_crash_before_completion_leaves_the_old_state_whole() {
+        let mut io = MemoryIo::with_seed(5);
+        let folder = Path::new("/p");
+        io.create_dir_all(folder).unwrap();
+        io.sync_dir(Path::new("/")).unwrap();
+        let path = folder.join(QUORUM_STATE_FILE_NAME);
+        state(4).persist(&mut io, &path).unwrap();
+        let mut writer = QuorumStateWriter::new(&path);
+        writer.write(&mut io, 1, &state(5)).unwrap();
+        io.crash();
+        let loaded = QuorumStateData::load(&mut io, &path).unwrap().unwrap();
+        assert_eq!(loaded.leader_epoch, 4);
+    }
+}
