@@ -7,10 +7,12 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use ringlog_engine::io::memory::FaultConfig;
 use ringlog_engine::io::{MemoryConfig, MemoryIo};
 use ringlog_engine::log::LogConfig;
-use ringlog_replication::QuorumConfig;
 use ringlog_replication::host::{Host, HostConfig, HostMutation, Output, PartitionSpec};
+use ringlog_replication::message::{Message, VoteRequest};
+use ringlog_replication::multi::PartitionMessage;
 use ringlog_replication::rng::SplitMix64;
 use ringlog_replication::state_machine::SnapshotPolicyConfig;
+use ringlog_replication::{ElectionState, QuorumConfig};
 
 const PARTITION: u32 = 0;
 
@@ -191,5 +193,87 @@ fn a_host_acknowledging_before_the_flush_is_caught() {
     assert!(
         lost > 0,
         "no seed caught a host that acknowledges before the flush"
+    );
+}
+
+/// Node 1 of three grants node 2's vote in a new epoch; the quorum-state write runs through the
+/// ring, so the loop goes on while it is in flight. Returns whether a crash right after the vote
+/// response left forgot the vote (KIP-595: a vote is durable before its response leaves).
+fn vote_run(seed: u64, mutation: Option<HostMutation>) -> bool {
+    let memory_config = MemoryConfig {
+        seed,
+        faults: FaultConfig {
+            delay_probability: 0.5,
+            tear_probability: 0.5,
+            tear_every_unsynced_write: true,
+            writeback_probability: 0.3,
+            ..FaultConfig::default()
+        },
+        ..MemoryConfig::default()
+    };
+    let quorum = QuorumConfig::new(1, &[1, 2, 3]).expect("three voters");
+    let mut config = config(mutation);
+    config.voters = vec![1, 2, 3];
+    let mut host = Host::open(
+        MemoryIo::new(memory_config),
+        config.clone(),
+        &quorum,
+        vec![spec()],
+        seed,
+        0,
+    )
+    .expect("open");
+    let vote = VoteRequest {
+        candidate_epoch: 5,
+        candidate_id: 2,
+        last_offset_epoch: 0,
+        last_offset: 0,
+        pre_vote: false,
+    };
+    let message = PartitionMessage {
+        partition: PARTITION,
+        message: Message::VoteRequest(vote),
+    };
+    host.step(10, 2, message).expect("step");
+    let mut granted = false;
+    for _ in 0..64 {
+        granted = host.take_output().iter().any(|o| {
+            matches!(o, Output::Send { message: Message::VoteResponse(r), .. } if r.vote_granted)
+        });
+        if granted {
+            break;
+        }
+        host.pump(10).expect("pump");
+    }
+    assert!(granted, "seed {seed}: the vote was never granted");
+    let mut io = host.into_io();
+    io.crash();
+    let host = Host::open(io, config, &quorum, vec![spec()], seed, 20).expect("reopen");
+    let election = host.raft(PARTITION).expect("hosted").election_state();
+    election
+        != ElectionState {
+            epoch: 5,
+            leader_id: None,
+            voted_for: Some(2),
+        }
+}
+
+#[test]
+fn a_granted_vote_survives_a_crash_right_after_its_response() {
+    for seed in 1..=20 {
+        assert!(!vote_run(seed, None), "seed {seed} forgot its vote");
+    }
+}
+
+/// The check above can fail: a host that lets the vote response leave before the quorum-state
+/// is durable forgets the vote at a crash.
+#[test]
+fn a_host_sending_the_vote_before_the_quorum_state_is_caught() {
+    let forgot = (1..=20)
+        .filter(|&seed| vote_run(seed, Some(HostMutation::SendBeforeQuorumState)))
+        .count();
+    assert!(
+        forgot > 0,
+        "no seed caught a vote sent before its quorum-state write"
     );
 }

@@ -3,11 +3,11 @@
 use crate::error::ErrorCode;
 use crate::multi::PartitionWork;
 use crate::types::PartitionId;
-use crate::work::{Persisted, Work};
+use crate::work::Work;
 use ringlog_engine::io::Io;
 
 use super::store::{PartitionStore, Records, StorageError};
-use super::{Held, Host, Output};
+use super::{Held, HeldTarget, Host, Output};
 
 impl<I: Io> Host<I> {
     /// Executes one work list front to back (see `Work`'s rules). A storage error ends the
@@ -33,11 +33,20 @@ impl<I: Io> Host<I> {
                 message,
             }),
             Work::SendAfterPersist { to, message } => {
-                if self.stores.values().any(PartitionStore::flush_outstanding) {
+                if self
+                    .stores
+                    .values()
+                    .any(PartitionStore::persistence_outstanding)
+                {
                     let targets = self
                         .stores
                         .iter()
-                        .map(|(p, s)| (*p, s.flush_target, s.truncations))
+                        .map(|(p, s)| HeldTarget {
+                            partition: *p,
+                            flush_target: s.flush_target,
+                            truncations: s.truncations,
+                            quorum_state_ticket: s.quorum_state_issued(),
+                        })
                         .collect();
                     self.held.push_back(Held {
                         targets,
@@ -137,11 +146,12 @@ impl<I: Io> Host<I> {
                 store.flush_target = store.flush_target.max(end_offset);
                 store.log.flush(&mut self.io)?;
             }
+            // Through the ring: `pump` reports it (`Persisted::QuorumState`) once the folder's
+            // fsync completes, and releases the messages held behind it. Written synchronously
+            // this stalled every partition 1.5 to 7 s under write load (docs/benchmarks.md).
             Work::WriteQuorumState(state) => {
                 let store = self.stores.get_mut(&partition).expect("hosted partition");
                 store.write_quorum_state(&mut self.io, state)?;
-                self.persisted
-                    .push_back((partition, Persisted::QuorumState(state)));
             }
             Work::HighWatermarkChanged { high_watermark } => {
                 let store = self.stores.get_mut(&partition).expect("hosted partition");
@@ -202,13 +212,21 @@ impl<I: Io> Host<I> {
         Ok(())
     }
 
-    /// Releases the held messages whose flushes completed (or were cut by a truncation).
+    /// Releases the held messages whose flushes completed (or were cut by a truncation) and
+    /// whose quorum-state writes are durable.
     pub(super) fn release_held(&mut self) {
+        #[cfg(feature = "sim")]
+        let skip_quorum_state =
+            self.config.mutation == Some(super::HostMutation::SendBeforeQuorumState);
+        #[cfg(not(feature = "sim"))]
+        let skip_quorum_state = false;
         while let Some(front) = self.held.front() {
-            let ready = front.targets.iter().all(|(p, target, truncations)| {
-                let store = &self.stores[p];
-                store.truncations != *truncations
-                    || store.log.durable_end_offset() as u64 >= *target
+            let ready = front.targets.iter().all(|t| {
+                let store = &self.stores[&t.partition];
+                let flushed = store.truncations != t.truncations
+                    || store.log.durable_end_offset() as u64 >= t.flush_target;
+                flushed
+                    && (skip_quorum_state || store.quorum_state_durable() >= t.quorum_state_ticket)
             });
             if !ready {
                 break;

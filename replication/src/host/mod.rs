@@ -100,6 +100,9 @@ pub enum HostMutation {
     /// Report the log durable up to its end offset without waiting for the fdatasync, so a
     /// produce is acknowledged before its flush.
     AcknowledgeBeforeFlush,
+    /// Release a message held behind a quorum-state write without waiting for it, so a vote
+    /// leaves before it is durable.
+    SendBeforeQuorumState,
 }
 
 /// A partition to open: its folder, its log's settings, whether it keeps a state machine with
@@ -181,13 +184,25 @@ impl Probe for NoProbe {
     fn end(&mut self, _name: &'static str) {}
 }
 
-/// A `SendAfterPersist` message waiting for the flushes requested before it.
+/// A `SendAfterPersist` message waiting for the flushes and quorum-state writes requested
+/// before it.
 struct Held {
-    /// (partition, flush target, truncation count) when the message was held.
-    targets: Vec<(PartitionId, u64, u64)>,
+    /// What each partition had outstanding when the message was held.
+    targets: Vec<HeldTarget>,
     partition: PartitionId,
     to: NodeId,
     message: Message,
+}
+
+/// One partition's persistence a held message waits for.
+struct HeldTarget {
+    partition: PartitionId,
+    /// Released once the log is durable to here…
+    flush_target: u64,
+    /// …or a truncation came in between (`truncate_to` makes what stays durable itself).
+    truncations: u64,
+    /// And once the quorum-state write of this ticket (or a later one) is durable.
+    quorum_state_ticket: u64,
 }
 
 pub struct Host<I: Io> {
@@ -363,10 +378,13 @@ impl<I: Io> Host<I> {
         self.persisted.retain(|(p, _)| *p != id);
         self.held.retain(|h| h.partition != id);
         for held in &mut self.held {
-            held.targets.retain(|(p, _, _)| *p != id);
+            held.targets.retain(|t| t.partition != id);
         }
-        let store = self.stores.remove(&id)?;
+        let mut store = self.stores.remove(&id)?;
         let dir = store.dir.clone();
+        if let Err(error) = store.finish_quorum_state(&mut self.io) {
+            tracing::warn!(partition = id, %error, "finishing a removed partition's quorum-state");
+        }
         if let Err(error) = store.log.close(&mut self.io) {
             tracing::warn!(partition = id, %error, "closing a removed partition");
         }
@@ -380,7 +398,11 @@ impl<I: Io> Host<I> {
 
     /// Flushes and closes every log (shutdown).
     pub fn close(mut self) {
-        for (partition, store) in std::mem::take(&mut self.stores) {
+        for (partition, mut store) in std::mem::take(&mut self.stores) {
+            // A vote or an epoch asked for before the shutdown is on disk when we stop.
+            if let Err(error) = store.finish_quorum_state(&mut self.io) {
+                tracing::warn!(partition, %error, "finishing the quorum-state write");
+            }
             if let Err(error) = store.log.close(&mut self.io) {
                 tracing::warn!(partition, %error, "closing the log");
             }

@@ -29,6 +29,7 @@ impl<I: Io> Host<I> {
             self.advance_deferred_log_starts()?;
             self.probe.end("pump: advance_deferred_log_starts");
             self.report_durable();
+            self.report_quorum_states();
             self.release_held();
             any |= routed;
             let Some((partition, persisted)) = self.persisted.pop_front() else {
@@ -114,6 +115,16 @@ impl<I: Io> Host<I> {
                 ));
             }
             store.reported_durable_end_offset = durable;
+        }
+    }
+
+    /// Queues `Persisted::QuorumState` for every partition whose quorum-state write completed.
+    fn report_quorum_states(&mut self) {
+        for (partition, store) in &mut self.stores {
+            if let Some(state) = store.take_durable_quorum_state() {
+                self.persisted
+                    .push_back((*partition, Persisted::QuorumState(state)));
+            }
         }
     }
 

@@ -1,20 +1,23 @@
 //! One partition's files, as the host executes the core's storage work on them: the partition
-//! log (`ringlog_engine::log::PartitionLog`) and the `quorum-state` file.
+//! log (`ringlog_engine::log::PartitionLog`) and the `quorum-state` file (written through the
+//! ring by `ringlog_engine::quorum_state_writer::QuorumStateWriter`).
 //!
-//! Every `PartitionLog` of a host shares the host's one `Io` backend (one ring); a completion
-//! drained from it is offered to each log in turn ([`route_completions`]).
+//! Every `PartitionLog` and quorum-state writer of a host shares the host's one `Io` backend
+//! (one ring); a completion drained from it is offered to each in turn ([`route_completions`]).
 //!
 //! Durability bookkeeping: `reported_durable_end_offset` is the log's durable end as last
 //! reported to the core (`Persisted::Log`). The host compares it with the engine's
 //! `durable_end_offset` after every storage step, so a flush that completed inside a blocking
 //! engine call (truncation, a file read) is reported too.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{Completion, Io};
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
+use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
 use ringlog_engine::snapshot::SnapshotError;
 
 use super::snapshots::PartitionSnapshots;
@@ -52,7 +55,12 @@ pub struct FileRange {
 pub struct PartitionStore {
     pub dir: PathBuf,
     pub log: PartitionLog,
-    quorum_state_path: PathBuf,
+    /// Writes the quorum-state through the ring (the loop goes on meanwhile).
+    quorum_state: QuorumStateWriter,
+    /// The tickets of the quorum-state writes issued and not yet reported durable, oldest first.
+    quorum_state_requested: VecDeque<(u64, ElectionState)>,
+    /// The ticket of the latest quorum-state write issued.
+    quorum_state_issued: u64,
     cluster_id: String,
     voters: Vec<i32>,
     /// The high-watermark the core last announced.
@@ -127,7 +135,9 @@ impl PartitionStore {
         let store = PartitionStore {
             dir: dir.to_path_buf(),
             log,
-            quorum_state_path,
+            quorum_state: QuorumStateWriter::new(&quorum_state_path),
+            quorum_state_requested: VecDeque::new(),
+            quorum_state_issued: 0,
             cluster_id: cluster_id.to_string(),
             voters: voters.to_vec(),
             // Everything a snapshot holds is committed.
@@ -145,8 +155,9 @@ impl PartitionStore {
         Ok((store, recovered))
     }
 
-    /// Writes the quorum-state file durably (tmp + fdatasync + rename + folder fsync) before
-    /// returning, so what the core sends after it may leave.
+    /// Starts writing the quorum-state file (tmp + fdatasync + rename + folder fsync, through the
+    /// ring). What the core sends after it waits (`Host`'s held messages) for
+    /// [`PartitionStore::take_durable_quorum_state`] to report it.
     pub fn write_quorum_state<I: Io>(
         &mut self,
         io: &mut I,
@@ -156,8 +167,42 @@ impl PartitionStore {
         data.leader_epoch = state.epoch as i32;
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
-        data.persist(io, &self.quorum_state_path)?;
+        self.quorum_state_issued += 1;
+        self.quorum_state
+            .write(io, self.quorum_state_issued, &data)?;
+        self.quorum_state_requested
+            .push_back((self.quorum_state_issued, state));
         Ok(())
+    }
+
+    /// The ticket of the latest quorum-state write issued (held messages wait for it).
+    pub fn quorum_state_issued(&self) -> u64 {
+        self.quorum_state_issued
+    }
+
+    /// The ticket of the latest quorum-state write that is durable.
+    pub fn quorum_state_durable(&self) -> u64 {
+        self.quorum_state.durable_ticket()
+    }
+
+    /// The newest state that became durable since the last call, if any: writes asked for while
+    /// one was in flight were replaced by the newest, which covers them.
+    pub fn take_durable_quorum_state(&mut self) -> Option<ElectionState> {
+        let durable = self.quorum_state.durable_ticket();
+        let mut newest = None;
+        while let Some(&(ticket, state)) = self.quorum_state_requested.front() {
+            if ticket > durable {
+                break;
+            }
+            self.quorum_state_requested.pop_front();
+            newest = Some(state);
+        }
+        newest
+    }
+
+    /// Waits for the quorum-state writes in flight (the partition is being closed).
+    pub fn finish_quorum_state<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
+        Ok(self.quorum_state.finish_blocking(io)?)
     }
 
     /// Leader append: stamps offsets from the log end and `leader_epoch`. Returns the base offset.
@@ -255,9 +300,10 @@ impl PartitionStore {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
     }
 
-    /// Whether a flush the core asked for has not completed yet.
-    pub fn flush_outstanding(&self) -> bool {
+    /// Whether a flush or a quorum-state write the core asked for has not completed yet.
+    pub fn persistence_outstanding(&self) -> bool {
         (self.log.durable_end_offset() as u64) < self.flush_target
+            || self.quorum_state.durable_ticket() < self.quorum_state_issued
     }
 }
 
@@ -274,6 +320,10 @@ pub fn route_completions<I: Io>(
             match store.log.on_completion(io, completion)? {
                 Routed::Mine { .. } => continue 'next,
                 Routed::Foreign(back) => completion = back,
+            }
+            match store.quorum_state.on_completion(io, completion)? {
+                WriterRouted::Mine { .. } => continue 'next,
+                WriterRouted::Foreign(back) => completion = back,
             }
         }
         tracing::warn!(op = ?completion.op_id, "completion of no partition log");
@@ -308,6 +358,7 @@ mod tests {
         let mut b = open(&mut io, &folder.path().join("b"));
         b.write_quorum_state(&mut io, ElectionState::default())
             .unwrap();
+        b.finish_quorum_state(&mut io).unwrap();
         drop(b);
 
         let mut a = open(&mut io, &folder.path().join("a"));
