@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{Request, Response, metadata_request};
+use ringlog_net::protocol::{Request, Response, metadata_request, produce_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};
 
@@ -66,6 +66,61 @@ fn a_leader_of_two_partitions_commits_without_waiting_for_the_idle_one() {
             "produce {i} to {TOPIC}-{partition} (leader {leader}) answered error {answer}: \
              its followers' Fetch waited for an idle partition's long poll\n{}",
             quorum.dump_logs()
+        );
+    }
+}
+
+/// KIP-951: a Produce sent to a node that does not lead the partition is refused with
+/// NOT_LEADER_OR_FOLLOWER naming that partition's leader and its endpoint, so the client
+/// redirects without a metadata round trip. Until 2026-12-02 the answer named the leader of
+/// `__cluster_metadata`'s partition of the same index (none for index 1 and up), whatever the
+/// topic.
+#[test]
+fn a_produce_to_a_non_leader_names_the_partition_s_leader() {
+    let _serial = serial();
+    let mut quorum = Quorum::format(3);
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(TOPIC, PARTITIONS, &[]);
+    let (leaders, brokers) = eventually(Duration::from_secs(30), "topic leaders", || {
+        topic_leaders(&quorum)
+    });
+    for (&partition, &leader) in leaders.iter().filter(|(p, _)| **p >= 1) {
+        let other = (1..=3).find(|id| *id != leader).expect("three nodes");
+        let mut client = Client::connect(&brokers[&other], Duration::from_secs(15)).unwrap();
+        let produce = Request::Produce(produce_request::ProduceRequest {
+            acks: -1,
+            timeout_ms: 5000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: TOPIC.into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: partition,
+                    records: Some(batch_of("misdirected")),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let Response::Produce(answer) = client.request(&produce, 10).unwrap() else {
+            panic!("not a Produce answer");
+        };
+        let refused = &answer.responses[0].partition_responses[0];
+        assert_eq!(
+            refused.error_code, 6,
+            "NOT_LEADER_OR_FOLLOWER from node {other}"
+        );
+        assert_eq!(
+            refused.current_leader.leader_id, leader,
+            "node {other} named the wrong leader of {TOPIC}-{partition}"
+        );
+        let endpoint = answer
+            .node_endpoints
+            .iter()
+            .find(|e| e.node_id == leader)
+            .unwrap_or_else(|| panic!("no endpoint for leader {leader}: {answer:?}"));
+        assert_eq!(
+            format!("{}:{}", endpoint.host, endpoint.port),
+            brokers[&leader]
         );
     }
 }

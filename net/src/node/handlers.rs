@@ -2,6 +2,8 @@
 //! ApiVersions, DescribeQuorum, Produce (with acks 0, 1 and all) and consumer Fetch (replica id
 //! -1, read up to the high-watermark, long-polled until it moves).
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 
 use ringlog_replication::host::{HostError, Records as HostRecords};
@@ -457,23 +459,38 @@ impl Node {
     }
 
     fn send_produce_response(&mut self, p: PendingProduce) -> Result<(), NodeError> {
+        let mut leaders_named = BTreeSet::new();
         let responses = p
             .topics
             .into_iter()
             .map(
                 |(name, topic_id, parts)| produce_response::TopicProduceResponse {
-                    name,
-                    topic_id,
                     partition_responses: parts
                         .into_iter()
                         .map(|a| {
                             let (code, base_offset, message) =
                                 a.answer.unwrap_or((ErrorCode::RequestTimedOut, -1, None));
-                            let leader = self
-                                .table
-                                .find(METADATA, a.index)
+                            // KIP-951: a partition refused because this node does not lead it
+                            // names the leader it knows, so the client redirects without a
+                            // metadata round trip. (Until 2026-12-02 this named the metadata
+                            // partition's leader, whatever the topic: a client sent its retry to
+                            // the wrong node.)
+                            let redirect = matches!(
+                                code,
+                                ErrorCode::NotLeaderOrFollower | ErrorCode::FencedLeaderEpoch
+                            );
+                            let partition = if name.is_empty() {
+                                self.table.find_by_id(topic_id, a.index)
+                            } else {
+                                self.table.find(&name, a.index)
+                            };
+                            let leader = partition
+                                .filter(|_| redirect)
                                 .and_then(|id| self.host.raft(id))
                                 .map(|r| r.leader_and_epoch());
+                            if let Some(id) = leader.and_then(|l| l.leader_id) {
+                                leaders_named.insert(id);
+                            }
                             produce_response::PartitionProduceResponse {
                                 index: a.index,
                                 error_code: code.code(),
@@ -488,11 +505,26 @@ impl Node {
                             }
                         })
                         .collect(),
+                    name,
+                    topic_id,
                 },
             )
             .collect();
+        // KIP-951: the endpoints of the leaders named above.
+        let node_endpoints = self
+            .metadata_brokers()
+            .into_iter()
+            .filter(|b| leaders_named.contains(&b.node_id))
+            .map(|b| produce_response::NodeEndpoint {
+                node_id: b.node_id,
+                host: b.host,
+                port: b.port,
+                rack: b.rack,
+            })
+            .collect();
         let response = Response::Produce(produce_response::ProduceResponse {
             responses,
+            node_endpoints,
             ..Default::default()
         });
         let frame = encode_response(p.correlation_id, p.version, &response)?;
@@ -783,5 +815,3 @@ impl Node {
         ))
     }
 }
-
-const METADATA: &str = convert::METADATA_TOPIC;

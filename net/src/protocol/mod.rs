@@ -169,7 +169,7 @@ macro_rules! apis {
 }
 
 apis! {
-    Produce = 0 { versions: 3..=9, flexible: 9.. } => ProduceRequest, ProduceResponse;
+    Produce = 0 { versions: 3..=10, flexible: 9.. } => ProduceRequest, ProduceResponse;
     Fetch = 1 { versions: 4..=17, flexible: 12.. } => FetchRequest, FetchResponse;
     ListOffsets = 2 { versions: 1..=7, flexible: 6.. } => ListOffsetsRequest, ListOffsetsResponse;
     Metadata = 3 { versions: 0..=12, flexible: 9.. } => MetadataRequest, MetadataResponse;
