@@ -129,3 +129,50 @@ fn io_uring_backend_round_trip() {
     };
     scenario(&mut io, &dir.path().join("metadata-0"));
 }
+
+/// Bytes the filesystem has allocated to the segment files of `dir` (st_blocks × 512).
+fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+        .map(|entry| entry.metadata().unwrap().blocks() * 512)
+        .sum()
+}
+
+/// Issue 17: a 1 GiB segment reserves disk space 16 MiB ahead of its data, not its whole size
+/// up front (a node with a hundred partitions reserved 100 GiB before a single record), and the
+/// reservation keeps running ahead as the data grows.
+#[test]
+fn a_segment_reserves_disk_ahead_of_its_data_not_its_whole_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut io = SyscallIo::for_dir(dir.path());
+    let config = LogConfig {
+        segment_size_bytes: 1 << 30,
+        ..LogConfig::default()
+    };
+    let ahead = config.preallocate_ahead_bytes;
+    let log_dir = dir.path().join("topic-0");
+    let (mut log, _) = PartitionLog::open(&mut io, &log_dir, config).unwrap();
+    log.append_as_leader(batch_bytes(1, 100, 0), 1).unwrap();
+    log.flush_and_wait(&mut io).unwrap();
+    let first = allocated_bytes(&log_dir);
+    assert!(
+        first <= ahead + (1 << 20),
+        "a new segment holds {first} bytes of disk, more than its reservation ahead"
+    );
+    // 40 MiB of data: the reservation follows it.
+    for i in 0..40u64 {
+        log.append_as_leader(batch_bytes(16, 64 * 1024, i), 1)
+            .unwrap();
+        log.flush_and_wait(&mut io).unwrap();
+    }
+    let written: u64 = log.segment_sizes_bytes().iter().map(|(_, size)| size).sum();
+    let grown = allocated_bytes(&log_dir);
+    assert!(
+        grown >= written && grown <= written + ahead + (1 << 20),
+        "{written} bytes of data hold {grown} bytes of disk"
+    );
+    log.close(&mut io).unwrap();
+}

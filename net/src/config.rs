@@ -209,7 +209,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "offsets.topic.segment.bytes",
         aliases: &[],
         default: Some("104857600"),
-        doc: "segment.bytes of __consumer_offsets when it is created (its log is trimmed behind snapshots; each partition preallocates one segment).",
+        doc: "segment.bytes of __consumer_offsets when it is created (its log is trimmed behind snapshots; a segment reserves disk 16 MiB ahead of its data, not its whole size).",
     },
     KeyDefinition {
         name: "offsets.commit.timeout.ms",

@@ -428,10 +428,17 @@ impl PartitionLog {
         let mut region = AlignedBuf::zeroed(tail_slot::region_size_bytes(block) as usize, block);
         let first_slot = encode_slot(0, 0, &[], block, 0, &[], 0);
         region.as_mut_slice()[..first_slot.len()].copy_from_slice(first_slot.as_slice());
+        // The first stretch of the data area; the flushes reserve the rest as they reach it
+        // (`reserve_ahead`). The slot region is written whole just below, so it is allocated.
+        let reserved_end = if self.config.preallocate {
+            reservation_end(0, self.config.preallocate_ahead_bytes, region_offset, block)
+        } else {
+            0
+        };
         let created = (|| {
             io.set_len(tmp, file_len)?;
-            if self.config.preallocate {
-                io.preallocate(tmp, file_len)?;
+            if reserved_end > 0 {
+                io.preallocate(tmp, reserved_end)?;
             }
             self.run_checked(
                 io,
@@ -460,11 +467,35 @@ impl PartitionLog {
         let segment = &mut self.segments[index];
         segment.file = Some(file);
         segment.slot_sequence = 0;
+        segment.reserved_end = reserved_end;
+        Ok(())
+    }
+
+    /// Reserves the data area ahead of a write that would pass the reservation, so the write
+    /// itself cannot fail with ENOSPC (the reservation can, before anything is written).
+    fn reserve_ahead<I: Io>(
+        &mut self,
+        io: &mut I,
+        index: usize,
+        write_end: u64,
+    ) -> Result<(), LogError> {
+        let block = self.block_size_bytes;
+        let ahead = self.config.preallocate_ahead_bytes;
+        let segment = &mut self.segments[index];
+        if !self.config.preallocate || write_end <= segment.reserved_end {
+            return Ok(());
+        }
+        let file = segment.file.expect("reserved after creation");
+        let end = reservation_end(write_end, ahead, segment.region_offset, block);
+        io.preallocate(file, end)?;
+        segment.reserved_end = end;
         Ok(())
     }
 
     fn start_chain<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
         let block = self.block_size_bytes;
+        let sealing_end = round_up(self.segments[index].size_bytes, block);
+        self.reserve_ahead(io, index, sealing_end)?;
         let dir = self.dir.clone();
         let segment = &mut self.segments[index];
         let file = segment.file.expect("created above");
@@ -638,4 +669,10 @@ impl PartitionLog {
         });
         Ok(())
     }
+}
+
+/// Where a reservation covering `write_end` plus `ahead` bytes ends: block aligned, never past
+/// the data area (`region_offset`).
+fn reservation_end(write_end: u64, ahead: u64, region_offset: u64, block: usize) -> u64 {
+    round_up(write_end.saturating_add(ahead), block).min(region_offset)
 }

@@ -52,6 +52,9 @@ pub use tail_slot::{SegmentEnd, read_segment_data, read_segment_end, segment_fil
 
 /// Kafka's `metadata.log.segment.bytes` default (1 GiB).
 pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 1 << 30;
+/// How far a segment's disk reservation runs ahead of its data by default.
+pub const DEFAULT_PREALLOCATE_AHEAD_BYTES: u64 = 16 << 20;
+
 /// Kafka's `index.interval.bytes` default.
 pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
 
@@ -62,8 +65,13 @@ pub struct LogConfig {
     pub segment_size_bytes: u64,
     /// Bytes of batches between two sparse index entries (`index.interval.bytes`).
     pub index_interval_bytes: u64,
-    /// Reserve each new segment's full size on creation, so appends never hit ENOSPC midway.
+    /// Reserve disk space (fallocate) ahead of the writes, so a write inside the reservation
+    /// never hits ENOSPC midway: at most `preallocate_ahead_bytes` past the data written, never
+    /// a segment's whole size (1 GiB by default) up front, which a node with a hundred
+    /// partitions could not afford (issue 17).
     pub preallocate: bool,
+    /// How far the reservation runs ahead of the data written (`preallocate`).
+    pub preallocate_ahead_bytes: u64,
     /// A batch claiming more than this is corruption, not a torn write.
     pub max_batch_size_bytes: usize,
 }
@@ -74,6 +82,7 @@ impl Default for LogConfig {
             segment_size_bytes: DEFAULT_SEGMENT_SIZE_BYTES,
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
             preallocate: true,
+            preallocate_ahead_bytes: DEFAULT_PREALLOCATE_AHEAD_BYTES,
             max_batch_size_bytes: crate::batch::DEFAULT_MAX_BATCH_SIZE_BYTES,
         }
     }

@@ -74,6 +74,9 @@ pub(crate) struct Segment {
     pub chunks: VecDeque<Chunk>,
     /// Sequence number of the newest slot written to the segment's slot region.
     pub slot_sequence: u64,
+    /// The data area below this is reserved on disk (`LogConfig::preallocate`); 0 for a segment
+    /// opened by recovery, whose next flush reserves again.
+    pub reserved_end: u64,
 }
 
 impl Segment {
@@ -95,6 +98,7 @@ impl Segment {
             write_tail_start: 0,
             chunks: VecDeque::new(),
             slot_sequence: 0,
+            reserved_end: 0,
         }
     }
 

@@ -66,7 +66,7 @@ pub(super) const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
 /// Kafka's `retention.ms` default: 7 days.
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// The smallest `segment.bytes` a topic may ask for (the node's `metadata.log.segment.bytes`
-/// floor); the largest is 1 GiB (index positions are 32-bit, and a segment is preallocated).
+/// floor); the largest is 1 GiB (index positions are 32-bit).
 const SEGMENT_BYTES_MIN: i64 = 64 * 1024;
 const SEGMENT_BYTES_MAX: i64 = 1 << 30;
 
