@@ -176,6 +176,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "Connections open at once from one IP address; a connection over the limit is closed when it is accepted.",
     },
     KeyDefinition {
+        name: "connections.max.idle.ms",
+        aliases: &[],
+        default: Some("600000"),
+        doc: "A client connection that read no request and wrote no answer for this long, with nothing owed, is closed (Kafka's idle connection reaper); -1 keeps idle connections.",
+    },
+    KeyDefinition {
         name: "message.max.bytes",
         aliases: &[],
         default: Some("1048588"),
@@ -279,6 +285,8 @@ pub struct NodeConfig {
     pub queued_max_request_bytes: Option<u64>,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// `connections.max.idle.ms`; `None` is -1, idle connections kept.
+    pub connections_max_idle_ms: Option<u64>,
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
@@ -397,6 +405,16 @@ impl NodeConfig {
                 ));
             }
         };
+        let connections_max_idle_ms = match values.number::<i64>("connections.max.idle.ms")? {
+            -1 => None,
+            idle if idle > 0 => Some(idle as u64),
+            _ => {
+                return Err(values.invalid(
+                    "connections.max.idle.ms",
+                    "must be -1 (never) or a positive number of milliseconds".to_string(),
+                ));
+            }
+        };
         let ratio: f64 = values.number("metadata.snapshot.min.cleanable.ratio")?;
         if !(0.0..=1.0).contains(&ratio) {
             return Err(values.invalid(
@@ -431,6 +449,7 @@ impl NodeConfig {
             queued_max_request_bytes,
             max_connections: values.positive("max.connections")?,
             max_connections_per_ip: values.positive("max.connections.per.ip")?,
+            connections_max_idle_ms,
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,

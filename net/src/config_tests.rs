@@ -220,6 +220,7 @@ fn resource_limits_default_to_the_servers_defaults() {
     let config = NodeConfig::parse("p", MINIMAL).unwrap();
     let server = ServerConfig::from_node_config(&config);
     let defaults = ServerConfig::new(config.listener);
+    assert_eq!(server.connections_max_idle, defaults.connections_max_idle);
     assert_eq!(
         server.queued_max_request_bytes,
         defaults.queued_max_request_bytes

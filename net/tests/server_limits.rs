@@ -346,3 +346,39 @@ fn a_budget_below_the_largest_request_is_refused() {
         .expect("refused");
     assert!(error.to_string().contains("queued.max.request.bytes"));
 }
+
+/// Kafka's `connections.max.idle.ms`: a connection that read and wrote nothing for that long,
+/// owing nothing, is closed; one that keeps asking stays open, and one waiting for an answer
+/// (a long poll) is not idle until it has been answered and then left alone.
+#[test]
+fn idle_connections_are_closed_and_busy_ones_are_not() {
+    let idle = Duration::from_millis(1500);
+    let (server, _metrics, gate) = start(|config| config.connections_max_idle = Some(idle));
+    let addr = loopback(&server);
+    let mut silent = connect(addr);
+    let mut chatty = connect(addr);
+    let mut waiting = connect(addr);
+    let vote = request_frame(7, VOTE_VERSION, &Request::Vote(VoteRequest::default()));
+    waiting.write_all(&vote).unwrap();
+
+    // Twice the idle time, a request every 100 ms on one connection.
+    let started = Instant::now();
+    let mut correlation_id = 0;
+    while started.elapsed() < idle * 2 {
+        correlation_id += 1;
+        assert!(
+            served(&mut chatty, correlation_id),
+            "a connection asking every 100 ms was closed as idle"
+        );
+        // The pause between two requests of the busy client, not a wait for a condition.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    expect_closed(&mut silent);
+    // The Vote is still owed: its connection stays open. Answered, it goes idle.
+    gate.add_permits(1);
+    let (answered, response) = read_response(&mut waiting, ApiKey::Vote, VOTE_VERSION);
+    assert_eq!(answered, 7);
+    assert!(matches!(response, Response::Vote(_)));
+    expect_closed(&mut waiting);
+    drop(server);
+}

@@ -17,6 +17,10 @@
 //!
 //! "Close" always means: answer the requests read before the bad one, in order, then close.
 //! Nothing here can end the server: every error ends at most this connection.
+//!
+//! A connection that read no request and wrote no answer for `connections.max.idle.ms`, with
+//! nothing owed, is closed (Kafka's idle connection reaper), so idle clients cannot hold the
+//! `max.connections` slots forever.
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -54,6 +58,57 @@ enum Slot {
     },
     /// Close once the earlier replies are written.
     Close,
+}
+
+/// When the connection last read a request or wrote an answer, and how many it owes.
+struct Activity {
+    last: std::cell::Cell<tokio::time::Instant>,
+    unanswered: std::cell::Cell<usize>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            last: std::cell::Cell::new(tokio::time::Instant::now()),
+            unanswered: std::cell::Cell::new(0),
+        }
+    }
+
+    fn request_read(&self) {
+        self.last.set(tokio::time::Instant::now());
+        self.unanswered.set(self.unanswered.get() + 1);
+    }
+
+    fn slot_done(&self) {
+        self.last.set(tokio::time::Instant::now());
+        self.unanswered.set(self.unanswered.get().saturating_sub(1));
+    }
+}
+
+/// Closes the connection once it has been idle for `idle` with nothing owed (a long poll or a
+/// slow answer in progress is not idleness). Ends with the connection (aborted by `serve`).
+async fn close_when_idle(
+    stream: Rc<TcpStream>,
+    idle: std::time::Duration,
+    activity: Rc<Activity>,
+    id: u64,
+) {
+    loop {
+        let due = activity.last.get() + idle;
+        tokio::time::sleep_until(due.max(tokio::time::Instant::now() + idle / 16)).await;
+        let idle_now = activity.last.get() + idle <= tokio::time::Instant::now();
+        if idle_now && activity.unanswered.get() == 0 {
+            tracing::debug!(
+                connection = id,
+                idle_ms = idle.as_millis() as u64,
+                "idle connection closed"
+            );
+            // The reader sees the end of the stream and the connection ends as if the client
+            // had closed it.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    }
 }
 
 /// Set by the reader when the client closed the connection.
@@ -100,16 +155,24 @@ pub(crate) async fn serve(
 
     let (slots_tx, slots_rx) = mpsc::unbounded_channel();
     let peer_gone = Rc::new(PeerGone::default());
+    let activity = Rc::new(Activity::new());
+    let reaper = shared.config.connections_max_idle.map(|idle| {
+        tokio_uring::spawn(close_when_idle(stream.clone(), idle, activity.clone(), id))
+    });
     let writer = tokio_uring::spawn(write_loop(
         stream.clone(),
         slots_rx,
         id,
         shared.clone(),
         peer_gone.clone(),
+        activity.clone(),
     ));
-    read_loop(&stream, info, &shared, slots_tx, &peer_gone).await;
+    read_loop(&stream, info, &shared, slots_tx, &peer_gone, &activity).await;
     // The reader has stopped: the writer answers what is owed and ends when the channel does.
     let _ = writer.await;
+    if let Some(reaper) = reaper {
+        reaper.abort();
+    }
 
     shared.connections.borrow_mut().remove(&id);
     shared.connection_closed.notify_waiters();
@@ -122,6 +185,7 @@ async fn read_loop(
     shared: &Shared,
     slots: mpsc::UnboundedSender<Slot>,
     peer_gone: &PeerGone,
+    activity: &Activity,
 ) {
     let id = info.connection_id;
     let config = &shared.config;
@@ -244,6 +308,7 @@ async fn read_loop(
             }
         };
         let close = matches!(slot, Slot::Close);
+        activity.request_read();
         if slots.send(slot).is_err() || close {
             // The writer is gone (write error) or the connection is closing.
             return;
@@ -274,9 +339,11 @@ async fn write_loop(
     id: u64,
     shared: Rc<Shared>,
     peer_gone: Rc<PeerGone>,
+    activity: Rc<Activity>,
 ) {
     let mut writer = SocketWriter::new(stream);
     while let Some(slot) = slots.recv().await {
+        let _done = SlotDone(&activity);
         let result = match slot {
             Slot::Ready { frame, _permit } => writer.write_all(frame).await,
             Slot::Close => break,
@@ -329,6 +396,15 @@ async fn write_loop(
         }
     }
     writer.close();
+}
+
+/// Marks a slot answered (or dropped) when the writer is done with it, whichever way.
+struct SlotDone<'a>(&'a Activity);
+
+impl Drop for SlotDone<'_> {
+    fn drop(&mut self) {
+        self.0.slot_done();
+    }
 }
 
 /// Writes one handler reply. `Ok(false)`: the connection must close.

@@ -161,6 +161,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// `max.connections.per.ip`: connections open at once from one address.
     pub max_connections_per_ip: usize,
+    /// `connections.max.idle.ms`: a connection that read and wrote nothing for this long, with
+    /// nothing owed, is closed; `None` keeps idle connections.
+    pub connections_max_idle: Option<std::time::Duration>,
     /// Where the server reports its memory and connection counts.
     pub metrics: ServerMetrics,
 }
@@ -175,6 +178,8 @@ impl ServerConfig {
     pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
     /// A quarter of `max.connections`: one host (or one NAT) cannot take every slot.
     pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 1024;
+    /// Kafka's default: 10 minutes.
+    pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: u64 = 600_000;
 
     pub fn new(listener: SocketAddr) -> ServerConfig {
         ServerConfig {
@@ -185,6 +190,9 @@ impl ServerConfig {
             queued_max_request_bytes: Some(Self::DEFAULT_QUEUED_MAX_REQUEST_BYTES),
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_connections_per_ip: Self::DEFAULT_MAX_CONNECTIONS_PER_IP,
+            connections_max_idle: Some(std::time::Duration::from_millis(
+                Self::DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+            )),
             metrics: ServerMetrics::default(),
         }
     }
@@ -195,6 +203,9 @@ impl ServerConfig {
             queued_max_request_bytes: config.queued_max_request_bytes,
             max_connections: config.max_connections,
             max_connections_per_ip: config.max_connections_per_ip,
+            connections_max_idle: config
+                .connections_max_idle_ms
+                .map(std::time::Duration::from_millis),
             ..ServerConfig::new(config.listener)
         }
     }
