@@ -50,6 +50,10 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
+    ApiKey::DescribeConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeCluster,
 ];
 
 /// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
@@ -152,6 +156,18 @@ impl Node {
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
+            Request::DescribeConfigs(r) => {
+                Response::DescribeConfigs(self.handle_describe_configs(&r))
+            }
+            Request::IncrementalAlterConfigs(r) => {
+                return self.handle_incremental_alter_configs(responder, &header, r);
+            }
+            Request::CreatePartitions(r) => {
+                return self.handle_create_partitions(responder, &header, r);
+            }
+            Request::DescribeCluster(r) => {
+                Response::DescribeCluster(self.handle_describe_cluster(&r))
+            }
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             r if super::groups::is_group_request(&r) => {
                 return self.handle_group_request(responder, header, r);

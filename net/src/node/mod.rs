@@ -17,9 +17,12 @@
 
 mod admission;
 pub mod client;
+mod configs;
 mod controller;
 pub mod convert;
+mod create_partitions;
 mod delete_topics;
+mod describe_cluster;
 mod fetch_snapshot;
 mod group_offsets;
 mod groups;
@@ -176,6 +179,13 @@ enum PeerPending {
     Fetch(Vec<(PartitionId, u64)>),
     /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
     FetchSnapshot(Vec<(PartitionId, u64)>),
+    /// A client's admin request forwarded to the controller (configs.rs): its answer goes
+    /// back to the client under the client's correlation id.
+    Forward {
+        responder: Responder,
+        correlation_id: i32,
+        version: i16,
+    },
 }
 
 pub(crate) struct Node {

@@ -20,9 +20,11 @@
 //! Records with any other key (the `ringlog.topic.v1` records of before this format, all under
 //! one key, or whatever a client produced before 2026-12 refused Produce to internal topics)
 //! are not topics. Only the controller writes here: a Produce to an internal topic is refused
-//! (handlers.rs), so no client can add, replace or delete a topic record. A record
-//! for a topic the image already holds changes nothing on a running node (first one wins), so
-//! a retried or forwarded creation cannot start a topic twice.
+//! (handlers.rs), so no client can add, replace or delete a topic record. The controller
+//! never proposes a creation for a name it knows (nor one proposed and not yet applied), so a
+//! retried or forwarded creation cannot start a topic twice. A later record with the same
+//! topic id is a change of that topic, applied in place: its config (IncrementalAlterConfigs,
+//! configs.rs) or more partitions (CreatePartitions, create_partitions.rs).
 //!
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
@@ -328,12 +330,21 @@ pub(super) struct Topics {
     pub(super) swept: Option<super::delete_topics::Leftovers>,
     /// When retention.rs looks at the delete topics' logs next (node clock).
     pub(super) next_retention_check_ms: u64,
+    /// The latest record this controller proposed for an existing topic and that is not
+    /// applied yet, with its offset and metadata epoch (configs.rs, create_partitions.rs,
+    /// delete_topics.rs; `None`: a tombstone). The next change of the topic starts from it, so
+    /// two changes in flight do not undo each other, and nothing changes a topic being deleted.
+    pub(super) changed: BTreeMap<String, (Option<TopicRecord>, u64, u32)>,
 }
 
 /// The per-topic answers of a CreateTopics or a DeleteTopics.
 pub(super) enum AdminResults {
     Create(Vec<ct_resp::CreatableTopicResult>),
     Delete(Vec<crate::protocol::delete_topics_response::DeletableTopicResult>),
+    AlterConfigs(
+        Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
+    ),
+    CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
 }
 
 impl AdminResults {
@@ -341,6 +352,8 @@ impl AdminResults {
         match self {
             AdminResults::Create(r) => r[index].error_code = code.code(),
             AdminResults::Delete(r) => r[index].error_code = code.code(),
+            AdminResults::AlterConfigs(r) => r[index].error_code = code.code(),
+            AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
         }
     }
 
@@ -356,6 +369,18 @@ impl AdminResults {
                     responses,
                 },
             ),
+            AdminResults::AlterConfigs(responses) => Response::IncrementalAlterConfigs(
+                crate::protocol::IncrementalAlterConfigsResponse {
+                    throttle_time_ms: 0,
+                    responses,
+                },
+            ),
+            AdminResults::CreatePartitions(results) => {
+                Response::CreatePartitions(crate::protocol::CreatePartitionsResponse {
+                    throttle_time_ms: 0,
+                    results,
+                })
+            }
         }
     }
 }
@@ -698,7 +723,8 @@ impl Node {
         )
     }
 
-    /// Parks a CreateTopics/DeleteTopics answer until the records it waits for are committed
+    /// Parks an admin answer (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
+    /// CreatePartitions) until the records it waits for are committed
     /// in this metadata epoch (or the request's timeout passes), then answers what is ready.
     pub(super) fn park_admin_answer(
         &mut self,
