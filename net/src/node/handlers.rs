@@ -52,6 +52,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::DescribeConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DeleteRecords,
     ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
 ];
@@ -74,6 +75,7 @@ pub(super) struct State {
     pub(super) producers: super::idempotence::Producers,
     pub(super) topics: super::topics::Topics,
     pub(super) groups: super::groups::GroupsState,
+    pub(super) delete_records: super::delete_records::PendingDeletes,
 }
 
 impl State {
@@ -94,6 +96,7 @@ impl State {
             .min(parked)
             .min(self.topics.next_deadline_ms())
             .min(self.groups.next_deadline_ms())
+            .min(self.delete_records.next_deadline_ms())
     }
 }
 
@@ -165,6 +168,7 @@ impl Node {
             Request::CreatePartitions(r) => {
                 return self.handle_create_partitions(responder, &header, r);
             }
+            Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
             Request::DescribeCluster(r) => {
                 Response::DescribeCluster(self.handle_describe_cluster(&r))
             }
@@ -415,6 +419,7 @@ impl Node {
         let began = std::time::Instant::now();
         self.groups_pump()?;
         self.stall.part(began, "pump: groups");
+        self.answer_delete_records()?;
         let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;
@@ -520,6 +525,9 @@ impl Node {
     pub(super) fn handlers_expire(&mut self, now: u64) {
         if let Err(error) = self.groups_tick(now) {
             tracing::warn!(%error, "group deadlines");
+        }
+        if let Err(error) = self.answer_delete_records() {
+            tracing::warn!(%error, "DeleteRecords deadlines");
         }
         let expired: Vec<u64> = self
             .handlers

@@ -21,6 +21,7 @@ mod configs;
 mod controller;
 pub mod convert;
 mod create_partitions;
+mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod fetch_snapshot;
