@@ -21,7 +21,9 @@ use ringlog_net::protocol::{
 };
 
 mod quorum;
-use quorum::{CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, serial};
+use quorum::{
+    CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics, serial,
+};
 
 /// Runs admin_surface.py in `mode` and returns the line starting with `result` it printed.
 fn run_mode(quorum: &mut Quorum, mode: &str, result: &str) -> String {
@@ -165,10 +167,19 @@ fn earliest_at(quorum: &Quorum, id: i32, topic: &str) -> Option<i64> {
     (p.error_code == 0).then_some(p.offset)
 }
 
+/// A node's `snapshots-<what>-total` for `partition`, if it serves metrics.
+fn snapshots_total(quorum: &Quorum, id: i32, what: &str, partition: &str) -> Option<f64> {
+    let samples = scrape_metrics(quorum.node(id).metrics_port)?;
+    let name =
+        format!("kafka_server_raft_metrics_snapshots_{what}_total{{partition=\"{partition}\"}}");
+    samples.get(&name).copied()
+}
+
 /// DeleteRecords moves the leader's log start (clients then start at the new low watermark),
-/// each follower records the same cut (an empty KIP-630 snapshot at 60) and its log start
-/// follows, so a follower that becomes leader answers earliest = 60; a follower asked answers
-/// NOT_LEADER_OR_FOLLOWER.
+/// each follower records the same cut (an empty KIP-630 snapshot at 60, counted in
+/// `snapshots-generated-total`) and its log start follows, so a follower that becomes leader
+/// answers earliest = 60; a follower asked answers NOT_LEADER_OR_FOLLOWER; a follower that lost
+/// its disk comes back through the leader's snapshot (`snapshots-fetched-total`).
 #[test]
 fn delete_records_moves_the_log_start_of_the_leader_and_the_followers() {
     let _serial = serial();
@@ -182,6 +193,17 @@ fn delete_records_moves_the_log_start_of_the_leader_and_the_followers() {
             Duration::from_secs(30),
             &format!("node {}'s log to start at 60", node.id),
             || (checkpoints(&dir).last() == Some(&60)).then_some(()),
+        );
+    }
+    let partition = format!("{topic}-0");
+    for node in &quorum.nodes {
+        eventually(
+            Duration::from_secs(10),
+            &format!("node {}'s snapshots-generated-total", node.id),
+            || {
+                let generated = snapshots_total(&quorum, node.id, "generated", &partition)?;
+                (generated >= 1.0).then_some(())
+            },
         );
     }
     let (leader, _) = quorum.wait_for_leader_of(&topic, Duration::from_secs(20));
@@ -203,6 +225,20 @@ fn delete_records_moves_the_log_start_of_the_leader_and_the_followers() {
         }
         other => panic!("answered {other:?}"),
     }
+
+    // A follower that lost its disk fetches the leader's snapshot at 60 and starts there.
+    quorum.kill(follower);
+    quorum.wipe(follower);
+    quorum.start_node(follower);
+    let dir = quorum.data_dir(follower).join(&partition);
+    eventually(
+        Duration::from_secs(30),
+        "the wiped follower to fetch the snapshot at 60",
+        || {
+            let fetched = snapshots_total(&quorum, follower, "fetched", &partition)?;
+            (fetched >= 1.0 && checkpoints(&dir).first() == Some(&60)).then_some(())
+        },
+    );
 
     // The leader goes; whichever follower takes over starts its log at 60 too.
     quorum.kill(leader);

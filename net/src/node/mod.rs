@@ -384,6 +384,14 @@ impl Node {
             self.expire(now);
             self.log_leader_changes();
             self.observer.observe(self.host.multi());
+            self.observer
+                .observe_snapshot_totals(self.host.stores().map(|(id, store)| {
+                    (
+                        id,
+                        store.snapshots.generated_total,
+                        store.snapshots.fetched_total,
+                    )
+                }));
             self.stall.step(began, "observe", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())

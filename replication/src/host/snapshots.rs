@@ -69,6 +69,11 @@ pub struct PartitionSnapshots {
     generating: Option<OffsetAndEpoch>,
     /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
     pub written: Vec<OffsetAndEpoch>,
+    /// Snapshots this node wrote (generated from its state machine, or a retention or
+    /// DeleteRecords cut) and fetched from a leader since it started: the runtime's
+    /// `snapshots-generated-total` and `snapshots-fetched-total`.
+    pub generated_total: u64,
+    pub fetched_total: u64,
 }
 
 impl PartitionSnapshots {
@@ -246,6 +251,7 @@ impl PartitionSnapshots {
             {
                 self.latest_snapshot_id = Some(snapshot_id);
                 self.written.push(snapshot_id);
+                self.generated_total += 1;
                 GenerationOutcome::Taken
             }
             Ok(()) => GenerationOutcome::Superseded,
@@ -393,6 +399,7 @@ impl<I: Io> Host<I> {
         )?;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
         store.snapshots.written.push(snapshot_id);
+        store.snapshots.generated_total += 1;
         Ok(())
     }
 
@@ -537,6 +544,7 @@ impl<I: Io> Host<I> {
         store.reported_durable_end_offset = offset;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
         store.snapshots.last_snapshot_ms = self.now_ms;
+        store.snapshots.fetched_total += 1;
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;
         tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
         Ok(())
