@@ -25,10 +25,10 @@ use quorum::{
     CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics, serial,
 };
 
-/// Runs admin_surface.py in `mode` and returns the line starting with `result` it printed.
-fn run_mode(quorum: &mut Quorum, mode: &str, result: &str) -> String {
+/// Runs admin_surface.py in `mode` and returns every line it printed.
+fn run_mode_lines(quorum: &mut Quorum, mode: &str) -> Vec<String> {
     let bootstrap = quorum.bootstrap();
-    let mut line = None;
+    let mut lines = Vec::new();
     run_client_script(
         quorum,
         &bootstrap,
@@ -36,13 +36,31 @@ fn run_mode(quorum: &mut Quorum, mode: &str, result: &str) -> String {
         mode,
         Duration::from_secs(240),
         |_, l| {
-            if l.starts_with(result) {
-                line = Some(l.to_string());
-            }
+            lines.push(l.to_string());
             None
         },
     );
-    line.unwrap_or_else(|| panic!("admin_surface.py {mode} printed no {result} line"))
+    lines
+}
+
+/// The second word of the line starting with `result`.
+fn word_after(lines: &[String], result: &str) -> String {
+    lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{result} ")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no {result} line in {lines:?}"))
+        .to_string()
+}
+
+/// Runs admin_surface.py in `mode` and returns the line starting with `result` it printed.
+fn run_mode(quorum: &mut Quorum, mode: &str, result: &str) -> String {
+    let lines = run_mode_lines(quorum, mode);
+    lines
+        .iter()
+        .find(|l| l.starts_with(result))
+        .cloned()
+        .unwrap_or_else(|| panic!("admin_surface.py {mode} printed no {result} line"))
 }
 
 /// A topic's configs (name → value) as node `id` describes them.
@@ -97,16 +115,29 @@ fn controller_at(quorum: &Quorum, id: i32) -> Option<i32> {
 }
 
 /// KIP-style configs through real clients; the record of an alteration reaches every node,
-/// through a forwarding node too, and survives a restart of all nodes.
+/// through a forwarding node too, and survives a restart of all nodes; a snapshot topic's
+/// `snapshot.minimum.records` decides when its replicas snapshot.
 #[test]
 fn altered_topic_configs_are_described_by_every_node_and_survive_restart() {
     let _serial = serial();
     let mut quorum = Quorum::start(3);
     quorum.wait_for_leader(Duration::from_secs(30));
-    let line = run_mode(&mut quorum, "configs", "ALTERED");
-    let topic = line.split_whitespace().nth(1).unwrap().to_string();
+    let lines = run_mode_lines(&mut quorum, "configs");
+    let topic = word_after(&lines, "ALTERED");
+    let snapshot_topic = word_after(&lines, "SNAPSHOT_TOPIC");
     every_node_describes(&quorum, &topic, "retention.ms", "3600000");
     every_node_describes(&quorum, &topic, "retention.bytes", "1048576");
+    // KIP-630's snapshot.minimum.records of a snapshot topic: 40 records, a minimum of 10
+    // (the node's is 16384), and every replica takes a snapshot.
+    every_node_describes(&quorum, &snapshot_topic, "snapshot.minimum.records", "10");
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(format!("{snapshot_topic}-0"));
+        eventually(
+            Duration::from_secs(30),
+            &format!("a snapshot of {snapshot_topic}-0 on node {}", node.id),
+            || (!checkpoints(&dir).is_empty()).then_some(()),
+        );
+    }
 
     // Through a node that is not the controller: it forwards the request and relays the
     // controller's answer.
@@ -142,6 +173,7 @@ fn altered_topic_configs_are_described_by_every_node_and_survive_restart() {
     quorum.wait_for_leader(Duration::from_secs(30));
     every_node_describes(&quorum, &topic, "retention.ms", "7200000");
     every_node_describes(&quorum, &topic, "retention.bytes", "1048576");
+    every_node_describes(&quorum, &snapshot_topic, "snapshot.minimum.records", "10");
     assert!(quorum.exited().is_empty(), "{}", quorum.dump_logs());
 }
 

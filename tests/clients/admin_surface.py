@@ -14,12 +14,13 @@ from common import create_topic, eventually, log, main, partition_leaders
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   ConfigSource, NewPartitions, ResourceType)
+                                   ConfigSource, NewPartitions, NewTopic, ResourceType)
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
+TOPIC_ALREADY_EXISTS = 36
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 INVALID_PARTITIONS = 37
@@ -77,7 +78,8 @@ def configs(bootstrap, topic):
 
     # What cannot change at runtime is refused by name, not ignored.
     for name, value in (("segment.bytes", "2097152"), ("cleanup.policy", "snapshot"),
-                        ("no.such.config", "1"), ("retention.ms", "soon")):
+                        ("no.such.config", "1"), ("retention.ms", "soon"),
+                        ("snapshot.minimum.records", "10")):
         code = error_code_of(alter_topic(admin, topic, name, value))
         assert code == INVALID_CONFIG, f"altering {name}={value} answered {code}"
     assert describe_topic(admin, topic)["segment.bytes"].value != "2097152"
@@ -114,6 +116,32 @@ def configs(bootstrap, topic):
         assert got["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG", got
     finally:
         k.close()
+
+    # A snapshot topic's snapshot.minimum.records (KIP-630's name) takes effect: 40 records
+    # snapshot with 10, not with the node's default (16384).
+    snap = f"{topic}-snap"
+    attempts = [0]
+
+    def create_snapshot_topic():
+        attempts[0] += 1
+        new = NewTopic(snap, num_partitions=1, replication_factor=3,
+                       config={"cleanup.policy": "snapshot"})
+        code = error_code_of(admin.create_topics([new])[snap])
+        return code == 0 or (code == TOPIC_ALREADY_EXISTS and attempts[0] > 1)
+
+    eventually(f"{snap} to be created", create_snapshot_topic)
+    entry = describe_topic(admin, snap)["snapshot.minimum.records"]
+    assert entry.source == ConfigSource.DEFAULT_CONFIG.value and not entry.is_read_only, entry
+    code = error_code_of(alter_topic(admin, snap, "snapshot.minimum.records", "10"))
+    assert code == 0, f"altering snapshot.minimum.records answered {code}"
+    eventually("snapshot.minimum.records to read back altered",
+               lambda: describe_topic(admin, snap)["snapshot.minimum.records"].value == "10")
+    eventually(f"leaders for {snap}", lambda: len(partition_leaders(bootstrap, snap)) == 1)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000})
+    for i in range(40):
+        p.produce(snap, key=f"k{i}".encode(), value=b"v", partition=0)
+    assert p.flush(60) == 0
+    log(f"SNAPSHOT_TOPIC {snap}")
     log(f"ALTERED {topic}")
 
 

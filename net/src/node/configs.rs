@@ -13,6 +13,7 @@
 //! | resource | config                                  | alteration answers                |
 //! | -------- | --------------------------------------- | --------------------------------- |
 //! | topic    | `retention.ms`, `retention.bytes`       | applied (SET, DELETE = default)   |
+//! | topic    | `snapshot.minimum.records`              | applied on a snapshot topic; INVALID_CONFIG on a delete topic |
 //! | topic    | `cleanup.policy`, `segment.bytes`       | INVALID_CONFIG (fixed at creation)|
 //! | topic    | `max.message.bytes`, any other name     | INVALID_CONFIG                    |
 //! | topic    | APPEND / SUBTRACT                       | INVALID_CONFIG                    |
@@ -57,14 +58,25 @@ pub struct DescribedConfig {
     pub config_type: i8,
 }
 
+/// The node settings a topic's configs fall back to, each with whether the node's properties
+/// file set it (STATIC_BROKER_CONFIG) or it is the default (DEFAULT_CONFIG).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeTopicDefaults {
+    /// `metadata.log.segment.bytes`
+    pub segment_bytes: (u64, bool),
+    /// `message.max.bytes`
+    pub message_max_bytes: (u32, bool),
+    /// `controller.snapshot.minimum.records`
+    pub snapshot_minimum_records: (u64, bool),
+}
+
 /// A topic's configs: those the topic record holds, and the node settings that act for it.
-/// `node_segment_bytes` and `message_max_bytes` are the node's, with whether its properties
-/// file set them (STATIC_BROKER_CONFIG) or they are defaults.
 pub fn describe_topic_configs(
     config: &TopicConfig,
-    node_segment_bytes: (u64, bool),
-    message_max_bytes: (u32, bool),
+    node: &NodeTopicDefaults,
 ) -> Vec<DescribedConfig> {
+    let node_segment_bytes = node.segment_bytes;
+    let message_max_bytes = node.message_max_bytes;
     let topic_or_default = |is_default: bool| {
         if is_default {
             SOURCE_DEFAULT
@@ -84,6 +96,13 @@ pub fn describe_topic_configs(
         None => (
             node_segment_bytes.0.to_string(),
             node_source(node_segment_bytes.1),
+        ),
+    };
+    let (snapshot_records_value, snapshot_records_source) = match config.snapshot_minimum_records {
+        Some(records) => (records.to_string(), SOURCE_TOPIC),
+        None => (
+            node.snapshot_minimum_records.0.to_string(),
+            node_source(node.snapshot_minimum_records.1),
         ),
     };
     vec![
@@ -121,6 +140,14 @@ pub fn describe_topic_configs(
             source: node_source(message_max_bytes.1),
             read_only: true,
             config_type: TYPE_INT,
+        },
+        DescribedConfig {
+            name: "snapshot.minimum.records",
+            value: Some(snapshot_records_value),
+            source: snapshot_records_source,
+            // Alterable on a snapshot topic only (TopicConfig::check).
+            read_only: config.cleanup_policy != CleanupPolicy::Snapshot,
+            config_type: TYPE_LONG,
         },
     ]
 }
@@ -170,6 +197,7 @@ pub fn altered_topic_config(
     if config.segment_bytes != current.segment_bytes {
         return Err(AlterConfigsError::Fixed("segment.bytes"));
     }
+    config.check()?;
     Ok(config)
 }
 
@@ -245,17 +273,21 @@ impl Node {
                     ErrorCode::UnknownTopicOrPartition,
                     format!("no topic {name:?}"),
                 ))?;
-                Ok(describe_topic_configs(
-                    &topic.config,
-                    (
+                let node = NodeTopicDefaults {
+                    segment_bytes: (
                         self.config.segment_size_bytes,
                         from_file("metadata.log.segment.bytes"),
                     ),
-                    (
+                    message_max_bytes: (
                         self.config.message_max_bytes,
                         from_file("message.max.bytes"),
                     ),
-                ))
+                    snapshot_minimum_records: (
+                        self.config.snapshot_minimum_records,
+                        from_file("controller.snapshot.minimum.records"),
+                    ),
+                };
+                Ok(describe_topic_configs(&topic.config, &node))
             }
             RESOURCE_BROKER => {
                 self.check_node_resource(name)?;
@@ -556,12 +588,38 @@ mod tests {
             retention_ms: 1000,
             ..TopicConfig::default()
         };
-        let described = describe_topic_configs(&config, (1 << 20, true), (1 << 20, false));
+        let node = NodeTopicDefaults {
+            segment_bytes: (1 << 20, true),
+            message_max_bytes: (1 << 20, false),
+            snapshot_minimum_records: (16_384, false),
+        };
+        let described = describe_topic_configs(&config, &node);
         let source = |name| described.iter().find(|c| c.name == name).unwrap().source;
         assert_eq!(source("retention.ms"), SOURCE_TOPIC);
         assert_eq!(source("retention.bytes"), SOURCE_DEFAULT);
         assert_eq!(source("cleanup.policy"), SOURCE_DEFAULT);
         assert_eq!(source("segment.bytes"), SOURCE_STATIC_BROKER);
         assert_eq!(source("max.message.bytes"), SOURCE_DEFAULT);
+        assert_eq!(source("snapshot.minimum.records"), SOURCE_DEFAULT);
+    }
+
+    #[test]
+    fn snapshot_minimum_records_applies_to_snapshot_topics_only() {
+        let delete = TopicConfig::default();
+        assert!(matches!(
+            altered_topic_config(&delete, &[set("snapshot.minimum.records", "10")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+        let snapshot = TopicConfig {
+            cleanup_policy: CleanupPolicy::Snapshot,
+            ..TopicConfig::default()
+        };
+        let altered =
+            altered_topic_config(&snapshot, &[set("snapshot.minimum.records", "10")]).unwrap();
+        assert_eq!(altered.snapshot_minimum_records, Some(10));
+        assert!(matches!(
+            altered_topic_config(&snapshot, &[set("snapshot.minimum.records", "0")]),
+            Err(AlterConfigsError::Config(_))
+        ));
     }
 }

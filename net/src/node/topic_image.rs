@@ -84,6 +84,7 @@ impl Node {
                 for index in known.partitions..topic.partitions {
                     self.start_partition(&topic, index)?;
                 }
+                self.apply_snapshot_minimum_records(&topic);
                 tracing::info!(topic = %topic.name, partitions = topic.partitions, config = ?topic.config, "topic changed");
                 self.handlers.topics.image.insert(topic.name.clone(), topic);
                 continue;
@@ -91,6 +92,7 @@ impl Node {
             for index in 0..topic.partitions {
                 self.start_partition(&topic, index)?;
             }
+            self.apply_snapshot_minimum_records(&topic);
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
             self.handlers.topics.image.insert(topic.name.clone(), topic);
         }
@@ -102,6 +104,26 @@ impl Node {
             .retain(|_, (_, offset, proposed_in)| *offset >= applied && *proposed_in == epoch);
         self.sweep_leftovers()?;
         self.answer_creates()
+    }
+
+    /// Gives the topic's partitions its `snapshot.minimum.records` (or the node's, when unset);
+    /// their next snapshot-generation check uses it.
+    fn apply_snapshot_minimum_records(&mut self, topic: &TopicRecord) {
+        let min_records = topic
+            .config
+            .snapshot_minimum_records
+            .map(|n| n.max(1) as u64);
+        let ids: Vec<_> = self
+            .table
+            .ids()
+            .filter(|id| {
+                let hosted = self.table.get(*id);
+                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
+            })
+            .collect();
+        for id in ids {
+            self.host.set_snapshot_min_records(id, min_records);
+        }
     }
 
     /// Opens (or recovers) a topic partition's folder and starts its Raft group.

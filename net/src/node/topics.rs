@@ -6,7 +6,7 @@
 //! ```text
 //! key   = "ringlog.topic.v2/<topic>"
 //! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete
-//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>]"
+//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>][\tsnapshot.minimum.records=<n>]"
 //! ```
 //!
 //! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
@@ -104,6 +104,10 @@ pub struct TopicConfig {
     /// `segment.bytes`: this topic's segment size; `None` takes the node's
     /// `metadata.log.segment.bytes`.
     pub segment_bytes: Option<i64>,
+    /// `snapshot.minimum.records` (KIP-630's name) of a `cleanup.policy=snapshot` topic: the
+    /// records between its partitions' snapshots; `None` takes the node's
+    /// `controller.snapshot.minimum.records`.
+    pub snapshot_minimum_records: Option<i64>,
 }
 
 impl Default for TopicConfig {
@@ -113,6 +117,7 @@ impl Default for TopicConfig {
             retention_bytes: -1,
             retention_ms: DEFAULT_RETENTION_MS,
             segment_bytes: None,
+            snapshot_minimum_records: None,
         }
     }
 }
@@ -121,7 +126,7 @@ impl Default for TopicConfig {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicConfigError {
     #[error(
-        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes)"
+        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, snapshot.minimum.records)"
     )]
     Unsupported { name: String },
     #[error("topic config {name}={value:?} is invalid: {reason}")]
@@ -141,7 +146,23 @@ impl TopicConfig {
         for c in configs {
             config.set(&c.name, c.value.as_deref())?;
         }
+        config.check()?;
         Ok(config)
+    }
+
+    /// What one property alone cannot tell: `snapshot.minimum.records` applies only to a
+    /// snapshot topic (on a delete topic it would do nothing, so it is refused).
+    pub fn check(&self) -> Result<(), TopicConfigError> {
+        match self.snapshot_minimum_records {
+            Some(records) if self.cleanup_policy != CleanupPolicy::Snapshot => {
+                Err(TopicConfigError::Invalid {
+                    name: "snapshot.minimum.records".into(),
+                    value: Some(records.to_string()),
+                    reason: "applies only to cleanup.policy=snapshot topics",
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets one property by its Kafka name. A null value (Kafka: "use the default") resets it.
@@ -188,6 +209,12 @@ impl TopicConfig {
                     )?),
                 }
             }
+            "snapshot.minimum.records" => {
+                self.snapshot_minimum_records = match value {
+                    None => None,
+                    Some(_) => Some(number(1, i64::MAX, "must be at least 1")?),
+                }
+            }
             _ => {
                 return Err(TopicConfigError::Unsupported {
                     name: name.to_string(),
@@ -207,6 +234,9 @@ impl TopicConfig {
         ];
         if let Some(bytes) = self.segment_bytes {
             entries.push(("segment.bytes", bytes.to_string()));
+        }
+        if let Some(records) = self.snapshot_minimum_records {
+            entries.push(("snapshot.minimum.records", records.to_string()));
         }
         entries
     }
@@ -520,6 +550,7 @@ impl Node {
             retention_bytes: -1,
             retention_ms: -1,
             segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
+            snapshot_minimum_records: None,
         }
     }
 

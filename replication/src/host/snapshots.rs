@@ -74,6 +74,9 @@ pub struct PartitionSnapshots {
     /// `snapshots-generated-total` and `snapshots-fetched-total`.
     pub generated_total: u64,
     pub fetched_total: u64,
+    /// This partition's own minimum of records between snapshots (a topic's
+    /// `snapshot.minimum.records`), over the host's policy; `None`: the host's.
+    pub min_records: Option<u64>,
 }
 
 impl PartitionSnapshots {
@@ -336,12 +339,18 @@ impl<I: Io> Host<I> {
                 break;
             }
         }
-        let Some((job, reason)) = store.snapshots.maybe_begin_generation(
-            &self.config.snapshot_policy,
-            high_watermark,
-            &epoch_cache,
-            now_ms,
-        ) else {
+        let policy = SnapshotPolicyConfig {
+            min_records: store
+                .snapshots
+                .min_records
+                .unwrap_or(self.config.snapshot_policy.min_records),
+            ..self.config.snapshot_policy
+        };
+        let Some((job, reason)) =
+            store
+                .snapshots
+                .maybe_begin_generation(&policy, high_watermark, &epoch_cache, now_ms)
+        else {
             return Ok(());
         };
         tracing::info!(partition, snapshot = ?job.snapshot_id, ?reason, "snapshot generation started");
@@ -376,6 +385,13 @@ impl<I: Io> Host<I> {
                 tracing::error!(partition, snapshot = ?snapshot_id, %error, "snapshot generation failed")
             }
         }
+    }
+
+    /// Sets a partition's own minimum of records between snapshots (`None`: the host's
+    /// policy); the next generation check uses it.
+    pub fn set_snapshot_min_records(&mut self, partition: PartitionId, min_records: Option<u64>) {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        store.snapshots.min_records = min_records;
     }
 
     /// Records an empty snapshot at `snapshot_id` (a `cleanup.policy=delete` topic's retention
