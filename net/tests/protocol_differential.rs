@@ -433,6 +433,18 @@ conv! {
     kp::describe_configs_response::DescribeConfigsSynonym => ours::describe_configs_response::DescribeConfigsSynonym {
         name, value, source }
 
+    // AlterConfigs
+    kp::alter_configs_request::AlterConfigsRequest => ours::alter_configs_request::AlterConfigsRequest {
+        resources, validate_only }
+    kp::alter_configs_request::AlterConfigsResource => ours::alter_configs_request::AlterConfigsResource {
+        resource_type, resource_name, configs }
+    kp::alter_configs_request::AlterableConfig => ours::alter_configs_request::AlterableConfig {
+        name, value }
+    kp::alter_configs_response::AlterConfigsResponse => ours::alter_configs_response::AlterConfigsResponse {
+        throttle_time_ms, responses }
+    kp::alter_configs_response::AlterConfigsResourceResponse => ours::alter_configs_response::AlterConfigsResourceResponse {
+        error_code, error_message, resource_type, resource_name }
+
     // IncrementalAlterConfigs
     kp::incremental_alter_configs_request::IncrementalAlterConfigsRequest => ours::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
         resources, validate_only }
@@ -578,6 +590,7 @@ differential! {
     FetchSnapshot => kp::FetchSnapshotRequest, kp::FetchSnapshotResponse;
     DeleteRecords => kp::DeleteRecordsRequest, kp::DeleteRecordsResponse;
     DescribeConfigs => kp::DescribeConfigsRequest, kp::DescribeConfigsResponse;
+    AlterConfigs => kp::AlterConfigsRequest, kp::AlterConfigsResponse;
     CreatePartitions => kp::CreatePartitionsRequest, kp::CreatePartitionsResponse;
     IncrementalAlterConfigs => kp::IncrementalAlterConfigsRequest, kp::IncrementalAlterConfigsResponse;
     DescribeCluster => kp::DescribeClusterRequest, kp::DescribeClusterResponse;
@@ -667,6 +680,7 @@ fn reset_to_default_request(r: &mut Request) {
         FetchSnapshot,
         DeleteRecords,
         DescribeConfigs,
+        AlterConfigs,
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster
@@ -709,6 +723,7 @@ fn reset_to_default_response(r: &mut Response) {
         FetchSnapshot,
         DeleteRecords,
         DescribeConfigs,
+        AlterConfigs,
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster

@@ -96,6 +96,26 @@ def configs(bootstrap, topic):
     code = error_code_of(admin.incremental_alter_configs([node])[node])
     assert code == INVALID_REQUEST, f"altering a node config answered {code}"
 
+    # confluent-kafka's legacy alter_configs (AlterConfigs): every config at once, those left
+    # out back to their defaults.
+    def legacy_alter(configs):
+        resource = ConfigResource(ResourceType.TOPIC, topic, set_config=configs)
+        return error_code_of(admin.alter_configs([resource])[resource])
+
+    code = legacy_alter({"retention.ms": "3600000", "retention.bytes": "2048"})
+    assert code == 0, f"alter_configs answered {code}"
+    eventually("alter_configs' retention.bytes to read back",
+               lambda: describe_topic(admin, topic)["retention.bytes"].value == "2048")
+    assert legacy_alter({"retention.ms": "3600000"}) == 0
+
+    def reset():
+        e = describe_topic(admin, topic)
+        return e["retention.bytes"].value == "-1" and e["retention.ms"].value == "3600000"
+
+    eventually("alter_configs to reset retention.bytes it left out", reset)
+    code = legacy_alter({"retention.ms": "3600000", "segment.bytes": "2097152"})
+    assert code == INVALID_CONFIG, f"alter_configs of segment.bytes answered {code}"
+
     # kafka-python (IncrementalAlterConfigs to the least loaded node, which forwards it to
     # the controller when it is not).
     k = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)

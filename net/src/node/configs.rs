@@ -1,5 +1,8 @@
-//! DescribeConfigs (32) and IncrementalAlterConfigs (44), for topics (resource type 2) and
-//! for this node (type 4, Kafka's BROKER).
+//! DescribeConfigs (32), IncrementalAlterConfigs (44) and the legacy AlterConfigs (33), for
+//! topics (resource type 2) and for this node (type 4, Kafka's BROKER). AlterConfigs sets every
+//! config of a resource at once: it is answered as the IncrementalAlterConfigs that SETs the
+//! configs it names and DELETEs (back to the default) the alterable ones it leaves out
+//! ([`incremental_from_legacy`]); the fixed ones left out keep their value.
 //!
 //! Topic configs live in the topic record of `__cluster_metadata-0` (topics.rs). Every node
 //! answers DescribeConfigs from its own topic image; an alteration is a new topic record with
@@ -24,8 +27,8 @@ use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecor
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::protocol::{
-    ErrorCode, Request, RequestHeader, Response, describe_configs_request as dc_req,
-    describe_configs_response as dc_resp, encode_response,
+    ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
+    describe_configs_request as dc_req, describe_configs_response as dc_resp, encode_response,
     incremental_alter_configs_request as ia_req, incremental_alter_configs_response as ia_resp,
 };
 
@@ -47,6 +50,45 @@ const TYPE_LIST: i8 = 7;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+
+/// The alterable topic configs a legacy AlterConfigs returns to their defaults when it leaves
+/// them out (Kafka's AlterConfigs replaces a resource's whole dynamic config).
+const RESET_WHEN_LEFT_OUT: &[&str] = &[
+    "retention.bytes",
+    "retention.ms",
+    "snapshot.minimum.records",
+];
+
+/// A legacy AlterConfigs resource as the IncrementalAlterConfigs one it amounts to.
+pub fn incremental_from_legacy(
+    resource: &ac_req::AlterConfigsResource,
+) -> ia_req::AlterConfigsResource {
+    let mut configs: Vec<ia_req::AlterableConfig> = resource
+        .configs
+        .iter()
+        .map(|c| ia_req::AlterableConfig {
+            name: c.name.clone(),
+            config_operation: OP_SET,
+            value: c.value.clone(),
+        })
+        .collect();
+    if resource.resource_type == RESOURCE_TOPIC {
+        for name in RESET_WHEN_LEFT_OUT {
+            if !resource.configs.iter().any(|c| c.name == *name) {
+                configs.push(ia_req::AlterableConfig {
+                    name: name.to_string(),
+                    config_operation: OP_DELETE,
+                    value: None,
+                });
+            }
+        }
+    }
+    ia_req::AlterConfigsResource {
+        resource_type: resource.resource_type,
+        resource_name: resource.resource_name.clone(),
+        configs,
+    }
+}
 
 /// One config as DescribeConfigs lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -350,23 +392,63 @@ impl Node {
                 Request::IncrementalAlterConfigs(request),
             );
         }
+        self.answer_alter_configs(
+            responder,
+            header,
+            &request.resources,
+            request.validate_only,
+            false,
+        )
+    }
+
+    pub(super) fn handle_alter_configs(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: ac_req::AlterConfigsRequest,
+    ) -> Result<(), NodeError> {
+        let touches_topics = request
+            .resources
+            .iter()
+            .any(|r| r.resource_type == RESOURCE_TOPIC);
+        if touches_topics && !self.controller_active() {
+            return self.forward_to_controller(responder, header, Request::AlterConfigs(request));
+        }
+        let resources: Vec<ia_req::AlterConfigsResource> = request
+            .resources
+            .iter()
+            .map(incremental_from_legacy)
+            .collect();
+        self.answer_alter_configs(responder, header, &resources, request.validate_only, true)
+    }
+
+    /// Alters each resource and answers once the proposed records are applied (as
+    /// AlterConfigs when `legacy`, else IncrementalAlterConfigs).
+    fn answer_alter_configs(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        resources: &[ia_req::AlterConfigsResource],
+        validate_only: bool,
+        legacy: bool,
+    ) -> Result<(), NodeError> {
         let mut results = Vec::new();
         let mut waiting = Vec::new();
-        for (index, resource) in request.resources.iter().enumerate() {
+        for (index, resource) in resources.iter().enumerate() {
             let mut result = ia_resp::AlterConfigsResourceResponse {
                 error_code: 0,
                 error_message: None,
                 resource_type: resource.resource_type,
                 resource_name: resource.resource_name.clone(),
             };
-            let duplicate = request.resources[..index].iter().any(|earlier| {
+            let duplicate = resources[..index].iter().any(|earlier| {
                 earlier.resource_type == resource.resource_type
                     && earlier.resource_name == resource.resource_name
             });
             let outcome = if duplicate {
                 Err((ErrorCode::InvalidRequest, "resource named twice".into()))
             } else {
-                self.alter_resource(resource, request.validate_only)
+                self.alter_resource(resource, validate_only)
             };
             match outcome {
                 Ok(Some(offset)) => waiting.push((results.len(), offset)),
@@ -382,7 +464,7 @@ impl Node {
             responder,
             header,
             30_000,
-            super::topics::AdminResults::AlterConfigs(results),
+            super::topics::AdminResults::AlterConfigs { legacy, results },
             waiting,
         )
     }
@@ -541,6 +623,26 @@ mod tests {
         .unwrap();
         assert_eq!(deleted.retention_ms, DEFAULT_RETENTION_MS);
         assert_eq!(deleted.retention_bytes, 1_048_576);
+    }
+
+    #[test]
+    fn legacy_alter_configs_resets_what_it_leaves_out() {
+        let legacy = ac_req::AlterConfigsResource {
+            resource_type: RESOURCE_TOPIC,
+            resource_name: "t".into(),
+            configs: vec![ac_req::AlterableConfig {
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }],
+        };
+        let current = TopicConfig {
+            retention_bytes: 1 << 20,
+            ..TopicConfig::default()
+        };
+        let altered =
+            altered_topic_config(&current, &incremental_from_legacy(&legacy).configs).unwrap();
+        assert_eq!(altered.retention_ms, 1000);
+        assert_eq!(altered.retention_bytes, -1, "left out: back to the default");
     }
 
     #[test]

@@ -52,6 +52,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::DescribeConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterConfigs,
     ApiKey::DeleteRecords,
     ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
@@ -165,6 +166,7 @@ impl Node {
             Request::IncrementalAlterConfigs(r) => {
                 return self.handle_incremental_alter_configs(responder, &header, r);
             }
+            Request::AlterConfigs(r) => return self.handle_alter_configs(responder, &header, r),
             Request::CreatePartitions(r) => {
                 return self.handle_create_partitions(responder, &header, r);
             }

@@ -371,9 +371,12 @@ pub(super) struct Topics {
 pub(super) enum AdminResults {
     Create(Vec<ct_resp::CreatableTopicResult>),
     Delete(Vec<crate::protocol::delete_topics_response::DeletableTopicResult>),
-    AlterConfigs(
-        Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
-    ),
+    /// IncrementalAlterConfigs, or the legacy AlterConfigs when `legacy` (same answers).
+    AlterConfigs {
+        legacy: bool,
+        results:
+            Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
+    },
     CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
 }
 
@@ -382,7 +385,7 @@ impl AdminResults {
         match self {
             AdminResults::Create(r) => r[index].error_code = code.code(),
             AdminResults::Delete(r) => r[index].error_code = code.code(),
-            AdminResults::AlterConfigs(r) => r[index].error_code = code.code(),
+            AdminResults::AlterConfigs { results, .. } => results[index].error_code = code.code(),
             AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
         }
     }
@@ -399,12 +402,32 @@ impl AdminResults {
                     responses,
                 },
             ),
-            AdminResults::AlterConfigs(responses) => Response::IncrementalAlterConfigs(
+            AdminResults::AlterConfigs {
+                legacy: false,
+                results,
+            } => Response::IncrementalAlterConfigs(
                 crate::protocol::IncrementalAlterConfigsResponse {
                     throttle_time_ms: 0,
-                    responses,
+                    responses: results,
                 },
             ),
+            AdminResults::AlterConfigs {
+                legacy: true,
+                results,
+            } => Response::AlterConfigs(crate::protocol::AlterConfigsResponse {
+                throttle_time_ms: 0,
+                responses: results
+                    .into_iter()
+                    .map(|r| {
+                        crate::protocol::alter_configs_response::AlterConfigsResourceResponse {
+                            error_code: r.error_code,
+                            error_message: r.error_message,
+                            resource_type: r.resource_type,
+                            resource_name: r.resource_name,
+                        }
+                    })
+                    .collect(),
+            }),
             AdminResults::CreatePartitions(results) => {
                 Response::CreatePartitions(crate::protocol::CreatePartitionsResponse {
                     throttle_time_ms: 0,

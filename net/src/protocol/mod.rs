@@ -190,6 +190,7 @@ apis! {
     OffsetForLeaderEpoch = 23 { versions: 2..=4, flexible: 4.. }
         => OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
     DescribeConfigs = 32 { versions: 1..=4, flexible: 4.. } => DescribeConfigsRequest, DescribeConfigsResponse;
+    AlterConfigs = 33 { versions: 0..=2, flexible: 2.. } => AlterConfigsRequest, AlterConfigsResponse;
     CreatePartitions = 37 { versions: 0..=3, flexible: 2.. } => CreatePartitionsRequest, CreatePartitionsResponse;
     DeleteGroups = 42 { versions: 0..=2, flexible: 2.. } => DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44 { versions: 0..=1, flexible: 1.. }

@@ -1,9 +1,7 @@
-//! Configs: DescribeConfigs (32) and IncrementalAlterConfigs (44).
+//! Configs: DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 //!
 //! Written from Kafka's JSON schemas (`/work/shared/kafka-message-schemas/`). DescribeConfigs
 //! v0 (deprecated, removed in Kafka 4.0) is not served, so its v0-only `IsDefault` is left out.
-//! The legacy AlterConfigs (33) is not served either: librdkafka and kafka-python offer
-//! IncrementalAlterConfigs (docs/protocol.md).
 
 pub mod describe_configs_request {
     use crate::protocol::dsl::message;
@@ -105,6 +103,55 @@ pub mod incremental_alter_configs_response {
 
     message! {
         pub struct IncrementalAlterConfigsResponse {
+            throttle_time_ms: i32 { versions: 0.. },
+            responses: Vec<AlterConfigsResourceResponse> { versions: 0.. },
+        }
+    }
+
+    message! {
+        pub struct AlterConfigsResourceResponse {
+            error_code: i16 { versions: 0.. },
+            error_message: Option<String> { versions: 0.., nullable: 0.., default: Some(String::new()) },
+            resource_type: i8 { versions: 0.. },
+            resource_name: String { versions: 0.. },
+        }
+    }
+}
+
+/// The legacy AlterConfigs (33): every config of a resource at once, those left out back to
+/// their defaults. Kafka's schema (not in the shared schema folder): versions 0-2, flexible
+/// from 2. confluent-kafka's `AdminClient.alter_configs` (librdkafka's `AlterConfigs`) sends it.
+pub mod alter_configs_request {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct AlterConfigsRequest {
+            resources: Vec<AlterConfigsResource> { versions: 0.. },
+            validate_only: bool { versions: 0.. },
+        }
+    }
+
+    message! {
+        pub struct AlterConfigsResource {
+            resource_type: i8 { versions: 0.. },
+            resource_name: String { versions: 0.. },
+            configs: Vec<AlterableConfig> { versions: 0.. },
+        }
+    }
+
+    message! {
+        pub struct AlterableConfig {
+            name: String { versions: 0.. },
+            value: Option<String> { versions: 0.., nullable: 0.., default: Some(String::new()) },
+        }
+    }
+}
+
+pub mod alter_configs_response {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct AlterConfigsResponse {
             throttle_time_ms: i32 { versions: 0.. },
             responses: Vec<AlterConfigsResourceResponse> { versions: 0.. },
         }

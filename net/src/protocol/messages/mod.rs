@@ -20,7 +20,8 @@ pub use admin_cluster::{
     delete_records_response, describe_cluster_request, describe_cluster_response,
 };
 pub use admin_configs::{
-    describe_configs_request, describe_configs_response, incremental_alter_configs_request,
+    alter_configs_request, alter_configs_response, describe_configs_request,
+    describe_configs_response, incremental_alter_configs_request,
     incremental_alter_configs_response,
 };
 pub use fetch::{fetch_request, fetch_response};
@@ -46,6 +47,8 @@ pub use raft::{
     fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 
+pub use alter_configs_request::AlterConfigsRequest;
+pub use alter_configs_response::AlterConfigsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
