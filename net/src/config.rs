@@ -293,6 +293,18 @@ pub struct NodeConfig {
     pub num_partitions: u32,
     /// Consumer groups: the `offsets.*` and `group.*` keys.
     pub groups: crate::groups::GroupConfig,
+    /// Every key of [`KEYS`] as this node resolved it, for DescribeConfigs of the node.
+    pub properties: Vec<ResolvedProperty>,
+}
+
+/// One node property as resolved at start: its value (`None`: unset and without a default)
+/// and whether the properties file set it (Kafka's STATIC_BROKER_CONFIG) or it is the
+/// default (DEFAULT_CONFIG).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedProperty {
+    pub name: &'static str,
+    pub value: Option<String>,
+    pub from_file: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -454,6 +466,7 @@ impl NodeConfig {
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             num_partitions: values.positive("num.partitions")?,
+            properties: values.resolved(),
             groups: crate::groups::GroupConfig {
                 offsets_topic_num_partitions: values.positive("offsets.topic.num.partitions")?,
                 offsets_topic_segment_bytes: values.positive("offsets.topic.segment.bytes")?,
@@ -517,6 +530,8 @@ impl NodeConfig {
 struct Properties {
     origin: String,
     values: BTreeMap<&'static str, String>,
+    /// The keys the text set (under their name or an alias).
+    from_file: std::collections::BTreeSet<&'static str>,
 }
 
 impl Properties {
@@ -566,7 +581,19 @@ impl Properties {
         Ok(Properties {
             origin: origin.into(),
             values,
+            from_file: spelled.into_keys().collect(),
         })
+    }
+
+    /// Every declared key with its value and whether the text set it.
+    fn resolved(&self) -> Vec<ResolvedProperty> {
+        KEYS.iter()
+            .map(|definition| ResolvedProperty {
+                name: definition.name,
+                value: self.values.get(definition.name).cloned(),
+                from_file: self.from_file.contains(definition.name),
+            })
+            .collect()
     }
 
     fn get(&self, key: &'static str) -> &str {

@@ -418,6 +418,79 @@ conv! {
         throttle_time_ms, results }
     kp::delete_groups_response::DeletableGroupResult => ours::delete_groups_response::DeletableGroupResult {
         group_id, error_code }
+
+    // DescribeConfigs
+    kp::describe_configs_request::DescribeConfigsRequest => ours::describe_configs_request::DescribeConfigsRequest {
+        resources, include_synonyms, include_documentation }
+    kp::describe_configs_request::DescribeConfigsResource => ours::describe_configs_request::DescribeConfigsResource {
+        resource_type, resource_name, configuration_keys }
+    kp::describe_configs_response::DescribeConfigsResponse => ours::describe_configs_response::DescribeConfigsResponse {
+        throttle_time_ms, results }
+    kp::describe_configs_response::DescribeConfigsResult => ours::describe_configs_response::DescribeConfigsResult {
+        error_code, error_message, resource_type, resource_name, configs }
+    kp::describe_configs_response::DescribeConfigsResourceResult => ours::describe_configs_response::DescribeConfigsResourceResult {
+        name, value, read_only, config_source, is_sensitive, synonyms, config_type, documentation }
+    kp::describe_configs_response::DescribeConfigsSynonym => ours::describe_configs_response::DescribeConfigsSynonym {
+        name, value, source }
+
+    // AlterConfigs
+    kp::alter_configs_request::AlterConfigsRequest => ours::alter_configs_request::AlterConfigsRequest {
+        resources, validate_only }
+    kp::alter_configs_request::AlterConfigsResource => ours::alter_configs_request::AlterConfigsResource {
+        resource_type, resource_name, configs }
+    kp::alter_configs_request::AlterableConfig => ours::alter_configs_request::AlterableConfig {
+        name, value }
+    kp::alter_configs_response::AlterConfigsResponse => ours::alter_configs_response::AlterConfigsResponse {
+        throttle_time_ms, responses }
+    kp::alter_configs_response::AlterConfigsResourceResponse => ours::alter_configs_response::AlterConfigsResourceResponse {
+        error_code, error_message, resource_type, resource_name }
+
+    // IncrementalAlterConfigs
+    kp::incremental_alter_configs_request::IncrementalAlterConfigsRequest => ours::incremental_alter_configs_request::IncrementalAlterConfigsRequest {
+        resources, validate_only }
+    kp::incremental_alter_configs_request::AlterConfigsResource => ours::incremental_alter_configs_request::AlterConfigsResource {
+        resource_type, resource_name, configs }
+    kp::incremental_alter_configs_request::AlterableConfig => ours::incremental_alter_configs_request::AlterableConfig {
+        name, config_operation, value }
+    kp::incremental_alter_configs_response::IncrementalAlterConfigsResponse => ours::incremental_alter_configs_response::IncrementalAlterConfigsResponse {
+        throttle_time_ms, responses }
+    kp::incremental_alter_configs_response::AlterConfigsResourceResponse => ours::incremental_alter_configs_response::AlterConfigsResourceResponse {
+        error_code, error_message, resource_type, resource_name }
+
+    // DeleteRecords
+    kp::delete_records_request::DeleteRecordsRequest => ours::delete_records_request::DeleteRecordsRequest {
+        topics, timeout_ms }
+    kp::delete_records_request::DeleteRecordsTopic => ours::delete_records_request::DeleteRecordsTopic {
+        name, partitions }
+    kp::delete_records_request::DeleteRecordsPartition => ours::delete_records_request::DeleteRecordsPartition {
+        partition_index, offset }
+    kp::delete_records_response::DeleteRecordsResponse => ours::delete_records_response::DeleteRecordsResponse {
+        throttle_time_ms, topics }
+    kp::delete_records_response::DeleteRecordsTopicResult => ours::delete_records_response::DeleteRecordsTopicResult {
+        name, partitions }
+    kp::delete_records_response::DeleteRecordsPartitionResult => ours::delete_records_response::DeleteRecordsPartitionResult {
+        partition_index, low_watermark, error_code }
+
+    // CreatePartitions
+    kp::create_partitions_request::CreatePartitionsRequest => ours::create_partitions_request::CreatePartitionsRequest {
+        topics, timeout_ms, validate_only }
+    kp::create_partitions_request::CreatePartitionsTopic => ours::create_partitions_request::CreatePartitionsTopic {
+        name, count, assignments }
+    kp::create_partitions_request::CreatePartitionsAssignment => ours::create_partitions_request::CreatePartitionsAssignment {
+        broker_ids }
+    kp::create_partitions_response::CreatePartitionsResponse => ours::create_partitions_response::CreatePartitionsResponse {
+        throttle_time_ms, results }
+    kp::create_partitions_response::CreatePartitionsTopicResult => ours::create_partitions_response::CreatePartitionsTopicResult {
+        name, error_code, error_message }
+
+    // DescribeCluster
+    kp::describe_cluster_request::DescribeClusterRequest => ours::describe_cluster_request::DescribeClusterRequest {
+        include_cluster_authorized_operations, endpoint_type, include_fenced_brokers }
+    kp::describe_cluster_response::DescribeClusterResponse => ours::describe_cluster_response::DescribeClusterResponse {
+        throttle_time_ms, error_code, error_message, endpoint_type, cluster_id, controller_id,
+        brokers, cluster_authorized_operations }
+    kp::describe_cluster_response::DescribeClusterBroker => ours::describe_cluster_response::DescribeClusterBroker {
+        broker_id, host, port, rack, is_fenced }
 }
 
 /// One direction of the differential check for one message type at one version.
@@ -515,6 +588,12 @@ differential! {
     EndQuorumEpoch => kp::EndQuorumEpochRequest, kp::EndQuorumEpochResponse;
     DescribeQuorum => kp::DescribeQuorumRequest, kp::DescribeQuorumResponse;
     FetchSnapshot => kp::FetchSnapshotRequest, kp::FetchSnapshotResponse;
+    DeleteRecords => kp::DeleteRecordsRequest, kp::DeleteRecordsResponse;
+    DescribeConfigs => kp::DescribeConfigsRequest, kp::DescribeConfigsResponse;
+    AlterConfigs => kp::AlterConfigsRequest, kp::AlterConfigsResponse;
+    CreatePartitions => kp::CreatePartitionsRequest, kp::CreatePartitionsResponse;
+    IncrementalAlterConfigs => kp::IncrementalAlterConfigsRequest, kp::IncrementalAlterConfigsResponse;
+    DescribeCluster => kp::DescribeClusterRequest, kp::DescribeClusterResponse;
 }
 
 fn all_versions() -> impl Iterator<Item = (ApiKey, i16)> {
@@ -598,7 +677,13 @@ fn reset_to_default_request(r: &mut Request) {
         BeginQuorumEpoch,
         EndQuorumEpoch,
         DescribeQuorum,
-        FetchSnapshot
+        FetchSnapshot,
+        DeleteRecords,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        IncrementalAlterConfigs,
+        DescribeCluster
     );
 }
 
@@ -635,7 +720,13 @@ fn reset_to_default_response(r: &mut Response) {
         BeginQuorumEpoch,
         EndQuorumEpoch,
         DescribeQuorum,
-        FetchSnapshot
+        FetchSnapshot,
+        DeleteRecords,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        IncrementalAlterConfigs,
+        DescribeCluster
     );
 }
 

@@ -225,6 +225,18 @@ impl PartitionLog {
         Some((segment.base_offset, u64::from(entry.position)))
     }
 
+    /// The base offset of the batch holding `offset`, from the in-memory batch index (no I/O);
+    /// `None` outside `[log_start_offset, log_end_offset)`. A log start a replica can fetch
+    /// from must be a batch boundary: followers append whole batches (DeleteRecords, in net).
+    pub fn batch_base_offset(&self, offset: i64) -> Option<i64> {
+        if offset < self.log_start_offset || offset >= self.log_end_offset() {
+            return None;
+        }
+        let segment = &self.segments[self.segment_index_for(offset)];
+        let index = segment.batch_index_for(offset);
+        segment.batches.get(index).map(|batch| batch.base_offset)
+    }
+
     /// Leader append (KIP-595 leaders append in their own epoch): assign offsets from the log
     /// end, stamp baseOffset and partitionLeaderEpoch in place (neither is CRC-covered, so no
     /// re-checksum), keep the bytes. Durable only after a flush covering them.

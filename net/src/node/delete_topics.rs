@@ -251,6 +251,11 @@ impl Node {
                 let offset = self
                     .propose_metadata_record(&topic.name, None)
                     .map_err(|c| (c, "metadata append failed".into()))?;
+                let epoch = self.metadata_raft().epoch();
+                self.handlers
+                    .topics
+                    .changed
+                    .insert(topic.name.clone(), (None, offset, epoch));
                 tracing::info!(topic = %topic.name, offset, "topic deletion proposed");
                 Ok(offset)
             })();

@@ -52,6 +52,12 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
+    ApiKey::DescribeConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::DeleteRecords,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeCluster,
 ];
 
 /// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
@@ -72,6 +78,7 @@ pub(super) struct State {
     pub(super) producers: super::idempotence::Producers,
     pub(super) topics: super::topics::Topics,
     pub(super) groups: super::groups::GroupsState,
+    pub(super) delete_records: super::delete_records::PendingDeletes,
 }
 
 impl State {
@@ -92,6 +99,7 @@ impl State {
             .min(parked)
             .min(self.topics.next_deadline_ms())
             .min(self.groups.next_deadline_ms())
+            .min(self.delete_records.next_deadline_ms())
     }
 }
 
@@ -154,6 +162,20 @@ impl Node {
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
+            Request::DescribeConfigs(r) => {
+                Response::DescribeConfigs(self.handle_describe_configs(&r))
+            }
+            Request::IncrementalAlterConfigs(r) => {
+                return self.handle_incremental_alter_configs(responder, &header, r);
+            }
+            Request::AlterConfigs(r) => return self.handle_alter_configs(responder, &header, r),
+            Request::CreatePartitions(r) => {
+                return self.handle_create_partitions(responder, &header, r);
+            }
+            Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
+            Request::DescribeCluster(r) => {
+                Response::DescribeCluster(self.handle_describe_cluster(&r))
+            }
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             r if super::groups::is_group_request(&r) => {
                 return self.handle_group_request(responder, header, r);
@@ -401,6 +423,7 @@ impl Node {
         let began = std::time::Instant::now();
         self.groups_pump()?;
         self.stall.part(began, "pump: groups");
+        self.answer_delete_records()?;
         let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;
@@ -536,6 +559,9 @@ impl Node {
     pub(super) fn handlers_expire(&mut self, now: u64) {
         if let Err(error) = self.groups_tick(now) {
             tracing::warn!(%error, "group deadlines");
+        }
+        if let Err(error) = self.answer_delete_records() {
+            tracing::warn!(%error, "DeleteRecords deadlines");
         }
         let expired: Vec<u64> = self
             .handlers

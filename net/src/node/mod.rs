@@ -17,9 +17,13 @@
 
 mod admission;
 pub mod client;
+mod configs;
 mod controller;
 pub mod convert;
+mod create_partitions;
+mod delete_records;
 mod delete_topics;
+mod describe_cluster;
 mod fetch_snapshot;
 mod group_offsets;
 mod groups;
@@ -176,6 +180,13 @@ enum PeerPending {
     Fetch(Vec<(PartitionId, u64)>),
     /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
     FetchSnapshot(Vec<(PartitionId, u64)>),
+    /// A client's admin request forwarded to the controller (configs.rs): its answer goes
+    /// back to the client under the client's correlation id.
+    Forward {
+        responder: Responder,
+        correlation_id: i32,
+        version: i16,
+    },
 }
 
 pub(crate) struct Node {
@@ -373,6 +384,14 @@ impl Node {
             self.expire(now);
             self.log_leader_changes();
             self.observer.observe(self.host.multi());
+            self.observer
+                .observe_snapshot_totals(self.host.stores().map(|(id, store)| {
+                    (
+                        id,
+                        store.snapshots.generated_total,
+                        store.snapshots.fetched_total,
+                    )
+                }));
             self.stall.step(began, "observe", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())

@@ -18,6 +18,7 @@
 //! | fetch-records-rate | records the log end moved by while following |
 //! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working) |
 //! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, rescanned at most once a second |
+//! | snapshots-generated-total, snapshots-fetched-total | the host's per-partition counts of snapshots written (state machine, retention and DeleteRecords cuts) and installed from a leader, since start ([`Observer::observe_snapshot_totals`]) |
 //!
 //! Beside the metrics, [`StallWatch`] logs a warning when one turn of the loop held the thread
 //! for longer than a quarter of the fetch timeout, naming the slowest step of that turn, and
@@ -130,6 +131,25 @@ impl Observer {
     }
 
     /// Reads the core's state into the gauges and derives the latencies and rates.
+    /// `snapshots-generated-total` and `snapshots-fetched-total` follow each partition's own
+    /// counts (`PartitionSnapshots::generated_total`, `fetched_total`), given as
+    /// (partition, generated, fetched).
+    pub(crate) fn observe_snapshot_totals(
+        &mut self,
+        totals: impl Iterator<Item = (PartitionId, u64, u64)>,
+    ) {
+        for (id, generated, fetched) in totals {
+            let Some(p) = self.partitions.get(&id) else {
+                continue;
+            };
+            let m = &p.metrics;
+            m.snapshots_generated
+                .increment(generated.saturating_sub(m.snapshots_generated.get()));
+            m.snapshots_fetched
+                .increment(fetched.saturating_sub(m.snapshots_fetched.get()));
+        }
+    }
+
     pub(crate) fn observe(&mut self, multi: &MultiRaft) {
         let now = Instant::now();
         for (id, raft) in multi.partitions() {

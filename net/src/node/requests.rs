@@ -300,6 +300,14 @@ impl Node {
         let Some(pending) = self.peer_pending.remove(&(peer, correlation_id)) else {
             return Ok(());
         };
+        let pending = match pending {
+            PeerPending::Forward {
+                responder,
+                correlation_id,
+                version,
+            } => return Node::relay_forwarded(responder, correlation_id, version, &response),
+            other => other,
+        };
         let parts = match (&pending, &response) {
             (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
                 convert::peer_fetch_response_parts(r, &self.table, |partition| {

@@ -94,6 +94,8 @@ impl Node {
             return Ok(());
         }
         self.handlers.topics.next_retention_check_ms = now + RETENTION_CHECK_INTERVAL_MS;
+        // Followers' log starts follow their leaders' (DeleteRecords, delete_records.rs).
+        self.follow_leader_log_starts()?;
         let now_wall_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

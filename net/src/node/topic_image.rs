@@ -1,6 +1,6 @@
 //! The topic image: committed topic records of `__cluster_metadata-0` applied to this node, each
-//! new topic's partitions opened and started, deleted ones stopped (delete_topics.rs), and the
-//! CreateTopics answers that waited for them.
+//! new topic's partitions opened and started, deleted ones stopped (delete_topics.rs), changed
+//! ones (configs, added partitions) updated, and the admin answers that waited for them.
 
 use std::path::PathBuf;
 
@@ -73,17 +73,57 @@ impl Node {
         }
         for topic in present {
             self.handlers.topics.proposed.remove(&topic.name);
-            if self.handlers.topics.image.contains_key(&topic.name) {
+            if let Some(known) = self.handlers.topics.image.get(&topic.name) {
+                // The same topic id (another one was stopped above): a config change
+                // (configs.rs) or added partitions (create_partitions.rs). Retention and the
+                // other readers of `topic_config` see the new config from here on; partitions
+                // only ever grow.
+                if *known == topic {
+                    continue;
+                }
+                for index in known.partitions..topic.partitions {
+                    self.start_partition(&topic, index)?;
+                }
+                self.apply_snapshot_minimum_records(&topic);
+                tracing::info!(topic = %topic.name, partitions = topic.partitions, config = ?topic.config, "topic changed");
+                self.handlers.topics.image.insert(topic.name.clone(), topic);
                 continue;
             }
             for index in 0..topic.partitions {
                 self.start_partition(&topic, index)?;
             }
+            self.apply_snapshot_minimum_records(&topic);
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
             self.handlers.topics.image.insert(topic.name.clone(), topic);
         }
+        // Changes applied (or proposed in an epoch that is over) are no longer in flight.
+        let epoch = self.metadata_raft().epoch();
+        self.handlers
+            .topics
+            .changed
+            .retain(|_, (_, offset, proposed_in)| *offset >= applied && *proposed_in == epoch);
         self.sweep_leftovers()?;
         self.answer_creates()
+    }
+
+    /// Gives the topic's partitions its `snapshot.minimum.records` (or the node's, when unset);
+    /// their next snapshot-generation check uses it.
+    fn apply_snapshot_minimum_records(&mut self, topic: &TopicRecord) {
+        let min_records = topic
+            .config
+            .snapshot_minimum_records
+            .map(|n| n.max(1) as u64);
+        let ids: Vec<_> = self
+            .table
+            .ids()
+            .filter(|id| {
+                let hosted = self.table.get(*id);
+                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
+            })
+            .collect();
+        for id in ids {
+            self.host.set_snapshot_min_records(id, min_records);
+        }
     }
 
     /// Opens (or recovers) a topic partition's folder and starts its Raft group.

@@ -6,7 +6,7 @@
 //! ```text
 //! key   = "ringlog.topic.v2/<topic>"
 //! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete
-//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>]"
+//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>][\tsnapshot.minimum.records=<n>]"
 //! ```
 //!
 //! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
@@ -20,9 +20,11 @@
 //! Records with any other key (the `ringlog.topic.v1` records of before this format, all under
 //! one key, or whatever a client produced before 2026-12 refused Produce to internal topics)
 //! are not topics. Only the controller writes here: a Produce to an internal topic is refused
-//! (handlers.rs), so no client can add, replace or delete a topic record. A record
-//! for a topic the image already holds changes nothing on a running node (first one wins), so
-//! a retried or forwarded creation cannot start a topic twice.
+//! (handlers.rs), so no client can add, replace or delete a topic record. The controller
+//! never proposes a creation for a name it knows (nor one proposed and not yet applied), so a
+//! retried or forwarded creation cannot start a topic twice. A later record with the same
+//! topic id is a change of that topic, applied in place: its config (IncrementalAlterConfigs,
+//! configs.rs) or more partitions (CreatePartitions, create_partitions.rs).
 //!
 //! CreateTopics is answered by the metadata partition's leader (the controller Metadata
 //! names) once the image has applied the record, i.e. once it is committed; any other node
@@ -102,6 +104,10 @@ pub struct TopicConfig {
     /// `segment.bytes`: this topic's segment size; `None` takes the node's
     /// `metadata.log.segment.bytes`.
     pub segment_bytes: Option<i64>,
+    /// `snapshot.minimum.records` (KIP-630's name) of a `cleanup.policy=snapshot` topic: the
+    /// records between its partitions' snapshots; `None` takes the node's
+    /// `controller.snapshot.minimum.records`.
+    pub snapshot_minimum_records: Option<i64>,
 }
 
 impl Default for TopicConfig {
@@ -111,6 +117,7 @@ impl Default for TopicConfig {
             retention_bytes: -1,
             retention_ms: DEFAULT_RETENTION_MS,
             segment_bytes: None,
+            snapshot_minimum_records: None,
         }
     }
 }
@@ -119,7 +126,7 @@ impl Default for TopicConfig {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicConfigError {
     #[error(
-        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes)"
+        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, snapshot.minimum.records)"
     )]
     Unsupported { name: String },
     #[error("topic config {name}={value:?} is invalid: {reason}")]
@@ -139,7 +146,23 @@ impl TopicConfig {
         for c in configs {
             config.set(&c.name, c.value.as_deref())?;
         }
+        config.check()?;
         Ok(config)
+    }
+
+    /// What one property alone cannot tell: `snapshot.minimum.records` applies only to a
+    /// snapshot topic (on a delete topic it would do nothing, so it is refused).
+    pub fn check(&self) -> Result<(), TopicConfigError> {
+        match self.snapshot_minimum_records {
+            Some(records) if self.cleanup_policy != CleanupPolicy::Snapshot => {
+                Err(TopicConfigError::Invalid {
+                    name: "snapshot.minimum.records".into(),
+                    value: Some(records.to_string()),
+                    reason: "applies only to cleanup.policy=snapshot topics",
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets one property by its Kafka name. A null value (Kafka: "use the default") resets it.
@@ -186,6 +209,12 @@ impl TopicConfig {
                     )?),
                 }
             }
+            "snapshot.minimum.records" => {
+                self.snapshot_minimum_records = match value {
+                    None => None,
+                    Some(_) => Some(number(1, i64::MAX, "must be at least 1")?),
+                }
+            }
             _ => {
                 return Err(TopicConfigError::Unsupported {
                     name: name.to_string(),
@@ -205,6 +234,9 @@ impl TopicConfig {
         ];
         if let Some(bytes) = self.segment_bytes {
             entries.push(("segment.bytes", bytes.to_string()));
+        }
+        if let Some(records) = self.snapshot_minimum_records {
+            entries.push(("snapshot.minimum.records", records.to_string()));
         }
         entries
     }
@@ -328,12 +360,24 @@ pub(super) struct Topics {
     pub(super) swept: Option<super::delete_topics::Leftovers>,
     /// When retention.rs looks at the delete topics' logs next (node clock).
     pub(super) next_retention_check_ms: u64,
+    /// The latest record this controller proposed for an existing topic and that is not
+    /// applied yet, with its offset and metadata epoch (configs.rs, create_partitions.rs,
+    /// delete_topics.rs; `None`: a tombstone). The next change of the topic starts from it, so
+    /// two changes in flight do not undo each other, and nothing changes a topic being deleted.
+    pub(super) changed: BTreeMap<String, (Option<TopicRecord>, u64, u32)>,
 }
 
 /// The per-topic answers of a CreateTopics or a DeleteTopics.
 pub(super) enum AdminResults {
     Create(Vec<ct_resp::CreatableTopicResult>),
     Delete(Vec<crate::protocol::delete_topics_response::DeletableTopicResult>),
+    /// IncrementalAlterConfigs, or the legacy AlterConfigs when `legacy` (same answers).
+    AlterConfigs {
+        legacy: bool,
+        results:
+            Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
+    },
+    CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
 }
 
 impl AdminResults {
@@ -341,6 +385,8 @@ impl AdminResults {
         match self {
             AdminResults::Create(r) => r[index].error_code = code.code(),
             AdminResults::Delete(r) => r[index].error_code = code.code(),
+            AdminResults::AlterConfigs { results, .. } => results[index].error_code = code.code(),
+            AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
         }
     }
 
@@ -356,6 +402,38 @@ impl AdminResults {
                     responses,
                 },
             ),
+            AdminResults::AlterConfigs {
+                legacy: false,
+                results,
+            } => Response::IncrementalAlterConfigs(
+                crate::protocol::IncrementalAlterConfigsResponse {
+                    throttle_time_ms: 0,
+                    responses: results,
+                },
+            ),
+            AdminResults::AlterConfigs {
+                legacy: true,
+                results,
+            } => Response::AlterConfigs(crate::protocol::AlterConfigsResponse {
+                throttle_time_ms: 0,
+                responses: results
+                    .into_iter()
+                    .map(|r| {
+                        crate::protocol::alter_configs_response::AlterConfigsResourceResponse {
+                            error_code: r.error_code,
+                            error_message: r.error_message,
+                            resource_type: r.resource_type,
+                            resource_name: r.resource_name,
+                        }
+                    })
+                    .collect(),
+            }),
+            AdminResults::CreatePartitions(results) => {
+                Response::CreatePartitions(crate::protocol::CreatePartitionsResponse {
+                    throttle_time_ms: 0,
+                    results,
+                })
+            }
         }
     }
 }
@@ -495,6 +573,7 @@ impl Node {
             retention_bytes: -1,
             retention_ms: -1,
             segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
+            snapshot_minimum_records: None,
         }
     }
 
@@ -698,7 +777,8 @@ impl Node {
         )
     }
 
-    /// Parks a CreateTopics/DeleteTopics answer until the records it waits for are committed
+    /// Parks an admin answer (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
+    /// CreatePartitions) until the records it waits for are committed
     /// in this metadata epoch (or the request's timeout passes), then answers what is ready.
     pub(super) fn park_admin_answer(
         &mut self,

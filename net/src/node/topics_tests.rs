@@ -19,6 +19,7 @@ fn topic_records_round_trip_and_reject_junk() {
         retention_bytes: 1 << 20,
         retention_ms: -1,
         segment_bytes: Some(65536),
+        snapshot_minimum_records: Some(100),
     };
     assert_eq!(
         TopicRecord::decode_value(&record.encode_value()),

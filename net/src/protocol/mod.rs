@@ -185,16 +185,23 @@ apis! {
     ApiVersions = 18 { versions: 0..=4, flexible: 3.. } => ApiVersionsRequest, ApiVersionsResponse;
     CreateTopics = 19 { versions: 2..=7, flexible: 5.. } => CreateTopicsRequest, CreateTopicsResponse;
     DeleteTopics = 20 { versions: 1..=6, flexible: 4.. } => DeleteTopicsRequest, DeleteTopicsResponse;
+    DeleteRecords = 21 { versions: 0..=2, flexible: 2.. } => DeleteRecordsRequest, DeleteRecordsResponse;
     InitProducerId = 22 { versions: 0..=4, flexible: 2.. } => InitProducerIdRequest, InitProducerIdResponse;
     OffsetForLeaderEpoch = 23 { versions: 2..=4, flexible: 4.. }
         => OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
+    DescribeConfigs = 32 { versions: 1..=4, flexible: 4.. } => DescribeConfigsRequest, DescribeConfigsResponse;
+    AlterConfigs = 33 { versions: 0..=2, flexible: 2.. } => AlterConfigsRequest, AlterConfigsResponse;
+    CreatePartitions = 37 { versions: 0..=3, flexible: 2.. } => CreatePartitionsRequest, CreatePartitionsResponse;
     DeleteGroups = 42 { versions: 0..=2, flexible: 2.. } => DeleteGroupsRequest, DeleteGroupsResponse;
+    IncrementalAlterConfigs = 44 { versions: 0..=1, flexible: 1.. }
+        => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47 { versions: 0..=0, flexible: 1.. } => OffsetDeleteRequest, OffsetDeleteResponse;
     Vote = 52 { versions: 0..=2, flexible: 0.. } => VoteRequest, VoteResponse;
     BeginQuorumEpoch = 53 { versions: 0..=1, flexible: 1.. } => BeginQuorumEpochRequest, BeginQuorumEpochResponse;
     EndQuorumEpoch = 54 { versions: 0..=1, flexible: 1.. } => EndQuorumEpochRequest, EndQuorumEpochResponse;
     DescribeQuorum = 55 { versions: 0..=2, flexible: 0.. } => DescribeQuorumRequest, DescribeQuorumResponse;
     FetchSnapshot = 59 { versions: 0..=1, flexible: 0.. } => FetchSnapshotRequest, FetchSnapshotResponse;
+    DescribeCluster = 60 { versions: 0..=1, flexible: 0.. } => DescribeClusterRequest, DescribeClusterResponse;
 }
 
 impl ApiKey {

@@ -69,6 +69,14 @@ pub struct PartitionSnapshots {
     generating: Option<OffsetAndEpoch>,
     /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
     pub written: Vec<OffsetAndEpoch>,
+    /// Snapshots this node wrote (generated from its state machine, or a retention or
+    /// DeleteRecords cut) and fetched from a leader since it started: the runtime's
+    /// `snapshots-generated-total` and `snapshots-fetched-total`.
+    pub generated_total: u64,
+    pub fetched_total: u64,
+    /// This partition's own minimum of records between snapshots (a topic's
+    /// `snapshot.minimum.records`), over the host's policy; `None`: the host's.
+    pub min_records: Option<u64>,
 }
 
 impl PartitionSnapshots {
@@ -246,6 +254,7 @@ impl PartitionSnapshots {
             {
                 self.latest_snapshot_id = Some(snapshot_id);
                 self.written.push(snapshot_id);
+                self.generated_total += 1;
                 GenerationOutcome::Taken
             }
             Ok(()) => GenerationOutcome::Superseded,
@@ -330,12 +339,18 @@ impl<I: Io> Host<I> {
                 break;
             }
         }
-        let Some((job, reason)) = store.snapshots.maybe_begin_generation(
-            &self.config.snapshot_policy,
-            high_watermark,
-            &epoch_cache,
-            now_ms,
-        ) else {
+        let policy = SnapshotPolicyConfig {
+            min_records: store
+                .snapshots
+                .min_records
+                .unwrap_or(self.config.snapshot_policy.min_records),
+            ..self.config.snapshot_policy
+        };
+        let Some((job, reason)) =
+            store
+                .snapshots
+                .maybe_begin_generation(&policy, high_watermark, &epoch_cache, now_ms)
+        else {
             return Ok(());
         };
         tracing::info!(partition, snapshot = ?job.snapshot_id, ?reason, "snapshot generation started");
@@ -372,6 +387,13 @@ impl<I: Io> Host<I> {
         }
     }
 
+    /// Sets a partition's own minimum of records between snapshots (`None`: the host's
+    /// policy); the next generation check uses it.
+    pub fn set_snapshot_min_records(&mut self, partition: PartitionId, min_records: Option<u64>) {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        store.snapshots.min_records = min_records;
+    }
+
     /// Records an empty snapshot at `snapshot_id` (a `cleanup.policy=delete` topic's retention
     /// cut: no state crosses it; a header and a footer, a few hundred bytes), reported to the
     /// core at the next `pump` so the log start follows it.
@@ -393,6 +415,7 @@ impl<I: Io> Host<I> {
         )?;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
         store.snapshots.written.push(snapshot_id);
+        store.snapshots.generated_total += 1;
         Ok(())
     }
 
@@ -537,6 +560,7 @@ impl<I: Io> Host<I> {
         store.reported_durable_end_offset = offset;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
         store.snapshots.last_snapshot_ms = self.now_ms;
+        store.snapshots.fetched_total += 1;
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;
         tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
         Ok(())

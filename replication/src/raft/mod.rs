@@ -448,6 +448,12 @@ impl Raft {
     pub fn high_watermark(&self) -> u64 {
         self.log.high_watermark()
     }
+    /// The leader's log start offset as the last successful Fetch response gave it (a
+    /// follower's; 0 before any). A follower's log start follows it only up to a snapshot of
+    /// its own (snapshot.rs), so the node records one there for DeleteRecords.
+    pub fn leader_log_start_offset(&self) -> u64 {
+        self.leader_log_start_offset
+    }
     /// The quorum-state this replica has asked to be written.
     pub fn election_state(&self) -> ElectionState {
         self.election

@@ -3,6 +3,8 @@
 //! `vote_request::PartitionData` and `vote_response::PartitionData` can both exist.
 
 mod admin;
+mod admin_cluster;
+mod admin_configs;
 mod fetch;
 mod groups;
 mod metadata;
@@ -12,6 +14,15 @@ mod raft;
 
 pub use admin::{
     create_topics_request, create_topics_response, delete_topics_request, delete_topics_response,
+};
+pub use admin_cluster::{
+    create_partitions_request, create_partitions_response, delete_records_request,
+    delete_records_response, describe_cluster_request, describe_cluster_response,
+};
+pub use admin_configs::{
+    alter_configs_request, alter_configs_response, describe_configs_request,
+    describe_configs_response, incremental_alter_configs_request,
+    incremental_alter_configs_response,
 };
 pub use fetch::{fetch_request, fetch_response};
 pub use groups::{
@@ -36,16 +47,26 @@ pub use raft::{
     fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 
+pub use alter_configs_request::AlterConfigsRequest;
+pub use alter_configs_response::AlterConfigsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
 pub use begin_quorum_epoch_response::BeginQuorumEpochResponse;
+pub use create_partitions_request::CreatePartitionsRequest;
+pub use create_partitions_response::CreatePartitionsResponse;
 pub use create_topics_request::CreateTopicsRequest;
 pub use create_topics_response::CreateTopicsResponse;
 pub use delete_groups_request::DeleteGroupsRequest;
 pub use delete_groups_response::DeleteGroupsResponse;
+pub use delete_records_request::DeleteRecordsRequest;
+pub use delete_records_response::DeleteRecordsResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
+pub use describe_cluster_request::DescribeClusterRequest;
+pub use describe_cluster_response::DescribeClusterResponse;
+pub use describe_configs_request::DescribeConfigsRequest;
+pub use describe_configs_response::DescribeConfigsResponse;
 pub use describe_groups_request::DescribeGroupsRequest;
 pub use describe_groups_response::DescribeGroupsResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
@@ -60,6 +81,8 @@ pub use find_coordinator_request::FindCoordinatorRequest;
 pub use find_coordinator_response::FindCoordinatorResponse;
 pub use heartbeat_request::HeartbeatRequest;
 pub use heartbeat_response::HeartbeatResponse;
+pub use incremental_alter_configs_request::IncrementalAlterConfigsRequest;
+pub use incremental_alter_configs_response::IncrementalAlterConfigsResponse;
 pub use init_producer_id_request::InitProducerIdRequest;
 pub use init_producer_id_response::InitProducerIdResponse;
 pub use join_group_request::JoinGroupRequest;

@@ -1,0 +1,727 @@
+//! DescribeConfigs (32), IncrementalAlterConfigs (44) and the legacy AlterConfigs (33), for
+//! topics (resource type 2) and for this node (type 4, Kafka's BROKER). AlterConfigs sets every
+//! config of a resource at once: it is answered as the IncrementalAlterConfigs that SETs the
+//! configs it names and DELETEs (back to the default) the alterable ones it leaves out
+//! ([`incremental_from_legacy`]); the fixed ones left out keep their value.
+//!
+//! Topic configs live in the topic record of `__cluster_metadata-0` (topics.rs). Every node
+//! answers DescribeConfigs from its own topic image; an alteration is a new topic record with
+//! the same topic id and the changed config, proposed by the controller and applied by every
+//! node (topic_image.rs), so `retention.ms` and `retention.bytes` take effect everywhere at
+//! the next retention check, and survive restarts with the record. A node that is not the
+//! controller forwards the request to it and relays the answer ([`Node::forward_to_controller`]).
+//!
+//! What cannot change at runtime is refused, never ignored:
+//!
+//! | resource | config                                  | alteration answers                |
+//! | -------- | --------------------------------------- | --------------------------------- |
+//! | topic    | `retention.ms`, `retention.bytes`       | applied (SET, DELETE = default)   |
+//! | topic    | `snapshot.minimum.records`              | applied on a snapshot topic; INVALID_CONFIG on a delete topic |
+//! | topic    | `cleanup.policy`, `segment.bytes`       | INVALID_CONFIG (fixed at creation)|
+//! | topic    | `max.message.bytes`, any other name     | INVALID_CONFIG                    |
+//! | topic    | APPEND / SUBTRACT                       | INVALID_CONFIG                    |
+//! | node     | any                                     | INVALID_REQUEST (static file)     |
+//! | other    | (broker loggers, client metrics, …)     | INVALID_REQUEST                   |
+
+use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord};
+use super::transport::Responder;
+use super::{Node, NodeError, PeerPending};
+use crate::protocol::{
+    ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
+    describe_configs_request as dc_req, describe_configs_response as dc_resp, encode_response,
+    incremental_alter_configs_request as ia_req, incremental_alter_configs_response as ia_resp,
+};
+
+/// Kafka's `ConfigResource.Type`.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's `DescribeConfigsResponse.ConfigSource`.
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+/// Kafka's `ConfigDef.Type` numbers in DescribeConfigs v3+.
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
+
+/// IncrementalAlterConfigs operations.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+
+/// The alterable topic configs a legacy AlterConfigs returns to their defaults when it leaves
+/// them out (Kafka's AlterConfigs replaces a resource's whole dynamic config).
+const RESET_WHEN_LEFT_OUT: &[&str] = &[
+    "retention.bytes",
+    "retention.ms",
+    "snapshot.minimum.records",
+];
+
+/// A legacy AlterConfigs resource as the IncrementalAlterConfigs one it amounts to.
+pub fn incremental_from_legacy(
+    resource: &ac_req::AlterConfigsResource,
+) -> ia_req::AlterConfigsResource {
+    let mut configs: Vec<ia_req::AlterableConfig> = resource
+        .configs
+        .iter()
+        .map(|c| ia_req::AlterableConfig {
+            name: c.name.clone(),
+            config_operation: OP_SET,
+            value: c.value.clone(),
+        })
+        .collect();
+    if resource.resource_type == RESOURCE_TOPIC {
+        for name in RESET_WHEN_LEFT_OUT {
+            if !resource.configs.iter().any(|c| c.name == *name) {
+                configs.push(ia_req::AlterableConfig {
+                    name: name.to_string(),
+                    config_operation: OP_DELETE,
+                    value: None,
+                });
+            }
+        }
+    }
+    ia_req::AlterConfigsResource {
+        resource_type: resource.resource_type,
+        resource_name: resource.resource_name.clone(),
+        configs,
+    }
+}
+
+/// One config as DescribeConfigs lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    pub value: Option<String>,
+    pub source: i8,
+    pub read_only: bool,
+    pub config_type: i8,
+}
+
+/// The node settings a topic's configs fall back to, each with whether the node's properties
+/// file set it (STATIC_BROKER_CONFIG) or it is the default (DEFAULT_CONFIG).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeTopicDefaults {
+    /// `metadata.log.segment.bytes`
+    pub segment_bytes: (u64, bool),
+    /// `message.max.bytes`
+    pub message_max_bytes: (u32, bool),
+    /// `controller.snapshot.minimum.records`
+    pub snapshot_minimum_records: (u64, bool),
+}
+
+/// A topic's configs: those the topic record holds, and the node settings that act for it.
+pub fn describe_topic_configs(
+    config: &TopicConfig,
+    node: &NodeTopicDefaults,
+) -> Vec<DescribedConfig> {
+    let node_segment_bytes = node.segment_bytes;
+    let message_max_bytes = node.message_max_bytes;
+    let topic_or_default = |is_default: bool| {
+        if is_default {
+            SOURCE_DEFAULT
+        } else {
+            SOURCE_TOPIC
+        }
+    };
+    let node_source = |from_file: bool| {
+        if from_file {
+            SOURCE_STATIC_BROKER
+        } else {
+            SOURCE_DEFAULT
+        }
+    };
+    let (segment_value, segment_source) = match config.segment_bytes {
+        Some(bytes) => (bytes.to_string(), SOURCE_TOPIC),
+        None => (
+            node_segment_bytes.0.to_string(),
+            node_source(node_segment_bytes.1),
+        ),
+    };
+    let (snapshot_records_value, snapshot_records_source) = match config.snapshot_minimum_records {
+        Some(records) => (records.to_string(), SOURCE_TOPIC),
+        None => (
+            node.snapshot_minimum_records.0.to_string(),
+            node_source(node.snapshot_minimum_records.1),
+        ),
+    };
+    vec![
+        DescribedConfig {
+            name: "cleanup.policy",
+            value: Some(config.cleanup_policy.as_str().to_string()),
+            source: topic_or_default(config.cleanup_policy == CleanupPolicy::Delete),
+            read_only: true,
+            config_type: TYPE_LIST,
+        },
+        DescribedConfig {
+            name: "retention.bytes",
+            value: Some(config.retention_bytes.to_string()),
+            source: topic_or_default(config.retention_bytes == -1),
+            read_only: false,
+            config_type: TYPE_LONG,
+        },
+        DescribedConfig {
+            name: "retention.ms",
+            value: Some(config.retention_ms.to_string()),
+            source: topic_or_default(config.retention_ms == DEFAULT_RETENTION_MS),
+            read_only: false,
+            config_type: TYPE_LONG,
+        },
+        DescribedConfig {
+            name: "segment.bytes",
+            value: Some(segment_value),
+            source: segment_source,
+            read_only: true,
+            config_type: TYPE_INT,
+        },
+        DescribedConfig {
+            name: "max.message.bytes",
+            value: Some(message_max_bytes.0.to_string()),
+            source: node_source(message_max_bytes.1),
+            read_only: true,
+            config_type: TYPE_INT,
+        },
+        DescribedConfig {
+            name: "snapshot.minimum.records",
+            value: Some(snapshot_records_value),
+            source: snapshot_records_source,
+            // Alterable on a snapshot topic only (TopicConfig::check).
+            read_only: config.cleanup_policy != CleanupPolicy::Snapshot,
+            config_type: TYPE_LONG,
+        },
+    ]
+}
+
+/// Why an alteration of a topic's configs is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AlterConfigsError {
+    #[error("{0} is named twice")]
+    Duplicate(String),
+    #[error("{name}: operation {operation} is not supported (only SET and DELETE)")]
+    Operation { name: String, operation: i8 },
+    #[error("{0} is fixed when the topic is created and cannot be changed")]
+    Fixed(&'static str),
+    #[error(transparent)]
+    Config(#[from] super::topics::TopicConfigError),
+}
+
+/// The config after `alterations` (Kafka's IncrementalAlterConfigs semantics: SET sets,
+/// DELETE returns to the default), or why it is refused; the whole resource or nothing.
+pub fn altered_topic_config(
+    current: &TopicConfig,
+    alterations: &[ia_req::AlterableConfig],
+) -> Result<TopicConfig, AlterConfigsError> {
+    let mut config = *current;
+    for (index, alteration) in alterations.iter().enumerate() {
+        if alterations[..index]
+            .iter()
+            .any(|earlier| earlier.name == alteration.name)
+        {
+            return Err(AlterConfigsError::Duplicate(alteration.name.clone()));
+        }
+        let value = match alteration.config_operation {
+            OP_SET => alteration.value.as_deref(),
+            OP_DELETE => None,
+            operation => {
+                return Err(AlterConfigsError::Operation {
+                    name: alteration.name.clone(),
+                    operation,
+                });
+            }
+        };
+        config.set(&alteration.name, value)?;
+    }
+    if config.cleanup_policy != current.cleanup_policy {
+        return Err(AlterConfigsError::Fixed("cleanup.policy"));
+    }
+    if config.segment_bytes != current.segment_bytes {
+        return Err(AlterConfigsError::Fixed("segment.bytes"));
+    }
+    config.check()?;
+    Ok(config)
+}
+
+impl Node {
+    // ---- DescribeConfigs ---------------------------------------------------------------------
+
+    pub(super) fn handle_describe_configs(
+        &self,
+        request: &dc_req::DescribeConfigsRequest,
+    ) -> dc_resp::DescribeConfigsResponse {
+        let results = request
+            .resources
+            .iter()
+            .map(|resource| {
+                let mut result = dc_resp::DescribeConfigsResult {
+                    error_message: None,
+                    resource_type: resource.resource_type,
+                    resource_name: resource.resource_name.clone(),
+                    ..Default::default()
+                };
+                match self.described_configs(resource.resource_type, &resource.resource_name) {
+                    Ok(configs) => {
+                        result.configs = configs
+                            .into_iter()
+                            .filter(|c| {
+                                // Null or empty: every config (Kafka's ConfigHelper).
+                                resource
+                                    .configuration_keys
+                                    .as_ref()
+                                    .filter(|keys| !keys.is_empty())
+                                    .is_none_or(|keys| keys.iter().any(|k| k == c.name))
+                            })
+                            .map(|c| dc_resp::DescribeConfigsResourceResult {
+                                name: c.name.to_string(),
+                                value: c.value,
+                                read_only: c.read_only,
+                                config_source: c.source,
+                                is_sensitive: false,
+                                synonyms: Vec::new(),
+                                config_type: c.config_type,
+                                documentation: None,
+                            })
+                            .collect();
+                    }
+                    Err((code, message)) => {
+                        result.error_code = code.code();
+                        result.error_message = Some(message);
+                    }
+                }
+                result
+            })
+            .collect();
+        dc_resp::DescribeConfigsResponse {
+            throttle_time_ms: 0,
+            results,
+        }
+    }
+
+    fn described_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+    ) -> Result<Vec<DescribedConfig>, (ErrorCode, String)> {
+        let from_file = |key: &str| {
+            self.config
+                .properties
+                .iter()
+                .any(|p| p.name == key && p.from_file)
+        };
+        match resource_type {
+            RESOURCE_TOPIC => {
+                let topic = self.handlers.topics.image.get(name).ok_or((
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("no topic {name:?}"),
+                ))?;
+                let node = NodeTopicDefaults {
+                    segment_bytes: (
+                        self.config.segment_size_bytes,
+                        from_file("metadata.log.segment.bytes"),
+                    ),
+                    message_max_bytes: (
+                        self.config.message_max_bytes,
+                        from_file("message.max.bytes"),
+                    ),
+                    snapshot_minimum_records: (
+                        self.config.snapshot_minimum_records,
+                        from_file("controller.snapshot.minimum.records"),
+                    ),
+                };
+                Ok(describe_topic_configs(&topic.config, &node))
+            }
+            RESOURCE_BROKER => {
+                self.check_node_resource(name)?;
+                Ok(self
+                    .config
+                    .properties
+                    .iter()
+                    .map(|p| DescribedConfig {
+                        name: p.name,
+                        value: p.value.clone(),
+                        source: if p.from_file {
+                            SOURCE_STATIC_BROKER
+                        } else {
+                            SOURCE_DEFAULT
+                        },
+                        read_only: true,
+                        config_type: TYPE_STRING,
+                    })
+                    .collect())
+            }
+            other => Err((
+                ErrorCode::InvalidRequest,
+                format!("resource type {other} is not supported (2 topic, 4 broker)"),
+            )),
+        }
+    }
+
+    /// A node resource names this node's id, or is empty (Kafka: the cluster-wide default,
+    /// here the same static settings).
+    fn check_node_resource(&self, name: &str) -> Result<(), (ErrorCode, String)> {
+        if name.is_empty() || name.parse::<i32>() == Ok(self.config.node_id) {
+            Ok(())
+        } else {
+            Err((
+                ErrorCode::InvalidRequest,
+                format!(
+                    "unexpected broker id, expected {} but received {name:?}",
+                    self.config.node_id
+                ),
+            ))
+        }
+    }
+
+    // ---- IncrementalAlterConfigs -------------------------------------------------------------
+
+    pub(super) fn handle_incremental_alter_configs(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: ia_req::IncrementalAlterConfigsRequest,
+    ) -> Result<(), NodeError> {
+        let touches_topics = request
+            .resources
+            .iter()
+            .any(|r| r.resource_type == RESOURCE_TOPIC);
+        if touches_topics && !self.controller_active() {
+            return self.forward_to_controller(
+                responder,
+                header,
+                Request::IncrementalAlterConfigs(request),
+            );
+        }
+        self.answer_alter_configs(
+            responder,
+            header,
+            &request.resources,
+            request.validate_only,
+            false,
+        )
+    }
+
+    pub(super) fn handle_alter_configs(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: ac_req::AlterConfigsRequest,
+    ) -> Result<(), NodeError> {
+        let touches_topics = request
+            .resources
+            .iter()
+            .any(|r| r.resource_type == RESOURCE_TOPIC);
+        if touches_topics && !self.controller_active() {
+            return self.forward_to_controller(responder, header, Request::AlterConfigs(request));
+        }
+        let resources: Vec<ia_req::AlterConfigsResource> = request
+            .resources
+            .iter()
+            .map(incremental_from_legacy)
+            .collect();
+        self.answer_alter_configs(responder, header, &resources, request.validate_only, true)
+    }
+
+    /// Alters each resource and answers once the proposed records are applied (as
+    /// AlterConfigs when `legacy`, else IncrementalAlterConfigs).
+    fn answer_alter_configs(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        resources: &[ia_req::AlterConfigsResource],
+        validate_only: bool,
+        legacy: bool,
+    ) -> Result<(), NodeError> {
+        let mut results = Vec::new();
+        let mut waiting = Vec::new();
+        for (index, resource) in resources.iter().enumerate() {
+            let mut result = ia_resp::AlterConfigsResourceResponse {
+                error_code: 0,
+                error_message: None,
+                resource_type: resource.resource_type,
+                resource_name: resource.resource_name.clone(),
+            };
+            let duplicate = resources[..index].iter().any(|earlier| {
+                earlier.resource_type == resource.resource_type
+                    && earlier.resource_name == resource.resource_name
+            });
+            let outcome = if duplicate {
+                Err((ErrorCode::InvalidRequest, "resource named twice".into()))
+            } else {
+                self.alter_resource(resource, validate_only)
+            };
+            match outcome {
+                Ok(Some(offset)) => waiting.push((results.len(), offset)),
+                Ok(None) => {}
+                Err((code, message)) => {
+                    result.error_code = code.code();
+                    result.error_message = Some(message);
+                }
+            }
+            results.push(result);
+        }
+        self.park_admin_answer(
+            responder,
+            header,
+            30_000,
+            super::topics::AdminResults::AlterConfigs { legacy, results },
+            waiting,
+        )
+    }
+
+    /// Alters one resource; `Some(offset)` when a topic record was proposed at that offset.
+    fn alter_resource(
+        &mut self,
+        resource: &ia_req::AlterConfigsResource,
+        validate_only: bool,
+    ) -> Result<Option<u64>, (ErrorCode, String)> {
+        match resource.resource_type {
+            RESOURCE_TOPIC => {}
+            RESOURCE_BROKER => {
+                self.check_node_resource(&resource.resource_name)?;
+                let names: Vec<&str> = resource.configs.iter().map(|c| c.name.as_str()).collect();
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "node configs are read from the properties file at start and cannot be updated dynamically: {names:?}"
+                    ),
+                ));
+            }
+            other => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("resource type {other} is not supported (2 topic, 4 broker)"),
+                ));
+            }
+        }
+        let name = &resource.resource_name;
+        if super::topics::is_internal_topic(name) {
+            return Err((
+                ErrorCode::InvalidRequest,
+                format!("{name} is internal; its configs are the node's settings"),
+            ));
+        }
+        let topic = self.latest_topic_record(name).ok_or((
+            ErrorCode::UnknownTopicOrPartition,
+            format!("no topic {name:?}"),
+        ))?;
+        let config = altered_topic_config(&topic.config, &resource.configs)
+            .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+        if validate_only || config == topic.config {
+            return Ok(None);
+        }
+        let record = TopicRecord { config, ..topic };
+        self.propose_topic_change(&record)
+            .map(Some)
+            .map_err(|code| (code, "metadata append failed".into()))
+    }
+
+    // ---- shared by the admin APIs that change a topic ------------------------------------------
+
+    /// The topic as the controller's next change must start from: the latest record it
+    /// proposed for it and that is not applied yet, else the image's. `None`: no such topic,
+    /// or its deletion is in flight.
+    pub(super) fn latest_topic_record(&self, name: &str) -> Option<TopicRecord> {
+        let epoch = self.metadata_raft().epoch();
+        let applied = self.handlers.topics.applied_offset;
+        match self.handlers.topics.changed.get(name) {
+            Some((record, offset, proposed_in)) if *offset >= applied && *proposed_in == epoch => {
+                record.clone()
+            }
+            _ => self.handlers.topics.image.get(name).cloned(),
+        }
+    }
+
+    /// Proposes a changed record of an existing topic (same topic id); returns its offset.
+    pub(super) fn propose_topic_change(&mut self, record: &TopicRecord) -> Result<u64, ErrorCode> {
+        let offset = self.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
+        let epoch = self.metadata_raft().epoch();
+        self.handlers
+            .topics
+            .changed
+            .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
+        tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
+        Ok(offset)
+    }
+
+    /// Sends a client's request to the controller and relays its answer under the client's
+    /// correlation id (Kafka's brokers forward admin requests the same way, KIP-590). With no
+    /// controller known, or when this node leads but has not caught up, the connection is
+    /// closed (the responder dropped), and the client retries as after any broken connection.
+    pub(super) fn forward_to_controller(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let raft = self.metadata_raft();
+        let controller = raft.leader_id().filter(|&id| id != self.config.node_id);
+        let Some(controller) = controller else {
+            tracing::info!(api = ?request.api_key(), "no controller to forward to; closing");
+            return Ok(());
+        };
+        tracing::debug!(api = ?request.api_key(), controller, "forwarded to the controller");
+        self.send_to_peer(
+            controller,
+            request,
+            header.api_version,
+            PeerPending::Forward {
+                responder,
+                correlation_id: header.correlation_id,
+                version: header.api_version,
+            },
+            false,
+        )
+    }
+
+    /// The controller's answer to a forwarded request, relayed to the client.
+    pub(super) fn relay_forwarded(
+        responder: Responder,
+        correlation_id: i32,
+        version: i16,
+        response: &Response,
+    ) -> Result<(), NodeError> {
+        let frame = encode_response(correlation_id, version, response)?;
+        responder.send(Some(frame));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(name: &str, value: &str) -> ia_req::AlterableConfig {
+        ia_req::AlterableConfig {
+            name: name.into(),
+            config_operation: OP_SET,
+            value: Some(value.into()),
+        }
+    }
+
+    #[test]
+    fn retention_alterations_apply_and_delete_returns_to_the_default() {
+        let current = TopicConfig::default();
+        let altered = altered_topic_config(
+            &current,
+            &[
+                set("retention.ms", "60000"),
+                set("retention.bytes", "1048576"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(altered.retention_ms, 60_000);
+        assert_eq!(altered.retention_bytes, 1_048_576);
+        let deleted = altered_topic_config(
+            &altered,
+            &[ia_req::AlterableConfig {
+                name: "retention.ms".into(),
+                config_operation: OP_DELETE,
+                value: None,
+            }],
+        )
+        .unwrap();
+        assert_eq!(deleted.retention_ms, DEFAULT_RETENTION_MS);
+        assert_eq!(deleted.retention_bytes, 1_048_576);
+    }
+
+    #[test]
+    fn legacy_alter_configs_resets_what_it_leaves_out() {
+        let legacy = ac_req::AlterConfigsResource {
+            resource_type: RESOURCE_TOPIC,
+            resource_name: "t".into(),
+            configs: vec![ac_req::AlterableConfig {
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }],
+        };
+        let current = TopicConfig {
+            retention_bytes: 1 << 20,
+            ..TopicConfig::default()
+        };
+        let altered =
+            altered_topic_config(&current, &incremental_from_legacy(&legacy).configs).unwrap();
+        assert_eq!(altered.retention_ms, 1000);
+        assert_eq!(altered.retention_bytes, -1, "left out: back to the default");
+    }
+
+    #[test]
+    fn what_cannot_change_at_runtime_is_refused_by_name() {
+        let current = TopicConfig::default();
+        let refused = |alterations: &[ia_req::AlterableConfig]| {
+            altered_topic_config(&current, alterations).unwrap_err()
+        };
+        assert_eq!(
+            refused(&[set("cleanup.policy", "snapshot")]),
+            AlterConfigsError::Fixed("cleanup.policy")
+        );
+        assert_eq!(
+            refused(&[set("segment.bytes", "1048576")]),
+            AlterConfigsError::Fixed("segment.bytes")
+        );
+        assert!(matches!(
+            refused(&[set("max.message.bytes", "1000")]),
+            AlterConfigsError::Config(_)
+        ));
+        assert!(matches!(
+            refused(&[set("retention.ms", "soon")]),
+            AlterConfigsError::Config(_)
+        ));
+        assert_eq!(
+            refused(&[set("retention.ms", "1"), set("retention.ms", "2")]),
+            AlterConfigsError::Duplicate("retention.ms".into())
+        );
+        let append = ia_req::AlterableConfig {
+            name: "cleanup.policy".into(),
+            config_operation: 2,
+            value: Some("delete".into()),
+        };
+        assert!(matches!(
+            refused(&[append]),
+            AlterConfigsError::Operation { operation: 2, .. }
+        ));
+        // Setting a fixed config to the value it has is no change, and allowed.
+        assert!(altered_topic_config(&current, &[set("cleanup.policy", "delete")]).is_ok());
+    }
+
+    #[test]
+    fn sources_tell_topic_settings_from_defaults_and_node_settings() {
+        let config = TopicConfig {
+            retention_ms: 1000,
+            ..TopicConfig::default()
+        };
+        let node = NodeTopicDefaults {
+            segment_bytes: (1 << 20, true),
+            message_max_bytes: (1 << 20, false),
+            snapshot_minimum_records: (16_384, false),
+        };
+        let described = describe_topic_configs(&config, &node);
+        let source = |name| described.iter().find(|c| c.name == name).unwrap().source;
+        assert_eq!(source("retention.ms"), SOURCE_TOPIC);
+        assert_eq!(source("retention.bytes"), SOURCE_DEFAULT);
+        assert_eq!(source("cleanup.policy"), SOURCE_DEFAULT);
+        assert_eq!(source("segment.bytes"), SOURCE_STATIC_BROKER);
+        assert_eq!(source("max.message.bytes"), SOURCE_DEFAULT);
+        assert_eq!(source("snapshot.minimum.records"), SOURCE_DEFAULT);
+    }
+
+    #[test]
+    fn snapshot_minimum_records_applies_to_snapshot_topics_only() {
+        let delete = TopicConfig::default();
+        assert!(matches!(
+            altered_topic_config(&delete, &[set("snapshot.minimum.records", "10")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+        let snapshot = TopicConfig {
+            cleanup_policy: CleanupPolicy::Snapshot,
+            ..TopicConfig::default()
+        };
+        let altered =
+            altered_topic_config(&snapshot, &[set("snapshot.minimum.records", "10")]).unwrap();
+        assert_eq!(altered.snapshot_minimum_records, Some(10));
+        assert!(matches!(
+            altered_topic_config(&snapshot, &[set("snapshot.minimum.records", "0")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,136 @@
+//! CreatePartitions (37): more partitions for an existing topic, through the metadata log.
+//!
+//! The controller proposes the topic's record again with the same topic id and the new
+//! partition count ([`with_partitions`], the one place new partitions are placed); every node
+//! applies it (topic_image.rs) by starting the added partitions, like a new topic's. A node that
+//! is not the controller forwards the request (configs.rs, `forward_to_controller`). Partition
+//! counts only grow (Kafka's rule), and the answer waits until the record is applied here.
+//!
+//! Kafka's errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than today, or
+//! above 10000), INVALID_REPLICA_ASSIGNMENT (assignments given: the controller places replicas),
+//! INVALID_REQUEST (a topic named twice, an internal topic: `__consumer_offsets`' count is the
+//! groups' hashing and fixed by `offsets.topic.num.partitions`).
+
+use super::topics::{AdminResults, TopicRecord, is_internal_topic};
+use super::transport::Responder;
+use super::{Node, NodeError};
+use crate::protocol::{
+    ErrorCode, Request, RequestHeader, create_partitions_request as cp_req,
+    create_partitions_response as cp_resp,
+};
+
+/// The most partitions a topic may have (CreateTopics' bound, topics.rs).
+const PARTITIONS_MAX: i32 = 10_000;
+
+/// `topic` with `count` partitions: the partitions from its current count up to `count` are
+/// new, and placed here. Today every partition of every topic is replicated on the quorum's
+/// voters (CreateTopics' rule), so the record carries only the count; a placement of replicas
+/// per partition (issue 21) goes in this function.
+pub fn with_partitions(topic: &TopicRecord, count: i32) -> TopicRecord {
+    assert!(count > topic.partitions, "partitions only grow");
+    TopicRecord {
+        partitions: count,
+        ..topic.clone()
+    }
+}
+
+impl Node {
+    pub(super) fn handle_create_partitions(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: cp_req::CreatePartitionsRequest,
+    ) -> Result<(), NodeError> {
+        if !self.controller_active() {
+            return self.forward_to_controller(
+                responder,
+                header,
+                Request::CreatePartitions(request),
+            );
+        }
+        let mut results = Vec::new();
+        let mut waiting = Vec::new();
+        for (index, topic) in request.topics.iter().enumerate() {
+            let mut result = cp_resp::CreatePartitionsTopicResult {
+                name: topic.name.clone(),
+                error_code: 0,
+                error_message: None,
+            };
+            let duplicate = request.topics[..index].iter().any(|t| t.name == topic.name);
+            let outcome = if duplicate {
+                Err((ErrorCode::InvalidRequest, "topic named twice".into()))
+            } else {
+                self.grow_topic(topic, request.validate_only)
+            };
+            match outcome {
+                Ok(Some(offset)) => waiting.push((results.len(), offset)),
+                Ok(None) => {}
+                Err((code, message)) => {
+                    result.error_code = code.code();
+                    result.error_message = Some(message);
+                }
+            }
+            results.push(result);
+        }
+        self.park_admin_answer(
+            responder,
+            header,
+            request.timeout_ms,
+            AdminResults::CreatePartitions(results),
+            waiting,
+        )
+    }
+
+    /// Validates one topic's growth and proposes it; `Some(offset)` of the proposed record.
+    fn grow_topic(
+        &mut self,
+        request: &cp_req::CreatePartitionsTopic,
+        validate_only: bool,
+    ) -> Result<Option<u64>, (ErrorCode, String)> {
+        let name = &request.name;
+        if is_internal_topic(name) {
+            return Err((
+                ErrorCode::InvalidRequest,
+                format!("{name} is internal; its partition count is a node setting"),
+            ));
+        }
+        let topic = self.latest_topic_record(name).ok_or((
+            ErrorCode::UnknownTopicOrPartition,
+            format!("no topic {name:?}"),
+        ))?;
+        if request.count == topic.partitions {
+            return Err((
+                ErrorCode::InvalidPartitions,
+                format!("Topic already has {} partitions.", topic.partitions),
+            ));
+        }
+        if request.count < topic.partitions {
+            return Err((
+                ErrorCode::InvalidPartitions,
+                format!(
+                    "Topic currently has {} partitions, which is higher than the requested {}.",
+                    topic.partitions, request.count
+                ),
+            ));
+        }
+        if request.count > PARTITIONS_MAX {
+            return Err((
+                ErrorCode::InvalidPartitions,
+                format!("at most {PARTITIONS_MAX} partitions"),
+            ));
+        }
+        if request.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+            return Err((
+                ErrorCode::InvalidReplicaAssignment,
+                "the controller places the replicas; leave assignments out".into(),
+            ));
+        }
+        if validate_only {
+            return Ok(None);
+        }
+        let record = with_partitions(&topic, request.count);
+        self.propose_topic_change(&record)
+            .map(Some)
+            .map_err(|code| (code, "metadata append failed".into()))
+    }
+}

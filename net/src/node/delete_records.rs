@@ -1,0 +1,299 @@
+//! DeleteRecords (21): moves a partition's log start offset up to an offset a client names,
+//! on the partition's leader, with the machinery retention uses (retention.rs): the leader
+//! records an **empty KIP-630 snapshot** at the new start and reports it to the core, whose
+//! rules move its log start once every live replica fetched past it; each follower learns the
+//! leader's log start from its Fetch responses (`leader_log_start_offset`) and records its own
+//! empty snapshot there ([`Node::follow_leader_log_starts`], once per retention check), after
+//! which its core moves its log start too. The answer (`low_watermark`, the leader's new log
+//! start) waits until the leader's log start has moved, as Kafka's waits for its replicas.
+//!
+//! The cut is on a batch boundary: a replica appends whole batches, so a log start inside a
+//! batch would leave a follower that catches up through FetchSnapshot unable to append the
+//! batch the leader sends from there. An offset inside a batch cuts at that batch's first
+//! offset, so no record at or above the asked offset is deleted, and `low_watermark` says where
+//! the log starts (at most the asked offset; Kafka cuts exactly there). A producer's batch is
+//! typically one `produce()` flush.
+//!
+//! | partition                                    | answer                                      |
+//! | -------------------------------------------- | ------------------------------------------- |
+//! | not hosted here                              | UNKNOWN_TOPIC_OR_PARTITION                  |
+//! | not led here                                 | NOT_LEADER_OR_FOLLOWER                      |
+//! | `cleanup.policy=snapshot`, internal topics   | POLICY_VIOLATION (their log start follows their state machine's snapshots) |
+//! | offset -1                                    | up to the high-watermark                    |
+//! | offset < -1, or above the high-watermark     | OFFSET_OUT_OF_RANGE                         |
+//! | at or below the log start                    | the log start, at once                      |
+//! | otherwise                                    | the new log start, once the leader's moved  |
+//! | leadership lost while waiting                | NOT_LEADER_OR_FOLLOWER                      |
+//! | `timeout_ms` passed                          | REQUEST_TIMED_OUT                           |
+
+use ringlog_replication::{OffsetAndEpoch, PartitionId};
+
+use super::topics::CleanupPolicy;
+use super::transport::Responder;
+use super::{Node, NodeError};
+use crate::protocol::{
+    ErrorCode, RequestHeader, Response, delete_records_request as dr_req,
+    delete_records_response as dr_resp, encode_response,
+};
+
+/// DeleteRecords answers waiting for their leaders' log starts to move.
+#[derive(Default)]
+pub(super) struct PendingDeletes {
+    waiting: Vec<PendingDelete>,
+}
+
+struct PendingDelete {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+    response: dr_resp::DeleteRecordsResponse,
+    /// (topic index, partition index in the response, partition, target, leader epoch).
+    parts: Vec<(usize, usize, PartitionId, u64, u32)>,
+    deadline_ms: u64,
+}
+
+impl PendingDeletes {
+    pub(super) fn next_deadline_ms(&self) -> u64 {
+        self.waiting
+            .iter()
+            .map(|p| p.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// What one partition of a DeleteRecords does.
+enum Outcome {
+    /// The log already starts at or above the target: answer this low watermark.
+    Done(i64),
+    /// Wait for the leader's log start to reach `target`.
+    Wait {
+        partition: PartitionId,
+        target: u64,
+        epoch: u32,
+    },
+}
+
+/// The epoch of a snapshot ending at `offset`: that of the record just below it.
+fn epoch_below(epoch_cache: &[OffsetAndEpoch], offset: u64) -> u32 {
+    epoch_cache
+        .iter()
+        .rev()
+        .find(|e| e.offset < offset)
+        .map_or(0, |e| e.epoch)
+}
+
+fn now_wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Node {
+    pub(super) fn handle_delete_records(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: dr_req::DeleteRecordsRequest,
+    ) -> Result<(), NodeError> {
+        let mut response = dr_resp::DeleteRecordsResponse::default();
+        let mut parts = Vec::new();
+        for (t, topic) in request.topics.iter().enumerate() {
+            let mut result = dr_resp::DeleteRecordsTopicResult {
+                name: topic.name.clone(),
+                partitions: Vec::new(),
+            };
+            for (p, partition) in topic.partitions.iter().enumerate() {
+                let mut answer = dr_resp::DeleteRecordsPartitionResult {
+                    partition_index: partition.partition_index,
+                    low_watermark: -1,
+                    error_code: 0,
+                };
+                match self.delete_records_below(
+                    &topic.name,
+                    partition.partition_index,
+                    partition.offset,
+                ) {
+                    Ok(Outcome::Done(low_watermark)) => answer.low_watermark = low_watermark,
+                    Ok(Outcome::Wait {
+                        partition,
+                        target,
+                        epoch,
+                    }) => parts.push((t, p, partition, target, epoch)),
+                    Err(code) => answer.error_code = code.code(),
+                }
+                result.partitions.push(answer);
+            }
+            response.topics.push(result);
+        }
+        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
+        self.handlers.delete_records.waiting.push(PendingDelete {
+            responder,
+            correlation_id: header.correlation_id,
+            version: header.api_version,
+            response,
+            parts,
+            deadline_ms: self.now_ms() + timeout_ms,
+        });
+        self.answer_delete_records()
+    }
+
+    /// Validates one partition's deletion and records the empty snapshot that moves its log
+    /// start (see the module doc's table).
+    fn delete_records_below(
+        &mut self,
+        topic: &str,
+        index: i32,
+        offset: i64,
+    ) -> Result<Outcome, ErrorCode> {
+        let partition = self
+            .table
+            .find(topic, index)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let raft = self
+            .host
+            .raft(partition)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        if !raft.is_leader() {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        let epoch = raft.epoch();
+        let epoch_cache = raft.log().epoch_cache().to_vec();
+        match self.topic_config(partition) {
+            Some(config) if config.cleanup_policy == CleanupPolicy::Delete => {}
+            _ => return Err(ErrorCode::PolicyViolation),
+        }
+        let store = self
+            .host
+            .store(partition)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let high_watermark = store.high_watermark;
+        let asked = match offset {
+            -1 => high_watermark,
+            o if o < 0 || o as u64 > high_watermark => return Err(ErrorCode::OffsetOutOfRange),
+            o => o as u64,
+        };
+        // On a batch boundary (module doc): the start of the batch holding `asked`.
+        let target = store
+            .log
+            .batch_base_offset(asked as i64)
+            .map_or(asked, |base| base.max(0) as u64);
+        let log_start = store.log_start_offset();
+        if target <= log_start {
+            return Ok(Outcome::Done(log_start as i64));
+        }
+        let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+        if target > latest {
+            let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
+            self.host
+                .record_empty_snapshot(partition, snapshot_id, now_wall_ms())
+                .map_err(|error| {
+                    tracing::error!(partition, %error, "DeleteRecords: recording the empty snapshot");
+                    ErrorCode::KafkaStorageError
+                })?;
+            tracing::info!(
+                partition,
+                log_start_offset = target,
+                "DeleteRecords: empty snapshot recorded, the log start follows it"
+            );
+        }
+        Ok(Outcome::Wait {
+            partition,
+            target,
+            epoch,
+        })
+    }
+
+    /// Answers the DeleteRecords whose leaders' log starts reached their targets (or that lost
+    /// leadership, or timed out). Runs with the produce waiters (handlers.rs).
+    pub(super) fn answer_delete_records(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        let mut index = 0;
+        while index < self.handlers.delete_records.waiting.len() {
+            let pending = &mut self.handlers.delete_records.waiting[index];
+            let expired = now >= pending.deadline_ms;
+            let host = &self.host;
+            pending.parts.retain(|&(t, p, partition, target, epoch)| {
+                let answer = &mut pending.response.topics[t].partitions[p];
+                let (Some(raft), Some(store)) = (host.raft(partition), host.store(partition))
+                else {
+                    answer.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                    return false;
+                };
+                if !raft.is_leader() || raft.epoch() != epoch {
+                    answer.error_code = ErrorCode::NotLeaderOrFollower.code();
+                    return false;
+                }
+                let log_start = store.log_start_offset();
+                if log_start >= target {
+                    answer.low_watermark = log_start as i64;
+                    return false;
+                }
+                if expired {
+                    answer.error_code = ErrorCode::RequestTimedOut.code();
+                    return false;
+                }
+                true
+            });
+            if pending.parts.is_empty() {
+                let pending = self.handlers.delete_records.waiting.swap_remove(index);
+                let frame = encode_response(
+                    pending.correlation_id,
+                    pending.version,
+                    &Response::DeleteRecords(pending.response),
+                )?;
+                pending.responder.send(Some(frame));
+            } else {
+                index += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A follower of a `cleanup.policy=delete` partition whose leader's log start moved past
+    /// its own (DeleteRecords, or the leader's retention ahead of this node's) records an empty
+    /// snapshot there, so its core moves its log start to the leader's (KIP-630: a follower's
+    /// log start follows the leader's only up to a snapshot of its own).
+    pub(super) fn follow_leader_log_starts(&mut self) -> Result<(), NodeError> {
+        let ids: Vec<PartitionId> = self.table.ids().collect();
+        for id in ids {
+            if self
+                .topic_config(id)
+                .is_none_or(|c| c.cleanup_policy != CleanupPolicy::Delete)
+            {
+                continue;
+            }
+            let (Some(raft), Some(store)) = (self.host.raft(id), self.host.store(id)) else {
+                continue;
+            };
+            if raft.is_leader() || raft.leader_id().is_none() {
+                continue;
+            }
+            let target = raft.leader_log_start_offset();
+            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+            if target <= store.log_start_offset() || target <= latest {
+                continue;
+            }
+            // Only where this replica's log holds committed records up to the cut, and on one
+            // of its batch boundaries (the leader's log is the same up to its high-watermark).
+            if target > store.high_watermark
+                || store
+                    .log
+                    .batch_base_offset(target as i64)
+                    .is_some_and(|base| base as u64 != target)
+            {
+                continue;
+            }
+            let snapshot_id =
+                OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
+            self.host
+                .record_empty_snapshot(id, snapshot_id, now_wall_ms())?;
+            tracing::info!(
+                partition = id,
+                log_start_offset = target,
+                "the leader's log start moved: empty snapshot recorded, the log start follows it"
+            );
+        }
+        Ok(())
+    }
+}
