@@ -571,3 +571,65 @@ impl Checks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The restart checks can fail: fed a history the host must never produce, they report it.
+
+    use super::*;
+    use crate::QuorumConfig;
+    use crate::host::{HostConfig, PartitionSpec};
+    use crate::state_machine::SnapshotPolicyConfig;
+    use ringlog_engine::log::LogConfig;
+
+    fn open_fresh_host() -> Host<MemoryIo> {
+        let quorum = QuorumConfig::new(1, &[1, 2, 3]).expect("three voters");
+        let config = HostConfig::new(
+            "checks".into(),
+            vec![1, 2, 3],
+            SnapshotPolicyConfig::default(),
+            1 << 20,
+        );
+        let spec = PartitionSpec {
+            id: 0,
+            dir: "/data/partition-0".into(),
+            log_config: LogConfig::default(),
+            keeps_snapshots: false,
+        };
+        Host::open(MemoryIo::with_seed(1), config, &quorum, vec![spec], 1, 0).expect("open")
+    }
+
+    /// KIP-595: a vote response that left must be on disk; a node that restarts without it
+    /// (a fresh quorum-state, epoch 0) is reported.
+    #[test]
+    fn a_vote_that_left_and_is_not_on_disk_after_a_restart_is_reported() {
+        let mut checks = Checks::new(1);
+        checks.on_vote_sent(1, 0, 5, 2);
+        checks.on_crash(1, &[(0, 0)]);
+        checks.on_start(1, &mut open_fresh_host());
+        let violation = checks.violation.expect("the forgotten vote is reported");
+        assert!(violation.contains("before it was durable"), "{violation}");
+    }
+
+    /// Raft: a voter may not forget an entry its host reported durable; a restart whose log
+    /// ends below that durable end is reported.
+    #[test]
+    fn a_durable_end_missing_after_a_restart_is_reported() {
+        let mut checks = Checks::new(1);
+        checks.on_crash(1, &[(0, 3)]);
+        checks.on_start(1, &mut open_fresh_host());
+        let violation = checks
+            .violation
+            .expect("the lost durable records are reported");
+        assert!(violation.contains("lost offset 0"), "{violation}");
+    }
+
+    /// A node that restarts with what it reported is not reported.
+    #[test]
+    fn a_restart_that_keeps_everything_passes() {
+        let mut checks = Checks::new(1);
+        checks.on_crash(1, &[(0, 0)]);
+        checks.on_start(1, &mut open_fresh_host());
+        assert_eq!(checks.violation, None);
+    }
+}
