@@ -88,6 +88,9 @@ impl HostSimOptions {
         if let Some(mutation) = self.mutation {
             command.push_str(&format!(" --mutation {}", host_mutation_name(mutation)));
         }
+        if self.fault_phase_ms != HostSimOptions::new(self.seed).fault_phase_ms {
+            command.push_str(&format!(" --fault-phase-ms {}", self.fault_phase_ms));
+        }
         command
     }
 }
@@ -328,6 +331,10 @@ impl Cluster {
             duplicate_per_mille: rng.below(30),
         });
         let disk_latency_max_ms = 1 + rng.below(4);
+        // Half the seeds run independent submissions in a shuffled order (the `Io` contract
+        // promises no order between them).
+        let mut memory_faults = memory_faults;
+        memory_faults.reorder_completions = rng.chance(1, 2);
         Cluster {
             checks: Checks::new(partitions),
             options,
