@@ -232,6 +232,10 @@ struct Node {
     /// Fetch requests being answered, by the correlation id the host was given.
     fetches: BTreeMap<u64, FetchOrigin>,
     next_fetch_id: u64,
+    /// Pre-votes delivered and not yet answered, by (partition, candidate). The core answers a
+    /// pre-vote at once (it binds nobody and is never persisted), so the next VoteResponse to
+    /// that candidate is its answer, and not a vote that must be durable.
+    pre_votes_unanswered: BTreeMap<(PartitionId, NodeId), u64>,
 }
 
 struct Cluster {
@@ -296,6 +300,7 @@ impl Cluster {
                     pump_scheduled: false,
                     fetches: BTreeMap::new(),
                     next_fetch_id: 1,
+                    pre_votes_unanswered: BTreeMap::new(),
                 },
             );
         }
@@ -655,6 +660,14 @@ impl Cluster {
     ) {
         let now = self.now_ms;
         let node = self.nodes.get_mut(&to).expect("node");
+        if let Message::VoteRequest(request) = &message
+            && request.pre_vote
+        {
+            *node
+                .pre_votes_unanswered
+                .entry((partition, from))
+                .or_default() += 1;
+        }
         if let Message::FetchRequest(request) = &mut message {
             let id = node.next_fetch_id;
             node.next_fetch_id += 1;
@@ -748,14 +761,19 @@ impl Cluster {
                 to,
                 message,
             } => {
-                if let Message::VoteResponse(response) = &message
-                    && response.vote_granted
-                {
-                    let raft = self.host_mut(node).raft(partition).expect("hosted");
-                    let election = raft.election_state();
-                    if election.voted_for == Some(to) {
-                        self.checks
-                            .on_vote_sent(node, partition, election.epoch, to);
+                if let Message::VoteResponse(response) = &message {
+                    let unanswered = self
+                        .nodes
+                        .get_mut(&node)
+                        .expect("node")
+                        .pre_votes_unanswered
+                        .entry((partition, to))
+                        .or_default();
+                    if *unanswered > 0 {
+                        *unanswered -= 1;
+                    } else if response.vote_granted {
+                        let epoch = response.current_leader.leader_epoch;
+                        self.checks.on_vote_sent(node, partition, epoch, to);
                     }
                 }
                 match message {
@@ -952,6 +970,7 @@ impl Cluster {
         node.scheduled_tick_ms = None;
         node.pump_scheduled = false;
         node.fetches.clear();
+        node.pre_votes_unanswered.clear();
         let seed = self.options.seed
             ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ node.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
