@@ -1,8 +1,8 @@
 //! The host-driven simulator (issue 15): every node runs the production host,
 //! [`Host<MemoryIo>`](crate::host::Host), over the engine's fault-injecting in-memory disk, and
 //! this module plays the runtime around it (net/src/node/mod.rs `deliver()`): it carries each
-//! [`Output`] over a simulated network, answers replica fetches with the bytes of the file range
-//! the host names, writes the snapshots the host asks for and reports them back, and pumps the
+//! [`Output`](crate::host::Output) over a simulated network, answers replica fetches with the
+//! bytes of the file range the host names, writes the snapshots the host asks for and reports them back, and pumps the
 //! host's storage completions at random later times (the disk's latency; with
 //! `delay_probability` a flush completes over several pumps). Nothing of the host is modelled:
 //! held messages, persistence reports, deferred log-start advances, snapshot install and
