@@ -1,6 +1,9 @@
 //! The simulator runner:
 //! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed|single]
-//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`
+//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 3|5]
+//! [--fault-phase-ms MS]`
+//! the host-driven mode (every node the production `Host` over the in-memory disk; mutations
+//! `acknowledge-before-flush`, `send-before-quorum-state`; partitions 1-3).
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
 //! and, for every failing seed, the violation and a one-line replay command. Exits non-zero on
@@ -10,13 +13,19 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use ringlog_replication::Mutation;
-use ringlog_replication::sim::{Profile, SimOptions, SnapshotMutation, run_seed};
+use ringlog_replication::host::HostMutation;
+use ringlog_replication::sim::host_cluster::{host_mutation_from_name, host_mutation_name};
+use ringlog_replication::sim::{
+    HostSimOptions, Profile, SimOptions, SimReport, SnapshotMutation, run_host_seed, run_seed,
+};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--voters 3|5] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
-        SnapshotMutation::ALL.map(|m| m.name()).join("|")
+        SnapshotMutation::ALL.map(|m| m.name()).join("|"),
+        host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
+        host_mutation_name(HostMutation::SendBeforeQuorumState),
     );
     ExitCode::from(2)
 }
@@ -29,11 +38,28 @@ fn main() -> ExitCode {
     let mut mutation = None;
     let mut snapshot_mutation = None;
     let mut partitions = None;
+    let mut host = false;
+    let mut voters = None;
+    let mut fault_phase_ms = None;
+    let mut host_mutation = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
         let value = args.get(i + 1).cloned().unwrap_or_default();
+        if args[i] == "--host" {
+            host = true;
+            i += 1;
+            continue;
+        }
         match args[i].as_str() {
+            "--fault-phase-ms" => match value.parse() {
+                Ok(ms) => fault_phase_ms = Some(ms),
+                _ => return usage(),
+            },
+            "--voters" => match value.parse() {
+                Ok(v @ (3 | 5)) => voters = Some(v),
+                _ => return usage(),
+            },
             "--seeds" => seeds = value.parse().unwrap_or(0),
             "--start" => start = value.parse().unwrap_or(0),
             "--seed" => single = value.parse().ok(),
@@ -44,9 +70,11 @@ fn main() -> ExitCode {
             "--mutation" => match (
                 Mutation::from_name(&value),
                 SnapshotMutation::from_name(&value),
+                host_mutation_from_name(&value),
             ) {
-                (Some(m), _) => mutation = Some(m),
-                (_, Some(m)) => snapshot_mutation = Some(m),
+                (Some(m), _, _) => mutation = Some(m),
+                (_, Some(m), _) => snapshot_mutation = Some(m),
+                (_, _, Some(m)) => host_mutation = Some(m),
                 _ => return usage(),
             },
             "--partitions" => match value.parse() {
@@ -61,17 +89,34 @@ fn main() -> ExitCode {
         Some(seed) => vec![seed],
         None => (start..start + seeds).collect(),
     };
+    // The host-driven mode takes only its own switches.
+    let host_only = host_mutation.is_some() || voters.is_some() || fault_phase_ms.is_some();
+    let model_only = mutation.is_some() || snapshot_mutation.is_some();
+    if (host && (model_only || partitions.is_some_and(|p| p > 3))) || (!host && host_only) {
+        return usage();
+    }
     // Core assertions are reported as violations with their seed; keep stderr readable.
     std::panic::set_hook(Box::new(|_| {}));
     let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut failures = Vec::new();
     let (mut events, mut committed, mut elections) = (0u64, 0usize, 0usize);
     for &seed in &range {
-        let mut options = SimOptions::new(seed, profile);
-        options.mutation = mutation;
-        options.snapshot_mutation = snapshot_mutation;
-        options.partitions = partitions;
-        let report = run_seed(&options);
+        let (report, replay): (SimReport, String) = if host {
+            let mut options = HostSimOptions::new(seed);
+            options.voters = voters;
+            options.partitions = partitions;
+            options.mutation = host_mutation;
+            if let Some(ms) = fault_phase_ms {
+                options.fault_phase_ms = ms;
+            }
+            (run_host_seed(&options), options.replay_command())
+        } else {
+            let mut options = SimOptions::new(seed, profile);
+            options.mutation = mutation;
+            options.snapshot_mutation = snapshot_mutation;
+            options.partitions = partitions;
+            (run_seed(&options), options.replay_command())
+        };
         for (fault, count) in &report.faults {
             *faults.entry(fault).or_default() += count;
         }
@@ -91,19 +136,17 @@ fn main() -> ExitCode {
             );
         }
         if let Some(violation) = report.violation {
-            println!(
-                "FAIL seed {seed}: {violation}\n  replay: {}",
-                options.replay_command()
-            );
+            println!("FAIL seed {seed}: {violation}\n  replay: {replay}");
             failures.push(seed);
         }
     }
     println!(
         "profile {} mutation {}: {} seeds, {} failed; {} events, {} client batches committed, {} elections",
-        profile.name(),
+        if host { "host" } else { profile.name() },
         mutation
             .map(|m| m.name())
             .or(snapshot_mutation.map(|m| m.name()))
+            .or(host_mutation.map(host_mutation_name))
             .unwrap_or("none"),
         range.len(),
         failures.len(),

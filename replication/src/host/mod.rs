@@ -494,6 +494,14 @@ impl<I: Io> Host<I> {
         &self.io
     }
 
+    /// The backend itself, for a snapshot writer that shares it (the host-driven simulator
+    /// writes `Output::GenerateSnapshot` jobs on the node's one in-memory disk; production writes
+    /// them on a thread with a backend of its own). Its blocking calls take only their own
+    /// completions (`io::wait_for_all`), so the host's operations in flight stay routed to it.
+    pub fn io_mut(&mut self) -> &mut I {
+        &mut self.io
+    }
+
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch), materialised.
     pub fn read(
         &mut self,

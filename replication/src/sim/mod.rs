@@ -7,6 +7,7 @@
 //! date within a fixed budget. One seed replays one history bit for bit (see docs/simulator.md).
 
 mod cluster;
+pub mod host_cluster;
 pub mod invariants;
 pub mod network;
 pub mod store;
@@ -14,6 +15,7 @@ pub mod store;
 use std::collections::BTreeMap;
 
 pub use cluster::{SteadyCluster, run_seed};
+pub use host_cluster::{HostSimOptions, run_host_seed};
 
 use crate::mutation::Mutation;
 use crate::types::PartitionId;

@@ -1,0 +1,162 @@
+//! Faults and the client workload of the host-driven simulator.
+
+use super::{Cluster, EventKind};
+use crate::host::HostError;
+use crate::records::{KeyValue, build_batch};
+use crate::types::{NodeId, PartitionId};
+
+impl Cluster {
+    /// One fault, drawn from the seed: a partition of the network (one-way, two-way, the
+    /// leader's), a crash of one node, a power loss of a majority at once, a pause, or a
+    /// graceful resignation.
+    pub(super) fn inject_fault(&mut self) {
+        let ids = self.node_ids.clone();
+        let heal_at = self.now_ms + 200 + self.rng.below(1_300);
+        match self.rng.below(8) {
+            0 => {
+                let from = ids[self.rng.below(ids.len() as u64) as usize];
+                let to = ids[self.rng.below(ids.len() as u64) as usize];
+                if from != to {
+                    self.count("one-way-partition");
+                    self.network.block(from, to);
+                    self.schedule(heal_at, EventKind::HealNetwork);
+                }
+            }
+            1 => {
+                let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(1, 2)).collect();
+                self.count("two-way-partition");
+                for (i, a) in ids.iter().enumerate() {
+                    for (j, b) in ids.iter().enumerate() {
+                        if side[i] != side[j] {
+                            self.network.block(*a, *b);
+                        }
+                    }
+                }
+                self.schedule(heal_at, EventKind::HealNetwork);
+            }
+            2 => {
+                let partition = self.random_partition();
+                if let Some((leader, _)) = self.current_leader(partition) {
+                    self.count("leader-isolation");
+                    for &other in &ids {
+                        if other != leader {
+                            self.network.block(leader, other);
+                            self.network.block(other, leader);
+                        }
+                    }
+                    self.schedule(heal_at, EventKind::HealNetwork);
+                }
+            }
+            3 | 4 => {
+                // Often the leader of some partition: the node whose disk holds the newest
+                // acknowledged records.
+                let partition = self.random_partition();
+                let victim = match self.current_leader(partition) {
+                    Some((leader, _)) if self.rng.chance(1, 2) => leader,
+                    _ => ids[self.rng.below(ids.len() as u64) as usize],
+                };
+                if self.is_alive(victim) {
+                    self.count("crash");
+                    self.crash_node(victim);
+                    let restart_at = self.now_ms + 50 + self.rng.below(1_500);
+                    self.schedule(restart_at, EventKind::Restart { node: victim });
+                }
+            }
+            5 => {
+                // A power loss of a majority at once: what each disk did not sync is gone on
+                // all of them, so a record acknowledged before its flush is gone everywhere.
+                self.count("power-loss-majority");
+                let majority = ids.len() / 2 + 1;
+                let mut victims = ids.clone();
+                while victims.len() > majority {
+                    let drop = self.rng.below(victims.len() as u64) as usize;
+                    victims.remove(drop);
+                }
+                for victim in victims {
+                    if self.is_alive(victim) {
+                        self.crash_node(victim);
+                        let restart_at = self.now_ms + 50 + self.rng.below(800);
+                        self.schedule(restart_at, EventKind::Restart { node: victim });
+                    }
+                }
+            }
+            6 => {
+                let victim = ids[self.rng.below(ids.len() as u64) as usize];
+                if self.is_alive(victim) {
+                    self.count("pause");
+                    let until = self.now_ms + 50 + self.rng.below(800);
+                    let node = self.nodes.get_mut(&victim).expect("node");
+                    node.paused_until_ms = node.paused_until_ms.max(until);
+                }
+            }
+            _ => {
+                let partition = self.random_partition();
+                if let Some((leader, _)) = self.current_leader(partition)
+                    && self.nodes[&leader].paused_until_ms <= self.now_ms
+                {
+                    self.count("resign");
+                    let now = self.now_ms;
+                    let result = self.host_mut(leader).resign(now, partition);
+                    if self.host_result(leader, "resign", result).is_some() {
+                        self.settle(leader);
+                    }
+                }
+            }
+        }
+    }
+
+    fn random_partition(&mut self) -> PartitionId {
+        self.rng.below(u64::from(self.partitions)) as PartitionId
+    }
+
+    /// 1–3 batches of 1–4 records (unique values, keys from a small set, some tombstones) to a
+    /// random partition's leader (now and then to a random node, which refuses).
+    pub(super) fn client_append(&mut self) {
+        let partition = self.random_partition();
+        let target: NodeId = match self.current_leader(partition) {
+            Some((leader, _)) if self.rng.chance(9, 10) => leader,
+            _ => self.node_ids[self.rng.below(self.node_ids.len() as u64) as usize],
+        };
+        let batch_count = 1 + self.rng.below(3);
+        let mut batches = Vec::new();
+        for _ in 0..batch_count {
+            self.client_counter += 1;
+            let records = 1 + self.rng.below(4) as usize;
+            let values: Vec<Vec<u8>> = (0..records)
+                .map(|r| {
+                    format!(
+                        "seed{}-batch{}-record{r}",
+                        self.options.seed, self.client_counter
+                    )
+                    .into_bytes()
+                })
+                .collect();
+            let keys: Vec<Vec<u8>> = (0..records)
+                .map(|_| format!("key{}", self.rng.below(12)).into_bytes())
+                .collect();
+            let tombstones: Vec<bool> = (0..records).map(|_| self.rng.chance(1, 6)).collect();
+            let pairs: Vec<KeyValue<'_>> = values
+                .iter()
+                .zip(&keys)
+                .zip(&tombstones)
+                .map(|((v, k), &t)| (Some(k.as_slice()), (!t).then_some(v.as_slice())))
+                .collect();
+            batches.push(build_batch(&pairs, false, self.now_ms as i64));
+        }
+        if !self.is_alive(target) || self.nodes[&target].paused_until_ms > self.now_ms {
+            return;
+        }
+        self.checks.on_submitted(partition, &batches);
+        let now = self.now_ms;
+        // A node that does not lead refuses (NotLeader): the client retries elsewhere later.
+        match self.host_mut(target).append(now, partition, batches) {
+            Ok(appended) => self.trace_event(9, target, appended.base_offset),
+            Err(HostError::Raft(_)) => {}
+            Err(error) => {
+                self.fail(format!("node {target}: append failed: {error}"));
+                return;
+            }
+        }
+        self.settle(target);
+    }
+}

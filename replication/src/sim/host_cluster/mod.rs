@@ -1,0 +1,777 @@
+//! The host-driven simulator (issue 15): every node runs the production host,
+//! [`Host<MemoryIo>`](crate::host::Host), over the engine's fault-injecting in-memory disk, and
+//! this module plays the runtime around it (net/src/node/mod.rs `deliver()`): it carries each
+//! [`Output`](crate::host::Output) over a simulated network, answers replica fetches with the
+//! bytes of the file range the host names, writes the snapshots the host asks for and reports them back, and pumps the
+//! host's storage completions at random later times (the disk's latency; with
+//! `delay_probability` a flush completes over several pumps). Nothing of the host is modelled:
+//! held messages, persistence reports, deferred log-start advances, snapshot install and
+//! completion routing are the real code.
+//!
+//! Here: the options, the event queue and loop, starting and crashing nodes, convergence;
+//! the runtime's side of each host call in [`runtime`], faults and clients in [`faults`].
+//!
+//! Faults: crash and restart (`into_io`, `MemoryIo::crash` drops or tears every unsynced
+//! write, `Host::open` recovers), a power loss of a majority at once, pauses, one-way and
+//! two-way partitions, leader isolation, graceful resignation; the network delays, drops,
+//! duplicates and reorders ([`super::network`]). Checks ([`checks`]): one leader per epoch, a
+//! granted vote survives a crash, committed batches (read from the `HighWatermark` outputs
+//! against the log each node's outputs describe) never change or vanish, log matching, and once
+//! the faults stop and the cluster converges, every node's log read back through its host
+//! equals the leader's and holds every committed batch. One seed replays one history bit for
+//! bit (docs/simulator.md, "The host-driven mode").
+
+mod checks;
+mod faults;
+mod runtime;
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::hash::{Hash, Hasher};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+
+use ringlog_engine::io::memory::FaultConfig;
+use ringlog_engine::io::{MemoryConfig, MemoryIo};
+use ringlog_engine::log::LogConfig;
+
+use super::SimReport;
+use super::network::{Network, NetworkConfig};
+use crate::host::{Host, HostConfig, HostMutation, PartitionSpec, SnapshotJob, write_snapshot_job};
+use crate::message::Message;
+use crate::rng::SplitMix64;
+use crate::state_machine::SnapshotPolicyConfig;
+use crate::types::{Epoch, NodeId, PartitionId, QuorumConfig};
+
+use checks::Checks;
+
+/// What one host-driven run looks like.
+#[derive(Clone, Debug)]
+pub struct HostSimOptions {
+    pub seed: u64,
+    /// Voters (every node is one); `None`: 3 or 5, drawn from the seed.
+    pub voters: Option<usize>,
+    /// Partitions (Raft groups) per node; `None`: 1–3, drawn from the seed.
+    pub partitions: Option<PartitionId>,
+    /// A host rule broken on purpose, for the mutation check.
+    pub mutation: Option<HostMutation>,
+    /// Simulated time during which faults are injected and clients append.
+    pub fault_phase_ms: u64,
+    /// After the faults stop: the time the cluster has to elect a leader and catch everyone up.
+    pub liveness_budget_ms: u64,
+}
+
+impl HostSimOptions {
+    pub fn new(seed: u64) -> HostSimOptions {
+        HostSimOptions {
+            seed,
+            voters: None,
+            partitions: None,
+            mutation: None,
+            fault_phase_ms: 3_000,
+            liveness_budget_ms: 20_000,
+        }
+    }
+
+    /// The one-line command that replays this run.
+    pub fn replay_command(&self) -> String {
+        let mut command = format!(
+            "cargo run -p ringlog-replication --features sim --bin sim -- --host --seed {}",
+            self.seed
+        );
+        if let Some(voters) = self.voters {
+            command.push_str(&format!(" --voters {voters}"));
+        }
+        if let Some(partitions) = self.partitions {
+            command.push_str(&format!(" --partitions {partitions}"));
+        }
+        if let Some(mutation) = self.mutation {
+            command.push_str(&format!(" --mutation {}", host_mutation_name(mutation)));
+        }
+        if self.fault_phase_ms != HostSimOptions::new(self.seed).fault_phase_ms {
+            command.push_str(&format!(" --fault-phase-ms {}", self.fault_phase_ms));
+        }
+        command
+    }
+}
+
+/// The runner's name for a host mutation.
+pub fn host_mutation_name(mutation: HostMutation) -> &'static str {
+    match mutation {
+        HostMutation::AcknowledgeBeforeFlush => "acknowledge-before-flush",
+        HostMutation::SendBeforeQuorumState => "send-before-quorum-state",
+    }
+}
+
+/// The host mutation a runner name stands for.
+pub fn host_mutation_from_name(name: &str) -> Option<HostMutation> {
+    [
+        HostMutation::AcknowledgeBeforeFlush,
+        HostMutation::SendBeforeQuorumState,
+    ]
+    .into_iter()
+    .find(|m| host_mutation_name(*m) == name)
+}
+
+/// Runs one seed to the end (convergence after the faults, or the first violation).
+pub fn run_host_seed(options: &HostSimOptions) -> SimReport {
+    let mut cluster = Cluster::new(options.clone());
+    let outcome = catch_unwind(AssertUnwindSafe(|| cluster.run()));
+    if let Err(panic) = outcome {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "non-string panic".to_string());
+        cluster.collect_violation();
+        cluster
+            .violation
+            .get_or_insert(format!("panic at {} ms: {message}", cluster.now_ms));
+    }
+    cluster.report()
+}
+
+/// FNV-1a, so trace hashes do not depend on std's hasher.
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+enum EventKind {
+    /// `to_incarnation`: the recipient's life when the message was sent (a restart means new
+    /// connections, so nothing sent to an earlier life arrives); `from_incarnation`: the
+    /// sender's, which a fetch answer is addressed to.
+    Deliver {
+        from: NodeId,
+        from_incarnation: u64,
+        to: NodeId,
+        to_incarnation: u64,
+        partition: PartitionId,
+        message: Message,
+    },
+    Tick {
+        node: NodeId,
+        incarnation: u64,
+    },
+    /// The disk completed something: the runtime pumps the host.
+    Pump {
+        node: NodeId,
+        incarnation: u64,
+    },
+    /// The snapshot writer (a thread in production) finished an `Output::GenerateSnapshot`.
+    SnapshotWritten {
+        node: NodeId,
+        incarnation: u64,
+        partition: PartitionId,
+        dir: PathBuf,
+        job: SnapshotJob,
+    },
+    Fault,
+    HealNetwork,
+    Restart {
+        node: NodeId,
+    },
+    ClientAppend,
+    EndFaults,
+}
+
+struct Event {
+    at_ms: u64,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at_ms, self.seq) == (other.at_ms, other.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    // Reversed: BinaryHeap pops the earliest (time, sequence) first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at_ms, other.seq).cmp(&(self.at_ms, self.seq))
+    }
+}
+
+/// Who asked for a fetch the host is answering: the runtime gives each request a correlation id
+/// of its own (requesters' ids collide), as the node's answer slots do.
+struct FetchOrigin {
+    from: NodeId,
+    from_incarnation: u64,
+    correlation_id: u64,
+}
+
+/// One node: a process (its host) and its disk.
+struct Node {
+    id: NodeId,
+    quorum: QuorumConfig,
+    /// `None` while the process is down.
+    host: Option<Host<MemoryIo>>,
+    /// The disk while the process is down.
+    disk: Option<MemoryIo>,
+    incarnation: u64,
+    /// A paused process handles nothing before this time (its events wait).
+    paused_until_ms: u64,
+    scheduled_tick_ms: Option<u64>,
+    pump_scheduled: bool,
+    /// Fetch requests being answered, by the correlation id the host was given.
+    fetches: BTreeMap<u64, FetchOrigin>,
+    next_fetch_id: u64,
+    /// Pre-votes delivered and not yet answered, by (partition, candidate). The core answers a
+    /// pre-vote at once (it binds nobody and is never persisted), so the next VoteResponse to
+    /// that candidate is its answer, and not a vote that must be durable.
+    pre_votes_unanswered: BTreeMap<(PartitionId, NodeId), u64>,
+}
+
+struct Cluster {
+    options: HostSimOptions,
+    now_ms: u64,
+    seq: u64,
+    queue: BinaryHeap<Event>,
+    nodes: BTreeMap<NodeId, Node>,
+    node_ids: Vec<NodeId>,
+    partitions: PartitionId,
+    host_config: HostConfig,
+    memory_faults: FaultConfig,
+    log_config: LogConfig,
+    network: Network,
+    rng: SplitMix64,
+    checks: Checks,
+    violation: Option<String>,
+    trace: Fnv,
+    events: u64,
+    faults: BTreeMap<&'static str, u64>,
+    faults_active: bool,
+    client_counter: u64,
+    last_delivery_ms: BTreeMap<(NodeId, NodeId), u64>,
+    /// A pump follows an operation's submission after 0..=this many ms.
+    disk_latency_max_ms: u64,
+}
+
+impl Cluster {
+    fn new(options: HostSimOptions) -> Cluster {
+        let mut rng = SplitMix64::new(options.seed ^ 0x4057_C1A5_7E45_EED5);
+        let voter_count = options
+            .voters
+            .unwrap_or(if rng.chance(1, 3) { 5 } else { 3 });
+        let partitions = options
+            .partitions
+            .unwrap_or_else(|| 1 + rng.below(3) as PartitionId);
+        let node_ids: Vec<NodeId> = (1..=voter_count as NodeId).collect();
+        let fetch_max_bytes = [300u32, 2_000, 1 << 20][rng.below(3) as usize];
+        // Short enough that leaders move their log start past crashed or partitioned replicas,
+        // which then catch up through FetchSnapshot.
+        let max_replication_lag_ms = 200 + rng.below(2_000);
+        let mut nodes = BTreeMap::new();
+        for &id in &node_ids {
+            let mut quorum = QuorumConfig::new(id, &node_ids).expect("valid voters");
+            quorum.election_timeout_ms = 150;
+            quorum.election_backoff_max_ms = 150;
+            quorum.fetch_timeout_ms = 400;
+            quorum.fetch_max_wait_ms = 100;
+            quorum.request_timeout_ms = 200;
+            quorum.fetch_max_bytes = fetch_max_bytes;
+            quorum.max_replication_lag_ms = max_replication_lag_ms;
+            nodes.insert(
+                id,
+                Node {
+                    id,
+                    quorum,
+                    host: None,
+                    disk: None,
+                    incarnation: 0,
+                    paused_until_ms: 0,
+                    scheduled_tick_ms: None,
+                    pump_scheduled: false,
+                    fetches: BTreeMap::new(),
+                    next_fetch_id: 1,
+                    pre_votes_unanswered: BTreeMap::new(),
+                },
+            );
+        }
+        let snapshot_policy = SnapshotPolicyConfig {
+            min_records: 16 + rng.below(64),
+            min_bytes: 1,
+            min_cleanable_ratio: 0.5,
+            max_interval_ms: 0,
+        };
+        let mut host_config = HostConfig::new(
+            "host-sim".into(),
+            node_ids.clone(),
+            snapshot_policy,
+            [500u32, 4_000, 1 << 20][rng.below(3) as usize],
+        );
+        host_config.mutation = options.mutation;
+        // Completions arrive over several pumps; a crash tears or drops what was not synced.
+        let memory_faults = FaultConfig {
+            delay_probability: [0.2, 0.5, 0.8][rng.below(3) as usize],
+            tear_probability: 0.5,
+            tear_every_unsynced_write: true,
+            writeback_probability: 0.3,
+            ..FaultConfig::default()
+        };
+        let log_config = LogConfig {
+            segment_size_bytes: [4_096u64, 16_384, 1 << 20][rng.below(3) as usize],
+            ..LogConfig::default()
+        };
+        let network = Network::new(NetworkConfig {
+            delay_min_ms: 1,
+            delay_max_ms: 1 + rng.below(20),
+            drop_per_mille: rng.below(60),
+            duplicate_per_mille: rng.below(30),
+        });
+        let disk_latency_max_ms = 1 + rng.below(4);
+        // Half the seeds run independent submissions in a shuffled order (the `Io` contract
+        // promises no order between them).
+        let mut memory_faults = memory_faults;
+        memory_faults.reorder_completions = rng.chance(1, 2);
+        Cluster {
+            checks: Checks::new(partitions),
+            options,
+            now_ms: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            node_ids,
+            partitions,
+            host_config,
+            memory_faults,
+            log_config,
+            network,
+            rng,
+            violation: None,
+            trace: Fnv(0xcbf2_9ce4_8422_2325),
+            events: 0,
+            faults: BTreeMap::new(),
+            faults_active: true,
+            client_counter: 0,
+            last_delivery_ms: BTreeMap::new(),
+            disk_latency_max_ms,
+        }
+    }
+
+    fn schedule(&mut self, at_ms: u64, kind: EventKind) {
+        self.seq += 1;
+        self.queue.push(Event {
+            at_ms,
+            seq: self.seq,
+            kind,
+        });
+    }
+
+    fn count(&mut self, fault: &'static str) {
+        *self.faults.entry(fault).or_default() += 1;
+    }
+
+    fn fail(&mut self, message: String) {
+        self.violation.get_or_insert(message);
+    }
+
+    fn collect_violation(&mut self) {
+        if self.violation.is_none() {
+            self.violation = self.checks.violation.clone();
+        }
+    }
+
+    fn trace_event(&mut self, tag: u8, node: NodeId, extra: u64) {
+        self.now_ms.hash(&mut self.trace);
+        tag.hash(&mut self.trace);
+        node.hash(&mut self.trace);
+        extra.hash(&mut self.trace);
+    }
+
+    fn is_alive(&self, node: NodeId) -> bool {
+        self.nodes[&node].host.is_some()
+    }
+
+    fn run(&mut self) {
+        for id in self.node_ids.clone() {
+            let disk = MemoryIo::new(MemoryConfig {
+                seed: self.options.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                faults: self.memory_faults.clone(),
+                ..MemoryConfig::default()
+            });
+            self.nodes.get_mut(&id).expect("node").disk = Some(disk);
+            self.start_node(id);
+        }
+        let first_fault = 100 + self.rng.below(400);
+        self.schedule(first_fault, EventKind::Fault);
+        let first_append = self.rng.below(50);
+        self.schedule(first_append, EventKind::ClientAppend);
+        self.schedule(self.options.fault_phase_ms, EventKind::EndFaults);
+        let deadline_ms = self.options.fault_phase_ms + self.options.liveness_budget_ms;
+        let mut events_this_ms = 0u64;
+        while let Some(event) = self.queue.pop() {
+            if event.at_ms > deadline_ms {
+                break;
+            }
+            if event.at_ms < self.now_ms {
+                self.fail(format!(
+                    "time moved back from {} to {} ms (a deadline in the past)",
+                    self.now_ms, event.at_ms
+                ));
+                return;
+            }
+            events_this_ms = if event.at_ms == self.now_ms {
+                events_this_ms + 1
+            } else {
+                0
+            };
+            if events_this_ms > 100_000 {
+                self.fail(format!("livelock: 100,000 events at {} ms", self.now_ms));
+                return;
+            }
+            self.now_ms = event.at_ms;
+            self.events += 1;
+            self.handle(event.kind);
+            self.check_leaders();
+            self.collect_violation();
+            if self.violation.is_some() {
+                return;
+            }
+            if !self.faults_active && self.converged() {
+                self.check_final_logs();
+                self.collect_violation();
+                return;
+            }
+        }
+        self.violation.get_or_insert(format!(
+            "liveness: no converged leader {} ms after the faults stopped ({})",
+            self.options.liveness_budget_ms,
+            self.describe()
+        ));
+    }
+
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for node in self.nodes.values() {
+            match &node.host {
+                None => parts.push(format!("{}:down", node.id)),
+                Some(host) => {
+                    for (partition, raft) in host.multi().partitions() {
+                        parts.push(format!(
+                            "{}/{partition}:{}@{} leader={:?} end={} hw={} in-flight={} durable={} flush-target={} deadline={}",
+                            node.id,
+                            raft.state().name(),
+                            raft.epoch(),
+                            raft.leader_id(),
+                            raft.log().log_end_offset(),
+                            raft.high_watermark(),
+                            host.storage_in_flight(),
+                            host.store(partition).map_or(0, |s| s.log.durable_end_offset()),
+                            host.store(partition).map_or(0, |s| s.flush_target),
+                            raft.next_deadline_ms(),
+                        ));
+                    }
+                }
+            }
+        }
+        parts.join(" ")
+    }
+
+    /// A node's event while it is paused waits until the pause ends.
+    fn deferred_by_pause(&mut self, node: NodeId, kind: EventKind) -> Option<EventKind> {
+        let until = self.nodes[&node].paused_until_ms;
+        if until > self.now_ms {
+            self.schedule(until, kind);
+            None
+        } else {
+            Some(kind)
+        }
+    }
+
+    fn handle(&mut self, kind: EventKind) {
+        let target = match &kind {
+            EventKind::Deliver { to, .. } => Some(*to),
+            EventKind::Tick { node, .. }
+            | EventKind::Pump { node, .. }
+            | EventKind::SnapshotWritten { node, .. } => Some(*node),
+            _ => None,
+        };
+        let kind = match target {
+            Some(node) => match self.deferred_by_pause(node, kind) {
+                Some(kind) => kind,
+                None => return,
+            },
+            None => kind,
+        };
+        match kind {
+            EventKind::Deliver {
+                from,
+                from_incarnation,
+                to,
+                to_incarnation,
+                partition,
+                message,
+            } => {
+                self.trace_event(1, to, from as u64 | (u64::from(partition) << 32));
+                message.hash(&mut self.trace);
+                if self.nodes[&to].incarnation != to_incarnation || !self.is_alive(to) {
+                    return;
+                }
+                self.deliver(from, from_incarnation, to, partition, message);
+            }
+            EventKind::Tick { node, incarnation } => {
+                let n = &self.nodes[&node];
+                // A tick deferred by a pause comes after its deadline.
+                if n.incarnation != incarnation
+                    || n.scheduled_tick_ms.is_none_or(|at| at > self.now_ms)
+                    || n.host.is_none()
+                {
+                    return;
+                }
+                self.trace_event(2, node, 0);
+                self.nodes.get_mut(&node).expect("node").scheduled_tick_ms = None;
+                self.settle(node);
+            }
+            EventKind::Pump { node, incarnation } => {
+                if self.nodes[&node].incarnation != incarnation || !self.is_alive(node) {
+                    return;
+                }
+                self.trace_event(3, node, 0);
+                let now = self.now_ms;
+                let n = self.nodes.get_mut(&node).expect("node");
+                n.pump_scheduled = false;
+                let result = n.host.as_mut().expect("alive").pump(now);
+                if self.host_result(node, "pump", result).is_some() {
+                    self.settle(node);
+                }
+            }
+            EventKind::SnapshotWritten {
+                node,
+                incarnation,
+                partition,
+                dir,
+                job,
+            } => {
+                if self.nodes[&node].incarnation != incarnation || !self.is_alive(node) {
+                    return;
+                }
+                self.trace_event(4, node, job.snapshot_id.offset);
+                let now = self.now_ms;
+                let host = self
+                    .nodes
+                    .get_mut(&node)
+                    .expect("node")
+                    .host
+                    .as_mut()
+                    .expect("alive");
+                let result = write_snapshot_job(host.io_mut(), &dir, &job, now);
+                if result.is_ok() {
+                    self.count("snapshot-written");
+                }
+                let host = self.host_mut(node);
+                host.on_snapshot_generated(partition, job.snapshot_id, result);
+                self.settle(node);
+            }
+            EventKind::Fault => {
+                if self.faults_active {
+                    self.inject_fault();
+                    let next = self.now_ms + 100 + self.rng.below(500);
+                    self.schedule(next, EventKind::Fault);
+                }
+            }
+            EventKind::HealNetwork => {
+                self.trace_event(5, 0, 0);
+                self.network.heal();
+            }
+            EventKind::Restart { node } => {
+                if !self.is_alive(node) {
+                    self.trace_event(6, node, 0);
+                    self.count("restart");
+                    self.start_node(node);
+                }
+            }
+            EventKind::ClientAppend => {
+                if self.faults_active {
+                    self.client_append();
+                    let next = self.now_ms + 5 + self.rng.below(40);
+                    self.schedule(next, EventKind::ClientAppend);
+                }
+            }
+            EventKind::EndFaults => {
+                self.trace_event(7, 0, 0);
+                self.faults_active = false;
+                self.network.heal();
+                self.network.config.drop_per_mille = 0;
+                self.network.config.duplicate_per_mille = 0;
+                for id in self.node_ids.clone() {
+                    self.nodes.get_mut(&id).expect("node").paused_until_ms = 0;
+                    if !self.is_alive(id) {
+                        self.count("restart");
+                        self.start_node(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts `id`'s process on its disk: `Host::open` recovers every partition.
+    fn start_node(&mut self, id: NodeId) {
+        let now = self.now_ms;
+        let specs: Vec<PartitionSpec> = (0..self.partitions)
+            .map(|partition| PartitionSpec {
+                id: partition,
+                dir: format!("/data/partition-{partition}").into(),
+                log_config: self.log_config.clone(),
+                keeps_snapshots: true,
+            })
+            .collect();
+        let config = self.host_config.clone();
+        let node = self.nodes.get_mut(&id).expect("node");
+        node.incarnation += 1;
+        node.paused_until_ms = 0;
+        node.scheduled_tick_ms = None;
+        node.pump_scheduled = false;
+        node.fetches.clear();
+        node.pre_votes_unanswered.clear();
+        let seed = self.options.seed
+            ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ node.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let disk = node.disk.take().expect("a down node keeps its disk");
+        match Host::open(disk, config, &node.quorum, specs, seed, now) {
+            Ok(host) => node.host = Some(host),
+            Err(error) => {
+                self.fail(format!("node {id}: restart failed to recover: {error}"));
+                return;
+            }
+        }
+        let host = self
+            .nodes
+            .get_mut(&id)
+            .and_then(|n| n.host.as_mut())
+            .expect("started");
+        self.checks.on_start(id, host);
+        self.settle(id);
+    }
+
+    /// Power loss: the process dies and the disk keeps only what was synced (unsynced writes
+    /// are dropped or torn).
+    fn crash_node(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let Some(host) = node.host.take() else {
+            return;
+        };
+        let durable_ends: Vec<(PartitionId, u64)> = host
+            .multi()
+            .partitions()
+            .map(|(partition, raft)| (partition, raft.log().durable_end_offset()))
+            .collect();
+        let mut disk = host.into_io();
+        let report = disk.crash();
+        node.disk = Some(disk);
+        node.incarnation += 1;
+        node.fetches.clear();
+        node.scheduled_tick_ms = None;
+        node.pump_scheduled = false;
+        self.trace_event(8, id, report.torn_writes.len() as u64);
+        if !report.torn_writes.is_empty() {
+            self.count("torn-write");
+        }
+        self.checks.on_crash(id, &durable_ends);
+    }
+
+    /// The partition's leader with the highest epoch among live nodes.
+    fn current_leader(&self, partition: PartitionId) -> Option<(NodeId, Epoch)> {
+        self.nodes
+            .values()
+            .filter_map(|n| {
+                let raft = n.host.as_ref()?.raft(partition)?;
+                raft.is_leader().then_some((n.id, raft.epoch()))
+            })
+            .max_by_key(|(_, epoch)| *epoch)
+    }
+
+    /// KIP-595: at most one leader per epoch, checked after every event.
+    fn check_leaders(&mut self) {
+        for node in self.nodes.values() {
+            let Some(host) = &node.host else { continue };
+            for (partition, raft) in host.multi().partitions() {
+                if raft.is_leader() {
+                    self.checks.on_leader(node.id, partition, raft.epoch());
+                }
+            }
+        }
+    }
+
+    /// After the faults: every partition has one leader, every node follows it in its epoch with
+    /// the leader's log end and high-watermark, and no storage operation is in flight.
+    fn converged(&self) -> bool {
+        if self.nodes.values().any(|n| n.host.is_none()) {
+            return false;
+        }
+        (0..self.partitions).all(|partition| {
+            let Some((leader, epoch)) = self.current_leader(partition) else {
+                return false;
+            };
+            let end = self.nodes[&leader]
+                .host
+                .as_ref()
+                .and_then(|h| h.raft(partition))
+                .map_or(0, |r| r.log().log_end_offset());
+            self.nodes.values().all(|n| {
+                let host = n.host.as_ref().expect("all alive");
+                let raft = host.raft(partition).expect("hosted");
+                !host.storage_in_flight()
+                    && raft.epoch() == epoch
+                    && raft.leader_id() == Some(leader)
+                    && raft.log().log_end_offset() == end
+                    && raft.high_watermark() == end
+            })
+        })
+    }
+
+    /// Reads every node's log back through its host and compares (see [`Checks::final_logs`]).
+    fn check_final_logs(&mut self) {
+        for partition in 0..self.partitions {
+            let Some((leader, _)) = self.current_leader(partition) else {
+                continue;
+            };
+            let mut logs = BTreeMap::new();
+            for id in self.node_ids.clone() {
+                match checks::read_log(self.host_mut(id), partition) {
+                    Ok(log) => {
+                        logs.insert(id, log);
+                    }
+                    Err(error) => {
+                        self.fail(format!("node {id}/{partition}: reading the log: {error}"));
+                        return;
+                    }
+                }
+            }
+            self.checks.final_logs(partition, leader, &logs);
+        }
+    }
+
+    fn report(&self) -> SimReport {
+        SimReport {
+            seed: self.options.seed,
+            voters: self.node_ids.len(),
+            observers: 0,
+            partitions: self.partitions as usize,
+            trace_hash: self.trace.finish(),
+            events: self.events,
+            faults: self.faults.clone(),
+            committed_batches: self.checks.committed_batches(),
+            client_batches_committed: self.checks.client_batches_committed(),
+            elections: self.checks.elections(),
+            sim_time_ms: self.now_ms,
+            violation: self.violation.clone(),
+        }
+    }
+}
