@@ -145,6 +145,11 @@ impl PartitionStore {
         Ok((store, recovered))
     }
 
+    /// The voters written into the quorum-state file from now on.
+    pub fn set_voters(&mut self, voters: &[i32]) {
+        self.voters = voters.to_vec();
+    }
+
     /// Writes the quorum-state file durably (tmp + fdatasync + rename + folder fsync) before
     /// returning, so what the core sends after it may leave.
     pub fn write_quorum_state<I: Io>(
