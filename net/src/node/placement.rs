@@ -161,6 +161,18 @@ pub fn place_partitions(
     )
 }
 
+/// The placement as the topic record keeps it: `None` (every configured voter) when every
+/// partition is on every node, so such a topic follows the configured voters as topics did
+/// before replication factors (an `unclean-recover` that names a new voter set moves it with
+/// them, tests/kip320.rs); the lists otherwise, which pin each partition to its nodes.
+pub fn recorded_placement(replicas: Vec<Vec<NodeId>>, nodes: usize) -> Option<Vec<Vec<NodeId>>> {
+    if replicas.iter().all(|r| r.len() >= nodes) {
+        None
+    } else {
+        Some(replicas)
+    }
+}
+
 impl super::Node {
     /// The nodes partitions are placed on: the configured voters' ids.
     pub(super) fn placement_nodes(&self) -> Vec<NodeId> {
@@ -211,6 +223,15 @@ mod tests {
                 vec![3, 2],
             ]
         );
+    }
+
+    /// A placement on every node is recorded as "every voter"; one on fewer keeps its lists.
+    #[test]
+    fn a_placement_on_every_node_is_recorded_as_every_voter() {
+        let everywhere = assign_replicas(&[1, 2, 3], 0, 2, 3, 0, 0).unwrap();
+        assert_eq!(recorded_placement(everywhere, 3), None);
+        let two = assign_replicas(&[1, 2, 3], 0, 2, 2, 0, 0).unwrap();
+        assert_eq!(recorded_placement(two.clone(), 3), Some(two));
     }
 
     /// Leaders and replicas spread evenly: over a multiple of n partitions every node is first

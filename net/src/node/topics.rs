@@ -12,8 +12,8 @@
 //!
 //! `replicas` is each partition's replica list, partitions separated by `;` and node ids by
 //! `,` (`1,2;2,3;3,1`), chosen by the controller when it proposes the record (placement.rs). A
-//! record without it (every topic created before replication factors, and
-//! `__consumer_offsets`) has every configured voter as the replicas of each partition.
+//! record without it (every topic created before replication factors, `__consumer_offsets`, and
+//! a topic placed on every voter) has every configured voter as the replicas of each partition.
 //!
 //! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
 //! names; a field that is absent takes its default, so records written before the retention
@@ -609,8 +609,9 @@ impl Node {
             return ErrorCode::LeaderNotAvailable;
         }
         if raft.is_leader() {
+            let nodes = self.placement_nodes().len();
             let replicas = match self.place_new_partitions(0, partitions, -1) {
-                Ok(replicas) => replicas,
+                Ok(placed) => super::placement::recorded_placement(placed, nodes),
                 Err(error) => {
                     tracing::warn!(topic = name, %error, "auto-creation failed");
                     return error.error_code();
@@ -621,7 +622,7 @@ impl Node {
                 topic_id: random_topic_id(),
                 partitions,
                 config: TopicConfig::default(),
-                replicas: Some(replicas),
+                replicas,
             };
             if let Err(code) = self.propose_topic(&record) {
                 tracing::warn!(topic = name, ?code, "auto-creation failed");
@@ -718,19 +719,19 @@ impl Node {
                 }
                 // `__consumer_offsets` stays on every voter, as before replication factors
                 // (docs/groups.md): its record carries no placement.
+                let nodes = self.placement_nodes().len();
                 let replicas = if offsets_topic {
                     None
                 } else {
-                    Some(
-                        self.place_new_partitions(0, partitions, topic.replication_factor)
-                            .map_err(|e| (e.error_code(), e.to_string()))?,
-                    )
+                    let placed = self
+                        .place_new_partitions(0, partitions, topic.replication_factor)
+                        .map_err(|e| (e.error_code(), e.to_string()))?;
+                    super::placement::recorded_placement(placed, nodes)
                 };
                 replication_factor = replicas
                     .as_ref()
                     .and_then(|r| r.first())
-                    .map_or(self.config.quorum_voters.len(), Vec::len)
-                    as i16;
+                    .map_or(nodes, Vec::len) as i16;
                 let config = if offsets_topic {
                     self.offsets_topic_config()
                 } else {
