@@ -26,11 +26,31 @@ fn create_topic(
     partitions: i32,
     replication_factor: i16,
 ) -> (i16, i16) {
+    create_topic_as(quorum, name, partitions, replication_factor, &[])
+}
+
+/// [`create_topic`] with the client's own assignment (partition index, replicas).
+fn create_topic_as(
+    quorum: &Quorum,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    assignments: &[(i32, Vec<i32>)],
+) -> (i16, i16) {
     let request = Request::CreateTopics(create_topics_request::CreateTopicsRequest {
         topics: vec![create_topics_request::CreatableTopic {
             name: name.into(),
             num_partitions: partitions,
             replication_factor,
+            assignments: assignments
+                .iter()
+                .map(|(partition_index, broker_ids)| {
+                    create_topics_request::CreatableReplicaAssignment {
+                        partition_index: *partition_index,
+                        broker_ids: broker_ids.clone(),
+                    }
+                })
+                .collect(),
             ..Default::default()
         }],
         timeout_ms: 5000,
@@ -136,6 +156,33 @@ fn a_replication_factor_places_partitions_and_non_replicas_point_at_the_leader()
     // At the replica, acks=all is its own fsync (offset 0 holds its LeaderChange record).
     let mut leader = Client::connect(&quorum.address(replica), Duration::from_secs(2)).unwrap();
     assert_eq!(produce_to(&mut leader, "single", 0, batch_of("here")).0, 0);
+
+    // A client's own assignment (librdkafka's 0081_admin sends one): kept as given; one with a
+    // node that is no voter is INVALID_REPLICA_ASSIGNMENT (39).
+    assert_eq!(
+        create_topic_as(&quorum, "assigned", -1, -1, &[(1, vec![3]), (0, vec![2])]),
+        (0, 1)
+    );
+    assert_eq!(
+        create_topic_as(&quorum, "assigned-badly", -1, -1, &[(0, vec![7])]),
+        (39, -1)
+    );
+    let folder = |id: i32, index: i32| {
+        quorum
+            .data_dir(id)
+            .join(format!("assigned-{index}"))
+            .exists()
+    };
+    eventually(Duration::from_secs(30), "assigned's folders", || {
+        (folder(2, 0) && folder(3, 1)).then_some(())
+    });
+    for id in 1..=3 {
+        assert_eq!(
+            (folder(id, 0), folder(id, 1)),
+            (id == 2, id == 3),
+            "node {id}"
+        );
+    }
 
     // The default factor places every partition on all three voters.
     let (_, _, replicas, _) = eventually(Duration::from_secs(30), "default-rf's metadata", || {

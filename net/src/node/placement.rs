@@ -32,6 +32,9 @@ pub enum PlacementError {
     /// Kafka: "Replication factor: {rf} larger than available brokers: {n}", or not positive.
     #[error("replication factor {requested} is not from 1 to the {nodes} nodes")]
     InvalidReplicationFactor { requested: i32, nodes: usize },
+    /// A CreateTopics' own assignment that Kafka would refuse too (`ReplicationControlManager`).
+    #[error("replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
     #[error("{partitions} partitions from index {start_partition} cannot be placed")]
     InvalidPartitions {
         start_partition: i32,
@@ -44,6 +47,7 @@ impl PlacementError {
         match self {
             PlacementError::InvalidReplicationFactor { .. } => ErrorCode::InvalidReplicationFactor,
             PlacementError::InvalidPartitions { .. } => ErrorCode::InvalidPartitions,
+            PlacementError::InvalidReplicaAssignment(_) => ErrorCode::InvalidReplicaAssignment,
         }
     }
 }
@@ -161,6 +165,49 @@ pub fn place_partitions(
     )
 }
 
+/// A client's own placement (CreateTopics `assignments`), checked as Kafka checks it: one entry
+/// per partition index 0..n (in any order), each a non-empty list of distinct nodes among
+/// `nodes`, every partition with as many replicas as the first. Returns the replicas in
+/// partition order.
+pub fn check_assignment(
+    nodes: &[NodeId],
+    assignments: impl IntoIterator<Item = (i32, Vec<NodeId>)>,
+) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+    let refused = |why: String| Err(PlacementError::InvalidReplicaAssignment(why));
+    let mut by_index: std::collections::BTreeMap<i32, Vec<NodeId>> = Default::default();
+    for (index, replicas) in assignments {
+        if by_index.insert(index, replicas).is_some() {
+            return refused(format!("partition {index} is assigned twice"));
+        }
+    }
+    let count = by_index.len();
+    let mut placed = Vec::with_capacity(count);
+    for (position, (index, replicas)) in by_index.into_iter().enumerate() {
+        if usize::try_from(index).ok() != Some(position) {
+            return refused(format!("partitions must be 0..{count}, found {index}"));
+        }
+        if replicas.is_empty() {
+            return refused(format!("partition {index} has no replica"));
+        }
+        let mut distinct = replicas.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() != replicas.len() {
+            return refused(format!("partition {index} names a node twice"));
+        }
+        if let Some(unknown) = replicas.iter().find(|r| !nodes.contains(r)) {
+            return refused(format!("node {unknown} is not a voter"));
+        }
+        if let Some(first) = placed.first().map(Vec::len)
+            && first != replicas.len()
+        {
+            return refused("every partition must have as many replicas".into());
+        }
+        placed.push(replicas);
+    }
+    Ok(placed)
+}
+
 /// The placement as the topic record keeps it: `None` (every configured voter) when every
 /// partition is on every node, so such a topic follows the configured voters as topics did
 /// before replication factors (an `unclean-recover` that names a new voter set moves it with
@@ -223,6 +270,32 @@ mod tests {
                 vec![3, 2],
             ]
         );
+    }
+
+    /// Kafka's checks of a client's own assignment.
+    #[test]
+    fn a_clients_assignment_is_checked_as_kafka_checks_it() {
+        let nodes = [1, 2, 3];
+        assert_eq!(
+            check_assignment(&nodes, [(1, vec![3, 1]), (0, vec![2, 3])]),
+            Ok(vec![vec![2, 3], vec![3, 1]])
+        );
+        for bad in [
+            vec![(0, vec![1]), (0, vec![2])],
+            vec![(1, vec![1])],
+            vec![(0, vec![])],
+            vec![(0, vec![1, 1])],
+            vec![(0, vec![4])],
+            vec![(0, vec![1]), (1, vec![1, 2])],
+            vec![(-1, vec![1])],
+        ] {
+            let refused = check_assignment(&nodes, bad.clone()).unwrap_err();
+            assert_eq!(
+                refused.error_code(),
+                ErrorCode::InvalidReplicaAssignment,
+                "{bad:?}"
+            );
+        }
     }
 
     /// A placement on every node is recorded as "every voter"; one on fewer keeps its lists.

@@ -678,7 +678,7 @@ impl Node {
             // that is not the controller asks for it so): always with this controller's
             // `offsets.topic.*` settings, whatever the request says (docs/groups.md).
             let offsets_topic = topic.name == OFFSETS_TOPIC;
-            let partitions = if offsets_topic {
+            let mut partitions = if offsets_topic {
                 self.config.groups.offsets_topic_num_partitions
             } else if topic.num_partitions == -1 {
                 self.config.num_partitions.min(10_000) as i32
@@ -711,10 +711,19 @@ impl Node {
                 if !(1..=10_000).contains(&partitions) {
                     return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                 }
-                if !topic.assignments.is_empty() {
+                // Kafka: an assignment comes with -1 for both counts.
+                if !topic.assignments.is_empty()
+                    && (topic.num_partitions != -1 || topic.replication_factor != -1)
+                {
+                    return Err((
+                        ErrorCode::InvalidRequest,
+                        "an assignment comes with num_partitions and replication_factor -1".into(),
+                    ));
+                }
+                if offsets_topic && !topic.assignments.is_empty() {
                     return Err((
                         ErrorCode::InvalidReplicaAssignment,
-                        "replicas are placed by the controller; give a replication factor".into(),
+                        "__consumer_offsets is on every voter".into(),
                     ));
                 }
                 // `__consumer_offsets` stays on every voter, as before replication factors
@@ -723,9 +732,22 @@ impl Node {
                 let replicas = if offsets_topic {
                     None
                 } else {
-                    let placed = self
-                        .place_new_partitions(0, partitions, topic.replication_factor)
-                        .map_err(|e| (e.error_code(), e.to_string()))?;
+                    let placed = if topic.assignments.is_empty() {
+                        self.place_new_partitions(0, partitions, topic.replication_factor)
+                    } else {
+                        super::placement::check_assignment(
+                            &self.placement_nodes(),
+                            topic
+                                .assignments
+                                .iter()
+                                .map(|a| (a.partition_index, a.broker_ids.clone())),
+                        )
+                    }
+                    .map_err(|e| (e.error_code(), e.to_string()))?;
+                    partitions = placed.len() as i32;
+                    if !(1..=10_000).contains(&partitions) {
+                        return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
+                    }
                     super::placement::recorded_placement(placed, nodes)
                 };
                 replication_factor = replicas
