@@ -206,6 +206,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "Partitions of an automatically created topic.",
     },
     KeyDefinition {
+        name: "default.replication.factor",
+        aliases: &[],
+        default: Some(""),
+        doc: "Replicas of each partition of a topic created with replication factor -1 (CreateTopics' default, and automatically created topics); empty means the smaller of 3 and the number of voters. From 1 to the number of voters.",
+    },
+    KeyDefinition {
         name: "offsets.topic.num.partitions",
         aliases: &[],
         default: Some("50"),
@@ -291,6 +297,8 @@ pub struct NodeConfig {
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
     pub num_partitions: u32,
+    /// `default.replication.factor`: the replication factor of a topic created with -1.
+    pub default_replication_factor: i16,
     /// Consumer groups: the `offsets.*` and `group.*` keys.
     pub groups: crate::groups::GroupConfig,
     /// Every key of [`KEYS`] as this node resolved it, for DescribeConfigs of the node.
@@ -434,6 +442,24 @@ impl NodeConfig {
                 "must be between 0 and 1".into(),
             ));
         }
+        // Kafka's default is 1; the smaller of 3 and the voters keeps the default topic as
+        // safe as the cluster allows (docs/configuration.md).
+        let default_replication_factor = match values.get("default.replication.factor") {
+            "" => quorum_voters.len().min(3) as i16,
+            _ => {
+                let factor: i16 = values.positive("default.replication.factor")?;
+                if factor as usize > quorum_voters.len() {
+                    return Err(values.invalid(
+                        "default.replication.factor",
+                        format!(
+                            "must be at most the number of voters ({})",
+                            quorum_voters.len()
+                        ),
+                    ));
+                }
+                factor
+            }
+        };
         let config = NodeConfig {
             node_id,
             quorum_voters,
@@ -467,6 +493,7 @@ impl NodeConfig {
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             num_partitions: values.positive("num.partitions")?,
             properties: values.resolved(),
+            default_replication_factor,
             groups: crate::groups::GroupConfig {
                 offsets_topic_num_partitions: values.positive("offsets.topic.num.partitions")?,
                 offsets_topic_segment_bytes: values.positive("offsets.topic.segment.bytes")?,

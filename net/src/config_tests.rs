@@ -312,3 +312,22 @@ fn group_keys_default_to_kafkas_values() {
         })
     ));
 }
+
+/// `default.replication.factor`: unset, the smaller of 3 and the voters; set, from 1 to the
+/// number of voters (a default no topic could take is refused at start, with the key's name).
+#[test]
+fn default_replication_factor_is_bounded_by_the_voters() {
+    let config = NodeConfig::parse("p", MINIMAL).unwrap();
+    assert_eq!(config.default_replication_factor, 2);
+    let config =
+        NodeConfig::parse("p", &format!("{MINIMAL}default.replication.factor=1\n")).unwrap();
+    assert_eq!(config.default_replication_factor, 1);
+    for bad in ["0", "3", "-1", "x"] {
+        let text = format!("{MINIMAL}default.replication.factor={bad}\n");
+        let error = NodeConfig::parse("p", &text).unwrap_err();
+        assert!(
+            error.to_string().contains("default.replication.factor"),
+            "{bad}: {error}"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! | --- | --- | --- |
 //! | Vote, BeginQuorumEpoch, EndQuorumEpoch, replica Fetch (ReplicaId >= 0), replica FetchSnapshot | its ClusterId is missing or not this cluster's | INCONSISTENT_CLUSTER_ID (104) |
 //! | replica Fetch, replica FetchSnapshot | its ReplicaId is neither a voter nor listed in `controller.quorum.observers` | INCONSISTENT_VOTER_SET (94) |
+//! | replica Fetch, replica FetchSnapshot | its ReplicaId is a voter but not a replica of a partition it names (placement.rs; observers replicate every partition) | INCONSISTENT_VOTER_SET (94) |
 //! | Vote, BeginQuorumEpoch, EndQuorumEpoch | a partition's candidate or leader is not a configured voter | INCONSISTENT_VOTER_SET (94) |
 //!
 //! Consumer Fetch and FetchSnapshot (ReplicaId -1) are not quorum traffic and are not checked:
@@ -35,6 +36,7 @@ use ringlog_replication::NodeId;
 
 use super::convert;
 use crate::config::NodeConfig;
+use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiKey, ErrorCode, Request, Response, begin_quorum_epoch_response as bqe_resp,
     end_quorum_epoch_response as eqe_resp, fetch_response, fetch_snapshot_response as snap_resp,
@@ -50,25 +52,41 @@ pub(super) enum Refusal {
     UnknownReplica { replica_id: NodeId },
     #[error("replica {replica_id} is not a voter")]
     NotAVoter { replica_id: NodeId },
+    #[error("replica {replica_id} is not a replica of {topic}-{partition}")]
+    NotAReplica {
+        replica_id: NodeId,
+        topic: String,
+        partition: i32,
+    },
+}
+
+/// A partition as a request names it: by topic name, or by topic id (Fetch v13+).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum TopicRef<'a> {
+    Name(&'a str),
+    Id(Uuid),
 }
 
 impl Refusal {
     pub(super) fn error_code(&self) -> ErrorCode {
         match self {
             Refusal::ClusterId { .. } => ErrorCode::InconsistentClusterId,
-            Refusal::UnknownReplica { .. } | Refusal::NotAVoter { .. } => {
-                ErrorCode::InconsistentVoterSet
-            }
+            Refusal::UnknownReplica { .. }
+            | Refusal::NotAVoter { .. }
+            | Refusal::NotAReplica { .. } => ErrorCode::InconsistentVoterSet,
         }
     }
 }
 
-/// Checks a request against the table in the module doc. Client requests pass.
+/// Checks a request against the table in the module doc. Client requests pass. `replicas`
+/// gives a partition's replicas, `None` for a partition this node does not know (the request
+/// is then refused per partition further on, as unknown).
 pub(super) fn admit(
     request: &Request,
     version: i16,
     cluster_id: &str,
     config: &NodeConfig,
+    replicas: &dyn Fn(TopicRef<'_>, i32) -> Option<Vec<NodeId>>,
 ) -> Result<(), Refusal> {
     let (claimed, replica_id) = match request {
         Request::Vote(r) => (&r.cluster_id, None),
@@ -89,6 +107,45 @@ pub(super) fn admit(
     match replica_id {
         Some(replica_id) if !config.is_quorum_member(replica_id) => {
             return Err(Refusal::UnknownReplica { replica_id });
+        }
+        // A voter replicates only the partitions placed on it; an observer every partition.
+        Some(replica_id) if !config.quorum_observers.contains(&replica_id) => {
+            let named: Vec<(TopicRef<'_>, i32)> = match request {
+                Request::Fetch(r) => r
+                    .topics
+                    .iter()
+                    .flat_map(|t| {
+                        let topic = if version >= 13 {
+                            TopicRef::Id(t.topic_id)
+                        } else {
+                            TopicRef::Name(&t.topic)
+                        };
+                        t.partitions.iter().map(move |p| (topic, p.partition))
+                    })
+                    .collect(),
+                Request::FetchSnapshot(r) => r
+                    .topics
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(move |p| (TopicRef::Name(&t.name), p.partition))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (topic, partition) in named {
+                if replicas(topic, partition).is_some_and(|r| !r.contains(&replica_id)) {
+                    return Err(Refusal::NotAReplica {
+                        replica_id,
+                        topic: match topic {
+                            TopicRef::Name(name) => name.to_string(),
+                            TopicRef::Id(id) => format!("{id:?}"),
+                        },
+                        partition,
+                    });
+                }
+            }
         }
         _ => {}
     }

@@ -23,6 +23,12 @@ fn config() -> NodeConfig {
     .unwrap()
 }
 
+/// Every partition on every voter (the placement of topics created before replication
+/// factors).
+fn all_voters(_: TopicRef<'_>, _: i32) -> Option<Vec<i32>> {
+    Some(vec![1, 2, 3])
+}
+
 fn through_the_wire(request: Request, version: i16) -> Request {
     let header = RequestHeader {
         api_key: request.api_key().key(),
@@ -92,7 +98,7 @@ fn a_foreign_or_missing_cluster_id_is_refused() {
             Request::Fetch(replica_fetch(claimed, 2)),
             fetch_snapshot(claimed, 2),
         ] {
-            let refusal = admit(&request, 12, CLUSTER, &config).unwrap_err();
+            let refusal = admit(&request, 12, CLUSTER, &config, &all_voters).unwrap_err();
             assert_eq!(
                 refusal,
                 Refusal::ClusterId {
@@ -102,7 +108,10 @@ fn a_foreign_or_missing_cluster_id_is_refused() {
             assert_eq!(refusal.error_code(), ErrorCode::InconsistentClusterId);
         }
     }
-    assert_eq!(admit(&vote(Some(CLUSTER)), 0, CLUSTER, &config), Ok(()));
+    assert_eq!(
+        admit(&vote(Some(CLUSTER)), 0, CLUSTER, &config, &all_voters),
+        Ok(())
+    );
 }
 
 /// A replica Fetch or FetchSnapshot from an id that is neither a voter nor a configured
@@ -113,22 +122,28 @@ fn only_voters_and_configured_observers_replicate() {
     let config = config();
     for replica_id in [2, 4] {
         let request = Request::Fetch(replica_fetch(Some(CLUSTER), replica_id));
-        assert_eq!(admit(&request, 12, CLUSTER, &config), Ok(()));
+        assert_eq!(admit(&request, 12, CLUSTER, &config, &all_voters), Ok(()));
         let snapshot = fetch_snapshot(Some(CLUSTER), replica_id);
-        assert_eq!(admit(&snapshot, 0, CLUSTER, &config), Ok(()));
+        assert_eq!(admit(&snapshot, 0, CLUSTER, &config, &all_voters), Ok(()));
     }
     let stranger = Request::Fetch(replica_fetch(Some(CLUSTER), 99));
-    let refusal = admit(&stranger, 12, CLUSTER, &config).unwrap_err();
+    let refusal = admit(&stranger, 12, CLUSTER, &config, &all_voters).unwrap_err();
     assert_eq!(refusal, Refusal::UnknownReplica { replica_id: 99 });
     assert_eq!(refusal.error_code(), ErrorCode::InconsistentVoterSet);
     let mut v15 = replica_fetch(Some(CLUSTER), -1);
     v15.replica_state.replica_id = 99;
     assert_eq!(
-        admit(&Request::Fetch(v15), 15, CLUSTER, &config),
+        admit(&Request::Fetch(v15), 15, CLUSTER, &config, &all_voters),
         Err(Refusal::UnknownReplica { replica_id: 99 })
     );
     assert_eq!(
-        admit(&fetch_snapshot(Some(CLUSTER), 99), 0, CLUSTER, &config),
+        admit(
+            &fetch_snapshot(Some(CLUSTER), 99),
+            0,
+            CLUSTER,
+            &config,
+            &all_voters
+        ),
         Err(Refusal::UnknownReplica { replica_id: 99 })
     );
 }
@@ -139,13 +154,16 @@ fn only_voters_and_configured_observers_replicate() {
 #[test]
 fn only_voters_ask_for_votes() {
     let config = config();
-    assert_eq!(admit(&vote(Some(CLUSTER)), 2, CLUSTER, &config), Ok(()));
+    assert_eq!(
+        admit(&vote(Some(CLUSTER)), 2, CLUSTER, &config, &all_voters),
+        Ok(())
+    );
     for replica_id in [4, 99] {
         let Request::Vote(mut request) = vote(Some(CLUSTER)) else {
             unreachable!("vote() builds a Vote")
         };
         request.topics[0].partitions[0].replica_id = replica_id;
-        let refusal = admit(&Request::Vote(request), 2, CLUSTER, &config).unwrap_err();
+        let refusal = admit(&Request::Vote(request), 2, CLUSTER, &config, &all_voters).unwrap_err();
         assert_eq!(refusal, Refusal::NotAVoter { replica_id });
         assert_eq!(refusal.error_code(), ErrorCode::InconsistentVoterSet);
     }
@@ -156,9 +174,9 @@ fn only_voters_ask_for_votes() {
 fn consumers_are_not_checked() {
     let config = config();
     let consumer = Request::Fetch(replica_fetch(None, -1));
-    assert_eq!(admit(&consumer, 12, CLUSTER, &config), Ok(()));
+    assert_eq!(admit(&consumer, 12, CLUSTER, &config, &all_voters), Ok(()));
     assert_eq!(
-        admit(&fetch_snapshot(None, -1), 0, CLUSTER, &config),
+        admit(&fetch_snapshot(None, -1), 0, CLUSTER, &config, &all_voters),
         Ok(())
     );
 }
@@ -198,7 +216,10 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
     for message in &messages {
         let (request, version) = peer_request(CLUSTER, hosted, message).unwrap();
         let received = through_the_wire(request, version);
-        assert_eq!(admit(&received, version, CLUSTER, &config), Ok(()));
+        assert_eq!(
+            admit(&received, version, CLUSTER, &config, &all_voters),
+            Ok(())
+        );
     }
     let fetch = core::FetchRequest {
         correlation_id: 1,
@@ -212,7 +233,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
     let request = Request::Fetch(fetch_request(CLUSTER, 4, &[(hosted, &fetch)]));
     let received = through_the_wire(request, PEER_FETCH_VERSION);
     assert_eq!(
-        admit(&received, PEER_FETCH_VERSION, CLUSTER, &config),
+        admit(&received, PEER_FETCH_VERSION, CLUSTER, &config, &all_voters),
         Ok(())
     );
     let snapshot = core::FetchSnapshotRequest {
@@ -227,7 +248,10 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         Request::FetchSnapshot(fetch_snapshot::request(CLUSTER, 4, &[(hosted, &snapshot)]));
     let version = fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION;
     let received = through_the_wire(request, version);
-    assert_eq!(admit(&received, version, CLUSTER, &config), Ok(()));
+    assert_eq!(
+        admit(&received, version, CLUSTER, &config, &all_voters),
+        Ok(())
+    );
 }
 
 /// A refusal's answer names the error at the top level and in every partition, and encodes at
@@ -307,4 +331,65 @@ fn refusals_are_warned_about_at_most_once_per_interval() {
         (log.last_warning_ms, log.quiet_since_warning),
         (Some(RefusalLog::WARN_EVERY_MS), 0)
     );
+}
+
+/// A voter replicates only the partitions placed on it: a replica Fetch or FetchSnapshot for
+/// a partition whose replicas are 1 and 3 is refused from voter 2 (INCONSISTENT_VOTER_SET, as
+/// from a stranger) and admitted from 1, 3 and the observer 4, by name and by topic id.
+#[test]
+fn replica_fetches_are_admitted_only_from_the_partitions_replicas() {
+    let config = config();
+    let placed = |topic: TopicRef<'_>, index: i32| match (topic, index) {
+        (TopicRef::Name("__cluster_metadata"), 0) => Some(vec![1, 2, 3]),
+        (TopicRef::Name("orders"), 0) => Some(vec![1, 3]),
+        (TopicRef::Id(id), 0) if id == Uuid([5; 16]) => Some(vec![1, 3]),
+        _ => None,
+    };
+    let fetch_of = |replica_id: i32| {
+        let mut fetch = replica_fetch(Some(CLUSTER), replica_id);
+        fetch.topics[0].topic = "orders".into();
+        fetch.topics[0].topic_id = Uuid([5; 16]);
+        fetch
+    };
+    let snapshot_of = |replica_id: i32| {
+        let Request::FetchSnapshot(mut snapshot) = fetch_snapshot(Some(CLUSTER), replica_id) else {
+            unreachable!()
+        };
+        snapshot.topics[0].name = "orders".into();
+        Request::FetchSnapshot(snapshot)
+    };
+    for version in [12, 13] {
+        for replica_id in [1, 3, 4] {
+            let request = Request::Fetch(fetch_of(replica_id));
+            assert_eq!(admit(&request, version, CLUSTER, &config, &placed), Ok(()));
+        }
+        let refusal = admit(
+            &Request::Fetch(fetch_of(2)),
+            version,
+            CLUSTER,
+            &config,
+            &placed,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                refusal,
+                Refusal::NotAReplica {
+                    replica_id: 2,
+                    partition: 0,
+                    ..
+                }
+            ),
+            "{refusal:?}"
+        );
+        assert_eq!(refusal.error_code(), ErrorCode::InconsistentVoterSet);
+    }
+    assert_eq!(admit(&snapshot_of(3), 0, CLUSTER, &config, &placed), Ok(()));
+    assert!(matches!(
+        admit(&snapshot_of(2), 0, CLUSTER, &config, &placed),
+        Err(Refusal::NotAReplica { replica_id: 2, .. })
+    ));
+    // The metadata partition stays on every voter.
+    let metadata = Request::Fetch(replica_fetch(Some(CLUSTER), 2));
+    assert_eq!(admit(&metadata, 12, CLUSTER, &config, &placed), Ok(()));
 }

@@ -1,7 +1,8 @@
 //! CreatePartitions (37): more partitions for an existing topic, through the metadata log.
 //!
 //! The controller proposes the topic's record again with the same topic id and the new
-//! partition count ([`with_partitions`], the one place new partitions are placed); every node
+//! partition count (`Node::with_partitions`, placing the new partitions with the topic's
+//! replication factor through placement.rs, as CreateTopics does); every node
 //! applies it (topic_image.rs) by starting the added partitions, like a new topic's. A node that
 //! is not the controller forwards the request (configs.rs, `forward_to_controller`). Partition
 //! counts only grow (Kafka's rule), and the answer waits until the record is applied here.
@@ -22,19 +23,37 @@ use crate::protocol::{
 /// The most partitions a topic may have (CreateTopics' bound, topics.rs).
 const PARTITIONS_MAX: i32 = 10_000;
 
-/// `topic` with `count` partitions: the partitions from its current count up to `count` are
-/// new, and placed here. Today every partition of every topic is replicated on the quorum's
-/// voters (CreateTopics' rule), so the record carries only the count; a placement of replicas
-/// per partition (issue 21) goes in this function.
-pub fn with_partitions(topic: &TopicRecord, count: i32) -> TopicRecord {
-    assert!(count > topic.partitions, "partitions only grow");
-    TopicRecord {
-        partitions: count,
-        ..topic.clone()
-    }
-}
-
 impl Node {
+    /// `topic` with `count` partitions: the partitions from its current count up to `count` are
+    /// new, and placed here with the topic's replication factor (placement.rs, as CreateTopics
+    /// places them). A topic on every voter (no replica list in its record) stays so.
+    fn with_partitions(
+        &self,
+        topic: &TopicRecord,
+        count: i32,
+    ) -> Result<TopicRecord, (ErrorCode, String)> {
+        assert!(count > topic.partitions, "partitions only grow");
+        let replicas = match &topic.replicas {
+            None => None,
+            Some(existing) => {
+                let replication_factor = existing.first().map_or(0, Vec::len) as i16;
+                let added = self
+                    .place_new_partitions(
+                        topic.partitions,
+                        count - topic.partitions,
+                        replication_factor,
+                    )
+                    .map_err(|e| (e.error_code(), e.to_string()))?;
+                Some(existing.iter().cloned().chain(added).collect())
+            }
+        };
+        Ok(TopicRecord {
+            partitions: count,
+            replicas,
+            ..topic.clone()
+        })
+    }
+
     pub(super) fn handle_create_partitions(
         &mut self,
         responder: Responder,
@@ -128,7 +147,7 @@ impl Node {
         if validate_only {
             return Ok(None);
         }
-        let record = with_partitions(&topic, request.count);
+        let record = self.with_partitions(&topic, request.count)?;
         self.propose_topic_change(&record)
             .map(Some)
             .map_err(|code| (code, "metadata append failed".into()))

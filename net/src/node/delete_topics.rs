@@ -296,6 +296,7 @@ impl Node {
         for id in ids {
             self.stop_partition(id, topic.topic_id)?;
         }
+        self.forget_remote_leaders(&topic.name);
         tracing::info!(topic = %topic.name, "topic deleted");
         Ok(())
     }

@@ -301,7 +301,7 @@ impl Node {
                         return Err((ErrorCode::InvalidTopicException, Some(message)));
                     }
                     let Some(partition) = partition else {
-                        return Err((ErrorCode::UnknownTopicOrPartition, None));
+                        return Err((self.absent_partition_error(&topic.name, data.index), None));
                     };
                     // Internal state is written by the node only (docs/groups.md).
                     if topic.name == crate::groups::offsets::OFFSETS_TOPIC {
@@ -723,10 +723,12 @@ impl Node {
                     self.table.find(&topic.topic, p.partition)
                 };
                 let Some(id) = id else {
-                    partitions.push(convert::fetch_partition_error(
-                        p.partition,
-                        ErrorCode::UnknownTopicOrPartition,
-                    ));
+                    let error = if version >= 13 {
+                        self.absent_partition_error_by_id(topic.topic_id, p.partition)
+                    } else {
+                        self.absent_partition_error(&topic.topic, p.partition)
+                    };
+                    partitions.push(convert::fetch_partition_error(p.partition, error));
                     continue;
                 };
                 let raft = self.host.raft(id).expect("hosted partition");

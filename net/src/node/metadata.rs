@@ -82,6 +82,27 @@ pub(crate) fn leader_check(raft: &Raft, current_leader_epoch: i32) -> Result<(),
     check_current_leader_epoch(current_leader_epoch, raft.epoch())
 }
 
+/// The in-sync replicas Metadata reports for a partition this node runs. Its leader knows
+/// best: the replicas whose end offset (as their last fetch told it) has reached the
+/// high-watermark, the leader included. A follower or observer learns no other replica's
+/// progress; it reports every replica, which Raft makes true of what clients read the ISR
+/// for (any voter elected holds every committed record).
+pub(crate) fn in_sync_replicas(raft: &Raft, replicas: &[i32]) -> Vec<i32> {
+    if !raft.is_leader() {
+        return replicas.to_vec();
+    }
+    let quorum = raft.describe_quorum();
+    replicas
+        .iter()
+        .copied()
+        .filter(|id| {
+            quorum.current_voters.iter().any(|v| {
+                v.replica_id == *id && v.log_end_offset.is_some_and(|o| o >= quorum.high_watermark)
+            })
+        })
+        .collect()
+}
+
 impl Node {
     // ---- Metadata -----------------------------------------------------------------------------
 
@@ -120,14 +141,14 @@ impl Node {
         brokers
     }
 
-    fn metadata_partition(&self, id: PartitionId) -> md_resp::MetadataResponsePartition {
+    /// A partition this node runs: its leader as its Raft group knows it, `replicas` (the
+    /// group's voters) and the in-sync replicas ([`Node::in_sync_replicas`]).
+    fn metadata_partition(
+        &self,
+        id: PartitionId,
+        replicas: Vec<i32>,
+    ) -> md_resp::MetadataResponsePartition {
         let hosted = self.table.get(id);
-        let voters: Vec<i32> = self
-            .config
-            .quorum_voters
-            .iter()
-            .map(|v| v.node_id)
-            .collect();
         let raft = self.host.raft(id).expect("hosted partition");
         let leader = raft.leader_id();
         md_resp::MetadataResponsePartition {
@@ -146,16 +167,39 @@ impl Node {
             } else {
                 -1
             },
-            replica_nodes: voters.clone(),
-            // Raft has no ISR: every voter may become leader with every committed record,
-            // which is what clients read the ISR for.
-            isr_nodes: voters,
+            isr_nodes: in_sync_replicas(raft, &replicas),
+            replica_nodes: replicas,
             offline_replicas: Vec::new(),
         }
     }
 
-    /// The topic entry for a hosted topic, its partitions in index order.
-    fn metadata_topic(&self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
+    /// The topic entry: every partition of a topic of the image (those this node does not run
+    /// from what it learned of their leaders, remote_leaders.rs), or the hosted partitions of
+    /// a topic outside the image (`__cluster_metadata`), in index order.
+    fn metadata_topic(&mut self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
+        let voters = self.placement_nodes();
+        if let Some(topic) = self.handlers.topics.image.get(name).cloned() {
+            let mut partitions = Vec::with_capacity(topic.partitions as usize);
+            for index in 0..topic.partitions {
+                let replicas = topic.replicas_of(index, &voters);
+                let hosted = self
+                    .table
+                    .find(name, index)
+                    .filter(|id| self.table.get(*id).topic_id == topic.topic_id);
+                partitions.push(match hosted {
+                    Some(id) => self.metadata_partition(id, replicas),
+                    None => self.remote_partition_metadata(&topic, index, replicas),
+                });
+            }
+            return Some(md_resp::MetadataResponseTopic {
+                error_code: ErrorCode::None.code(),
+                name: Some(name.to_string()),
+                topic_id: topic.topic_id,
+                is_internal: super::topics::is_internal_topic(name),
+                partitions,
+                topic_authorized_operations: i32::MIN,
+            });
+        }
         let mut ids: Vec<PartitionId> = self
             .table
             .ids()
@@ -171,16 +215,21 @@ impl Node {
             name: Some(name.to_string()),
             topic_id,
             is_internal: super::topics::is_internal_topic(name),
-            partitions: ids.iter().map(|id| self.metadata_partition(*id)).collect(),
+            partitions: ids
+                .iter()
+                .map(|id| self.metadata_partition(*id, voters.clone()))
+                .collect(),
             topic_authorized_operations: i32::MIN,
         })
     }
 
-    fn hosted_topic_names(&self) -> Vec<String> {
+    /// Every topic of the image and every topic with a partition here, by name.
+    fn known_topic_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .table
             .ids()
             .map(|id| self.table.get(id).topic.clone())
+            .chain(self.handlers.topics.image.keys().cloned())
             .collect();
         names.sort();
         names.dedup();
@@ -200,7 +249,7 @@ impl Node {
         };
         let topics = match requested {
             None => self
-                .hosted_topic_names()
+                .known_topic_names()
                 .iter()
                 .filter_map(|name| self.metadata_topic(name))
                 .collect(),
@@ -210,10 +259,18 @@ impl Node {
                     let name = match &t.name {
                         Some(name) => Some(name.clone()),
                         None => self
-                            .table
-                            .ids()
-                            .find(|id| self.table.get(*id).topic_id == t.topic_id)
-                            .map(|id| self.table.get(id).topic.clone()),
+                            .handlers
+                            .topics
+                            .image
+                            .values()
+                            .find(|topic| topic.topic_id == t.topic_id)
+                            .map(|topic| topic.name.clone())
+                            .or_else(|| {
+                                self.table
+                                    .ids()
+                                    .find(|id| self.table.get(*id).topic_id == t.topic_id)
+                                    .map(|id| self.table.get(id).topic.clone())
+                            }),
                     };
                     if let Some(found) = name.as_deref().and_then(|n| self.metadata_topic(n)) {
                         topics.push(found);
@@ -238,6 +295,11 @@ impl Node {
             .and_then(|id| self.host.raft(id))
             .and_then(Raft::leader_id)
             .unwrap_or(-1);
+        // The lookups of leaders this node does not know leave now; the client's next
+        // Metadata sees their answers (remote_leaders.rs).
+        if let Err(error) = self.send_leader_lookups() {
+            tracing::warn!(%error, "asking replicas for their leaders");
+        }
         md_resp::MetadataResponse {
             throttle_time_ms: 0,
             brokers: self.metadata_brokers(),
@@ -309,7 +371,7 @@ impl Node {
         let id = self
             .table
             .find(topic, p.partition_index)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+            .ok_or_else(|| self.absent_partition_error(topic, p.partition_index))?;
         let raft = self.host.raft(id).expect("hosted partition");
         leader_check(raft, p.current_leader_epoch)?;
         let cache = raft.log().epoch_cache().to_vec();
@@ -419,7 +481,7 @@ impl Node {
                         let answer = self
                             .table
                             .find(&t.topic, p.partition)
-                            .ok_or(ErrorCode::UnknownTopicOrPartition)
+                            .ok_or_else(|| self.absent_partition_error(&t.topic, p.partition))
                             .and_then(|id| {
                                 let raft = self.host.raft(id).expect("hosted partition");
                                 leader_check(raft, p.current_leader_epoch)?;

@@ -31,9 +31,11 @@ mod handlers;
 mod idempotence;
 mod metadata;
 mod observe;
+pub mod placement;
 mod produce_validation;
 mod producer_state;
 mod pump;
+mod remote_leaders;
 mod shutdown;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
@@ -187,6 +189,9 @@ enum PeerPending {
         correlation_id: i32,
         version: i16,
     },
+    /// A DescribeQuorum asking a replica for the leaders of these partitions, which this node
+    /// does not run (remote_leaders.rs).
+    LeaderLookup(Vec<(String, i32)>),
 }
 
 pub(crate) struct Node {
@@ -223,6 +228,8 @@ pub(crate) struct Node {
     /// Replica Fetch requests whose parked parts are to be answered now (requests.rs).
     parked_releases: Vec<u64>,
     handlers: handlers::State,
+    /// Leaders of partitions this node is not a replica of, as replicas reported them.
+    remote_leaders: remote_leaders::RemoteLeaders,
     /// Refused quorum requests, for a rate-limited warning (admission.rs).
     refusals: admission::RefusalLog,
     /// Last (leader, epoch) logged per partition.
@@ -260,7 +267,7 @@ impl Node {
                 keeps_snapshots: true,
             })
             .collect();
-        let quorum = topics::quorum_config(&config)?;
+        let quorum = topics::quorum_config(&config, &voter_ids)?;
         let host_config = HostConfig::new(
             cluster_id.clone(),
             voter_ids,
@@ -322,6 +329,7 @@ impl Node {
             next_core_correlation_id: 1,
             parked_releases: Vec::new(),
             handlers: handlers::State::default(),
+            remote_leaders: remote_leaders::RemoteLeaders::default(),
             refusals: admission::RefusalLog::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
@@ -490,8 +498,11 @@ impl Node {
                 correlation_ids,
             } => {
                 for id in correlation_ids {
-                    if let Some(PeerPending::Fetch(fetches)) = self.peer_pending.remove(&(peer, id))
-                    {
+                    let pending = self.peer_pending.remove(&(peer, id));
+                    if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
+                        self.lookup_ended(partitions);
+                    }
+                    if let Some(PeerPending::Fetch(fetches)) = pending {
                         // The core only learns of a lost fetch at its request timeout, and an
                         // observer looking for the leader would keep asking the same dead
                         // voter: answer the fetch as failed (BROKER_NOT_AVAILABLE) so it backs

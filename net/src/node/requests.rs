@@ -26,9 +26,12 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        if let Err(refusal) =
-            super::admission::admit(&request, version, &self.cluster_id, &self.config)
-        {
+        let replicas = |topic: super::admission::TopicRef<'_>, index: i32| {
+            self.partition_replicas(topic, index)
+        };
+        let admitted =
+            super::admission::admit(&request, version, &self.cluster_id, &self.config, &replicas);
+        if let Err(refusal) = admitted {
             let now = self.now_ms();
             self.refusals.note(now, request.api_key(), &refusal);
             // An answer that cannot be encoded closes the connection (the responder dropped
@@ -320,6 +323,11 @@ impl Node {
             (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
             (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
                 super::fetch_snapshot::peer_response_parts(r, &self.table, asked)
+            }
+            (PeerPending::LeaderLookup(asked), _) => {
+                self.lookup_ended(asked);
+                self.learn_remote_leaders(&response);
+                return Ok(());
             }
             _ => Vec::new(),
         };

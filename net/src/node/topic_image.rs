@@ -1,6 +1,7 @@
 //! The topic image: committed topic records of `__cluster_metadata-0` applied to this node, each
-//! new topic's partitions opened and started, deleted ones stopped (delete_topics.rs), changed
-//! ones (configs, added partitions) updated, and the admin answers that waited for them.
+//! new topic's partitions opened and started (those this node is a replica of, placement.rs),
+//! deleted ones stopped (delete_topics.rs), changed ones (configs, added partitions) updated,
+//! and the admin answers that waited for them.
 
 use std::path::PathBuf;
 
@@ -82,7 +83,9 @@ impl Node {
                     continue;
                 }
                 for index in known.partitions..topic.partitions {
-                    self.start_partition(&topic, index)?;
+                    if self.hosts_partition(&topic, index) {
+                        self.start_partition(&topic, index)?;
+                    }
                 }
                 self.apply_snapshot_minimum_records(&topic);
                 tracing::info!(topic = %topic.name, partitions = topic.partitions, config = ?topic.config, "topic changed");
@@ -90,7 +93,9 @@ impl Node {
                 continue;
             }
             for index in 0..topic.partitions {
-                self.start_partition(&topic, index)?;
+                if self.hosts_partition(&topic, index) {
+                    self.start_partition(&topic, index)?;
+                }
             }
             self.apply_snapshot_minimum_records(&topic);
             tracing::info!(topic = %topic.name, partitions = topic.partitions, "topic created");
@@ -126,7 +131,18 @@ impl Node {
         }
     }
 
-    /// Opens (or recovers) a topic partition's folder and starts its Raft group.
+    /// Whether this node runs partition `index` of `topic`: it is one of the partition's
+    /// replicas (placement.rs), or an observer (observers replicate every partition, without
+    /// voting).
+    pub(super) fn hosts_partition(&self, topic: &TopicRecord, index: i32) -> bool {
+        !self.config.is_voter()
+            || topic
+                .replicas_of(index, &self.placement_nodes())
+                .contains(&self.config.node_id)
+    }
+
+    /// Opens (or recovers) a topic partition's folder and starts its Raft group, whose voters
+    /// are the partition's replicas.
     fn start_partition(&mut self, topic: &TopicRecord, index: i32) -> Result<(), NodeError> {
         let hosted = HostedPartition {
             topic: topic.name.clone(),
@@ -140,7 +156,8 @@ impl Node {
         self.prepare_partition_dir(&dir, topic.topic_id)?;
         let log_config = self.topic_log_config(topic);
         let id = self.table.add(hosted);
-        let quorum = quorum_config(&self.config)?;
+        let replicas = topic.replicas_of(index, &self.placement_nodes());
+        let quorum = quorum_config(&self.config, &replicas)?;
         let now = self.now_ms();
         let spec = PartitionSpec {
             id,
@@ -221,6 +238,9 @@ impl Node {
         let mut opened = 0;
         for topic in &topics {
             for index in 0..topic.partitions {
+                if !self.hosts_partition(topic, index) {
+                    continue;
+                }
                 let dir = self
                     .config
                     .metadata_log_dir

@@ -1,13 +1,19 @@
 //! Topics are metadata: creating a topic commits a topic record to `__cluster_metadata-0`;
 //! every node applies the committed records in offset order (the metadata image) and starts
-//! each new topic's partitions as Raft groups over the same voters, each in its own folder
+//! the new topic's partitions it is a replica of (observers: all of them), each a Raft group
+//! whose voters are the partition's replicas, each in its own folder
 //! (`<metadata.log.dir>/<topic>-<partition>`). Format of the record (docs/clients.md):
 //!
 //! ```text
 //! key   = "ringlog.topic.v2/<topic>"
 //! value = "name=<topic>\ttopic_id=<32 hex digits>\tpartitions=<n>\tcleanup.policy=delete
-//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>][\tsnapshot.minimum.records=<n>]"
+//!          \tretention.bytes=<n>\tretention.ms=<n>[\tsegment.bytes=<n>][\tsnapshot.minimum.records=<n>][\treplicas=<r>]"
 //! ```
+//!
+//! `replicas` is each partition's replica list, partitions separated by `;` and node ids by
+//! `,` (`1,2;2,3;3,1`), chosen by the controller when it proposes the record (placement.rs). A
+//! record without it (every topic created before replication factors, `__consumer_offsets`, and
+//! a topic placed on every voter) has every configured voter as the replicas of each partition.
 //!
 //! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
 //! names; a field that is absent takes its default, so records written before the retention
@@ -37,7 +43,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_replication::{PartitionId, QuorumConfig, Raft};
+use ringlog_replication::{NodeId, PartitionId, QuorumConfig, Raft};
 
 use super::convert;
 use super::transport::Responder;
@@ -249,9 +255,13 @@ pub struct TopicRecord {
     pub topic_id: Uuid,
     pub partitions: i32,
     pub config: TopicConfig,
+    /// Each partition's replicas (its Raft group's voters), in partition order, the first the
+    /// preferred leader (placement.rs). `None`: every configured voter, as for every topic
+    /// created before replication factors existed and for `__consumer_offsets`.
+    pub replicas: Option<Vec<Vec<NodeId>>>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicRecordError {
     #[error("topic record: {0}")]
     Malformed(&'static str),
@@ -267,7 +277,31 @@ impl TopicRecord {
         for (name, value) in self.config.entries() {
             text.push_str(&format!("\t{name}={value}"));
         }
+        if let Some(replicas) = &self.replicas {
+            let lists: Vec<String> = replicas
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(NodeId::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect();
+            text.push_str(&format!("\t{REPLICAS_FIELD}={}", lists.join(";")));
+        }
         text.into_bytes()
+    }
+
+    /// The replicas of partition `index`: the placement the record carries, or every one of
+    /// `voters` for a record without one. Empty for an index the topic does not have.
+    pub fn replicas_of(&self, index: i32, voters: &[NodeId]) -> Vec<NodeId> {
+        if index < 0 || index >= self.partitions {
+            return Vec::new();
+        }
+        match &self.replicas {
+            Some(replicas) => replicas.get(index as usize).cloned().unwrap_or_default(),
+            None => voters.to_vec(),
+        }
     }
 
     pub fn decode_value(value: &[u8]) -> Result<TopicRecord, TopicRecordError> {
@@ -303,9 +337,13 @@ impl TopicRecord {
             .ok_or(TopicRecordError::Malformed("partitions"))?;
         // Everything else is a config property; a field absent (the records written before
         // retention existed) keeps its default.
+        let replicas = fields
+            .get(REPLICAS_FIELD)
+            .map(|text| decode_replicas(text, partitions))
+            .transpose()?;
         let mut config = TopicConfig::default();
         for (key, value) in &fields {
-            if matches!(*key, "name" | "topic_id" | "partitions") {
+            if matches!(*key, "name" | "topic_id" | "partitions" | REPLICAS_FIELD) {
                 continue;
             }
             config
@@ -317,8 +355,38 @@ impl TopicRecord {
             topic_id: Uuid(id),
             partitions,
             config,
+            replicas,
         })
     }
+}
+
+/// The topic record's field with each partition's replicas: `1,2;2,3;3,1` (partition 0's
+/// replicas are 1 and 2, …). Absent in records written before replication factors.
+const REPLICAS_FIELD: &str = "replicas";
+
+/// Parses the replicas field: one non-empty list of distinct, non-negative node ids per
+/// partition, exactly `partitions` lists.
+fn decode_replicas(text: &str, partitions: i32) -> Result<Vec<Vec<NodeId>>, TopicRecordError> {
+    let malformed = TopicRecordError::Malformed("replicas");
+    let mut replicas = Vec::new();
+    for list in text.split(';') {
+        if replicas.len() >= partitions as usize {
+            return Err(malformed);
+        }
+        let mut nodes = Vec::new();
+        for id in list.split(',') {
+            let id: NodeId = id.parse().map_err(|_| malformed.clone())?;
+            if id < 0 || nodes.contains(&id) {
+                return Err(malformed);
+            }
+            nodes.push(id);
+        }
+        replicas.push(nodes);
+    }
+    if replicas.len() != partitions as usize {
+        return Err(malformed);
+    }
+    Ok(replicas)
 }
 
 /// Whether `name` is an internal topic: the node's own state (`__cluster_metadata`; the names
@@ -459,9 +527,13 @@ impl Topics {
     }
 }
 
-pub(super) fn quorum_config(config: &NodeConfig) -> Result<QuorumConfig, NodeError> {
-    let voter_ids: Vec<i32> = config.quorum_voters.iter().map(|v| v.node_id).collect();
-    let mut quorum = QuorumConfig::new(config.node_id, &voter_ids)?;
+/// The quorum settings of a partition whose Raft group's voters are `voters` (the configured
+/// voters for `__cluster_metadata-0`, a topic partition's replicas otherwise).
+pub(super) fn quorum_config(
+    config: &NodeConfig,
+    voters: &[NodeId],
+) -> Result<QuorumConfig, NodeError> {
+    let mut quorum = QuorumConfig::new(config.node_id, voters)?;
     quorum.election_timeout_ms = config.election_timeout_ms;
     quorum.election_backoff_max_ms = config.election_backoff_max_ms;
     quorum.fetch_timeout_ms = config.fetch_timeout_ms;
@@ -593,6 +665,8 @@ impl Node {
             topic_id: random_topic_id(),
             partitions: self.config.groups.offsets_topic_num_partitions,
             config: self.offsets_topic_config(),
+            // Every voter, as before replication factors (docs/groups.md).
+            replicas: None,
         };
         self.propose_topic(&record)
     }
@@ -614,11 +688,20 @@ impl Node {
             return ErrorCode::LeaderNotAvailable;
         }
         if raft.is_leader() {
+            let nodes = self.placement_nodes().len();
+            let replicas = match self.place_new_partitions(0, partitions, -1) {
+                Ok(placed) => super::placement::recorded_placement(placed, nodes),
+                Err(error) => {
+                    tracing::warn!(topic = name, %error, "auto-creation failed");
+                    return error.error_code();
+                }
+            };
             let record = TopicRecord {
                 name: name.to_string(),
                 topic_id: random_topic_id(),
                 partitions,
                 config: TopicConfig::default(),
+                replicas,
             };
             if let Err(code) = self.propose_topic(&record) {
                 tracing::warn!(topic = name, ?code, "auto-creation failed");
@@ -658,7 +741,6 @@ impl Node {
         // A leader still applying what earlier epochs committed is not the controller yet.
         let leading = self.controller_active();
         let catching_up = !leading && self.metadata_raft().is_leader();
-        let voters = self.config.quorum_voters.len() as i16;
         let mut results = Vec::new();
         let mut waiting = Vec::new();
         let mut seen = BTreeSet::new();
@@ -675,13 +757,14 @@ impl Node {
             // that is not the controller asks for it so): always with this controller's
             // `offsets.topic.*` settings, whatever the request says (docs/groups.md).
             let offsets_topic = topic.name == OFFSETS_TOPIC;
-            let partitions = if offsets_topic {
+            let mut partitions = if offsets_topic {
                 self.config.groups.offsets_topic_num_partitions
             } else if topic.num_partitions == -1 {
                 self.config.num_partitions.min(10_000) as i32
             } else {
                 topic.num_partitions
             };
+            let mut replication_factor: i16 = -1;
             let outcome: Result<Option<u64>, (ErrorCode, String)> = (|| {
                 if !leading {
                     // A leader whose image may still miss a committed record of the topic.
@@ -707,18 +790,49 @@ impl Node {
                 if !(1..=10_000).contains(&partitions) {
                     return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                 }
-                if topic.replication_factor != -1 && topic.replication_factor != voters {
+                // Kafka: an assignment comes with -1 for both counts.
+                if !topic.assignments.is_empty()
+                    && (topic.num_partitions != -1 || topic.replication_factor != -1)
+                {
                     return Err((
-                        ErrorCode::InvalidReplicationFactor,
-                        format!("every partition is replicated on the {voters} voters"),
+                        ErrorCode::InvalidRequest,
+                        "an assignment comes with num_partitions and replication_factor -1".into(),
                     ));
                 }
-                if !topic.assignments.is_empty() {
+                if offsets_topic && !topic.assignments.is_empty() {
                     return Err((
                         ErrorCode::InvalidReplicaAssignment,
-                        "replicas are always the voters".into(),
+                        "__consumer_offsets is on every voter".into(),
                     ));
                 }
+                // `__consumer_offsets` stays on every voter, as before replication factors
+                // (docs/groups.md): its record carries no placement.
+                let nodes = self.placement_nodes().len();
+                let replicas = if offsets_topic {
+                    None
+                } else {
+                    let placed = if topic.assignments.is_empty() {
+                        self.place_new_partitions(0, partitions, topic.replication_factor)
+                    } else {
+                        super::placement::check_assignment(
+                            &self.placement_nodes(),
+                            topic
+                                .assignments
+                                .iter()
+                                .map(|a| (a.partition_index, a.broker_ids.clone())),
+                        )
+                    }
+                    .map_err(|e| (e.error_code(), e.to_string()))?;
+                    partitions = placed.len() as i32;
+                    if !(1..=10_000).contains(&partitions) {
+                        return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
+                    }
+                    super::placement::recorded_placement(placed, nodes)
+                };
+                replication_factor = replicas
+                    .as_ref()
+                    .and_then(|r| r.first())
+                    .map_or(nodes, Vec::len) as i16;
                 let config = if offsets_topic {
                     self.offsets_topic_config()
                 } else {
@@ -747,6 +861,7 @@ impl Node {
                     topic_id: random_topic_id(),
                     partitions,
                     config,
+                    replicas,
                 };
                 result.topic_id = record.topic_id;
                 self.propose_topic(&record)
@@ -756,7 +871,7 @@ impl Node {
             match outcome {
                 Ok(offset) => {
                     result.num_partitions = partitions;
-                    result.replication_factor = voters;
+                    result.replication_factor = replication_factor;
                     if let Some(offset) = offset {
                         waiting.push((results.len(), offset));
                     }

@@ -9,6 +9,7 @@ fn topic_records_round_trip_and_reject_junk() {
         topic_id: Uuid([7; 16]),
         partitions: 3,
         config: TopicConfig::default(),
+        replicas: None,
     };
     assert_eq!(
         TopicRecord::decode_value(&record.encode_value()),
@@ -114,4 +115,34 @@ fn a_new_metadata_leader_acts_as_controller_only_once_caught_up() {
     assert!(!controller_caught_up(3, &cache, 7));
     assert!(controller_caught_up(3, &cache, 8));
     assert!(controller_caught_up(1, &cache[..1], 1));
+}
+
+/// A topic's placement rides in its record: each partition's replicas, read back as written;
+/// a record without it (every topic before replication factors) means every voter.
+#[test]
+fn topic_records_carry_each_partitions_replicas() {
+    let record = TopicRecord {
+        name: "rf1".into(),
+        topic_id: Uuid([9; 16]),
+        partitions: 3,
+        config: TopicConfig::default(),
+        replicas: Some(vec![vec![2], vec![3], vec![1]]),
+    };
+    let decoded = TopicRecord::decode_value(&record.encode_value()).unwrap();
+    assert_eq!(decoded, record);
+    assert_eq!(decoded.replicas_of(1, &[1, 2, 3]), vec![3]);
+    assert_eq!(decoded.replicas_of(3, &[1, 2, 3]), Vec::<i32>::new());
+    let old = b"name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2";
+    let old = TopicRecord::decode_value(old).unwrap();
+    assert_eq!(old.replicas, None);
+    assert_eq!(old.replicas_of(1, &[1, 2, 3]), vec![1, 2, 3]);
+    let base = "name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2\treplicas=";
+    for junk in ["1", "1;2;3", "1,1;2", "1;", ";1", "1;-2", "1;x", "1,2;2,"] {
+        let text = format!("{base}{junk}");
+        assert!(
+            TopicRecord::decode_value(text.as_bytes()).is_err(),
+            "{junk}"
+        );
+    }
+    assert!(TopicRecord::decode_value(format!("{base}1,2;3").as_bytes()).is_ok());
 }

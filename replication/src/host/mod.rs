@@ -353,11 +353,14 @@ impl<I: Io> Host<I> {
                 &spec.dir,
                 spec.log_config,
                 &self.config.cluster_id,
-                &self.config.voters,
+                &quorum.voters,
                 spec.keeps_snapshots,
             )?,
         };
         store.keeps_snapshots = spec.keeps_snapshots;
+        // The partition's own voters (a topic partition's replicas), not the configured ones,
+        // go into its quorum-state file.
+        store.set_voters(&quorum.voters);
         self.multi.add_partition_with_snapshots(
             quorum,
             spec.id,

@@ -155,6 +155,11 @@ impl PartitionStore {
         Ok((store, recovered))
     }
 
+    /// The voters written into the quorum-state file from now on.
+    pub fn set_voters(&mut self, voters: &[i32]) {
+        self.voters = voters.to_vec();
+    }
+
     /// Starts writing the quorum-state file (tmp + fdatasync + rename + folder fsync, through the
     /// ring). What the core sends after it waits (`Host`'s held messages) for
     /// [`PartitionStore::take_durable_quorum_state`] to report it.

@@ -1,0 +1,283 @@
+//! Leaders of partitions this node is not a replica of. A voter runs only the partitions it is
+//! a replica of (placement.rs), yet Kafka clients ask any broker for Metadata and expect every
+//! partition's leader in the answer. Such a node learns a leader on demand: Metadata answers
+//! from what it last learned and, when that is older than [`FRESH_MS`] (or unknown), asks one
+//! of the partition's replicas with DescribeQuorum (the leader answers with its voters' end
+//! offsets, a follower with NOT_LEADER_OR_FOLLOWER and the leader it follows). The answer
+//! arrives within a round trip, so the client's next Metadata (clients refresh after
+//! LEADER_NOT_AVAILABLE or NOT_LEADER_OR_FOLLOWER) sees it. Why on demand rather than
+//! published in the metadata log: docs/design.md, "Replication factor".
+//!
+//! | what the node knows of the partition | Metadata answers |
+//! | --- | --- |
+//! | nothing yet | LEADER_NOT_AVAILABLE, leader -1 (a lookup leaves) |
+//! | a leader and epoch from a replica | that leader and epoch, ISR as the leader reported it (or the replicas when a follower answered) |
+//!
+//! Produce, Fetch, ListOffsets and OffsetForLeaderEpoch for such a partition are answered
+//! NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata and goes to the leader.
+
+use std::collections::BTreeMap;
+
+use ringlog_replication::NodeId;
+
+use super::topics::TopicRecord;
+use super::{Node, NodeError, PeerPending};
+use crate::protocol::wire::Uuid;
+use crate::protocol::{
+    ErrorCode, Request, Response, describe_quorum_request as dq_req,
+    describe_quorum_response as dq_resp, metadata_response as md_resp,
+};
+
+/// How long a learned leader is answered without asking again.
+const FRESH_MS: u64 = 200;
+/// The DescribeQuorum version a lookup sends (every version carries what a lookup reads).
+const DESCRIBE_QUORUM_VERSION: i16 = 1;
+
+/// What this node knows of the leaders of partitions it does not run.
+#[derive(Debug, Default)]
+pub(super) struct RemoteLeaders {
+    known: BTreeMap<(String, i32), RemoteLeader>,
+    /// Lookups to send once the current request is answered, by the replica to ask.
+    queued: BTreeMap<NodeId, Vec<(String, i32)>>,
+}
+
+#[derive(Debug, Default)]
+struct RemoteLeader {
+    topic_id: Uuid,
+    /// (leader, epoch) from the latest answer that named one.
+    leader: Option<(NodeId, i32)>,
+    /// In-sync replicas as the leader last reported them.
+    isr: Option<Vec<NodeId>>,
+    learned_ms: Option<u64>,
+    /// When the lookup in flight left (at most one per partition).
+    asked_ms: Option<u64>,
+    /// Lookups sent, to ask the replicas in turn while none names a leader.
+    asks: usize,
+}
+
+impl Node {
+    /// A partition's replicas as the metadata image places it (the voters for
+    /// `__cluster_metadata-0`); `None` for a partition the image does not have.
+    pub(super) fn partition_replicas(
+        &self,
+        topic: super::admission::TopicRef<'_>,
+        index: i32,
+    ) -> Option<Vec<NodeId>> {
+        use super::admission::TopicRef;
+        let image = &self.handlers.topics.image;
+        let record = match topic {
+            TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
+                return (index == 0).then(|| self.placement_nodes());
+            }
+            TopicRef::Name(name) => image.get(name),
+            TopicRef::Id(id) => image.values().find(|t| t.topic_id == id),
+        }?;
+        (0..record.partitions)
+            .contains(&index)
+            .then(|| record.replicas_of(index, &self.placement_nodes()))
+    }
+
+    /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the
+    /// partition exists (another node is its replica; the client refreshes its metadata and
+    /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.
+    pub(super) fn absent_partition_error(&self, topic: &str, index: i32) -> ErrorCode {
+        let exists = self
+            .handlers
+            .topics
+            .image
+            .get(topic)
+            .is_some_and(|t| (0..t.partitions).contains(&index));
+        if exists {
+            ErrorCode::NotLeaderOrFollower
+        } else {
+            ErrorCode::UnknownTopicOrPartition
+        }
+    }
+
+    /// [`Node::absent_partition_error`] for a request naming the topic by id (Fetch v13+).
+    pub(super) fn absent_partition_error_by_id(&self, topic_id: Uuid, index: i32) -> ErrorCode {
+        let name = self
+            .handlers
+            .topics
+            .image
+            .values()
+            .find(|t| t.topic_id == topic_id)
+            .map(|t| t.name.clone());
+        match name {
+            Some(name) => self.absent_partition_error(&name, index),
+            None => ErrorCode::UnknownTopicOrPartition,
+        }
+    }
+
+    /// The Metadata entry of partition `index` of `topic`, which this node does not run: what
+    /// it last learned, and a lookup queued when that is stale ([`Node::send_leader_lookups`]
+    /// sends it).
+    pub(super) fn remote_partition_metadata(
+        &mut self,
+        topic: &TopicRecord,
+        index: i32,
+        replicas: Vec<NodeId>,
+    ) -> md_resp::MetadataResponsePartition {
+        let now = self.now_ms();
+        let request_timeout_ms = self.config.request_timeout_ms;
+        let key = (topic.name.clone(), index);
+        let entry = self.remote_leaders.known.entry(key.clone()).or_default();
+        if entry.topic_id != topic.topic_id {
+            // A new topic under the name: nothing learned of the old one holds.
+            *entry = RemoteLeader {
+                topic_id: topic.topic_id,
+                ..RemoteLeader::default()
+            };
+        }
+        let stale = entry
+            .learned_ms
+            .is_none_or(|learned| now.saturating_sub(learned) >= FRESH_MS);
+        let in_flight = entry
+            .asked_ms
+            .is_some_and(|asked| now.saturating_sub(asked) < request_timeout_ms);
+        if stale && !in_flight && !replicas.is_empty() {
+            // The leader it knows if that is a replica, else the replicas in turn.
+            let target = match entry.leader {
+                Some((leader, _)) if replicas.contains(&leader) && entry.asks.is_multiple_of(2) => {
+                    leader
+                }
+                _ => replicas[entry.asks % replicas.len()],
+            };
+            entry.asks = entry.asks.wrapping_add(1);
+            entry.asked_ms = Some(now);
+            self.remote_leaders
+                .queued
+                .entry(target)
+                .or_default()
+                .push(key);
+        }
+        let entry = &self.remote_leaders.known[&(topic.name.clone(), index)];
+        let (error, leader_id, leader_epoch) = match entry.leader {
+            Some((leader, epoch)) => (ErrorCode::None, leader, epoch),
+            None => (ErrorCode::LeaderNotAvailable, -1, -1),
+        };
+        md_resp::MetadataResponsePartition {
+            error_code: error.code(),
+            partition_index: index,
+            leader_id,
+            leader_epoch,
+            isr_nodes: entry.isr.clone().unwrap_or_else(|| replicas.clone()),
+            replica_nodes: replicas,
+            offline_replicas: Vec::new(),
+        }
+    }
+
+    /// Sends the queued lookups: one DescribeQuorum per replica asked.
+    pub(super) fn send_leader_lookups(&mut self) -> Result<(), NodeError> {
+        let queued = std::mem::take(&mut self.remote_leaders.queued);
+        for (target, partitions) in queued {
+            let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (topic, index) in &partitions {
+                topics.entry(topic.clone()).or_default().push(*index);
+            }
+            let request = dq_req::DescribeQuorumRequest {
+                topics: topics
+                    .into_iter()
+                    .map(|(topic_name, indexes)| dq_req::TopicData {
+                        topic_name,
+                        partitions: indexes
+                            .into_iter()
+                            .map(|partition_index| dq_req::PartitionData { partition_index })
+                            .collect(),
+                    })
+                    .collect(),
+            };
+            self.send_to_peer(
+                target,
+                Request::DescribeQuorum(request),
+                DESCRIBE_QUORUM_VERSION,
+                PeerPending::LeaderLookup(partitions),
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A replica's DescribeQuorum answer: each partition's leader (and, from the leader, its
+    /// in-sync replicas) is learned; the lookup is no longer in flight.
+    pub(super) fn learn_remote_leaders(&mut self, response: &Response) {
+        let Response::DescribeQuorum(response) = response else {
+            return;
+        };
+        let now = self.now_ms();
+        for topic in &response.topics {
+            for p in &topic.partitions {
+                let key = (topic.topic_name.clone(), p.partition_index);
+                let Some(entry) = self.remote_leaders.known.get_mut(&key) else {
+                    continue;
+                };
+                entry.asked_ms = None;
+                if p.leader_id < 0 {
+                    continue;
+                }
+                // Never back to an older epoch: answers to two lookups may cross.
+                if entry
+                    .leader
+                    .is_some_and(|(_, epoch)| epoch > p.leader_epoch)
+                {
+                    continue;
+                }
+                let changed = entry.leader != Some((p.leader_id, p.leader_epoch));
+                entry.leader = Some((p.leader_id, p.leader_epoch));
+                entry.learned_ms = Some(now);
+                if p.error_code == ErrorCode::None.code() {
+                    entry.isr = Some(in_sync_replicas(p));
+                } else if changed {
+                    entry.isr = None;
+                }
+            }
+        }
+    }
+
+    /// A lookup answered or lost (the peer's connection failed): the partitions may be asked
+    /// again (of the next replica, if no leader was learned) by the next Metadata.
+    pub(super) fn lookup_ended(&mut self, partitions: &[(String, i32)]) {
+        for key in partitions {
+            if let Some(entry) = self.remote_leaders.known.get_mut(key) {
+                entry.asked_ms = None;
+            }
+        }
+    }
+
+    /// Forgets what was learned of a deleted topic's partitions.
+    pub(super) fn forget_remote_leaders(&mut self, topic: &str) {
+        self.remote_leaders
+            .known
+            .retain(|(name, _), _| name != topic);
+    }
+}
+
+/// The voters a leader's DescribeQuorum reports at or past its high-watermark, in its order.
+fn in_sync_replicas(p: &dq_resp::PartitionData) -> Vec<NodeId> {
+    p.current_voters
+        .iter()
+        .filter(|v| v.log_end_offset >= p.high_watermark)
+        .map(|v| v.replica_id)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ISR a leader reports: the voters whose end offset reached its high-watermark.
+    #[test]
+    fn in_sync_replicas_are_the_voters_at_the_high_watermark() {
+        let voter = |replica_id, log_end_offset| dq_resp::ReplicaState {
+            replica_id,
+            log_end_offset,
+            ..Default::default()
+        };
+        let p = dq_resp::PartitionData {
+            high_watermark: 10,
+            current_voters: vec![voter(2, 12), voter(3, 9), voter(1, 10), voter(4, -1)],
+            ..Default::default()
+        };
+        assert_eq!(in_sync_replicas(&p), vec![2, 1]);
+    }
+}
