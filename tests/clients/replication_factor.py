@@ -8,7 +8,8 @@ Against three voters:
    INVALID_REPLICATION_FACTOR, as Kafka refuses a factor above its broker count.
 2. Metadata from every node, each asked alone (so the nodes that are no replica answer too):
    each partition's replicas and ISR have RF entries, every node names the same leader, and
-   the leader is one of the replicas.
+   the leader is one of the replicas. CreatePartitions grows `rf-two` to 6 partitions, the new
+   ones with 2 replicas too.
 3. A producer bootstrapped at a node that is not rf-one's replica finds the leader and produces
    (acks=all: fsynced on the one replica); a consumer reads the records back.
 4. The script prints `restart <id>` for rf-one's only replica; the test kills it (-9) and starts
@@ -20,7 +21,7 @@ import time
 
 from common import eventually, log, main
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 
 def create(admin, topic, partitions, replication_factor):
@@ -141,6 +142,14 @@ def body(args):
         for r in replicas:
             held[r] = held.get(r, 0) + 1
     assert sorted(held.values()) == [2, 2, 2], f"rf-two's replicas are not spread: {two}"
+
+    # CreatePartitions places the new partitions with the topic's replication factor (2), not
+    # on every node.
+    grown = admin.create_partitions([NewPartitions("rf-two", 6)])["rf-two"]
+    grown.result(timeout=60)
+    six = eventually("rf-two's six partitions agreed by every node",
+                     lambda: agreed_placement(addresses, "rf-two", 6, 2), timeout_s=60)
+    log(f"rf-two grown: {six}")
 
     # A producer that knows only a node holding no replica of rf-one.
     elsewhere = [a for i, a in enumerate(addresses, start=1) if i != replica][0]
