@@ -15,6 +15,10 @@ impl Node {
             && controller_caught_up(
                 raft.epoch(),
                 raft.log().epoch_cache(),
+                LogStart {
+                    offset: raft.log().log_start_offset(),
+                    epoch: raft.log().last_fetched_epoch(),
+                },
                 self.handlers.topics.applied_offset,
             )
     }
@@ -38,14 +42,31 @@ impl Node {
 /// | no (nothing appended in it yet)   | -                                     | no        |
 /// | yes                               | no                                    | no        |
 /// | yes                               | yes                                   | yes       |
+/// | cache empty: a snapshot took every record to the log end, the snapshot's epoch is the leader's | applied up to the log start | yes |
+///
+/// The last row: KIP-630's log start advance drops the cache entry when no record remains
+/// (Kafka's truncateFromStart), and the epoch's first record is then below the log start.
+/// Without it, a controller whose snapshot reached its log end stopped acting, refused every
+/// CreateTopics, so no record came to bring the entry back (the coordinator's twin of this
+/// rule in groups.rs hung tests/groups.rs in CI on 2026-12-02).
 pub fn controller_caught_up(
     epoch: ringlog_replication::Epoch,
     epoch_cache: &[ringlog_replication::OffsetAndEpoch],
+    log_start: LogStart,
     applied_offset: u64,
 ) -> bool {
-    epoch_cache
-        .iter()
-        .rev()
-        .find(|entry| entry.epoch == epoch)
-        .is_some_and(|entry| applied_offset > entry.offset)
+    match epoch_cache.iter().rev().find(|entry| entry.epoch == epoch) {
+        Some(entry) => applied_offset > entry.offset,
+        None => {
+            epoch_cache.is_empty() && log_start.epoch == epoch && applied_offset >= log_start.offset
+        }
+    }
+}
+
+/// The log start offset and the epoch of the snapshot there (the epoch of the log's last
+/// record when the log holds none).
+#[derive(Clone, Copy, Debug)]
+pub struct LogStart {
+    pub offset: u64,
+    pub epoch: ringlog_replication::Epoch,
 }

@@ -105,16 +105,28 @@ fn topic_names_follow_kafkas_rule() {
 /// its image, and creating it again would replace it (`controller_caught_up`'s table).
 #[test]
 fn a_new_metadata_leader_acts_as_controller_only_once_caught_up() {
-    use super::super::controller::controller_caught_up;
+    use super::super::controller::{LogStart, controller_caught_up};
     use ringlog_replication::OffsetAndEpoch;
     let cache = [OffsetAndEpoch::new(0, 1), OffsetAndEpoch::new(7, 3)];
+    let from_zero = LogStart {
+        offset: 0,
+        epoch: 3,
+    };
     // No record of epoch 4 appended yet.
-    assert!(!controller_caught_up(4, &cache, 7));
+    assert!(!controller_caught_up(4, &cache, from_zero, 7));
     // Epoch 3 starts at 7: applied up to 7 (not the LeaderChange itself) is not enough.
-    assert!(!controller_caught_up(3, &cache, 0));
-    assert!(!controller_caught_up(3, &cache, 7));
-    assert!(controller_caught_up(3, &cache, 8));
-    assert!(controller_caught_up(1, &cache[..1], 1));
+    assert!(!controller_caught_up(3, &cache, from_zero, 0));
+    assert!(!controller_caught_up(3, &cache, from_zero, 7));
+    assert!(controller_caught_up(3, &cache, from_zero, 8));
+    assert!(controller_caught_up(1, &cache[..1], from_zero, 1));
+    // A snapshot of epoch 3 took every record up to the log end (40): no cache entry is left.
+    let emptied = LogStart {
+        offset: 40,
+        epoch: 3,
+    };
+    assert!(controller_caught_up(3, &[], emptied, 40));
+    assert!(!controller_caught_up(3, &[], emptied, 39));
+    assert!(!controller_caught_up(4, &[], emptied, 40));
 }
 
 /// A topic's placement rides in its record: each partition's replicas, read back as written;
