@@ -2,7 +2,8 @@
 //! image holds every record committed before its epoch. Only the controller creates and
 //! deletes topics (topics.rs, delete_topics.rs, and `__consumer_offsets` for groups.rs); a
 //! leader still catching up answers CreateTopics and DeleteTopics NOT_CONTROLLER and
-//! auto-creation LEADER_NOT_AVAILABLE, which clients retry.
+//! auto-creation LEADER_NOT_AVAILABLE, which clients retry. The group coordinator's twin rule
+//! (`applied_past_epoch_start`, for `__consumer_offsets` partitions) lives here too.
 
 use super::Node;
 
@@ -69,4 +70,71 @@ pub fn controller_caught_up(
 pub struct LogStart {
     pub offset: u64,
     pub epoch: ringlog_replication::Epoch,
+}
+
+/// Whether a state machine that applied up to `applied` has applied the record that opened the
+/// leader's `epoch`, so everything committed before it. The epoch must be the log's last; its
+/// start is its epoch-cache entry, or, when a snapshot took every record up to the log end and
+/// the cache kept no entry (Kafka's truncateFromStart drops it when no record remains), at or
+/// below the log start, which the state machine passed when it took that snapshot. (Before
+/// 2026-12-02 that case counted as not caught up: a coordinator whose snapshot reached its log
+/// end stopped coordinating, refused every commit as NOT_COORDINATOR, so no record came to
+/// bring the entry back: tests/groups.rs committed_offsets_survive_snapshots_and_restarts hung
+/// in CI.)
+pub(super) fn applied_past_epoch_start(
+    log: &ringlog_replication::LogState,
+    epoch: u32,
+    applied: i64,
+) -> bool {
+    if log.last_fetched_epoch() != epoch {
+        return false;
+    }
+    match log.epoch_cache().last().filter(|e| e.epoch == epoch) {
+        Some(entry) => applied >= entry.offset as i64,
+        // The snapshot at the log start ends there: its state applied every record below.
+        None => applied + 1 >= log.log_start_offset() as i64,
+    }
+}
+
+#[cfg(test)]
+mod caught_up_tests {
+    use super::applied_past_epoch_start;
+    use ringlog_replication::{
+        ElectionState, LogState, OffsetAndEpoch, RecoveredSnapshots, RecoveredState,
+    };
+
+    fn log(start: u64, end: u64, cache: &[(u64, u32)], snapshot_epoch: Option<u32>) -> LogState {
+        let state = RecoveredState {
+            election: ElectionState::default(),
+            log_start_offset: start,
+            log_end_offset: end,
+            epoch_cache: cache
+                .iter()
+                .map(|(offset, epoch)| OffsetAndEpoch::new(*offset, *epoch))
+                .collect(),
+        };
+        let snapshot = snapshot_epoch.map(|epoch| OffsetAndEpoch::new(start, epoch));
+        let snapshots = RecoveredSnapshots {
+            log_start_snapshot_id: snapshot,
+            latest_snapshot_id: snapshot,
+        };
+        LogState::recovered_with_snapshots(&state, snapshots).expect("a consistent log")
+    }
+
+    /// The coordinator's (and controller's) "caught up in my epoch" rule, as a table.
+    #[test]
+    fn a_leader_is_caught_up_once_it_applied_its_epoch_s_first_record() {
+        // Epoch 3 opened at 600: caught up from 600 on.
+        let open = log(0, 700, &[(0, 1), (600, 3)], None);
+        assert!(!applied_past_epoch_start(&open, 3, 599));
+        assert!(applied_past_epoch_start(&open, 3, 600));
+        // A leader of epoch 4 whose first record is not in the log yet.
+        assert!(!applied_past_epoch_start(&open, 4, 700));
+        // A snapshot took every record up to the log end: the cache holds no entry, the log
+        // start's snapshot is of epoch 3, and the state machine applied up to it.
+        let emptied = log(625, 625, &[], Some(3));
+        assert!(applied_past_epoch_start(&emptied, 3, 624));
+        assert!(!applied_past_epoch_start(&emptied, 3, 623));
+        assert!(!applied_past_epoch_start(&emptied, 4, 624));
+    }
 }
