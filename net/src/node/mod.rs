@@ -42,6 +42,7 @@ mod requests;
 mod retention;
 mod snapshots;
 mod topic_image;
+mod topic_record;
 mod topics;
 pub mod transport;
 pub mod unclean;
