@@ -87,28 +87,27 @@ fn a_produce_to_a_non_leader_names_the_partition_s_leader() {
     });
     for (&partition, &leader) in leaders.iter().filter(|(p, _)| **p >= 1) {
         let other = (1..=3).find(|id| *id != leader).expect("three nodes");
-        let mut client = Client::connect(&brokers[&other], Duration::from_secs(15)).unwrap();
-        let produce = Request::Produce(produce_request::ProduceRequest {
-            acks: -1,
-            timeout_ms: 5000,
-            topic_data: vec![produce_request::TopicProduceData {
-                name: TOPIC.into(),
-                partition_data: vec![produce_request::PartitionProduceData {
-                    index: partition,
-                    records: Some(batch_of("misdirected")),
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-        let Response::Produce(answer) = client.request(&produce, 10).unwrap() else {
-            panic!("not a Produce answer");
-        };
-        let refused = &answer.responses[0].partition_responses[0];
-        assert_eq!(
-            refused.error_code, 6,
-            "NOT_LEADER_OR_FOLLOWER from node {other}"
+        // `other` may learn the leader a moment after node 1 reported it: until then it
+        // rightly names none (-1). A node that names the wrong partition's leader never
+        // names this one's, and this wait fails.
+        let answer = eventually(
+            Duration::from_secs(20),
+            "the non-leader to name a leader",
+            || {
+                let mut client = Client::connect(&brokers[&other], Duration::from_secs(15)).ok()?;
+                let Response::Produce(answer) = client.request(&misdirected(partition), 10).ok()?
+                else {
+                    panic!("not a Produce answer");
+                };
+                let refused = &answer.responses[0].partition_responses[0];
+                assert_eq!(
+                    refused.error_code, 6,
+                    "NOT_LEADER_OR_FOLLOWER from node {other}"
+                );
+                (refused.current_leader.leader_id != -1).then_some(answer)
+            },
         );
+        let refused = &answer.responses[0].partition_responses[0];
         assert_eq!(
             refused.current_leader.leader_id, leader,
             "node {other} named the wrong leader of {TOPIC}-{partition}"
@@ -123,6 +122,23 @@ fn a_produce_to_a_non_leader_names_the_partition_s_leader() {
             brokers[&leader]
         );
     }
+}
+
+/// An acks=all Produce of one batch to `partition` of the topic.
+fn misdirected(partition: i32) -> Request {
+    Request::Produce(produce_request::ProduceRequest {
+        acks: -1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: TOPIC.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(batch_of("misdirected")),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
 
 /// The leader of every partition of the topic (all of them known), and every broker's address.
