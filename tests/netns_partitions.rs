@@ -405,7 +405,11 @@ fn partitions_between_namespaces_lose_nothing_and_the_majority_commits() {
             "a leader on the majority side",
             || leader_as_seen_by(&addresses, &majority).filter(|l| *l != leader),
         );
-        wait_for_commits(&acked, 200, "commits by the majority without the old leader");
+        wait_for_commits(
+            &acked,
+            200,
+            "commits by the majority without the old leader",
+        );
         net.heal();
 
         // A follower, cut off from both peers: the leader keeps committing with the other.
