@@ -22,6 +22,7 @@ mod controller;
 pub mod convert;
 mod create_partitions;
 mod delete_records;
+mod voter_changes;
 mod delete_topics;
 mod describe_cluster;
 mod fetch_snapshot;
@@ -209,6 +210,8 @@ pub(crate) struct Node {
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
     peers: BTreeMap<NodeId, (PeerLane, PeerLane)>,
+    /// Where peer lanes report; kept to open lanes to voters added since the start.
+    peer_events: UnboundedSender<Event>,
     next_peer_correlation_id: i32,
     peer_pending: HashMap<(NodeId, i32), PeerPending>,
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
@@ -318,6 +321,7 @@ impl Node {
             started: Instant::now(),
             started_wall_ms,
             peers,
+            peer_events: events.clone(),
             next_peer_correlation_id: 1,
             peer_pending: HashMap::new(),
             snapshot_fetches: BTreeMap::new(),
