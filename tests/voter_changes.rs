@@ -7,14 +7,12 @@ mod quorum;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ringlog_net::node::client::Client;
 
-use quorum::{
-    Quorum, RINGLOG, batch_of, eventually, produce_to, read_partition_values, serial,
-};
+use quorum::{Quorum, RINGLOG, batch_of, eventually, read_partition_values, serial};
 
 const TOPIC: &str = "replaced";
 
@@ -48,23 +46,30 @@ fn voters_known_by(address: &str) -> Option<Vec<i32>> {
     Some(ids)
 }
 
+/// An acks=all Produce of one record to `TOPIC`-0: its error code, `None` if the connection
+/// failed.
+fn try_produce(client: &mut Client, value: &str) -> Option<i16> {
+    Some(
+        client
+            .produce(TOPIC, 0, batch_of(value), -1, 10_000)
+            .ok()??
+            .error_code,
+    )
+}
+
 /// Produces one-record batches (acks=all) to `TOPIC`-0 until `stop`, at whichever node leads
-/// it; returns the values the leader acknowledged.
-fn producer(quorum_addresses: Vec<String>, stop: Arc<AtomicBool>) -> Vec<String> {
-    let mut acknowledged = Vec::new();
+/// it, and records each value the leader acknowledged.
+fn producer(addresses: Vec<String>, stop: Arc<AtomicBool>, acknowledged: Arc<Mutex<Vec<String>>>) {
     let mut next = 0u64;
     let mut client: Option<Client> = None;
     while !stop.load(Ordering::Relaxed) {
         if client.is_none() {
-            client = quorum_addresses.iter().find_map(|address| {
-                let (leader, _) = quorum::agreed_leader(
-                    std::slice::from_ref(address),
-                    TOPIC,
-                    0,
-                )?;
-                let index = usize::try_from(leader - 1).ok()?;
-                let leader_address = quorum_addresses.get(index)?;
-                Client::connect(leader_address, Duration::from_millis(500)).ok()
+            // Any live node names the leader (a dead one does not answer).
+            client = addresses.iter().find_map(|address| {
+                let (leader, _) =
+                    quorum::agreed_leader(std::slice::from_ref(address), TOPIC, 0)?;
+                let address = addresses.get(usize::try_from(leader - 1).ok()?)?;
+                Client::connect(address, Duration::from_millis(500)).ok()
             });
             if client.is_none() {
                 // No leader known yet: ask again (the pause is between two probes).
@@ -73,23 +78,51 @@ fn producer(quorum_addresses: Vec<String>, stop: Arc<AtomicBool>) -> Vec<String>
             }
         }
         let value = format!("v-{next}");
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            produce_to(client.as_mut().unwrap(), TOPIC, 0, batch_of(&value))
-        }));
-        match answer {
-            Ok((0, _)) => {
-                acknowledged.push(value);
-                next += 1;
-            }
+        next += 1;
+        match try_produce(client.as_mut().expect("connected above"), &value) {
+            Some(0) => acknowledged.lock().unwrap().push(value),
             // Not the leader any more, a timeout, or a broken connection: find the leader again
-            // and send the next value (an unacknowledged one may or may not be in the log).
-            _ => {
-                client = None;
-                next += 1;
-            }
+            // (the value may or may not be in the log; only acknowledged ones are checked).
+            _ => client = None,
         }
     }
-    acknowledged
+}
+
+/// Starts the load; returns its stop switch, the acknowledged values and its thread.
+fn start_load(
+    addresses: &[String],
+) -> (Arc<AtomicBool>, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let thread = {
+        let (addresses, stop, acknowledged) =
+            (addresses.to_vec(), stop.clone(), acknowledged.clone());
+        std::thread::spawn(move || producer(addresses, stop, acknowledged))
+    };
+    (stop, acknowledged, thread)
+}
+
+/// Waits until the load has `more` acknowledged records beyond what it has now.
+fn wait_for_load(acknowledged: &Mutex<Vec<String>>, more: usize, what: &str) {
+    let target = acknowledged.lock().unwrap().len() + more;
+    eventually(Duration::from_secs(30), what, || {
+        (acknowledged.lock().unwrap().len() >= target).then_some(())
+    });
+}
+
+/// Every acknowledged value is in `TOPIC`-0 (read from its leader).
+fn assert_nothing_lost(quorum: &Quorum, addresses: &[String], acknowledged: &[String]) {
+    let values = eventually(Duration::from_secs(30), "the topic read back", || {
+        let (leader, _) = quorum::agreed_leader(addresses, TOPIC, 0)?;
+        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
+        read_partition_values(&mut client, TOPIC).ok()
+    });
+    let values: std::collections::HashSet<String> = values
+        .into_iter()
+        .map(|v| String::from_utf8(v).unwrap())
+        .collect();
+    let missing: Vec<&String> = acknowledged.iter().filter(|v| !values.contains(*v)).collect();
+    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
 }
 
 /// KIP-853, the ordinary case of a metadata quorum that runs for years: voter 3's disk is lost
@@ -110,11 +143,8 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
     // position, nodes 1..=4.
     quorum.add_node(4, "controller.quorum.observers=4");
     let addresses: Vec<String> = (1..=4).map(|id| quorum.address(id)).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = {
-        let (addresses, stop) = (addresses[..3].to_vec(), stop.clone());
-        std::thread::spawn(move || producer(addresses, stop))
-    };
+    let (stop, acknowledged, load) = start_load(&addresses[..3]);
+    wait_for_load(&acknowledged, 5, "records acknowledged before the loss");
 
     // Voter 3 is lost for good: kill -9 and its data folder deleted.
     quorum.kill(3);
@@ -187,30 +217,98 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
         "{described}"
     );
 
-    // The quorum still commits: keep the load going a little longer, then stop it.
-    eventually(Duration::from_secs(30), "a record committed after the change", || {
-        let (leader, _) = quorum::agreed_leader(&addresses[..2], TOPIC, 0)?;
-        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
-        (produce_to(&mut client, TOPIC, 0, batch_of("after")).0 == 0).then_some(())
-    });
+    // The load goes on after the change; then no acknowledged record is lost.
+    wait_for_load(&acknowledged, 5, "records acknowledged after the change");
     stop.store(true, Ordering::Relaxed);
-    let acknowledged = load.join().unwrap();
-    assert!(
-        acknowledged.len() > 10,
-        "the load produced only {} records",
-        acknowledged.len()
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+}
+
+/// The stderr of a `ringlog` run that must fail.
+fn ringlog_fails(args: &[&str]) -> String {
+    let output = Command::new(RINGLOG)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "ringlog {} succeeded", args.join(" "));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// KIP-595: a leader that removes itself keeps leading until the removal is committed, then
+/// resigns; the others elect a leader among themselves, and no acknowledged record is lost.
+/// Before that, the refusals KIP-853 names: a voter added twice is DUPLICATE_VOTER, an unknown
+/// one VOTER_NOT_FOUND, and a node that does not lead answers NOT_LEADER_OR_FOLLOWER.
+#[test]
+fn removing_the_leader_makes_it_resign_without_losing_records() {
+    let _serial = serial();
+    let mut quorum = Quorum::format(3);
+    quorum.start_all();
+    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(TOPIC, 1, &[]);
+    quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
+    let addresses: Vec<String> = (1..=3).map(|id| quorum.address(id)).collect();
+
+    let error = ringlog_fails(&[
+        "add-voter",
+        "--bootstrap-server",
+        &addresses[0],
+        "--node-id",
+        "2",
+        "--endpoint",
+        &addresses[1],
+    ]);
+    assert!(error.contains("DUPLICATE_VOTER"), "{error}");
+    let error = ringlog_fails(&["remove-voter", "--bootstrap-server", &addresses[0], "--node-id", "9"]);
+    assert!(error.contains("VOTER_NOT_FOUND"), "{error}");
+    let follower = if leader == 1 { 2 } else { 1 };
+    let mut client = Client::connect(&quorum.address(follower), Duration::from_secs(2)).unwrap();
+    let cluster_id = client.cluster_id().unwrap();
+    let (code, _) = client.remove_raft_voter(&cluster_id, leader, [0; 16]).unwrap();
+    assert_eq!(
+        code,
+        ringlog_net::protocol::ErrorCode::NotLeaderOrFollower.code(),
+        "a follower refuses"
     );
 
-    // KIP-595: no acknowledged record is lost.
-    let values = eventually(Duration::from_secs(30), "the topic read back", || {
-        let (leader, _) = quorum::agreed_leader(&addresses[..2], TOPIC, 0)?;
-        let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
-        read_partition_values(&mut client, TOPIC).ok()
+    let (stop, acknowledged, load) = start_load(&addresses);
+    wait_for_load(&acknowledged, 5, "records acknowledged before the removal");
+    let leader_id = leader.to_string();
+    ringlog(&[
+        "remove-voter",
+        "--bootstrap-server",
+        &quorum.address(leader),
+        "--node-id",
+        &leader_id,
+    ])
+    .expect("the leader removes itself");
+
+    let rest: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    for id in 1..=3 {
+        let address = quorum.address(id);
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {id} knows the voters {rest:?}"),
+            || (voters_known_by(&address)? == rest).then_some(()),
+        );
+    }
+    // A new leader among the remaining voters; the removed one follows it as an observer.
+    let new_leader = eventually(Duration::from_secs(30), "a leader among the rest", || {
+        let view = Client::connect(&quorum.address(rest[0]), Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        rest.contains(&view.partition.leader_id)
+            .then_some(view.partition.leader_id)
     });
-    let values: std::collections::HashSet<String> = values
-        .into_iter()
-        .map(|v| String::from_utf8(v).unwrap())
-        .collect();
-    let missing: Vec<&String> = acknowledged.iter().filter(|v| !values.contains(*v)).collect();
-    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+    assert_ne!(new_leader, leader);
+    // The metadata quorum of the rest commits: a topic can be created.
+    quorum.create_topic("after-the-removal", 1, &[]);
+
+    wait_for_load(&acknowledged, 5, "records acknowledged after the removal");
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&quorum, &addresses, &acknowledged);
 }
