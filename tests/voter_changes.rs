@@ -66,8 +66,7 @@ fn producer(addresses: Vec<String>, stop: Arc<AtomicBool>, acknowledged: Arc<Mut
         if client.is_none() {
             // Any live node names the leader (a dead one does not answer).
             client = addresses.iter().find_map(|address| {
-                let (leader, _) =
-                    quorum::agreed_leader(std::slice::from_ref(address), TOPIC, 0)?;
+                let (leader, _) = quorum::agreed_leader(std::slice::from_ref(address), TOPIC, 0)?;
                 let address = addresses.get(usize::try_from(leader - 1).ok()?)?;
                 Client::connect(address, Duration::from_millis(500)).ok()
             });
@@ -91,7 +90,11 @@ fn producer(addresses: Vec<String>, stop: Arc<AtomicBool>, acknowledged: Arc<Mut
 /// Starts the load; returns its stop switch, the acknowledged values and its thread.
 fn start_load(
     addresses: &[String],
-) -> (Arc<AtomicBool>, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+) -> (
+    Arc<AtomicBool>,
+    Arc<Mutex<Vec<String>>>,
+    std::thread::JoinHandle<()>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
     let thread = {
@@ -121,7 +124,10 @@ fn assert_nothing_lost(quorum: &Quorum, addresses: &[String], acknowledged: &[St
         .into_iter()
         .map(|v| String::from_utf8(v).unwrap())
         .collect();
-    let missing: Vec<&String> = acknowledged.iter().filter(|v| !values.contains(*v)).collect();
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|v| !values.contains(*v))
+        .collect();
     assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
 }
 
@@ -232,7 +238,11 @@ fn ringlog_fails(args: &[&str]) -> String {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(!output.status.success(), "ringlog {} succeeded", args.join(" "));
+    assert!(
+        !output.status.success(),
+        "ringlog {} succeeded",
+        args.join(" ")
+    );
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
@@ -260,12 +270,20 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
         &addresses[1],
     ]);
     assert!(error.contains("DUPLICATE_VOTER"), "{error}");
-    let error = ringlog_fails(&["remove-voter", "--bootstrap-server", &addresses[0], "--node-id", "9"]);
+    let error = ringlog_fails(&[
+        "remove-voter",
+        "--bootstrap-server",
+        &addresses[0],
+        "--node-id",
+        "9",
+    ]);
     assert!(error.contains("VOTER_NOT_FOUND"), "{error}");
     let follower = if leader == 1 { 2 } else { 1 };
     let mut client = Client::connect(&quorum.address(follower), Duration::from_secs(2)).unwrap();
     let cluster_id = client.cluster_id().unwrap();
-    let (code, _) = client.remove_raft_voter(&cluster_id, leader, [0; 16]).unwrap();
+    let (code, _) = client
+        .remove_raft_voter(&cluster_id, leader, [0; 16])
+        .unwrap();
     assert_eq!(
         code,
         ringlog_net::protocol::ErrorCode::NotLeaderOrFollower.code(),

@@ -553,10 +553,20 @@ fn header_records_written_with_the_snapshot_load_back() {
         vec![(ControlRecordType::KRaftVoters, Some(voters))]
     );
     assert_eq!(contents.records_count, 1);
-    assert_eq!(loaded_records(&contents), vec![(b"k".to_vec(), Some(b"v".to_vec()))]);
+    assert_eq!(
+        loaded_records(&contents),
+        vec![(b"k".to_vec(), Some(b"v".to_vec()))]
+    );
     assert_eq!(contents.format, Some(format()));
     // Without header records, none come back.
-    let plain = write(&mut io, SnapshotId { end_offset: 40, epoch: 2 }, &records(2, 1));
+    let plain = write(
+        &mut io,
+        SnapshotId {
+            end_offset: 40,
+            epoch: 2,
+        },
+        &records(2, 1),
+    );
     let contents = ringlog_engine::snapshot::read_snapshot(
         &mut io,
         &plain,

@@ -212,10 +212,9 @@ pub fn parse_uuid_text(text: &str) -> Option<[u8; 16]> {
     let mut out = [0u8; 16];
     let mut at = 0;
     for chunk in text.as_bytes().chunks(4) {
-        let value = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (index, byte)| acc | symbol(*byte) << (18 - 6 * index));
+        let value = chunk.iter().enumerate().fold(0u32, |acc, (index, byte)| {
+            acc | symbol(*byte) << (18 - 6 * index)
+        });
         for index in 0..chunk.len() - 1 {
             out[at] = (value >> (16 - 8 * index)) as u8;
             at += 1;

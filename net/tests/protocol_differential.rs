@@ -655,8 +655,7 @@ fn beyond_kafka_protocol(api: ApiKey, version: i16) -> bool {
 fn add_raft_voter_v1_is_v0_with_ack_when_committed() {
     for seed in 0..SEEDS_PER_VERSION {
         let mut g = Generator::new(seed);
-        let Request::AddRaftVoter(mut request) =
-            Request::generate(ApiKey::AddRaftVoter, 1, &mut g)
+        let Request::AddRaftVoter(mut request) = Request::generate(ApiKey::AddRaftVoter, 1, &mut g)
         else {
             unreachable!("AddRaftVoter generates AddRaftVoter")
         };

@@ -92,6 +92,8 @@ impl MultiRaft {
     /// [`MultiRaft::add_partition`] for a partition with snapshots on disk (KIP-630: a
     /// `cleanup.policy=snapshot` topic's partition restarting) and the voter set records its
     /// host found in the log-start snapshot and the log (KIP-853, [`Raft::recover`]).
+    // Raft::recover's inputs plus the partition: one more than clippy's limit.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_partition_recovered(
         &mut self,
         config: &QuorumConfig,

@@ -428,7 +428,11 @@ mod tests {
         assert_eq!(history.at(39), &set(&[1, 2, 3]));
         assert_eq!(history.at(40), &set(&[1, 2, 3, 4]));
         assert_eq!(history.at(1000), &set(&[1, 2, 4]));
-        assert_eq!(history.recorded_at(39), None, "only the bootstrap set applies");
+        assert_eq!(
+            history.recorded_at(39),
+            None,
+            "only the bootstrap set applies"
+        );
         assert_eq!(history.recorded_at(40), Some(&set(&[1, 2, 3, 4])));
         // KIP-595: a truncated voter set record is no longer in force.
         assert!(history.truncate_from(90));

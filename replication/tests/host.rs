@@ -338,8 +338,15 @@ impl Cluster {
         let mut spec = spec();
         spec.keeps_snapshots = true;
         spec.log_config.segment_size_bytes = 1024;
-        let host = Host::open(io, config, &quorum, vec![spec], u64::from(id as u32), self.now)
-            .expect("open");
+        let host = Host::open(
+            io,
+            config,
+            &quorum,
+            vec![spec],
+            u64::from(id as u32),
+            self.now,
+        )
+        .expect("open");
         self.nodes.insert(
             id,
             ClusterNode {
@@ -482,7 +489,10 @@ impl Cluster {
     }
 
     fn committed(&self, id: NodeId) -> u64 {
-        self.host(id).store(PARTITION).expect("hosted").high_watermark
+        self.host(id)
+            .store(PARTITION)
+            .expect("hosted")
+            .high_watermark
     }
 
     /// The leader appends a keyed batch; returns its offset once every node has it committed.
@@ -518,16 +528,13 @@ impl Cluster {
         for _ in 0..6000 {
             if let Some(leader) = self.leader() {
                 let now = self.now;
-                match self
-                    .host_mut(leader)
-                    .add_voter(now, PARTITION, id, info.clone())
+                // Refused while `id` has not caught up, or the leader's epoch is not committed.
+                if let Ok(appended) =
+                    self.host_mut(leader)
+                        .add_voter(now, PARTITION, id, info.clone())
                 {
-                    Ok(appended) => {
-                        added = Some(appended.last_offset);
-                        break;
-                    }
-                    // Not caught up yet, or the leader's epoch is not committed yet.
-                    Err(_) => {}
+                    added = Some(appended.last_offset);
+                    break;
                 }
             }
             self.round();
@@ -561,7 +568,15 @@ fn an_added_voter_survives_a_restart_of_every_node() {
     // A record now needs both voters: the leader's majority is 2.
     cluster.append_committed("b");
     let leader = cluster.leader().expect("leader");
-    assert_eq!(cluster.host(leader).raft(PARTITION).unwrap().voter_set().majority(), 2);
+    assert_eq!(
+        cluster
+            .host(leader)
+            .raft(PARTITION)
+            .unwrap()
+            .voter_set()
+            .majority(),
+        2
+    );
 }
 
 /// The same across snapshots: the log start moves past the voter set record (both nodes take
@@ -582,7 +597,10 @@ fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
             // The segment holding the record is gone.
             let log = &c.host(id).store(PARTITION).unwrap().log;
             log.log_start_offset() as u64 > record
-                && log.segment_base_offsets().first().is_some_and(|&b| b as u64 > record)
+                && log
+                    .segment_base_offsets()
+                    .first()
+                    .is_some_and(|&b| b as u64 > record)
         })
     });
     cluster.crash_and_restart_all();

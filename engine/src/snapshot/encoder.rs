@@ -123,7 +123,12 @@ impl SnapshotEncoder {
                 "a snapshot has one header and one footer"
             );
             let key = ControlRecordKey::new(*record_type).encode();
-            builder.append(last_contained_log_timestamp_ms, Some(&key), Some(value), &[]);
+            builder.append(
+                last_contained_log_timestamp_ms,
+                Some(&key),
+                Some(value),
+                &[],
+            );
         }
         let header_batch = builder.build();
         let mut encoded = BytesMut::new();

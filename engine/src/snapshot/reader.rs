@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use crate::batch::control::{
-    ControlRecord, ControlRecordType, SNAPSHOT_FOOTER_VERSION, SNAPSHOT_HEADER_VERSION, SnapshotHeaderRecord,
+    ControlRecord, ControlRecordType, SNAPSHOT_FOOTER_VERSION, SNAPSHOT_HEADER_VERSION,
+    SnapshotHeaderRecord,
 };
 use crate::batch::{BatchChainValidator, BatchError, BatchIter, Record, RecordBatch};
 use crate::io::{FileId, Io, OpenOptions};

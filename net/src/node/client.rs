@@ -11,9 +11,9 @@ use super::convert::METADATA_TOPIC;
 use crate::protocol::wire::Records;
 use crate::protocol::{
     ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, add_raft_voter_request,
-    decode_response, remove_raft_voter_request,
-    describe_quorum_request, describe_quorum_response, encode_request, fetch_request,
-    fetch_response, metadata_request, produce_request, produce_response, split_frame,
+    decode_response, describe_quorum_request, describe_quorum_response, encode_request,
+    fetch_request, fetch_response, metadata_request, produce_request, produce_response,
+    remove_raft_voter_request, split_frame,
 };
 
 /// Versions the client speaks (every node accepts them).

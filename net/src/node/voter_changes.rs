@@ -84,11 +84,13 @@ fn error_code(error: &RaftError) -> ErrorCode {
 
 fn response(api: ApiKey, code: ErrorCode, message: Option<String>) -> Response {
     match api {
-        ApiKey::AddRaftVoter => Response::AddRaftVoter(add_raft_voter_response::AddRaftVoterResponse {
-            error_code: code.code(),
-            error_message: message,
-            ..Default::default()
-        }),
+        ApiKey::AddRaftVoter => {
+            Response::AddRaftVoter(add_raft_voter_response::AddRaftVoterResponse {
+                error_code: code.code(),
+                error_message: message,
+                ..Default::default()
+            })
+        }
         ApiKey::RemoveRaftVoter => {
             Response::RemoveRaftVoter(remove_raft_voter_response::RemoveRaftVoterResponse {
                 error_code: code.code(),
@@ -131,8 +133,7 @@ impl Node {
         let api = request.api_key();
         let now = self.now_ms();
         let partition = self.metadata_partition_id();
-        let (cluster_id, voter_id, directory_id, timeout_ms, ack_when_committed) = match &request
-        {
+        let (cluster_id, voter_id, directory_id, timeout_ms, ack_when_committed) = match &request {
             Request::AddRaftVoter(r) => (
                 r.cluster_id.clone(),
                 r.voter_id,
@@ -157,7 +158,13 @@ impl Node {
             _ => unreachable!("only voter changes are routed here"),
         };
         if cluster_id.as_ref().is_some_and(|c| *c != self.cluster_id) {
-            return send_now(responder, header, api, ErrorCode::InconsistentClusterId, None);
+            return send_now(
+                responder,
+                header,
+                api,
+                ErrorCode::InconsistentClusterId,
+                None,
+            );
         }
         let info = |listeners: Vec<Endpoint>| VoterInfo {
             directory_id: directory_id.0,
@@ -166,7 +173,9 @@ impl Node {
         let result = match &request {
             Request::AddRaftVoter(r) => {
                 let listeners = endpoints(r.listeners.iter().map(
-                    |l: &add_raft_voter_request::Listener| (l.name.as_str(), l.host.as_str(), l.port),
+                    |l: &add_raft_voter_request::Listener| {
+                        (l.name.as_str(), l.host.as_str(), l.port)
+                    },
                 ));
                 self.host
                     .add_voter(now, partition, voter_id, info(listeners))
@@ -182,7 +191,9 @@ impl Node {
                     .map(|v| v.directory_id);
                 match known {
                     Some(known)
-                        if known != [0; 16] && directory_id != Uuid::ZERO && known != directory_id.0 =>
+                        if known != [0; 16]
+                            && directory_id != Uuid::ZERO
+                            && known != directory_id.0 =>
                     {
                         Err(HostError::Raft(RaftError::UnknownVoter(voter_id)))
                     }
@@ -195,7 +206,8 @@ impl Node {
                         .iter()
                         .map(|l| (l.name.as_str(), l.host.as_str(), l.port)),
                 );
-                self.host.update_voter(now, partition, voter_id, info(listeners))
+                self.host
+                    .update_voter(now, partition, voter_id, info(listeners))
             }
             _ => unreachable!("only voter changes are routed here"),
         };
@@ -203,7 +215,13 @@ impl Node {
             Ok(appended) => appended,
             Err(HostError::Raft(error)) => {
                 tracing::info!(?api, voter_id, %error, "voter change refused");
-                return send_now(responder, header, api, error_code(&error), Some(error.to_string()));
+                return send_now(
+                    responder,
+                    header,
+                    api,
+                    error_code(&error),
+                    Some(error.to_string()),
+                );
             }
             Err(HostError::Storage(error)) => return Err(error.into()),
         };
@@ -222,15 +240,18 @@ impl Node {
         if !ack_when_committed {
             return send_now(responder, header, api, ErrorCode::None, None);
         }
-        self.handlers.voter_changes.waiting.push(PendingVoterChange {
-            responder,
-            correlation_id: header.correlation_id,
-            version: header.api_version,
-            api,
-            record_offset: appended.last_offset,
-            voters,
-            deadline_ms: now + timeout_ms.max(1),
-        });
+        self.handlers
+            .voter_changes
+            .waiting
+            .push(PendingVoterChange {
+                responder,
+                correlation_id: header.correlation_id,
+                version: header.api_version,
+                api,
+                record_offset: appended.last_offset,
+                voters,
+                deadline_ms: now + timeout_ms.max(1),
+            });
         self.answer_voter_changes()
     }
 

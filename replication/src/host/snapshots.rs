@@ -480,7 +480,11 @@ impl<I: Io> Host<I> {
 
     /// KIP-853: the voter set a snapshot ending at `snapshot_id` carries: the record in force
     /// at its end offset − 1, if the log (or the snapshot it starts at) holds one.
-    fn snapshot_voters(&self, partition: PartitionId, snapshot_id: OffsetAndEpoch) -> Option<VoterSet> {
+    fn snapshot_voters(
+        &self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Option<VoterSet> {
         let last = snapshot_id.offset.checked_sub(1)?;
         self.multi
             .partition(partition)?

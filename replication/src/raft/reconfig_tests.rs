@@ -336,7 +336,10 @@ fn update_voter_replaces_endpoints_and_keeps_the_ids() {
     };
     // The bootstrap voter has a zero directory id: any directory id may claim it.
     let (appended, work) = raft.update_voter(5_001, 1, info(9001)).unwrap().unwrap();
-    assert!(work.iter().any(|w| matches!(w, Work::AppendAsLeader { .. })));
+    assert!(
+        work.iter()
+            .any(|w| matches!(w, Work::AppendAsLeader { .. }))
+    );
     assert_eq!(raft.voter_set().ids(), vec![1]);
     assert_eq!(raft.voter_set().voters()[&1], info(9001));
     flush_all(&mut raft, 5_002);
