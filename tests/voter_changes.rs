@@ -176,8 +176,28 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
     quorum.kill(3);
     std::fs::remove_dir_all(quorum.data_dir(3)).unwrap();
 
-    // The fresh node joins as an observer and catches up; the leader adds it once it has
-    // (until then it answers REQUEST_TIMED_OUT: VoterNotCaughtUp).
+    // KIP-853: a node that has not caught up as an observer (here: not even started) is not
+    // added; the leader answers REQUEST_TIMED_OUT, to be retried.
+    let refused = eventually(Duration::from_secs(30), "an answer from the leader", || {
+        let output = Command::new(RINGLOG)
+            .args([
+                "add-voter",
+                "--bootstrap-server",
+                &addresses[0],
+                "--node-id",
+                "4",
+            ])
+            .args(["--endpoint", &addresses[3]])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "node 4 added before it ran");
+        // An error code from a leader (not a connection to a dead one).
+        (stderr.contains("add voter 4:") && !stderr.contains("os error")).then_some(stderr)
+    });
+    assert!(refused.contains("REQUEST_TIMED_OUT"), "{refused}");
+
+    // The fresh node joins as an observer and catches up; the leader adds it once it has.
     quorum.start_node(4);
     let endpoint = addresses[3].clone();
     eventually(Duration::from_secs(60), "node 4 added as a voter", || {
@@ -337,6 +357,15 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
         ringlog_net::protocol::ErrorCode::NotLeaderOrFollower.code(),
         "a follower refuses"
     );
+    let mut at_leader = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    let (code, _) = at_leader
+        .remove_raft_voter("another-cluster", follower, [0; 16])
+        .unwrap();
+    assert_eq!(
+        code,
+        ringlog_net::protocol::ErrorCode::InconsistentClusterId.code(),
+        "another cluster's request"
+    );
 
     // UpdateRaftVoter: voter 2 names its directory id and listener; DescribeQuorum shows them.
     let directory_id = [42u8; 16];
@@ -355,7 +384,6 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
             max_supported_version: 1,
         },
     });
-    let mut at_leader = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
     let Response::UpdateRaftVoter(answer) = at_leader.request(&update, 0).unwrap() else {
         panic!("not an UpdateRaftVoter answer")
     };
