@@ -577,6 +577,22 @@ fn an_added_voter_survives_a_restart_of_every_node() {
             .majority(),
         2
     );
+    // KIP-595's quorum-state `currentVoters`, written at the election after the restart, is the
+    // set in force, not the configured {1}.
+    let path = std::path::Path::new("/data/metadata-0/quorum-state");
+    let state = ringlog_engine::quorum_state::QuorumStateData::load(
+        cluster.host_mut(leader).io_mut(),
+        path,
+    )
+    .expect("readable")
+    .expect("written");
+    let voters: Vec<i32> = state
+        .current_voters
+        .expect("current voters")
+        .iter()
+        .map(|v| v.voter_id)
+        .collect();
+    assert_eq!(voters, vec![1, 2]);
 }
 
 /// The same across snapshots: the log start moves past the voter set record (both nodes take
