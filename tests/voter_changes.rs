@@ -250,6 +250,24 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
             || (voters_known_by(&address)? == vec![1, 2, 4]).then_some(()),
         );
     }
+    // Node 4's raft-metrics call it what it now is for the metadata partition: a voter (its
+    // configuration still lists it as an observer).
+    let metrics_port = quorum.node(4).metrics_port;
+    eventually(
+        Duration::from_secs(30),
+        "node 4 reported as a voter",
+        || {
+            let samples = quorum::scrape_metrics(metrics_port)?;
+            let state = |name: &str| {
+                samples
+                .get(&format!(
+                    "kafka_server_raft_metrics_current_state{{partition=\"__cluster_metadata-0\",state=\"{name}\"}}"
+                ))
+                .copied()
+            };
+            (state("follower") == Some(1.0) || state("leader") == Some(1.0)).then_some(())
+        },
+    );
     // describe-quorum shows the new set with node 4's endpoint.
     let described = eventually(Duration::from_secs(30), "describe-quorum", || {
         ringlog(&["describe-quorum", "--bootstrap", &addresses[0]])

@@ -300,13 +300,10 @@ impl Node {
             };
             peers.insert(voter.node_id, (lane(&events), lane(&events)));
         }
-        let observer = observe::Observer::new(
-            table.ids().map(|id| {
-                let dir = config.metadata_log_dir.join(table.dir_name(id));
-                (id, table.dir_name(id), dir)
-            }),
-            config.is_voter(),
-        );
+        let observer = observe::Observer::new(table.ids().map(|id| {
+            let dir = config.metadata_log_dir.join(table.dir_name(id));
+            (id, table.dir_name(id), dir)
+        }));
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
