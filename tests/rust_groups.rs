@@ -1,0 +1,445 @@
+//! The Rust client library's group member (`net/src/clients/group.rs`, docs/clients.md) and
+//! `ringlog consume --group` against a three-voter quorum of real `ringlog serve` processes:
+//! the classic protocol's membership (FindCoordinator, JoinGroup with the range assignor run
+//! in the leading member, SyncGroup, Heartbeat, LeaveGroup), commits carrying the leader epoch
+//! (OffsetCommit v8, OffsetFetch v7), and KIP-320's validation of a committed position before
+//! the first fetch from it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ringlog_net::clients::TopicPartition;
+use ringlog_net::clients::consumer::{
+    Consumer, ConsumerConfig, ConsumerError, ConsumerRecord, OffsetReset,
+};
+use ringlog_net::clients::group::{CommittedOffset, GroupConsumer, GroupConsumerConfig};
+use ringlog_net::clients::producer::{Producer, ProducerConfig};
+
+mod quorum;
+use quorum::{Quorum, RINGLOG, agreed_leader, eventually, serial};
+
+/// Three voters with a small `__consumer_offsets` (three partitions, 1 MiB segments) and a
+/// short initial rebalance delay.
+fn groups_quorum() -> Quorum {
+    let mut quorum = Quorum::format_with(
+        3,
+        "offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n\
+         group.initial.rebalance.delay.ms=500",
+    );
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    quorum
+}
+
+fn consumer_config(reset: OffsetReset) -> ConsumerConfig {
+    ConsumerConfig {
+        auto_offset_reset: reset,
+        fetch_max_wait_ms: 100,
+        default_api_timeout_ms: 30_000,
+        ..ConsumerConfig::default()
+    }
+}
+
+fn group_config(group: &str) -> GroupConsumerConfig {
+    GroupConsumerConfig {
+        session_timeout_ms: 10_000,
+        heartbeat_interval_ms: 300,
+        max_poll_interval_ms: 30_000,
+        ..GroupConsumerConfig::new(group)
+    }
+}
+
+/// Produces `values` to `partition` of `topic` (acks=all) and returns their offsets.
+fn produce(bootstrap: &str, topic: &str, partition: i32, values: &[String]) -> Vec<i64> {
+    let mut producer = Producer::connect(
+        bootstrap,
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 0,
+            retries: 50,
+            ..ProducerConfig::default()
+        },
+    );
+    let tp = TopicPartition::new(topic, partition);
+    for value in values {
+        producer.send(&tp, None, Some(value.as_bytes())).unwrap();
+    }
+    producer.flush().unwrap();
+    let acks = producer.take_acknowledged();
+    assert_eq!(acks.len(), values.len());
+    acks.into_iter().map(|a| a.offset).collect()
+}
+
+fn value_of(record: &ConsumerRecord) -> String {
+    String::from_utf8(record.value.clone().unwrap().to_vec()).unwrap()
+}
+
+/// A member polling on its own thread until told to stop, then closing (commit + LeaveGroup).
+struct Member {
+    stop: Arc<AtomicBool>,
+    assignment: Arc<Mutex<(Option<i32>, Vec<TopicPartition>)>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+type Seen = Arc<Mutex<Vec<(&'static str, ConsumerRecord)>>>;
+
+impl Member {
+    fn start(name: &'static str, bootstrap: &str, group: &str, topic: &str, seen: Seen) -> Member {
+        let stop = Arc::new(AtomicBool::new(false));
+        let assignment = Arc::new(Mutex::new((None, Vec::new())));
+        let mut consumer = GroupConsumer::connect(
+            bootstrap,
+            consumer_config(OffsetReset::Earliest),
+            group_config(group),
+        );
+        consumer.subscribe([topic.to_string()]);
+        let thread = {
+            let stop = stop.clone();
+            let assignment = assignment.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                while !stop.load(Ordering::SeqCst) {
+                    let records = consumer
+                        .poll(Duration::from_millis(200))
+                        .map_err(|e| format!("{name}: {e}"))?;
+                    *assignment.lock().unwrap() = (consumer.generation_id(), consumer.assignment());
+                    seen.lock()
+                        .unwrap()
+                        .extend(records.into_iter().map(|r| (name, r)));
+                }
+                consumer.close().map_err(|e| format!("{name} close: {e}"))
+            })
+        };
+        Member {
+            stop,
+            assignment,
+            thread: Some(thread),
+        }
+    }
+
+    fn assignment(&mut self) -> (Option<i32>, Vec<TopicPartition>) {
+        if self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+            let outcome = self.thread.take().unwrap().join();
+            panic!("a member stopped on its own: {outcome:?}");
+        }
+        self.assignment.lock().unwrap().clone()
+    }
+
+    fn close(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().expect("closed once");
+        thread.join().unwrap().unwrap();
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Two Rust members of one group share a four-partition topic two and two (the leading member
+/// ran the range assignor); each reads only its partitions. One closes (commits, LeaveGroup):
+/// the other is told to rejoin by its heartbeat, takes all four, starts on the other's
+/// partitions at the offsets it committed, and every record is read exactly once overall.
+#[test]
+fn two_rust_members_split_four_partitions_and_one_takes_over() {
+    let _serial = serial();
+    let quorum = groups_quorum();
+    let bootstrap = quorum.bootstrap();
+    quorum.create_topic("split", 4, &[]);
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let mut a = Member::start("a", &bootstrap, "split-group", "split", seen.clone());
+    let mut b = Member::start("b", &bootstrap, "split-group", "split", seen.clone());
+
+    // KIP-320's range assignor in the leader: 2 + 2, one generation, disjoint.
+    let (owned_a, owned_b) = eventually(Duration::from_secs(60), "a 2 + 2 split", || {
+        let (generation_a, owned_a) = a.assignment();
+        let (generation_b, owned_b) = b.assignment();
+        (generation_a.is_some()
+            && generation_a == generation_b
+            && owned_a.len() == 2
+            && owned_b.len() == 2)
+            .then_some((owned_a, owned_b))
+    });
+    let all: BTreeSet<TopicPartition> = owned_a.iter().chain(&owned_b).cloned().collect();
+    assert_eq!(all.len(), 4, "{owned_a:?} {owned_b:?}");
+
+    for partition in 0..4 {
+        let values: Vec<String> = (0..25).map(|i| format!("one-{partition}-{i}")).collect();
+        produce(&bootstrap, "split", partition, &values);
+    }
+    eventually(
+        Duration::from_secs(60),
+        "the first 100 records read",
+        || (seen.lock().unwrap().len() >= 100).then_some(()),
+    );
+    for (name, record) in seen.lock().unwrap().iter() {
+        let owner = if owned_a.contains(&record.partition) {
+            "a"
+        } else {
+            "b"
+        };
+        assert_eq!(
+            *name,
+            owner,
+            "{} read by the member that does not own it",
+            value_of(record)
+        );
+    }
+
+    b.close();
+    eventually(Duration::from_secs(60), "a takes every partition", || {
+        (a.assignment().1.len() == 4).then_some(())
+    });
+    for partition in 0..4 {
+        let values: Vec<String> = (0..25).map(|i| format!("two-{partition}-{i}")).collect();
+        produce(&bootstrap, "split", partition, &values);
+    }
+    eventually(Duration::from_secs(60), "all 200 records read", || {
+        (seen.lock().unwrap().len() >= 200).then_some(())
+    });
+    a.close();
+
+    let seen = seen.lock().unwrap();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, record) in seen.iter() {
+        *counts.entry(value_of(record)).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "read more than once: {twice:?}");
+    assert_eq!(counts.len(), 200);
+    assert!(
+        seen.iter()
+            .filter(|(_, r)| value_of(r).starts_with("two-"))
+            .all(|(name, _)| *name == "a"),
+        "after b left, a reads every partition"
+    );
+}
+
+/// Runs `ringlog consume --group` until it has printed `max` records; returns its lines
+/// (partition, offset, leader epoch, value).
+fn consume_in_group(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    max: usize,
+) -> Vec<(i32, i64, i32, String)> {
+    let mut child = Command::new(RINGLOG)
+        .args([
+            "consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+        ])
+        .args([
+            "--reset",
+            "earliest",
+            "--print-offsets",
+            "--max-records",
+            &max.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = eventually(
+        Duration::from_secs(90),
+        "ringlog consume --group to end",
+        || child.try_wait().unwrap(),
+    );
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        status.success(),
+        "ringlog consume --group: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.splitn(4, '\t').collect();
+            assert_eq!(fields.len(), 4, "{line}");
+            (
+                fields[0].parse().unwrap(),
+                fields[1].parse().unwrap(),
+                fields[2].parse().unwrap(),
+                fields[3].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `ringlog consume --group` prints 70 of 120 records of a two-partition topic and exits,
+/// having committed the offset after each printed record with that record's leader epoch:
+/// OffsetFetch answers exactly that (KIP-320's committed leader epoch). A restarted member of
+/// the group prints exactly the other 50.
+#[test]
+fn a_restarted_member_resumes_exactly_after_its_commit_with_the_leader_epoch() {
+    let _serial = serial();
+    let quorum = groups_quorum();
+    let bootstrap = quorum.bootstrap();
+    quorum.create_topic("resume", 2, &[]);
+    let mut produced = BTreeSet::new();
+    for partition in 0..2 {
+        let values: Vec<String> = (0..60).map(|i| format!("{partition}-{i}")).collect();
+        produce(&bootstrap, "resume", partition, &values);
+        produced.extend(values);
+    }
+
+    let first = consume_in_group(&bootstrap, "resume", "resume-group", 70);
+    assert_eq!(first.len(), 70);
+    let mut expected = BTreeMap::new();
+    for (partition, offset, epoch, _) in &first {
+        expected.insert(
+            TopicPartition::new("resume", *partition),
+            CommittedOffset {
+                offset: offset + 1,
+                leader_epoch: *epoch,
+            },
+        );
+    }
+    // A group client outside the group reads the commits (OffsetFetch v7).
+    let mut reader = GroupConsumer::connect(
+        &bootstrap,
+        consumer_config(OffsetReset::None),
+        group_config("resume-group"),
+    );
+    let partitions = [
+        TopicPartition::new("resume", 0),
+        TopicPartition::new("resume", 1),
+    ];
+    let committed = reader.committed(&partitions).unwrap();
+    assert_eq!(committed, expected);
+    assert!(
+        committed.values().all(|c| c.leader_epoch >= 0),
+        "{committed:?}"
+    );
+
+    let second = consume_in_group(&bootstrap, "resume", "resume-group", 50);
+    let mut read: Vec<String> = first.iter().chain(&second).map(|r| r.3.clone()).collect();
+    read.sort();
+    let mut all: Vec<String> = produced.into_iter().collect();
+    all.sort();
+    assert_eq!(read, all, "every record once across the two members");
+}
+
+/// KIP-320, "Consumer Handling": a committed (offset, leader epoch) is validated with
+/// OffsetForLeaderEpoch before anything is fetched from it. The partition's log has records in
+/// two leader epochs (its leader was killed between them); a position committed in the first
+/// epoch beyond where that epoch ends in the log (what a consumer of a leader whose log later
+/// diverged would have committed) makes the next member of the group report LogTruncation with
+/// the divergence point, instead of reading from the committed offset; with
+/// `auto.offset.reset=earliest` it resumes at the divergence point.
+#[test]
+fn a_committed_position_beyond_its_epoch_is_reported_as_log_truncation() {
+    let _serial = serial();
+    let mut quorum = groups_quorum();
+    let bootstrap = quorum.bootstrap();
+    quorum.create_topic("diverge", 1, &[]);
+    let first_round: Vec<String> = (0..10).map(|i| format!("first-{i}")).collect();
+    produce(&bootstrap, "diverge", 0, &first_round);
+    let (leader, first_epoch) = quorum.wait_for_leader_of("diverge", Duration::from_secs(30));
+    quorum.kill(leader);
+    let survivors: Vec<String> = (1..=3)
+        .filter(|id| *id != leader)
+        .map(|id| quorum.address(id))
+        .collect();
+    let (_, second_epoch) =
+        eventually(Duration::from_secs(30), "a new leader of diverge-0", || {
+            agreed_leader(&survivors, "diverge", 0).filter(|(id, _)| *id != leader)
+        });
+    assert!(second_epoch > first_epoch);
+    let second_round: Vec<String> = (0..10).map(|i| format!("second-{i}")).collect();
+    produce(&bootstrap, "diverge", 0, &second_round);
+    quorum.start_all();
+
+    // Where each epoch's records are.
+    let tp = TopicPartition::new("diverge", 0);
+    let mut plain = Consumer::connect(&bootstrap, consumer_config(OffsetReset::None));
+    plain.assign([tp.clone()]);
+    plain.seek_to_beginning(&tp).unwrap();
+    let mut records = Vec::new();
+    while records.len() < 20 {
+        records.extend(plain.poll(Duration::from_secs(5)).unwrap());
+    }
+    let last_of_first = records[9].offset;
+    let first_of_second = records[10].offset;
+    let old_epoch = records[9].leader_epoch;
+    assert!(records[10].leader_epoch > old_epoch, "{records:?}");
+
+    // Committed outside group management (generation -1: the group has no member).
+    let diverged = CommittedOffset {
+        offset: first_of_second + 5,
+        leader_epoch: old_epoch,
+    };
+    let mut committer = GroupConsumer::connect(
+        &bootstrap,
+        consumer_config(OffsetReset::None),
+        group_config("diverge-group"),
+    );
+    committer.commit_offsets(&[(tp.clone(), diverged)]).unwrap();
+    assert_eq!(
+        committer.committed(std::slice::from_ref(&tp)).unwrap()[&tp],
+        diverged
+    );
+
+    let mut member = GroupConsumer::connect(
+        &bootstrap,
+        consumer_config(OffsetReset::None),
+        GroupConsumerConfig {
+            enable_auto_commit: false,
+            ..group_config("diverge-group")
+        },
+    );
+    member.subscribe(["diverge".to_string()]);
+    let error = eventually(Duration::from_secs(60), "a poll to fail", || {
+        match member.poll(Duration::from_millis(500)) {
+            Ok(records) => {
+                assert!(
+                    records.is_empty(),
+                    "read from a diverged position: {records:?}"
+                );
+                None
+            }
+            Err(error) => Some(error),
+        }
+    });
+    let ConsumerError::LogTruncation {
+        partition,
+        divergence_offset,
+    } = error
+    else {
+        panic!("expected LogTruncation, got {error}");
+    };
+    assert_eq!(partition, tp);
+    assert!(
+        divergence_offset > last_of_first && divergence_offset <= first_of_second,
+        "the first epoch ends between its last record {last_of_first} and the second's first \
+         {first_of_second}: {divergence_offset}"
+    );
+    member.close().unwrap();
+
+    // With a reset policy the member moves to the divergence point and reads on from there.
+    let mut resetting = GroupConsumer::connect(
+        &bootstrap,
+        consumer_config(OffsetReset::Earliest),
+        GroupConsumerConfig {
+            enable_auto_commit: false,
+            ..group_config("diverge-group")
+        },
+    );
+    resetting.subscribe(["diverge".to_string()]);
+    let read = eventually(Duration::from_secs(60), "records after the reset", || {
+        let records = resetting.poll(Duration::from_millis(500)).unwrap();
+        (!records.is_empty()).then_some(records)
+    });
+    assert_eq!(read[0].offset, first_of_second, "{read:?}");
+    assert_eq!(value_of(&read[0]), "second-0");
+    resetting.close().unwrap();
+}
