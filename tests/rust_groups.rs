@@ -24,10 +24,16 @@ use quorum::{Quorum, RINGLOG, agreed_leader, eventually, serial};
 /// Three voters with a small `__consumer_offsets` (three partitions, 1 MiB segments) and a
 /// short initial rebalance delay.
 fn groups_quorum() -> Quorum {
+    groups_quorum_with("")
+}
+
+fn groups_quorum_with(extra: &str) -> Quorum {
     let mut quorum = Quorum::format_with(
         3,
-        "offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n\
-         group.initial.rebalance.delay.ms=500",
+        &format!(
+            "offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n\
+             group.initial.rebalance.delay.ms=500\n{extra}"
+        ),
     );
     quorum.start_all();
     quorum.wait_for_leader(Duration::from_secs(30));
@@ -88,13 +94,20 @@ type Seen = Arc<Mutex<Vec<(&'static str, ConsumerRecord)>>>;
 
 impl Member {
     fn start(name: &'static str, bootstrap: &str, group: &str, topic: &str, seen: Seen) -> Member {
+        Member::start_with(name, bootstrap, group_config(group), topic, seen)
+    }
+
+    fn start_with(
+        name: &'static str,
+        bootstrap: &str,
+        config: GroupConsumerConfig,
+        topic: &str,
+        seen: Seen,
+    ) -> Member {
         let stop = Arc::new(AtomicBool::new(false));
         let assignment = Arc::new(Mutex::new((None, Vec::new())));
-        let mut consumer = GroupConsumer::connect(
-            bootstrap,
-            consumer_config(OffsetReset::Earliest),
-            group_config(group),
-        );
+        let mut consumer =
+            GroupConsumer::connect(bootstrap, consumer_config(OffsetReset::Earliest), config);
         consumer.subscribe([topic.to_string()]);
         let thread = {
             let stop = stop.clone();
@@ -442,4 +455,135 @@ fn a_committed_position_beyond_its_epoch_is_reported_as_log_truncation() {
     assert_eq!(read[0].offset, first_of_second, "{read:?}");
     assert_eq!(value_of(&read[0]), "second-0");
     resetting.close().unwrap();
+}
+
+/// The node FindCoordinator (v3) names for `group` (other than `not`), asked of every node
+/// until one answers.
+fn find_coordinator(quorum: &Quorum, group: &str, not: Option<i32>) -> i32 {
+    use ringlog_net::node::client::Client;
+    use ringlog_net::protocol::{Request, Response, find_coordinator_request};
+    eventually(
+        Duration::from_secs(30),
+        "a coordinator for the group",
+        || {
+            quorum.nodes.iter().find_map(|node| {
+                let mut client =
+                    Client::connect(&quorum.address(node.id), Duration::from_millis(500)).ok()?;
+                let request =
+                    Request::FindCoordinator(find_coordinator_request::FindCoordinatorRequest {
+                        key: group.to_string(),
+                        ..Default::default()
+                    });
+                match client.request(&request, 3) {
+                    Ok(Response::FindCoordinator(r))
+                        if r.error_code == 0 && Some(r.node_id) != not =>
+                    {
+                        Some(r.node_id)
+                    }
+                    _ => None,
+                }
+            })
+        },
+    )
+}
+
+/// Offset expiry (`offsets.retention.minutes=1`, checked every 500 ms), KIP-211's rule, through
+/// the log. Two groups commit the same offsets at the same moment outside group management:
+/// "simple" never has a member and loses its offsets a minute after its commit; "live" has a
+/// member heartbeating all that time and keeps them. When the member leaves, the clock of
+/// "live" starts: its offsets are still there seconds later (counting from the commit would
+/// have expired them at once) and go a minute after the leave. The expiry is tombstones in
+/// `__consumer_offsets`: after kill -9 of the coordinator of "live", the new one (another
+/// replica, which applied the commit too) has no offset of the group either.
+#[test]
+fn offsets_of_a_group_without_members_expire_a_retention_after_it_emptied() {
+    let _serial = serial();
+    let mut quorum =
+        groups_quorum_with("offsets.retention.minutes=1\noffsets.retention.check.interval.ms=500");
+    let bootstrap = quorum.bootstrap();
+    quorum.create_topic("expiry", 1, &[]);
+    let values: Vec<String> = (0..5).map(|i| format!("r-{i}")).collect();
+    produce(&bootstrap, "expiry", 0, &values);
+    let tp = TopicPartition::new("expiry", 0);
+    // No epoch: the member seeks to 3 without a validation (that is another test's story).
+    let committed = CommittedOffset {
+        offset: 3,
+        leader_epoch: -1,
+    };
+    let client = |group: &str| {
+        GroupConsumer::connect(
+            &bootstrap,
+            consumer_config(OffsetReset::Earliest),
+            group_config(group),
+        )
+    };
+    let (mut simple, mut live) = (client("simple"), client("live"));
+    simple.commit_offsets(&[(tp.clone(), committed)]).unwrap();
+    live.commit_offsets(&[(tp.clone(), committed)]).unwrap();
+    let committed_at = std::time::Instant::now();
+    let has_offsets = |reader: &mut GroupConsumer| {
+        !reader
+            .committed(std::slice::from_ref(&tp))
+            .unwrap()
+            .is_empty()
+    };
+    assert!(has_offsets(&mut simple) && has_offsets(&mut live));
+
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let mut member = Member::start_with(
+        "live",
+        &bootstrap,
+        GroupConsumerConfig {
+            // The member's own commits would refresh the commit timestamp.
+            enable_auto_commit: false,
+            ..group_config("live")
+        },
+        "expiry",
+        seen.clone(),
+    );
+    eventually(Duration::from_secs(30), "the member in the group", || {
+        member.assignment().0.map(|_| ())
+    });
+
+    eventually(
+        Duration::from_secs(120),
+        "the offsets of simple to expire",
+        || (!has_offsets(&mut simple)).then_some(()),
+    );
+    assert!(committed_at.elapsed() >= Duration::from_secs(60));
+    // The member is still in: its group keeps the offsets committed as long ago.
+    assert!(
+        has_offsets(&mut live),
+        "a group with a member keeps its offsets"
+    );
+    let read = seen.lock().unwrap().clone();
+    assert!(
+        !read.is_empty() && read.iter().all(|(_, r)| r.offset >= 3),
+        "the member starts at the committed offset: {read:?}"
+    );
+
+    member.close();
+    let left_at = std::time::Instant::now();
+    // Several expiry rounds (every 500 ms) run while the offsets are checked for 5 s: the
+    // clock of "live" started at the leave, not at the commit over a minute ago.
+    while left_at.elapsed() < Duration::from_secs(5) {
+        assert!(
+            has_offsets(&mut live),
+            "expired counting from the commit, not the leave"
+        );
+    }
+    eventually(
+        Duration::from_secs(120),
+        "the offsets of live to expire",
+        || (!has_offsets(&mut live)).then_some(()),
+    );
+    assert!(left_at.elapsed() >= Duration::from_secs(60));
+
+    // Every replica applied the same tombstones: the next coordinator, another replica of the
+    // partition that applied the commit too, has no offset of the group either.
+    let coordinator = find_coordinator(&quorum, "live", None);
+    quorum.kill(coordinator);
+    find_coordinator(&quorum, "live", Some(coordinator));
+    assert!(!has_offsets(&mut client("live")));
+    quorum.start_all();
 }

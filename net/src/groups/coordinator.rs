@@ -28,6 +28,14 @@ pub struct Coordinator {
     /// State of the member-id generator (splitmix64): ids never repeat on one coordinator,
     /// and the node seeds it at random so they do not repeat across coordinators either.
     member_id_state: u64,
+    /// The latest `now_ms` any request or tick brought (the time a group that empties in that
+    /// call became empty).
+    clock_ms: u64,
+    /// KIP-211: when each group dropped from memory became empty (its `__consumer_offsets`
+    /// partition, the coordinator's `now_ms`), so its offsets expire
+    /// `offsets.retention.minutes` after that. Only this coordinator knows it: after a
+    /// failover the new one counts from the commit timestamps in the log.
+    emptied_at_ms: HashMap<String, (i32, u64)>,
 }
 
 /// DescribeGroups' view of a group.
@@ -68,6 +76,8 @@ impl Coordinator {
             deadlines: BTreeSet::new(),
             scheduled: HashMap::new(),
             member_id_state: member_id_seed,
+            clock_ms: 0,
+            emptied_at_ms: HashMap::new(),
         }
     }
 
@@ -101,8 +111,9 @@ impl Coordinator {
         let drop = self.groups.get(group_id).is_some_and(|g| {
             g.state == GroupState::Empty && g.members.is_empty() && g.pending_members.is_empty()
         });
-        if drop {
-            self.groups.remove(group_id);
+        if drop && let Some(group) = self.groups.remove(group_id) {
+            self.emptied_at_ms
+                .insert(group_id.to_string(), (group.partition, self.clock_ms));
         }
         let next = self.groups.get(group_id).and_then(Group::next_deadline_ms);
         if let Some(old) = self.scheduled.remove(group_id) {
@@ -125,6 +136,7 @@ impl Coordinator {
     /// Each group that is due is handled once per call: a deadline that handling makes due
     /// again at `now_ms` (timeouts of 0) waits for the next call, so a tick always ends.
     pub fn tick(&mut self, now_ms: u64, out: &mut Outbox) {
+        self.observe_clock(now_ms);
         let due: Vec<(u64, String)> = self
             .deadlines
             .iter()
@@ -144,6 +156,7 @@ impl Coordinator {
     // ---- SyncGroup ------------------------------------------------------------------------
 
     pub fn sync(&mut self, now_ms: u64, token: ReplyToken, request: SyncRequest, out: &mut Outbox) {
+        self.observe_clock(now_ms);
         let result = self.sync_inner(now_ms, token, &request, out);
         if let Err(error) = result {
             out.push((token, Reply::Sync(SyncResult::error(error))));
@@ -249,6 +262,7 @@ impl Coordinator {
         generation_id: i32,
         group_instance_id: Option<&str>,
     ) -> ErrorCode {
+        self.observe_clock(now_ms);
         let result = (|| {
             let group = self
                 .groups
@@ -291,6 +305,7 @@ impl Coordinator {
         leaving: &[LeavingMember],
         out: &mut Outbox,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        self.observe_clock(now_ms);
         let Some(group) = self.groups.get_mut(group_id) else {
             return Ok(vec![ErrorCode::UnknownMemberId; leaving.len()]);
         };
@@ -339,6 +354,7 @@ impl Coordinator {
         generation_id: i32,
         group_instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
+        self.observe_clock(now_ms);
         let Some(group) = self.groups.get_mut(group_id) else {
             // Not in memory: no members. A member of a generation this coordinator never
             // made (e.g. one of the coordinator before a failover) rejoins first.
@@ -466,6 +482,27 @@ impl Coordinator {
         self.groups.contains_key(group_id)
     }
 
+    /// Keeps the time of the latest call (the coordinator's clock never goes back).
+    pub(super) fn observe_clock(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
+    /// When `group_id`, not in memory now, became empty on this coordinator (its `now_ms`);
+    /// `None` for a group in memory or one this coordinator never saw with members.
+    pub fn emptied_at_ms(&self, group_id: &str) -> Option<u64> {
+        if self.groups.contains_key(group_id) {
+            return None;
+        }
+        self.emptied_at_ms.get(group_id).map(|(_, at)| *at)
+    }
+
+    /// Forgets when the groups of `partition` that `keep` refuses became empty (their offsets
+    /// are gone: nothing is left to expire).
+    pub fn retain_emptied(&mut self, partition: i32, mut keep: impl FnMut(&str) -> bool) {
+        self.emptied_at_ms
+            .retain(|group_id, (p, _)| *p != partition || keep(group_id));
+    }
+
     /// This node no longer coordinates `partition` (it lost the leadership of that
     /// `__consumer_offsets` partition): its groups leave memory and every request they hold is
     /// answered `error` (NOT_COORDINATOR: the members find the new coordinator and rejoin).
@@ -476,6 +513,7 @@ impl Coordinator {
             .filter(|g| g.partition == partition)
             .map(|g| g.group_id.clone())
             .collect();
+        self.emptied_at_ms.retain(|_, (p, _)| *p != partition);
         for id in ids {
             let group = self.groups.remove(&id).expect("listed");
             for member in group.members.into_values() {

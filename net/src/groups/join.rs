@@ -25,6 +25,7 @@ impl Coordinator {
         request: JoinRequest,
         out: &mut Outbox,
     ) {
+        self.observe_clock(now_ms);
         let fail = |out: &mut Outbox, error| {
             out.push((
                 token,

@@ -38,11 +38,18 @@ pub(super) struct PendingWrite {
 }
 
 /// Records appended in one partition for some slots of the answer.
-struct Append {
+pub(super) struct Append {
     partition: PartitionId,
-    leader_epoch: u32,
-    last_offset: u64,
+    pub(super) leader_epoch: u32,
+    pub(super) last_offset: u64,
     slots: Vec<usize>,
+}
+
+impl PendingWrite {
+    /// Whether some of this write's records in `partition` are not committed yet.
+    pub(super) fn touches(&self, partition: PartitionId) -> bool {
+        self.appends.iter().any(|a| a.partition == partition)
+    }
 }
 
 /// The answer being filled: each slot is one partition's (or group's) error code.
@@ -445,7 +452,7 @@ impl Node {
     /// Appends `records` (key, value; a `None` value is a tombstone) to `partition`, which this
     /// node leads. `None` when there is nothing to append. The slots of the returned append are
     /// 0..records of a one-append write; callers with several appends set their own.
-    fn append_offset_records(
+    pub(super) fn append_offset_records(
         &mut self,
         partition: PartitionId,
         records: Vec<(Bytes, Option<Bytes>)>,
@@ -624,7 +631,7 @@ fn slot_count(write: &WriteResponse) -> usize {
 }
 
 /// Commit timestamps are the node's wall clock (Kafka's too); nothing decides on them.
-fn wall_clock_ms() -> i64 {
+pub(super) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

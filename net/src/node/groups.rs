@@ -52,6 +52,11 @@ pub(super) struct GroupsState {
     pub(super) writes: Vec<super::group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
     offsets_topic_asked_ms: Option<u64>,
+    /// When the coordinator next looks for expired offsets (offset_expiry.rs).
+    pub(super) next_expiry_check_ms: u64,
+    /// Tombstones of expired offsets appended and not yet committed, per partition (leader
+    /// epoch, last offset): the partition is not looked at again until they are.
+    pub(super) expiring: BTreeMap<PartitionId, (u32, u64)>,
 }
 
 struct WaitingReply {
@@ -76,6 +81,8 @@ impl GroupsState {
             loaded: BTreeMap::new(),
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
+            next_expiry_check_ms: 0,
+            expiring: BTreeMap::new(),
         }
     }
 
@@ -87,6 +94,16 @@ impl GroupsState {
             .min()
             .unwrap_or(u64::MAX)
             .min(self.coordinator.next_deadline_ms())
+            .min(if self.loaded.is_empty() {
+                u64::MAX
+            } else {
+                self.next_expiry_check_ms
+            })
+    }
+
+    /// The `__consumer_offsets` partitions this node coordinates: index → (partition, epoch).
+    pub(super) fn loaded(&self) -> &BTreeMap<i32, (PartitionId, u32)> {
+        &self.loaded
     }
 
     pub(super) fn is_loaded(&self, index: i32) -> bool {
@@ -300,7 +317,8 @@ impl Node {
         let mut out = Outbox::new();
         self.handlers.groups.coordinator.tick(now_ms, &mut out);
         self.deliver_group_outbox(out)?;
-        self.expire_group_writes(now_ms)
+        self.expire_group_writes(now_ms)?;
+        self.maybe_expire_offsets(now_ms)
     }
 
     /// Shutdown: every held request is answered NOT_COORDINATOR.

@@ -31,6 +31,7 @@ mod handlers;
 mod idempotence;
 mod metadata;
 mod observe;
+mod offset_expiry;
 pub mod placement;
 mod produce_validation;
 mod producer_state;
