@@ -445,7 +445,8 @@ mod tests {
         assert_eq!(expired(61_000), [("simple".to_string(), 0)]);
         assert_eq!(
             expired(90_000),
-            [("emptied".to_string(), 0), ("simple".to_string(), 0)]
+            // Key order: a group id's length comes first.
+            [("simple".to_string(), 0), ("emptied".to_string(), 0)]
         );
         assert_eq!(expired(110_000).len(), 3);
         assert!(
