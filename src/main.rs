@@ -568,7 +568,6 @@ fn consume_in_group(
     let group_config = GroupConsumerConfig {
         // Only what was printed is committed, never a position past it.
         enable_auto_commit: false,
-        client_id: "ringlog-consume".to_string(),
         ..GroupConsumerConfig::new(group)
     };
     let mut consumer = GroupConsumer::connect(bootstrap, config, group_config);

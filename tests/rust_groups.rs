@@ -87,6 +87,7 @@ fn value_of(record: &ConsumerRecord) -> String {
 struct Member {
     stop: Arc<AtomicBool>,
     assignment: Arc<Mutex<(Option<i32>, Vec<TopicPartition>)>>,
+    member_id: Arc<Mutex<String>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
 
@@ -106,18 +107,21 @@ impl Member {
     ) -> Member {
         let stop = Arc::new(AtomicBool::new(false));
         let assignment = Arc::new(Mutex::new((None, Vec::new())));
+        let member_id = Arc::new(Mutex::new(String::new()));
         let mut consumer =
             GroupConsumer::connect(bootstrap, consumer_config(OffsetReset::Earliest), config);
         consumer.subscribe([topic.to_string()]);
         let thread = {
             let stop = stop.clone();
             let assignment = assignment.clone();
+            let member_id = member_id.clone();
             std::thread::spawn(move || -> Result<(), String> {
                 while !stop.load(Ordering::SeqCst) {
                     let records = consumer
                         .poll(Duration::from_millis(200))
                         .map_err(|e| format!("{name}: {e}"))?;
                     *assignment.lock().unwrap() = (consumer.generation_id(), consumer.assignment());
+                    *member_id.lock().unwrap() = consumer.member_id().to_string();
                     seen.lock()
                         .unwrap()
                         .extend(records.into_iter().map(|r| (name, r)));
@@ -128,6 +132,7 @@ impl Member {
         Member {
             stop,
             assignment,
+            member_id,
             thread: Some(thread),
         }
     }
@@ -138,6 +143,10 @@ impl Member {
             panic!("a member stopped on its own: {outcome:?}");
         }
         self.assignment.lock().unwrap().clone()
+    }
+
+    fn member_id(&self) -> String {
+        self.member_id.lock().unwrap().clone()
     }
 
     fn close(&mut self) {
@@ -585,5 +594,149 @@ fn offsets_of_a_group_without_members_expire_a_retention_after_it_emptied() {
     quorum.kill(coordinator);
     find_coordinator(&quorum, "live", Some(coordinator));
     assert!(!has_offsets(&mut client("live")));
+    quorum.start_all();
+}
+
+type Described = (String, String, BTreeMap<String, Vec<u8>>);
+
+/// DescribeGroups (v5) of `group` at node `node`, asked until it answers without error (a new
+/// coordinator may still be loading): (state, protocol, member id → assignment).
+fn describe_group(quorum: &Quorum, node: i32, group: &str) -> Described {
+    eventually(
+        Duration::from_secs(30),
+        "DescribeGroups without error",
+        || try_describe_group(quorum, node, group),
+    )
+}
+
+fn try_describe_group(quorum: &Quorum, node: i32, group: &str) -> Option<Described> {
+    use ringlog_net::node::client::Client;
+    use ringlog_net::protocol::{Request, Response, describe_groups_request};
+    let mut client = Client::connect(&quorum.address(node), Duration::from_secs(2)).ok()?;
+    let request = Request::DescribeGroups(describe_groups_request::DescribeGroupsRequest {
+        groups: vec![group.to_string()],
+        include_authorized_operations: false,
+    });
+    let Ok(Response::DescribeGroups(described)) = client.request(&request, 5) else {
+        return None;
+    };
+    let group = described.groups.first()?;
+    if group.error_code != 0 {
+        return None;
+    }
+    let members = group
+        .members
+        .iter()
+        .map(|m| (m.member_id.clone(), m.member_assignment.to_vec()))
+        .collect();
+    Some((
+        group.group_state.clone(),
+        group.protocol_data.clone(),
+        members,
+    ))
+}
+
+/// Group metadata records (Kafka's GroupMetadata in `__consumer_offsets`): two Rust members
+/// of a Stable group commit every 500 ms; the group's coordinator is killed with kill -9
+/// between two commits. The new coordinator (the partition's new leader) restored the group
+/// from its record: DescribeGroups answers the same state, protocol, members and assignments,
+/// and the members go on heartbeating and committing in the same generation with the same
+/// member ids (no rejoin, no rebalance); every record, those produced after the kill too, is
+/// read exactly once and the final commits are the end of each partition.
+#[test]
+fn a_stable_group_keeps_its_generation_across_a_kill_9_of_its_coordinator() {
+    let _serial = serial();
+    let mut quorum = groups_quorum();
+    let bootstrap = quorum.bootstrap();
+    quorum.create_topic("failover", 4, &[]);
+    let config = GroupConsumerConfig {
+        auto_commit_interval_ms: 500,
+        ..group_config("failover-group")
+    };
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let mut a = Member::start_with("a", &bootstrap, config.clone(), "failover", seen.clone());
+    let mut b = Member::start_with("b", &bootstrap, config, "failover", seen.clone());
+    let generation = eventually(Duration::from_secs(60), "a 2 + 2 split", || {
+        let (generation_a, owned_a) = a.assignment();
+        let (generation_b, owned_b) = b.assignment();
+        (generation_a.is_some()
+            && generation_a == generation_b
+            && owned_a.len() == 2
+            && owned_b.len() == 2)
+            .then_some(generation_a)
+    });
+    let ids = (a.member_id(), b.member_id());
+    for partition in 0..4 {
+        let values: Vec<String> = (0..10).map(|i| format!("before-{partition}-{i}")).collect();
+        produce(&bootstrap, "failover", partition, &values);
+    }
+    eventually(Duration::from_secs(60), "the first 40 records read", || {
+        (seen.lock().unwrap().len() >= 40).then_some(())
+    });
+    let coordinator = find_coordinator(&quorum, "failover-group", None);
+    let before = describe_group(&quorum, coordinator, "failover-group");
+    assert_eq!(before.0, "Stable");
+    assert_eq!(before.1, "range");
+    let expected_members: BTreeSet<String> = [ids.0.clone(), ids.1.clone()].into();
+    assert_eq!(
+        before.2.keys().cloned().collect::<BTreeSet<_>>(),
+        expected_members
+    );
+
+    quorum.kill(coordinator);
+    let successor = find_coordinator(&quorum, "failover-group", Some(coordinator));
+    assert_eq!(describe_group(&quorum, successor, "failover-group"), before);
+
+    for partition in 0..4 {
+        let values: Vec<String> = (0..10).map(|i| format!("after-{partition}-{i}")).collect();
+        produce(&bootstrap, "failover", partition, &values);
+    }
+    eventually(Duration::from_secs(60), "all 80 records read", || {
+        (seen.lock().unwrap().len() >= 80).then_some(())
+    });
+    // Several heartbeats and commits went to the new coordinator meanwhile (every 300 and
+    // 500 ms); the members are the same ones in the same generation.
+    let committed_after_kill = eventually(
+        Duration::from_secs(30),
+        "commits at the new coordinator",
+        || {
+            let mut reader = GroupConsumer::connect(
+                &bootstrap,
+                consumer_config(OffsetReset::None),
+                group_config("failover-group"),
+            );
+            let partitions: Vec<TopicPartition> =
+                (0..4).map(|p| TopicPartition::new("failover", p)).collect();
+            let committed = reader.committed(&partitions).ok()?;
+            let seen = seen.lock().unwrap();
+            let all_read = partitions.iter().all(|tp| {
+                let last = seen
+                    .iter()
+                    .filter(|(_, r)| r.partition == *tp)
+                    .map(|(_, r)| r.offset)
+                    .max();
+                committed.get(tp).map(|c| c.offset) == last.map(|o| o + 1)
+            });
+            all_read.then_some(committed)
+        },
+    );
+    assert_eq!(committed_after_kill.len(), 4);
+    assert_eq!(a.assignment().0, generation, "a rejoined");
+    assert_eq!(b.assignment().0, generation, "b rejoined");
+    assert_eq!((a.member_id(), b.member_id()), ids, "a member got a new id");
+    assert_eq!(describe_group(&quorum, successor, "failover-group"), before);
+    a.close();
+    b.close();
+
+    let seen = seen.lock().unwrap();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, record) in seen.iter() {
+        *counts.entry(value_of(record)).or_default() += 1;
+    }
+    assert_eq!(counts.len(), 80);
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "read more than once: {counts:?}"
+    );
     quorum.start_all();
 }

@@ -72,7 +72,6 @@ pub struct GroupConsumerConfig {
     /// rejoining a rebalance and at `close`.
     pub enable_auto_commit: bool,
     pub auto_commit_interval_ms: u64,
-    pub client_id: String,
 }
 
 impl GroupConsumerConfig {
@@ -85,7 +84,6 @@ impl GroupConsumerConfig {
             heartbeat_interval_ms: 3_000,
             enable_auto_commit: true,
             auto_commit_interval_ms: 5_000,
-            client_id: "ringlog-consumer".to_string(),
         }
     }
 }

@@ -30,6 +30,7 @@
 mod coordinator;
 mod group;
 mod join;
+pub mod metadata;
 pub mod offsets;
 
 #[cfg(test)]

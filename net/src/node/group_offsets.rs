@@ -14,6 +14,7 @@ use ringlog_replication::PartitionId;
 
 use super::transport::Responder;
 use super::{Node, NodeError};
+use crate::groups::metadata;
 use crate::groups::offsets::{self, CommittedOffset};
 use crate::protocol::{
     ErrorCode, RequestHeader, Response, delete_groups_request as del_req,
@@ -414,13 +415,20 @@ impl Node {
         for (slot, group_id) in request.groups_names.iter().enumerate() {
             let outcome = self.group_coordinator(group_id).and_then(|(_, partition)| {
                 let in_memory = self.handlers.groups.coordinator.delete_group(group_id)?;
-                let records: Vec<(Bytes, Option<Bytes>)> =
-                    offsets::group_offsets(self.offsets_state(partition), group_id)
+                let state = self.offsets_state(partition);
+                let mut records: Vec<(Bytes, Option<Bytes>)> =
+                    offsets::group_offsets(state, group_id)
                         .into_iter()
                         .filter_map(|o| {
                             Some((offsets::offset_key(group_id, &o.topic, o.partition)?, None))
                         })
                         .collect();
+                // Its metadata record goes with it (a new coordinator must not restore it).
+                if let Some(key) =
+                    metadata::group_metadata_key(group_id).filter(|k| state.contains_key(k))
+                {
+                    records.push((key, None));
+                }
                 if !in_memory && records.is_empty() {
                     return Err(ErrorCode::GroupIdNotFound);
                 }

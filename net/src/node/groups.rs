@@ -52,6 +52,9 @@ pub(super) struct GroupsState {
     pub(super) writes: Vec<super::group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
     offsets_topic_asked_ms: Option<u64>,
+    /// The group metadata this node last appended, per group (group_metadata.rs): not
+    /// appended again while the same.
+    pub(super) metadata_written: HashMap<String, crate::groups::metadata::GroupMetadata>,
     /// When the coordinator next looks for expired offsets (offset_expiry.rs).
     pub(super) next_expiry_check_ms: u64,
     /// Tombstones of expired offsets appended and not yet committed, per partition (leader
@@ -81,6 +84,7 @@ impl GroupsState {
             loaded: BTreeMap::new(),
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
+            metadata_written: HashMap::new(),
             next_expiry_check_ms: 0,
             expiring: BTreeMap::new(),
         }
@@ -131,6 +135,17 @@ pub(super) fn is_group_request(request: &Request) -> bool {
 
 impl Node {
     pub(super) fn handle_group_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let result = self.answer_group_request(responder, header, request);
+        self.persist_group_metadata();
+        result
+    }
+
+    fn answer_group_request(
         &mut self,
         responder: Responder,
         header: RequestHeader,
@@ -297,6 +312,7 @@ impl Node {
                     coordinator.unload_partition(*index, ErrorCode::NotCoordinator, &mut out);
                 }
             }
+            let mut newly_loaded = Vec::new();
             for (index, now) in &now_loaded {
                 if self.handlers.groups.loaded.get(index) != Some(now) {
                     tracing::info!(
@@ -304,9 +320,14 @@ impl Node {
                         epoch = now.1,
                         "coordinator of its groups"
                     );
+                    newly_loaded.push((*index, now.0));
                 }
             }
             self.handlers.groups.loaded = now_loaded;
+            for (index, partition) in newly_loaded {
+                self.restore_groups(index, partition);
+            }
+            self.persist_group_metadata();
         }
         self.deliver_group_outbox(out)?;
         self.check_group_writes()
@@ -317,6 +338,7 @@ impl Node {
         let mut out = Outbox::new();
         self.handlers.groups.coordinator.tick(now_ms, &mut out);
         self.deliver_group_outbox(out)?;
+        self.persist_group_metadata();
         self.expire_group_writes(now_ms)?;
         self.maybe_expire_offsets(now_ms)
     }
@@ -665,9 +687,20 @@ impl Node {
                 }
             }
             for (_, (partition, _)) in self.handlers.groups.loaded.iter() {
-                for group_id in offsets::groups_with_offsets(self.offsets_state(*partition)) {
+                let state = self.offsets_state(*partition);
+                // Groups not in memory: empty, with the protocol type of their metadata
+                // record (none for a group that only has offsets).
+                let mut empty: BTreeMap<String, String> =
+                    crate::groups::metadata::all_group_metadata(state)
+                        .into_iter()
+                        .map(|(group_id, record)| (group_id, record.protocol_type))
+                        .collect();
+                for group_id in offsets::groups_with_offsets(state) {
+                    empty.entry(group_id).or_default();
+                }
+                for (group_id, protocol_type) in empty {
                     if !coordinator.contains(&group_id) && wanted(GroupState::Empty) {
-                        groups.push(listed_group(group_id, String::new(), GroupState::Empty));
+                        groups.push(listed_group(group_id, protocol_type, GroupState::Empty));
                     }
                 }
             }
@@ -715,9 +748,22 @@ impl Node {
                             })
                             .collect();
                     }
-                    // Kafka's answers: a group with only offsets is Empty; no group is Dead.
-                    None if offsets::has_offsets(self.offsets_state(partition), group_id) => {
+                    // Kafka's answers: a group with only offsets (or an empty metadata record)
+                    // is Empty; no group is Dead.
+                    None if offsets::has_offsets(self.offsets_state(partition), group_id)
+                        || crate::groups::metadata::group_metadata(
+                            self.offsets_state(partition),
+                            group_id,
+                        )
+                        .is_some() =>
+                    {
                         described.group_state = GroupState::Empty.name().to_string();
+                        described.protocol_type = crate::groups::metadata::group_metadata(
+                            self.offsets_state(partition),
+                            group_id,
+                        )
+                        .map(|m| m.protocol_type)
+                        .unwrap_or_default();
                     }
                     None => described.group_state = GroupState::Dead.name().to_string(),
                 }

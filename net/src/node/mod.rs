@@ -25,6 +25,7 @@ mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod fetch_snapshot;
+mod group_metadata;
 mod group_offsets;
 mod groups;
 mod handlers;

@@ -20,6 +20,7 @@ use bytes::Bytes;
 
 use super::group_offsets::wall_clock_ms;
 use super::{Node, NodeError};
+use crate::groups::metadata;
 use crate::groups::offsets::{self, GroupActivity};
 
 impl Node {
@@ -61,7 +62,7 @@ impl Node {
                 continue;
             }
             let coordinator = &self.handlers.groups.coordinator;
-            let keys = offsets::expired_offset_keys(
+            let mut keys = offsets::expired_offset_keys(
                 self.offsets_state(partition),
                 wall_now_ms,
                 retention_ms,
@@ -77,6 +78,26 @@ impl Node {
                     GroupActivity::Empty { since_ms }
                 },
             );
+            // An empty group whose last offsets expire loses its metadata record too (Kafka's
+            // group goes Dead): nothing of it is left to restore.
+            let state = self.offsets_state(partition);
+            let expired: std::collections::BTreeSet<&Bytes> = keys.iter().collect();
+            let mut gone = Vec::new();
+            for (group_id, record) in metadata::all_group_metadata(state) {
+                if !record.members.is_empty() || coordinator.contains(&group_id) {
+                    continue;
+                }
+                let left = offsets::group_offsets(state, &group_id)
+                    .into_iter()
+                    .any(|o| {
+                        offsets::offset_key(&group_id, &o.topic, o.partition)
+                            .is_none_or(|key| !expired.contains(&key))
+                    });
+                if !left && let Some(key) = metadata::group_metadata_key(&group_id) {
+                    gone.push(key);
+                }
+            }
+            keys.extend(gone);
             // Forget the emptying of groups whose offsets are all gone.
             let with_offsets: std::collections::BTreeSet<String> =
                 offsets::groups_with_offsets(self.offsets_state(partition))
