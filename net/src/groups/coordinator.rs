@@ -505,6 +505,16 @@ impl Coordinator {
         self.groups.contains_key(group_id)
     }
 
+    /// The topics a Stable consumer group's members subscribe to (`None`: not Stable, not
+    /// the consumer protocol, or a subscription that does not read).
+    pub fn stable_subscription(&self, group_id: &str) -> Option<&BTreeSet<String>> {
+        let group = self.groups.get(group_id)?;
+        if group.state != GroupState::Stable {
+            return None;
+        }
+        group.subscribed_topics.as_ref()
+    }
+
     /// Keeps the time of the latest call (the coordinator's clock never goes back).
     pub(super) fn observe_clock(&mut self, now_ms: u64) {
         self.clock_ms = self.clock_ms.max(now_ms);

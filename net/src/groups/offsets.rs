@@ -245,17 +245,22 @@ pub fn group_offsets(state: &BTreeMap<Bytes, Bytes>, group_id: &str) -> Vec<Grou
 }
 
 /// Whether a group's offsets may expire, as its coordinator sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupActivity {
-    /// The group has members (or is rebalancing): its offsets are kept.
-    Members,
+    /// The group has members (or is rebalancing). `subscribed`: the topics its members
+    /// subscribe to, known for a Stable group of the consumer protocol; the offsets of other
+    /// topics expire by their commit time (Kafka's rule). `None`: every offset is kept.
+    Members {
+        subscribed: Option<std::collections::BTreeSet<String>>,
+    },
     /// No member. `since_ms`: when it became empty (wall-clock ms), if the coordinator knows.
     Empty { since_ms: Option<i64> },
 }
 
 /// The keys of the offsets that expired at `now_ms` (wall-clock ms) with
 /// `offsets.retention.minutes` = `retention_ms`, KIP-211's rule: a group with members keeps
-/// every offset; a group without members loses an offset once `retention_ms` passed since the
+/// every offset (a Stable consumer group only those of the topics it subscribes to: the others
+/// expire `retention_ms` after their commit); a group without members loses an offset once `retention_ms` passed since the
 /// later of its commit and the moment the group became empty (when known; Kafka counts from
 /// the emptying alone, and from the commit for a group that never had members). The caller
 /// appends a tombstone per key through the log, so every replica and every snapshot drops the
@@ -268,11 +273,17 @@ pub fn expired_offset_keys(
 ) -> Vec<Bytes> {
     let mut expired = Vec::new();
     for group_id in groups_with_offsets(state) {
-        let since_ms = match activity(&group_id) {
-            GroupActivity::Members => continue,
-            GroupActivity::Empty { since_ms } => since_ms.unwrap_or(i64::MIN),
+        let (since_ms, subscribed) = match activity(&group_id) {
+            GroupActivity::Members { subscribed: None } => continue,
+            GroupActivity::Members {
+                subscribed: Some(topics),
+            } => (i64::MIN, Some(topics)),
+            GroupActivity::Empty { since_ms } => (since_ms.unwrap_or(i64::MIN), None),
         };
         for o in group_offsets(state, &group_id) {
+            if subscribed.as_ref().is_some_and(|t| t.contains(&o.topic)) {
+                continue;
+            }
             let base_ms = o.committed.commit_timestamp_ms.max(since_ms);
             if base_ms.saturating_add(retention_ms) <= now_ms
                 && let Some(key) = offset_key(&group_id, &o.topic, o.partition)
@@ -424,8 +435,18 @@ mod tests {
         put("emptied", 0, 1_000);
         put("simple", 0, 1_000);
         put("simple", 1, 50_000);
+        state.insert(
+            offset_key("live", "unsubscribed", 0).unwrap(),
+            offset_value(&CommittedOffset {
+                commit_timestamp_ms: 1_000,
+                ..committed(5)
+            })
+            .unwrap(),
+        );
         let activity = |group: &str| match group {
-            "live" => GroupActivity::Members,
+            "live" => GroupActivity::Members {
+                subscribed: Some(["t".to_string()].into()),
+            },
             "emptied" => GroupActivity::Empty {
                 since_ms: Some(30_000),
             },
@@ -442,16 +463,26 @@ mod tests {
         };
         assert_eq!(expired(60_999), []);
         // The commit of simple-0 is 60 s old; emptied's commit too, but it emptied at 30 s.
-        assert_eq!(expired(61_000), [("simple".to_string(), 0)]);
+        // A Stable group's offsets of a topic it no longer subscribes to expire by commit time.
+        assert_eq!(
+            expired(61_000),
+            [("live".to_string(), 0), ("simple".to_string(), 0)]
+        );
         assert_eq!(
             expired(90_000),
             // Key order: a group id's length comes first.
-            [("simple".to_string(), 0), ("emptied".to_string(), 0)]
+            [
+                ("live".to_string(), 0),
+                ("simple".to_string(), 0),
+                ("emptied".to_string(), 0)
+            ]
         );
-        assert_eq!(expired(110_000).len(), 3);
+        assert_eq!(expired(110_000).len(), 4);
+        let keys = expired_offset_keys(&state, i64::MAX, retention_ms, activity);
+        assert_eq!(keys.len(), 4);
         assert!(
-            !expired(i64::MAX).contains(&("live".to_string(), 0)),
-            "a group with members keeps its offsets"
+            !keys.contains(&offset_key("live", "t", 0).unwrap()),
+            "a group with members keeps the offsets of the topics it subscribes to"
         );
     }
 

@@ -37,11 +37,15 @@ impl Node {
             let Some(&(partition, _)) = self.handlers.groups.loaded().get(&index) else {
                 continue;
             };
-            let stored = metadata::group_metadata(self.offsets_state(partition), &group_id);
-            let written = self.handlers.groups.metadata_written.get(&group_id);
             let unchanged = |m: &metadata::GroupMetadata| m.same_group(&wanted);
             // What was last appended decides (it may not be committed yet); else the state.
-            if written.map_or(stored.as_ref().is_some_and(unchanged), unchanged) {
+            let same = match self.handlers.groups.metadata_written.get(&group_id) {
+                Some(written) => unchanged(written),
+                None => metadata::group_metadata(self.offsets_state(partition), &group_id)
+                    .as_ref()
+                    .is_some_and(unchanged),
+            };
+            if same {
                 continue;
             }
             let (Some(key), Some(value)) = (

@@ -68,7 +68,9 @@ impl Node {
                 retention_ms,
                 |group_id| {
                     if coordinator.contains(group_id) {
-                        return GroupActivity::Members;
+                        return GroupActivity::Members {
+                            subscribed: coordinator.stable_subscription(group_id).cloned(),
+                        };
                     }
                     // The coordinator's clock is `now_ms`; the commit timestamps are wall
                     // clock: the emptying is placed on the wall clock by its age.
