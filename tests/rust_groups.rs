@@ -740,3 +740,147 @@ fn a_stable_group_keeps_its_generation_across_a_kill_9_of_its_coordinator() {
     );
     quorum.start_all();
 }
+
+/// Sends `signal` (STOP, CONT) to node `id`'s process.
+fn signal(quorum: &Quorum, id: i32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &quorum.pid(id).to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Kafka's rule for group metadata: the SyncGroup answers that hand out a generation's
+/// assignment wait until that generation's record is committed, so a member never works in a
+/// generation a later coordinator could not know. With the coordinator's two followers stopped
+/// (SIGSTOP) the record cannot commit: the leader's SyncGroup is not answered NONE but fails
+/// (COORDINATOR_NOT_AVAILABLE at `offsets.commit.timeout.ms`, or NOT_COORDINATOR once the
+/// leader resigns for lack of a majority). With every node running, the answer comes, the
+/// coordinator is killed at once, and the next one accepts the member's heartbeat.
+#[test]
+fn sync_group_is_answered_once_the_generation_is_committed() {
+    use ringlog_net::node::client::Client;
+    use ringlog_net::protocol::{
+        ErrorCode, Request, Response, heartbeat_request, join_group_request, sync_group_request,
+    };
+    let _serial = serial();
+    let mut quorum = groups_quorum();
+    quorum.create_topic("held", 1, &[]);
+    let join = |client: &mut Client, group: &str, member_id: &str| {
+        let request = Request::JoinGroup(join_group_request::JoinGroupRequest {
+            group_id: group.to_string(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            member_id: member_id.to_string(),
+            protocol_type: "consumer".to_string(),
+            protocols: vec![join_group_request::JoinGroupRequestProtocol {
+                name: "range".to_string(),
+                metadata: ringlog_net::clients::group::encode_subscription(&["held".to_string()]),
+            }],
+            ..Default::default()
+        });
+        let Response::JoinGroup(answer) = client.request(&request, 7).unwrap() else {
+            panic!("not a JoinGroup answer");
+        };
+        answer
+    };
+    let join_as_leader = |client: &mut Client, group: &str| {
+        let first = join(client, group, "");
+        assert_eq!(first.error_code, ErrorCode::MemberIdRequired.code());
+        let joined = join(client, group, &first.member_id);
+        assert_eq!(joined.error_code, 0);
+        assert_eq!(joined.leader, joined.member_id);
+        joined
+    };
+    let sync = |client: &mut Client, group: &str, generation_id: i32, member_id: &str| {
+        let request = Request::SyncGroup(sync_group_request::SyncGroupRequest {
+            group_id: group.to_string(),
+            generation_id,
+            member_id: member_id.to_string(),
+            assignments: vec![sync_group_request::SyncGroupRequestAssignment {
+                member_id: member_id.to_string(),
+                assignment: ringlog_net::clients::group::encode_assignment(&[TopicPartition::new(
+                    "held", 0,
+                )]),
+            }],
+            ..Default::default()
+        });
+        let Response::SyncGroup(answer) = client.request(&request, 5).unwrap() else {
+            panic!("not a SyncGroup answer");
+        };
+        answer.error_code
+    };
+
+    // The record cannot commit: no assignment is handed out.
+    let coordinator = find_coordinator(&quorum, "held-group", None);
+    let mut client =
+        Client::connect(&quorum.address(coordinator), Duration::from_secs(30)).unwrap();
+    let joined = join_as_leader(&mut client, "held-group");
+    let others: Vec<i32> = (1..=3).filter(|id| *id != coordinator).collect();
+    for id in &others {
+        signal(&quorum, *id, "STOP");
+    }
+    let error = sync(
+        &mut client,
+        "held-group",
+        joined.generation_id,
+        &joined.member_id,
+    );
+    for id in &others {
+        signal(&quorum, *id, "CONT");
+    }
+    assert!(
+        error == ErrorCode::CoordinatorNotAvailable.code()
+            || error == ErrorCode::NotCoordinator.code(),
+        "SyncGroup answered {error} while its generation could not be committed"
+    );
+
+    // Every node runs: the answer comes once the record is committed, so the next
+    // coordinator knows the generation even if the first dies at once.
+    // (After the pause, the coordinator of the new group may move: asked until one joins.)
+    let (coordinator, joined, mut client) =
+        eventually(Duration::from_secs(60), "a coordinator that joins", || {
+            let coordinator = find_coordinator(&quorum, "other-group", None);
+            let mut client =
+                Client::connect(&quorum.address(coordinator), Duration::from_secs(30)).ok()?;
+            let first = join(&mut client, "other-group", "");
+            if first.error_code != ErrorCode::MemberIdRequired.code() {
+                return None;
+            }
+            let joined = join(&mut client, "other-group", &first.member_id);
+            (joined.error_code == 0).then_some((coordinator, joined, client))
+        });
+    assert_eq!(
+        sync(
+            &mut client,
+            "other-group",
+            joined.generation_id,
+            &joined.member_id
+        ),
+        0
+    );
+    quorum.kill(coordinator);
+    let successor = find_coordinator(&quorum, "other-group", Some(coordinator));
+    let heartbeat = Request::Heartbeat(heartbeat_request::HeartbeatRequest {
+        group_id: "other-group".to_string(),
+        generation_id: joined.generation_id,
+        member_id: joined.member_id.clone(),
+        group_instance_id: None,
+    });
+    let error = eventually(Duration::from_secs(30), "a heartbeat answer", || {
+        let mut client =
+            Client::connect(&quorum.address(successor), Duration::from_secs(2)).ok()?;
+        let Ok(Response::Heartbeat(answer)) = client.request(&heartbeat, 4) else {
+            return None;
+        };
+        (answer.error_code != ErrorCode::CoordinatorLoadInProgress.code()
+            && answer.error_code != ErrorCode::NotCoordinator.code())
+        .then_some(answer.error_code)
+    });
+    assert_eq!(
+        error, 0,
+        "the new coordinator refused the generation's heartbeat"
+    );
+    quorum.start_all();
+    assert!(quorum.exited().is_empty(), "{}", quorum.dump_logs());
+}

@@ -55,6 +55,8 @@ pub(super) struct GroupsState {
     /// The group metadata this node last appended, per group (group_metadata.rs): not
     /// appended again while the same.
     pub(super) metadata_written: HashMap<String, crate::groups::metadata::GroupMetadata>,
+    /// SyncGroup answers waiting for their generation's metadata record (group_metadata.rs).
+    pub(super) held_syncs: Vec<super::group_metadata::HeldSyncs>,
     /// When the coordinator next looks for expired offsets (offset_expiry.rs).
     pub(super) next_expiry_check_ms: u64,
     /// Tombstones of expired offsets appended and not yet committed, per partition (leader
@@ -85,6 +87,7 @@ impl GroupsState {
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
             metadata_written: HashMap::new(),
+            held_syncs: Vec::new(),
             next_expiry_check_ms: 0,
             expiring: BTreeMap::new(),
         }
@@ -95,6 +98,7 @@ impl GroupsState {
         self.writes
             .iter()
             .map(|w| w.deadline_ms)
+            .chain(self.held_syncs.iter().map(|s| s.deadline_ms))
             .min()
             .unwrap_or(u64::MAX)
             .min(self.coordinator.next_deadline_ms())
@@ -141,7 +145,7 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let result = self.answer_group_request(responder, header, request);
-        self.persist_group_metadata();
+        let _ = self.persist_group_metadata();
         result
     }
 
@@ -327,9 +331,10 @@ impl Node {
             for (index, partition) in newly_loaded {
                 self.restore_groups(index, partition);
             }
-            self.persist_group_metadata();
+            let _ = self.persist_group_metadata();
         }
         self.deliver_group_outbox(out)?;
+        self.release_held_syncs(None)?;
         self.check_group_writes()
     }
 
@@ -338,7 +343,8 @@ impl Node {
         let mut out = Outbox::new();
         self.handlers.groups.coordinator.tick(now_ms, &mut out);
         self.deliver_group_outbox(out)?;
-        self.persist_group_metadata();
+        let _ = self.persist_group_metadata();
+        self.release_held_syncs(Some(now_ms))?;
         self.expire_group_writes(now_ms)?;
         self.maybe_expire_offsets(now_ms)
     }
@@ -350,6 +356,7 @@ impl Node {
         coordinator.unload_all(ErrorCode::NotCoordinator, &mut out);
         self.handlers.groups.loaded.clear();
         self.deliver_group_outbox(out)?;
+        self.fail_held_syncs()?;
         self.fail_group_writes(ErrorCode::NotCoordinator)
     }
 
@@ -369,7 +376,7 @@ impl Node {
     }
 
     /// Sends the coordinator's answers to their connections.
-    fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
+    pub(super) fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
         for (token, reply) in out {
             let Some(waiting) = self.handlers.groups.waiting.remove(&token) else {
                 tracing::warn!(?token, "a group answer for no waiting request");
@@ -566,11 +573,13 @@ impl Node {
         let token = self.hold(responder, header);
         let now = self.now_ms();
         let mut out = Outbox::new();
+        let group_id = sync.group_id.clone();
         self.handlers
             .groups
             .coordinator
             .sync(now, token, sync, &mut out);
-        self.deliver_group_outbox(out)
+        let appended = self.persist_group_metadata();
+        self.deliver_sync_answers(&group_id, out, &appended)
     }
 
     fn handle_heartbeat(
