@@ -174,11 +174,25 @@ impl MetaProperties {
 
 /// A new random cluster id: 16 random bytes in unpadded base64url (22 characters), like Kafka's
 /// `Uuid.randomUuid().toString()`. The randomness comes from the OS, outside the replication core.
+/// Like Kafka's, it never starts with `-` (1 in 64 draws would), which a command line such as
+/// `ringlog format --cluster-id -Vx…` would take for an option.
 pub fn random_cluster_id() -> std::io::Result<String> {
     use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(base64url(&bytes))
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
+    loop {
+        let mut bytes = [0u8; 16];
+        urandom.read_exact(&mut bytes)?;
+        if let Some(id) = cluster_id_from(&bytes) {
+            return Ok(id);
+        }
+    }
+}
+
+/// The cluster id of 16 random bytes, or `None` for a draw Kafka's `Uuid.randomUuid` also
+/// rejects (a string starting with `-`).
+fn cluster_id_from(bytes: &[u8; 16]) -> Option<String> {
+    let id = base64url(bytes);
+    (!id.starts_with('-')).then_some(id)
 }
 
 /// Kafka's cluster ids are 16 bytes in unpadded base64url: 22 characters of `[A-Za-z0-9_-]`.
@@ -187,6 +201,41 @@ pub fn is_valid_cluster_id(text: &str) -> bool {
         && text
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+}
+
+/// A Uuid (a KIP-853 directory id) as Kafka prints it: unpadded base64url, 22 characters.
+pub fn uuid_text(bytes: &[u8; 16]) -> String {
+    base64url(bytes)
+}
+
+/// A Uuid from Kafka's text form ([`uuid_text`]); `None` if it is not 22 base64url characters
+/// of 16 bytes.
+pub fn parse_uuid_text(text: &str) -> Option<[u8; 16]> {
+    if !is_valid_cluster_id(text) {
+        return None;
+    }
+    let symbol = |byte: u8| -> u32 {
+        match byte {
+            b'A'..=b'Z' => u32::from(byte - b'A'),
+            b'a'..=b'z' => u32::from(byte - b'a') + 26,
+            b'0'..=b'9' => u32::from(byte - b'0') + 52,
+            b'-' => 62,
+            _ => 63,
+        }
+    };
+    let mut out = [0u8; 16];
+    let mut at = 0;
+    for chunk in text.as_bytes().chunks(4) {
+        let value = chunk.iter().enumerate().fold(0u32, |acc, (index, byte)| {
+            acc | symbol(*byte) << (18 - 6 * index)
+        });
+        for index in 0..chunk.len() - 1 {
+            out[at] = (value >> (16 - 8 * index)) as u8;
+            at += 1;
+        }
+    }
+    // 22 symbols carry 132 bits: the last 4 must be zero, or the text names no 16 bytes.
+    (base64url(&out) == text).then_some(out)
 }
 
 fn base64url(bytes: &[u8]) -> String {
@@ -207,6 +256,36 @@ fn base64url(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// First byte 0b111110xx encodes to `-` first (62 in base64url): such a draw is refused,
+    /// as Kafka's `Uuid.randomUuid` refuses it; any other first byte is kept.
+    #[test]
+    fn a_cluster_id_never_starts_with_a_dash() {
+        let mut bytes = [7u8; 16];
+        bytes[0] = 0b1111_1000;
+        assert_eq!(base64url(&bytes).chars().next(), Some('-'));
+        assert_eq!(cluster_id_from(&bytes), None);
+        bytes[0] = 0b1111_0000;
+        assert_eq!(cluster_id_from(&bytes).unwrap().chars().next(), Some('8'));
+        for _ in 0..1000 {
+            let id = random_cluster_id().unwrap();
+            assert!(is_valid_cluster_id(&id) && !id.starts_with('-'), "{id}");
+        }
+    }
+
+    #[test]
+    fn uuid_text_round_trips_and_rejects_what_is_no_uuid() {
+        for bytes in [[0u8; 16], [255; 16], *b"0123456789abcdef"] {
+            let text = uuid_text(&bytes);
+            assert_eq!(text.len(), 22);
+            assert_eq!(parse_uuid_text(&text), Some(bytes));
+        }
+        assert_eq!(uuid_text(&[0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(parse_uuid_text("short"), None);
+        assert_eq!(parse_uuid_text("AAAAAAAAAAAAAAAAAAAAA!"), None);
+        // The last symbol's low bits fall past byte 16.
+        assert_eq!(parse_uuid_text("AAAAAAAAAAAAAAAAAAAAAB"), None);
+    }
 
     #[test]
     fn format_then_check_round_trips() {

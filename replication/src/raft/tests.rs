@@ -253,6 +253,104 @@ fn election_timeout_asks_for_pre_votes_then_a_candidate_persists_its_own_vote_fi
     );
 }
 
+/// A brand-new partition's designated first leader asks for pre-votes at once, not after its
+/// election timeout; a voter that has been through an election, one with records, or an
+/// observer, does nothing.
+#[test]
+fn stand_first_asks_at_once_only_on_a_fresh_voter() {
+    let mut raft = fresh(1);
+    let work = raft.stand_first(5).unwrap();
+    let pre_vote = pre_vote_request(1, 0, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: pre_vote.clone()
+            },
+            Work::Send {
+                to: 3,
+                message: pre_vote
+            },
+        ]
+    );
+
+    // Voted in epoch 1: its timer is the ordinary one.
+    let mut voted = fresh(2);
+    let work = voted.step(5, 1, vote_request(1, 1, 0, 0)).unwrap();
+    persist_quorum_state(&mut voted, 5, &work);
+    assert!(!asks_for_votes(&voted.stand_first(6).unwrap()));
+
+    // Holding records (epoch 0, no vote, a log end past 0): nothing either.
+    let recovered = RecoveredState {
+        log_end_offset: 3,
+        epoch_cache: vec![OffsetAndEpoch::new(0, 0)],
+        ..RecoveredState::default()
+    };
+    let mut with_records = Raft::new(config(1), &recovered, 42, 0).unwrap();
+    assert!(!asks_for_votes(&with_records.stand_first(5).unwrap()));
+
+    // An observer never stands.
+    let mut observer = Raft::new(
+        QuorumConfig::new(4, &[1, 2, 3]).unwrap(),
+        &RecoveredState::default(),
+        42,
+        0,
+    )
+    .unwrap();
+    assert!(!asks_for_votes(&observer.stand_first(5).unwrap()));
+}
+
+fn asks_for_votes(work: &[Work]) -> bool {
+    work.iter().any(|w| {
+        matches!(
+            w,
+            Work::Send {
+                message: Message::VoteRequest(_),
+                ..
+            } | Work::SendAfterPersist {
+                message: Message::VoteRequest(_),
+                ..
+            }
+        )
+    })
+}
+
+/// A voter that answers a pre-vote with an error (one that does not host the partition yet)
+/// is asked again after `retry_backoff_ms`, not after the whole request timeout; voters that
+/// answered are not asked again.
+#[test]
+fn a_vote_answered_with_an_error_is_asked_again_after_the_retry_backoff() {
+    let mut raft = fresh(1);
+    raft.stand_first(0).unwrap();
+    let refused = Message::VoteResponse(VoteResponse {
+        error_code: ErrorCode::UnknownServerError,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: 0,
+        },
+        vote_granted: false,
+    });
+    assert!(raft.step(1, 2, refused).unwrap().is_empty());
+    let retry_at = 1 + raft.config.retry_backoff_ms;
+    assert_eq!(raft.next_deadline_ms(), retry_at);
+    let (work, _) = raft.tick(retry_at).unwrap();
+    let pre_vote = pre_vote_request(1, 0, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: pre_vote.clone()
+            },
+            Work::Send {
+                to: 3,
+                message: pre_vote
+            },
+        ]
+    );
+}
+
 #[test]
 fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_epoch() {
     let mut raft = fresh(1);
@@ -450,6 +548,55 @@ fn leader_answers_diverging_epoch_and_records() {
         panic!("{work:?}")
     };
     assert_eq!(response.high_watermark, 1);
+}
+
+/// A follower whose fetch reaches the log end just after a commit it has not been told of
+/// (its peer's fetch moved the high-watermark) is answered at once with the new
+/// high-watermark, not parked for the long poll; its next fetch, told, is parked.
+#[test]
+fn a_fetch_at_the_log_end_is_answered_at_once_while_its_replica_lacks_the_high_watermark() {
+    let mut raft = leader_1();
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    // Node 3 takes the LeaderChange record while nothing is committed (told 0).
+    let work = raft
+        .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
+        .unwrap();
+    let [Work::SendFetchResponse { response, .. }] = work.as_slice() else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 0);
+    // Node 2 fetches from 0, then from 1: the majority {1, 2} commits offset 0.
+    raft.step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
+        .unwrap();
+    let work = raft
+        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert!(work.contains(&Work::HighWatermarkChanged { high_watermark: 1 }));
+    // Node 3, at the log end, has nothing to fetch but was told 0: answered at once.
+    let work = raft
+        .step(5_103, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    let [
+        Work::SendFetchResponse {
+            to: 3, response, ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 1);
+    // Told now: the next fetch at the log end waits (long poll).
+    let work = raft
+        .step(5_104, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "{work:?}");
 }
 
 /// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,
