@@ -784,13 +784,24 @@ fn sync_group_is_answered_once_the_generation_is_committed() {
         };
         answer
     };
-    let join_as_leader = |client: &mut Client, group: &str| {
-        let first = join(client, group, "");
-        assert_eq!(first.error_code, ErrorCode::MemberIdRequired.code());
-        let joined = join(client, group, &first.member_id);
-        assert_eq!(joined.error_code, 0);
-        assert_eq!(joined.leader, joined.member_id);
-        joined
+    // The group's coordinator (a new one may still be loading: asked until one joins), the
+    // JoinGroup answer of the one member (its leader), and the connection.
+    let join_as_leader = |quorum: &Quorum, group: &str| {
+        eventually(Duration::from_secs(60), "a coordinator that joins", || {
+            let coordinator = find_coordinator(quorum, group, None);
+            let mut client =
+                Client::connect(&quorum.address(coordinator), Duration::from_secs(30)).ok()?;
+            let first = join(&mut client, group, "");
+            if first.error_code != ErrorCode::MemberIdRequired.code() {
+                return None;
+            }
+            let joined = join(&mut client, group, &first.member_id);
+            (joined.error_code == 0 && joined.leader == joined.member_id).then_some((
+                coordinator,
+                joined,
+                client,
+            ))
+        })
     };
     let sync = |client: &mut Client, group: &str, generation_id: i32, member_id: &str| {
         let request = Request::SyncGroup(sync_group_request::SyncGroupRequest {
@@ -812,10 +823,7 @@ fn sync_group_is_answered_once_the_generation_is_committed() {
     };
 
     // The record cannot commit: no assignment is handed out.
-    let coordinator = find_coordinator(&quorum, "held-group", None);
-    let mut client =
-        Client::connect(&quorum.address(coordinator), Duration::from_secs(30)).unwrap();
-    let joined = join_as_leader(&mut client, "held-group");
+    let (coordinator, joined, mut client) = join_as_leader(&quorum, "held-group");
     let others: Vec<i32> = (1..=3).filter(|id| *id != coordinator).collect();
     for id in &others {
         signal(&quorum, *id, "STOP");
@@ -837,19 +845,7 @@ fn sync_group_is_answered_once_the_generation_is_committed() {
 
     // Every node runs: the answer comes once the record is committed, so the next
     // coordinator knows the generation even if the first dies at once.
-    // (After the pause, the coordinator of the new group may move: asked until one joins.)
-    let (coordinator, joined, mut client) =
-        eventually(Duration::from_secs(60), "a coordinator that joins", || {
-            let coordinator = find_coordinator(&quorum, "other-group", None);
-            let mut client =
-                Client::connect(&quorum.address(coordinator), Duration::from_secs(30)).ok()?;
-            let first = join(&mut client, "other-group", "");
-            if first.error_code != ErrorCode::MemberIdRequired.code() {
-                return None;
-            }
-            let joined = join(&mut client, "other-group", &first.member_id);
-            (joined.error_code == 0).then_some((coordinator, joined, client))
-        });
+    let (coordinator, joined, mut client) = join_as_leader(&quorum, "other-group");
     assert_eq!(
         sync(
             &mut client,
