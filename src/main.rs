@@ -15,12 +15,14 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ringlog_engine::batch::BatchIter;
 use ringlog_net::clients::TopicPartition;
-use ringlog_net::clients::consumer::{Consumer, ConsumerConfig};
+use ringlog_net::clients::consumer::{Consumer, ConsumerConfig, ConsumerError};
+use ringlog_net::clients::group::{CommittedOffset, GroupConsumer, GroupConsumerConfig};
 use ringlog_net::clients::producer::ProducerConfig;
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties::{self, MetaProperties};
 use ringlog_net::node::client::Client;
 use ringlog_net::node::unclean;
+use ringlog_net::protocol::ErrorCode;
 
 #[derive(Parser)]
 #[command(
@@ -154,9 +156,16 @@ enum Command {
         #[arg(long)]
         offset: Option<String>,
         /// auto.offset.reset: earliest, latest or none (none: a detected log truncation or
-        /// an out-of-range offset stops the command with an error).
-        #[arg(long, default_value = "none")]
-        reset: String,
+        /// an out-of-range offset stops the command with an error). Default: none, or latest
+        /// with --group (Kafka's default for a group without a committed offset).
+        #[arg(long)]
+        reset: Option<String>,
+        /// Consume as a member of this consumer group (the classic protocol): the topic's
+        /// partitions are shared with the group's other members, each starts at the group's
+        /// committed offset (validated with its leader epoch, KIP-320), and the offset after
+        /// each printed record is committed with that record's leader epoch.
+        #[arg(long, conflicts_with_all = ["from_beginning", "offset"])]
+        group: Option<String>,
         /// Stop after this many records.
         #[arg(long)]
         max_records: Option<u64>,
@@ -298,12 +307,27 @@ fn run(cli: Cli) -> Result<(), String> {
             from_beginning,
             offset,
             reset,
+            group,
             max_records,
             print_offsets,
             full_state,
         } => {
             if full_state {
                 return print_full_state(&bootstrap, TopicPartition::new(topic, partition));
+            }
+            if let Some(group) = group {
+                let config = ConsumerConfig {
+                    auto_offset_reset: reset.as_deref().unwrap_or("latest").parse()?,
+                    ..ConsumerConfig::default()
+                };
+                return consume_in_group(
+                    &bootstrap,
+                    &group,
+                    topic,
+                    config,
+                    max_records,
+                    print_offsets,
+                );
             }
             let start = match (from_beginning, offset.as_deref()) {
                 (true, _) | (false, Some("earliest")) => -2,
@@ -315,7 +339,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     .ok_or_else(|| format!("--offset {number:?}: a number, earliest or latest"))?,
             };
             let config = ConsumerConfig {
-                auto_offset_reset: reset.parse()?,
+                auto_offset_reset: reset.as_deref().unwrap_or("none").parse()?,
                 ..ConsumerConfig::default()
             };
             consume(
@@ -659,6 +683,83 @@ fn consume(
             if max_records.is_some_and(|max| printed >= max) {
                 return Ok(());
             }
+        }
+    }
+}
+
+/// `consume --group`: a group member of `topic`. Each poll's printed records are committed
+/// (the offset after the last one of each partition, with its leader epoch) before more are
+/// printed, so a member that stops after `max_records` leaves the group with exactly what it
+/// printed committed and the next member of the group resumes there.
+fn consume_in_group(
+    bootstrap: &str,
+    group: &str,
+    topic: String,
+    config: ConsumerConfig,
+    max_records: Option<u64>,
+    print_offsets: bool,
+) -> Result<(), String> {
+    let group_config = GroupConsumerConfig {
+        // Only what was printed is committed, never a position past it.
+        enable_auto_commit: false,
+        ..GroupConsumerConfig::new(group)
+    };
+    let mut consumer = GroupConsumer::connect(bootstrap, config, group_config);
+    consumer.subscribe([topic]);
+    let mut printed = 0u64;
+    let mut stdout = std::io::stdout();
+    loop {
+        let records = consumer
+            .poll(Duration::from_secs(1))
+            .map_err(|e| e.to_string())?;
+        let mut last: std::collections::BTreeMap<TopicPartition, CommittedOffset> =
+            std::collections::BTreeMap::new();
+        let mut done = false;
+        for record in records {
+            let value = record.value.as_deref().unwrap_or_default();
+            let value = String::from_utf8_lossy(value);
+            let line = if print_offsets {
+                format!(
+                    "{}\t{}\t{}\t{value}",
+                    record.partition.partition, record.offset, record.leader_epoch
+                )
+            } else {
+                value.into_owned()
+            };
+            writeln!(stdout, "{line}").map_err(|e| e.to_string())?;
+            last.insert(
+                record.partition.clone(),
+                CommittedOffset {
+                    offset: record.offset + 1,
+                    leader_epoch: record.leader_epoch,
+                },
+            );
+            printed += 1;
+            if max_records.is_some_and(|max| printed >= max) {
+                done = true;
+                break;
+            }
+        }
+        stdout.flush().map_err(|e| e.to_string())?;
+        let last: Vec<_> = last.into_iter().collect();
+        match consumer.commit_offsets(&last) {
+            Ok(()) => {}
+            // The group rebalanced under this poll: these partitions may be another member's
+            // now, which starts at the last commit and prints them again (at least once).
+            Err(ConsumerError::Group { error, .. })
+                if matches!(
+                    error,
+                    ErrorCode::RebalanceInProgress
+                        | ErrorCode::IllegalGeneration
+                        | ErrorCode::UnknownMemberId
+                ) =>
+            {
+                eprintln!("commit refused ({error}): the group rebalanced; rejoining");
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+        if done {
+            return consumer.close().map_err(|e| e.to_string());
         }
     }
 }

@@ -241,6 +241,18 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The longest metadata string an OffsetCommit may store with an offset (OFFSET_METADATA_TOO_LARGE above it).",
     },
     KeyDefinition {
+        name: "offsets.retention.minutes",
+        aliases: &[],
+        default: Some("10080"),
+        doc: "Committed offsets of a group without members expire this long after the group became empty (KIP-211; by their commit time for a group that never had members, or after a coordinator failover): the coordinator appends tombstones for them.",
+    },
+    KeyDefinition {
+        name: "offsets.retention.check.interval.ms",
+        aliases: &[],
+        default: Some("600000"),
+        doc: "How often a coordinator looks for expired offsets in the __consumer_offsets partitions it leads.",
+    },
+    KeyDefinition {
         name: "group.initial.rebalance.delay.ms",
         aliases: &[],
         default: Some("3000"),
@@ -506,6 +518,15 @@ impl NodeConfig {
                 offsets_topic_segment_bytes: values.positive("offsets.topic.segment.bytes")?,
                 offsets_commit_timeout_ms: values.positive("offsets.commit.timeout.ms")?,
                 offset_metadata_max_bytes: values.number("offset.metadata.max.bytes")?,
+                offsets_retention_ms: values
+                    .positive::<u64>("offsets.retention.minutes")?
+                    .checked_mul(60_000)
+                    .filter(|ms| *ms <= i64::MAX as u64)
+                    .ok_or_else(|| {
+                        values.invalid("offsets.retention.minutes", "too large".into())
+                    })?,
+                offsets_retention_check_interval_ms: values
+                    .positive("offsets.retention.check.interval.ms")?,
                 initial_rebalance_delay_ms: values.number("group.initial.rebalance.delay.ms")?,
                 min_session_timeout_ms: values.positive("group.min.session.timeout.ms")?,
                 max_session_timeout_ms: values.positive("group.max.session.timeout.ms")?,

@@ -173,6 +173,15 @@ pub enum ConsumerError {
         partition: TopicPartition,
         log_start_offset: i64,
     },
+    /// A consumer group request answered with an error the member cannot recover from by
+    /// rejoining or retrying (or, for OffsetCommit, a generation that moved on: the
+    /// positions may belong to another member now, Kafka's CommitFailedException).
+    #[error("group {group_id}: {api}: {error}")]
+    Group {
+        group_id: String,
+        api: &'static str,
+        error: ErrorCode,
+    },
     #[error("timed out: {0}")]
     Timeout(String),
     #[error(transparent)]

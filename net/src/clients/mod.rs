@@ -9,6 +9,7 @@ mod consumer_tests;
 pub mod full_state;
 #[cfg(test)]
 mod full_state_tests;
+pub mod group;
 pub mod producer;
 pub mod transport;
 

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 
-use super::group::{Group, GroupState};
+use super::group::{Group, GroupState, Member};
 use super::join::{
     maybe_complete_join, maybe_prepare_rebalance, on_join_deadline, prepare_rebalance,
 };
+use super::metadata::{GroupMetadata, MemberMetadata};
 use super::{
     GroupConfig, JoinResult, LeavingMember, Outbox, Reply, ReplyToken, SyncRequest, SyncResult,
 };
@@ -28,6 +29,26 @@ pub struct Coordinator {
     /// State of the member-id generator (splitmix64): ids never repeat on one coordinator,
     /// and the node seeds it at random so they do not repeat across coordinators either.
     member_id_state: u64,
+    /// The latest `now_ms` any request or tick brought (the time a group that empties in that
+    /// call became empty).
+    clock_ms: u64,
+    /// KIP-211: when each group dropped from memory became empty (its `__consumer_offsets`
+    /// partition, the coordinator's `now_ms`), so its offsets expire
+    /// `offsets.retention.minutes` after that. Only this coordinator knows it: after a
+    /// failover the new one counts from the commit timestamps in the log.
+    emptied_at_ms: HashMap<String, Emptied>,
+    /// Groups changed since the node last asked (`take_dirty`): their metadata record may
+    /// need writing.
+    dirty: BTreeSet<String>,
+}
+
+/// A group dropped from memory when it became empty.
+#[derive(Clone, Debug)]
+struct Emptied {
+    partition: i32,
+    at_ms: u64,
+    protocol_type: Option<String>,
+    generation_id: i32,
 }
 
 /// DescribeGroups' view of a group.
@@ -68,6 +89,9 @@ impl Coordinator {
             deadlines: BTreeSet::new(),
             scheduled: HashMap::new(),
             member_id_state: member_id_seed,
+            clock_ms: 0,
+            emptied_at_ms: HashMap::new(),
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -101,9 +125,16 @@ impl Coordinator {
         let drop = self.groups.get(group_id).is_some_and(|g| {
             g.state == GroupState::Empty && g.members.is_empty() && g.pending_members.is_empty()
         });
-        if drop {
-            self.groups.remove(group_id);
+        if drop && let Some(group) = self.groups.remove(group_id) {
+            let emptied = Emptied {
+                partition: group.partition,
+                at_ms: self.clock_ms,
+                protocol_type: group.protocol_type,
+                generation_id: group.generation_id,
+            };
+            self.emptied_at_ms.insert(group_id.to_string(), emptied);
         }
+        self.dirty.insert(group_id.to_string());
         let next = self.groups.get(group_id).and_then(Group::next_deadline_ms);
         if let Some(old) = self.scheduled.remove(group_id) {
             self.deadlines.remove(&(old, group_id.to_string()));
@@ -125,6 +156,7 @@ impl Coordinator {
     /// Each group that is due is handled once per call: a deadline that handling makes due
     /// again at `now_ms` (timeouts of 0) waits for the next call, so a tick always ends.
     pub fn tick(&mut self, now_ms: u64, out: &mut Outbox) {
+        self.observe_clock(now_ms);
         let due: Vec<(u64, String)> = self
             .deadlines
             .iter()
@@ -144,6 +176,7 @@ impl Coordinator {
     // ---- SyncGroup ------------------------------------------------------------------------
 
     pub fn sync(&mut self, now_ms: u64, token: ReplyToken, request: SyncRequest, out: &mut Outbox) {
+        self.observe_clock(now_ms);
         let result = self.sync_inner(now_ms, token, &request, out);
         if let Err(error) = result {
             out.push((token, Reply::Sync(SyncResult::error(error))));
@@ -249,6 +282,7 @@ impl Coordinator {
         generation_id: i32,
         group_instance_id: Option<&str>,
     ) -> ErrorCode {
+        self.observe_clock(now_ms);
         let result = (|| {
             let group = self
                 .groups
@@ -291,6 +325,7 @@ impl Coordinator {
         leaving: &[LeavingMember],
         out: &mut Outbox,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        self.observe_clock(now_ms);
         let Some(group) = self.groups.get_mut(group_id) else {
             return Ok(vec![ErrorCode::UnknownMemberId; leaving.len()]);
         };
@@ -339,6 +374,7 @@ impl Coordinator {
         generation_id: i32,
         group_instance_id: Option<&str>,
     ) -> Result<(), ErrorCode> {
+        self.observe_clock(now_ms);
         let Some(group) = self.groups.get_mut(group_id) else {
             // Not in memory: no members. A member of a generation this coordinator never
             // made (e.g. one of the coordinator before a failover) rejoins first.
@@ -407,12 +443,15 @@ impl Coordinator {
     /// was held in memory (and is now gone); the caller deletes its offsets.
     pub fn delete_group(&mut self, group_id: &str) -> Result<bool, ErrorCode> {
         let Some(group) = self.groups.get(group_id) else {
+            // Its metadata record is deleted with its offsets: nothing may write it again.
+            self.emptied_at_ms.remove(group_id);
             return Ok(false);
         };
         if !group.members.is_empty() || !group.pending_members.is_empty() {
             return Err(ErrorCode::NonEmptyGroup);
         }
         self.groups.remove(group_id);
+        self.emptied_at_ms.remove(group_id);
         self.after_change(group_id);
         Ok(true)
     }
@@ -466,6 +505,175 @@ impl Coordinator {
         self.groups.contains_key(group_id)
     }
 
+    /// The topics a Stable consumer group's members subscribe to (`None`: not Stable, not
+    /// the consumer protocol, or a subscription that does not read).
+    pub fn stable_subscription(&self, group_id: &str) -> Option<&BTreeSet<String>> {
+        let group = self.groups.get(group_id)?;
+        if group.state != GroupState::Stable {
+            return None;
+        }
+        group.subscribed_topics.as_ref()
+    }
+
+    /// Keeps the time of the latest call (the coordinator's clock never goes back).
+    pub(super) fn observe_clock(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
+    /// When `group_id`, not in memory now, became empty on this coordinator (its `now_ms`);
+    /// `None` for a group in memory or one this coordinator never saw with members.
+    pub fn emptied_at_ms(&self, group_id: &str) -> Option<u64> {
+        if self.groups.contains_key(group_id) {
+            return None;
+        }
+        self.emptied_at_ms.get(group_id).map(|e| e.at_ms)
+    }
+
+    /// The groups changed since the last call.
+    pub fn take_dirty(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.dirty).into_iter().collect()
+    }
+
+    /// What `group_id`'s metadata record should hold now (Kafka writes it when a group
+    /// becomes Stable with the leader's assignment and when it becomes empty), with its
+    /// `__consumer_offsets` partition; `None` while it rebalances or when it is unknown here.
+    /// `now_ms` is the coordinator's clock and `wall_now_ms` the wall clock, to place the
+    /// emptying on the wall clock.
+    pub fn group_metadata(
+        &self,
+        group_id: &str,
+        now_ms: u64,
+        wall_now_ms: i64,
+    ) -> Option<(i32, GroupMetadata)> {
+        if let Some(group) = self.groups.get(group_id) {
+            if group.state != GroupState::Stable {
+                return None;
+            }
+            let protocol = group.protocol_name.clone().unwrap_or_default();
+            let members = group
+                .members
+                .values()
+                .map(|m| MemberMetadata {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms.min(i32::MAX as u64) as i32,
+                    session_timeout_ms: m.session_timeout_ms.min(i32::MAX as u64) as i32,
+                    subscription: m.metadata(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect();
+            let metadata = GroupMetadata {
+                protocol_type: group.protocol_type.clone().unwrap_or_default(),
+                generation_id: group.generation_id,
+                protocol_name: group.protocol_name.clone(),
+                leader: group.leader.clone(),
+                current_state_timestamp_ms: wall_now_ms,
+                members,
+            };
+            return Some((group.partition, metadata));
+        }
+        let emptied = self.emptied_at_ms.get(group_id)?;
+        let metadata = GroupMetadata {
+            protocol_type: emptied.protocol_type.clone().unwrap_or_default(),
+            generation_id: emptied.generation_id,
+            protocol_name: None,
+            leader: None,
+            current_state_timestamp_ms: wall_now_ms - now_ms.saturating_sub(emptied.at_ms) as i64,
+            members: Vec::new(),
+        };
+        Some((emptied.partition, metadata))
+    }
+
+    /// A new coordinator of `partition` takes `group_id` over from its metadata record: a
+    /// group with members is held again, Stable in the recorded generation with the recorded
+    /// members and assignments (each member's session starts now, so members that are gone
+    /// expire as usual); an empty one is remembered as emptied at the recorded time.
+    pub fn restore_group(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        metadata: &GroupMetadata,
+        now_ms: u64,
+        wall_now_ms: i64,
+    ) {
+        self.observe_clock(now_ms);
+        if self.groups.contains_key(group_id) {
+            return;
+        }
+        let protocol_type =
+            (!metadata.protocol_type.is_empty()).then(|| metadata.protocol_type.clone());
+        if metadata.members.is_empty() {
+            if metadata.current_state_timestamp_ms >= 0 {
+                let age_ms = wall_now_ms
+                    .saturating_sub(metadata.current_state_timestamp_ms)
+                    .max(0);
+                let emptied = Emptied {
+                    partition,
+                    at_ms: now_ms.saturating_sub(age_ms as u64),
+                    protocol_type,
+                    generation_id: metadata.generation_id,
+                };
+                self.emptied_at_ms.insert(group_id.to_string(), emptied);
+            }
+            return;
+        }
+        let (Some(protocol_name), Some(leader)) = (&metadata.protocol_name, &metadata.leader)
+        else {
+            tracing::warn!(
+                group_id,
+                "a group metadata record with members but no protocol or leader: not restored"
+            );
+            return;
+        };
+        let mut group = Group::new(
+            group_id.to_string(),
+            partition,
+            self.config.initial_rebalance_delay_ms,
+        );
+        for m in &metadata.members {
+            let member = Member {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout_ms.max(0) as u64,
+                session_timeout_ms: m.session_timeout_ms.max(0) as u64,
+                protocol_type: metadata.protocol_type.clone(),
+                protocols: vec![(protocol_name.clone(), m.subscription.clone())],
+                assignment: m.assignment.clone(),
+                awaiting_join: None,
+                awaiting_sync: None,
+                is_new: false,
+                heartbeat_deadline_ms: now_ms + m.session_timeout_ms.max(0) as u64,
+            };
+            if let Some(instance_id) = &member.group_instance_id {
+                group
+                    .static_members
+                    .insert(instance_id.clone(), member.member_id.clone());
+            }
+            group.members.insert(member.member_id.clone(), member);
+        }
+        group.generation_id = metadata.generation_id;
+        group.protocol_type = protocol_type;
+        group.protocol_name = Some(protocol_name.clone());
+        group.leader = Some(leader.clone());
+        group.subscribed_topics = super::join::subscribed_topics(&group);
+        // Restoring, not a transition: the group was Stable at the old coordinator.
+        group.state = GroupState::Stable;
+        self.emptied_at_ms.remove(group_id);
+        self.groups.insert(group_id.to_string(), group);
+        self.after_change(group_id);
+    }
+
+    /// Forgets when the groups of `partition` that `keep` refuses became empty (their offsets
+    /// are gone: nothing is left to expire).
+    pub fn retain_emptied(&mut self, partition: i32, mut keep: impl FnMut(&str) -> bool) {
+        self.emptied_at_ms
+            .retain(|group_id, e| e.partition != partition || keep(group_id));
+    }
+
     /// This node no longer coordinates `partition` (it lost the leadership of that
     /// `__consumer_offsets` partition): its groups leave memory and every request they hold is
     /// answered `error` (NOT_COORDINATOR: the members find the new coordinator and rejoin).
@@ -476,6 +684,7 @@ impl Coordinator {
             .filter(|g| g.partition == partition)
             .map(|g| g.group_id.clone())
             .collect();
+        self.emptied_at_ms.retain(|_, e| e.partition != partition);
         for id in ids {
             let group = self.groups.remove(&id).expect("listed");
             for member in group.members.into_values() {

@@ -25,6 +25,7 @@ impl Coordinator {
         request: JoinRequest,
         out: &mut Outbox,
     ) {
+        self.observe_clock(now_ms);
         let fail = |out: &mut Outbox, error| {
             out.push((
                 token,
@@ -482,7 +483,7 @@ fn maybe_elect_new_joined_leader(group: &mut Group) -> bool {
 
 /// The topics a consumer group's members subscribe to; `None` for another protocol type or a
 /// subscription that does not parse (then every topic counts as subscribed).
-fn subscribed_topics(group: &Group) -> Option<std::collections::BTreeSet<String>> {
+pub(super) fn subscribed_topics(group: &Group) -> Option<std::collections::BTreeSet<String>> {
     if group.protocol_type.as_deref() != Some("consumer") {
         return None;
     }

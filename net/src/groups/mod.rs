@@ -30,6 +30,7 @@
 mod coordinator;
 mod group;
 mod join;
+pub mod metadata;
 pub mod offsets;
 
 #[cfg(test)]
@@ -57,6 +58,11 @@ pub struct GroupConfig {
     pub offsets_commit_timeout_ms: u64,
     /// `offset.metadata.max.bytes`: longer commit metadata is OFFSET_METADATA_TOO_LARGE.
     pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in ms: how long the offsets of a group without members
+    /// are kept (KIP-211).
+    pub offsets_retention_ms: u64,
+    /// `offsets.retention.check.interval.ms`: how often the coordinator looks for them.
+    pub offsets_retention_check_interval_ms: u64,
     /// `group.initial.rebalance.delay.ms`: how long an Empty group's first join phase waits
     /// for more members.
     pub initial_rebalance_delay_ms: u64,
@@ -73,6 +79,8 @@ impl Default for GroupConfig {
             offsets_topic_segment_bytes: 104_857_600,
             offsets_commit_timeout_ms: 5_000,
             offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
             initial_rebalance_delay_ms: 3_000,
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,

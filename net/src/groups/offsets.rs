@@ -88,7 +88,7 @@ fn group_prefix(group_id: &str) -> Option<BytesMut> {
     Some(key)
 }
 
-fn put_string(buf: &mut BytesMut, text: &str) -> Option<()> {
+pub(super) fn put_string(buf: &mut BytesMut, text: &str) -> Option<()> {
     let len = i16::try_from(text.len()).ok()?;
     buf.put_i16(len);
     buf.put_slice(text.as_bytes());
@@ -108,10 +108,10 @@ pub fn offset_value(committed: &CommittedOffset) -> Option<Bytes> {
 }
 
 /// A bounded reader over one record's bytes.
-struct Reader<'a>(&'a [u8]);
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], OffsetRecordError> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], OffsetRecordError> {
         if self.0.len() < n {
             return Err(OffsetRecordError::Malformed("truncated"));
         }
@@ -119,27 +119,27 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
-    fn i16(&mut self) -> Result<i16, OffsetRecordError> {
+    pub(super) fn i16(&mut self) -> Result<i16, OffsetRecordError> {
         Ok(i16::from_be_bytes(
             self.take(2)?.try_into().expect("2 bytes"),
         ))
     }
-    fn i32(&mut self) -> Result<i32, OffsetRecordError> {
+    pub(super) fn i32(&mut self) -> Result<i32, OffsetRecordError> {
         Ok(i32::from_be_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn i64(&mut self) -> Result<i64, OffsetRecordError> {
+    pub(super) fn i64(&mut self) -> Result<i64, OffsetRecordError> {
         Ok(i64::from_be_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
-    fn string(&mut self) -> Result<&'a str, OffsetRecordError> {
+    pub(super) fn string(&mut self) -> Result<&'a str, OffsetRecordError> {
         let len = usize::try_from(self.i16()?)
             .map_err(|_| OffsetRecordError::Malformed("negative string length"))?;
         std::str::from_utf8(self.take(len)?).map_err(|_| OffsetRecordError::Malformed("utf-8"))
     }
-    fn end(&self) -> Result<(), OffsetRecordError> {
+    pub(super) fn end(&self) -> Result<(), OffsetRecordError> {
         if self.0.is_empty() {
             Ok(())
         } else {
@@ -199,7 +199,7 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-fn range_of(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
+pub(super) fn range_of(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
     let start = Bound::Included(Bytes::copy_from_slice(prefix));
     let end = prefix_end(prefix).map_or(Bound::Unbounded, |e| Bound::Excluded(Bytes::from(e)));
     (start, end)
@@ -242,6 +242,57 @@ pub fn group_offsets(state: &BTreeMap<Bytes, Bytes>, group_id: &str) -> Vec<Grou
             }
         })
         .collect()
+}
+
+/// Whether a group's offsets may expire, as its coordinator sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupActivity {
+    /// The group has members (or is rebalancing). `subscribed`: the topics its members
+    /// subscribe to, known for a Stable group of the consumer protocol; the offsets of other
+    /// topics expire by their commit time (Kafka's rule). `None`: every offset is kept.
+    Members {
+        subscribed: Option<std::collections::BTreeSet<String>>,
+    },
+    /// No member. `since_ms`: when it became empty (wall-clock ms), if the coordinator knows.
+    Empty { since_ms: Option<i64> },
+}
+
+/// The keys of the offsets that expired at `now_ms` (wall-clock ms) with
+/// `offsets.retention.minutes` = `retention_ms`, KIP-211's rule: a group with members keeps
+/// every offset (a Stable consumer group only those of the topics it subscribes to: the others
+/// expire `retention_ms` after their commit); a group without members loses an offset once `retention_ms` passed since the
+/// later of its commit and the moment the group became empty (when known; Kafka counts from
+/// the emptying alone, and from the commit for a group that never had members). The caller
+/// appends a tombstone per key through the log, so every replica and every snapshot drops the
+/// same offsets; no replica decides on its own clock.
+pub fn expired_offset_keys(
+    state: &BTreeMap<Bytes, Bytes>,
+    now_ms: i64,
+    retention_ms: i64,
+    mut activity: impl FnMut(&str) -> GroupActivity,
+) -> Vec<Bytes> {
+    let mut expired = Vec::new();
+    for group_id in groups_with_offsets(state) {
+        let (since_ms, subscribed) = match activity(&group_id) {
+            GroupActivity::Members { subscribed: None } => continue,
+            GroupActivity::Members {
+                subscribed: Some(topics),
+            } => (i64::MIN, Some(topics)),
+            GroupActivity::Empty { since_ms } => (since_ms.unwrap_or(i64::MIN), None),
+        };
+        for o in group_offsets(state, &group_id) {
+            if subscribed.as_ref().is_some_and(|t| t.contains(&o.topic)) {
+                continue;
+            }
+            let base_ms = o.committed.commit_timestamp_ms.max(since_ms);
+            if base_ms.saturating_add(retention_ms) <= now_ms
+                && let Some(key) = offset_key(&group_id, &o.topic, o.partition)
+            {
+                expired.push(key);
+            }
+        }
+    }
+    expired
 }
 
 /// The committed offset of one partition, if any.
@@ -361,6 +412,78 @@ mod tests {
         let mut longer = value.to_vec();
         longer.push(0);
         assert!(decode_offset_value(&longer).is_err());
+    }
+
+    /// KIP-211: a group with members keeps its offsets however old; a group without members
+    /// loses them `retention` after the later of the commit and the moment it became empty; a
+    /// group whose emptying is not known (it never had members here) counts from each commit.
+    #[test]
+    fn offsets_expire_retention_after_the_group_became_empty() {
+        let retention_ms = 60_000;
+        let mut state = BTreeMap::new();
+        let mut put = |group: &str, partition: i32, commit_timestamp_ms: i64| {
+            let value = CommittedOffset {
+                commit_timestamp_ms,
+                ..committed(5)
+            };
+            state.insert(
+                offset_key(group, "t", partition).unwrap(),
+                offset_value(&value).unwrap(),
+            );
+        };
+        put("live", 0, 1_000);
+        put("emptied", 0, 1_000);
+        put("simple", 0, 1_000);
+        put("simple", 1, 50_000);
+        state.insert(
+            offset_key("live", "unsubscribed", 0).unwrap(),
+            offset_value(&CommittedOffset {
+                commit_timestamp_ms: 1_000,
+                ..committed(5)
+            })
+            .unwrap(),
+        );
+        let activity = |group: &str| match group {
+            "live" => GroupActivity::Members {
+                subscribed: Some(["t".to_string()].into()),
+            },
+            "emptied" => GroupActivity::Empty {
+                since_ms: Some(30_000),
+            },
+            _ => GroupActivity::Empty { since_ms: None },
+        };
+        let expired = |now_ms| -> Vec<(String, i32)> {
+            expired_offset_keys(&state, now_ms, retention_ms, activity)
+                .iter()
+                .map(|key| {
+                    let (group, _, partition) = decode_offset_key(key).unwrap();
+                    (group.to_string(), partition)
+                })
+                .collect()
+        };
+        assert_eq!(expired(60_999), []);
+        // The commit of simple-0 is 60 s old; emptied's commit too, but it emptied at 30 s.
+        // A Stable group's offsets of a topic it no longer subscribes to expire by commit time.
+        assert_eq!(
+            expired(61_000),
+            [("live".to_string(), 0), ("simple".to_string(), 0)]
+        );
+        assert_eq!(
+            expired(90_000),
+            // Key order: a group id's length comes first.
+            [
+                ("live".to_string(), 0),
+                ("simple".to_string(), 0),
+                ("emptied".to_string(), 0)
+            ]
+        );
+        assert_eq!(expired(110_000).len(), 4);
+        let keys = expired_offset_keys(&state, i64::MAX, retention_ms, activity);
+        assert_eq!(keys.len(), 4);
+        assert!(
+            !keys.contains(&offset_key("live", "t", 0).unwrap()),
+            "a group with members keeps the offsets of the topics it subscribes to"
+        );
     }
 
     #[test]

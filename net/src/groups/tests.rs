@@ -773,3 +773,67 @@ fn zero_rebalance_timeouts_never_make_a_tick_spin() {
     }
     assert_eq!(state(&c), None, "both sessions ended: the group emptied");
 }
+
+/// Group metadata records: a Stable group's record (generation, protocol, leader, members
+/// with their assignment) restores the group at another coordinator, which accepts the
+/// member's heartbeat and commit of that generation and describes it the same way; when the
+/// member leaves, the record of the emptied group says when, and restoring that is remembered
+/// for offset expiry. A member that never comes back to the new coordinator is expired at its
+/// session timeout, as any member.
+#[test]
+fn a_group_metadata_record_restores_the_group_at_a_new_coordinator() {
+    let mut old = Coordinator::new(config(0), 1);
+    let member_id = stable_single(&mut old);
+    assert_eq!(old.take_dirty(), ["g"]);
+    let (partition, record) = old.group_metadata("g", 0, 1_000_000).expect("Stable");
+    assert_eq!(partition, 0);
+    assert_eq!(record.generation_id, 1);
+    assert_eq!(record.leader.as_deref(), Some(member_id.as_str()));
+    assert_eq!(record.members.len(), 1);
+    assert_eq!(record.members[0].assignment, Bytes::from_static(b"A"));
+
+    let mut new = Coordinator::new(config(0), 2);
+    new.restore_group(0, "g", &record, 100, 1_000_100);
+    assert_eq!(state(&new), Some(GroupState::Stable));
+    assert_eq!(new.describe("g"), old.describe("g"));
+    assert_eq!(
+        new.heartbeat(200, "g", &member_id, 1, None),
+        ErrorCode::None
+    );
+    assert_eq!(
+        new.validate_offset_commit(300, "g", &member_id, 1, None),
+        Ok(())
+    );
+    let mut out = Outbox::new();
+    new.leave(
+        400,
+        "g",
+        &[LeavingMember {
+            member_id: member_id.clone(),
+            group_instance_id: None,
+        }],
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(state(&new), None, "an empty group leaves memory");
+    let (_, emptied) = new.group_metadata("g", 400, 2_000_000).expect("emptied");
+    assert!(emptied.members.is_empty());
+    assert_eq!(emptied.current_state_timestamp_ms, 2_000_000);
+    assert_eq!(emptied.protocol_type, "consumer");
+
+    // A third coordinator learns when it emptied (5 s before its wall clock).
+    let mut third = Coordinator::new(config(0), 3);
+    third.restore_group(0, "g", &emptied, 50_000, 2_005_000);
+    assert_eq!(third.emptied_at_ms("g"), Some(45_000));
+
+    // Restored members that never return are expired with their session.
+    let mut fourth = Coordinator::new(config(0), 4);
+    fourth.restore_group(0, "g", &record, 1_000, 1_001_000);
+    let mut out = Outbox::new();
+    fourth.tick(1_000 + SESSION_MS, &mut out);
+    assert_eq!(
+        state(&fourth),
+        None,
+        "the silent member expired and the group emptied"
+    );
+}

@@ -14,6 +14,7 @@ use ringlog_replication::PartitionId;
 
 use super::transport::Responder;
 use super::{Node, NodeError};
+use crate::groups::metadata;
 use crate::groups::offsets::{self, CommittedOffset};
 use crate::protocol::{
     ErrorCode, RequestHeader, Response, delete_groups_request as del_req,
@@ -38,11 +39,18 @@ pub(super) struct PendingWrite {
 }
 
 /// Records appended in one partition for some slots of the answer.
-struct Append {
+pub(super) struct Append {
     partition: PartitionId,
-    leader_epoch: u32,
-    last_offset: u64,
+    pub(super) leader_epoch: u32,
+    pub(super) last_offset: u64,
     slots: Vec<usize>,
+}
+
+impl PendingWrite {
+    /// Whether some of this write's records in `partition` are not committed yet.
+    pub(super) fn touches(&self, partition: PartitionId) -> bool {
+        self.appends.iter().any(|a| a.partition == partition)
+    }
 }
 
 /// The answer being filled: each slot is one partition's (or group's) error code.
@@ -407,13 +415,20 @@ impl Node {
         for (slot, group_id) in request.groups_names.iter().enumerate() {
             let outcome = self.group_coordinator(group_id).and_then(|(_, partition)| {
                 let in_memory = self.handlers.groups.coordinator.delete_group(group_id)?;
-                let records: Vec<(Bytes, Option<Bytes>)> =
-                    offsets::group_offsets(self.offsets_state(partition), group_id)
+                let state = self.offsets_state(partition);
+                let mut records: Vec<(Bytes, Option<Bytes>)> =
+                    offsets::group_offsets(state, group_id)
                         .into_iter()
                         .filter_map(|o| {
                             Some((offsets::offset_key(group_id, &o.topic, o.partition)?, None))
                         })
                         .collect();
+                // Its metadata record goes with it (a new coordinator must not restore it).
+                if let Some(key) =
+                    metadata::group_metadata_key(group_id).filter(|k| state.contains_key(k))
+                {
+                    records.push((key, None));
+                }
                 if !in_memory && records.is_empty() {
                     return Err(ErrorCode::GroupIdNotFound);
                 }
@@ -445,7 +460,7 @@ impl Node {
     /// Appends `records` (key, value; a `None` value is a tombstone) to `partition`, which this
     /// node leads. `None` when there is nothing to append. The slots of the returned append are
     /// 0..records of a one-append write; callers with several appends set their own.
-    fn append_offset_records(
+    pub(super) fn append_offset_records(
         &mut self,
         partition: PartitionId,
         records: Vec<(Bytes, Option<Bytes>)>,
@@ -624,7 +639,7 @@ fn slot_count(write: &WriteResponse) -> usize {
 }
 
 /// Commit timestamps are the node's wall clock (Kafka's too); nothing decides on them.
-fn wall_clock_ms() -> i64 {
+pub(super) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

@@ -52,6 +52,16 @@ pub(super) struct GroupsState {
     pub(super) writes: Vec<super::group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
     offsets_topic_asked_ms: Option<u64>,
+    /// The group metadata this node last appended, per group (group_metadata.rs): not
+    /// appended again while the same.
+    pub(super) metadata_written: HashMap<String, crate::groups::metadata::GroupMetadata>,
+    /// SyncGroup answers waiting for their generation's metadata record (group_metadata.rs).
+    pub(super) held_syncs: Vec<super::group_metadata::HeldSyncs>,
+    /// When the coordinator next looks for expired offsets (offset_expiry.rs).
+    pub(super) next_expiry_check_ms: u64,
+    /// Tombstones of expired offsets appended and not yet committed, per partition (leader
+    /// epoch, last offset): the partition is not looked at again until they are.
+    pub(super) expiring: BTreeMap<PartitionId, (u32, u64)>,
 }
 
 struct WaitingReply {
@@ -76,6 +86,10 @@ impl GroupsState {
             loaded: BTreeMap::new(),
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
+            metadata_written: HashMap::new(),
+            held_syncs: Vec::new(),
+            next_expiry_check_ms: 0,
+            expiring: BTreeMap::new(),
         }
     }
 
@@ -84,9 +98,20 @@ impl GroupsState {
         self.writes
             .iter()
             .map(|w| w.deadline_ms)
+            .chain(self.held_syncs.iter().map(|s| s.deadline_ms))
             .min()
             .unwrap_or(u64::MAX)
             .min(self.coordinator.next_deadline_ms())
+            .min(if self.loaded.is_empty() {
+                u64::MAX
+            } else {
+                self.next_expiry_check_ms
+            })
+    }
+
+    /// The `__consumer_offsets` partitions this node coordinates: index → (partition, epoch).
+    pub(super) fn loaded(&self) -> &BTreeMap<i32, (PartitionId, u32)> {
+        &self.loaded
     }
 
     pub(super) fn is_loaded(&self, index: i32) -> bool {
@@ -114,6 +139,17 @@ pub(super) fn is_group_request(request: &Request) -> bool {
 
 impl Node {
     pub(super) fn handle_group_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let result = self.answer_group_request(responder, header, request);
+        let _ = self.persist_group_metadata();
+        result
+    }
+
+    fn answer_group_request(
         &mut self,
         responder: Responder,
         header: RequestHeader,
@@ -280,6 +316,7 @@ impl Node {
                     coordinator.unload_partition(*index, ErrorCode::NotCoordinator, &mut out);
                 }
             }
+            let mut newly_loaded = Vec::new();
             for (index, now) in &now_loaded {
                 if self.handlers.groups.loaded.get(index) != Some(now) {
                     tracing::info!(
@@ -287,11 +324,17 @@ impl Node {
                         epoch = now.1,
                         "coordinator of its groups"
                     );
+                    newly_loaded.push((*index, now.0));
                 }
             }
             self.handlers.groups.loaded = now_loaded;
+            for (index, partition) in newly_loaded {
+                self.restore_groups(index, partition);
+            }
+            let _ = self.persist_group_metadata();
         }
         self.deliver_group_outbox(out)?;
+        self.release_held_syncs(None)?;
         self.check_group_writes()
     }
 
@@ -300,7 +343,10 @@ impl Node {
         let mut out = Outbox::new();
         self.handlers.groups.coordinator.tick(now_ms, &mut out);
         self.deliver_group_outbox(out)?;
-        self.expire_group_writes(now_ms)
+        let _ = self.persist_group_metadata();
+        self.release_held_syncs(Some(now_ms))?;
+        self.expire_group_writes(now_ms)?;
+        self.maybe_expire_offsets(now_ms)
     }
 
     /// Shutdown: every held request is answered NOT_COORDINATOR.
@@ -310,6 +356,7 @@ impl Node {
         coordinator.unload_all(ErrorCode::NotCoordinator, &mut out);
         self.handlers.groups.loaded.clear();
         self.deliver_group_outbox(out)?;
+        self.fail_held_syncs()?;
         self.fail_group_writes(ErrorCode::NotCoordinator)
     }
 
@@ -329,7 +376,7 @@ impl Node {
     }
 
     /// Sends the coordinator's answers to their connections.
-    fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
+    pub(super) fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
         for (token, reply) in out {
             let Some(waiting) = self.handlers.groups.waiting.remove(&token) else {
                 tracing::warn!(?token, "a group answer for no waiting request");
@@ -526,11 +573,13 @@ impl Node {
         let token = self.hold(responder, header);
         let now = self.now_ms();
         let mut out = Outbox::new();
+        let group_id = sync.group_id.clone();
         self.handlers
             .groups
             .coordinator
             .sync(now, token, sync, &mut out);
-        self.deliver_group_outbox(out)
+        let appended = self.persist_group_metadata();
+        self.deliver_sync_answers(&group_id, out, &appended)
     }
 
     fn handle_heartbeat(
@@ -647,9 +696,20 @@ impl Node {
                 }
             }
             for (_, (partition, _)) in self.handlers.groups.loaded.iter() {
-                for group_id in offsets::groups_with_offsets(self.offsets_state(*partition)) {
+                let state = self.offsets_state(*partition);
+                // Groups not in memory: empty, with the protocol type of their metadata
+                // record (none for a group that only has offsets).
+                let mut empty: BTreeMap<String, String> =
+                    crate::groups::metadata::all_group_metadata(state)
+                        .into_iter()
+                        .map(|(group_id, record)| (group_id, record.protocol_type))
+                        .collect();
+                for group_id in offsets::groups_with_offsets(state) {
+                    empty.entry(group_id).or_default();
+                }
+                for (group_id, protocol_type) in empty {
                     if !coordinator.contains(&group_id) && wanted(GroupState::Empty) {
-                        groups.push(listed_group(group_id, String::new(), GroupState::Empty));
+                        groups.push(listed_group(group_id, protocol_type, GroupState::Empty));
                     }
                 }
             }
@@ -697,9 +757,22 @@ impl Node {
                             })
                             .collect();
                     }
-                    // Kafka's answers: a group with only offsets is Empty; no group is Dead.
-                    None if offsets::has_offsets(self.offsets_state(partition), group_id) => {
+                    // Kafka's answers: a group with only offsets (or an empty metadata record)
+                    // is Empty; no group is Dead.
+                    None if offsets::has_offsets(self.offsets_state(partition), group_id)
+                        || crate::groups::metadata::group_metadata(
+                            self.offsets_state(partition),
+                            group_id,
+                        )
+                        .is_some() =>
+                    {
                         described.group_state = GroupState::Empty.name().to_string();
+                        described.protocol_type = crate::groups::metadata::group_metadata(
+                            self.offsets_state(partition),
+                            group_id,
+                        )
+                        .map(|m| m.protocol_type)
+                        .unwrap_or_default();
                     }
                     None => described.group_state = GroupState::Dead.name().to_string(),
                 }

@@ -1,0 +1,1004 @@
+//! A consumer in a consumer group (Kafka's classic protocol, docs/groups.md), on top of the
+//! KIP-320 [`Consumer`]: it finds the group's coordinator (FindCoordinator), joins
+//! (JoinGroup), runs the range assignor when it is the group's leader, takes its assignment
+//! (SyncGroup), keeps its session (Heartbeat), commits positions with their leader epochs
+//! (OffsetCommit v8, `CommittedLeaderEpoch`) and leaves (LeaveGroup).
+//!
+//! KIP-320, "Consumer Handling": a committed offset carries the leader epoch of the record
+//! before it, and a consumer resuming there first validates it. After every assignment the
+//! member reads its partitions' committed (offset, leader epoch) with OffsetFetch v7 and
+//! positions the consumer with [`Consumer::seek_with_epoch`], so the first thing done for that
+//! partition is an OffsetForLeaderEpoch: if the leader's log diverged below the committed
+//! offset (its epoch ends earlier), `poll` returns [`ConsumerError::LogTruncation`] (with
+//! `auto.offset.reset` none) or moves to the divergence point, never fetching from a position
+//! the log no longer has. A committed offset without an epoch (-1, an older client) is a plain
+//! seek; a partition without one is reset by `auto.offset.reset`.
+//!
+//! | event | then |
+//! | --- | --- |
+//! | no coordinator known, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost connection | FindCoordinator again, then retry |
+//! | COORDINATOR_LOAD_IN_PROGRESS | retry after `retry.backoff.ms` |
+//! | JoinGroup MEMBER_ID_REQUIRED (KIP-394) | join again at once with the id it gave |
+//! | UNKNOWN_MEMBER_ID | forget the member id, join again |
+//! | Heartbeat REBALANCE_IN_PROGRESS | commit the positions (auto commit), join again |
+//! | ILLEGAL_GENERATION, SyncGroup REBALANCE_IN_PROGRESS | join again |
+//! | any other group error | returned as [`ConsumerError::Group`] |
+//!
+//! Blocking and single-threaded like the consumer: the session is kept by `poll`, which
+//! heartbeats every `heartbeat.interval.ms` while it waits for records, so a member that stops
+//! polling for longer than `session.timeout.ms` leaves the group (Kafka's Java consumer has a
+//! heartbeat thread for that; here the caller polls).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::TopicPartition;
+use super::consumer::{Consumer, ConsumerConfig, ConsumerError, ConsumerRecord};
+use super::transport::{Connections, Target, Transport, fetch_metadata};
+use crate::node::client::ClientError;
+use crate::protocol::{
+    ErrorCode, Request, Response, find_coordinator_request, heartbeat_request, join_group_request,
+    leave_group_request, offset_commit_request, offset_fetch_request, sync_group_request,
+};
+
+/// Versions the group member speaks (the node serves them, docs/groups.md).
+pub const FIND_COORDINATOR_VERSION: i16 = 3;
+pub const JOIN_GROUP_VERSION: i16 = 7;
+pub const SYNC_GROUP_VERSION: i16 = 5;
+pub const HEARTBEAT_VERSION: i16 = 4;
+pub const LEAVE_GROUP_VERSION: i16 = 4;
+/// v6+ carries CommittedLeaderEpoch (KIP-320).
+pub const OFFSET_COMMIT_VERSION: i16 = 8;
+/// v5+ answers the committed leader epoch (KIP-320); v7 is the last with one group.
+pub const OFFSET_FETCH_VERSION: i16 = 7;
+
+/// The protocol type and the one assignor this member offers (it runs when the member leads).
+pub const PROTOCOL_TYPE: &str = "consumer";
+pub const RANGE_ASSIGNOR: &str = "range";
+
+/// Kafka's group settings of a consumer, with Kafka's defaults.
+#[derive(Clone, Debug)]
+pub struct GroupConsumerConfig {
+    pub group_id: String,
+    /// `group.instance.id` (KIP-345): a static member.
+    pub group_instance_id: Option<String>,
+    pub session_timeout_ms: i32,
+    /// `max.poll.interval.ms`: the rebalance timeout sent in JoinGroup.
+    pub max_poll_interval_ms: i32,
+    pub heartbeat_interval_ms: u64,
+    /// `enable.auto.commit`: positions are committed every `auto.commit.interval.ms`, before
+    /// rejoining a rebalance and at `close`.
+    pub enable_auto_commit: bool,
+    pub auto_commit_interval_ms: u64,
+}
+
+impl GroupConsumerConfig {
+    pub fn new(group_id: impl Into<String>) -> GroupConsumerConfig {
+        GroupConsumerConfig {
+            group_id: group_id.into(),
+            group_instance_id: None,
+            session_timeout_ms: 45_000,
+            max_poll_interval_ms: 300_000,
+            heartbeat_interval_ms: 3_000,
+            enable_auto_commit: true,
+            auto_commit_interval_ms: 5_000,
+        }
+    }
+}
+
+/// A committed position as OffsetFetch answers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// KIP-320: the leader epoch of the record before `offset`; -1 when not known.
+    pub leader_epoch: i32,
+}
+
+/// Where the member stands in the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Membership {
+    /// Not in the current generation: JoinGroup next.
+    Unjoined,
+    /// In `generation_id` with an assignment.
+    Stable { generation_id: i32 },
+}
+
+/// What a failed group request tells the member to do.
+enum Retry {
+    /// Find the coordinator again.
+    Rediscover,
+    /// Join again (the generation moved on, or the member id is gone).
+    Rejoin,
+    /// Wait `retry.backoff.ms` and ask again.
+    Backoff,
+}
+
+pub struct GroupConsumer<T: Transport = Connections> {
+    consumer: Consumer<T>,
+    /// Connections for the coordinator's requests: JoinGroup and SyncGroup may be held for up
+    /// to the rebalance timeout, longer than a Fetch's connection waits.
+    coordinator_transport: T,
+    config: GroupConsumerConfig,
+    topics: Vec<String>,
+    coordinator: Option<i32>,
+    member_id: String,
+    membership: Membership,
+    last_heartbeat: Instant,
+    last_auto_commit: Instant,
+}
+
+impl GroupConsumer<Connections> {
+    /// A group member of the nodes behind `bootstrap` (comma-separated host:port).
+    pub fn connect(
+        bootstrap: &str,
+        consumer_config: ConsumerConfig,
+        config: GroupConsumerConfig,
+    ) -> GroupConsumer<Connections> {
+        let coordinator_timeout =
+            Duration::from_millis(config.max_poll_interval_ms.max(0) as u64 + 5_000);
+        let coordinator_transport = Connections::new(bootstrap, coordinator_timeout);
+        GroupConsumer::with_transports(
+            Consumer::connect(bootstrap, consumer_config),
+            coordinator_transport,
+            config,
+        )
+    }
+}
+
+impl<T: Transport> GroupConsumer<T> {
+    pub fn with_transports(
+        consumer: Consumer<T>,
+        coordinator_transport: T,
+        config: GroupConsumerConfig,
+    ) -> GroupConsumer<T> {
+        let now = Instant::now();
+        GroupConsumer {
+            consumer,
+            coordinator_transport,
+            config,
+            topics: Vec::new(),
+            coordinator: None,
+            member_id: String::new(),
+            membership: Membership::Unjoined,
+            last_heartbeat: now,
+            last_auto_commit: now,
+        }
+    }
+
+    /// The topics to consume; the group's partitions of them are shared out at the next
+    /// `poll` (a change rejoins the group).
+    pub fn subscribe(&mut self, topics: impl IntoIterator<Item = String>) {
+        let topics: BTreeSet<String> = topics.into_iter().collect();
+        self.topics = topics.into_iter().collect();
+        self.membership = Membership::Unjoined;
+    }
+
+    /// The partitions this member was assigned in its current generation.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        match self.membership {
+            Membership::Stable { .. } => self.consumer.assignment(),
+            Membership::Unjoined => Vec::new(),
+        }
+    }
+
+    /// The generation this member is in, if any.
+    pub fn generation_id(&self) -> Option<i32> {
+        match self.membership {
+            Membership::Stable { generation_id } => Some(generation_id),
+            Membership::Unjoined => None,
+        }
+    }
+
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    /// The consumer underneath (positions, seeks).
+    pub fn consumer(&mut self) -> &mut Consumer<T> {
+        &mut self.consumer
+    }
+
+    /// Joins the group if needed, keeps the session, and fetches until records arrive or
+    /// `timeout` passes (a rebalance may make it take longer: a JoinGroup waits for the other
+    /// members). A detected log truncation (KIP-320) and fatal group errors are returned.
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, ConsumerError> {
+        let deadline = Instant::now() + timeout;
+        if self.topics.is_empty() {
+            std::thread::sleep(timeout);
+            return Ok(Vec::new());
+        }
+        loop {
+            self.ensure_active(deadline)?;
+            self.maybe_heartbeat()?;
+            if self.membership == Membership::Unjoined {
+                continue;
+            }
+            self.maybe_auto_commit()?;
+            let heartbeat_due =
+                self.last_heartbeat + Duration::from_millis(self.config.heartbeat_interval_ms);
+            let wait = deadline
+                .min(heartbeat_due)
+                .saturating_duration_since(Instant::now());
+            if self.consumer.assignment().is_empty() {
+                // A member the leader gave nothing (more members than partitions) only keeps
+                // its session.
+                std::thread::sleep(wait);
+                if Instant::now() >= deadline {
+                    return Ok(Vec::new());
+                }
+                continue;
+            }
+            let records = self.consumer.poll(wait)?;
+            if !records.is_empty() {
+                return Ok(records);
+            }
+            if Instant::now() >= deadline {
+                return Ok(Vec::new());
+            }
+        }
+    }
+
+    /// Commits the consumer's positions (offset and the epoch of the record before it) of
+    /// every assigned partition that has one (Kafka's `commitSync()`).
+    pub fn commit(&mut self) -> Result<(), ConsumerError> {
+        let offsets: Vec<(TopicPartition, CommittedOffset)> = self
+            .consumer
+            .assignment()
+            .into_iter()
+            .filter_map(|tp| {
+                let position = self.consumer.fetch_position(&tp)?;
+                (position.offset >= 0).then(|| {
+                    let committed = CommittedOffset {
+                        offset: position.offset,
+                        leader_epoch: position.offset_epoch.unwrap_or(-1),
+                    };
+                    (tp, committed)
+                })
+            })
+            .collect();
+        self.commit_offsets(&offsets)
+    }
+
+    /// Commits the given positions as this member (its generation; -1 outside one, which the
+    /// coordinator accepts only while the group has no member). Answered once the commit is in
+    /// `__consumer_offsets`' log on a majority (acks=all).
+    pub fn commit_offsets(
+        &mut self,
+        offsets: &[(TopicPartition, CommittedOffset)],
+    ) -> Result<(), ConsumerError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let deadline =
+            Instant::now() + Duration::from_millis(self.consumer.config.default_api_timeout_ms);
+        let mut topics: Vec<offset_commit_request::OffsetCommitRequestTopic> = Vec::new();
+        for (tp, committed) in offsets {
+            let partition = offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: tp.partition,
+                committed_offset: committed.offset,
+                committed_leader_epoch: committed.leader_epoch,
+                committed_metadata: Some(String::new()),
+            };
+            match topics.iter_mut().find(|t| t.name == tp.topic) {
+                Some(topic) => topic.partitions.push(partition),
+                None => topics.push(offset_commit_request::OffsetCommitRequestTopic {
+                    name: tp.topic.clone(),
+                    partitions: vec![partition],
+                }),
+            }
+        }
+        let generation_id = self.generation_id().unwrap_or(-1);
+        let member_id = if generation_id < 0 {
+            String::new()
+        } else {
+            self.member_id.clone()
+        };
+        let request = Request::OffsetCommit(offset_commit_request::OffsetCommitRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id_or_member_epoch: generation_id,
+            member_id,
+            group_instance_id: self.config.group_instance_id.clone(),
+            topics,
+            ..Default::default()
+        });
+        loop {
+            let response = self.coordinator_request(&request, OFFSET_COMMIT_VERSION, deadline)?;
+            let Response::OffsetCommit(response) = response else {
+                return Err(ClientError::Protocol("not an OffsetCommit answer".into()).into());
+            };
+            let first_error = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .map(|p| {
+                    ErrorCode::from_code(p.error_code).unwrap_or(ErrorCode::UnknownServerError)
+                })
+                .find(|e| !e.is_none());
+            let Some(error) = first_error else {
+                tracing::debug!(group = %self.config.group_id, count = offsets.len(), "offsets committed");
+                return Ok(());
+            };
+            match self.classify(error) {
+                Some(Retry::Rejoin) | None => {
+                    // The generation we commit for is gone: these positions may belong to
+                    // another member now (Kafka's CommitFailedException).
+                    return Err(self.group_error("OffsetCommit", error));
+                }
+                Some(retry) => self.retry(retry, "OffsetCommit", error, deadline)?,
+            }
+        }
+    }
+
+    /// The committed positions of `partitions` (OffsetFetch v7); partitions without one are
+    /// left out.
+    pub fn committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, ConsumerError> {
+        let deadline =
+            Instant::now() + Duration::from_millis(self.consumer.config.default_api_timeout_ms);
+        let mut topics: Vec<offset_fetch_request::OffsetFetchRequestTopic> = Vec::new();
+        for tp in partitions {
+            match topics.iter_mut().find(|t| t.name == tp.topic) {
+                Some(topic) => topic.partition_indexes.push(tp.partition),
+                None => topics.push(offset_fetch_request::OffsetFetchRequestTopic {
+                    name: tp.topic.clone(),
+                    partition_indexes: vec![tp.partition],
+                }),
+            }
+        }
+        let request = Request::OffsetFetch(offset_fetch_request::OffsetFetchRequest {
+            group_id: self.config.group_id.clone(),
+            topics: Some(topics),
+            ..Default::default()
+        });
+        loop {
+            let response = self.coordinator_request(&request, OFFSET_FETCH_VERSION, deadline)?;
+            let Response::OffsetFetch(response) = response else {
+                return Err(ClientError::Protocol("not an OffsetFetch answer".into()).into());
+            };
+            let top_error =
+                ErrorCode::from_code(response.error_code).unwrap_or(ErrorCode::UnknownServerError);
+            let partition_error = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .map(|p| {
+                    ErrorCode::from_code(p.error_code).unwrap_or(ErrorCode::UnknownServerError)
+                })
+                .find(|e| !e.is_none());
+            let error = if top_error.is_none() {
+                partition_error
+            } else {
+                Some(top_error)
+            };
+            if let Some(error) = error {
+                match self.classify(error) {
+                    Some(Retry::Rejoin) | None => {
+                        return Err(self.group_error("OffsetFetch", error));
+                    }
+                    Some(retry) => {
+                        self.retry(retry, "OffsetFetch", error, deadline)?;
+                        continue;
+                    }
+                }
+            }
+            let mut committed = BTreeMap::new();
+            for topic in &response.topics {
+                for p in &topic.partitions {
+                    if p.committed_offset < 0 {
+                        continue;
+                    }
+                    committed.insert(
+                        TopicPartition::new(topic.name.clone(), p.partition_index),
+                        CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                        },
+                    );
+                }
+            }
+            return Ok(committed);
+        }
+    }
+
+    /// Commits (auto commit) and leaves the group (LeaveGroup), so the others take its
+    /// partitions over at once instead of after its session timeout. A static member keeps
+    /// its place (KIP-345: it does not send LeaveGroup).
+    pub fn close(mut self) -> Result<(), ConsumerError> {
+        let commit = if self.config.enable_auto_commit && self.generation_id().is_some() {
+            self.commit()
+        } else {
+            Ok(())
+        };
+        let leave = self.leave_group();
+        commit.and(leave)
+    }
+
+    fn leave_group(&mut self) -> Result<(), ConsumerError> {
+        if self.member_id.is_empty() || self.config.group_instance_id.is_some() {
+            return Ok(());
+        }
+        let request = Request::LeaveGroup(leave_group_request::LeaveGroupRequest {
+            group_id: self.config.group_id.clone(),
+            members: vec![leave_group_request::MemberIdentity {
+                member_id: self.member_id.clone(),
+                group_instance_id: None,
+                reason: Some("the consumer is closing".to_string()),
+            }],
+            ..Default::default()
+        });
+        let deadline =
+            Instant::now() + Duration::from_millis(self.consumer.config.request_timeout_ms);
+        self.membership = Membership::Unjoined;
+        let response = self.coordinator_request(&request, LEAVE_GROUP_VERSION, deadline)?;
+        let Response::LeaveGroup(response) = response else {
+            return Err(ClientError::Protocol("not a LeaveGroup answer".into()).into());
+        };
+        let error = std::iter::once(response.error_code)
+            .chain(response.members.iter().map(|m| m.error_code))
+            .map(|c| ErrorCode::from_code(c).unwrap_or(ErrorCode::UnknownServerError))
+            .find(|e| !e.is_none());
+        self.member_id.clear();
+        match error {
+            // Already gone (its session ended, or a new coordinator never knew it).
+            None | Some(ErrorCode::UnknownMemberId) => Ok(()),
+            Some(error) => Err(self.group_error("LeaveGroup", error)),
+        }
+    }
+
+    /// Joins and syncs until this member holds an assignment of the current generation.
+    fn ensure_active(&mut self, deadline: Instant) -> Result<(), ConsumerError> {
+        let join_deadline = deadline.max(
+            Instant::now() + Duration::from_millis(self.config.max_poll_interval_ms.max(0) as u64),
+        );
+        while self.membership == Membership::Unjoined {
+            let Some((generation_id, assignment)) = self.join_and_sync(join_deadline)? else {
+                continue;
+            };
+            tracing::info!(
+                group = %self.config.group_id, member = %self.member_id, generation_id,
+                partitions = ?assignment, "assigned"
+            );
+            self.consumer.assign(assignment.iter().cloned());
+            self.membership = Membership::Stable { generation_id };
+            self.last_heartbeat = Instant::now();
+            self.position_at_committed(&assignment)?;
+        }
+        Ok(())
+    }
+
+    /// KIP-320: every assigned partition starts at its committed offset, validated against
+    /// the leader's log with the committed leader epoch before the first fetch.
+    fn position_at_committed(
+        &mut self,
+        assignment: &[TopicPartition],
+    ) -> Result<(), ConsumerError> {
+        if assignment.is_empty() {
+            return Ok(());
+        }
+        let committed = self.committed(assignment)?;
+        for tp in assignment {
+            let Some(position) = committed.get(tp) else {
+                // No commit: a partition kept from the previous generation keeps its
+                // position, a new one is reset by auto.offset.reset.
+                continue;
+            };
+            if position.leader_epoch >= 0 {
+                self.consumer
+                    .seek_with_epoch(tp, position.offset, position.leader_epoch)?;
+            } else {
+                self.consumer.seek(tp, position.offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One JoinGroup + SyncGroup round. `None`: try again (the reason is handled).
+    fn join_and_sync(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<(i32, Vec<TopicPartition>)>, ConsumerError> {
+        let request = Request::JoinGroup(join_group_request::JoinGroupRequest {
+            group_id: self.config.group_id.clone(),
+            session_timeout_ms: self.config.session_timeout_ms,
+            rebalance_timeout_ms: self.config.max_poll_interval_ms,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+            protocol_type: PROTOCOL_TYPE.to_string(),
+            protocols: vec![join_group_request::JoinGroupRequestProtocol {
+                name: RANGE_ASSIGNOR.to_string(),
+                metadata: encode_subscription(&self.topics),
+            }],
+            reason: None,
+        });
+        let response = self.coordinator_request(&request, JOIN_GROUP_VERSION, deadline)?;
+        let Response::JoinGroup(join) = response else {
+            return Err(ClientError::Protocol("not a JoinGroup answer".into()).into());
+        };
+        let error = ErrorCode::from_code(join.error_code).unwrap_or(ErrorCode::UnknownServerError);
+        match error {
+            ErrorCode::None => {}
+            // KIP-394: the coordinator hands out the id; join again with it.
+            ErrorCode::MemberIdRequired => {
+                self.member_id = join.member_id;
+                return Ok(None);
+            }
+            other => {
+                match self.classify(other) {
+                    // A coordinator answering REBALANCE_IN_PROGRESS again and again is not
+                    // asked in a tight loop.
+                    Some(_) => self.retry(Retry::Backoff, "JoinGroup", other, deadline)?,
+                    None => return Err(self.group_error("JoinGroup", other)),
+                }
+                return Ok(None);
+            }
+        }
+        self.member_id = join.member_id.clone();
+        let generation_id = join.generation_id;
+        let assignments = if join.leader == join.member_id {
+            let members: Vec<(String, Vec<String>)> = join
+                .members
+                .iter()
+                .map(|m| {
+                    let topics =
+                        crate::groups::subscription_topics(&m.metadata).unwrap_or_default();
+                    (m.member_id.clone(), topics)
+                })
+                .collect();
+            let subscribed: BTreeSet<String> = members
+                .iter()
+                .flat_map(|(_, t)| t.iter().cloned())
+                .collect();
+            let partitions = self.partition_counts(&subscribed.into_iter().collect::<Vec<_>>())?;
+            range_assign(&members, &partitions)
+                .into_iter()
+                .map(
+                    |(member_id, assigned)| sync_group_request::SyncGroupRequestAssignment {
+                        member_id,
+                        assignment: encode_assignment(&assigned),
+                    },
+                )
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let request = Request::SyncGroup(sync_group_request::SyncGroupRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+            protocol_type: Some(PROTOCOL_TYPE.to_string()),
+            protocol_name: join.protocol_name.clone(),
+            assignments,
+        });
+        let response = self.coordinator_request(&request, SYNC_GROUP_VERSION, deadline)?;
+        let Response::SyncGroup(sync) = response else {
+            return Err(ClientError::Protocol("not a SyncGroup answer".into()).into());
+        };
+        let error = ErrorCode::from_code(sync.error_code).unwrap_or(ErrorCode::UnknownServerError);
+        if !error.is_none() {
+            match self.classify(error) {
+                Some(Retry::Rejoin) => {}
+                Some(retry) => self.retry(retry, "SyncGroup", error, deadline)?,
+                None => return Err(self.group_error("SyncGroup", error)),
+            }
+            return Ok(None);
+        }
+        let assignment = decode_assignment(&sync.assignment).ok_or_else(|| {
+            ClientError::Protocol(format!(
+                "SyncGroup of {}: an assignment that is not Kafka's consumer protocol",
+                self.config.group_id
+            ))
+        })?;
+        Ok(Some((generation_id, assignment)))
+    }
+
+    /// Partition counts of `topics` from Metadata (topics it does not know are left out).
+    fn partition_counts(
+        &mut self,
+        topics: &[String],
+    ) -> Result<BTreeMap<String, i32>, ConsumerError> {
+        let metadata = fetch_metadata(self.consumer.transport_mut(), topics)?;
+        let mut counts: BTreeMap<String, i32> = BTreeMap::new();
+        for tp in metadata.partitions.keys() {
+            let count = counts.entry(tp.topic.clone()).or_default();
+            *count = (*count).max(tp.partition + 1);
+        }
+        Ok(counts)
+    }
+
+    fn maybe_heartbeat(&mut self) -> Result<(), ConsumerError> {
+        let Membership::Stable { generation_id } = self.membership else {
+            return Ok(());
+        };
+        if self.last_heartbeat.elapsed() < Duration::from_millis(self.config.heartbeat_interval_ms)
+        {
+            return Ok(());
+        }
+        let request = Request::Heartbeat(heartbeat_request::HeartbeatRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+        });
+        let deadline =
+            Instant::now() + Duration::from_millis(self.config.session_timeout_ms.max(0) as u64);
+        let response = self.coordinator_request(&request, HEARTBEAT_VERSION, deadline)?;
+        let Response::Heartbeat(response) = response else {
+            return Err(ClientError::Protocol("not a Heartbeat answer".into()).into());
+        };
+        self.last_heartbeat = Instant::now();
+        let error =
+            ErrorCode::from_code(response.error_code).unwrap_or(ErrorCode::UnknownServerError);
+        match error {
+            ErrorCode::None => Ok(()),
+            // A rebalance: still a member of this generation, which may commit before
+            // rejoining (so whoever gets these partitions resumes where we are).
+            ErrorCode::RebalanceInProgress => {
+                tracing::info!(group = %self.config.group_id, "rebalance: rejoining");
+                if self.config.enable_auto_commit
+                    && let Err(error) = self.commit()
+                {
+                    tracing::warn!(group = %self.config.group_id, %error, "commit before rejoining failed");
+                }
+                self.membership = Membership::Unjoined;
+                Ok(())
+            }
+            other => match self.classify(other) {
+                Some(Retry::Rejoin) => Ok(()),
+                // The next poll asks again (after finding the coordinator).
+                Some(Retry::Rediscover) | Some(Retry::Backoff) => {
+                    self.coordinator = None;
+                    Ok(())
+                }
+                None => Err(self.group_error("Heartbeat", other)),
+            },
+        }
+    }
+
+    fn maybe_auto_commit(&mut self) -> Result<(), ConsumerError> {
+        if !self.config.enable_auto_commit
+            || self.last_auto_commit.elapsed()
+                < Duration::from_millis(self.config.auto_commit_interval_ms)
+        {
+            return Ok(());
+        }
+        self.last_auto_commit = Instant::now();
+        match self.commit() {
+            Ok(()) => Ok(()),
+            // A rebalance under way: the heartbeat finds out and rejoins.
+            Err(ConsumerError::Group { error, .. })
+                if matches!(
+                    error,
+                    ErrorCode::RebalanceInProgress
+                        | ErrorCode::IllegalGeneration
+                        | ErrorCode::UnknownMemberId
+                ) =>
+            {
+                self.membership = Membership::Unjoined;
+                if error == ErrorCode::UnknownMemberId {
+                    self.member_id.clear();
+                }
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// What an error of a group request means for this member; `None`: fatal. Updates the
+    /// member's state (forgets the coordinator or the member id, leaves the generation).
+    fn classify(&mut self, error: ErrorCode) -> Option<Retry> {
+        match error {
+            ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable => {
+                self.coordinator = None;
+                Some(Retry::Rediscover)
+            }
+            ErrorCode::CoordinatorLoadInProgress | ErrorCode::RequestTimedOut => {
+                Some(Retry::Backoff)
+            }
+            ErrorCode::UnknownMemberId => {
+                self.member_id.clear();
+                self.membership = Membership::Unjoined;
+                Some(Retry::Rejoin)
+            }
+            ErrorCode::IllegalGeneration | ErrorCode::RebalanceInProgress => {
+                self.membership = Membership::Unjoined;
+                Some(Retry::Rejoin)
+            }
+            _ => None,
+        }
+    }
+
+    /// Waits before the next attempt, or gives up at `deadline`.
+    fn retry(
+        &mut self,
+        retry: Retry,
+        api: &str,
+        error: ErrorCode,
+        deadline: Instant,
+    ) -> Result<(), ConsumerError> {
+        if Instant::now() >= deadline {
+            return Err(ConsumerError::Timeout(format!(
+                "{api} of group {}: {error}",
+                self.config.group_id
+            )));
+        }
+        if matches!(retry, Retry::Backoff | Retry::Rediscover) {
+            self.consumer.backoff(deadline);
+        }
+        Ok(())
+    }
+
+    fn group_error(&self, api: &'static str, error: ErrorCode) -> ConsumerError {
+        ConsumerError::Group {
+            group_id: self.config.group_id.clone(),
+            api,
+            error,
+        }
+    }
+
+    /// Sends `request` to the coordinator, finding it first; a lost connection forgets the
+    /// coordinator and asks again until `deadline`.
+    fn coordinator_request(
+        &mut self,
+        request: &Request,
+        version: i16,
+        deadline: Instant,
+    ) -> Result<Response, ConsumerError> {
+        loop {
+            let coordinator = match self.coordinator {
+                Some(node) => node,
+                None => match self.find_coordinator()? {
+                    Ok(node) => node,
+                    Err(error) => {
+                        self.retry(Retry::Backoff, "FindCoordinator", error, deadline)?;
+                        continue;
+                    }
+                },
+            };
+            match self
+                .coordinator_transport
+                .request(Target::Node(coordinator), request, version)
+            {
+                Ok(response) => return Ok(response),
+                Err(error) => {
+                    tracing::debug!(coordinator, %error, "coordinator request failed");
+                    self.coordinator = None;
+                    if Instant::now() >= deadline {
+                        return Err(error.into());
+                    }
+                    self.consumer.backoff(deadline);
+                }
+            }
+        }
+    }
+
+    /// FindCoordinator (v3, key type 0) at any node. `Ok(Err(code))`: retriable answer.
+    fn find_coordinator(&mut self) -> Result<Result<i32, ErrorCode>, ConsumerError> {
+        let request = Request::FindCoordinator(find_coordinator_request::FindCoordinatorRequest {
+            key: self.config.group_id.clone(),
+            key_type: 0,
+            ..Default::default()
+        });
+        let response = match self.consumer.transport_mut().request(
+            Target::Any,
+            &request,
+            FIND_COORDINATOR_VERSION,
+        ) {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::debug!(%error, "FindCoordinator failed");
+                return Ok(Err(ErrorCode::CoordinatorNotAvailable));
+            }
+        };
+        let Response::FindCoordinator(response) = response else {
+            return Err(ClientError::Protocol("not a FindCoordinator answer".into()).into());
+        };
+        let error =
+            ErrorCode::from_code(response.error_code).unwrap_or(ErrorCode::UnknownServerError);
+        match error {
+            ErrorCode::None => {
+                self.coordinator_transport.set_brokers(vec![(
+                    response.node_id,
+                    format!("{}:{}", response.host, response.port),
+                )]);
+                self.coordinator = Some(response.node_id);
+                Ok(Ok(response.node_id))
+            }
+            ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::CoordinatorLoadInProgress
+            | ErrorCode::NotCoordinator => Ok(Err(error)),
+            other => Err(self.group_error("FindCoordinator", other)),
+        }
+    }
+}
+
+/// Kafka's RangeAssignor: per topic, the members subscribed to it in member id order each get
+/// a contiguous range of its partitions, the first `partitions % members` one more.
+pub fn range_assign(
+    members: &[(String, Vec<String>)],
+    partitions: &BTreeMap<String, i32>,
+) -> BTreeMap<String, Vec<TopicPartition>> {
+    let mut assignment: BTreeMap<String, Vec<TopicPartition>> = members
+        .iter()
+        .map(|(member_id, _)| (member_id.clone(), Vec::new()))
+        .collect();
+    for (topic, &count) in partitions {
+        let mut subscribers: Vec<&String> = members
+            .iter()
+            .filter(|(_, topics)| topics.contains(topic))
+            .map(|(member_id, _)| member_id)
+            .collect();
+        subscribers.sort();
+        subscribers.dedup();
+        if subscribers.is_empty() || count <= 0 {
+            continue;
+        }
+        let per_member = count as usize / subscribers.len();
+        let extra = count as usize % subscribers.len();
+        for (i, member_id) in subscribers.into_iter().enumerate() {
+            let start = i * per_member + i.min(extra);
+            let length = per_member + usize::from(i < extra);
+            let owned = assignment
+                .get_mut(member_id)
+                .expect("every member has an entry");
+            owned.extend(
+                (start..start + length).map(|p| TopicPartition::new(topic.clone(), p as i32)),
+            );
+        }
+    }
+    assignment
+}
+
+/// `ConsumerProtocolSubscription` v0: `version int16 | topics [string] | user_data bytes`.
+pub fn encode_subscription(topics: &[String]) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    buf.put_i32(topics.len() as i32);
+    for topic in topics {
+        buf.put_i16(topic.len() as i16);
+        buf.put_slice(topic.as_bytes());
+    }
+    // Null user data.
+    buf.put_i32(-1);
+    buf.freeze()
+}
+
+/// `ConsumerProtocolAssignment` v0:
+/// `version int16 | [topic string | partitions [int32]] | user_data bytes`.
+pub fn encode_assignment(partitions: &[TopicPartition]) -> Bytes {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    buf.put_i32(by_topic.len() as i32);
+    for (topic, partitions) in by_topic {
+        buf.put_i16(topic.len() as i16);
+        buf.put_slice(topic.as_bytes());
+        buf.put_i32(partitions.len() as i32);
+        for partition in partitions {
+            buf.put_i32(partition);
+        }
+    }
+    buf.put_i32(-1);
+    buf.freeze()
+}
+
+/// Reads a `ConsumerProtocolAssignment` (any version: the fields after the partitions are not
+/// read). Empty bytes are an empty assignment (a member the leader left out). `None` when the
+/// bytes do not hold one; counts are checked against the bytes left before anything is
+/// allocated.
+pub fn decode_assignment(bytes: &[u8]) -> Option<Vec<TopicPartition>> {
+    if bytes.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut rest = bytes;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        if rest.len() < n {
+            return None;
+        }
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Some(head)
+    };
+    let _version = i16::from_be_bytes(take(2)?.try_into().ok()?);
+    let topics = usize::try_from(i32::from_be_bytes(take(4)?.try_into().ok()?)).ok()?;
+    if topics > bytes.len() / 6 {
+        return None;
+    }
+    let mut assignment = Vec::new();
+    for _ in 0..topics {
+        let len = usize::try_from(i16::from_be_bytes(take(2)?.try_into().ok()?)).ok()?;
+        let topic = std::str::from_utf8(take(len)?).ok()?.to_string();
+        let count = usize::try_from(i32::from_be_bytes(take(4)?.try_into().ok()?)).ok()?;
+        if count > bytes.len() / 4 {
+            return None;
+        }
+        for _ in 0..count {
+            let partition = i32::from_be_bytes(take(4)?.try_into().ok()?);
+            assignment.push(TopicPartition::new(topic.clone(), partition));
+        }
+    }
+    Some(assignment)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|(m, topics)| {
+                (
+                    m.to_string(),
+                    topics.iter().map(|t| t.to_string()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Kafka's RangeAssignor javadoc example: two consumers C0, C1 subscribed to t0 and t1,
+    /// three partitions each: C0 [t0p0, t0p1, t1p0, t1p1], C1 [t0p2, t1p2].
+    #[test]
+    fn the_range_assignor_gives_kafkas_ranges() {
+        let members = members(&[("C1", &["t0", "t1"]), ("C0", &["t0", "t1"])]);
+        let partitions = BTreeMap::from([("t0".to_string(), 3), ("t1".to_string(), 3)]);
+        let assignment = range_assign(&members, &partitions);
+        let names =
+            |m: &str| -> Vec<String> { assignment[m].iter().map(|tp| tp.to_string()).collect() };
+        assert_eq!(names("C0"), ["t0-0", "t0-1", "t1-0", "t1-1"]);
+        assert_eq!(names("C1"), ["t0-2", "t1-2"]);
+    }
+
+    #[test]
+    fn a_member_not_subscribed_to_a_topic_gets_none_of_it() {
+        let members = members(&[("a", &["x"]), ("b", &["x", "y"])]);
+        let partitions = BTreeMap::from([("x".to_string(), 4), ("y".to_string(), 2)]);
+        let assignment = range_assign(&members, &partitions);
+        let names =
+            |m: &str| -> Vec<String> { assignment[m].iter().map(|tp| tp.to_string()).collect() };
+        assert_eq!(names("a"), ["x-0", "x-1"]);
+        assert_eq!(names("b"), ["x-2", "x-3", "y-0", "y-1"]);
+    }
+
+    #[test]
+    fn subscriptions_and_assignments_are_kafkas_bytes_and_read_back() {
+        let subscription = encode_subscription(&["ab".to_string()]);
+        assert_eq!(
+            &subscription[..],
+            b"\x00\x00\x00\x00\x00\x01\x00\x02ab\xff\xff\xff\xff"
+        );
+        assert_eq!(
+            crate::groups::subscription_topics(&subscription),
+            Some(vec!["ab".to_string()])
+        );
+        let assigned = vec![TopicPartition::new("t", 3), TopicPartition::new("t", 1)];
+        let bytes = encode_assignment(&assigned);
+        assert_eq!(
+            &bytes[..],
+            b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x01\xff\xff\xff\xff"
+        );
+        assert_eq!(decode_assignment(&bytes), Some(assigned));
+        assert_eq!(decode_assignment(&[]), Some(Vec::new()));
+    }
+
+    /// Every byte from a socket is hostile: a count larger than the bytes could hold is
+    /// refused before anything is allocated, and a cut assignment is `None`.
+    #[test]
+    fn unreadable_assignments_are_refused() {
+        assert_eq!(decode_assignment(b"\x00\x00\x7f\xff\xff\xff"), None);
+        assert_eq!(
+            decode_assignment(b"\x00\x00\x00\x00\x00\x01\x00\x01t\x7f\xff\xff\xff"),
+            None
+        );
+        let bytes = encode_assignment(&[TopicPartition::new("t", 1)]);
+        for cut in 1..bytes.len() - 4 {
+            assert_eq!(decode_assignment(&bytes[..cut]), None, "cut at {cut}");
+        }
+    }
+}
