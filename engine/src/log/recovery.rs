@@ -261,6 +261,7 @@ impl PartitionLog {
             flush_requested_offset: 0,
             generation: 0,
             stopped: None,
+            waiting_for_space: None,
         };
         let mut expected_next: Option<i64> = None;
         let mut last_epoch = crate::batch::NO_PARTITION_LEADER_EPOCH;
