@@ -25,6 +25,9 @@ use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, Rec
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
+    /// The partition is not hosted (it was taken offline after a storage error, or removed).
+    #[error("partition {0} is not hosted here (offline or removed)")]
+    NotHosted(crate::types::PartitionId),
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
@@ -33,6 +36,13 @@ pub enum StorageError {
     Snapshot(#[from] SnapshotError),
     #[error("{path}: {reason}")]
     Inconsistent { path: String, reason: String },
+}
+
+impl StorageError {
+    /// Out of space (ENOSPC, EDQUOT): the partition waits for space instead of going offline.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StorageError::Log(error) if error.is_no_space())
+    }
 }
 
 /// Bytes of a log or a snapshot for a response: in memory (the log's unflushed tail, or bytes
@@ -305,6 +315,11 @@ impl PartitionStore {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
     }
 
+    /// Whether the log's flush waits for disk space (ENOSPC/EDQUOT; `Host::retry_flushes`).
+    pub fn waiting_for_space(&self) -> bool {
+        self.log.waiting_for_space().is_some()
+    }
+
     /// Whether a flush or a quorum-state write the core asked for has not completed yet.
     pub fn persistence_outstanding(&self) -> bool {
         (self.log.durable_end_offset() as u64) < self.flush_target
@@ -312,28 +327,38 @@ impl PartitionStore {
     }
 }
 
-/// Offers each completion to every log; returns the first error (a failed write stops the log
-/// and, through it, the node).
+/// Offers each completion to every log and quorum-state writer. A store's error does not stop
+/// the routing of the others' completions: it is returned with the store's index in `stores`
+/// (the host takes that partition offline, or lets it wait for space: `Host::pump`).
 pub fn route_completions<I: Io>(
     io: &mut I,
     stores: &mut [&mut PartitionStore],
     completions: Vec<Completion>,
-) -> Result<(), StorageError> {
+) -> Vec<(usize, StorageError)> {
+    let mut failures = Vec::new();
     'next: for completion in completions {
         let mut completion = completion;
-        for store in stores.iter_mut() {
-            match store.log.on_completion(io, completion)? {
-                Routed::Mine { .. } => continue 'next,
-                Routed::Foreign(back) => completion = back,
+        for (index, store) in stores.iter_mut().enumerate() {
+            match store.log.on_completion(io, completion) {
+                Ok(Routed::Mine { .. }) => continue 'next,
+                Ok(Routed::Foreign(back)) => completion = back,
+                Err(error) => {
+                    failures.push((index, error.into()));
+                    continue 'next;
+                }
             }
-            match store.quorum_state.on_completion(io, completion)? {
-                WriterRouted::Mine { .. } => continue 'next,
-                WriterRouted::Foreign(back) => completion = back,
+            match store.quorum_state.on_completion(io, completion) {
+                Ok(WriterRouted::Mine { .. }) => continue 'next,
+                Ok(WriterRouted::Foreign(back)) => completion = back,
+                Err(error) => {
+                    failures.push((index, error.into()));
+                    continue 'next;
+                }
             }
         }
         tracing::warn!(op = ?completion.op_id, "completion of no partition log");
     }
-    Ok(())
+    failures
 }
 
 #[cfg(test)]
@@ -379,7 +404,7 @@ mod tests {
             let mut ready = Vec::new();
             io.submit_and_wait(0).unwrap();
             io.drain_completions(&mut ready);
-            route_completions(&mut io, &mut [&mut a], ready).unwrap();
+            assert!(route_completions(&mut io, &mut [&mut a], ready).is_empty());
             if a.log.durable_end_offset() == 1 {
                 return;
             }
