@@ -37,6 +37,7 @@ mod producer_state;
 mod pump;
 mod remote_leaders;
 mod shutdown;
+mod storage_faults;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
 mod retention;
@@ -242,6 +243,10 @@ pub(crate) struct Node {
     /// Warns of loop turns that hold the thread, naming the slowest step and the slowest work
     /// item or `pump` stage inside it.
     stall: observe::StallWatch,
+    /// When to ask the partitions waiting for disk space to flush again (storage_faults.rs).
+    space_retry: storage_faults::SpaceRetry,
+    /// Partitions taken offline by a storage error (storage_faults.rs).
+    offline: storage_faults::OfflinePartitions,
 }
 
 impl Node {
@@ -336,6 +341,8 @@ impl Node {
             shutdown_until_ms: None,
             stall,
             observer,
+            space_retry: storage_faults::SpaceRetry::default(),
+            offline: storage_faults::OfflinePartitions::default(),
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
         // then follows every append: never a scan of the log on the loop when this node becomes
@@ -402,6 +409,9 @@ impl Node {
                     )
                 }));
             self.stall.step(began, "observe", "");
+            let began = Instant::now();
+            let space_retry_ms = self.watch_storage_faults(now)?;
+            self.stall.step(began, "storage faults", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())
             {
@@ -409,6 +419,7 @@ impl Node {
             }
             let mut wake_ms = next_deadline_ms
                 .min(self.handlers.next_deadline_ms())
+                .min(space_retry_ms.unwrap_or(u64::MAX))
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.

@@ -1,0 +1,210 @@
+//! A full disk under a real `ringlog serve` (issue 17; docs/node.md, "Storage faults"): one
+//! voter whose data folder is on a 64 MiB tmpfs mounted by the test. A producer fills it until
+//! Produce answers KAFKA_STORAGE_ERROR; reads and Metadata still work and the process stays up;
+//! then space returns (the test deletes a filler file it wrote into the same tmpfs), Produce
+//! succeeds again, and every acknowledged record is readable, in order.
+//!
+//! The test runs as root (it mounts); if the mount fails the test fails and says why.
+
+mod quorum;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::node::client::Client;
+use ringlog_net::protocol::{Request, Response, metadata_request};
+
+use quorum::{Quorum, eventually, produce_to, read_partition_values, scrape_metrics, serial};
+
+const TOPIC: &str = "filling";
+const KAFKA_STORAGE_ERROR: i16 = 56;
+const TMPFS_SIZE: &str = "64m";
+/// Freed once the disk is full: room for a few more segments of 1 MiB.
+const FILLER_BYTES: usize = 8 << 20;
+/// One record of this size per batch: the tmpfs fills in about a thousand produces.
+const VALUE_BYTES: usize = 64 << 10;
+
+/// A tmpfs of `TMPFS_SIZE` mounted on a fresh folder, unmounted on drop (after the node that
+/// uses it was killed: fields drop after the test's quorum, which is declared later).
+struct Tmpfs {
+    _parent: tempfile::TempDir,
+    mount: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount() -> Tmpfs {
+        let parent = tempfile::tempdir().unwrap();
+        let mount = parent.path().join("disk");
+        std::fs::create_dir(&mount).unwrap();
+        let output = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={TMPFS_SIZE}"), "tmpfs"])
+            .arg(&mount)
+            .output()
+            .expect("running mount(8)");
+        assert!(
+            output.status.success(),
+            "this test mounts a {TMPFS_SIZE} tmpfs for the node's data folder and must run as \
+             root: `mount -t tmpfs -o size={TMPFS_SIZE} tmpfs {}` failed: {}",
+            mount.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Tmpfs {
+            _parent: parent,
+            mount,
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+fn value(n: usize) -> Vec<u8> {
+    let mut value = format!("record-{n:06}-").into_bytes();
+    value.resize(VALUE_BYTES, b'a' + (n % 26) as u8);
+    value
+}
+
+fn batch(value: &[u8]) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0);
+    builder.append(1_700_000_000_000, None, Some(value), &[]);
+    builder.build().into_bytes()
+}
+
+/// The Metadata entry of `TOPIC`-0 at `client`: (error code, leader).
+fn metadata_of(client: &mut Client) -> (i16, i32) {
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(TOPIC.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Response::Metadata(m) = client.request(&request, 12).expect("Metadata answers") else {
+        panic!("not a Metadata answer")
+    };
+    let partition = &m.topics[0].partitions[0];
+    (partition.error_code, partition.leader_id)
+}
+
+/// Whether `acknowledged` appears in `read` in the same order (records answered with an error
+/// while the disk was full may have become durable later and sit between them).
+fn is_subsequence(acknowledged: &[Vec<u8>], read: &[Vec<u8>]) -> bool {
+    let mut read = read.iter();
+    acknowledged.iter().all(|a| read.any(|r| r == a))
+}
+
+fn used_bytes(path: &Path) -> String {
+    let output = Command::new("df").arg("-k").arg(path).output().unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn a_full_disk_refuses_produce_keeps_serving_and_resumes_when_space_returns() {
+    let _serial = serial();
+    let disk = Tmpfs::mount();
+    let data = disk.mount.join("node-1");
+    let mut quorum = Quorum::format_with(1, &format!("metadata.log.dir={}", data.display()));
+    quorum.start_all();
+    quorum.create_topic(TOPIC, 1, &[]);
+    quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
+    let filler = disk.mount.join("filler");
+    std::fs::write(&filler, vec![0x5a; FILLER_BYTES]).expect("the filler fits the empty tmpfs");
+
+    let mut client = Client::connect(&quorum.address(1), Duration::from_secs(15)).unwrap();
+    let mut acknowledged: Vec<Vec<u8>> = Vec::new();
+    let mut next = 0;
+    let mut refused = false;
+    // 64 MiB at 64 KiB a record: the disk is full well before 2000 produces.
+    for _ in 0..2000 {
+        let value = value(next);
+        next += 1;
+        let (code, _) = produce_to(&mut client, TOPIC, 0, batch(&value));
+        match code {
+            0 => acknowledged.push(value),
+            KAFKA_STORAGE_ERROR => {
+                refused = true;
+                break;
+            }
+            other => panic!(
+                "Produce answered {other} after {} records\n{}",
+                acknowledged.len(),
+                quorum.dump_logs()
+            ),
+        }
+    }
+    assert!(
+        refused,
+        "the tmpfs never filled: {}\n{}",
+        used_bytes(&disk.mount),
+        quorum.dump_logs()
+    );
+    assert!(
+        acknowledged.len() > 100,
+        "the disk filled after only {} records",
+        acknowledged.len()
+    );
+
+    // Full: Produce is refused at once (not left to time out), reads and Metadata work, the
+    // process is up, and the metrics say why.
+    let (code, _) = produce_to(&mut client, TOPIC, 0, batch(&value(next)));
+    next += 1;
+    assert_eq!(code, KAFKA_STORAGE_ERROR, "still full");
+    assert_eq!(
+        metadata_of(&mut client),
+        (0, 1),
+        "Metadata names the leader"
+    );
+    let read = read_partition_values(&mut client, TOPIC).expect("reads work on a full disk");
+    assert_eq!(
+        read.len(),
+        acknowledged.len(),
+        "exactly the acknowledged records are committed"
+    );
+    assert!(read == acknowledged, "the acknowledged records, in order");
+    let metrics = scrape_metrics(quorum.node(1).metrics_port).expect("the metrics answer");
+    assert!(
+        metrics
+            .get("ringlog_partitions_waiting_for_space")
+            .is_some_and(|count| *count >= 1.0),
+        "ringlog_partitions_waiting_for_space counts the full partition: {:?}",
+        metrics.get("ringlog_partitions_waiting_for_space")
+    );
+    assert!(quorum.exited().is_empty(), "the node is still running");
+
+    // Space returns: the node notices by itself (a retry on its backoff) and Produce succeeds.
+    std::fs::remove_file(&filler).unwrap();
+    eventually(Duration::from_secs(30), "Produce succeeds again", || {
+        let value = value(next);
+        next += 1;
+        match produce_to(&mut client, TOPIC, 0, batch(&value)) {
+            (0, _) => {
+                acknowledged.push(value);
+                Some(())
+            }
+            (KAFKA_STORAGE_ERROR, _) => None,
+            (other, _) => panic!("Produce answered {other} after space returned"),
+        }
+    });
+    for _ in 0..10 {
+        let value = value(next);
+        next += 1;
+        let (code, _) = produce_to(&mut client, TOPIC, 0, batch(&value));
+        assert_eq!(code, 0, "Produce after space returned");
+        acknowledged.push(value);
+    }
+    let read = read_partition_values(&mut client, TOPIC).expect("reads after space returned");
+    assert!(
+        is_subsequence(&acknowledged, &read),
+        "every acknowledged record is readable, in order: {} acknowledged, {} read",
+        acknowledged.len(),
+        read.len()
+    );
+    assert!(quorum.exited().is_empty(), "the node never exited");
+    quorum.kill_all();
+}
