@@ -189,3 +189,38 @@ fn eio_takes_one_partition_offline_and_the_others_go_on() {
     settle(&mut host, now, &mut seen);
     assert!(seen[OTHER as usize] > appended.last_offset);
 }
+
+/// A node restarted on a full disk: the election's quorum-state write meets ENOSPC, so the
+/// vote waits (it must not count before it is durable) and nothing goes offline; once space
+/// returns, a retry writes it and the partitions elect and commit.
+#[test]
+fn an_election_on_a_full_disk_waits_for_space_instead_of_going_offline() {
+    let mut io = MemoryIo::with_seed(5);
+    io.add_fault(FaultTrigger::always(FaultKind::WriteEnospc));
+    let mut host = open(io);
+    let mut seen = [0u64; 2];
+    let mut now = 0;
+    for _ in 0..100 {
+        host.tick(now).expect("tick");
+        settle(&mut host, now, &mut seen);
+        now += 50;
+    }
+    assert!(
+        host.offline_partitions().is_empty(),
+        "{:?}",
+        host.offline_partitions()
+    );
+    assert!(
+        [FULL, OTHER]
+            .iter()
+            .all(|p| !host.raft(*p).unwrap().is_leader() && host.waiting_for_space(*p)),
+        "no election without a durable vote"
+    );
+
+    host.io_mut().clear_faults();
+    assert_eq!(host.retry_flushes(), 2);
+    let now = elect(&mut host, &mut seen);
+    let appended = host.append(now, FULL, vec![batch(9)]).unwrap();
+    settle(&mut host, now, &mut seen);
+    assert!(seen[FULL as usize] > appended.last_offset);
+}

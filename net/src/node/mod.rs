@@ -562,6 +562,7 @@ impl Node {
     /// wait for them, appends and truncations to the producer state, high-watermarks to the
     /// state that follows them, snapshots to a writer thread.
     fn deliver(&mut self) -> Result<(), NodeError> {
+        self.adopt_offline_partitions()?;
         let mut fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>> = BTreeMap::new();
         while self.host.has_output() {
             for output in self.host.take_output() {

@@ -103,8 +103,12 @@ impl Node {
     }
 
     /// Forgets every partition the host took offline since the last call: its requests are
-    /// answered KAFKA_STORAGE_ERROR, lookups skip it, Metadata reports it offline.
-    fn adopt_offline_partitions(&mut self) -> Result<(), NodeError> {
+    /// answered KAFKA_STORAGE_ERROR, lookups skip it, Metadata reports it offline. Called after
+    /// every host call (`deliver`), before anything looks the partition up again.
+    pub(super) fn adopt_offline_partitions(&mut self) -> Result<(), NodeError> {
+        if self.host.offline_partitions().len() == self.offline.seen.len() {
+            return Ok(());
+        }
         let new: Vec<(PartitionId, String)> = self
             .host
             .offline_partitions()

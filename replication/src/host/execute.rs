@@ -24,13 +24,14 @@ impl<I: Io> Host<I> {
             let _guard = span.enter();
             self.probe.begin();
             let name = work.name();
-            let flush = matches!(work, Work::Flush { .. });
+            let waits_for_space = matches!(work, Work::Flush { .. } | Work::WriteQuorumState(_));
             match self.execute_one(partition, work) {
                 Ok(()) => {}
                 // The records stay appended in memory, not durable: nothing is acknowledged
                 // for them until a retried flush makes them durable.
-                Err(error) if flush && error.is_no_space() => {
-                    tracing::warn!(partition, %error, "out of space: the flush waits for space");
+                // A quorum-state write waits likewise: what it guards (a vote) stays held.
+                Err(error) if waits_for_space && error.is_no_space() => {
+                    tracing::warn!(partition, %error, "out of space: the write waits for space");
                 }
                 Err(error) => self.take_offline(partition, &error),
             }

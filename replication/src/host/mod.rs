@@ -459,10 +459,10 @@ impl<I: Io> Host<I> {
         let waiting = self.partitions_waiting_for_space();
         for partition in &waiting {
             let store = self.stores.get_mut(partition).expect("listed above");
-            match store.log.flush(&mut self.io) {
+            match store.retry_waiting_for_space(&mut self.io) {
                 Ok(()) => {}
                 Err(error) if error.is_no_space() => {}
-                Err(error) => self.take_offline(*partition, &error.into()),
+                Err(error) => self.take_offline(*partition, &error),
             }
         }
         waiting.len()

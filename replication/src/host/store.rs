@@ -41,7 +41,11 @@ pub enum StorageError {
 impl StorageError {
     /// Out of space (ENOSPC, EDQUOT): the partition waits for space instead of going offline.
     pub fn is_no_space(&self) -> bool {
-        matches!(self, StorageError::Log(error) if error.is_no_space())
+        match self {
+            StorageError::Log(error) => error.is_no_space(),
+            StorageError::QuorumState(QuorumStateError::Io(error)) => error.is_no_space(),
+            _ => false,
+        }
     }
 }
 
@@ -183,10 +187,12 @@ impl PartitionStore {
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
         self.quorum_state_issued += 1;
-        self.quorum_state
-            .write(io, self.quorum_state_issued, &data)?;
+        // Requested first: a write that meets ENOSPC waits and is retried under this ticket,
+        // and its state is reported when that retry is durable.
         self.quorum_state_requested
             .push_back((self.quorum_state_issued, state));
+        self.quorum_state
+            .write(io, self.quorum_state_issued, &data)?;
         Ok(())
     }
 
@@ -315,9 +321,21 @@ impl PartitionStore {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
     }
 
-    /// Whether the log's flush waits for disk space (ENOSPC/EDQUOT; `Host::retry_flushes`).
+    /// Whether the log's flush or the quorum-state write waits for disk space (ENOSPC,
+    /// EDQUOT; `Host::retry_flushes`).
     pub fn waiting_for_space(&self) -> bool {
-        self.log.waiting_for_space().is_some()
+        self.log.waiting_for_space().is_some() || self.quorum_state.waiting_for_space()
+    }
+
+    /// Asks again what waits for disk space: the log's flush, the quorum-state write.
+    pub fn retry_waiting_for_space<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
+        if self.log.waiting_for_space().is_some() {
+            self.log.flush(io)?;
+        }
+        if self.quorum_state.waiting_for_space() {
+            self.quorum_state.retry(io)?;
+        }
+        Ok(())
     }
 
     /// Whether a flush or a quorum-state write the core asked for has not completed yet.
