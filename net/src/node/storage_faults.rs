@@ -141,3 +141,34 @@ impl Node {
             .map(String::as_str)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry of a flush waiting for space runs on a bounded backoff: first after 100 ms,
+    /// the delay doubling to 2 s while the disk stays full, never twice in one instant, and
+    /// back to 100 ms once nothing waits.
+    #[test]
+    fn space_retries_back_off_to_a_bound_and_reset_when_nothing_waits() {
+        let mut retry = SpaceRetry::default();
+        assert!(!retry.due(false, 0));
+        assert_eq!(retry.deadline_ms(), None, "nothing waits: no wake-up");
+        assert!(!retry.due(true, 1_000), "the first retry waits");
+        assert_eq!(retry.deadline_ms(), Some(1_000 + SPACE_RETRY_INITIAL_MS));
+        assert!(!retry.due(true, 1_099));
+        let mut now = 1_100;
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            assert!(retry.due(true, now));
+            assert!(!retry.due(true, now), "not twice at one instant");
+            let next = retry.deadline_ms().unwrap();
+            delays.push(next - now);
+            now = next;
+        }
+        assert_eq!(delays, [200, 400, 800, 1600, 2000, 2000, 2000, 2000]);
+        assert!(!retry.due(false, now));
+        assert!(!retry.due(true, now));
+        assert_eq!(retry.deadline_ms(), Some(now + SPACE_RETRY_INITIAL_MS));
+    }
+}
