@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 # command:package pairs the tests run (tests/clients.rs drives kcat; tests/tshark.rs decodes a
-# captured quorum run with tshark).
-for tool in kcat:kcat tshark:tshark; do
+# captured quorum run with tshark; tests/netns_partitions.rs puts nodes in network namespaces
+# with iproute2's ip).
+for tool in kcat:kcat tshark:tshark ip:iproute2; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

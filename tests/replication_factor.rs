@@ -218,3 +218,60 @@ fn confluent_kafka_uses_replication_factor_one_across_its_replicas_restart() {
         },
     );
 }
+
+/// Every partition of `topic` as node 1 answers Metadata, once all have a leader: (leader,
+/// replicas).
+fn leaders_and_replicas(quorum: &Quorum, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
+    let mut client = Client::connect(&quorum.address(1), Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(topic.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let partitions = &m.topics.first()?.partitions;
+    (!partitions.is_empty()
+        && partitions
+            .iter()
+            .all(|p| p.error_code == 0 && p.leader_id >= 1))
+    .then(|| {
+        partitions
+            .iter()
+            .map(|p| (p.leader_id, p.replica_nodes.clone()))
+            .collect()
+    })
+}
+
+/// A new topic's partitions are led by their first replicas, as Kafka's controller makes the
+/// first replica of a new partition its leader: the first replica stands for election at once
+/// (`Raft::stand_first`) instead of after a random election timeout, so the placement's spread
+/// of first replicas is the spread of leaders, and the topic has its leaders in milliseconds
+/// rather than after 1-2 s (what librdkafka's auto-create tests 0017 and 0041 waited on).
+/// Before, whichever replica's timer fired first led: all six matching had a chance of 1 in 729.
+#[test]
+fn a_new_topic_s_partitions_are_led_by_their_first_replicas() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(30));
+    for (topic, factor) in [("first-three", 3), ("first-two", 2)] {
+        assert_eq!(create_topic(&quorum, topic, 6, factor), (0, factor));
+        let partitions = eventually(
+            Duration::from_secs(30),
+            &format!("leaders of every partition of {topic}"),
+            || leaders_and_replicas(&quorum, topic),
+        );
+        for (index, (leader, replicas)) in partitions.iter().enumerate() {
+            assert_eq!(replicas.len(), factor as usize, "{topic}-{index}");
+            assert_eq!(
+                *leader,
+                replicas[0],
+                "{topic}-{index} (replicas {replicas:?}) is led by {leader}, not its first replica\n{}",
+                quorum.dump_logs()
+            );
+        }
+    }
+}

@@ -32,10 +32,9 @@ const MIB: u64 = 1024 * 1024;
 /// where they introduce one (see `shared/kips/README.md`), and the KIPs' other spellings
 /// (KIP-595's `quorum.*`, KIP-630's `replica.fetch.response.max.bytes`) as aliases.
 ///
-/// `controller.quorum.append.linger.ms` and `controller.quorum.retry.backoff.ms` are not here:
-/// the node never used them (its group commit flushes when the previous flush completes; a
-/// failed peer fetch is retried after the core's own backoff), so they are refused like any
-/// unknown key rather than silently ignored.
+/// `controller.quorum.append.linger.ms` is not here: the node never used it (its group commit
+/// flushes when the previous flush completes), so it is refused like any unknown key rather
+/// than silently ignored.
 pub const KEYS: &[KeyDefinition] = &[
     KeyDefinition {
         name: "node.id",
@@ -84,6 +83,12 @@ pub const KEYS: &[KeyDefinition] = &[
         aliases: &["quorum.election.backoff.max.ms"],
         default: Some("1000"),
         doc: "Upper bound of the randomized backoff before a failed candidate starts the next election.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.retry.backoff.ms",
+        aliases: &["quorum.retry.backoff.ms"],
+        default: Some("20"),
+        doc: "How soon a voter that answered a Vote or pre-vote with an error (it does not host the partition yet, say) is asked again; an unanswered request waits controller.quorum.request.timeout.ms.",
     },
     KeyDefinition {
         name: "controller.quorum.fetch.timeout.ms",
@@ -277,6 +282,7 @@ pub struct NodeConfig {
     pub election_backoff_max_ms: u64,
     pub fetch_timeout_ms: u64,
     pub request_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
     pub fetch_max_wait_ms: u64,
     pub segment_size_bytes: u64,
     pub max_record_bytes_between_snapshots: u64,
@@ -472,6 +478,7 @@ impl NodeConfig {
                 .positive("controller.quorum.election.backoff.max.ms")?,
             fetch_timeout_ms: values.positive("controller.quorum.fetch.timeout.ms")?,
             request_timeout_ms: values.positive("controller.quorum.request.timeout.ms")?,
+            retry_backoff_ms: values.positive("controller.quorum.retry.backoff.ms")?,
             fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
             segment_size_bytes: values.positive("metadata.log.segment.bytes")?,
             max_record_bytes_between_snapshots: values

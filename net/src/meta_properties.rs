@@ -174,11 +174,25 @@ impl MetaProperties {
 
 /// A new random cluster id: 16 random bytes in unpadded base64url (22 characters), like Kafka's
 /// `Uuid.randomUuid().toString()`. The randomness comes from the OS, outside the replication core.
+/// Like Kafka's, it never starts with `-` (1 in 64 draws would), which a command line such as
+/// `ringlog format --cluster-id -Vx…` would take for an option.
 pub fn random_cluster_id() -> std::io::Result<String> {
     use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(base64url(&bytes))
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
+    loop {
+        let mut bytes = [0u8; 16];
+        urandom.read_exact(&mut bytes)?;
+        if let Some(id) = cluster_id_from(&bytes) {
+            return Ok(id);
+        }
+    }
+}
+
+/// The cluster id of 16 random bytes, or `None` for a draw Kafka's `Uuid.randomUuid` also
+/// rejects (a string starting with `-`).
+fn cluster_id_from(bytes: &[u8; 16]) -> Option<String> {
+    let id = base64url(bytes);
+    (!id.starts_with('-')).then_some(id)
 }
 
 /// Kafka's cluster ids are 16 bytes in unpadded base64url: 22 characters of `[A-Za-z0-9_-]`.
@@ -207,6 +221,22 @@ fn base64url(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// First byte 0b111110xx encodes to `-` first (62 in base64url): such a draw is refused,
+    /// as Kafka's `Uuid.randomUuid` refuses it; any other first byte is kept.
+    #[test]
+    fn a_cluster_id_never_starts_with_a_dash() {
+        let mut bytes = [7u8; 16];
+        bytes[0] = 0b1111_1000;
+        assert_eq!(base64url(&bytes).chars().next(), Some('-'));
+        assert_eq!(cluster_id_from(&bytes), None);
+        bytes[0] = 0b1111_0000;
+        assert_eq!(cluster_id_from(&bytes).unwrap().chars().next(), Some('8'));
+        for _ in 0..1000 {
+            let id = random_cluster_id().unwrap();
+            assert!(is_valid_cluster_id(&id) && !id.starts_with('-'), "{id}");
+        }
+    }
 
     #[test]
     fn format_then_check_round_trips() {

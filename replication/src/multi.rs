@@ -196,6 +196,16 @@ impl MultiRaft {
         Ok((all, next))
     }
 
+    /// [`Raft::stand_first`] for one partition.
+    pub fn stand_first(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self.group(partition)?.stand_first(now_ms)?;
+        Ok(Self::tag(partition, work))
+    }
+
     pub fn on_persisted(
         &mut self,
         now_ms: u64,

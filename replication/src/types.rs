@@ -96,6 +96,10 @@ pub struct QuorumConfig {
     /// `controller.quorum.request.timeout.ms` (default 2000): when an unanswered request is
     /// sent again.
     pub request_timeout_ms: u64,
+    /// `controller.quorum.retry.backoff.ms` (default 20, Kafka's): how soon a voter that
+    /// answered a Vote (or pre-vote) with an error, such as not hosting the partition yet, is
+    /// asked again; without an answer the request waits `request_timeout_ms`.
+    pub retry_backoff_ms: u64,
     /// `replica.fetch.max.bytes`-style cap on the records in one fetch response (default 1 MiB).
     pub fetch_max_bytes: u32,
     /// KIP-630 `max.replication.lag.ms` (default 7 days): how long the leader waits for every
@@ -124,6 +128,7 @@ impl QuorumConfig {
             fetch_timeout_ms: 2000,
             fetch_max_wait_ms: 500,
             request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
             fetch_max_bytes: 1 << 20,
             max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
             #[cfg(feature = "sim")]

@@ -240,6 +240,79 @@ impl PartitionLog {
         segment.batches.get(index).map(|batch| batch.base_offset)
     }
 
+    /// ListOffsets by timestamp (KIP-79) over the in-memory batch entries, Kafka's time index
+    /// without its file: among the data batches (control batches never answer) whose last
+    /// offset is in `[from, below)`, with `Some(target)` the first whose MaxTimestamp is at least
+    /// `target`, with `None` the first of those with the largest MaxTimestamp. Returns that
+    /// batch's (base offset, MaxTimestamp); the caller reads the one batch to find the record.
+    /// No I/O, so a lookup never holds an event loop on the disk.
+    pub fn find_batch_by_timestamp(
+        &self,
+        from: i64,
+        below: i64,
+        target: Option<i64>,
+    ) -> Option<(i64, i64)> {
+        // The entries of `segment` whose last offset is in [from, below).
+        let in_range = |segment: &Segment| {
+            let first = segment.batch_index_for(from);
+            let end = segment
+                .batches
+                .partition_point(|batch| batch.last_offset < below);
+            first..end.max(first)
+        };
+        let mut best: Option<(i64, i64)> = None;
+        for segment in &self.segments {
+            let range = in_range(segment);
+            let Some(last) = segment.batches[range.clone()].last() else {
+                continue;
+            };
+            match target {
+                Some(target) => {
+                    if last.max_timestamp_so_far < target {
+                        continue;
+                    }
+                    // The first entry whose running maximum reaches the target is the first
+                    // data batch at or above it, unless the maximum came from before `from`:
+                    // then the batches from there on are looked at one by one.
+                    let batches = &segment.batches[range];
+                    let start = batches.partition_point(|b| b.max_timestamp_so_far < target);
+                    if let Some(found) = batches[start..]
+                        .iter()
+                        .find(|b| !b.control && b.max_timestamp >= target)
+                    {
+                        return Some((found.base_offset, found.max_timestamp));
+                    }
+                }
+                None => {
+                    let batches = &segment.batches[range.clone()];
+                    // From the segment's first entry, the last running maximum is the range's
+                    // maximum and the first entry reaching it holds it; a range starting later
+                    // (the log start inside the first segment) is looked at one by one.
+                    let found = if range.start == 0 {
+                        let max = last.max_timestamp_so_far;
+                        (max != i64::MIN).then(|| {
+                            &batches[batches.partition_point(|b| b.max_timestamp_so_far < max)]
+                        })
+                    } else {
+                        batches.iter().filter(|b| !b.control).reduce(|a, b| {
+                            if b.max_timestamp > a.max_timestamp {
+                                b
+                            } else {
+                                a
+                            }
+                        })
+                    };
+                    if let Some(found) = found
+                        && best.is_none_or(|(_, max)| found.max_timestamp > max)
+                    {
+                        best = Some((found.base_offset, found.max_timestamp));
+                    }
+                }
+            }
+        }
+        best
+    }
+
     /// Leader append (KIP-595 leaders append in their own epoch): assign offsets from the log
     /// end, stamp baseOffset and partitionLeaderEpoch in place (neither is CRC-covered, so no
     /// re-checksum), keep the bytes. Durable only after a flush covering them.
@@ -481,6 +554,8 @@ impl PartitionLog {
                 last_offset: header.last_offset(),
                 last_offset_delta: i64::from(header.last_offset_delta()),
                 epoch: header.partition_leader_epoch(),
+                max_timestamp: header.max_timestamp(),
+                control: header.is_control(),
             });
             start += size_bytes;
         }
@@ -581,11 +656,15 @@ impl PartitionLog {
                 meta.size_bytes as u64,
                 interval,
             );
-            segment.batches.push(BatchEntry {
-                base_offset: meta.base_offset,
-                last_offset: meta.last_offset,
+            let entry = BatchEntry::after(
+                segment.batches.last(),
+                meta.base_offset,
+                meta.last_offset,
                 position,
-            });
+                meta.max_timestamp,
+                meta.control,
+            );
+            segment.batches.push(entry);
             segment.next_offset = meta.last_offset + 1;
         }
         segment.write_tail.extend_from_slice(&run);
@@ -631,6 +710,8 @@ struct BatchMeta {
     last_offset: i64,
     last_offset_delta: i64,
     epoch: i32,
+    max_timestamp: i64,
+    control: bool,
 }
 
 impl std::fmt::Debug for PartitionLog {

@@ -608,11 +608,14 @@ fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &L
                     Some("batch offset does not fit a segment's 32-bit relative offsets".into())
                 } else {
                     scan.entries.push((
-                        BatchEntry {
-                            base_offset: batch.base_offset(),
-                            last_offset: batch.last_offset(),
+                        BatchEntry::after(
+                            scan.entries.last().map(|(entry, _, _)| entry),
+                            batch.base_offset(),
+                            batch.last_offset(),
                             position,
-                        },
+                            batch.header().max_timestamp(),
+                            batch.is_control(),
+                        ),
                         batch.partition_leader_epoch(),
                         batch.size_bytes() as u64,
                     ));

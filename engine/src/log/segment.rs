@@ -29,6 +29,46 @@ pub(crate) struct BatchEntry {
     pub base_offset: i64,
     pub last_offset: i64,
     pub position: u64,
+    /// The batch header's MaxTimestamp: ListOffsets by timestamp searches these in memory
+    /// (`PartitionLog::find_batch_by_timestamp`) instead of reading the log.
+    pub max_timestamp: i64,
+    /// A control batch (Raft's LeaderChange, a VotersRecord): never a timestamp answer.
+    pub control: bool,
+    /// The largest MaxTimestamp of the segment's data batches up to and including this one
+    /// (`i64::MIN` before the first): non-decreasing along the segment, so a timestamp lookup
+    /// skips a segment at its last entry and binary-searches inside one, as Kafka's time
+    /// index does.
+    pub max_timestamp_so_far: i64,
+}
+
+// Every batch of the log has one in memory: docs/log.md names this size.
+const _: () = assert!(std::mem::size_of::<BatchEntry>() == 48);
+
+impl BatchEntry {
+    /// The entry after `previous` in its segment (`None` for the segment's first), with
+    /// `max_timestamp_so_far` carried on.
+    pub fn after(
+        previous: Option<&BatchEntry>,
+        base_offset: i64,
+        last_offset: i64,
+        position: u64,
+        max_timestamp: i64,
+        control: bool,
+    ) -> BatchEntry {
+        let before = previous.map_or(i64::MIN, |p| p.max_timestamp_so_far);
+        BatchEntry {
+            base_offset,
+            last_offset,
+            position,
+            max_timestamp,
+            control,
+            max_timestamp_so_far: if control {
+                before
+            } else {
+                before.max(max_timestamp)
+            },
+        }
+    }
 }
 
 /// Appended bytes kept in memory, starting at a batch boundary.

@@ -420,10 +420,12 @@ impl Node {
         }
     }
 
-    /// Scans the committed log: with `Some(target)`, the first record whose timestamp is at
-    /// least `target`; with `None`, the record with the largest timestamp (the first of them).
-    /// Control batches are skipped. A compressed batch is judged by its max timestamp and
-    /// answered with its base offset (its records are not decompressed here).
+    /// With `Some(target)`, the first record whose timestamp is at least `target`; with
+    /// `None`, the record with the largest timestamp (the first of them); both among the data
+    /// batches in `[from, high_watermark)`. The batch comes from the engine's in-memory batch
+    /// entries (`PartitionLog::find_batch_by_timestamp`, no I/O); only that one batch is read,
+    /// to name the record. A compressed batch is decompressed for it; one that cannot be is
+    /// answered with its base offset and MaxTimestamp.
     fn scan_timestamps(
         &mut self,
         id: PartitionId,
@@ -431,60 +433,34 @@ impl Node {
         high_watermark: u64,
         target: Option<i64>,
     ) -> Option<(i64, i64, i32)> {
-        let mut offset = from;
-        let mut best: Option<(i64, i64, i32)> = None;
-        while offset < high_watermark {
-            let bytes = match self.host.read(id, offset, SCAN_CHUNK_BYTES) {
-                Ok(bytes) if !bytes.is_empty() => bytes,
-                Ok(_) => break,
-                Err(error) => {
-                    tracing::error!(%error, offset, "log read failed in a timestamp lookup");
-                    break;
-                }
-            };
-            let before = offset;
-            for batch in BatchIter::new(bytes) {
-                let Ok(batch) = batch else { break };
-                if batch.last_offset() as u64 >= high_watermark {
-                    offset = high_watermark;
-                    break;
-                }
-                offset = batch.next_offset() as u64;
-                if batch.is_control() {
-                    continue;
-                }
-                let epoch = batch.partition_leader_epoch();
-                let max_timestamp = batch.header().max_timestamp();
-                let wanted = match target {
-                    Some(t) => max_timestamp >= t,
-                    None => best.is_none_or(|(ts, _, _)| max_timestamp > ts),
-                };
-                if !wanted {
-                    continue;
-                }
-                let mut found = (max_timestamp, batch.base_offset(), epoch);
-                if let Ok(records) = batch.records() {
-                    for record in records.flatten() {
-                        let hit = match target {
-                            Some(t) => record.timestamp() >= t,
-                            None => record.timestamp() == max_timestamp,
-                        };
-                        if hit {
-                            found = (record.timestamp(), record.offset(), epoch);
-                            break;
-                        }
-                    }
-                }
-                if target.is_some() {
-                    return Some(found);
-                }
-                best = Some(found);
+        let store = self.host.store(id)?;
+        let (base_offset, max_timestamp) =
+            store
+                .log
+                .find_batch_by_timestamp(from as i64, high_watermark as i64, target)?;
+        let bytes = match self.host.read(id, base_offset as u64, SCAN_CHUNK_BYTES) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::error!(%error, base_offset, "log read failed in a timestamp lookup");
+                return None;
             }
-            if offset == before {
-                break;
+        };
+        let batch = BatchIter::new(bytes).next()?.ok()?;
+        let epoch = batch.partition_leader_epoch();
+        let mut found = (max_timestamp, batch.base_offset(), epoch);
+        if let Ok(records) = batch.records() {
+            for record in records.flatten() {
+                let hit = match target {
+                    Some(t) => record.timestamp() >= t,
+                    None => record.timestamp() == max_timestamp,
+                };
+                if hit {
+                    found = (record.timestamp(), record.offset(), epoch);
+                    break;
+                }
             }
         }
-        best
+        Some(found)
     }
 
     // ---- OffsetForLeaderEpoch -----------------------------------------------------------------

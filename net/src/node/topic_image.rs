@@ -183,6 +183,13 @@ impl Node {
                 return Err(error.into());
             }
         };
+        // Kafka's controller makes a new partition's first replica its leader; here the first
+        // replica stands at once instead of after a random election timeout (1-2 s by default,
+        // what an auto-created topic's first Metadata answers used to wait for). The core
+        // ignores this unless the partition is brand new (epoch 0, empty log, no vote).
+        if replicas.first() == Some(&self.config.node_id) {
+            self.host.stand_first(now, id)?;
+        }
         self.adopt_preopened_producer_state(id, &dir);
         self.observer
             .add_partition(id, self.table.dir_name(id), &dir);

@@ -212,6 +212,7 @@ pub(super) fn quorum_config(
     quorum.election_backoff_max_ms = config.election_backoff_max_ms;
     quorum.fetch_timeout_ms = config.fetch_timeout_ms;
     quorum.request_timeout_ms = config.request_timeout_ms;
+    quorum.retry_backoff_ms = config.retry_backoff_ms;
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
     quorum.max_replication_lag_ms = config.max_replication_lag_ms;
     Ok(quorum)

@@ -521,6 +521,14 @@ impl<I: Io> Host<I> {
         Ok(appended)
     }
 
+    /// A new partition's designated first leader stands at once
+    /// ([`Raft::stand_first`](crate::raft::Raft::stand_first)).
+    pub fn stand_first(&mut self, now_ms: u64, partition: PartitionId) -> Result<(), HostError> {
+        self.now_ms = now_ms;
+        let work = self.multi.stand_first(now_ms, partition)?;
+        Ok(self.execute(work)?)
+    }
+
     /// KIP-595 graceful shutdown of one partition: a leader resigns with EndQuorumEpoch.
     pub fn resign(&mut self, now_ms: u64, partition: PartitionId) -> Result<(), HostError> {
         self.now_ms = now_ms;

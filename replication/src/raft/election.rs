@@ -137,10 +137,14 @@ impl Raft {
         let EpochState::Candidate(candidate) = &mut self.state else {
             return Ok(());
         };
-        if response.current_leader.leader_epoch != candidate.epoch
-            || response.error_code != ErrorCode::None
-            || !from_is_voter
-        {
+        if response.error_code != ErrorCode::None && from_is_voter {
+            // As for a pre-vote (`count_pre_vote`): ask again after the retry backoff.
+            candidate.vote_resend_ms = candidate
+                .vote_resend_ms
+                .min(now + self.config.retry_backoff_ms);
+            return Ok(());
+        }
+        if response.current_leader.leader_epoch != candidate.epoch || !from_is_voter {
             return Ok(());
         }
         crate::quorum::record_vote(

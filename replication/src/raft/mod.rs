@@ -315,6 +315,24 @@ impl Raft {
         Ok((out.finish(), self.next_deadline_ms()))
     }
 
+    /// A brand-new partition's designated first leader stands at once instead of after a
+    /// random election timeout: the host calls this on the replica it would name leader (a
+    /// topic partition's first replica, the one Kafka's controller makes leader). It acts only
+    /// on a voter that is unattached at epoch 0 with an empty log and no vote, so it changes
+    /// when the first election starts and nothing else (Raft's safety never depends on when a
+    /// voter stands); anywhere else it does nothing. Returns the work of the resulting tick.
+    pub fn stand_first(&mut self, now_ms: u64) -> Result<Vec<Work>, RaftError> {
+        let fresh = self.election.epoch == 0
+            && self.election.voted_for.is_none()
+            && self.election.leader_id.is_none()
+            && self.log.log_end_offset() == 0
+            && self.is_local_voter();
+        if fresh && let EpochState::Unattached(u) = &mut self.state {
+            u.election_deadline_ms = Some(now_ms.max(self.now_ms));
+        }
+        Ok(self.tick(now_ms)?.0)
+    }
+
     /// Answers `replica`'s parked Fetch now, with what is there (possibly nothing). A host
     /// whose wire Fetch carried several partitions calls this for the partitions still parked
     /// once another partition of the same request was answered: a Fetch is answered as a

@@ -113,13 +113,18 @@ impl Raft {
         let from_is_voter = self.is_voter(from);
         let backoff_until_ms =
             self.now_ms + self.rng.below(self.config.election_backoff_max_ms + 1);
+        let retry_at_ms = self.now_ms + self.config.retry_backoff_ms;
         let EpochState::Prospective(p) = &mut self.state else {
             return Ok(());
         };
-        if response.current_leader.leader_epoch != p.epoch
-            || response.error_code != ErrorCode::None
-            || !from_is_voter
-        {
+        if response.error_code != ErrorCode::None && from_is_voter {
+            // No answer yet (it may not host the partition yet: a new topic's replicas open it
+            // a moment apart): ask again soon, as Kafka's RequestManager retries a failed
+            // request after its retry backoff, not a whole request timeout later.
+            p.vote_resend_ms = p.vote_resend_ms.min(retry_at_ms);
+            return Ok(());
+        }
+        if response.current_leader.leader_epoch != p.epoch || !from_is_voter {
             return Ok(());
         }
         crate::quorum::record_vote(

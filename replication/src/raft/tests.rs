@@ -253,6 +253,104 @@ fn election_timeout_asks_for_pre_votes_then_a_candidate_persists_its_own_vote_fi
     );
 }
 
+/// A brand-new partition's designated first leader asks for pre-votes at once, not after its
+/// election timeout; a voter that has been through an election, one with records, or an
+/// observer, does nothing.
+#[test]
+fn stand_first_asks_at_once_only_on_a_fresh_voter() {
+    let mut raft = fresh(1);
+    let work = raft.stand_first(5).unwrap();
+    let pre_vote = pre_vote_request(1, 0, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: pre_vote.clone()
+            },
+            Work::Send {
+                to: 3,
+                message: pre_vote
+            },
+        ]
+    );
+
+    // Voted in epoch 1: its timer is the ordinary one.
+    let mut voted = fresh(2);
+    let work = voted.step(5, 1, vote_request(1, 1, 0, 0)).unwrap();
+    persist_quorum_state(&mut voted, 5, &work);
+    assert!(!asks_for_votes(&voted.stand_first(6).unwrap()));
+
+    // Holding records (epoch 0, no vote, a log end past 0): nothing either.
+    let recovered = RecoveredState {
+        log_end_offset: 3,
+        epoch_cache: vec![OffsetAndEpoch::new(0, 0)],
+        ..RecoveredState::default()
+    };
+    let mut with_records = Raft::new(config(1), &recovered, 42, 0).unwrap();
+    assert!(!asks_for_votes(&with_records.stand_first(5).unwrap()));
+
+    // An observer never stands.
+    let mut observer = Raft::new(
+        QuorumConfig::new(4, &[1, 2, 3]).unwrap(),
+        &RecoveredState::default(),
+        42,
+        0,
+    )
+    .unwrap();
+    assert!(!asks_for_votes(&observer.stand_first(5).unwrap()));
+}
+
+fn asks_for_votes(work: &[Work]) -> bool {
+    work.iter().any(|w| {
+        matches!(
+            w,
+            Work::Send {
+                message: Message::VoteRequest(_),
+                ..
+            } | Work::SendAfterPersist {
+                message: Message::VoteRequest(_),
+                ..
+            }
+        )
+    })
+}
+
+/// A voter that answers a pre-vote with an error (one that does not host the partition yet)
+/// is asked again after `retry_backoff_ms`, not after the whole request timeout; voters that
+/// answered are not asked again.
+#[test]
+fn a_vote_answered_with_an_error_is_asked_again_after_the_retry_backoff() {
+    let mut raft = fresh(1);
+    raft.stand_first(0).unwrap();
+    let refused = Message::VoteResponse(VoteResponse {
+        error_code: ErrorCode::UnknownServerError,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: 0,
+        },
+        vote_granted: false,
+    });
+    assert!(raft.step(1, 2, refused).unwrap().is_empty());
+    let retry_at = 1 + raft.config.retry_backoff_ms;
+    assert_eq!(raft.next_deadline_ms(), retry_at);
+    let (work, _) = raft.tick(retry_at).unwrap();
+    let pre_vote = pre_vote_request(1, 0, 0, 0);
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: pre_vote.clone()
+            },
+            Work::Send {
+                to: 3,
+                message: pre_vote
+            },
+        ]
+    );
+}
+
 #[test]
 fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_epoch() {
     let mut raft = fresh(1);
