@@ -1,7 +1,7 @@
 //! A full disk under a real `ringlog serve` (issue 17; docs/node.md, "Storage faults"): one
 //! voter whose data folder is on a 64 MiB tmpfs mounted by the test. A producer fills it until
-//! Produce answers KAFKA_STORAGE_ERROR; reads and Metadata still work and the process stays up;
-//! then space returns (the test deletes a filler file it wrote into the same tmpfs), Produce
+//! Produce answers KAFKA_STORAGE_ERROR; reads and Metadata still work and the process stays up,
+//! also after a kill -9 and a restart on the full disk; then space returns (the test deletes a filler file it wrote into the same tmpfs), Produce
 //! succeeds again, and every acknowledged record is readable, in order.
 //!
 //! The test runs as root (it mounts); if the mount fails the test fails and says why.
@@ -21,6 +21,8 @@ use quorum::{Quorum, eventually, produce_to, read_partition_values, scrape_metri
 
 const TOPIC: &str = "filling";
 const KAFKA_STORAGE_ERROR: i16 = 56;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const LEADER_NOT_AVAILABLE: i16 = 5;
 const TMPFS_SIZE: &str = "64m";
 /// Freed once the disk is full: room for a few more segments of 1 MiB.
 const FILLER_BYTES: usize = 8 << 20;
@@ -177,8 +179,31 @@ fn a_full_disk_refuses_produce_keeps_serving_and_resumes_when_space_returns() {
     );
     assert!(quorum.exited().is_empty(), "the node is still running");
 
-    // Space returns: the node notices by itself (a retry on its backoff) and Produce succeeds.
+    // kill -9 and a restart on the full disk: recovery opens every log (what it would rewrite
+    // waits for space), the node serves, and its election's quorum-state write waits for space
+    // (the metric says so) instead of ending the process.
+    drop(client);
+    quorum.kill(1);
+    quorum.start_node(1);
+    eventually(
+        Duration::from_secs(30),
+        "the restarted node waits for space",
+        || {
+            let metrics = scrape_metrics(quorum.node(1).metrics_port)?;
+            let waiting = metrics.get("ringlog_partitions_waiting_for_space")?;
+            (*waiting >= 1.0).then_some(())
+        },
+    );
+    assert!(
+        quorum.exited().is_empty(),
+        "the node restarted on a full disk is running\n{}",
+        quorum.dump_logs()
+    );
+
+    // Space returns: the node notices by itself (a retry on its backoff), elects, and Produce
+    // succeeds.
     std::fs::remove_file(&filler).unwrap();
+    let mut client = Client::connect(&quorum.address(1), Duration::from_secs(15)).unwrap();
     eventually(Duration::from_secs(30), "Produce succeeds again", || {
         let value = value(next);
         next += 1;
@@ -187,7 +212,8 @@ fn a_full_disk_refuses_produce_keeps_serving_and_resumes_when_space_returns() {
                 acknowledged.push(value);
                 Some(())
             }
-            (KAFKA_STORAGE_ERROR, _) => None,
+            // Still full, or the election after the restart not done yet.
+            (KAFKA_STORAGE_ERROR | NOT_LEADER_OR_FOLLOWER | LEADER_NOT_AVAILABLE, _) => None,
             (other, _) => panic!("Produce answered {other} after space returned"),
         }
     });

@@ -235,3 +235,47 @@ fn eio_on_a_write_still_stops_the_log() {
         LogError::Stopped { .. }
     ));
 }
+
+/// A node restarted on a full disk opens its log: recovery's rewrites of the advisory index
+/// and of the leader-epoch-checkpoint wait for space instead of refusing to open (issue 17:
+/// "ENOSPC ... recurs at restart"); the checkpoint is written by the first flush after space
+/// returns.
+#[test]
+fn a_log_opens_on_a_full_disk_and_writes_what_it_owes_once_space_returns() {
+    let mut io = io();
+    let dir = Path::new(DIR);
+    let (mut log, _) = PartitionLog::open(&mut io, dir, config(true)).unwrap();
+    let durable = append(&mut log, 4, 0);
+    assert_eq!(log.flush_and_wait(&mut io).unwrap(), durable);
+    // A crash: the active segment's index (written at a seal or a close) is missing, and
+    // without the checkpoint file recovery has to write both.
+    drop(log);
+    io.crash();
+    let checkpoint = dir.join("leader-epoch-checkpoint");
+    if io.exists(&checkpoint) {
+        io.remove_file(&checkpoint).unwrap();
+        io.sync_dir(dir).unwrap();
+    }
+    // Full: every new block is refused. The segment's slot region, written whole when the
+    // segment was created, is allocated, so recovery's slot write still lands (on a real
+    // filesystem too): the new files are what a full disk refuses.
+    for path in ["00000000000000000000.index", "leader-epoch-checkpoint.tmp"] {
+        io.add_fault(FaultTrigger {
+            path: Some(dir.join(path)),
+            ..FaultTrigger::always(FaultKind::WriteEnospc)
+        });
+    }
+    let (mut log, report) = PartitionLog::open(&mut io, dir, config(true))
+        .expect("a full disk does not keep the log from opening");
+    assert!(report.indexes_rebuilt.is_empty() && !report.epoch_checkpoint_rewritten);
+    assert_eq!(log.log_end_offset(), durable);
+    assert_eq!(read_all(&mut log, &mut io).len(), 4, "reads work");
+
+    io.clear_faults();
+    let end = append(&mut log, 1, 100);
+    assert_eq!(log.flush_and_wait(&mut io).unwrap(), end);
+    assert!(
+        io.exists(&checkpoint),
+        "the first flush wrote the checkpoint"
+    );
+}
