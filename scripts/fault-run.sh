@@ -4,13 +4,16 @@
 # acks=all throughout (1 KiB records); then every acknowledged record must be read back exactly once. Prints the
 # acknowledged records/s of both phases and their ratio as one JSON line. 127.0.0.1 only.
 #
-#   scripts/fault-run.sh [SECONDS_PER_PHASE=60] [EVERY=5] [PARTITIONS=1]
+#   scripts/fault-run.sh [SECONDS_PER_PHASE=60] [EVERY=5] [PARTITIONS=1]   (RINGLOG=binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"; every="${2:-5}"; partitions="${3:-1}"
 python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install --quiet --user confluent-kafka==2.16.1
-cargo build --quiet --release --bin ringlog
-RINGLOG="$PWD/target/release/ringlog"
+# RINGLOG=path runs another binary (a baseline beside the current one); else a release build.
+if [ -z "${RINGLOG:-}" ]; then
+  cargo build --quiet --release --bin ringlog
+  RINGLOG="$PWD/target/release/ringlog"
+fi
 source scripts/lib-quorum.sh
 folder="$PWD/target/fault-run"
 rm -rf "$folder"; mkdir -p "$folder"

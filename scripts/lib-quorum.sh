@@ -50,7 +50,7 @@ metadata.log.dir=$folder/node-$id
 ${EXTRA_PROPS:-}
 PROPS
     "$RINGLOG" format --cluster-id "$cluster_id" --config "$folder/node-$id.properties" >/dev/null
-    RUST_LOG=warn "$RINGLOG" serve --config "$folder/node-$id.properties" 2>"$folder/node-$id.log" &
+    RUST_LOG=${NODE_LOG_LEVEL:-warn} "$RINGLOG" serve --config "$folder/node-$id.properties" 2>"$folder/node-$id.log" &
     PIDS[$id]=$!
   done
   local deadline=$((SECONDS + 30))

@@ -78,6 +78,37 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         partition: i32,
     },
+    /// Add a voter to the metadata quorum (KIP-853 AddRaftVoter, like kafka-metadata-quorum
+    /// add-controller). The node must be running as an observer and caught up; the command
+    /// returns once the new voter set is committed.
+    AddVoter {
+        /// Any node of the quorum; the request goes to the leader it names.
+        #[arg(long, alias = "bootstrap")]
+        bootstrap_server: String,
+        #[arg(long)]
+        node_id: i32,
+        /// The new voter's listener (host:port), recorded in the voter set.
+        #[arg(long)]
+        endpoint: String,
+        /// The new voter's directory id (22 characters of base64url); zero when omitted.
+        #[arg(long)]
+        directory_id: Option<String>,
+        /// How long the leader may take to commit the change.
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: i32,
+    },
+    /// Remove a voter from the metadata quorum (KIP-853 RemoveRaftVoter, like
+    /// kafka-metadata-quorum remove-controller); the leader itself may be removed (it resigns
+    /// once the change is committed).
+    RemoveVoter {
+        #[arg(long, alias = "bootstrap")]
+        bootstrap_server: String,
+        #[arg(long)]
+        node_id: i32,
+        /// The voter's directory id; any when omitted.
+        #[arg(long)]
+        directory_id: Option<String>,
+    },
     /// Print a segment or snapshot file batch by batch (like kafka-dump-log).
     Dump {
         file: PathBuf,
@@ -213,6 +244,24 @@ fn run(cli: Cli) -> Result<(), String> {
             topic,
             partition,
         } => describe_quorum(&bootstrap, &topic, partition),
+        Command::AddVoter {
+            bootstrap_server,
+            node_id,
+            endpoint,
+            directory_id,
+            timeout_ms,
+        } => add_voter(
+            &bootstrap_server,
+            node_id,
+            &endpoint,
+            directory_id.as_deref(),
+            timeout_ms,
+        ),
+        Command::RemoveVoter {
+            bootstrap_server,
+            node_id,
+            directory_id,
+        } => remove_voter(&bootstrap_server, node_id, directory_id.as_deref()),
         Command::Dump {
             file,
             print_records,
@@ -311,6 +360,68 @@ pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String
     Ok(())
 }
 
+// ---- add-voter, remove-voter ---------------------------------------------------------------
+
+fn directory_id(text: Option<&str>) -> Result<[u8; 16], String> {
+    match text {
+        None => Ok([0; 16]),
+        Some(text) => ringlog_net::meta_properties::parse_uuid_text(text)
+            .ok_or_else(|| format!("--directory-id {text:?}: expected 22 characters of base64url")),
+    }
+}
+
+/// The leader's answer: nothing on success, the error's name (and message) otherwise.
+fn voter_change_result(
+    what: &str,
+    answer: Result<(i16, Option<String>), ringlog_net::node::client::ClientError>,
+) -> Result<(), String> {
+    let (code, message) = answer.map_err(|e| format!("{what}: {e}"))?;
+    if code == 0 {
+        println!("{what}: done");
+        return Ok(());
+    }
+    let name = ringlog_net::protocol::ErrorCode::from_code(code)
+        .map_or_else(|| format!("error {code}"), |e| e.name().to_string());
+    Err(match message {
+        Some(message) if !message.is_empty() => format!("{what}: {name}: {message}"),
+        _ => format!("{what}: {name}"),
+    })
+}
+
+fn add_voter(
+    bootstrap: &str,
+    node_id: i32,
+    endpoint: &str,
+    directory: Option<&str>,
+    timeout_ms: i32,
+) -> Result<(), String> {
+    let directory = directory_id(directory)?;
+    let (host, port) = endpoint
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
+        .ok_or_else(|| format!("--endpoint {endpoint:?}: expected host:port"))?;
+    let mut leader = ringlog_net::node::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    let cluster_id = leader.cluster_id().map_err(|e| e.to_string())?;
+    let answer = leader.add_raft_voter(
+        &cluster_id,
+        node_id,
+        directory,
+        vec![("CONTROLLER".into(), host, port)],
+        timeout_ms,
+    );
+    voter_change_result(&format!("add voter {node_id}"), answer)
+}
+
+fn remove_voter(bootstrap: &str, node_id: i32, directory: Option<&str>) -> Result<(), String> {
+    let directory = directory_id(directory)?;
+    let mut leader = ringlog_net::node::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    let cluster_id = leader.cluster_id().map_err(|e| e.to_string())?;
+    let answer = leader.remove_raft_voter(&cluster_id, node_id, directory);
+    voter_change_result(&format!("remove voter {node_id}"), answer)
+}
+
 // ---- describe-quorum ------------------------------------------------------------------------
 
 fn describe_quorum(bootstrap: &str, topic: &str, partition: i32) -> Result<(), String> {
@@ -364,6 +475,29 @@ fn describe_quorum(bootstrap: &str, topic: &str, partition: i32) -> Result<(), S
     println!("MaxFollowerLag:         {max_lag}");
     println!("CurrentVoters:          [{}]", ids(&p.current_voters));
     println!("CurrentObservers:       [{}]", ids(&p.observers));
+    println!();
+    // KIP-853: each voter's directory id and endpoints (kafka-metadata-quorum describe --status).
+    println!("{:<8} {:<24} Endpoints", "VoterId", "DirectoryId");
+    for r in &p.current_voters {
+        let endpoints = view
+            .nodes
+            .iter()
+            .find(|n| n.node_id == r.replica_id)
+            .map(|n| {
+                n.listeners
+                    .iter()
+                    .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<8} {:<24} {}",
+            r.replica_id,
+            ringlog_net::meta_properties::uuid_text(&r.replica_directory_id.0),
+            endpoints
+        );
+    }
     println!();
     println!(
         "{:<8} {:<14} {:<8} {:<20} {:<23} Status",

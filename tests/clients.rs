@@ -348,6 +348,25 @@ fn idempotent_produce_detects_duplicates_also_after_a_leader_change() {
     let (code, after) = produce_at(&mut client, "idem", idem(bumped, 1, &[b"e"]));
     assert_eq!(code, 0);
     assert!(after > last);
+
+    // The new leader kept the producer state as a follower, from the partition's start: it
+    // never read its log for it on the loop (that read, at the first idempotent Produce, held
+    // new leaders' loops for seconds under load). Only reads that found no producer (an empty
+    // new partition, the metadata partition) appear in its log.
+    let log = cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == new_leader)
+        .map(|n| std::fs::read_to_string(&n.log).unwrap_or_default())
+        .unwrap_or_default();
+    let reads: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("producer state read from the log") && !l.contains("producers=0"))
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "new leader {new_leader} read producer state from its log: {reads:?}"
+    );
 }
 
 /// A Produce with a corrupt batch is refused with Kafka's error codes and stores nothing:

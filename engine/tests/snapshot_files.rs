@@ -482,6 +482,14 @@ fn kafka_style_header_batch_with_kraft_version_loads() {
         contents.format, None,
         "Kafka does not name a ringlog format"
     );
+    assert_eq!(
+        contents.header_control_records,
+        vec![(
+            ControlRecordType::KRaftVersion,
+            Some(Bytes::from_static(&[0, 0, 0, 1, 0]))
+        )],
+        "the KRaftVersion record after the header is returned to the caller"
+    );
     // A second SnapshotHeader in that batch is misplaced.
     let twice = build_control_batch(
         0,
@@ -513,4 +521,60 @@ fn kafka_style_header_batch_with_kraft_version_loads() {
         ),
         "{error}"
     );
+}
+
+// KIP-853: a snapshot written here carries the voter set in force at its end offset as a
+// Voters control record in the header's batch (Kafka's layout); the reader returns it beside the
+// state machine's records, which do not include it.
+#[test]
+fn header_records_written_with_the_snapshot_load_back() {
+    use ringlog_engine::batch::control::ControlRecordType;
+    use ringlog_engine::snapshot::write_snapshot_with_header_records;
+    let mut io = MemoryIo::with_seed(11);
+    let id = SnapshotId {
+        end_offset: 30,
+        epoch: 2,
+    };
+    let voters = Bytes::from_static(b"a voters record value");
+    let path = write_snapshot_with_header_records(
+        &mut io,
+        Path::new(DIR),
+        id,
+        &format(),
+        0,
+        &[(ControlRecordType::KRaftVoters, voters.clone())],
+        |sink| sink.append_record(Some(b"k"), Some(b"v")),
+    )
+    .unwrap();
+    let contents =
+        ringlog_engine::snapshot::read_snapshot(&mut io, &path, id).expect("valid snapshot");
+    assert_eq!(
+        contents.header_control_records,
+        vec![(ControlRecordType::KRaftVoters, Some(voters))]
+    );
+    assert_eq!(contents.records_count, 1);
+    assert_eq!(
+        loaded_records(&contents),
+        vec![(b"k".to_vec(), Some(b"v".to_vec()))]
+    );
+    assert_eq!(contents.format, Some(format()));
+    // Without header records, none come back.
+    let plain = write(
+        &mut io,
+        SnapshotId {
+            end_offset: 40,
+            epoch: 2,
+        },
+        &records(2, 1),
+    );
+    let contents = ringlog_engine::snapshot::read_snapshot(
+        &mut io,
+        &plain,
+        SnapshotId {
+            end_offset: 40,
+            epoch: 2,
+        },
+    )
+    .unwrap();
+    assert!(contents.header_control_records.is_empty());
 }

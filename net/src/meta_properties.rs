@@ -203,6 +203,41 @@ pub fn is_valid_cluster_id(text: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
 }
 
+/// A Uuid (a KIP-853 directory id) as Kafka prints it: unpadded base64url, 22 characters.
+pub fn uuid_text(bytes: &[u8; 16]) -> String {
+    base64url(bytes)
+}
+
+/// A Uuid from Kafka's text form ([`uuid_text`]); `None` if it is not 22 base64url characters
+/// of 16 bytes.
+pub fn parse_uuid_text(text: &str) -> Option<[u8; 16]> {
+    if !is_valid_cluster_id(text) {
+        return None;
+    }
+    let symbol = |byte: u8| -> u32 {
+        match byte {
+            b'A'..=b'Z' => u32::from(byte - b'A'),
+            b'a'..=b'z' => u32::from(byte - b'a') + 26,
+            b'0'..=b'9' => u32::from(byte - b'0') + 52,
+            b'-' => 62,
+            _ => 63,
+        }
+    };
+    let mut out = [0u8; 16];
+    let mut at = 0;
+    for chunk in text.as_bytes().chunks(4) {
+        let value = chunk.iter().enumerate().fold(0u32, |acc, (index, byte)| {
+            acc | symbol(*byte) << (18 - 6 * index)
+        });
+        for index in 0..chunk.len() - 1 {
+            out[at] = (value >> (16 - 8 * index)) as u8;
+            at += 1;
+        }
+    }
+    // 22 symbols carry 132 bits: the last 4 must be zero, or the text names no 16 bytes.
+    (base64url(&out) == text).then_some(out)
+}
+
 fn base64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
@@ -236,6 +271,20 @@ mod tests {
             let id = random_cluster_id().unwrap();
             assert!(is_valid_cluster_id(&id) && !id.starts_with('-'), "{id}");
         }
+    }
+
+    #[test]
+    fn uuid_text_round_trips_and_rejects_what_is_no_uuid() {
+        for bytes in [[0u8; 16], [255; 16], *b"0123456789abcdef"] {
+            let text = uuid_text(&bytes);
+            assert_eq!(text.len(), 22);
+            assert_eq!(parse_uuid_text(&text), Some(bytes));
+        }
+        assert_eq!(uuid_text(&[0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(parse_uuid_text("short"), None);
+        assert_eq!(parse_uuid_text("AAAAAAAAAAAAAAAAAAAAA!"), None);
+        // The last symbol's low bits fall past byte 16.
+        assert_eq!(parse_uuid_text("AAAAAAAAAAAAAAAAAAAAAB"), None);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use crate::error::RaftError;
 use crate::message::Message;
 use crate::raft::{AppendResult, Raft};
-use crate::types::{NodeId, PartitionId, QuorumConfig, RecoveredState};
+use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState};
+use crate::voters::{VoterInfo, VoterSet, VoterSetEntry};
 use crate::work::{Persisted, Work};
 
 /// A message for one partition's group.
@@ -89,13 +90,17 @@ impl MultiRaft {
     }
 
     /// [`MultiRaft::add_partition`] for a partition with snapshots on disk (KIP-630: a
-    /// `cleanup.policy=snapshot` topic's partition restarting).
-    pub fn add_partition_with_snapshots(
+    /// `cleanup.policy=snapshot` topic's partition restarting) and the voter set records its
+    /// host found in the log-start snapshot and the log (KIP-853, [`Raft::recover`]).
+    // Raft::recover's inputs plus the partition: one more than clippy's limit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_partition_recovered(
         &mut self,
         config: &QuorumConfig,
         partition: PartitionId,
         recovered: &RecoveredState,
         snapshots: crate::types::RecoveredSnapshots,
+        voter_records: Vec<VoterSetEntry>,
         seed: u64,
         now_ms: u64,
     ) -> Result<(), RaftError> {
@@ -106,33 +111,45 @@ impl MultiRaft {
         let partition_seed = partition_seed(seed, partition);
         self.partitions.insert(
             partition,
-            Raft::new_with_snapshots(config.clone(), recovered, snapshots, partition_seed, now_ms)?,
+            Raft::recover(
+                config.clone(),
+                recovered,
+                snapshots,
+                voter_records,
+                partition_seed,
+                now_ms,
+            )?,
         );
         Ok(())
     }
 
-    /// [`MultiRaft::new`] for hosts that keep snapshots (KIP-630): each partition's recovered
-    /// snapshots (missing entries: none).
-    pub fn new_with_snapshots(
+    /// [`MultiRaft::new`] for hosts that keep snapshots (KIP-630) and voter set records
+    /// (KIP-853): each partition's recovered snapshots and voter set records (missing entries:
+    /// none).
+    pub fn new_recovered(
         config: &QuorumConfig,
         partitions: &BTreeMap<PartitionId, RecoveredState>,
         snapshots: &BTreeMap<PartitionId, crate::types::RecoveredSnapshots>,
+        mut voter_records: BTreeMap<PartitionId, Vec<VoterSetEntry>>,
         seed: u64,
         now_ms: u64,
     ) -> Result<Self, RaftError> {
-        let mut groups = BTreeMap::new();
-        for (&partition, recovered) in partitions {
-            let partition_seed = partition_seed(seed, partition);
-            let found = snapshots.get(&partition).copied().unwrap_or_default();
-            groups.insert(
-                partition,
-                Raft::new_with_snapshots(config.clone(), recovered, found, partition_seed, now_ms)?,
-            );
-        }
-        Ok(Self {
+        let mut multi = Self {
             node_id: config.node_id,
-            partitions: groups,
-        })
+            partitions: BTreeMap::new(),
+        };
+        for (&partition, recovered) in partitions {
+            multi.add_partition_recovered(
+                config,
+                partition,
+                recovered,
+                snapshots.get(&partition).copied().unwrap_or_default(),
+                voter_records.remove(&partition).unwrap_or_default(),
+                seed,
+                now_ms,
+            )?;
+        }
+        Ok(multi)
     }
 
     /// A partition's state machine finished writing a snapshot (KIP-630).
@@ -140,7 +157,7 @@ impl MultiRaft {
         &mut self,
         now_ms: u64,
         partition: PartitionId,
-        snapshot_id: crate::types::OffsetAndEpoch,
+        snapshot_id: OffsetAndEpoch,
     ) -> Result<Vec<PartitionWork>, RaftError> {
         let work = self
             .group(partition)?
@@ -237,6 +254,61 @@ impl MultiRaft {
             Some(raft) => Self::tag(partition, raft.complete_parked_fetch(now_ms, replica)),
             None => Vec::new(),
         }
+    }
+
+    /// KIP-853 AddRaftVoter on one partition's leader ([`Raft::add_voter_with_info`]).
+    pub fn add_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+        info: VoterInfo,
+    ) -> Result<(AppendResult, Vec<PartitionWork>), RaftError> {
+        let (result, work) = self
+            .group(partition)?
+            .add_voter_with_info(now_ms, id, info)?;
+        Ok((result, Self::tag(partition, work)))
+    }
+
+    /// KIP-853 RemoveRaftVoter on one partition's leader ([`Raft::remove_voter`]).
+    pub fn remove_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+    ) -> Result<(AppendResult, Vec<PartitionWork>), RaftError> {
+        let (result, work) = self.group(partition)?.remove_voter(now_ms, id)?;
+        Ok((result, Self::tag(partition, work)))
+    }
+
+    /// KIP-853 UpdateRaftVoter on one partition's leader ([`Raft::update_voter`]); `None` when
+    /// nothing changes.
+    pub fn update_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+        info: VoterInfo,
+    ) -> Result<Option<(AppendResult, Vec<PartitionWork>)>, RaftError> {
+        Ok(self
+            .group(partition)?
+            .update_voter(now_ms, id, info)?
+            .map(|(result, work)| (result, Self::tag(partition, work))))
+    }
+
+    /// KIP-630 + KIP-853: the host installed a fetched snapshot and read its voter set
+    /// ([`Raft::on_snapshot_installed`]).
+    pub fn on_snapshot_installed(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+        voters: Option<VoterSet>,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self
+            .group(partition)?
+            .on_snapshot_installed(now_ms, snapshot_id, voters);
+        Ok(Self::tag(partition, work))
     }
 
     pub fn resign(

@@ -96,6 +96,14 @@ pub struct ReplicaProgress {
     pub end_offset: Option<u64>,
     pub last_fetch_ms: Option<u64>,
     pub last_caught_up_ms: Option<u64>,
+    /// The high-watermark the last Fetch answer to this replica carried, in this epoch. A
+    /// fetch with no records to return is answered at once, not parked, while this is behind
+    /// the leader's (a replica not answered yet in this epoch waits as before): else a
+    /// follower whose fetch arrives just after the commit its peer's fetch
+    /// completed learns of it only when its long poll ends (`fetch.max.wait.ms` later). Kafka
+    /// fixed the same delay with the replica's high-watermark in the Fetch request (KIP-1166,
+    /// Fetch v18); the leader's own record of what it told each replica needs no wire change.
+    pub high_watermark_sent: Option<u64>,
 }
 
 /// A fetch with nothing to return yet, parked until data arrives, the high-watermark moves or

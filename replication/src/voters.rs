@@ -193,6 +193,13 @@ impl VoterSetHistory {
         }
     }
 
+    /// The newest voter set record at or below `offset`; `None` while only the bootstrap set
+    /// applies there (what a snapshot ending after `offset` carries, KIP-853).
+    pub fn recorded_at(&self, offset: u64) -> Option<&VoterSet> {
+        let index = self.entries.partition_point(|e| e.offset <= offset);
+        index.checked_sub(1).map(|i| &self.entries[i].voters)
+    }
+
     pub fn entries(&self) -> &[VoterSetEntry] {
         &self.entries
     }
@@ -421,6 +428,12 @@ mod tests {
         assert_eq!(history.at(39), &set(&[1, 2, 3]));
         assert_eq!(history.at(40), &set(&[1, 2, 3, 4]));
         assert_eq!(history.at(1000), &set(&[1, 2, 4]));
+        assert_eq!(
+            history.recorded_at(39),
+            None,
+            "only the bootstrap set applies"
+        );
+        assert_eq!(history.recorded_at(40), Some(&set(&[1, 2, 3, 4])));
         // KIP-595: a truncated voter set record is no longer in force.
         assert!(history.truncate_from(90));
         assert_eq!(history.latest(), &set(&[1, 2, 3, 4]));

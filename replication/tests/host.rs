@@ -277,3 +277,370 @@ fn a_host_sending_the_vote_before_the_quorum_state_is_caught() {
         "no seed caught a vote sent before its quorum-state write"
     );
 }
+
+// ---- KIP-853: voter changes survive restarts (the host rebuilds the voter set) ----------------
+
+use std::collections::BTreeMap;
+
+use ringlog_replication::host::write_snapshot_job;
+use ringlog_replication::{Endpoint, NodeId, VoterInfo};
+
+/// One node of a small cluster of hosts on in-memory disks, wired to each other directly.
+struct ClusterNode {
+    host: Option<Host<MemoryIo>>,
+    /// Fetches this node answers, by the id it gave them: who asked and with which correlation
+    /// id (the host's fetch answers name only the id).
+    fetches: BTreeMap<u64, (NodeId, u64)>,
+    next_fetch_id: u64,
+}
+
+struct Cluster {
+    nodes: BTreeMap<NodeId, ClusterNode>,
+    bootstrap: Vec<NodeId>,
+    /// Whether nodes take snapshots (every 3 records) or never do.
+    snapshots: bool,
+    now: u64,
+}
+
+fn snapshot_policy(snapshots: bool) -> SnapshotPolicyConfig {
+    SnapshotPolicyConfig {
+        min_records: if snapshots { 3 } else { u64::MAX },
+        min_bytes: 1,
+        min_cleanable_ratio: 0.5,
+        max_interval_ms: 0,
+    }
+}
+
+impl Cluster {
+    fn new(ids: &[NodeId], bootstrap: &[NodeId], snapshots: bool) -> Cluster {
+        let mut cluster = Cluster {
+            nodes: BTreeMap::new(),
+            bootstrap: bootstrap.to_vec(),
+            snapshots,
+            now: 0,
+        };
+        for &id in ids {
+            cluster.start(id, MemoryIo::with_seed(u64::from(id as u32)));
+        }
+        cluster
+    }
+
+    fn start(&mut self, id: NodeId, io: MemoryIo) {
+        let quorum = QuorumConfig::new(id, &self.bootstrap).expect("voters");
+        let config = HostConfig::new(
+            "host-test".into(),
+            self.bootstrap.clone(),
+            snapshot_policy(self.snapshots),
+            1 << 20,
+        );
+        // The metadata partition's kind: a state machine that may take snapshots. Small
+        // segments, so a log start advance deletes the segment holding a voter set record.
+        let mut spec = spec();
+        spec.keeps_snapshots = true;
+        spec.log_config.segment_size_bytes = 1024;
+        let host = Host::open(
+            io,
+            config,
+            &quorum,
+            vec![spec],
+            u64::from(id as u32),
+            self.now,
+        )
+        .expect("open");
+        self.nodes.insert(
+            id,
+            ClusterNode {
+                host: Some(host),
+                fetches: BTreeMap::new(),
+                next_fetch_id: 1,
+            },
+        );
+    }
+
+    /// Every node loses what it had not synced and starts again from its disk.
+    fn crash_and_restart_all(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let node = self.nodes.remove(&id).expect("node");
+            let mut io = node.host.expect("running").into_io();
+            io.crash();
+            self.start(id, io);
+        }
+    }
+
+    fn host(&self, id: NodeId) -> &Host<MemoryIo> {
+        self.nodes[&id].host.as_ref().expect("running")
+    }
+
+    fn host_mut(&mut self, id: NodeId) -> &mut Host<MemoryIo> {
+        self.nodes
+            .get_mut(&id)
+            .expect("node")
+            .host
+            .as_mut()
+            .expect("running")
+    }
+
+    fn voters_of(&self, id: NodeId) -> Vec<NodeId> {
+        self.host(id)
+            .raft(PARTITION)
+            .expect("hosted")
+            .voter_set()
+            .ids()
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.nodes
+            .keys()
+            .copied()
+            .find(|&id| self.host(id).raft(PARTITION).is_some_and(|r| r.is_leader()))
+    }
+
+    fn deliver(&mut self, from: NodeId, to: NodeId, mut message: Message) {
+        let Some(node) = self.nodes.get_mut(&to) else {
+            return;
+        };
+        if let Message::FetchRequest(request) = &mut message {
+            let id = node.next_fetch_id;
+            node.next_fetch_id += 1;
+            node.fetches.insert(id, (from, request.correlation_id));
+            request.correlation_id = id;
+        }
+        let now = self.now;
+        let host = node.host.as_mut().expect("running");
+        let message = PartitionMessage {
+            partition: PARTITION,
+            message,
+        };
+        // A stale or refused message is the core's to judge; storage must not fail.
+        if let Err(error) = host.step(now, from, message) {
+            assert!(
+                matches!(error, ringlog_replication::host::HostError::Raft(_)),
+                "node {to}: {error}"
+            );
+        }
+    }
+
+    /// One round: every node ticks and pumps, and what it sent is delivered.
+    fn round(&mut self) {
+        self.now += 10;
+        let now = self.now;
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let mut mail: Vec<(NodeId, NodeId, Message)> = Vec::new();
+        for id in ids {
+            let host = self.host_mut(id);
+            host.tick(now).expect("tick");
+            host.pump(now).expect("pump");
+            for output in host.take_output() {
+                match output {
+                    Output::Send { to, message, .. } => mail.push((id, to, message)),
+                    Output::FetchResponse {
+                        mut response,
+                        records,
+                        ..
+                    } => {
+                        let host = self.host_mut(id);
+                        if let Some(range) = records {
+                            response.records = host.read_file_range(&range).expect("read");
+                        }
+                        let node = self.nodes.get_mut(&id).expect("node");
+                        if let Some((to, correlation_id)) =
+                            node.fetches.remove(&response.correlation_id)
+                        {
+                            response.correlation_id = correlation_id;
+                            mail.push((id, to, Message::FetchResponse(response)));
+                        }
+                    }
+                    Output::FetchSnapshotResponse {
+                        to,
+                        mut response,
+                        region,
+                        ..
+                    } => {
+                        if let Some(range) = region {
+                            response.unaligned_records =
+                                self.host_mut(id).read_file_range(&range).expect("read");
+                        }
+                        mail.push((id, to, Message::FetchSnapshotResponse(response)));
+                    }
+                    Output::GenerateSnapshot { dir, job, .. } => {
+                        let host = self.host_mut(id);
+                        let result = write_snapshot_job(host.io_mut(), &dir, &job, now);
+                        host.on_snapshot_generated(PARTITION, job.snapshot_id, result);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (from, to, message) in mail {
+            self.deliver(from, to, message);
+        }
+    }
+
+    /// Runs rounds until `done` holds (at most a simulated minute).
+    fn run_until(&mut self, what: &str, done: impl Fn(&Cluster) -> bool) {
+        for _ in 0..6000 {
+            if done(self) {
+                return;
+            }
+            self.round();
+        }
+        panic!("never happened: {what}");
+    }
+
+    fn committed(&self, id: NodeId) -> u64 {
+        self.host(id)
+            .store(PARTITION)
+            .expect("hosted")
+            .high_watermark
+    }
+
+    /// The leader appends a keyed batch; returns its offset once every node has it committed.
+    fn append_committed(&mut self, key: &str) -> u64 {
+        self.run_until("a leader", |c| c.leader().is_some());
+        let leader = self.leader().expect("leader");
+        let mut builder = RecordBatchBuilder::new(0);
+        builder.append(0, Some(key.as_bytes()), Some(b"value"), &[]);
+        let now = self.now;
+        let appended = self
+            .host_mut(leader)
+            .append(now, PARTITION, vec![builder.build().into_bytes()])
+            .expect("leader appends");
+        let offset = appended.last_offset;
+        self.run_until("the batch committed everywhere", |c| {
+            c.nodes.keys().all(|&id| c.committed(id) > offset)
+        });
+        offset
+    }
+
+    /// The leader adds `id` once it has caught up; returns the record's offset once committed
+    /// everywhere.
+    fn add_voter(&mut self, id: NodeId) -> u64 {
+        let info = VoterInfo {
+            directory_id: [id as u8; 16],
+            endpoints: vec![Endpoint {
+                name: "CONTROLLER".into(),
+                host: "localhost".into(),
+                port: 9000 + id as u16,
+            }],
+        };
+        let mut added = None;
+        for _ in 0..6000 {
+            if let Some(leader) = self.leader() {
+                let now = self.now;
+                // Refused while `id` has not caught up, or the leader's epoch is not committed.
+                if let Ok(appended) =
+                    self.host_mut(leader)
+                        .add_voter(now, PARTITION, id, info.clone())
+                {
+                    added = Some(appended.last_offset);
+                    break;
+                }
+            }
+            self.round();
+        }
+        let offset = added.expect("the voter was never added");
+        self.run_until("the voter set record committed everywhere", |c| {
+            c.nodes.keys().all(|&n| c.committed(n) > offset)
+        });
+        offset
+    }
+}
+
+/// KIP-853 + KIP-595: a restarted replica rebuilds its voter set from its log. Voter 1 (alone
+/// in `controller.quorum.voters`) adds observer 2; both crash and restart: the voter set in
+/// force is still {1, 2} on both, not the bootstrap {1}, and a record now needs both.
+#[test]
+fn an_added_voter_survives_a_restart_of_every_node() {
+    let mut cluster = Cluster::new(&[1, 2], &[1], false);
+    cluster.append_committed("a");
+    let record = cluster.add_voter(2);
+    assert_eq!(cluster.voters_of(1), vec![1, 2]);
+    assert_eq!(cluster.voters_of(2), vec![1, 2]);
+    cluster.crash_and_restart_all();
+    for id in [1, 2] {
+        assert_eq!(
+            cluster.voters_of(id),
+            vec![1, 2],
+            "node {id} after its restart (the record at {record} is in its log)"
+        );
+    }
+    // A record now needs both voters: the leader's majority is 2.
+    cluster.append_committed("b");
+    let leader = cluster.leader().expect("leader");
+    assert_eq!(
+        cluster
+            .host(leader)
+            .raft(PARTITION)
+            .unwrap()
+            .voter_set()
+            .majority(),
+        2
+    );
+    // KIP-595's quorum-state `currentVoters`, written at the election after the restart, is the
+    // set in force, not the configured {1}.
+    let path = std::path::Path::new("/data/metadata-0/quorum-state");
+    let state = ringlog_engine::quorum_state::QuorumStateData::load(
+        cluster.host_mut(leader).io_mut(),
+        path,
+    )
+    .expect("readable")
+    .expect("written");
+    let voters: Vec<i32> = state
+        .current_voters
+        .expect("current voters")
+        .iter()
+        .map(|v| v.voter_id)
+        .collect();
+    assert_eq!(voters, vec![1, 2]);
+}
+
+/// The same across snapshots: the log start moves past the voter set record (both nodes take
+/// snapshots every 3 records), so after the restart only the snapshot at the log start can say
+/// who the voters are (KIP-853: the snapshot carries the set in force at its end offset).
+/// Then a fresh node 3 joins: it loads that snapshot through FetchSnapshot and learns the set
+/// from it.
+#[test]
+fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
+    let mut cluster = Cluster::new(&[1, 2], &[1], true);
+    cluster.append_committed("a");
+    let record = cluster.add_voter(2);
+    for i in 0..40 {
+        cluster.append_committed(&format!("key-{}", i % 2));
+    }
+    cluster.run_until("the log start past the voter set record on both", |c| {
+        [1, 2].iter().all(|&id| {
+            // The segment holding the record is gone.
+            let log = &c.host(id).store(PARTITION).unwrap().log;
+            log.log_start_offset() as u64 > record
+                && log
+                    .segment_base_offsets()
+                    .first()
+                    .is_some_and(|&b| b as u64 > record)
+        })
+    });
+    cluster.crash_and_restart_all();
+    for id in [1, 2] {
+        let store = cluster.host(id).store(PARTITION).unwrap();
+        assert!(store.log.log_start_offset() as u64 > record);
+        assert_eq!(
+            cluster.voters_of(id),
+            vec![1, 2],
+            "node {id} after its restart (log starts at {})",
+            store.log.log_start_offset()
+        );
+    }
+    cluster.append_committed("c");
+
+    // A new node: its log is empty, the leader's starts past the record, so it is sent the
+    // snapshot; its voter set then comes from the snapshot, not from its bootstrap {1}.
+    cluster.start(3, MemoryIo::with_seed(3));
+    assert_eq!(cluster.voters_of(3), vec![1]);
+    cluster.run_until("node 3 installed a snapshot", |c| {
+        c.host(3).store(PARTITION).unwrap().log.log_start_offset() > 0
+    });
+    assert_eq!(cluster.voters_of(3), vec![1, 2]);
+    cluster.append_committed("d");
+    cluster.crash_and_restart_all();
+    assert_eq!(cluster.voters_of(3), vec![1, 2], "node 3 after its restart");
+}

@@ -1,6 +1,7 @@
 //! The host-driven simulator in the normal test run (issue 15): every node runs the production
 //! `Host` over the engine's fault-injecting memory disk (docs/simulator.md, "The host-driven
-//! mode"). Seeds 0–1,199 (3 or 5 voters, 1–3 partitions, drawn from the seed), split into
+//! mode"). Seeds 0–1,199 (3 or 5 voters, 0–2 observers of which one may have its disk wiped,
+//! 1–3 partitions, drawn from the seed), split into
 //! tests that run in parallel; determinism; and the mutation check: a host that acknowledges
 //! before its flush, or lets a vote leave before its quorum-state write is durable, is caught by
 //! seeds of those same ranges.
@@ -54,8 +55,15 @@ fn assert_exercised(reports: &[SimReport]) {
         "pause",
         "snapshot-written",
         "snapshot-install",
+        "wipe",
     ] {
         assert!(fired(reports, name) > 0, "{name} never fired");
+    }
+    for observers in [0, 1, 2] {
+        assert!(
+            reports.iter().any(|r| r.observers == observers),
+            "no seed drew {observers} observers"
+        );
     }
     for voters in [3, 5] {
         assert!(

@@ -204,6 +204,46 @@ impl Quorum {
         Quorum { dir, nodes }
     }
 
+    /// A new node `id`, formatted, not started: not in `controller.quorum.voters` (the voters'
+    /// list of node 1's configuration), so it starts as an observer; `extra` as in
+    /// [`Quorum::format_with`] (e.g. `controller.quorum.observers`). KIP-853: it can be added
+    /// as a voter once it has caught up.
+    pub fn add_node(&mut self, id: i32, extra: &str) {
+        let template = std::fs::read_to_string(&self.nodes[0].config).unwrap();
+        let (port, metrics_port) = (free_port(), free_port());
+        let data = self.dir.path().join(format!("node-{id}"));
+        let config = self.dir.path().join(format!("node-{id}.properties"));
+        let keys: Vec<&str> = extra
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+            .collect();
+        let mut text: String = template
+            .lines()
+            .filter(|l| !l.split_once('=').is_some_and(|(k, _)| keys.contains(&k)))
+            .map(|l| match l.split_once('=') {
+                Some(("node.id", _)) => format!("node.id={id}\n"),
+                Some(("listeners", _)) => format!("listeners=127.0.0.1:{port}\n"),
+                Some(("metrics.listener", _)) => {
+                    format!("metrics.listener=127.0.0.1:{metrics_port}\n")
+                }
+                Some(("metadata.log.dir", _)) => format!("metadata.log.dir={}\n", data.display()),
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        text.push_str(extra);
+        text.push('\n');
+        std::fs::write(&config, text).unwrap();
+        format_node(&config);
+        self.nodes.push(Node {
+            id,
+            port,
+            metrics_port,
+            log: self.dir.path().join(format!("node-{id}.log")),
+            config,
+            child: None,
+        });
+    }
+
     /// kill -9 one node (no resignation, no flush); `start_all` brings it back.
     pub fn kill(&mut self, id: i32) {
         let node = self

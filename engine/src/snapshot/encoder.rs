@@ -71,6 +71,27 @@ impl SnapshotEncoder {
         last_contained_log_timestamp_ms: i64,
         batch_size_bytes_max: usize,
     ) -> SnapshotEncoder {
+        SnapshotEncoder::with_header_records(
+            snapshot_id,
+            format,
+            last_contained_log_timestamp_ms,
+            batch_size_bytes_max,
+            &[],
+        )
+    }
+
+    /// [`SnapshotEncoder::with_batch_size`] with more control records in the header's batch,
+    /// after the SnapshotHeader: Kafka's layout for the records a snapshot carries besides the
+    /// state machine's (KIP-853: the KRaftVersion and Voters records in force at its end
+    /// offset). Each is a (type, value) pair; the reader returns them in
+    /// `SnapshotContents::header_control_records`.
+    pub fn with_header_records(
+        snapshot_id: SnapshotId,
+        format: &SnapshotFormat,
+        last_contained_log_timestamp_ms: i64,
+        batch_size_bytes_max: usize,
+        header_records: &[(ControlRecordType, Bytes)],
+    ) -> SnapshotEncoder {
         assert!(
             snapshot_id.is_valid(),
             "snapshot id {snapshot_id:?} is not valid"
@@ -93,6 +114,22 @@ impl SnapshotEncoder {
                 (FORMAT_VERSION_HEADER_KEY, Some(&version)),
             ],
         );
+        for (record_type, value) in header_records {
+            assert!(
+                !matches!(
+                    record_type,
+                    ControlRecordType::SnapshotHeader | ControlRecordType::SnapshotFooter
+                ),
+                "a snapshot has one header and one footer"
+            );
+            let key = ControlRecordKey::new(*record_type).encode();
+            builder.append(
+                last_contained_log_timestamp_ms,
+                Some(&key),
+                Some(value),
+                &[],
+            );
+        }
         let header_batch = builder.build();
         let mut encoded = BytesMut::new();
         encoded.extend_from_slice(header_batch.as_bytes());

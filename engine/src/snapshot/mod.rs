@@ -58,7 +58,10 @@ pub use store::{
     delete_snapshot, delete_snapshots_before, latest_valid_snapshot, list_snapshots,
     recover_snapshot_dir, recovery_action,
 };
-pub use writer::{RawSnapshotWriter, SnapshotFileSink, SnapshotWriter, write_snapshot};
+pub use writer::{
+    RawSnapshotWriter, SnapshotFileSink, SnapshotWriter, write_snapshot,
+    write_snapshot_with_header_records,
+};
 
 /// KIP-630 SnapshotId: the snapshot holds the state after every record below `end_offset`
 /// (exclusive), and `epoch` is the leader epoch of the record at `end_offset - 1`.

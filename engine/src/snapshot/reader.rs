@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use crate::batch::control::{
-    ControlRecord, SNAPSHOT_FOOTER_VERSION, SNAPSHOT_HEADER_VERSION, SnapshotHeaderRecord,
+    ControlRecord, ControlRecordType, SNAPSHOT_FOOTER_VERSION, SNAPSHOT_HEADER_VERSION,
+    SnapshotHeaderRecord,
 };
 use crate::batch::{BatchChainValidator, BatchError, BatchIter, Record, RecordBatch};
 use crate::io::{FileId, Io, OpenOptions};
@@ -30,6 +31,10 @@ pub struct SnapshotContents {
     pub format: Option<SnapshotFormat>,
     /// Data records (control records excluded).
     pub records_count: u64,
+    /// Control records other than the header and the footer, in order, as (type, value): Kafka
+    /// (kraft.version 1) and ringlog put the KRaftVersion and Voters records in force at the
+    /// snapshot's end offset in the header's batch (KIP-853).
+    pub header_control_records: Vec<(ControlRecordType, Option<Bytes>)>,
     data_batches: Vec<RecordBatch>,
 }
 
@@ -111,6 +116,7 @@ pub fn validate_snapshot_bytes(
     let mut format = None;
     let mut footer_position = None;
     let mut data_batches = Vec::new();
+    let mut header_control_records = Vec::new();
     let mut records_count = 0u64;
     let mut iter = BatchIter::new(bytes).peekable();
     let mut index = 0usize;
@@ -187,8 +193,14 @@ pub fn validate_snapshot_bytes(
         if misplaced {
             return Err(structure(position, StructureError::MisplacedControlRecord));
         }
-        // Other control batches (e.g. Kafka's KRaftVersion and Voters records after the header)
-        // are valid in a snapshot but are not the state machine's records: skipped.
+        // Other control records (e.g. Kafka's KRaftVersion and Voters records after the header)
+        // are valid in a snapshot but are not the state machine's records: kept apart for the
+        // replication layer (KIP-853: the voter set in force at the end offset).
+        for control in controls {
+            if let ControlRecord::Other { key, value } = control {
+                header_control_records.push((key.record_type, value));
+            }
+        }
     }
     let header = header.ok_or_else(|| structure(0, StructureError::FirstBatchNotHeader))?;
     assert!(
@@ -202,6 +214,7 @@ pub fn validate_snapshot_bytes(
         header,
         format,
         records_count,
+        header_control_records,
         data_batches,
     })
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+use crate::batch::control::ControlRecordType;
 use crate::io::{FileId, Io, OpenOptions};
 
 use super::encoder::{SnapshotEncoder, SnapshotFormat, SnapshotRecordSink};
@@ -171,13 +172,35 @@ impl<'a, I: Io> SnapshotFileSink<'a, I> {
         format: &SnapshotFormat,
         last_contained_log_timestamp_ms: i64,
     ) -> Result<SnapshotFileSink<'a, I>, SnapshotError> {
+        SnapshotFileSink::create_with_header_records(
+            io,
+            partition_dir,
+            snapshot_id,
+            format,
+            last_contained_log_timestamp_ms,
+            &[],
+        )
+    }
+
+    /// [`SnapshotFileSink::create`] with control records after the header
+    /// ([`SnapshotEncoder::with_header_records`]).
+    pub fn create_with_header_records(
+        io: &'a mut I,
+        partition_dir: &Path,
+        snapshot_id: SnapshotId,
+        format: &SnapshotFormat,
+        last_contained_log_timestamp_ms: i64,
+        header_records: &[(ControlRecordType, Bytes)],
+    ) -> Result<SnapshotFileSink<'a, I>, SnapshotError> {
         let writer = SnapshotWriter::create(io, partition_dir, snapshot_id)?;
         Ok(SnapshotFileSink {
             io,
-            encoder: Some(SnapshotEncoder::new(
+            encoder: Some(SnapshotEncoder::with_header_records(
                 snapshot_id,
                 format,
                 last_contained_log_timestamp_ms,
+                super::encoder::SNAPSHOT_BATCH_SIZE_BYTES_MAX,
+                header_records,
             )),
             writer: Some(writer),
             error: None,
@@ -236,12 +259,35 @@ pub fn write_snapshot<I: Io>(
     last_contained_log_timestamp_ms: i64,
     produce: impl FnOnce(&mut dyn SnapshotRecordSink),
 ) -> Result<PathBuf, SnapshotError> {
-    let mut sink = SnapshotFileSink::create(
+    write_snapshot_with_header_records(
         io,
         partition_dir,
         snapshot_id,
         format,
         last_contained_log_timestamp_ms,
+        &[],
+        produce,
+    )
+}
+
+/// [`write_snapshot`] with control records after the header (KIP-853: the voter set in force
+/// at the snapshot's end offset, see [`SnapshotEncoder::with_header_records`]).
+pub fn write_snapshot_with_header_records<I: Io>(
+    io: &mut I,
+    partition_dir: &Path,
+    snapshot_id: SnapshotId,
+    format: &SnapshotFormat,
+    last_contained_log_timestamp_ms: i64,
+    header_records: &[(ControlRecordType, Bytes)],
+    produce: impl FnOnce(&mut dyn SnapshotRecordSink),
+) -> Result<PathBuf, SnapshotError> {
+    let mut sink = SnapshotFileSink::create_with_header_records(
+        io,
+        partition_dir,
+        snapshot_id,
+        format,
+        last_contained_log_timestamp_ms,
+        header_records,
     )?;
     produce(&mut sink);
     sink.finish()

@@ -5,9 +5,9 @@
 //! | request | refused when | error |
 //! | --- | --- | --- |
 //! | Vote, BeginQuorumEpoch, EndQuorumEpoch, replica Fetch (ReplicaId >= 0), replica FetchSnapshot | its ClusterId is missing or not this cluster's | INCONSISTENT_CLUSTER_ID (104) |
-//! | replica Fetch, replica FetchSnapshot | its ReplicaId is neither a voter nor listed in `controller.quorum.observers` | INCONSISTENT_VOTER_SET (94) |
+//! | replica Fetch, replica FetchSnapshot | its ReplicaId is neither a voter (configured, or in the metadata quorum's voter set in force, KIP-853) nor listed in `controller.quorum.observers` | INCONSISTENT_VOTER_SET (94) |
 //! | replica Fetch, replica FetchSnapshot | its ReplicaId is a voter but not a replica of a partition it names (placement.rs; observers replicate every partition) | INCONSISTENT_VOTER_SET (94) |
-//! | Vote, BeginQuorumEpoch, EndQuorumEpoch | a partition's candidate or leader is not a configured voter | INCONSISTENT_VOTER_SET (94) |
+//! | Vote, BeginQuorumEpoch, EndQuorumEpoch | a partition's candidate or leader is neither a configured voter nor in the metadata quorum's voter set in force | INCONSISTENT_VOTER_SET (94) |
 //!
 //! Consumer Fetch and FetchSnapshot (ReplicaId -1) are not quorum traffic and are not checked:
 //! any client may read, internal topics included, as Kafka allows.
@@ -81,11 +81,25 @@ impl Refusal {
 /// Checks a request against the table in the module doc. Client requests pass. `replicas`
 /// gives a partition's replicas, `None` for a partition this node does not know (the request
 /// is then refused per partition further on, as unknown).
+#[cfg(test)]
 pub(super) fn admit(
     request: &Request,
     version: i16,
     cluster_id: &str,
     config: &NodeConfig,
+    replicas: &dyn Fn(TopicRef<'_>, i32) -> Option<Vec<NodeId>>,
+) -> Result<(), Refusal> {
+    admit_with_voters(request, version, cluster_id, config, &[], replicas)
+}
+
+/// [`admit`] with the metadata quorum's voter set in force (KIP-853: voters added since the
+/// start are voters too, with or without a place in `controller.quorum.voters`).
+pub(super) fn admit_with_voters(
+    request: &Request,
+    version: i16,
+    cluster_id: &str,
+    config: &NodeConfig,
+    metadata_voters: &[NodeId],
     replicas: &dyn Fn(TopicRef<'_>, i32) -> Option<Vec<NodeId>>,
 ) -> Result<(), Refusal> {
     let (claimed, replica_id) = match request {
@@ -105,7 +119,9 @@ pub(super) fn admit(
         });
     }
     match replica_id {
-        Some(replica_id) if !config.is_quorum_member(replica_id) => {
+        Some(replica_id)
+            if !config.is_quorum_member(replica_id) && !metadata_voters.contains(&replica_id) =>
+        {
             return Err(Refusal::UnknownReplica { replica_id });
         }
         // A voter replicates only the partitions placed on it; an observer every partition.
@@ -171,7 +187,9 @@ pub(super) fn admit(
             .collect(),
         _ => Vec::new(),
     };
-    let voter = |id: NodeId| config.quorum_voters.iter().any(|v| v.node_id == id);
+    let voter = |id: NodeId| {
+        config.quorum_voters.iter().any(|v| v.node_id == id) || metadata_voters.contains(&id)
+    };
     match senders.into_iter().find(|id| !voter(*id)) {
         Some(replica_id) => Err(Refusal::NotAVoter { replica_id }),
         None => Ok(()),

@@ -393,3 +393,28 @@ fn replica_fetches_are_admitted_only_from_the_partitions_replicas() {
     let metadata = Request::Fetch(replica_fetch(Some(CLUSTER), 2));
     assert_eq!(admit(&metadata, 12, CLUSTER, &config, &placed), Ok(()));
 }
+
+/// KIP-853: a voter added to the metadata quorum since the start (node 7, in neither
+/// `controller.quorum.voters` nor `controller.quorum.observers`) replicates and stands for
+/// election once the voter set in force names it; before, it is a stranger.
+#[test]
+fn a_voter_added_since_the_start_is_admitted() {
+    let config = config();
+    let fetch = Request::Fetch(replica_fetch(Some(CLUSTER), 7));
+    let mut vote_from_7 = vote(Some(CLUSTER));
+    if let Request::Vote(r) = &mut vote_from_7 {
+        for topic in &mut r.topics {
+            for partition in &mut topic.partitions {
+                partition.replica_id = 7;
+            }
+        }
+    }
+    for request in [&fetch, &vote_from_7] {
+        assert!(admit_with_voters(request, 12, CLUSTER, &config, &[1, 2, 3], &all_voters).is_err());
+        let with_7 = |_: TopicRef<'_>, _: i32| Some(vec![1, 2, 3, 7]);
+        assert_eq!(
+            admit_with_voters(request, 12, CLUSTER, &config, &[1, 2, 7], &with_7),
+            Ok(())
+        );
+    }
+}

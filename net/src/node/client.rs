@@ -10,9 +10,10 @@ use bytes::{Bytes, BytesMut};
 use super::convert::METADATA_TOPIC;
 use crate::protocol::wire::Records;
 use crate::protocol::{
-    ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, decode_response,
-    describe_quorum_request, describe_quorum_response, encode_request, fetch_request,
-    fetch_response, metadata_request, produce_request, produce_response, split_frame,
+    ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, add_raft_voter_request,
+    decode_response, describe_quorum_request, describe_quorum_response, encode_request,
+    fetch_request, fetch_response, metadata_request, produce_request, produce_response,
+    remove_raft_voter_request, split_frame,
 };
 
 /// Versions the client speaks (every node accepts them).
@@ -20,6 +21,8 @@ pub const DESCRIBE_QUORUM_VERSION: i16 = 2;
 pub const PRODUCE_VERSION: i16 = 9;
 pub const CONSUMER_FETCH_VERSION: i16 = 12;
 pub const METADATA_VERSION: i16 = 12;
+pub const ADD_RAFT_VOTER_VERSION: i16 = 1;
+pub const REMOVE_RAFT_VOTER_VERSION: i16 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -211,7 +214,55 @@ impl Client {
         Ok(QuorumView {
             partition,
             endpoints,
+            nodes: r.nodes,
         })
+    }
+
+    /// KIP-853 AddRaftVoter to this node (the metadata quorum's leader, or the answer is
+    /// NOT_LEADER_OR_FOLLOWER): answered once the new voter set is committed. Returns the error
+    /// code and message.
+    pub fn add_raft_voter(
+        &mut self,
+        cluster_id: &str,
+        voter_id: i32,
+        directory_id: [u8; 16],
+        listeners: Vec<(String, String, u16)>,
+        timeout_ms: i32,
+    ) -> Result<(i16, Option<String>), ClientError> {
+        let request = Request::AddRaftVoter(add_raft_voter_request::AddRaftVoterRequest {
+            cluster_id: Some(cluster_id.into()),
+            timeout_ms,
+            voter_id,
+            voter_directory_id: crate::protocol::Uuid(directory_id),
+            listeners: listeners
+                .into_iter()
+                .map(|(name, host, port)| add_raft_voter_request::Listener { name, host, port })
+                .collect(),
+            ack_when_committed: true,
+        });
+        let Response::AddRaftVoter(r) = self.request(&request, ADD_RAFT_VOTER_VERSION)? else {
+            return Err(ClientError::Protocol("not an AddRaftVoter answer".into()));
+        };
+        Ok((r.error_code, r.error_message))
+    }
+
+    /// KIP-853 RemoveRaftVoter (see [`Client::add_raft_voter`]).
+    pub fn remove_raft_voter(
+        &mut self,
+        cluster_id: &str,
+        voter_id: i32,
+        directory_id: [u8; 16],
+    ) -> Result<(i16, Option<String>), ClientError> {
+        let request = Request::RemoveRaftVoter(remove_raft_voter_request::RemoveRaftVoterRequest {
+            cluster_id: Some(cluster_id.into()),
+            voter_id,
+            voter_directory_id: crate::protocol::Uuid(directory_id),
+        });
+        let Response::RemoveRaftVoter(r) = self.request(&request, REMOVE_RAFT_VOTER_VERSION)?
+        else {
+            return Err(ClientError::Protocol("not a RemoveRaftVoter answer".into()));
+        };
+        Ok((r.error_code, r.error_message))
     }
 
     /// Produces `records` (RecordBatch v2 bytes) to `topic`-`partition`. `None` for acks=0.
@@ -297,6 +348,8 @@ pub struct QuorumView {
     pub partition: describe_quorum_response::PartitionData,
     /// (node id, host:port) of every voter.
     pub endpoints: Vec<(i32, String)>,
+    /// Every voter with all its listeners (DescribeQuorum v2's Nodes).
+    pub nodes: Vec<describe_quorum_response::Node>,
 }
 
 impl QuorumView {

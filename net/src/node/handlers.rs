@@ -58,6 +58,9 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
+    ApiKey::UpdateRaftVoter,
 ];
 
 /// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
@@ -79,6 +82,7 @@ pub(super) struct State {
     pub(super) topics: super::topics::Topics,
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
+    pub(super) voter_changes: super::voter_changes::PendingVoterChanges,
 }
 
 impl State {
@@ -100,6 +104,7 @@ impl State {
             .min(self.topics.next_deadline_ms())
             .min(self.groups.next_deadline_ms())
             .min(self.delete_records.next_deadline_ms())
+            .min(self.voter_changes.next_deadline_ms())
     }
 }
 
@@ -177,6 +182,11 @@ impl Node {
                 Response::DescribeCluster(self.handle_describe_cluster(&r))
             }
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
+            r @ (Request::AddRaftVoter(_)
+            | Request::RemoveRaftVoter(_)
+            | Request::UpdateRaftVoter(_)) => {
+                return self.handle_voter_change(responder, &header, r);
+            }
             r if super::groups::is_group_request(&r) => {
                 return self.handle_group_request(responder, header, r);
             }
@@ -232,13 +242,24 @@ impl Node {
                             },
                             Some(raft) => {
                                 let d = raft.describe_quorum();
+                                // KIP-853: each voter's directory id, from the voter set.
+                                let voters = raft.voter_set();
+                                let voter = |r: &core::ReplicaState| dq::ReplicaState {
+                                    replica_directory_id: Uuid(
+                                        voters
+                                            .voters()
+                                            .get(&r.replica_id)
+                                            .map_or([0; 16], |v| v.directory_id),
+                                    ),
+                                    ..replica(r)
+                                };
                                 dq::PartitionData {
                                     partition_index: p.partition_index,
                                     error_code: d.error_code.code(),
                                     leader_id: d.leader_id.unwrap_or(-1),
                                     leader_epoch: d.leader_epoch as i32,
                                     high_watermark: d.high_watermark as i64,
-                                    current_voters: d.current_voters.iter().map(replica).collect(),
+                                    current_voters: d.current_voters.iter().map(voter).collect(),
                                     observers: d.observers.iter().map(replica).collect(),
                                     ..Default::default()
                                 }
@@ -251,21 +272,42 @@ impl Node {
         dq::DescribeQuorumResponse {
             error_code: 0,
             topics,
-            nodes: self
-                .config
-                .quorum_voters
-                .iter()
-                .map(|v| dq::Node {
-                    node_id: v.node_id,
-                    listeners: vec![dq::Listener {
-                        name: "CONTROLLER".into(),
-                        host: v.host.clone(),
-                        port: v.port,
-                    }],
-                })
-                .collect(),
+            nodes: self.quorum_nodes(),
             ..Default::default()
         }
+    }
+
+    /// DescribeQuorum v2's Nodes: every voter of the metadata quorum in force (KIP-853), with
+    /// the endpoints its VotersRecord gave, or its `controller.quorum.voters` address.
+    fn quorum_nodes(&self) -> Vec<dq::Node> {
+        let voters = self.metadata_raft().voter_set().clone();
+        voters
+            .voters()
+            .iter()
+            .filter_map(|(&id, info)| {
+                let listeners: Vec<dq::Listener> = if info.endpoints.is_empty() {
+                    let configured = self.config.quorum_voters.iter().find(|v| v.node_id == id)?;
+                    vec![dq::Listener {
+                        name: "CONTROLLER".into(),
+                        host: configured.host.clone(),
+                        port: configured.port,
+                    }]
+                } else {
+                    info.endpoints
+                        .iter()
+                        .map(|e| dq::Listener {
+                            name: e.name.clone(),
+                            host: e.host.clone(),
+                            port: e.port,
+                        })
+                        .collect()
+                };
+                Some(dq::Node {
+                    node_id: id,
+                    listeners,
+                })
+            })
+            .collect()
     }
 
     // ---- Produce ----------------------------------------------------------------------------
@@ -433,6 +475,7 @@ impl Node {
         self.groups_pump()?;
         self.stall.part(began, "pump: groups");
         self.answer_delete_records()?;
+        self.answer_voter_changes()?;
         let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;
@@ -577,6 +620,9 @@ impl Node {
         if let Err(error) = self.answer_delete_records() {
             tracing::warn!(%error, "DeleteRecords deadlines");
         }
+        if let Err(error) = self.answer_voter_changes() {
+            tracing::warn!(%error, "voter change deadlines");
+        }
         let expired: Vec<u64> = self
             .handlers
             .produces
@@ -646,6 +692,7 @@ impl Node {
         for parked in std::mem::take(&mut self.handlers.parked) {
             self.answer_parked(parked)?;
         }
+        self.fail_voter_changes(code)?;
         self.groups_fail_all()
     }
 

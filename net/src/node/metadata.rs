@@ -129,7 +129,21 @@ impl Node {
                 }
             })
             .collect();
-        if !self.config.is_voter() {
+        // KIP-853: voters added since the start, at the endpoint their VotersRecord gave.
+        for (&id, info) in self.metadata_raft().voter_set().voters() {
+            if id == self.config.node_id || brokers.iter().any(|b| b.node_id == id) {
+                continue;
+            }
+            if let Some(endpoint) = info.endpoints.first() {
+                brokers.push(md_resp::MetadataResponseBroker {
+                    node_id: id,
+                    host: endpoint.host.clone(),
+                    port: i32::from(endpoint.port),
+                    rack: None,
+                });
+            }
+        }
+        if !brokers.iter().any(|b| b.node_id == self.config.node_id) {
             let (host, port) = self.config.advertised_listener.clone();
             brokers.push(md_resp::MetadataResponseBroker {
                 node_id: self.config.node_id,

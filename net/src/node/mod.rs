@@ -38,6 +38,7 @@ mod pump;
 mod remote_leaders;
 mod shutdown;
 mod storage_faults;
+mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
 mod retention;
@@ -210,6 +211,8 @@ pub(crate) struct Node {
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
     peers: BTreeMap<NodeId, (PeerLane, PeerLane)>,
+    /// Where peer lanes report; kept to open lanes to voters added since the start.
+    peer_events: UnboundedSender<Event>,
     next_peer_correlation_id: i32,
     peer_pending: HashMap<(NodeId, i32), PeerPending>,
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
@@ -302,13 +305,10 @@ impl Node {
             };
             peers.insert(voter.node_id, (lane(&events), lane(&events)));
         }
-        let observer = observe::Observer::new(
-            table.ids().map(|id| {
-                let dir = config.metadata_log_dir.join(table.dir_name(id));
-                (id, table.dir_name(id), dir)
-            }),
-            config.is_voter(),
-        );
+        let observer = observe::Observer::new(table.ids().map(|id| {
+            let dir = config.metadata_log_dir.join(table.dir_name(id));
+            (id, table.dir_name(id), dir)
+        }));
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -323,6 +323,7 @@ impl Node {
             started: Instant::now(),
             started_wall_ms,
             peers,
+            peer_events: events.clone(),
             next_peer_correlation_id: 1,
             peer_pending: HashMap::new(),
             snapshot_fetches: BTreeMap::new(),

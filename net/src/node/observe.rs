@@ -62,7 +62,6 @@ pub(crate) struct Observer {
     /// Partitions whose flush waits for disk space (ENOSPC, EDQUOT).
     partitions_waiting_for_space: Gauge,
     partitions: BTreeMap<PartitionId, PartitionObserver>,
-    is_voter: bool,
     last_snapshot_scan: Option<Instant>,
     busy_since: Instant,
 }
@@ -72,7 +71,6 @@ impl Observer {
     /// its folder.
     pub(crate) fn new(
         partitions: impl IntoIterator<Item = (PartitionId, String, PathBuf)>,
-        is_voter: bool,
     ) -> Observer {
         let registry = MetricsRegistry::new();
         let offline_partitions = registry.gauge(
@@ -90,7 +88,6 @@ impl Observer {
             offline_partitions,
             partitions_waiting_for_space,
             partitions: BTreeMap::new(),
-            is_voter,
             last_snapshot_scan: None,
             busy_since: Instant::now(),
         };
@@ -182,14 +179,17 @@ impl Observer {
                 continue;
             };
             let m = &p.metrics;
+            // A voter of the set in force (KIP-853: a node added since the start is one, a
+            // removed one is not), whatever `controller.quorum.voters` says.
+            let is_voter = raft.voter_set().contains(multi.node_id());
             let state = match raft.state() {
                 EpochState::Leader(_) => "leader",
                 EpochState::Prospective(_) => "prospective",
                 EpochState::Candidate(_) => "candidate",
                 EpochState::Voted(_) => "voted",
                 EpochState::Resigned(_) => "resigned",
-                EpochState::Follower(_) if !self.is_voter => "observer",
-                EpochState::Unattached(_) if !self.is_voter => "observer",
+                EpochState::Follower(_) if !is_voter => "observer",
+                EpochState::Unattached(_) if !is_voter => "observer",
                 EpochState::Follower(_) => "follower",
                 EpochState::Unattached(_) => "unattached",
             };

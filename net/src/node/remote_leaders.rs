@@ -66,8 +66,17 @@ impl Node {
         use super::admission::TopicRef;
         let image = &self.handlers.topics.image;
         let record = match topic {
+            // The metadata quorum: the configured voters and the voter set in force (KIP-853:
+            // an added voter replicates it; a removed one keeps fetching as an observer until
+            // its own log tells it).
             TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
-                return (index == 0).then(|| self.placement_nodes());
+                return (index == 0).then(|| {
+                    let mut nodes = self.placement_nodes();
+                    nodes.extend(self.metadata_voter_ids());
+                    nodes.sort_unstable();
+                    nodes.dedup();
+                    nodes
+                });
             }
             TopicRef::Name(name) => image.get(name),
             TopicRef::Id(id) => image.values().find(|t| t.topic_id == id),

@@ -5,12 +5,13 @@
 //! the peers' answers become core steps.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use ringlog_replication::host::HostError;
 use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
 
 use super::convert::{self, InboundPart, PartAnswer};
-use super::transport::{Outgoing, Responder};
+use super::transport::{Outgoing, PeerLane, Responder};
 use super::{Node, NodeError, PeerPending, PendingRequest};
 use crate::protocol::wire::Records;
 use crate::protocol::{
@@ -29,8 +30,15 @@ impl Node {
         let replicas = |topic: super::admission::TopicRef<'_>, index: i32| {
             self.partition_replicas(topic, index)
         };
-        let admitted =
-            super::admission::admit(&request, version, &self.cluster_id, &self.config, &replicas);
+        let metadata_voters = self.metadata_voter_ids();
+        let admitted = super::admission::admit_with_voters(
+            &request,
+            version,
+            &self.cluster_id,
+            &self.config,
+            &metadata_voters,
+            &replicas,
+        );
         if let Err(refusal) = admitted {
             let now = self.now_ms();
             self.refusals.note(now, request.api_key(), &refusal);
@@ -526,6 +534,36 @@ impl Node {
         Ok(())
     }
 
+    /// KIP-853: a voter added since the start has no `controller.quorum.voters` address; its
+    /// VotersRecord gave its endpoints (the one named like our listener, `CONTROLLER`, first).
+    fn open_lanes_from_voter_set(&mut self, to: NodeId) {
+        let voters = self.metadata_raft().voter_set();
+        let Some(endpoint) = voters.voters().get(&to).and_then(|info| {
+            info.endpoints
+                .iter()
+                .find(|e| e.name == "CONTROLLER")
+                .or(info.endpoints.first())
+                .cloned()
+        }) else {
+            return;
+        };
+        let address = format!("{}:{}", endpoint.host, endpoint.port);
+        tracing::info!(to, %address, "opening lanes to a voter from the voter set");
+        let max_frame = self.config.socket_request_max_bytes as usize;
+        let connect_timeout = Duration::from_millis(self.config.request_timeout_ms.min(1000));
+        let lane = || {
+            PeerLane::spawn(
+                to,
+                address.clone(),
+                self.peer_events.clone(),
+                max_frame,
+                connect_timeout,
+            )
+        };
+        let lanes = (lane(), lane());
+        self.peers.insert(to, lanes);
+    }
+
     pub(super) fn send_to_peer(
         &mut self,
         to: NodeId,
@@ -534,6 +572,9 @@ impl Node {
         pending: PeerPending,
         fetch_lane: bool,
     ) -> Result<(), NodeError> {
+        if !self.peers.contains_key(&to) {
+            self.open_lanes_from_voter_set(to);
+        }
         let Some((control, fetch)) = self.peers.get(&to) else {
             tracing::warn!(to, "no address for this peer (not a voter)");
             return Ok(());

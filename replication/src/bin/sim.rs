@@ -1,6 +1,6 @@
 //! The simulator runner:
 //! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed|single]
-//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 3|5]
+//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 3|5] [--observers 0-2]
 //! [--fault-phase-ms MS]`
 //! the host-driven mode (every node the production `Host` over the in-memory disk; mutations
 //! `acknowledge-before-flush`, `send-before-quorum-state`; partitions 1-3).
@@ -21,7 +21,7 @@ use ringlog_replication::sim::{
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--voters 3|5] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--voters 3|5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
         SnapshotMutation::ALL.map(|m| m.name()).join("|"),
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
@@ -40,6 +40,7 @@ fn main() -> ExitCode {
     let mut partitions = None;
     let mut host = false;
     let mut voters = None;
+    let mut observers = None;
     let mut fault_phase_ms = None;
     let mut host_mutation = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -58,6 +59,10 @@ fn main() -> ExitCode {
             },
             "--voters" => match value.parse() {
                 Ok(v @ (3 | 5)) => voters = Some(v),
+                _ => return usage(),
+            },
+            "--observers" => match value.parse() {
+                Ok(o @ 0..=2) => observers = Some(o),
                 _ => return usage(),
             },
             "--seeds" => seeds = value.parse().unwrap_or(0),
@@ -90,7 +95,10 @@ fn main() -> ExitCode {
         None => (start..start + seeds).collect(),
     };
     // The host-driven mode takes only its own switches.
-    let host_only = host_mutation.is_some() || voters.is_some() || fault_phase_ms.is_some();
+    let host_only = host_mutation.is_some()
+        || voters.is_some()
+        || observers.is_some()
+        || fault_phase_ms.is_some();
     let model_only = mutation.is_some() || snapshot_mutation.is_some();
     if (host && (model_only || partitions.is_some_and(|p| p > 3))) || (!host && host_only) {
         return usage();
@@ -104,6 +112,7 @@ fn main() -> ExitCode {
         let (report, replay): (SimReport, String) = if host {
             let mut options = HostSimOptions::new(seed);
             options.voters = voters;
+            options.observers = observers;
             options.partitions = partitions;
             options.mutation = host_mutation;
             if let Some(ms) = fault_phase_ms {

@@ -37,6 +37,18 @@ impl<I: Io> Host<I> {
             }
             self.probe.end(name);
         }
+        // KIP-853: a fetched snapshot installed by this list brings its voter set; the core
+        // hears of it after the list (no re-entrancy) and before any other input.
+        for (partition, snapshot_id, voters) in std::mem::take(&mut self.installed_snapshots) {
+            match self
+                .multi
+                .on_snapshot_installed(self.now_ms, partition, snapshot_id, voters)
+            {
+                Ok(work) => self.execute(work)?,
+                // The partition was removed meanwhile: nothing to tell.
+                Err(error) => tracing::warn!(partition, %error, "snapshot installed"),
+            }
+        }
         Ok(())
     }
 
@@ -166,6 +178,11 @@ impl<I: Io> Host<I> {
             // this stalled every partition 1.5 to 7 s under write load (docs/benchmarks.md).
             Work::WriteQuorumState(state) => {
                 let store = self.stores.get_mut(&partition).expect("hosted partition");
+                // KIP-595 `currentVoters`: the voter set in force, which a VotersRecord may
+                // have changed since the start (KIP-853).
+                if let Some(raft) = self.multi.partition(partition) {
+                    store.set_voters(&raft.voter_set().ids());
+                }
                 store.write_quorum_state(&mut self.io, state)?;
             }
             Work::HighWatermarkChanged { high_watermark } => {
@@ -215,7 +232,9 @@ impl<I: Io> Host<I> {
                 bytes,
             } => self.write_snapshot_chunk(partition, snapshot_id, size_bytes, position, bytes)?,
             Work::InstallSnapshot { snapshot_id } => {
-                self.install_snapshot(partition, snapshot_id)?;
+                let voters = self.install_snapshot(partition, snapshot_id)?;
+                self.installed_snapshots
+                    .push((partition, snapshot_id, voters));
                 // The log now starts at the snapshot: what it held before is gone.
                 self.output.push(Output::Truncated {
                     partition,

@@ -49,7 +49,8 @@ use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
 use crate::multi::{MultiRaft, PartitionMessage};
 use crate::raft::{AppendResult, Raft};
 use crate::state_machine::SnapshotPolicyConfig;
-use crate::types::{NodeId, PartitionId, QuorumConfig, RecoveredState};
+use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredState};
+use crate::voters::{VoterInfo, VoterSet};
 use crate::work::Persisted;
 
 pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
@@ -226,6 +227,9 @@ pub struct Host<I: Io> {
     preopened: BTreeMap<PathBuf, (PartitionStore, RecoveredState)>,
     /// Partitions taken offline by a storage error, with the error.
     offline: BTreeMap<PartitionId, OfflinePartition>,
+    /// Fetched snapshots installed by the work list being executed, with the voter set each
+    /// holds, for the core once the list is done (`execute`).
+    installed_snapshots: Vec<(PartitionId, OffsetAndEpoch, Option<VoterSet>)>,
 }
 
 /// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
@@ -248,6 +252,7 @@ impl<I: Io> Host<I> {
         let mut stores = BTreeMap::new();
         let mut recovered: BTreeMap<PartitionId, RecoveredState> = BTreeMap::new();
         let mut recovered_snapshots = BTreeMap::new();
+        let mut voter_records = BTreeMap::new();
         for spec in partitions {
             let (store, state) = PartitionStore::open(
                 &mut io,
@@ -259,11 +264,18 @@ impl<I: Io> Host<I> {
             )?;
             tracing::info!(partition = spec.id, ?state, "recovered");
             recovered_snapshots.insert(spec.id, store.recovered_snapshots);
+            voter_records.insert(spec.id, store.recovered_voter_entries.clone());
             stores.insert(spec.id, store);
             recovered.insert(spec.id, state);
         }
-        let multi =
-            MultiRaft::new_with_snapshots(quorum, &recovered, &recovered_snapshots, seed, now_ms)?;
+        let multi = MultiRaft::new_recovered(
+            quorum,
+            &recovered,
+            &recovered_snapshots,
+            voter_records,
+            seed,
+            now_ms,
+        )?;
         Ok(Host {
             io,
             config,
@@ -276,6 +288,7 @@ impl<I: Io> Host<I> {
             now_ms,
             preopened: BTreeMap::new(),
             offline: BTreeMap::new(),
+            installed_snapshots: Vec::new(),
         })
     }
 
@@ -380,11 +393,17 @@ impl<I: Io> Host<I> {
         // The partition's own voters (a topic partition's replicas), not the configured ones,
         // go into its quorum-state file.
         store.set_voters(&quorum.voters);
-        self.multi.add_partition_with_snapshots(
+        if spec.keeps_snapshots && !store.voter_records_scanned {
+            // Preopened as a partition without snapshots: its log was not scanned for voter
+            // set records yet.
+            store.scan_voter_records(&mut self.io)?;
+        }
+        self.multi.add_partition_recovered(
             quorum,
             spec.id,
             &recovered,
             store.recovered_snapshots,
+            store.recovered_voter_entries.clone(),
             seed,
             now_ms,
         )?;
@@ -527,6 +546,53 @@ impl<I: Io> Host<I> {
         self.now_ms = now_ms;
         let work = self.multi.stand_first(now_ms, partition)?;
         Ok(self.execute(work)?)
+    }
+
+    /// KIP-853 AddRaftVoter: the partition's leader appends a voter set with `id` added. The
+    /// change is in force at once and done when the returned record's offset is below the
+    /// high-watermark (`Output::HighWatermark`).
+    pub fn add_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+        info: VoterInfo,
+    ) -> Result<AppendResult, HostError> {
+        self.now_ms = now_ms;
+        let (appended, work) = self.multi.add_voter(now_ms, partition, id, info)?;
+        self.execute(work)?;
+        Ok(appended)
+    }
+
+    /// KIP-853 RemoveRaftVoter: the partition's leader appends a voter set without `id` (see
+    /// [`Host::add_voter`] for when it is done).
+    pub fn remove_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+    ) -> Result<AppendResult, HostError> {
+        self.now_ms = now_ms;
+        let (appended, work) = self.multi.remove_voter(now_ms, partition, id)?;
+        self.execute(work)?;
+        Ok(appended)
+    }
+
+    /// KIP-853 UpdateRaftVoter: the partition's leader appends a voter set with `id`'s
+    /// directory id and endpoints replaced; `None` when nothing changes.
+    pub fn update_voter(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        id: NodeId,
+        info: VoterInfo,
+    ) -> Result<Option<AppendResult>, HostError> {
+        self.now_ms = now_ms;
+        let Some((appended, work)) = self.multi.update_voter(now_ms, partition, id, info)? else {
+            return Ok(None);
+        };
+        self.execute(work)?;
+        Ok(Some(appended))
     }
 
     /// KIP-595 graceful shutdown of one partition: a leader resigns with EndQuorumEpoch.

@@ -26,8 +26,11 @@ use ringlog_engine::io::Io;
 use ringlog_engine::log::PartitionLog;
 use ringlog_engine::snapshot::{
     PartPolicy, RawSnapshotReader, RawSnapshotWriter, SnapshotError, SnapshotFormat, SnapshotId,
-    delete_snapshots_before, latest_valid_snapshot, recover_snapshot_dir, write_snapshot,
+    delete_snapshots_before, latest_valid_snapshot, recover_snapshot_dir,
 };
+
+use ringlog_engine::batch::control::ControlRecordType;
+use ringlog_engine::snapshot::{SnapshotContents, write_snapshot_with_header_records};
 
 use super::store::{FileRange, StorageError};
 use super::{Host, Output};
@@ -38,6 +41,7 @@ use crate::state_machine::{
     StateMachine, policy,
 };
 use crate::types::{OffsetAndEpoch, PartitionId, RecoveredSnapshots};
+use crate::voters::{VoterSet, VoterSetEntry};
 
 fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
     SnapshotId {
@@ -48,6 +52,40 @@ fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
 
 fn core_id(id: SnapshotId) -> OffsetAndEpoch {
     OffsetAndEpoch::new(id.end_offset.max(0) as u64, id.epoch.max(0) as u32)
+}
+
+/// KIP-853: the voter set a snapshot carries (its `VotersRecord`, after the header), if any.
+/// A record that does not decode makes the snapshot unusable: its files cannot be trusted.
+pub fn voters_of_snapshot(contents: &SnapshotContents) -> Result<Option<VoterSet>, StorageError> {
+    let Some((_, value)) = contents
+        .header_control_records
+        .iter()
+        .rev()
+        .find(|(record_type, _)| *record_type == ControlRecordType::KRaftVoters)
+    else {
+        return Ok(None);
+    };
+    let value = value.as_deref().unwrap_or_default();
+    VoterSet::decode_record_value(value)
+        .map(Some)
+        .map_err(|error| StorageError::Inconsistent {
+            path: contents.path.display().to_string(),
+            reason: format!("snapshot voter set: {error}"),
+        })
+}
+
+/// The control records a snapshot ending after `voters`' offset starts with (KIP-853: the
+/// voter set in force at its end offset; none while only `controller.quorum.voters` applies).
+fn header_records(voters: Option<&VoterSet>) -> Vec<(ControlRecordType, Bytes)> {
+    voters
+        .map(|v| {
+            (
+                ControlRecordType::KRaftVoters,
+                Bytes::from(v.encode_record_value()),
+            )
+        })
+        .into_iter()
+        .collect()
 }
 
 fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> StorageError {
@@ -77,6 +115,9 @@ pub struct PartitionSnapshots {
     /// This partition's own minimum of records between snapshots (a topic's
     /// `snapshot.minimum.records`), over the host's policy; `None`: the host's.
     pub min_records: Option<u64>,
+    /// KIP-853: the voter set of the snapshot at the log start, found at start (the first of
+    /// the voter set records the core is started with).
+    pub recovered_voters: Option<VoterSetEntry>,
 }
 
 impl PartitionSnapshots {
@@ -118,6 +159,7 @@ impl PartitionSnapshots {
             .state_machine
             .load_snapshot(&contents)
             .map_err(|e| state_machine_error(&dir, e))?;
+        let voters = voters_of_snapshot(&contents)?;
         snapshots.latest_snapshot_id = Some(id);
         let offset = id.offset as i64;
         let mut log_start_snapshot_id = None;
@@ -137,6 +179,14 @@ impl PartitionSnapshots {
             }
             log.advance_log_start_offset(io, offset)?;
             log_start_snapshot_id = Some(id);
+        }
+        // The set a snapshot carries is in force at its end offset − 1; it matters only when the
+        // log starts there (else the log itself still holds the record).
+        if log_start_snapshot_id.is_some() {
+            snapshots.recovered_voters = voters.map(|voters| VoterSetEntry {
+                offset: id.offset.saturating_sub(1),
+                voters,
+            });
         }
         Ok((
             snapshots,
@@ -171,6 +221,9 @@ pub struct SnapshotJob {
     pub format: SnapshotFormat,
     /// A clone of the key-value map: refcounted handles, not the keys' and values' bytes.
     pub entries: std::collections::BTreeMap<Bytes, Bytes>,
+    /// KIP-853: the voter set in force at the end offset, written after the header (`None`:
+    /// only `controller.quorum.voters` applies there).
+    pub voters: Option<VoterSet>,
 }
 
 /// How a generation ended, for the log.
@@ -231,6 +284,7 @@ impl PartitionSnapshots {
             snapshot_id,
             format: self.state_machine.snapshot_format(),
             entries: self.state_machine.entries().clone(),
+            voters: None,
         };
         self.state_machine.on_snapshot_taken();
         self.last_snapshot_ms = now_ms;
@@ -280,12 +334,13 @@ pub fn write_snapshot_job<I: Io>(
     job: &SnapshotJob,
     now_ms: u64,
 ) -> Result<(), String> {
-    write_snapshot(
+    write_snapshot_with_header_records(
         io,
         dir,
         engine_id(job.snapshot_id),
         &job.format,
         now_ms as i64,
+        &header_records(job.voters.as_ref()),
         |sink| {
             for (key, value) in &job.entries {
                 sink.append_record(Some(key), Some(value));
@@ -346,17 +401,19 @@ impl<I: Io> Host<I> {
                 .unwrap_or(self.config.snapshot_policy.min_records),
             ..self.config.snapshot_policy
         };
-        let Some((job, reason)) =
+        let Some((mut job, reason)) =
             store
                 .snapshots
                 .maybe_begin_generation(&policy, high_watermark, &epoch_cache, now_ms)
         else {
             return Ok(());
         };
+        let dir = store.dir.clone();
+        job.voters = self.snapshot_voters(partition, job.snapshot_id);
         tracing::info!(partition, snapshot = ?job.snapshot_id, ?reason, "snapshot generation started");
         self.output.push(Output::GenerateSnapshot {
             partition,
-            dir: store.dir.clone(),
+            dir,
             job,
         });
         Ok(())
@@ -403,20 +460,37 @@ impl<I: Io> Host<I> {
         snapshot_id: OffsetAndEpoch,
         now_wall_ms: u64,
     ) -> Result<(), StorageError> {
+        let voters = self.snapshot_voters(partition, snapshot_id);
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let format = store.snapshots.state_machine.snapshot_format();
-        write_snapshot(
+        write_snapshot_with_header_records(
             &mut self.io,
             &store.dir,
             engine_id(snapshot_id),
             &format,
             now_wall_ms as i64,
+            &header_records(voters.as_ref()),
             |_| {},
         )?;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
         store.snapshots.written.push(snapshot_id);
         store.snapshots.generated_total += 1;
         Ok(())
+    }
+
+    /// KIP-853: the voter set a snapshot ending at `snapshot_id` carries: the record in force
+    /// at its end offset − 1, if the log (or the snapshot it starts at) holds one.
+    fn snapshot_voters(
+        &self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Option<VoterSet> {
+        let last = snapshot_id.offset.checked_sub(1)?;
+        self.multi
+            .partition(partition)?
+            .voter_history()
+            .recorded_at(last)
+            .cloned()
     }
 
     /// Reports snapshots written since the last work list to the core (never while executing
@@ -532,7 +606,7 @@ impl<I: Io> Host<I> {
         &mut self,
         partition: PartitionId,
         snapshot_id: OffsetAndEpoch,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Option<VoterSet>, StorageError> {
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let Some(writer) = store
             .snapshots
@@ -546,6 +620,7 @@ impl<I: Io> Host<I> {
             });
         };
         let contents = writer.freeze(&mut self.io)?;
+        let voters = voters_of_snapshot(&contents)?;
         store
             .snapshots
             .state_machine
@@ -562,8 +637,8 @@ impl<I: Io> Host<I> {
         store.snapshots.last_snapshot_ms = self.now_ms;
         store.snapshots.fetched_total += 1;
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;
-        tracing::info!(partition, snapshot = ?snapshot_id, "snapshot installed; log starts at its end offset");
-        Ok(())
+        tracing::info!(partition, snapshot = ?snapshot_id, ?voters, "snapshot installed; log starts at its end offset");
+        Ok(voters)
     }
 
     /// The core moved the log start: whole segments below it go.

@@ -21,7 +21,12 @@ use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
 use ringlog_engine::snapshot::SnapshotError;
 
 use super::snapshots::PartitionSnapshots;
+use crate::records::{batch_headers, voter_sets_in};
 use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
+use crate::voters::VoterSetEntry;
+
+/// How much of the log one read of the voter set scan takes.
+const SCAN_CHUNK_BYTES: u32 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -96,6 +101,11 @@ pub struct PartitionStore {
     /// runtime decides from the topic's `cleanup.policy`; a `delete` topic's log must not be
     /// cut behind a snapshot).
     pub keeps_snapshots: bool,
+    /// KIP-853: the voter set records found at start, for the core (`Raft::recover`): the
+    /// log-start snapshot's set, then every `VotersRecord` in the log, by offset.
+    pub recovered_voter_entries: Vec<VoterSetEntry>,
+    /// Whether the log was read for them ([`PartitionStore::scan_voter_records`]).
+    pub voter_records_scanned: bool,
 }
 
 impl PartitionStore {
@@ -165,8 +175,58 @@ impl PartitionStore {
             recovered_snapshots,
             deferred_log_start_offset: None,
             keeps_snapshots,
+            recovered_voter_entries: Vec::new(),
+            voter_records_scanned: false,
         };
+        let mut store = store;
+        if keeps_snapshots {
+            store.scan_voter_records(io)?;
+        }
         Ok((store, recovered))
+    }
+
+    /// KIP-853: reads the whole log, from its start, for voter set records (the core acts on
+    /// the newest one, committed or not, and reverts if it is truncated), after the log-start
+    /// snapshot's set. Only partitions with snapshots are read: their log is bounded by them,
+    /// and only the metadata partition changes voters (a topic partition's log may be large and
+    /// its voters are its replicas).
+    pub fn scan_voter_records<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
+        let mut entries: Vec<VoterSetEntry> =
+            self.snapshots.recovered_voters.iter().cloned().collect();
+        let end = self.log.log_end_offset().max(0) as u64;
+        let mut offset = self.log.log_start_offset().max(0) as u64;
+        while offset < end {
+            let bytes = self.read(io, offset, SCAN_CHUNK_BYTES)?;
+            let headers =
+                batch_headers(&bytes).map_err(|error| self.inconsistent(offset, error))?;
+            let Some(last) = headers.last() else {
+                return Err(self.inconsistent(offset, "no batch where the log holds one"));
+            };
+            let next = last.last_offset + 1;
+            for (record_offset, voters) in
+                voter_sets_in(&bytes).map_err(|error| self.inconsistent(offset, error))?
+            {
+                entries.push(VoterSetEntry {
+                    offset: record_offset,
+                    voters,
+                });
+            }
+            assert!(next > offset, "the scan moves forward");
+            offset = next;
+        }
+        if !entries.is_empty() {
+            tracing::info!(dir = %self.dir.display(), records = entries.len(), latest = ?entries.last().map(|e| e.voters.ids()), "voter set records recovered");
+        }
+        self.recovered_voter_entries = entries;
+        self.voter_records_scanned = true;
+        Ok(())
+    }
+
+    fn inconsistent(&self, offset: u64, error: impl std::fmt::Display) -> StorageError {
+        StorageError::Inconsistent {
+            path: self.dir.display().to_string(),
+            reason: format!("reading voter set records at offset {offset}: {error}"),
+        }
     }
 
     /// The voters written into the quorum-state file from now on.

@@ -85,6 +85,7 @@ impl Raft {
             ValidatedOffset::Valid(_) => {
                 let now = self.now_ms;
                 let log_end_offset = self.log.log_end_offset();
+                let high_watermark = self.log.high_watermark();
                 let is_voter = self.is_voter(from);
                 let max_wait_ms = request.max_wait_ms.min(self.config.fetch_max_wait_ms);
                 let EpochState::Leader(leader) = &mut self.state else {
@@ -105,7 +106,13 @@ impl Raft {
                 }
                 leader.parked.remove(&from);
                 let max_bytes = request.max_bytes.min(self.config.fetch_max_bytes);
-                if request.fetch_offset < log_end_offset || max_wait_ms == 0 {
+                // Nothing new to send, but a commit it has not heard of: answer now.
+                let high_watermark_news = progress
+                    .high_watermark_sent
+                    .is_some_and(|sent| sent < high_watermark);
+                if request.fetch_offset < log_end_offset || max_wait_ms == 0 || high_watermark_news
+                {
+                    progress.high_watermark_sent = Some(high_watermark);
                     let response = self.fetch_response(request.correlation_id, ErrorCode::None);
                     out.push(Work::SendFetchResponse {
                         to: from,
@@ -195,6 +202,22 @@ impl Raft {
         }
     }
 
+    /// Records that the answer about to go to `replica` carries the current high-watermark
+    /// (`ReplicaProgress::high_watermark_sent`).
+    fn note_high_watermark_sent(&mut self, replica: NodeId) {
+        let high_watermark = self.log.high_watermark();
+        let EpochState::Leader(leader) = &mut self.state else {
+            return;
+        };
+        if let Some(progress) = leader
+            .voters
+            .get_mut(&replica)
+            .or_else(|| leader.observers.get_mut(&replica))
+        {
+            progress.high_watermark_sent = Some(high_watermark);
+        }
+    }
+
     /// Answers one replica's parked fetch, if it has one (see `Raft::complete_parked_fetch`).
     pub(crate) fn complete_parked_fetch_of(&mut self, replica: NodeId, out: &mut Out) {
         let EpochState::Leader(leader) = &mut self.state else {
@@ -203,6 +226,7 @@ impl Raft {
         let Some(parked) = leader.parked.remove(&replica) else {
             return;
         };
+        self.note_high_watermark_sent(replica);
         let response = self.fetch_response(parked.correlation_id, ErrorCode::None);
         out.push(Work::SendFetchResponse {
             to: replica,
@@ -232,6 +256,7 @@ impl Raft {
             }
         }
         for (to, parked) in answers {
+            self.note_high_watermark_sent(to);
             let response = self.fetch_response(parked.correlation_id, ErrorCode::None);
             out.push(Work::SendFetchResponse {
                 to,

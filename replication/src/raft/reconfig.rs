@@ -101,7 +101,32 @@ impl Raft {
         }
         self.check_caught_up(id)?;
         let next = self.voters.latest().with_voter(id, info);
-        Ok(self.append_voter_set(next))
+        Ok(self.append_voter_set(next, 1))
+    }
+
+    /// KIP-853 UpdateRaftVoter on the leader: appends a voter set with `id`'s directory id and
+    /// endpoints replaced; the ids stay the same, so every majority stays a majority. `Ok(None)`
+    /// when nothing changes (nothing is appended). A voter known with another (non-zero)
+    /// directory id is another disk: `UnknownVoter`.
+    pub fn update_voter(
+        &mut self,
+        now_ms: u64,
+        id: NodeId,
+        info: VoterInfo,
+    ) -> Result<Option<(AppendResult, Vec<Work>)>, RaftError> {
+        self.advance_clock(now_ms);
+        self.check_voter_change_allowed()?;
+        let Some(existing) = self.voters.latest().voters().get(&id) else {
+            return Err(RaftError::UnknownVoter(id));
+        };
+        if existing.directory_id != [0; 16] && existing.directory_id != info.directory_id {
+            return Err(RaftError::UnknownVoter(id));
+        }
+        if *existing == info {
+            return Ok(None);
+        }
+        let next = self.voters.latest().with_voter(id, info);
+        Ok(Some(self.append_voter_set(next, 0)))
     }
 
     /// KIP-853 RemoveRaftVoter on the leader: appends a voter set without `id` (which may be
@@ -121,7 +146,7 @@ impl Raft {
             .latest()
             .without_voter(id)
             .ok_or_else(|| RaftError::InvalidVoterSet(Vec::new()))?;
-        Ok(self.append_voter_set(next))
+        Ok(self.append_voter_set(next, 1))
     }
 
     /// Leader, own epoch committed, previous change committed.
@@ -174,13 +199,18 @@ impl Raft {
     }
 
     /// Appends `next` as a VotersRecord in the leader's epoch; it is in force from now on.
-    fn append_voter_set(&mut self, next: VoterSet) -> (AppendResult, Vec<Work>) {
+    /// `difference`: how many ids it adds or removes (1, or 0 for an update of a voter's
+    /// endpoints).
+    fn append_voter_set(&mut self, next: VoterSet, difference: usize) -> (AppendResult, Vec<Work>) {
         let EpochState::Leader(leader) = &self.state else {
             unreachable!("checked by check_voter_change_allowed")
         };
         let leader_epoch = leader.epoch;
-        let difference = self.voters.latest().id_difference(&next);
-        assert_eq!(difference, 1, "a voter change adds or removes one voter");
+        assert_eq!(
+            self.voters.latest().id_difference(&next),
+            difference,
+            "a voter change adds or removes at most one voter"
+        );
         let base_offset = self.log.log_end_offset();
         let batch: Bytes = crate::records::voters_batch(&next, self.now_ms as i64);
         self.log.append(base_offset, base_offset, leader_epoch);

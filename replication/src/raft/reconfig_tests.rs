@@ -318,3 +318,41 @@ fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_v
         "leader and voter 3: a majority of 3"
     );
 }
+
+/// KIP-853 UpdateRaftVoter: a voter's endpoints change without a membership change (same ids,
+/// so no majority changes); an unchanged voter appends nothing; an unknown voter, or one known
+/// with another disk (directory id), is refused.
+#[test]
+fn update_voter_replaces_endpoints_and_keeps_the_ids() {
+    use crate::voters::{Endpoint, VoterInfo};
+    let mut raft = lone_leader();
+    let info = |port: u16| VoterInfo {
+        directory_id: [7; 16],
+        endpoints: vec![Endpoint {
+            name: "CONTROLLER".into(),
+            host: "localhost".into(),
+            port,
+        }],
+    };
+    // The bootstrap voter has a zero directory id: any directory id may claim it.
+    let (appended, work) = raft.update_voter(5_001, 1, info(9001)).unwrap().unwrap();
+    assert!(
+        work.iter()
+            .any(|w| matches!(w, Work::AppendAsLeader { .. }))
+    );
+    assert_eq!(raft.voter_set().ids(), vec![1]);
+    assert_eq!(raft.voter_set().voters()[&1], info(9001));
+    flush_all(&mut raft, 5_002);
+    assert!(raft.high_watermark() > appended.last_offset);
+    assert!(raft.update_voter(5_003, 1, info(9001)).unwrap().is_none());
+    let mut other_disk = info(9002);
+    other_disk.directory_id = [8; 16];
+    assert!(matches!(
+        raft.update_voter(5_004, 1, other_disk),
+        Err(RaftError::UnknownVoter(1))
+    ));
+    assert!(matches!(
+        raft.update_voter(5_005, 2, info(9003)),
+        Err(RaftError::UnknownVoter(2))
+    ));
+}

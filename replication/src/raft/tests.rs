@@ -550,6 +550,55 @@ fn leader_answers_diverging_epoch_and_records() {
     assert_eq!(response.high_watermark, 1);
 }
 
+/// A follower whose fetch reaches the log end just after a commit it has not been told of
+/// (its peer's fetch moved the high-watermark) is answered at once with the new
+/// high-watermark, not parked for the long poll; its next fetch, told, is parked.
+#[test]
+fn a_fetch_at_the_log_end_is_answered_at_once_while_its_replica_lacks_the_high_watermark() {
+    let mut raft = leader_1();
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    // Node 3 takes the LeaderChange record while nothing is committed (told 0).
+    let work = raft
+        .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
+        .unwrap();
+    let [Work::SendFetchResponse { response, .. }] = work.as_slice() else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 0);
+    // Node 2 fetches from 0, then from 1: the majority {1, 2} commits offset 0.
+    raft.step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
+        .unwrap();
+    let work = raft
+        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert!(work.contains(&Work::HighWatermarkChanged { high_watermark: 1 }));
+    // Node 3, at the log end, has nothing to fetch but was told 0: answered at once.
+    let work = raft
+        .step(5_103, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    let [
+        Work::SendFetchResponse {
+            to: 3, response, ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 1);
+    // Told now: the next fetch at the log end waits (long poll).
+    let work = raft
+        .step(5_104, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "{work:?}");
+}
+
 /// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,
 /// and node 2's second fetch (at the log end) parked: the long poll.
 fn leader_1_with_a_parked_fetch_from_2() -> Raft {

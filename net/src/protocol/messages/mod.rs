@@ -42,11 +42,15 @@ pub use offsets::{
 };
 pub use produce::{produce_request, produce_response};
 pub use raft::{
-    begin_quorum_epoch_request, begin_quorum_epoch_response, describe_quorum_request,
-    describe_quorum_response, end_quorum_epoch_request, end_quorum_epoch_response,
-    fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
+    add_raft_voter_request, add_raft_voter_response, begin_quorum_epoch_request,
+    begin_quorum_epoch_response, describe_quorum_request, describe_quorum_response,
+    end_quorum_epoch_request, end_quorum_epoch_response, fetch_snapshot_request,
+    fetch_snapshot_response, remove_raft_voter_request, remove_raft_voter_response,
+    update_raft_voter_request, update_raft_voter_response, vote_request, vote_response,
 };
 
+pub use add_raft_voter_request::AddRaftVoterRequest;
+pub use add_raft_voter_response::AddRaftVoterResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
 pub use api_versions_request::ApiVersionsRequest;
@@ -105,7 +109,11 @@ pub use offset_for_leader_epoch_request::OffsetForLeaderEpochRequest;
 pub use offset_for_leader_epoch_response::OffsetForLeaderEpochResponse;
 pub use produce_request::ProduceRequest;
 pub use produce_response::ProduceResponse;
+pub use remove_raft_voter_request::RemoveRaftVoterRequest;
+pub use remove_raft_voter_response::RemoveRaftVoterResponse;
 pub use sync_group_request::SyncGroupRequest;
 pub use sync_group_response::SyncGroupResponse;
+pub use update_raft_voter_request::UpdateRaftVoterRequest;
+pub use update_raft_voter_response::UpdateRaftVoterResponse;
 pub use vote_request::VoteRequest;
 pub use vote_response::VoteResponse;

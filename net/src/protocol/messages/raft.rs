@@ -411,3 +411,121 @@ pub mod fetch_snapshot_response {
         }
     }
 }
+
+pub mod add_raft_voter_request {
+    use crate::protocol::dsl::message;
+    use crate::protocol::wire::Uuid;
+
+    message! {
+        /// KIP-853: adds a voter to the quorum (sent to any node; only the leader does it).
+        pub struct AddRaftVoterRequest {
+            cluster_id: Option<String> { versions: 0.., nullable: 0.. },
+            timeout_ms: i32 { versions: 0.. },
+            voter_id: i32 { versions: 0.. },
+            voter_directory_id: Uuid { versions: 0.. },
+            listeners: Vec<Listener> { versions: 0.. },
+            /// v1: answer once the new voter set is committed (true), or once the leader
+            /// appended it (false).
+            ack_when_committed: bool { versions: 1.., default: true },
+        }
+    }
+
+    message! {
+        pub struct Listener {
+            name: String { versions: 0.. },
+            host: String { versions: 0.. },
+            port: u16 { versions: 0.. },
+        }
+    }
+}
+
+pub mod add_raft_voter_response {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct AddRaftVoterResponse {
+            throttle_time_ms: i32 { versions: 0.. },
+            error_code: i16 { versions: 0.. },
+            error_message: Option<String> { versions: 0.., nullable: 0.. },
+        }
+    }
+}
+
+pub mod remove_raft_voter_request {
+    use crate::protocol::dsl::message;
+    use crate::protocol::wire::Uuid;
+
+    message! {
+        /// KIP-853: removes a voter from the quorum.
+        pub struct RemoveRaftVoterRequest {
+            cluster_id: Option<String> { versions: 0.., nullable: 0.. },
+            voter_id: i32 { versions: 0.. },
+            voter_directory_id: Uuid { versions: 0.. },
+        }
+    }
+}
+
+pub mod remove_raft_voter_response {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct RemoveRaftVoterResponse {
+            throttle_time_ms: i32 { versions: 0.. },
+            error_code: i16 { versions: 0.. },
+            error_message: Option<String> { versions: 0.., nullable: 0.. },
+        }
+    }
+}
+
+pub mod update_raft_voter_request {
+    use crate::protocol::dsl::message;
+    use crate::protocol::wire::Uuid;
+
+    message! {
+        /// KIP-853: a voter tells the leader its endpoints and supported kraft versions.
+        pub struct UpdateRaftVoterRequest {
+            cluster_id: Option<String> { versions: 0.., nullable: 0.. },
+            current_leader_epoch: i32 { versions: 0.. },
+            voter_id: i32 { versions: 0.. },
+            voter_directory_id: Uuid { versions: 0.. },
+            listeners: Vec<Listener> { versions: 0.. },
+            k_raft_version_feature: KRaftVersionFeature { versions: 0.. },
+        }
+    }
+
+    message! {
+        pub struct Listener {
+            name: String { versions: 0.. },
+            host: String { versions: 0.. },
+            port: u16 { versions: 0.. },
+        }
+    }
+
+    message! {
+        pub struct KRaftVersionFeature {
+            min_supported_version: i16 { versions: 0.. },
+            max_supported_version: i16 { versions: 0.. },
+        }
+    }
+}
+
+pub mod update_raft_voter_response {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct UpdateRaftVoterResponse {
+            throttle_time_ms: i32 { versions: 0.. },
+            error_code: i16 { versions: 0.. },
+            current_leader: CurrentLeader { versions: 0.., tag: (0, 0..) },
+        }
+    }
+
+    message! {
+        pub struct CurrentLeader {
+            leader_id: i32 { versions: 0.., default: -1 },
+            leader_epoch: i32 { versions: 0.., default: -1 },
+            host: String { versions: 0.. },
+            port: i32 { versions: 0.. },
+        }
+    }
+}

@@ -235,6 +235,15 @@ impl Checks {
         self.high_watermarks.retain(|(n, _), _| *n != node);
     }
 
+    /// `node`'s disk was replaced by an empty one (an observer: it never voted and nothing
+    /// counted its copy toward a commit): nothing it held is expected back.
+    pub fn on_wipe(&mut self, node: NodeId) {
+        self.durable_claims.retain(|(n, _), _| *n != node);
+        self.votes.retain(|(n, _), _| *n != node);
+        self.logs.retain(|(n, _), _| *n != node);
+        self.high_watermarks.retain(|(n, _), _| *n != node);
+    }
+
     /// What the host reported durable before a crash is in the recovered log (Raft: a voter
     /// may not forget an entry it acknowledged).
     fn check_durable_claim(&mut self, node: NodeId, partition: PartitionId, log: &LogCopy) {

@@ -7,12 +7,12 @@ use crate::types::{NodeId, PartitionId};
 
 impl Cluster {
     /// One fault, drawn from the seed: a partition of the network (one-way, two-way, the
-    /// leader's), a crash of one node, a power loss of a majority at once, a pause, or a
-    /// graceful resignation.
+    /// leader's), a crash of one node, a power loss of a majority of the voters at once, a
+    /// pause, a graceful resignation, or an observer's disk replaced by an empty one.
     pub(super) fn inject_fault(&mut self) {
         let ids = self.node_ids.clone();
         let heal_at = self.now_ms + 200 + self.rng.below(1_300);
-        match self.rng.below(8) {
+        match self.rng.below(9) {
             0 => {
                 let from = ids[self.rng.below(ids.len() as u64) as usize];
                 let to = ids[self.rng.below(ids.len() as u64) as usize];
@@ -66,8 +66,8 @@ impl Cluster {
                 // A power loss of a majority at once: what each disk did not sync is gone on
                 // all of them, so a record acknowledged before its flush is gone everywhere.
                 self.count("power-loss-majority");
-                let majority = ids.len() / 2 + 1;
-                let mut victims = ids.clone();
+                let majority = self.voter_ids.len() / 2 + 1;
+                let mut victims = self.voter_ids.clone();
                 while victims.len() > majority {
                     let drop = self.rng.below(victims.len() as u64) as usize;
                     victims.remove(drop);
@@ -87,6 +87,20 @@ impl Cluster {
                     let until = self.now_ms + 50 + self.rng.below(800);
                     let node = self.nodes.get_mut(&victim).expect("node");
                     node.paused_until_ms = node.paused_until_ms.max(until);
+                }
+            }
+            8 => {
+                let observers: Vec<NodeId> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !self.voter_ids.contains(id))
+                    .collect();
+                if !observers.is_empty() {
+                    let victim = observers[self.rng.below(observers.len() as u64) as usize];
+                    self.count("wipe");
+                    self.wipe_node(victim);
+                    let restart_at = self.now_ms + 50 + self.rng.below(1_500);
+                    self.schedule(restart_at, EventKind::Restart { node: victim });
                 }
             }
             _ => {

@@ -49,8 +49,12 @@ use checks::Checks;
 #[derive(Clone, Debug)]
 pub struct HostSimOptions {
     pub seed: u64,
-    /// Voters (every node is one); `None`: 3 or 5, drawn from the seed.
+    /// Voters; `None`: 3 or 5, drawn from the seed.
     pub voters: Option<usize>,
+    /// Observers (nodes outside the voter set that replicate every partition); `None`: 0-2,
+    /// drawn from the seed. Only observers are ever wiped (their disk replaced by an empty
+    /// one): a voter may not forget what it acknowledged.
+    pub observers: Option<usize>,
     /// Partitions (Raft groups) per node; `None`: 1–3, drawn from the seed.
     pub partitions: Option<PartitionId>,
     /// A host rule broken on purpose, for the mutation check.
@@ -66,6 +70,7 @@ impl HostSimOptions {
         HostSimOptions {
             seed,
             voters: None,
+            observers: None,
             partitions: None,
             mutation: None,
             fault_phase_ms: 3_000,
@@ -81,6 +86,9 @@ impl HostSimOptions {
         );
         if let Some(voters) = self.voters {
             command.push_str(&format!(" --voters {voters}"));
+        }
+        if let Some(observers) = self.observers {
+            command.push_str(&format!(" --observers {observers}"));
         }
         if let Some(partitions) = self.partitions {
             command.push_str(&format!(" --partitions {partitions}"));
@@ -232,6 +240,8 @@ struct Node {
     /// Fetch requests being answered, by the correlation id the host was given.
     fetches: BTreeMap<u64, FetchOrigin>,
     next_fetch_id: u64,
+    /// How many times its disk was replaced (observers only).
+    wipes: u64,
     /// Pre-votes delivered and not yet answered, by (partition, candidate). The core answers a
     /// pre-vote at once (it binds nobody and is never persisted), so the next VoteResponse to
     /// that candidate is its answer, and not a vote that must be durable.
@@ -244,7 +254,9 @@ struct Cluster {
     seq: u64,
     queue: BinaryHeap<Event>,
     nodes: BTreeMap<NodeId, Node>,
+    /// Voters and observers.
     node_ids: Vec<NodeId>,
+    voter_ids: Vec<NodeId>,
     partitions: PartitionId,
     host_config: HostConfig,
     memory_faults: FaultConfig,
@@ -272,14 +284,16 @@ impl Cluster {
         let partitions = options
             .partitions
             .unwrap_or_else(|| 1 + rng.below(3) as PartitionId);
-        let node_ids: Vec<NodeId> = (1..=voter_count as NodeId).collect();
+        let observer_count = options.observers.unwrap_or_else(|| rng.below(3) as usize);
+        let voter_ids: Vec<NodeId> = (1..=voter_count as NodeId).collect();
+        let node_ids: Vec<NodeId> = (1..=(voter_count + observer_count) as NodeId).collect();
         let fetch_max_bytes = [300u32, 2_000, 1 << 20][rng.below(3) as usize];
         // Short enough that leaders move their log start past crashed or partitioned replicas,
         // which then catch up through FetchSnapshot.
         let max_replication_lag_ms = 200 + rng.below(2_000);
         let mut nodes = BTreeMap::new();
         for &id in &node_ids {
-            let mut quorum = QuorumConfig::new(id, &node_ids).expect("valid voters");
+            let mut quorum = QuorumConfig::new(id, &voter_ids).expect("valid voters");
             quorum.election_timeout_ms = 150;
             quorum.election_backoff_max_ms = 150;
             quorum.fetch_timeout_ms = 400;
@@ -300,6 +314,7 @@ impl Cluster {
                     pump_scheduled: false,
                     fetches: BTreeMap::new(),
                     next_fetch_id: 1,
+                    wipes: 0,
                     pre_votes_unanswered: BTreeMap::new(),
                 },
             );
@@ -312,7 +327,7 @@ impl Cluster {
         };
         let mut host_config = HostConfig::new(
             "host-sim".into(),
-            node_ids.clone(),
+            voter_ids.clone(),
             snapshot_policy,
             [500u32, 4_000, 1 << 20][rng.below(3) as usize],
         );
@@ -348,6 +363,7 @@ impl Cluster {
             queue: BinaryHeap::new(),
             nodes,
             node_ids,
+            voter_ids,
             partitions,
             host_config,
             memory_faults,
@@ -401,11 +417,7 @@ impl Cluster {
 
     fn run(&mut self) {
         for id in self.node_ids.clone() {
-            let disk = MemoryIo::new(MemoryConfig {
-                seed: self.options.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                faults: self.memory_faults.clone(),
-                ..MemoryConfig::default()
-            });
+            let disk = self.new_disk(id, 0);
             self.nodes.get_mut(&id).expect("node").disk = Some(disk);
             self.start_node(id);
         }
@@ -621,6 +633,35 @@ impl Cluster {
         }
     }
 
+    /// An empty disk for node `id`, the `generation`-th it has had (a wiped observer gets a new
+    /// one).
+    fn new_disk(&self, id: NodeId, generation: u64) -> MemoryIo {
+        MemoryIo::new(MemoryConfig {
+            seed: self.options.seed
+                ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ generation.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            faults: self.memory_faults.clone(),
+            ..MemoryConfig::default()
+        })
+    }
+
+    /// An observer's disk is replaced: its process dies and it comes back empty, to catch up
+    /// in every partition from the leaders (by FetchSnapshot where their logs moved on).
+    fn wipe_node(&mut self, id: NodeId) {
+        assert!(
+            !self.voter_ids.contains(&id),
+            "only observers are wiped: a voter may not forget what it acknowledged"
+        );
+        self.crash_node(id);
+        let node = self.nodes.get_mut(&id).expect("node");
+        node.wipes += 1;
+        let generation = node.wipes;
+        let disk = self.new_disk(id, generation);
+        self.nodes.get_mut(&id).expect("node").disk = Some(disk);
+        self.trace_event(10, id, generation);
+        self.checks.on_wipe(id);
+    }
+
     /// Starts `id`'s process on its disk: `Host::open` recovers every partition.
     fn start_node(&mut self, id: NodeId) {
         let now = self.now_ms;
@@ -697,15 +738,24 @@ impl Cluster {
             .max_by_key(|(_, epoch)| *epoch)
     }
 
-    /// KIP-595: at most one leader per epoch, checked after every event.
+    /// KIP-595: at most one leader per epoch, and never an observer, checked after every event.
     fn check_leaders(&mut self) {
+        let mut observer_leading = None;
         for node in self.nodes.values() {
             let Some(host) = &node.host else { continue };
             for (partition, raft) in host.multi().partitions() {
                 if raft.is_leader() {
                     self.checks.on_leader(node.id, partition, raft.epoch());
+                    if !self.voter_ids.contains(&node.id) {
+                        observer_leading = Some((node.id, partition, raft.epoch()));
+                    }
                 }
             }
+        }
+        if let Some((node, partition, epoch)) = observer_leading {
+            self.fail(format!(
+                "partition {partition}: observer {node} leads epoch {epoch}"
+            ));
         }
     }
 
@@ -761,8 +811,8 @@ impl Cluster {
     fn report(&self) -> SimReport {
         SimReport {
             seed: self.options.seed,
-            voters: self.node_ids.len(),
-            observers: 0,
+            voters: self.voter_ids.len(),
+            observers: self.node_ids.len() - self.voter_ids.len(),
             partitions: self.partitions as usize,
             trace_hash: self.trace.finish(),
             events: self.events,

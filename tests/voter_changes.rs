@@ -1,0 +1,457 @@
+//! KIP-853 voter changes on real `ringlog serve` processes: a voter whose disk is lost for good
+//! is replaced by a fresh node without downtime and without losing an acknowledged record,
+//! with the operator's commands (`ringlog add-voter`, `ringlog remove-voter`,
+//! `ringlog describe-quorum`).
+
+mod quorum;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ringlog_net::node::client::Client;
+use ringlog_net::protocol::{Request, Response, Uuid, update_raft_voter_request};
+
+use quorum::{Quorum, RINGLOG, batch_of, eventually, read_partition_values, serial};
+
+const TOPIC: &str = "replaced";
+
+/// Runs `ringlog` with `args`; `Some(stdout)` when it exits 0.
+fn ringlog(args: &[&str]) -> Option<String> {
+    let output = Command::new(RINGLOG)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if !output.status.success() {
+        eprintln!(
+            "ringlog {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        return None;
+    }
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The metadata quorum's voter ids as node `address` knows them (DescribeQuorum v2's Nodes:
+/// the voter set in force in its own log, KIP-853).
+fn voters_known_by(address: &str) -> Option<Vec<i32>> {
+    let view = Client::connect(address, Duration::from_millis(500))
+        .ok()?
+        .describe_quorum()
+        .ok()?;
+    let mut ids: Vec<i32> = view.nodes.iter().map(|n| n.node_id).collect();
+    ids.sort_unstable();
+    Some(ids)
+}
+
+/// An acks=all Produce of one record to `TOPIC`-0: its error code, `None` if the connection
+/// failed.
+fn try_produce(client: &mut Client, value: &str) -> Option<i16> {
+    Some(
+        client
+            .produce(TOPIC, 0, batch_of(value), -1, 10_000)
+            .ok()??
+            .error_code,
+    )
+}
+
+/// Produces one-record batches (acks=all) to `TOPIC`-0 until `stop`, at whichever node leads
+/// it, and records each value the leader acknowledged.
+fn producer(addresses: Vec<String>, stop: Arc<AtomicBool>, acknowledged: Arc<Mutex<Vec<String>>>) {
+    let mut next = 0u64;
+    let mut client: Option<Client> = None;
+    while !stop.load(Ordering::Relaxed) {
+        if client.is_none() {
+            // Any live node names the leader (a dead one does not answer).
+            client = addresses.iter().find_map(|address| {
+                let (leader, _) = quorum::agreed_leader(std::slice::from_ref(address), TOPIC, 0)?;
+                let address = addresses.get(usize::try_from(leader - 1).ok()?)?;
+                Client::connect(address, Duration::from_millis(500)).ok()
+            });
+            if client.is_none() {
+                // No leader known yet: ask again (the pause is between two probes).
+                std::thread::park_timeout(Duration::from_millis(20));
+                continue;
+            }
+        }
+        let value = format!("v-{next}");
+        next += 1;
+        match try_produce(client.as_mut().expect("connected above"), &value) {
+            Some(0) => acknowledged.lock().unwrap().push(value),
+            // Not the leader any more, a timeout, or a broken connection: find the leader again
+            // (the value may or may not be in the log; only acknowledged ones are checked).
+            _ => client = None,
+        }
+    }
+}
+
+/// Starts the load; returns its stop switch, the acknowledged values and its thread.
+fn start_load(
+    addresses: &[String],
+) -> (
+    Arc<AtomicBool>,
+    Arc<Mutex<Vec<String>>>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let thread = {
+        let (addresses, stop, acknowledged) =
+            (addresses.to_vec(), stop.clone(), acknowledged.clone());
+        std::thread::spawn(move || producer(addresses, stop, acknowledged))
+    };
+    (stop, acknowledged, thread)
+}
+
+/// Waits until the load has `more` acknowledged records beyond what it has now.
+fn wait_for_load(acknowledged: &Mutex<Vec<String>>, more: usize, what: &str) {
+    let target = acknowledged.lock().unwrap().len() + more;
+    eventually(Duration::from_secs(30), what, || {
+        (acknowledged.lock().unwrap().len() >= target).then_some(())
+    });
+}
+
+/// Every acknowledged value is in `TOPIC`-0, read from its leader up to its high-watermark. A
+/// leader elected a moment ago serves only what its own epoch has committed so far, so the read
+/// is repeated until it holds them all; past the deadline, the missing ones are named.
+fn assert_nothing_lost(quorum: &Quorum, addresses: &[String], acknowledged: &[String]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let read = quorum::agreed_leader(addresses, TOPIC, 0).and_then(|(leader, _)| {
+            let mut client =
+                Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
+            read_partition_values(&mut client, TOPIC).ok()
+        });
+        if let Some(values) = read {
+            let values: std::collections::HashSet<String> = values
+                .into_iter()
+                .map(|v| String::from_utf8(v).unwrap())
+                .collect();
+            let missing: Vec<&String> = acknowledged
+                .iter()
+                .filter(|v| !values.contains(*v))
+                .collect();
+            if missing.is_empty() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "acknowledged but lost: {missing:?}"
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the topic could not be read"
+        );
+        // The pause between two reads, not a wait standing in for the condition.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+/// KIP-853, the ordinary case of a metadata quorum that runs for years: voter 3's disk is lost
+/// for good. A fresh node 4 (not in `controller.quorum.voters`, so an observer) is formatted and
+/// started, catches up, is added with `ringlog add-voter`, and the dead voter is removed with
+/// `ringlog remove-voter`, all under acks=all produce load. Every acknowledged record is still
+/// there, and every live node's voter set is {1, 2, 4}.
+#[test]
+fn a_lost_voter_is_replaced_under_load_without_losing_records() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "controller.quorum.observers=4");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(TOPIC, 1, &[]);
+    quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
+
+    // Node 4 exists from here on (formatted, not started): the producer knows its address by
+    // position, nodes 1..=4.
+    quorum.add_node(4, "controller.quorum.observers=4");
+    let addresses: Vec<String> = (1..=4).map(|id| quorum.address(id)).collect();
+    let (stop, acknowledged, load) = start_load(&addresses[..3]);
+    wait_for_load(&acknowledged, 5, "records acknowledged before the loss");
+
+    // Voter 3 is lost for good: kill -9 and its data folder deleted.
+    quorum.kill(3);
+    std::fs::remove_dir_all(quorum.data_dir(3)).unwrap();
+
+    // KIP-853: a node that has not caught up as an observer (here: not even started) is not
+    // added; the leader answers REQUEST_TIMED_OUT, to be retried.
+    let refused = eventually(Duration::from_secs(30), "an answer from the leader", || {
+        let output = Command::new(RINGLOG)
+            .args([
+                "add-voter",
+                "--bootstrap-server",
+                &addresses[0],
+                "--node-id",
+                "4",
+            ])
+            .args(["--endpoint", &addresses[3]])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "node 4 added before it ran");
+        // An error code from a leader (not a connection to a dead one).
+        (stderr.contains("add voter 4:") && !stderr.contains("os error")).then_some(stderr)
+    });
+    assert!(refused.contains("REQUEST_TIMED_OUT"), "{refused}");
+
+    // The fresh node joins as an observer and catches up; the leader adds it once it has.
+    quorum.start_node(4);
+    let endpoint = addresses[3].clone();
+    eventually(Duration::from_secs(60), "node 4 added as a voter", || {
+        ringlog(&[
+            "add-voter",
+            "--bootstrap-server",
+            &addresses[0],
+            "--node-id",
+            "4",
+            "--endpoint",
+            &endpoint,
+        ])
+        .or_else(|| {
+            ringlog(&[
+                "add-voter",
+                "--bootstrap-server",
+                &addresses[1],
+                "--node-id",
+                "4",
+                "--endpoint",
+                &endpoint,
+            ])
+        })
+    });
+    eventually(Duration::from_secs(60), "node 3 removed", || {
+        ringlog(&[
+            "remove-voter",
+            "--bootstrap-server",
+            &addresses[0],
+            "--node-id",
+            "3",
+        ])
+        .or_else(|| {
+            ringlog(&[
+                "remove-voter",
+                "--bootstrap-server",
+                &addresses[1],
+                "--node-id",
+                "3",
+            ])
+        })
+    });
+
+    // Every live node acts on the new voter set (it is in its log).
+    for id in [1, 2, 4] {
+        let address = quorum.address(id);
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {id} knows the voters {{1, 2, 4}}"),
+            || (voters_known_by(&address)? == vec![1, 2, 4]).then_some(()),
+        );
+    }
+    // Node 4's raft-metrics call it what it now is for the metadata partition: a voter (its
+    // configuration still lists it as an observer).
+    let metrics_port = quorum.node(4).metrics_port;
+    eventually(
+        Duration::from_secs(30),
+        "node 4 reported as a voter",
+        || {
+            let samples = quorum::scrape_metrics(metrics_port)?;
+            let state = |name: &str| {
+                samples
+                .get(&format!(
+                    "kafka_server_raft_metrics_current_state{{partition=\"__cluster_metadata-0\",state=\"{name}\"}}"
+                ))
+                .copied()
+            };
+            (state("follower") == Some(1.0) || state("leader") == Some(1.0)).then_some(())
+        },
+    );
+    // describe-quorum shows the new set with node 4's endpoint.
+    let described = eventually(Duration::from_secs(30), "describe-quorum", || {
+        ringlog(&["describe-quorum", "--bootstrap", &addresses[0]])
+    });
+    assert!(
+        described.contains("CurrentVoters:          [1,2,4]"),
+        "{described}"
+    );
+    assert!(
+        described.contains(&format!("CONTROLLER://{endpoint}")),
+        "{described}"
+    );
+
+    // The load goes on after the change; then no acknowledged record is lost.
+    wait_for_load(&acknowledged, 5, "records acknowledged after the change");
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+
+    // A restart of every live node (kill -9): each rebuilds the set {1, 2, 4} from its log,
+    // though node 4's configuration still calls it an observer and 3 a voter; the three elect a
+    // leader and commit.
+    quorum.kill_all();
+    for id in [1, 2, 4] {
+        quorum.start_node(id);
+    }
+    for id in [1, 2, 4] {
+        let address = quorum.address(id);
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {id} knows the voters {{1, 2, 4}} after its restart"),
+            || (voters_known_by(&address)? == vec![1, 2, 4]).then_some(()),
+        );
+    }
+    let live = [
+        addresses[0].clone(),
+        addresses[1].clone(),
+        addresses[3].clone(),
+    ];
+    eventually(
+        Duration::from_secs(30),
+        "a metadata leader after the restart",
+        || quorum::agreed_leader(&live, "__cluster_metadata", 0),
+    );
+    quorum.create_topic("after-the-restart", 1, &[]);
+    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+}
+
+/// The stderr of a `ringlog` run that must fail.
+fn ringlog_fails(args: &[&str]) -> String {
+    let output = Command::new(RINGLOG)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !output.status.success(),
+        "ringlog {} succeeded",
+        args.join(" ")
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// KIP-595: a leader that removes itself keeps leading until the removal is committed, then
+/// resigns; the others elect a leader among themselves, and no acknowledged record is lost.
+/// Before that, the refusals KIP-853 names: a voter added twice is DUPLICATE_VOTER, an unknown
+/// one VOTER_NOT_FOUND, and a node that does not lead answers NOT_LEADER_OR_FOLLOWER.
+#[test]
+fn removing_the_leader_makes_it_resign_without_losing_records() {
+    let _serial = serial();
+    let mut quorum = Quorum::format(3);
+    quorum.start_all();
+    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(TOPIC, 1, &[]);
+    quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
+    let addresses: Vec<String> = (1..=3).map(|id| quorum.address(id)).collect();
+
+    let error = ringlog_fails(&[
+        "add-voter",
+        "--bootstrap-server",
+        &addresses[0],
+        "--node-id",
+        "2",
+        "--endpoint",
+        &addresses[1],
+    ]);
+    assert!(error.contains("DUPLICATE_VOTER"), "{error}");
+    let error = ringlog_fails(&[
+        "remove-voter",
+        "--bootstrap-server",
+        &addresses[0],
+        "--node-id",
+        "9",
+    ]);
+    assert!(error.contains("VOTER_NOT_FOUND"), "{error}");
+    let follower = if leader == 1 { 2 } else { 1 };
+    let mut client = Client::connect(&quorum.address(follower), Duration::from_secs(2)).unwrap();
+    let cluster_id = client.cluster_id().unwrap();
+    let (code, _) = client
+        .remove_raft_voter(&cluster_id, leader, [0; 16])
+        .unwrap();
+    assert_eq!(
+        code,
+        ringlog_net::protocol::ErrorCode::NotLeaderOrFollower.code(),
+        "a follower refuses"
+    );
+    let mut at_leader = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    let (code, _) = at_leader
+        .remove_raft_voter("another-cluster", follower, [0; 16])
+        .unwrap();
+    assert_eq!(
+        code,
+        ringlog_net::protocol::ErrorCode::InconsistentClusterId.code(),
+        "another cluster's request"
+    );
+
+    // UpdateRaftVoter: voter 2 names its directory id and listener; DescribeQuorum shows them.
+    let directory_id = [42u8; 16];
+    let update = Request::UpdateRaftVoter(update_raft_voter_request::UpdateRaftVoterRequest {
+        cluster_id: Some(cluster_id.clone()),
+        current_leader_epoch: -1,
+        voter_id: 2,
+        voter_directory_id: Uuid(directory_id),
+        listeners: vec![update_raft_voter_request::Listener {
+            name: "CONTROLLER".into(),
+            host: "127.0.0.1".into(),
+            port: quorum.node(2).port,
+        }],
+        k_raft_version_feature: update_raft_voter_request::KRaftVersionFeature {
+            min_supported_version: 0,
+            max_supported_version: 1,
+        },
+    });
+    let Response::UpdateRaftVoter(answer) = at_leader.request(&update, 0).unwrap() else {
+        panic!("not an UpdateRaftVoter answer")
+    };
+    assert_eq!(answer.error_code, 0, "UpdateRaftVoter");
+    let described = at_leader.describe_quorum().unwrap();
+    let voter_2 = described
+        .partition
+        .current_voters
+        .iter()
+        .find(|r| r.replica_id == 2)
+        .expect("voter 2");
+    assert_eq!(voter_2.replica_directory_id, Uuid(directory_id));
+
+    let (stop, acknowledged, load) = start_load(&addresses);
+    wait_for_load(&acknowledged, 5, "records acknowledged before the removal");
+    let leader_id = leader.to_string();
+    ringlog(&[
+        "remove-voter",
+        "--bootstrap-server",
+        &quorum.address(leader),
+        "--node-id",
+        &leader_id,
+    ])
+    .expect("the leader removes itself");
+
+    let rest: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    for id in 1..=3 {
+        let address = quorum.address(id);
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {id} knows the voters {rest:?}"),
+            || (voters_known_by(&address)? == rest).then_some(()),
+        );
+    }
+    // A new leader among the remaining voters; the removed one follows it as an observer.
+    let new_leader = eventually(Duration::from_secs(30), "a leader among the rest", || {
+        let view = Client::connect(&quorum.address(rest[0]), Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        rest.contains(&view.partition.leader_id)
+            .then_some(view.partition.leader_id)
+    });
+    assert_ne!(new_leader, leader);
+    // The metadata quorum of the rest commits: a topic can be created.
+    quorum.create_topic("after-the-removal", 1, &[]);
+
+    wait_for_load(&acknowledged, 5, "records acknowledged after the removal");
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&quorum, &addresses, &acknowledged);
+}
