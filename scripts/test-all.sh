@@ -30,5 +30,7 @@ sys.exit(0 if (confluent_kafka.__version__, kafka.__version__, lz4.__version__) 
   python3 -m pip install --quiet --user "${PYTHON_CLIENTS[@]}"
 fi
 
+# Run as root: tests/disk_full.rs mounts a 64 MiB tmpfs for a node's data folder (mount(8)),
+# and tests/netns_partitions.rs creates network namespaces.
 # Optimised code with every assertion on: the simulator runs thousands of seeds.
 cargo test --workspace --profile ci --no-fail-fast "$@"

@@ -19,6 +19,11 @@
 //!                              │ completes
 //!                              ▼ durable_ticket = ticket; the queued write (if any) starts
 //! ```
+//!
+//! Out of space (ENOSPC, EDQUOT while creating or writing the `.tmp`): nothing was renamed, so
+//! `quorum-state` still holds the previous state. The write is kept (or the newer one asked for
+//! meanwhile) and [`QuorumStateWriter::retry`] starts it again once space may have returned;
+//! `waiting_for_space` says so until then. What waits for the ticket keeps waiting.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +42,8 @@ pub struct QuorumStateWriter {
     queued: Option<(u64, Vec<u8>)>,
     /// The latest ticket whose state is durable (0: none written by this writer).
     durable_ticket: u64,
+    /// The newest state whose write met ENOSPC/EDQUOT, to start again (`retry`).
+    waiting_for_space: Option<(u64, Vec<u8>)>,
 }
 
 #[derive(Debug)]
@@ -47,11 +54,20 @@ enum Stage {
         file: FileId,
         /// The chain's operations not completed yet.
         pending: Vec<OpId>,
+        /// The state being written, to write again if the disk is full.
+        bytes: Vec<u8>,
     },
     SyncingFolder {
         ticket: u64,
         folder: FileId,
         op_id: OpId,
+    },
+    /// A write that failed, waiting for the rest of its chain (a cancelled fdatasync) before
+    /// its file is closed. Its completions may already sit in the caller's queue, so they are
+    /// absorbed here rather than waited for.
+    Abandoned {
+        file: FileId,
+        pending: Vec<OpId>,
     },
 }
 
@@ -73,6 +89,7 @@ impl QuorumStateWriter {
             stage: Stage::Idle,
             queued: None,
             durable_ticket: 0,
+            waiting_for_space: None,
         }
     }
 
@@ -89,7 +106,10 @@ impl QuorumStateWriter {
             "quorum-state tickets must increase"
         );
         let bytes = data.encode().into_bytes();
-        if matches!(self.stage, Stage::Idle) {
+        if self.waiting_for_space.is_some() {
+            // The newest state replaces the one waiting; `retry` writes it.
+            self.waiting_for_space = Some((ticket, bytes));
+        } else if matches!(self.stage, Stage::Idle) {
             self.start(io, ticket, bytes)?;
         } else {
             self.queued = Some((ticket, bytes));
@@ -104,14 +124,32 @@ impl QuorumStateWriter {
 
     /// Whether a write is in flight or waiting.
     pub fn is_busy(&self) -> bool {
-        !matches!(self.stage, Stage::Idle) || self.queued.is_some()
+        !matches!(self.stage, Stage::Idle)
+            || self.queued.is_some()
+            || self.waiting_for_space.is_some()
+    }
+
+    /// Whether a write waits for disk space (it met ENOSPC or EDQUOT).
+    pub fn waiting_for_space(&self) -> bool {
+        self.waiting_for_space.is_some()
+    }
+
+    /// Starts the write that waits for disk space again (space may have returned). A full disk
+    /// answers again at its completion, or here.
+    pub fn retry<I: Io>(&mut self, io: &mut I) -> Result<(), QuorumStateError> {
+        if matches!(self.stage, Stage::Idle)
+            && let Some((ticket, bytes)) = self.waiting_for_space.take()
+        {
+            self.start(io, ticket, bytes)?;
+        }
+        Ok(())
     }
 
     /// The operations in flight, for a caller that must wait for them (closing the partition).
     pub fn in_flight_op_ids(&self) -> Vec<OpId> {
         match &self.stage {
             Stage::Idle => Vec::new(),
-            Stage::Writing { pending, .. } => pending.clone(),
+            Stage::Writing { pending, .. } | Stage::Abandoned { pending, .. } => pending.clone(),
             Stage::SyncingFolder { op_id, .. } => vec![*op_id],
         }
     }
@@ -129,12 +167,28 @@ impl QuorumStateWriter {
                 ticket,
                 file,
                 pending,
+                bytes,
             } if pending.contains(&completion.op_id) => {
                 let (ticket, file) = (*ticket, *file);
                 pending.retain(|id| *id != completion.op_id);
                 let all = pending.is_empty();
                 if let Err(error) = completion.result {
-                    self.fail(io);
+                    let bytes = std::mem::take(bytes);
+                    let rest = std::mem::take(pending);
+                    let newer = self.queued.take();
+                    if rest.is_empty() {
+                        self.stage = Stage::Idle;
+                        let _ = io.close(file);
+                    } else {
+                        self.stage = Stage::Abandoned {
+                            file,
+                            pending: rest,
+                        };
+                    }
+                    if error.is_no_space() {
+                        // Only the `.tmp` was touched: write the newest state again later.
+                        self.waiting_for_space = Some(newer.unwrap_or((ticket, bytes)));
+                    }
                     return Err(error.into());
                 }
                 if !all {
@@ -178,6 +232,17 @@ impl QuorumStateWriter {
                     durable_ticket: Some(ticket),
                 })
             }
+            Stage::Abandoned { file, pending } if pending.contains(&completion.op_id) => {
+                pending.retain(|id| *id != completion.op_id);
+                if pending.is_empty() {
+                    let file = *file;
+                    self.stage = Stage::Idle;
+                    io.close(file)?;
+                }
+                Ok(WriterRouted::Mine {
+                    durable_ticket: None,
+                })
+            }
             _ => Ok(WriterRouted::Foreign(completion)),
         }
     }
@@ -188,15 +253,26 @@ impl QuorumStateWriter {
         ticket: u64,
         bytes: Vec<u8>,
     ) -> Result<(), QuorumStateError> {
-        let file = io.open(
+        let file = match io.open(
             &self.tmp_path,
             OpenOptions {
                 create: true,
                 ..Default::default()
             },
-        )?;
+        ) {
+            Ok(file) => file,
+            Err(error) => {
+                if error.is_no_space() {
+                    self.waiting_for_space = Some((ticket, bytes));
+                }
+                return Err(error.into());
+            }
+        };
         if let Err(error) = io.set_len(file, 0) {
             let _ = io.close(file);
+            if error.is_no_space() {
+                self.waiting_for_space = Some((ticket, bytes));
+            }
             return Err(error.into());
         }
         let buf = AlignedBuf::from_slice(&bytes, io.block_size_bytes());
@@ -212,20 +288,9 @@ impl QuorumStateWriter {
             ticket,
             file,
             pending,
+            bytes,
         };
         Ok(())
-    }
-
-    /// A failed write: wait for the rest of its chain (cancelled or not) so the file can be
-    /// closed, then forget it. What waited is dropped with it: the caller stops on the error.
-    fn fail<I: Io>(&mut self, io: &mut I) {
-        let waiting = self.in_flight_op_ids();
-        if let Stage::Writing { file, .. } = self.stage {
-            let _ = crate::io::wait_for_all(io, &waiting);
-            let _ = io.close(file);
-        }
-        self.stage = Stage::Idle;
-        self.queued = None;
     }
 
     /// Waits for the write in flight and any queued one (a partition being closed). Completions
@@ -233,7 +298,8 @@ impl QuorumStateWriter {
     pub fn finish_blocking<I: Io>(&mut self, io: &mut I) -> Result<(), QuorumStateError> {
         while self.is_busy() {
             if matches!(self.stage, Stage::Idle)
-                && let Some((ticket, bytes)) = self.queued.take()
+                && let Some((ticket, bytes)) =
+                    self.queued.take().or_else(|| self.waiting_for_space.take())
             {
                 self.start(io, ticket, bytes)?;
             }
@@ -318,5 +384,50 @@ mod tests {
         io.crash();
         let loaded = QuorumStateData::load(&mut io, &path).unwrap().unwrap();
         assert_eq!(loaded.leader_epoch, 4);
+    }
+
+    /// ENOSPC on the `.tmp`: the previous state stays whole, the write waits (the newest state
+    /// asked for meanwhile replaces it) and `retry` makes it durable once space returned.
+    #[test]
+    fn a_write_out_of_space_waits_and_a_retry_makes_the_newest_state_durable() {
+        use crate::io::memory::{FaultKind, FaultTrigger};
+        let mut io = MemoryIo::with_seed(7);
+        let folder = Path::new("/p");
+        io.create_dir_all(folder).unwrap();
+        io.sync_dir(Path::new("/")).unwrap();
+        let path = folder.join(QUORUM_STATE_FILE_NAME);
+        state(4).persist(&mut io, &path).unwrap();
+        let mut writer = QuorumStateWriter::new(&path);
+        io.add_fault(FaultTrigger::always(FaultKind::WriteEnospc));
+        writer.write(&mut io, 1, &state(5)).unwrap();
+        io.submit_and_wait(2).unwrap();
+        let mut ready = Vec::new();
+        io.drain_completions(&mut ready);
+        let errors: Vec<_> = ready
+            .into_iter()
+            .filter_map(|c| writer.on_completion(&mut io, c).err())
+            .collect();
+        assert!(
+            matches!(&errors[..], [QuorumStateError::Io(e)] if e.is_no_space()),
+            "{errors:?}"
+        );
+        assert!(writer.waiting_for_space());
+        writer.write(&mut io, 2, &state(6)).unwrap();
+        assert_eq!(io.in_flight(), 0, "nothing starts while the disk is full");
+        assert_eq!(
+            QuorumStateData::load(&mut io, &path)
+                .unwrap()
+                .unwrap()
+                .leader_epoch,
+            4
+        );
+
+        io.clear_faults();
+        writer.retry(&mut io).unwrap();
+        assert_eq!(pump(&mut io, &mut writer), vec![2]);
+        assert!(!writer.waiting_for_space());
+        io.crash();
+        let loaded = QuorumStateData::load(&mut io, &path).unwrap().unwrap();
+        assert_eq!(loaded.leader_epoch, 6);
     }
 }

@@ -12,7 +12,8 @@
 //!   - the recovered log is exactly a prefix of what was appended (nothing after a torn batch);
 //!   - appending continues at the recovered end.
 //!
-//! Some seeds also inject write/fdatasync EIO and ENOSPC: the log must stop, and the restart must
+//! Some seeds also inject write/fdatasync EIO and ENOSPC: after EIO the log must stop, after
+//! ENOSPC it must go on (`LogError::NoSpace`, flushes asked again later), and the restart must
 //! satisfy the same rules.
 //!
 //! A failing seed prints itself; replay one with `LOG_CRASH_SEED=<seed> cargo test --test log_crash`.
@@ -243,6 +244,8 @@ fn one_step(
         .min(log.log_end_offset());
     match result {
         Ok(()) => Ok(true),
+        // Out of space: the log goes on (nothing was lost), a later flush asks again.
+        Err(error) if error.is_no_space() => Ok(true),
         Err(
             error @ (LogError::WriteFailed { .. }
             | LogError::Stopped { .. }
@@ -269,16 +272,24 @@ fn pump(
     io.submit_and_wait(min)?;
     let mut ready = Vec::new();
     io.drain_completions(&mut ready);
+    // Every drained completion is routed, also after an error: out of space the log goes on
+    // and waits for the rest of its chain.
+    let mut first_error = None;
     for completion in ready {
-        match log.on_completion(io, completion)? {
-            Routed::Mine {
+        match log.on_completion(io, completion) {
+            Ok(Routed::Mine {
                 durable_end_offset_advanced_to: Some(offset),
-            } => model.durable = offset,
-            Routed::Mine { .. } => {}
-            Routed::Foreign(completion) => panic!("no other user of this Io: {completion:?}"),
+            }) => model.durable = offset,
+            Ok(Routed::Mine { .. }) => {}
+            Ok(Routed::Foreign(completion)) => {
+                panic!("no other user of this Io: {completion:?}")
+            }
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
         }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 fn record_append(model: &mut Model, input: BytesMut, base_offset: i64) {
@@ -309,9 +320,12 @@ fn reopen(
     let (mut log, report) = loop {
         match PartitionLog::open_with_floor(io, dir, config.clone(), model.floor) {
             Ok(opened) => break opened,
-            Err(LogError::WriteFailed { .. } | LogError::Io(_) | LogError::EpochCache { .. })
-                if with_write_errors && attempts < 20 =>
-            {
+            Err(
+                LogError::WriteFailed { .. }
+                | LogError::NoSpace { .. }
+                | LogError::Io(_)
+                | LogError::EpochCache { .. },
+            ) if with_write_errors && attempts < 20 => {
                 attempts += 1;
                 io.crash();
             }

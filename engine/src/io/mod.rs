@@ -190,6 +190,12 @@ impl IoError {
     pub fn raw_os_error(&self) -> Option<i32> {
         self.source.raw_os_error()
     }
+
+    /// Whether the device or the user's quota is out of space (ENOSPC, EDQUOT): a condition
+    /// that ends when space returns, unlike EIO.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+    }
 }
 
 /// The engine's I/O: synchronous metadata calls, asynchronous data operations.

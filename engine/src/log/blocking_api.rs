@@ -17,6 +17,8 @@ impl PartitionLog {
     pub fn flush_and_wait<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
         self.flush(io)?;
         self.wait_for_in_flight(io)?;
+        // The next flush could not start for lack of space after this one completed.
+        self.durable_or_waiting_for_space()?;
         debug_assert!(self.durable_end_offset >= self.flush_requested_offset);
         Ok(self.durable_end_offset)
     }
@@ -28,6 +30,7 @@ impl PartitionLog {
     pub fn flush_until_durable<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
         self.flush(io)?;
         self.wait_until_durable(io)?;
+        self.durable_or_waiting_for_space()?;
         debug_assert!(self.durable_end_offset >= self.flush_requested_offset);
         Ok(self.durable_end_offset)
     }
@@ -185,7 +188,11 @@ impl PartitionLog {
                 length_bytes,
                 ..
             } => {
-                self.wait_for_in_flight(io)?;
+                // A chain stalled for space has nothing in the kernel, and reads go on while
+                // the disk is full: do not ask the disk again here.
+                if !self.flush_stalled() {
+                    self.wait_for_in_flight(io)?;
+                }
                 let bytes = blocking::read_range(io, *file, *position, Some(*length_bytes))?;
                 Ok(Bytes::from(bytes))
             }

@@ -12,11 +12,26 @@ pub enum LogError {
     #[error("log I/O failed: {0}")]
     Io(#[from] IoError),
 
-    /// A write or fdatasync failed (EIO, ENOSPC, ...): the page cache may have dropped the data,
-    /// so the log refuses every further append and flush (ARCHITECTURE: write EIO/ENOSPC stop
-    /// the node).
+    /// A write or fdatasync failed (EIO, or an fdatasync with any error): the page cache may
+    /// have dropped the data, so the log refuses every further append and flush (ARCHITECTURE:
+    /// write EIO takes the partition offline). A write that met ENOSPC is [`LogError::NoSpace`].
     #[error("write to {path} at byte {position} failed, the log is stopped: {source}")]
     WriteFailed {
+        path: PathBuf,
+        position: u64,
+        #[source]
+        source: IoError,
+    },
+
+    /// Out of space (ENOSPC, EDQUOT) before anything of the flush was made durable: a disk
+    /// reservation (`fallocate`), a new segment's file, the leader-epoch-checkpoint, or a write
+    /// of the flush (no fdatasync was issued over it). Nothing is lost and the log keeps
+    /// running: the appended records stay in memory, not durable, and the next
+    /// [`PartitionLog::flush`](super::PartitionLog::flush) tries again (the failed writes of a
+    /// chain are submitted again as they were). [`PartitionLog::waiting_for_space`] says so
+    /// meanwhile.
+    #[error("no space for the log at {path} byte {position}, waiting for space: {source}")]
+    NoSpace {
         path: PathBuf,
         position: u64,
         #[source]
@@ -76,4 +91,35 @@ pub enum LogError {
         #[source]
         source: EpochCacheError,
     },
+}
+
+impl LogError {
+    /// Whether this is (or wraps) an out-of-space error that ends when space returns.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            LogError::NoSpace { .. } => true,
+            LogError::Io(source)
+            | LogError::EpochCache {
+                source: EpochCacheError::Io(source),
+                ..
+            } => source.is_no_space(),
+            _ => false,
+        }
+    }
+
+    /// The same error, as [`LogError::NoSpace`] when it is an out-of-space one.
+    pub(crate) fn into_no_space(self) -> LogError {
+        match self {
+            LogError::Io(source)
+            | LogError::EpochCache {
+                source: EpochCacheError::Io(source),
+                ..
+            } if source.is_no_space() => LogError::NoSpace {
+                path: source.path.clone(),
+                position: source.offset,
+                source,
+            },
+            other => other,
+        }
+    }
 }

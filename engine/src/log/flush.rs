@@ -81,6 +81,25 @@ pub(crate) struct InFlightFlush {
     index_file: Option<FileId>,
     /// The segment write, whose buffer comes back for reuse as a later write tail.
     block_write: Option<OpId>,
+    /// The advisory `.index` chain of a seal: its failures are logged, never fatal (recovery
+    /// rebuilds the index).
+    index_op_ids: Vec<OpId>,
+    /// Writes of this chain that met ENOSPC/EDQUOT (or were short), to submit again as they
+    /// were: nothing was fdatasynced over them, so writing the same bytes to the same positions
+    /// again is the same chain (`resubmit_stalled_flush`).
+    retry: Vec<RetryWrite>,
+    /// The first out-of-space error of the chain.
+    no_space: Option<IoError>,
+    /// Every operation completed, some writes wait in `retry` for space to return.
+    stalled: bool,
+}
+
+/// A write of a chain to submit again once space may have returned.
+#[derive(Debug)]
+pub(crate) struct RetryWrite {
+    op: Op,
+    target: (PathBuf, u64),
+    block_write: bool,
 }
 
 /// A confirmation record being written alone: `[write RLTC record] [fdatasync .log]`.
@@ -90,7 +109,10 @@ pub(crate) struct InFlightConfirmation {
     completed: usize,
     path: PathBuf,
     position: u64,
-    failure: Option<IoError>,
+    /// The first failure and whether it is the record's write meeting ENOSPC/EDQUOT (then the
+    /// linked fdatasync never ran: the record is simply written again later).
+    failure: Option<(IoError, bool)>,
+    pending: PendingConfirmation,
 }
 
 /// A confirmation waiting for the one in flight (one record position: never two writes at once).
@@ -104,10 +126,111 @@ pub(crate) struct PendingConfirmation {
 impl PartitionLog {
     /// Ask for everything appended so far to become durable. Starts a chain now if none is in
     /// flight; otherwise the next chain (started when the current one completes) covers it.
+    ///
+    /// Out of space ([`LogError::NoSpace`]) the log keeps running and this asks again: the
+    /// stalled chain's failed writes are submitted again, or the flush that could not start
+    /// starts now.
     pub fn flush<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         self.check_running()?;
         self.flush_requested_offset = self.flush_requested_offset.max(self.log_end_offset());
-        self.maybe_start_flush(io)
+        if self.in_flight.as_ref().is_some_and(|flight| flight.stalled) {
+            self.resubmit_stalled_flush(io);
+            return Ok(());
+        }
+        self.start_flush_or_wait_for_space(io)
+    }
+
+    /// Why the log waits for disk space (a flush that could not start or whose writes met
+    /// ENOSPC/EDQUOT), until a `flush` gets past it. Nothing below `durable_end_offset` is
+    /// affected; what was appended after it stays in memory.
+    pub fn waiting_for_space(&self) -> Option<LogError> {
+        self.waiting_for_space
+            .as_ref()
+            .map(|(path, position, errno)| LogError::NoSpace {
+                path: path.clone(),
+                position: *position,
+                source: IoError::new(
+                    "write",
+                    path,
+                    *position,
+                    std::io::Error::from_raw_os_error(*errno),
+                ),
+            })
+    }
+
+    /// After a blocking wait: everything asked for is durable, or the log waits for space.
+    pub(crate) fn durable_or_waiting_for_space(&self) -> Result<(), LogError> {
+        match self.waiting_for_space() {
+            Some(error) if self.durable_end_offset < self.flush_requested_offset => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    fn note_no_space(&mut self, error: &LogError) {
+        if let LogError::NoSpace {
+            path,
+            position,
+            source,
+        } = error
+        {
+            let errno = source.raw_os_error().unwrap_or(libc::ENOSPC);
+            self.waiting_for_space = Some((path.clone(), *position, errno));
+        }
+    }
+
+    /// Whether a chain waits, every operation completed, for its failed writes to be submitted
+    /// again (out of space).
+    pub(crate) fn flush_stalled(&self) -> bool {
+        self.in_flight.as_ref().is_some_and(|flight| flight.stalled)
+    }
+
+    /// `maybe_start_flush`, noting an out-of-space failure (nothing was written, nothing
+    /// stopped) in `waiting_for_space` and returning it as [`LogError::NoSpace`].
+    pub(crate) fn start_flush_or_wait_for_space<I: Io>(
+        &mut self,
+        io: &mut I,
+    ) -> Result<(), LogError> {
+        match self.maybe_start_flush(io) {
+            Ok(()) => {
+                if self.in_flight.is_some()
+                    || self.durable_end_offset >= self.flush_requested_offset
+                {
+                    self.waiting_for_space = None;
+                }
+                Ok(())
+            }
+            Err(error) if error.is_no_space() => {
+                let error = error.into_no_space();
+                self.note_no_space(&error);
+                Err(error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Submits the writes of the stalled chain that met ENOSPC again, as they were.
+    fn resubmit_stalled_flush<I: Io>(&mut self, io: &mut I) {
+        let flight = self.in_flight.as_mut().expect("a stalled chain");
+        assert!(
+            flight.stalled,
+            "only a chain with every operation completed is resubmitted"
+        );
+        flight.stalled = false;
+        flight.no_space = None;
+        flight.completed = 0;
+        flight.op_ids.clear();
+        flight.op_targets.clear();
+        flight.index_op_ids.clear();
+        flight.block_write = None;
+        for retry in std::mem::take(&mut flight.retry) {
+            let id = io.submit(retry.op);
+            if retry.block_write {
+                flight.block_write = Some(id);
+            }
+            flight.op_ids.push(id);
+            flight.op_targets.push(retry.target);
+        }
+        self.waiting_for_space = None;
     }
 
     /// Route a completion. Foreign completions come back as [`Routed::Foreign`]. A failed write
@@ -130,6 +253,60 @@ impl PartitionLog {
             .position(|id| *id == completion.op_id)
             .expect("filtered above");
         flight.completed += 1;
+        let is_index_op = flight.index_op_ids.contains(&completion.op_id);
+        let is_write = flight.fdatasync.is_some() && !is_index_op;
+        let mut completion = completion;
+        if is_index_op {
+            // Advisory: recovery rebuilds and rewrites a missing or short index.
+            if let Err(error) = &completion.result {
+                tracing::warn!(%error, "writing a sealed segment's index failed; recovery rebuilds it");
+            }
+            completion.result = Ok(0);
+        }
+        // A data write that met ENOSPC/EDQUOT, or wrote short (what a full device does to a
+        // buffered write), wrote nothing that was reported durable and nothing is fdatasynced
+        // over it yet: keep it to submit again, whole, once space may have returned.
+        let short = matches!(
+            (&completion.result, &completion.buf),
+            (Ok(written), Some(buf)) if is_write && *written < buf.len()
+        );
+        let no_space = match &completion.result {
+            Err(error) if is_write && error.is_no_space() => Some(error),
+            _ => None,
+        };
+        if (short || no_space.is_some())
+            && flight.failure.is_none()
+            && let Some(buf) = completion.buf.take()
+        {
+            let (path, position) = flight.op_targets[slot].clone();
+            let file = self
+                .segments
+                .iter()
+                .find(|segment| segment.base_offset == flight.segment_base_offset)
+                .and_then(|segment| segment.file)
+                .expect("a segment with a chain in flight has its file open");
+            if flight.no_space.is_none() {
+                flight.no_space = Some(match completion.result {
+                    Err(error) => error,
+                    Ok(_) => IoError::new(
+                        "write",
+                        &path,
+                        position,
+                        std::io::Error::from_raw_os_error(libc::ENOSPC),
+                    ),
+                });
+            }
+            flight.retry.push(RetryWrite {
+                op: Op::Write {
+                    file,
+                    offset: position,
+                    buf,
+                },
+                target: (path, position),
+                block_write: flight.block_write == Some(completion.op_id),
+            });
+            completion.result = Ok(0);
+        }
         if flight.block_write == Some(completion.op_id)
             && let Some(mut buf) = completion.buf
         {
@@ -155,6 +332,23 @@ impl PartitionLog {
                 durable_end_offset_advanced_to: None,
             });
         }
+        if flight.failure.is_none() && !flight.retry.is_empty() {
+            // Out of space: the chain waits, whole, until `flush` submits its failed writes
+            // again. Nothing is durable past `durable_end_offset` and nothing stopped.
+            flight.stalled = true;
+            let source = flight
+                .no_space
+                .take()
+                .expect("a retried write records its error");
+            let (path, position) = flight.retry[0].target.clone();
+            let error = LogError::NoSpace {
+                path,
+                position,
+                source,
+            };
+            self.note_no_space(&error);
+            return Err(error);
+        }
         if flight.failure.is_none()
             && let Some((op, target)) = flight.fdatasync.take()
         {
@@ -169,6 +363,7 @@ impl PartitionLog {
             io.close(index_file)?;
         }
         if let Some((path, position, source)) = flight.failure {
+            // A retried write's buffer is dropped with the chain: the log is stopped.
             self.stopped = Some(format!("{path:?} at byte {position}: {source}"));
             return Err(LogError::WriteFailed {
                 path,
@@ -188,7 +383,12 @@ impl PartitionLog {
         if confirm.is_some() && self.confirming.is_none() {
             self.confirmation_pending = confirm;
         }
-        self.maybe_start_flush(io)?;
+        // Out of space for the next flush: this one completed all the same (its records are
+        // durable, `waiting_for_space` says why the next waits).
+        match self.start_flush_or_wait_for_space(io) {
+            Err(error) if error.is_no_space() => {}
+            other => other?,
+        }
         if let Some(confirm) = confirm
             && self.confirming.is_some()
         {
@@ -215,10 +415,12 @@ impl PartitionLog {
             return Ok(Routed::Foreign(completion));
         };
         confirming.completed += 1;
+        let is_record_write = confirming.op_ids.first() == Some(&completion.op_id);
         if let Err(error) = completion.result
             && confirming.failure.is_none()
         {
-            confirming.failure = Some(error);
+            let no_space = is_record_write && error.is_no_space();
+            confirming.failure = Some((error, no_space));
         }
         if confirming.completed < confirming.op_ids.len() {
             return Ok(Routed::Mine {
@@ -226,7 +428,22 @@ impl PartitionLog {
             });
         }
         let confirming = self.confirming.take().expect("checked above");
-        if let Some(source) = confirming.failure {
+        if let Some((_, true)) = confirming.failure {
+            // The record's write met ENOSPC and its linked fdatasync never ran: nothing was
+            // damaged. The record is written again with a later flush (until then its flush
+            // counts as unconfirmed, the window docs/log.md describes).
+            if self.confirmation_pending.is_none() {
+                self.confirmation_pending = Some(confirming.pending);
+            }
+            match self.start_flush_or_wait_for_space(io) {
+                Err(error) if error.is_no_space() => {}
+                other => other?,
+            }
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        if let Some((source, _)) = confirming.failure {
             // An fdatasync failure on the segment file may have dropped other dirty pages too.
             let position = confirming.position;
             self.stopped = Some(format!(
@@ -241,7 +458,10 @@ impl PartitionLog {
         }
         // A flush deferred while this record was in flight (a seal, a new epoch, a new
         // segment's files) starts now, then the next record.
-        self.maybe_start_flush(io)?;
+        match self.start_flush_or_wait_for_space(io) {
+            Err(error) if error.is_no_space() => {}
+            other => other?,
+        }
         self.maybe_start_confirmation(io);
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: None,
@@ -285,6 +505,7 @@ impl PartitionLog {
             path,
             position,
             failure: None,
+            pending,
         });
     }
 
@@ -316,6 +537,10 @@ impl PartitionLog {
     /// Blocks until at least one of this log's operations in flight completed and handles it.
     /// Only this log's completions are taken; other owners' stay in the backend for them.
     fn wait_for_own_completions<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        if self.in_flight.as_ref().is_some_and(|flight| flight.stalled) {
+            // Nothing of it is in the kernel: ask again (a full disk answers NoSpace again).
+            self.resubmit_stalled_flush(io);
+        }
         let mut ids: Vec<OpId> = Vec::new();
         if let Some(flight) = &self.in_flight {
             ids.extend(&flight.op_ids);
@@ -440,21 +665,38 @@ impl PartitionLog {
             if reserved_end > 0 {
                 io.preallocate(tmp, reserved_end)?;
             }
-            self.run_checked(
-                io,
-                vec![
-                    Op::Write {
-                        file: tmp,
-                        offset: region_offset,
-                        buf: region,
-                    },
-                    Op::Fdatasync { file: tmp },
-                ],
-                &tmp_path,
-            )
+            let ops = vec![
+                Op::Write {
+                    file: tmp,
+                    offset: region_offset,
+                    buf: region,
+                },
+                Op::Fdatasync { file: tmp },
+            ];
+            for mut completion in blocking::run_ops(io, ops, true)? {
+                blocking::completion_result(&mut completion)?;
+            }
+            Ok::<(), IoError>(())
         })();
         io.close(tmp)?;
-        created?;
+        if let Err(source) = created {
+            // Only the `.tmp` was touched (the next attempt removes it; recovery too): out of
+            // space the log goes on and tries again, any other failure stops it.
+            if source.is_no_space() {
+                let _ = io.remove_file(&tmp_path);
+                return Err(LogError::NoSpace {
+                    path: tmp_path,
+                    position: source.offset,
+                    source,
+                });
+            }
+            self.stopped = Some(format!("{tmp_path:?}: {source}"));
+            return Err(LogError::WriteFailed {
+                path: tmp_path,
+                position: source.offset,
+                source,
+            });
+        }
         io.rename(&tmp_path, &log_path)?;
         io.sync_dir(&self.dir)?;
         let file = io.open(
@@ -487,7 +729,22 @@ impl PartitionLog {
         }
         let file = segment.file.expect("reserved after creation");
         let end = reservation_end(write_end, ahead, segment.region_offset, block);
-        io.preallocate(file, end)?;
+        let end = match io.preallocate(file, end) {
+            Ok(()) => end,
+            // Less than `ahead` is left: reserve what this write needs, so the last of the
+            // space is used before Produce is refused (a full reservation fails whole).
+            Err(error) if error.is_no_space() => {
+                let needed = reservation_end(write_end, 0, segment.region_offset, block);
+                io.preallocate(file, needed)
+                    .map_err(|source| LogError::NoSpace {
+                        path: source.path.clone(),
+                        position: write_end,
+                        source,
+                    })?;
+                needed
+            }
+            Err(error) => return Err(error.into()),
+        };
         segment.reserved_end = end;
         Ok(())
     }
@@ -622,6 +879,7 @@ impl PartitionLog {
         let mut op_ids: Vec<OpId> = ops.into_iter().map(|op| io.submit(op)).collect();
 
         let mut index_file = None;
+        let mut index_op_ids = Vec::new();
         if sealing {
             // The index is advisory (recovery rebuilds it): its own chain, in parallel.
             let index_path = segment::segment_file_path(&dir, segment.base_offset, "index");
@@ -645,7 +903,8 @@ impl PartitionLog {
             }
             targets.push((index_path, 0));
             index_ops.push(Op::Fdatasync { file: index_fd });
-            op_ids.extend(io.submit_linked(index_ops));
+            index_op_ids = io.submit_linked(index_ops);
+            op_ids.extend(&index_op_ids);
             index_file = Some(index_fd);
         }
         let block_write = block_write_index.map(|index| op_ids[index]);
@@ -666,6 +925,10 @@ impl PartitionLog {
             sealing,
             index_file,
             block_write,
+            index_op_ids,
+            retry: Vec::new(),
+            no_space: None,
+            stalled: false,
         });
         Ok(())
     }

@@ -152,6 +152,9 @@ pub struct PartitionLog {
     generation: u64,
     /// Set by the first failed write; every later append or flush fails.
     stopped: Option<String>,
+    /// Set while a flush waits for disk space (ENOSPC/EDQUOT): where, and the errno; see
+    /// `waiting_for_space`.
+    waiting_for_space: Option<(PathBuf, u64, i32)>,
 }
 
 impl PartitionLog {
@@ -721,6 +724,7 @@ impl std::fmt::Debug for PartitionLog {
             .field("segments", &self.segment_base_offsets())
             .field("flush_in_flight", &self.in_flight.is_some())
             .field("stopped", &self.stopped)
+            .field("waiting_for_space", &self.waiting_for_space)
             .finish()
     }
 }

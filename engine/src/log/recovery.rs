@@ -57,7 +57,7 @@ use super::tail_slot;
 use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
 use crate::batch::{BatchChainValidator, BatchIter};
-use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
+use crate::epoch_cache::{EpochCacheError, LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
 use crate::io::{FileId, Io, OpenOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +261,7 @@ impl PartitionLog {
             flush_requested_offset: 0,
             generation: 0,
             stopped: None,
+            waiting_for_space: None,
         };
         let mut expected_next: Option<i64> = None;
         let mut last_epoch = crate::batch::NO_PARTITION_LEADER_EPOCH;
@@ -552,13 +553,21 @@ impl PartitionLog {
         let agrees = matches!(&on_disk, Ok(cache) if *cache == log.epoch_cache);
         let file_exists = io.exists(&checkpoint_path);
         if !agrees && (file_exists || !log.epoch_cache.is_empty()) {
-            log.epoch_cache
-                .persist(io, &checkpoint_path)
-                .map_err(|source| LogError::EpochCache {
-                    dir: dir.to_path_buf(),
-                    source,
-                })?;
-            report.epoch_checkpoint_rewritten = true;
+            match log.epoch_cache.persist(io, &checkpoint_path) {
+                Ok(()) => report.epoch_checkpoint_rewritten = true,
+                // A node restarted on a full disk still opens: the cache in memory is right
+                // (rebuilt from the batches), and the next flush writes the file first.
+                Err(EpochCacheError::Io(source)) if source.is_no_space() => {
+                    tracing::warn!(dir = %dir.display(), %source, "no space to rewrite the leader-epoch-checkpoint; the next flush writes it");
+                    log.epoch_cache_dirty = true;
+                }
+                Err(source) => {
+                    return Err(LogError::EpochCache {
+                        dir: dir.to_path_buf(),
+                        source,
+                    });
+                }
+            }
         }
         report.log_start_offset = log.log_start_offset;
         report.log_end_offset = log.log_end_offset();
@@ -648,8 +657,15 @@ fn rebuild_index_if_needed<I: Io>(
         .and_then(SparseIndex::decode_entries)
         .is_some_and(|entries| entries == segment.index.entries);
     if !agrees {
-        blocking::write_whole_file(io, &path, &expected)?;
-        report.indexes_rebuilt.push(segment.base_offset);
+        match blocking::write_whole_file(io, &path, &expected) {
+            Ok(()) => report.indexes_rebuilt.push(segment.base_offset),
+            // Advisory: a node restarted on a full disk opens without it (the entries are in
+            // memory; the next open or the segment's seal writes it).
+            Err(error) if error.is_no_space() => {
+                tracing::warn!(path = %path.display(), %error, "no space to rewrite the index");
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     Ok(())
 }

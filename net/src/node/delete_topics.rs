@@ -308,6 +308,22 @@ impl Node {
         // The host drops the partition's core, queued reports and held messages, and closes
         // its log after its in-flight I/O (other logs' completions stay in the ring).
         let dir = self.host.remove_partition(id);
+        self.forget_partition(id, ErrorCode::UnknownTopicOrPartition)?;
+        let Some(dir) = dir else {
+            return Ok(());
+        };
+        remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
+        Ok(())
+    }
+
+    /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
+    /// took it offline): what waits on it is answered `code`, lookups skip it.
+    pub(super) fn forget_partition(
+        &mut self,
+        id: PartitionId,
+        code: ErrorCode,
+    ) -> Result<(), NodeError> {
+        self.fail_partition_waiters(id, code)?;
         self.observer.remove_partition(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
@@ -334,11 +350,7 @@ impl Node {
             })
             .collect();
         for (pid, slot) in &waiting {
-            self.fill(
-                *pid,
-                *slot,
-                super::convert::PartAnswer::Error(ErrorCode::UnknownTopicOrPartition),
-            );
+            self.fill(*pid, *slot, super::convert::PartAnswer::Error(code));
         }
         for pid in waiting
             .iter()
@@ -347,10 +359,6 @@ impl Node {
         {
             self.maybe_complete(pid)?;
         }
-        let Some(dir) = dir else {
-            return Ok(());
-        };
-        remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
         Ok(())
     }
 

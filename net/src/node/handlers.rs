@@ -358,6 +358,15 @@ impl Node {
                     if self.shutdown_until_ms.is_some() {
                         return Err((ErrorCode::NotLeaderOrFollower, None));
                     }
+                    // Out of disk space: nothing more is appended until a retried flush gets
+                    // through (storage_faults.rs); reads and other partitions go on.
+                    if self.host.waiting_for_space(partition) {
+                        let message = format!(
+                            "{}-{} is waiting for disk space (ENOSPC)",
+                            topic.name, data.index
+                        );
+                        return Err((ErrorCode::KafkaStorageError, Some(message)));
+                    }
                     let batches = validate_produce_records(
                         data.records.as_ref(),
                         self.produce_max_batch_bytes(partition),
@@ -472,8 +481,13 @@ impl Node {
         let mut index = 0;
         while index < self.handlers.waiters.len() {
             let w = &self.handlers.waiters[index];
-            let raft = self.host.raft(w.partition).expect("hosted partition");
-            let store = self.host.store(w.partition).expect("hosted partition");
+            // A partition taken offline meanwhile: storage_faults.rs answers its waiters.
+            let (Some(raft), Some(store)) =
+                (self.host.raft(w.partition), self.host.store(w.partition))
+            else {
+                index += 1;
+                continue;
+            };
             let outcome = if !raft.is_leader() || raft.epoch() != w.leader_epoch {
                 Some(ErrorCode::NotLeaderOrFollower)
             } else if (w.acks_all && store.high_watermark > w.last_offset)

@@ -200,8 +200,32 @@ impl Node {
                     .table
                     .find(name, index)
                     .filter(|id| self.table.get(*id).topic_id == topic.topic_id);
+                let offline = self.offline_partition_error(name, index).is_some();
                 partitions.push(match hosted {
                     Some(id) => self.metadata_partition(id, replicas),
+                    // This node's replica went offline after a storage error: the others may
+                    // lead; a partition with no other replica has no leader (Kafka's offline
+                    // partition).
+                    None if offline => {
+                        let own = self.config.node_id;
+                        let others = replicas.iter().any(|r| *r != own);
+                        let mut partition = if others {
+                            self.remote_partition_metadata(&topic, index, replicas)
+                        } else {
+                            md_resp::MetadataResponsePartition {
+                                error_code: ErrorCode::KafkaStorageError.code(),
+                                partition_index: index,
+                                leader_id: -1,
+                                leader_epoch: -1,
+                                isr_nodes: Vec::new(),
+                                replica_nodes: replicas,
+                                offline_replicas: Vec::new(),
+                            }
+                        };
+                        partition.isr_nodes.retain(|r| *r != own);
+                        partition.offline_replicas.push(own);
+                        partition
+                    }
                     None => self.remote_partition_metadata(&topic, index, replicas),
                 });
             }

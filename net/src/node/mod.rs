@@ -39,6 +39,7 @@ mod producer_state;
 mod pump;
 mod remote_leaders;
 mod shutdown;
+mod storage_faults;
 mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
@@ -247,6 +248,10 @@ pub(crate) struct Node {
     /// Warns of loop turns that hold the thread, naming the slowest step and the slowest work
     /// item or `pump` stage inside it.
     stall: observe::StallWatch,
+    /// When to ask the partitions waiting for disk space to flush again (storage_faults.rs).
+    space_retry: storage_faults::SpaceRetry,
+    /// Partitions taken offline by a storage error (storage_faults.rs).
+    offline: storage_faults::OfflinePartitions,
 }
 
 impl Node {
@@ -339,6 +344,8 @@ impl Node {
             shutdown_until_ms: None,
             stall,
             observer,
+            space_retry: storage_faults::SpaceRetry::default(),
+            offline: storage_faults::OfflinePartitions::default(),
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
         // then follows every append: never a scan of the log on the loop when this node becomes
@@ -405,6 +412,9 @@ impl Node {
                     )
                 }));
             self.stall.step(began, "observe", "");
+            let began = Instant::now();
+            let space_retry_ms = self.watch_storage_faults(now)?;
+            self.stall.step(began, "storage faults", "");
             if let Some(until) = self.shutdown_until_ms
                 && (now >= until || !self.control_requests_pending())
             {
@@ -412,6 +422,7 @@ impl Node {
             }
             let mut wake_ms = next_deadline_ms
                 .min(self.handlers.next_deadline_ms())
+                .min(space_retry_ms.unwrap_or(u64::MAX))
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.
@@ -554,6 +565,7 @@ impl Node {
     /// wait for them, appends and truncations to the producer state, high-watermarks to the
     /// state that follows them, snapshots to a writer thread.
     fn deliver(&mut self) -> Result<(), NodeError> {
+        self.adopt_offline_partitions()?;
         let mut fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>> = BTreeMap::new();
         while self.host.has_output() {
             for output in self.host.take_output() {

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use ringlog_replication::{EpochState, MultiRaft, PartitionId};
 
-use crate::metrics::{MetricsRegistry, RaftMetrics};
+use crate::metrics::{Gauge, MetricsRegistry, RaftMetrics};
 
 /// How often the snapshot folders are listed.
 const SNAPSHOT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -56,6 +56,11 @@ struct PartitionObserver {
 
 pub(crate) struct Observer {
     registry: MetricsRegistry,
+    /// Partitions taken offline by a storage error (Kafka's OfflinePartitionsCount for this
+    /// node's replicas; its offline log directories, per partition).
+    offline_partitions: Gauge,
+    /// Partitions whose flush waits for disk space (ENOSPC, EDQUOT).
+    partitions_waiting_for_space: Gauge,
     partitions: BTreeMap<PartitionId, PartitionObserver>,
     last_snapshot_scan: Option<Instant>,
     busy_since: Instant,
@@ -67,8 +72,21 @@ impl Observer {
     pub(crate) fn new(
         partitions: impl IntoIterator<Item = (PartitionId, String, PathBuf)>,
     ) -> Observer {
+        let registry = MetricsRegistry::new();
+        let offline_partitions = registry.gauge(
+            "ringlog_offline_partitions",
+            "Partitions of this node taken offline by a storage error (EIO).",
+            &[],
+        );
+        let partitions_waiting_for_space = registry.gauge(
+            "ringlog_partitions_waiting_for_space",
+            "Partitions of this node whose writes wait for disk space (ENOSPC, EDQUOT).",
+            &[],
+        );
         let mut observer = Observer {
-            registry: MetricsRegistry::new(),
+            registry,
+            offline_partitions,
+            partitions_waiting_for_space,
             partitions: BTreeMap::new(),
             last_snapshot_scan: None,
             busy_since: Instant::now(),
@@ -104,6 +122,13 @@ impl Observer {
 
     pub(crate) fn registry(&self) -> MetricsRegistry {
         self.registry.clone()
+    }
+
+    /// The node's storage faults (storage_faults.rs).
+    pub(crate) fn observe_storage_faults(&mut self, offline: usize, waiting_for_space: usize) {
+        self.offline_partitions.set(offline as f64);
+        self.partitions_waiting_for_space
+            .set(waiting_for_space as f64);
     }
 
     /// The loop is about to wait; returns the instant the wait began.

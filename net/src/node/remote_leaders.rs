@@ -90,6 +90,10 @@ impl Node {
     /// partition exists (another node is its replica; the client refreshes its metadata and
     /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.
     pub(super) fn absent_partition_error(&self, topic: &str, index: i32) -> ErrorCode {
+        // A replica here that a storage error took offline (storage_faults.rs).
+        if self.offline_partition_error(topic, index).is_some() {
+            return ErrorCode::KafkaStorageError;
+        }
         let exists = self
             .handlers
             .topics

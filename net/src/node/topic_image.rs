@@ -144,6 +144,11 @@ impl Node {
     /// Opens (or recovers) a topic partition's folder and starts its Raft group, whose voters
     /// are the partition's replicas.
     fn start_partition(&mut self, topic: &TopicRecord, index: i32) -> Result<(), NodeError> {
+        if let Some(error) = self.offline_partition_error(&topic.name, index) {
+            // Taken offline by a storage error: it stays so until the node restarts.
+            tracing::warn!(topic = %topic.name, index, error, "not starting an offline partition");
+            return Ok(());
+        }
         let hosted = HostedPartition {
             topic: topic.name.clone(),
             topic_id: topic.topic_id,

@@ -10,16 +10,31 @@ use super::store::{PartitionStore, Records, StorageError};
 use super::{Held, HeldTarget, Host, Output};
 
 impl<I: Io> Host<I> {
-    /// Executes one work list front to back (see `Work`'s rules). A storage error ends the
-    /// list: the partition's files can no longer be trusted.
+    /// Executes one work list front to back (see `Work`'s rules). A storage error stays in
+    /// its partition: a flush out of space waits for it (`Host::retry_flushes`), any other
+    /// error takes the partition offline and skips the rest of its work; the other
+    /// partitions' work goes on.
     pub(super) fn execute(&mut self, work: Vec<PartitionWork>) -> Result<(), StorageError> {
         for PartitionWork { partition, work } in work {
+            if self.offline.contains_key(&partition) || !self.stores.contains_key(&partition) {
+                continue;
+            }
             let epoch = self.multi.partition(partition).map_or(0, |r| r.epoch());
             let span = tracing::debug_span!("work", partition, epoch);
             let _guard = span.enter();
             self.probe.begin();
             let name = work.name();
-            self.execute_one(partition, work)?;
+            let waits_for_space = matches!(work, Work::Flush { .. } | Work::WriteQuorumState(_));
+            match self.execute_one(partition, work) {
+                Ok(()) => {}
+                // The records stay appended in memory, not durable: nothing is acknowledged
+                // for them until a retried flush makes them durable.
+                // A quorum-state write waits likewise: what it guards (a vote) stays held.
+                Err(error) if waits_for_space && error.is_no_space() => {
+                    tracing::warn!(partition, %error, "out of space: the write waits for space");
+                }
+                Err(error) => self.take_offline(partition, &error),
+            }
             self.probe.end(name);
         }
         // KIP-853: a fetched snapshot installed by this list brings its voter set; the core
@@ -239,18 +254,39 @@ impl<I: Io> Host<I> {
             self.config.mutation == Some(super::HostMutation::SendBeforeQuorumState);
         #[cfg(not(feature = "sim"))]
         let skip_quorum_state = false;
-        while let Some(front) = self.held.front() {
-            let ready = front.targets.iter().all(|t| {
-                let store = &self.stores[&t.partition];
+        // In order, except that a message of a partition waiting for disk space does not hold
+        // back the others' (its own later messages stay behind it), and another partition's
+        // flush waiting for space is not waited for: partitions are independent Raft groups.
+        let mut passed: Vec<crate::types::PartitionId> = Vec::new();
+        let mut index = 0;
+        while let Some(held) = self.held.get(index) {
+            if passed.contains(&held.partition) {
+                index += 1;
+                continue;
+            }
+            let ready = held.targets.iter().all(|t| {
+                let Some(store) = self.stores.get(&t.partition) else {
+                    return true;
+                };
                 let flushed = store.truncations != t.truncations
-                    || store.log.durable_end_offset() as u64 >= t.flush_target;
+                    || store.log.durable_end_offset() as u64 >= t.flush_target
+                    || (t.partition != held.partition && store.waiting_for_space());
                 flushed
                     && (skip_quorum_state || store.quorum_state_durable() >= t.quorum_state_ticket)
             });
             if !ready {
+                if self
+                    .stores
+                    .get(&held.partition)
+                    .is_some_and(PartitionStore::waiting_for_space)
+                {
+                    passed.push(held.partition);
+                    index += 1;
+                    continue;
+                }
                 break;
             }
-            let held = self.held.pop_front().expect("front exists");
+            let held = self.held.remove(index).expect("indexed above");
             self.output.push(Output::Send {
                 partition: held.partition,
                 to: held.to,

@@ -25,6 +25,12 @@
 //! - a `SendAfterPersist` message waits until every log flush requested before it completed;
 //! - `Persisted::Log` is reported only from the engine's durable end offset, which moves only
 //!   after an fdatasync.
+//!
+//! A storage fault stays in its partition (issue 17, docs/node.md "Storage faults"): out of
+//! space (ENOSPC, EDQUOT) a partition's flush waits and [`Host::retry_flushes`] asks again
+//! (the runtime calls it on a backoff of its own clock); any other storage error takes the
+//! partition offline ([`Host::offline_partitions`]): its core is removed, its files closed, and
+//! every other partition, and the process, go on.
 
 mod execute;
 mod pump;
@@ -219,9 +225,18 @@ pub struct Host<I: Io> {
     now_ms: u64,
     /// Partitions recovered ahead of their start ([`Host::preopen`]), by folder.
     preopened: BTreeMap<PathBuf, (PartitionStore, RecoveredState)>,
+    /// Partitions taken offline by a storage error, with the error.
+    offline: BTreeMap<PartitionId, OfflinePartition>,
     /// Fetched snapshots installed by the work list being executed, with the voter set each
     /// holds, for the core once the list is done (`execute`).
     installed_snapshots: Vec<(PartitionId, OffsetAndEpoch, Option<VoterSet>)>,
+}
+
+/// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
+#[derive(Clone, Debug)]
+pub struct OfflinePartition {
+    pub dir: PathBuf,
+    pub error: String,
 }
 
 impl<I: Io> Host<I> {
@@ -272,6 +287,7 @@ impl<I: Io> Host<I> {
             probe: Box::new(NoProbe),
             now_ms,
             preopened: BTreeMap::new(),
+            offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
         })
     }
@@ -349,6 +365,9 @@ impl<I: Io> Host<I> {
         now_ms: u64,
     ) -> Result<RecoveredState, HostError> {
         self.now_ms = now_ms;
+        if self.offline.contains_key(&spec.id) {
+            return Err(StorageError::NotHosted(spec.id).into());
+        }
         let preopened = match self.preopened.remove(&spec.dir) {
             Some((store, recovered)) if *store.log.config() == spec.log_config => {
                 Some((store, recovered))
@@ -411,6 +430,61 @@ impl<I: Io> Host<I> {
             tracing::warn!(partition = id, %error, "closing a removed partition");
         }
         Some(dir)
+    }
+
+    /// Takes a partition offline after a storage error: its core stops (it neither votes,
+    /// leads nor acknowledges any more; the other replicas elect without it), its files are
+    /// closed, and the error is kept for Metadata and metrics. A restart recovers its files.
+    pub(super) fn take_offline(&mut self, id: PartitionId, error: &StorageError) {
+        tracing::error!(partition = id, %error, "storage error: the partition goes offline");
+        if let Some(dir) = self.remove_partition(id) {
+            self.offline.insert(
+                id,
+                OfflinePartition {
+                    dir,
+                    error: error.to_string(),
+                },
+            );
+        }
+    }
+
+    /// Partitions taken offline by a storage error.
+    pub fn offline_partitions(&self) -> &BTreeMap<PartitionId, OfflinePartition> {
+        &self.offline
+    }
+
+    /// Partitions whose flush waits for disk space (ENOSPC, EDQUOT).
+    pub fn partitions_waiting_for_space(&self) -> Vec<PartitionId> {
+        self.stores
+            .iter()
+            .filter(|(_, store)| store.waiting_for_space())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Whether `partition`'s flush waits for disk space.
+    pub fn waiting_for_space(&self, partition: PartitionId) -> bool {
+        self.stores
+            .get(&partition)
+            .is_some_and(PartitionStore::waiting_for_space)
+    }
+
+    /// Asks every partition that waits for disk space to flush again (space may have
+    /// returned): a flush that could not start starts, a chain whose writes met ENOSPC submits
+    /// them again. Returns how many were asked; whether they got through shows once their
+    /// completions are routed ([`Host::pump`], then [`Host::partitions_waiting_for_space`]).
+    /// The runtime calls it on a bounded backoff of its own clock, never in a loop.
+    pub fn retry_flushes(&mut self) -> usize {
+        let waiting = self.partitions_waiting_for_space();
+        for partition in &waiting {
+            let store = self.stores.get_mut(partition).expect("listed above");
+            match store.retry_waiting_for_space(&mut self.io) {
+                Ok(()) => {}
+                Err(error) if error.is_no_space() => {}
+                Err(error) => self.take_offline(*partition, &error),
+            }
+        }
+        waiting.len()
     }
 
     /// The backend, the host dropped without closing anything: what a crash leaves.
@@ -586,7 +660,10 @@ impl<I: Io> Host<I> {
         offset: u64,
         max_bytes: u32,
     ) -> Result<Bytes, StorageError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let store = self
+            .stores
+            .get_mut(&partition)
+            .ok_or(StorageError::NotHosted(partition))?;
         store.read(&mut self.io, offset, max_bytes)
     }
 
@@ -598,7 +675,10 @@ impl<I: Io> Host<I> {
         max_bytes: u32,
         end_offset: u64,
     ) -> Result<Records, StorageError> {
-        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        let store = self
+            .stores
+            .get_mut(&partition)
+            .ok_or(StorageError::NotHosted(partition))?;
         store.read_region(&mut self.io, offset, max_bytes, end_offset)
     }
 

@@ -62,8 +62,18 @@ impl<I: Io> Host<I> {
         if ready.is_empty() {
             return Ok(false);
         }
+        let ids: Vec<PartitionId> = self.stores.keys().copied().collect();
         let mut stores: Vec<&mut PartitionStore> = self.stores.values_mut().collect();
-        store::route_completions(&mut self.io, &mut stores, ready)?;
+        let failures = store::route_completions(&mut self.io, &mut stores, ready);
+        for (index, error) in failures {
+            let partition = ids[index];
+            if error.is_no_space() {
+                // The chain waits, whole, for `retry_flushes`.
+                tracing::warn!(partition, %error, "out of space: the flush waits for space");
+            } else if !self.offline.contains_key(&partition) {
+                self.take_offline(partition, &error);
+            }
+        }
         Ok(true)
     }
 
@@ -72,17 +82,23 @@ impl<I: Io> Host<I> {
         if self.io.in_flight() > 0 {
             return Ok(());
         }
+        // A log waiting for space keeps its advance until its flush went through (the engine's
+        // advance waits for the chain first).
         let due: Vec<(PartitionId, u64)> = self
             .stores
             .iter_mut()
+            .filter(|(_, store)| !store.waiting_for_space())
             .filter_map(|(id, store)| store.deferred_log_start_offset.take().map(|o| (*id, o)))
             .collect();
         for (partition, offset) in due {
             let store = &self.stores[&partition];
             // A snapshot install may have moved the log past it meanwhile.
             let end = store.log.log_end_offset() as u64;
-            if offset > store.log.log_start_offset() as u64 && offset <= end {
-                self.advance_log_start(partition, offset)?;
+            if offset > store.log.log_start_offset() as u64
+                && offset <= end
+                && let Err(error) = self.advance_log_start(partition, offset)
+            {
+                self.take_offline(partition, &error);
             }
         }
         Ok(())

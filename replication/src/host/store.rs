@@ -30,6 +30,9 @@ const SCAN_CHUNK_BYTES: u32 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
+    /// The partition is not hosted (it was taken offline after a storage error, or removed).
+    #[error("partition {0} is not hosted here (offline or removed)")]
+    NotHosted(crate::types::PartitionId),
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
@@ -38,6 +41,17 @@ pub enum StorageError {
     Snapshot(#[from] SnapshotError),
     #[error("{path}: {reason}")]
     Inconsistent { path: String, reason: String },
+}
+
+impl StorageError {
+    /// Out of space (ENOSPC, EDQUOT): the partition waits for space instead of going offline.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            StorageError::Log(error) => error.is_no_space(),
+            StorageError::QuorumState(QuorumStateError::Io(error)) => error.is_no_space(),
+            _ => false,
+        }
+    }
 }
 
 /// Bytes of a log or a snapshot for a response: in memory (the log's unflushed tail, or bytes
@@ -233,10 +247,12 @@ impl PartitionStore {
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
         self.quorum_state_issued += 1;
-        self.quorum_state
-            .write(io, self.quorum_state_issued, &data)?;
+        // Requested first: a write that meets ENOSPC waits and is retried under this ticket,
+        // and its state is reported when that retry is durable.
         self.quorum_state_requested
             .push_back((self.quorum_state_issued, state));
+        self.quorum_state
+            .write(io, self.quorum_state_issued, &data)?;
         Ok(())
     }
 
@@ -365,6 +381,23 @@ impl PartitionStore {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
     }
 
+    /// Whether the log's flush or the quorum-state write waits for disk space (ENOSPC,
+    /// EDQUOT; `Host::retry_flushes`).
+    pub fn waiting_for_space(&self) -> bool {
+        self.log.waiting_for_space().is_some() || self.quorum_state.waiting_for_space()
+    }
+
+    /// Asks again what waits for disk space: the log's flush, the quorum-state write.
+    pub fn retry_waiting_for_space<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
+        if self.log.waiting_for_space().is_some() {
+            self.log.flush(io)?;
+        }
+        if self.quorum_state.waiting_for_space() {
+            self.quorum_state.retry(io)?;
+        }
+        Ok(())
+    }
+
     /// Whether a flush or a quorum-state write the core asked for has not completed yet.
     pub fn persistence_outstanding(&self) -> bool {
         (self.log.durable_end_offset() as u64) < self.flush_target
@@ -372,28 +405,38 @@ impl PartitionStore {
     }
 }
 
-/// Offers each completion to every log; returns the first error (a failed write stops the log
-/// and, through it, the node).
+/// Offers each completion to every log and quorum-state writer. A store's error does not stop
+/// the routing of the others' completions: it is returned with the store's index in `stores`
+/// (the host takes that partition offline, or lets it wait for space: `Host::pump`).
 pub fn route_completions<I: Io>(
     io: &mut I,
     stores: &mut [&mut PartitionStore],
     completions: Vec<Completion>,
-) -> Result<(), StorageError> {
+) -> Vec<(usize, StorageError)> {
+    let mut failures = Vec::new();
     'next: for completion in completions {
         let mut completion = completion;
-        for store in stores.iter_mut() {
-            match store.log.on_completion(io, completion)? {
-                Routed::Mine { .. } => continue 'next,
-                Routed::Foreign(back) => completion = back,
+        for (index, store) in stores.iter_mut().enumerate() {
+            match store.log.on_completion(io, completion) {
+                Ok(Routed::Mine { .. }) => continue 'next,
+                Ok(Routed::Foreign(back)) => completion = back,
+                Err(error) => {
+                    failures.push((index, error.into()));
+                    continue 'next;
+                }
             }
-            match store.quorum_state.on_completion(io, completion)? {
-                WriterRouted::Mine { .. } => continue 'next,
-                WriterRouted::Foreign(back) => completion = back,
+            match store.quorum_state.on_completion(io, completion) {
+                Ok(WriterRouted::Mine { .. }) => continue 'next,
+                Ok(WriterRouted::Foreign(back)) => completion = back,
+                Err(error) => {
+                    failures.push((index, error.into()));
+                    continue 'next;
+                }
             }
         }
         tracing::warn!(op = ?completion.op_id, "completion of no partition log");
     }
-    Ok(())
+    failures
 }
 
 #[cfg(test)]
@@ -439,7 +482,7 @@ mod tests {
             let mut ready = Vec::new();
             io.submit_and_wait(0).unwrap();
             io.drain_completions(&mut ready);
-            route_completions(&mut io, &mut [&mut a], ready).unwrap();
+            assert!(route_completions(&mut io, &mut [&mut a], ready).is_empty());
             if a.log.durable_end_offset() == 1 {
                 return;
             }

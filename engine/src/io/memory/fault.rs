@@ -133,6 +133,17 @@ impl FaultTrigger {
         }
     }
 
+    /// Fire on every operation of `kind` anywhere until cleared (`MemoryIo::clear_faults`):
+    /// with `WriteEnospc`, a full disk (writes and reservations fail) until space returns.
+    pub fn always(kind: FaultKind) -> Self {
+        FaultTrigger {
+            kind,
+            path: None,
+            offset: None,
+            times: None,
+        }
+    }
+
     /// Fire once, on the next operation of `kind` on `path`.
     pub fn once_at(kind: FaultKind, path: impl Into<PathBuf>) -> Self {
         FaultTrigger {

@@ -600,7 +600,18 @@ impl Io for MemoryIo {
                 errno(libc::EFBIG),
             ));
         }
-        // The simulated medium never runs out of space unless a fault says so; the size stays.
+        // The simulated medium never runs out of space unless a fault says so (a `WriteEnospc`
+        // trigger or probability covers reservations too: a full disk refuses both); the size
+        // stays.
+        let path = open.path.clone();
+        if self.fault_fires(FaultKind::WriteEnospc, &path, 0, len_bytes as usize) {
+            return Err(IoError::new(
+                "preallocate",
+                &path,
+                len_bytes,
+                errno(libc::ENOSPC),
+            ));
+        }
         Ok(())
     }
 
