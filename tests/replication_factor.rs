@@ -273,5 +273,19 @@ fn a_new_topic_s_partitions_are_led_by_their_first_replicas() {
                 quorum.dump_logs()
             );
         }
+        if factor == 3 {
+            // Six partitions on every one of three nodes: each node leads two (such a topic
+            // lists its replicas from a different node for each partition, as Kafka's
+            // assignment does, so the first replicas, and leaders, go round the nodes).
+            let mut led = std::collections::BTreeMap::new();
+            for (leader, _) in &partitions {
+                *led.entry(*leader).or_insert(0) += 1;
+            }
+            assert_eq!(
+                led.values().copied().collect::<Vec<_>>(),
+                vec![2, 2, 2],
+                "{topic}: partitions led per node {led:?}"
+            );
+        }
     }
 }

@@ -252,7 +252,16 @@ impl TopicRecord {
         }
         match &self.replicas {
             Some(replicas) => replicas.get(index as usize).cloned().unwrap_or_default(),
-            None => voters.to_vec(),
+            // Every voter, starting at a different one for each partition as Kafka's assignment
+            // does: the first replica is the partition's first leader (`Raft::stand_first`),
+            // so the leaders of a topic on every node spread over the nodes.
+            None => {
+                let mut rotated = voters.to_vec();
+                if !rotated.is_empty() {
+                    rotated.rotate_left(index as usize % voters.len());
+                }
+                rotated
+            }
         }
     }
 

@@ -147,7 +147,10 @@ fn topic_records_carry_each_partitions_replicas() {
     let old = b"name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2";
     let old = TopicRecord::decode_value(old).unwrap();
     assert_eq!(old.replicas, None);
-    assert_eq!(old.replicas_of(1, &[1, 2, 3]), vec![1, 2, 3]);
+    // A record without placement: every voter, listed from a different one per partition
+    // (the first replica leads first).
+    assert_eq!(old.replicas_of(0, &[1, 2, 3]), vec![1, 2, 3]);
+    assert_eq!(old.replicas_of(1, &[1, 2, 3]), vec![2, 3, 1]);
     let base = "name=t\ttopic_id=0102030405060708090a0b0c0d0e0f10\tpartitions=2\treplicas=";
     for junk in ["1", "1;2;3", "1,1;2", "1;", ";1", "1;-2", "1;x", "1,2;2,"] {
         let text = format!("{base}{junk}");
