@@ -1,9 +1,10 @@
 //! The simulator runner:
 //! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed|single]
 //! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 3|5] [--observers 0-2]
-//! [--fault-phase-ms MS]`
+//! [--fault-phase-ms MS] [--reconfig]`
 //! the host-driven mode (every node the production `Host` over the in-memory disk; mutations
-//! `acknowledge-before-flush`, `send-before-quorum-state`; partitions 1-3).
+//! `acknowledge-before-flush`, `send-before-quorum-state` and the core's; partitions 1-3;
+//! `--reconfig`: 3 voters and 2 spares, voters added, removed and replaced under the faults).
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
 //! and, for every failing seed, the violation and a one-line replay command. Exits non-zero on
@@ -21,11 +22,12 @@ use ringlog_replication::sim::{
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--voters 3|5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--reconfig] [--voters 3|5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
         SnapshotMutation::ALL.map(|m| m.name()).join("|"),
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
         host_mutation_name(HostMutation::SendBeforeQuorumState),
+        Mutation::ALL.map(|m| m.name()).join("|"),
     );
     ExitCode::from(2)
 }
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let mut snapshot_mutation = None;
     let mut partitions = None;
     let mut host = false;
+    let mut reconfig = false;
     let mut voters = None;
     let mut observers = None;
     let mut fault_phase_ms = None;
@@ -47,8 +50,9 @@ fn main() -> ExitCode {
     let mut i = 0;
     while i < args.len() {
         let value = args.get(i + 1).cloned().unwrap_or_default();
-        if args[i] == "--host" {
-            host = true;
+        if args[i] == "--host" || args[i] == "--reconfig" {
+            host |= args[i] == "--host";
+            reconfig |= args[i] == "--reconfig";
             i += 1;
             continue;
         }
@@ -98,8 +102,9 @@ fn main() -> ExitCode {
     let host_only = host_mutation.is_some()
         || voters.is_some()
         || observers.is_some()
-        || fault_phase_ms.is_some();
-    let model_only = mutation.is_some() || snapshot_mutation.is_some();
+        || fault_phase_ms.is_some()
+        || reconfig;
+    let model_only = snapshot_mutation.is_some();
     if (host && (model_only || partitions.is_some_and(|p| p > 3))) || (!host && host_only) {
         return usage();
     }
@@ -115,6 +120,8 @@ fn main() -> ExitCode {
             options.observers = observers;
             options.partitions = partitions;
             options.mutation = host_mutation;
+            options.core_mutation = mutation;
+            options.reconfig = reconfig;
             if let Some(ms) = fault_phase_ms {
                 options.fault_phase_ms = ms;
             }

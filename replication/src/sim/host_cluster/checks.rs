@@ -15,17 +15,22 @@
 //! | committed prefix | every batch a `HighWatermark` output passes is the one first seen committed at that offset (same bytes, same epoch), was submitted by a client (or is a control batch), and no high-watermark splits a batch or moves back within a life |
 //! | no committed truncation | a truncation never goes below the node's high-watermark nor removes a committed batch |
 //! | final logs | once converged, every node's log read through its host equals the leader's from its log start, and holds every committed batch at or above it |
+//! | a commit is durable on a majority | a leader's new high-watermark H: the batch ending at H − 1 is durable (the durable end its host reported, or the claim noted at a crash) on a majority of the voter set in force in the leader's log as its outputs describe it (KIP-853: a set is in force once appended) |
+//! | one voter change at a time | consecutive voter sets in any log differ by one voter at most, and a leader appends a voter set only once the previous one in its log is below its high-watermark ([`super::reconfig`]) |
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::batch::batches;
 use ringlog_engine::io::MemoryIo;
 
 use crate::host::{Host, StorageError};
-use crate::records::is_control_batch;
+use crate::records::{is_control_batch, voter_sets_in};
 use crate::sim::invariants::unstamped;
 use crate::types::{Epoch, NodeId, PartitionId};
+use crate::voters::VoterSet;
+
+mod voters;
 
 /// One batch of a log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +120,9 @@ struct PartitionChecks {
     committed: BTreeMap<u64, Batch>,
     /// Unstamped client batches ever appended at a leader.
     submitted: HashSet<Bytes>,
+    /// The committed voter sets (KIP-853 VotersRecord) by offset: the set in force at a log
+    /// start that a snapshot moved past them.
+    committed_voters: BTreeMap<u64, VoterSet>,
 }
 
 impl PartitionChecks {
@@ -137,15 +145,24 @@ pub(super) struct Checks {
     /// At a crash: the durable end offset the host had reported to the core, and the batches
     /// below it, which the recovered log must still hold.
     durable_claims: BTreeMap<(NodeId, PartitionId), (u64, Vec<Batch>)>,
+    /// The voter sets in each live node's log, as its outputs describe it: (offset, set).
+    voter_sets: BTreeMap<(NodeId, PartitionId), Vec<(u64, VoterSet)>>,
+    /// The configured voters: the set in force before any VotersRecord.
+    bootstrap: Option<VoterSet>,
+    /// Every node that was ever in a voter set of any log (never wiped, and the only ones that
+    /// may lead).
+    pub ever_voters: BTreeSet<NodeId>,
     pub violation: Option<String>,
 }
 
 impl Checks {
-    pub fn new(partitions: PartitionId) -> Checks {
+    pub fn new(partitions: PartitionId, bootstrap: VoterSet) -> Checks {
         Checks {
             partitions: (0..partitions)
                 .map(|_| PartitionChecks::default())
                 .collect(),
+            ever_voters: bootstrap.iter_ids().collect(),
+            bootstrap: Some(bootstrap),
             ..Checks::default()
         }
     }
@@ -233,6 +250,7 @@ impl Checks {
         }
         self.logs.retain(|(n, _), _| *n != node);
         self.high_watermarks.retain(|(n, _), _| *n != node);
+        self.voter_sets.retain(|(n, _), _| *n != node);
     }
 
     /// `node`'s disk was replaced by an empty one (an observer: it never voted and nothing
@@ -242,6 +260,7 @@ impl Checks {
         self.votes.retain(|(n, _), _| *n != node);
         self.logs.retain(|(n, _), _| *n != node);
         self.high_watermarks.retain(|(n, _), _| *n != node);
+        self.voter_sets.retain(|(n, _), _| *n != node);
     }
 
     /// What the host reported durable before a crash is in the recovered log (Raft: a voter
@@ -304,8 +323,17 @@ impl Checks {
             };
             self.check_durable_claim(node, partition, &log);
             let mut previous = None;
+            self.voter_sets.insert((node, partition), Vec::new());
+            self.logs.insert(
+                (node, partition),
+                LogCopy {
+                    start: log.start,
+                    batches: Vec::new(),
+                },
+            );
             for batch in &log.batches {
                 self.register(node, partition, previous, batch);
+                self.note_voter_sets(node, partition, batch, false);
                 previous = Some(batch.key());
             }
             self.logs.insert((node, partition), log);
@@ -349,7 +377,7 @@ impl Checks {
     }
 
     /// Appends to `node`'s copy of its log, checking that each batch continues it.
-    fn append(&mut self, node: NodeId, partition: PartitionId, added: Vec<Batch>) {
+    fn append(&mut self, node: NodeId, partition: PartitionId, added: Vec<Batch>, as_leader: bool) {
         let Some(log) = self.logs.get_mut(&(node, partition)) else {
             return;
         };
@@ -372,6 +400,7 @@ impl Checks {
         }
         for (previous, batch) in registered {
             self.register(node, partition, previous, &batch);
+            self.note_voter_sets(node, partition, &batch, as_leader);
         }
     }
 
@@ -402,11 +431,11 @@ impl Checks {
             });
             offset = last_offset + 1;
         }
-        self.append(node, partition, added);
+        self.append(node, partition, added, true);
     }
 
     pub fn on_follower_appended(&mut self, node: NodeId, partition: PartitionId, records: &Bytes) {
-        self.append(node, partition, parse(records));
+        self.append(node, partition, parse(records), false);
     }
 
     /// The log was cut at `offset` (a diverging tail), or, with `snapshot`, now starts and ends
@@ -426,13 +455,16 @@ impl Checks {
         let Some(log) = self.logs.get_mut(&(node, partition)) else {
             return;
         };
+        let voter_sets = self.voter_sets.entry((node, partition)).or_default();
         if snapshot {
             *log = LogCopy {
                 start: offset,
                 batches: Vec::new(),
             };
+            voter_sets.clear();
             return;
         }
+        voter_sets.retain(|(at, _)| *at < offset);
         let keep = log.batches.partition_point(|b| b.base_offset < offset);
         let removed = log.batches.split_off(keep);
         let split = log.batches.last().is_some_and(|b| b.last_offset >= offset);
@@ -520,6 +552,11 @@ impl Checks {
                             batch.base_offset
                         ));
                         break;
+                    }
+                    if is_control_batch(&batch.bytes) {
+                        for (offset, voters) in voter_sets_in(&batch.bytes).unwrap_or_default() {
+                            checks.committed_voters.insert(offset, voters);
+                        }
                     }
                     checks.committed.insert(batch.base_offset, batch.clone());
                 }
@@ -612,7 +649,7 @@ mod tests {
     /// (a fresh quorum-state, epoch 0) is reported.
     #[test]
     fn a_vote_that_left_and_is_not_on_disk_after_a_restart_is_reported() {
-        let mut checks = Checks::new(1);
+        let mut checks = Checks::new(1, VoterSet::from_ids(&[1, 2, 3]).expect("voters"));
         checks.on_vote_sent(1, 0, 5, 2);
         checks.on_crash(1, &[(0, 0)]);
         checks.on_start(1, &mut open_fresh_host());
@@ -624,7 +661,7 @@ mod tests {
     /// ends below that durable end is reported.
     #[test]
     fn a_durable_end_missing_after_a_restart_is_reported() {
-        let mut checks = Checks::new(1);
+        let mut checks = Checks::new(1, VoterSet::from_ids(&[1, 2, 3]).expect("voters"));
         checks.on_crash(1, &[(0, 3)]);
         checks.on_start(1, &mut open_fresh_host());
         let violation = checks
@@ -633,10 +670,35 @@ mod tests {
         assert!(violation.contains("lost offset 0"), "{violation}");
     }
 
+    /// A leader's high-watermark over a batch only it holds durably is reported; once a
+    /// second voter of three reports it durable, the same move passes.
+    #[test]
+    fn a_commit_durable_on_a_minority_is_reported() {
+        let mut checks = Checks::new(1, VoterSet::from_ids(&[1, 2, 3]).expect("voters"));
+        let mut host = open_fresh_host();
+        checks.on_start(1, &mut host);
+        checks.on_start(2, &mut host);
+        let batch = crate::records::build_batch(&[(None, Some(&b"v"[..]))], false, 0);
+        checks.on_submitted(0, std::slice::from_ref(&batch));
+        checks.on_leader_appended(1, 0, 0, 1, std::slice::from_ref(&batch));
+        let alone = BTreeMap::from([(1, 1), (2, 0)]);
+        checks.on_leader_high_watermark(1, 0, 1, &alone);
+        let violation = checks
+            .violation
+            .take()
+            .expect("a minority commit is reported");
+        assert!(violation.contains("not on a majority"), "{violation}");
+        let stamped = checks.logs[&(1, 0)].batches[0].bytes.clone();
+        checks.on_follower_appended(2, 0, &stamped);
+        let two = BTreeMap::from([(1, 1), (2, 1)]);
+        checks.on_leader_high_watermark(1, 0, 1, &two);
+        assert_eq!(checks.violation, None);
+    }
+
     /// A node that restarts with what it reported is not reported.
     #[test]
     fn a_restart_that_keeps_everything_passes() {
-        let mut checks = Checks::new(1);
+        let mut checks = Checks::new(1, VoterSet::from_ids(&[1, 2, 3]).expect("voters"));
         checks.on_crash(1, &[(0, 0)]);
         checks.on_start(1, &mut open_fresh_host());
         assert_eq!(checks.violation, None);

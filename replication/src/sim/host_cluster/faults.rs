@@ -8,7 +8,8 @@ use crate::types::{NodeId, PartitionId};
 impl Cluster {
     /// One fault, drawn from the seed: a partition of the network (one-way, two-way, the
     /// leader's), a crash of one node, a power loss of a majority of the voters at once, a
-    /// pause, a graceful resignation, or an observer's disk replaced by an empty one.
+    /// pause, a graceful resignation, or the disk of an observer that was never a voter replaced
+    /// by an empty one.
     pub(super) fn inject_fault(&mut self) {
         let ids = self.node_ids.clone();
         let heal_at = self.now_ms + 200 + self.rng.below(1_300);
@@ -65,9 +66,16 @@ impl Cluster {
             5 => {
                 // A power loss of a majority at once: what each disk did not sync is gone on
                 // all of them, so a record acknowledged before its flush is gone everywhere.
+                // The voters in force at a random partition's leader (the configured ones
+                // when it has none).
                 self.count("power-loss-majority");
-                let majority = self.voter_ids.len() / 2 + 1;
-                let mut victims = self.voter_ids.clone();
+                let partition = self.random_partition();
+                let voters = match self.current_leader(partition) {
+                    Some((leader, _)) => self.checks.voter_set_in_force(leader, partition).ids(),
+                    None => self.voter_ids.clone(),
+                };
+                let majority = voters.len() / 2 + 1;
+                let mut victims = voters;
                 while victims.len() > majority {
                     let drop = self.rng.below(victims.len() as u64) as usize;
                     victims.remove(drop);
@@ -93,7 +101,7 @@ impl Cluster {
                 let observers: Vec<NodeId> = ids
                     .iter()
                     .copied()
-                    .filter(|id| !self.voter_ids.contains(id))
+                    .filter(|id| !self.checks.ever_voters.contains(id))
                     .collect();
                 if !observers.is_empty() {
                     let victim = observers[self.rng.below(observers.len() as u64) as usize];

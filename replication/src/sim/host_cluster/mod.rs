@@ -23,7 +23,11 @@
 
 mod checks;
 mod faults;
+mod options;
+mod reconfig;
 mod runtime;
+
+pub use options::{HostSimOptions, host_mutation_from_name, host_mutation_name};
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -37,89 +41,14 @@ use ringlog_engine::log::LogConfig;
 
 use super::SimReport;
 use super::network::{Network, NetworkConfig};
-use crate::host::{Host, HostConfig, HostMutation, PartitionSpec, SnapshotJob, write_snapshot_job};
+use crate::host::{Host, HostConfig, PartitionSpec, SnapshotJob, write_snapshot_job};
 use crate::message::Message;
 use crate::rng::SplitMix64;
 use crate::state_machine::SnapshotPolicyConfig;
 use crate::types::{Epoch, NodeId, PartitionId, QuorumConfig};
+use crate::voters::VoterSet;
 
 use checks::Checks;
-
-/// What one host-driven run looks like.
-#[derive(Clone, Debug)]
-pub struct HostSimOptions {
-    pub seed: u64,
-    /// Voters; `None`: 3 or 5, drawn from the seed.
-    pub voters: Option<usize>,
-    /// Observers (nodes outside the voter set that replicate every partition); `None`: 0-2,
-    /// drawn from the seed. Only observers are ever wiped (their disk replaced by an empty
-    /// one): a voter may not forget what it acknowledged.
-    pub observers: Option<usize>,
-    /// Partitions (Raft groups) per node; `None`: 1–3, drawn from the seed.
-    pub partitions: Option<PartitionId>,
-    /// A host rule broken on purpose, for the mutation check.
-    pub mutation: Option<HostMutation>,
-    /// Simulated time during which faults are injected and clients append.
-    pub fault_phase_ms: u64,
-    /// After the faults stop: the time the cluster has to elect a leader and catch everyone up.
-    pub liveness_budget_ms: u64,
-}
-
-impl HostSimOptions {
-    pub fn new(seed: u64) -> HostSimOptions {
-        HostSimOptions {
-            seed,
-            voters: None,
-            observers: None,
-            partitions: None,
-            mutation: None,
-            fault_phase_ms: 3_000,
-            liveness_budget_ms: 20_000,
-        }
-    }
-
-    /// The one-line command that replays this run.
-    pub fn replay_command(&self) -> String {
-        let mut command = format!(
-            "cargo run -p ringlog-replication --features sim --bin sim -- --host --seed {}",
-            self.seed
-        );
-        if let Some(voters) = self.voters {
-            command.push_str(&format!(" --voters {voters}"));
-        }
-        if let Some(observers) = self.observers {
-            command.push_str(&format!(" --observers {observers}"));
-        }
-        if let Some(partitions) = self.partitions {
-            command.push_str(&format!(" --partitions {partitions}"));
-        }
-        if let Some(mutation) = self.mutation {
-            command.push_str(&format!(" --mutation {}", host_mutation_name(mutation)));
-        }
-        if self.fault_phase_ms != HostSimOptions::new(self.seed).fault_phase_ms {
-            command.push_str(&format!(" --fault-phase-ms {}", self.fault_phase_ms));
-        }
-        command
-    }
-}
-
-/// The runner's name for a host mutation.
-pub fn host_mutation_name(mutation: HostMutation) -> &'static str {
-    match mutation {
-        HostMutation::AcknowledgeBeforeFlush => "acknowledge-before-flush",
-        HostMutation::SendBeforeQuorumState => "send-before-quorum-state",
-    }
-}
-
-/// The host mutation a runner name stands for.
-pub fn host_mutation_from_name(name: &str) -> Option<HostMutation> {
-    [
-        HostMutation::AcknowledgeBeforeFlush,
-        HostMutation::SendBeforeQuorumState,
-    ]
-    .into_iter()
-    .find(|m| host_mutation_name(*m) == name)
-}
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
 pub fn run_host_seed(options: &HostSimOptions) -> SimReport {
@@ -189,6 +118,8 @@ enum EventKind {
         node: NodeId,
     },
     ClientAppend,
+    /// KIP-853: a voter change on a random partition's leader (reconfig runs).
+    VoterChange,
     EndFaults,
 }
 
@@ -273,18 +204,31 @@ struct Cluster {
     last_delivery_ms: BTreeMap<(NodeId, NodeId), u64>,
     /// A pump follows an operation's submission after 0..=this many ms.
     disk_latency_max_ms: u64,
+    /// A replacement's second half, by partition: the voter to remove once the add commits.
+    pending_replace: BTreeMap<PartitionId, NodeId>,
 }
 
 impl Cluster {
     fn new(options: HostSimOptions) -> Cluster {
         let mut rng = SplitMix64::new(options.seed ^ 0x4057_C1A5_7E45_EED5);
-        let voter_count = options
-            .voters
-            .unwrap_or(if rng.chance(1, 3) { 5 } else { 3 });
+        // A reconfiguration run starts from 3 voters and 2 spares, and moves between 2 and 5.
+        let voter_count = options.voters.unwrap_or(if options.reconfig {
+            3
+        } else if rng.chance(1, 3) {
+            5
+        } else {
+            3
+        });
         let partitions = options
             .partitions
             .unwrap_or_else(|| 1 + rng.below(3) as PartitionId);
-        let observer_count = options.observers.unwrap_or_else(|| rng.below(3) as usize);
+        let observer_count = options.observers.unwrap_or_else(|| {
+            if options.reconfig {
+                2
+            } else {
+                rng.below(3) as usize
+            }
+        });
         let voter_ids: Vec<NodeId> = (1..=voter_count as NodeId).collect();
         let node_ids: Vec<NodeId> = (1..=(voter_count + observer_count) as NodeId).collect();
         let fetch_max_bytes = [300u32, 2_000, 1 << 20][rng.below(3) as usize];
@@ -301,6 +245,7 @@ impl Cluster {
             quorum.request_timeout_ms = 200;
             quorum.fetch_max_bytes = fetch_max_bytes;
             quorum.max_replication_lag_ms = max_replication_lag_ms;
+            quorum.mutation = options.core_mutation;
             nodes.insert(
                 id,
                 Node {
@@ -355,8 +300,9 @@ impl Cluster {
         // promises no order between them).
         let mut memory_faults = memory_faults;
         memory_faults.reorder_completions = rng.chance(1, 2);
+        let bootstrap = VoterSet::from_ids(&voter_ids).expect("valid voters");
         Cluster {
-            checks: Checks::new(partitions),
+            checks: Checks::new(partitions, bootstrap),
             options,
             now_ms: 0,
             seq: 0,
@@ -378,6 +324,7 @@ impl Cluster {
             client_counter: 0,
             last_delivery_ms: BTreeMap::new(),
             disk_latency_max_ms,
+            pending_replace: BTreeMap::new(),
         }
     }
 
@@ -425,6 +372,9 @@ impl Cluster {
         self.schedule(first_fault, EventKind::Fault);
         let first_append = self.rng.below(50);
         self.schedule(first_append, EventKind::ClientAppend);
+        if self.options.reconfig {
+            self.schedule_voter_change();
+        }
         self.schedule(self.options.fault_phase_ms, EventKind::EndFaults);
         let deadline_ms = self.options.fault_phase_ms + self.options.liveness_budget_ms;
         let mut events_this_ms = 0u64;
@@ -616,6 +566,12 @@ impl Cluster {
                     self.schedule(next, EventKind::ClientAppend);
                 }
             }
+            EventKind::VoterChange => {
+                if self.faults_active {
+                    self.change_voters();
+                    self.schedule_voter_change();
+                }
+            }
             EventKind::EndFaults => {
                 self.trace_event(7, 0, 0);
                 self.faults_active = false;
@@ -649,8 +605,8 @@ impl Cluster {
     /// in every partition from the leaders (by FetchSnapshot where their logs moved on).
     fn wipe_node(&mut self, id: NodeId) {
         assert!(
-            !self.voter_ids.contains(&id),
-            "only observers are wiped: a voter may not forget what it acknowledged"
+            !self.checks.ever_voters.contains(&id),
+            "only nodes never in a voter set are wiped: a voter may not forget what it acknowledged"
         );
         self.crash_node(id);
         let node = self.nodes.get_mut(&id).expect("node");
@@ -738,24 +694,27 @@ impl Cluster {
             .max_by_key(|(_, epoch)| *epoch)
     }
 
-    /// KIP-595: at most one leader per epoch, and never an observer, checked after every event.
+    /// KIP-595: at most one leader per epoch, never a node that was never a voter, and
+    /// (KIP-853) a leader that removed itself leads only until the removal is committed;
+    /// checked after every event.
     fn check_leaders(&mut self) {
-        let mut observer_leading = None;
+        let mut leaders = Vec::new();
         for node in self.nodes.values() {
             let Some(host) = &node.host else { continue };
             for (partition, raft) in host.multi().partitions() {
                 if raft.is_leader() {
-                    self.checks.on_leader(node.id, partition, raft.epoch());
-                    if !self.voter_ids.contains(&node.id) {
-                        observer_leading = Some((node.id, partition, raft.epoch()));
-                    }
+                    leaders.push((node.id, partition, raft.epoch(), raft.high_watermark()));
                 }
             }
         }
-        if let Some((node, partition, epoch)) = observer_leading {
-            self.fail(format!(
-                "partition {partition}: observer {node} leads epoch {epoch}"
-            ));
+        for (node, partition, epoch, high_watermark) in leaders {
+            self.checks.on_leader(node, partition, epoch);
+            if !self.checks.ever_voters.contains(&node) {
+                self.fail(format!(
+                    "partition {partition}: observer {node} leads epoch {epoch}"
+                ));
+            }
+            self.check_removed_leader(node, partition, epoch, high_watermark);
         }
     }
 
@@ -776,7 +735,10 @@ impl Cluster {
                 .map_or(0, |r| r.log().log_end_offset());
             self.nodes.values().all(|n| {
                 let host = n.host.as_ref().expect("all alive");
-                let raft = host.raft(partition).expect("hosted");
+                // A partition a storage error took offline never converges.
+                let Some(raft) = host.raft(partition) else {
+                    return false;
+                };
                 !host.storage_in_flight()
                     && raft.epoch() == epoch
                     && raft.leader_id() == Some(leader)

@@ -108,6 +108,14 @@ impl Cluster {
             if self.violation.is_some() || self.checks.violation.is_some() {
                 return;
             }
+            // No I/O error is injected: a partition a storage error took offline is a bug.
+            if let Some((partition, offline)) =
+                self.host_mut(node).offline_partitions().iter().next()
+            {
+                let message = format!("node {node}/{partition} went offline: {}", offline.error);
+                self.fail(message);
+                return;
+            }
             let host = self.host_mut(node);
             if host.storage_in_flight() {
                 break;
@@ -220,7 +228,12 @@ impl Cluster {
                 base_offset,
                 batches,
             } => {
-                let epoch = self.host_mut(node).raft(partition).expect("hosted").epoch();
+                // A partition a storage error took offline has no core left to ask.
+                let Some(epoch) = self.host_mut(node).raft(partition).map(|raft| raft.epoch())
+                else {
+                    self.fail(format!("node {node}/{partition}: offline after appending"));
+                    return;
+                };
                 self.checks
                     .on_leader_appended(node, partition, base_offset, epoch, &batches);
             }
@@ -240,9 +253,11 @@ impl Cluster {
             Output::HighWatermark {
                 partition,
                 high_watermark,
-            } => self
-                .checks
-                .on_high_watermark(node, partition, high_watermark),
+            } => {
+                self.checks
+                    .on_high_watermark(node, partition, high_watermark);
+                self.check_commit_durable(node, partition, high_watermark);
+            }
             Output::GenerateSnapshot {
                 partition,
                 dir,
