@@ -206,12 +206,19 @@ impl Raft {
     /// leader; called when a quorum-state write completes.
     pub(crate) fn maybe_win_with_own_vote(&mut self, out: &mut Out) -> Result<(), RaftError> {
         let majority = self.majority();
-        let EpochState::Candidate(candidate) = &self.state else {
+        let node_id = self.config.node_id;
+        let persisted = (
+            self.persisted_election.epoch,
+            self.persisted_election.voted_for,
+        );
+        let EpochState::Candidate(candidate) = &mut self.state else {
             return Ok(());
         };
-        let own_vote_durable = self.persisted_election.epoch == candidate.epoch
-            && self.persisted_election.voted_for == Some(self.config.node_id);
+        let own_vote_durable = persisted == (candidate.epoch, Some(node_id));
         if own_vote_durable && candidate.granting.len() >= majority {
+            // The epoch is won even if the election timer fired while the vote was being
+            // written (a slow disk): the backoff was for an election that has now succeeded.
+            candidate.backoff_until_ms = None;
             self.transition_to_leader(out)?;
         }
         Ok(())

@@ -88,3 +88,34 @@ fn a_lone_voter_that_crashed_with_its_vote_durable_moves_to_a_new_epoch() {
     assert_eq!(raft.epoch(), 2);
     assert!(!work.iter().any(is_leader_work));
 }
+
+#[test]
+fn a_lone_voter_whose_vote_write_outlasts_its_election_timeout_still_leads() {
+    // A slow disk: the vote for epoch 1 is still being written when the candidate's election
+    // timer fires and it starts backing off. The write then completes: its own durable vote is
+    // the whole majority of epoch 1, so it leads that epoch (as Kafka's candidate does once its
+    // votes are granted), instead of failing the transition (found by the host-driven
+    // simulator's single-voter runs).
+    let mut raft = lone_voter();
+    raft.tick(5_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+    let (_, _) = raft.tick(60_000).unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Candidate(c) if c.backoff_until_ms.is_some()),
+        "the timer fired while the vote was being written: {:?}",
+        raft.state()
+    );
+    let work = raft
+        .on_persisted(
+            60_001,
+            Persisted::QuorumState(ElectionState {
+                epoch: 1,
+                leader_id: None,
+                voted_for: Some(1),
+            }),
+        )
+        .expect("the durable vote completes the election");
+    assert!(raft.is_leader());
+    assert_eq!(raft.epoch(), 1);
+    assert!(work.iter().any(is_leader_work), "{work:?}");
+}
