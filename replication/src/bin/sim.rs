@@ -1,6 +1,6 @@
 //! The simulator runner:
 //! `cargo run -p ringlog-replication --features sim --bin sim -- --seeds N [--profile three|mixed|single]
-//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 3|5] [--observers 0-2]
+//! [--seed S] [--start S] [--mutation NAME] [--partitions 1-4]`, or with `--host [--voters 1-5] [--observers 0-2]
 //! [--fault-phase-ms MS] [--reconfig]`
 //! the host-driven mode (every node the production `Host` over the in-memory disk; mutations
 //! `acknowledge-before-flush`, `send-before-quorum-state` and the core's; partitions 1-3;
@@ -22,7 +22,7 @@ use ringlog_replication::sim::{
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--reconfig] [--voters 3|5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--reconfig] [--voters 1-5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
         SnapshotMutation::ALL.map(|m| m.name()).join("|"),
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
                 _ => return usage(),
             },
             "--voters" => match value.parse() {
-                Ok(v @ (3 | 5)) => voters = Some(v),
+                Ok(v @ 1..=5) => voters = Some(v),
                 _ => return usage(),
             },
             "--observers" => match value.parse() {

@@ -222,9 +222,12 @@ impl Cluster {
         let partitions = options
             .partitions
             .unwrap_or_else(|| 1 + rng.below(3) as PartitionId);
+        // One voter (Kafka's standalone controller) gets 1–2 read replicas.
         let observer_count = options.observers.unwrap_or_else(|| {
             if options.reconfig {
                 2
+            } else if voter_count == 1 {
+                1 + rng.below(2) as usize
             } else {
                 rng.below(3) as usize
             }
@@ -295,7 +298,13 @@ impl Cluster {
             drop_per_mille: rng.below(60),
             duplicate_per_mille: rng.below(30),
         });
-        let disk_latency_max_ms = 1 + rng.below(4);
+        // A lone voter leads and serves for longer while its writes are in flight: its disk is
+        // slower (the single-voter bug of 5e76608 needed that window).
+        let disk_latency_max_ms = if voter_count == 1 {
+            [3, 10, 30][rng.below(3) as usize]
+        } else {
+            1 + rng.below(4)
+        };
         // Half the seeds run independent submissions in a shuffled order (the `Io` contract
         // promises no order between them).
         let mut memory_faults = memory_faults;

@@ -8,7 +8,8 @@ use crate::types::PartitionId;
 #[derive(Clone, Debug)]
 pub struct HostSimOptions {
     pub seed: u64,
-    /// Voters; `None`: 3 or 5, drawn from the seed.
+    /// Voters (1–5); `None`: 3 or 5, drawn from the seed (3 with
+    /// `reconfig`, and 2 spares). One voter gets 1–2 observers and a slower disk.
     pub voters: Option<usize>,
     /// Observers (nodes outside the voter set that replicate every partition); `None`: 0-2,
     /// drawn from the seed. Only observers are ever wiped (their disk replaced by an empty
