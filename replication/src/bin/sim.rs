@@ -22,11 +22,12 @@ use ringlog_replication::sim::{
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--reconfig] [--voters 1-5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--profile three|mixed|single] [--partitions 1-4] [--mutation {}|{}]\n       sim --host [--reconfig] [--voters 1-5] [--observers 0-2] [--fault-phase-ms MS] [--seeds N] [--start S] [--seed S] [--partitions 1-3] [--mutation {}|{}|{}|{}]",
         Mutation::ALL.map(|m| m.name()).join("|"),
         SnapshotMutation::ALL.map(|m| m.name()).join("|"),
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
         host_mutation_name(HostMutation::SendBeforeQuorumState),
+        host_mutation_name(HostMutation::SnapshotOneRecordOff),
         Mutation::ALL.map(|m| m.name()).join("|"),
     );
     ExitCode::from(2)

@@ -110,6 +110,9 @@ pub enum HostMutation {
     /// Release a message held behind a quorum-state write without waiting for it, so a vote
     /// leaves before it is durable.
     SendBeforeQuorumState,
+    /// Generate each snapshot without the first key of the state, so the snapshot differs from
+    /// the committed log it stands for.
+    SnapshotOneRecordOff,
 }
 
 /// A partition to open: its folder, its log's settings, whether it keeps a state machine with

@@ -410,6 +410,10 @@ impl<I: Io> Host<I> {
         };
         let dir = store.dir.clone();
         job.voters = self.snapshot_voters(partition, job.snapshot_id);
+        #[cfg(feature = "sim")]
+        if self.config.mutation == Some(super::HostMutation::SnapshotOneRecordOff) {
+            job.entries.pop_first();
+        }
         tracing::info!(partition, snapshot = ?job.snapshot_id, ?reason, "snapshot generation started");
         self.output.push(Output::GenerateSnapshot {
             partition,

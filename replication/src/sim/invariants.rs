@@ -48,6 +48,11 @@ pub struct Checker {
 
 /// A fingerprint of a key-value state (FNV-1a over its entries in key order).
 pub fn state_fingerprint(state: &KeyValueStateMachine) -> u64 {
+    entries_fingerprint(state.entries())
+}
+
+/// [`state_fingerprint`] of a key-value map (a snapshot job's entries, say).
+pub fn entries_fingerprint(entries: &BTreeMap<Bytes, Bytes>) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for part in [&(bytes.len() as u64).to_be_bytes()[..], bytes] {
@@ -57,7 +62,7 @@ pub fn state_fingerprint(state: &KeyValueStateMachine) -> u64 {
             }
         }
     };
-    for (key, value) in state.entries() {
+    for (key, value) in entries {
         eat(key);
         eat(value);
     }

@@ -30,6 +30,7 @@ use crate::sim::invariants::unstamped;
 use crate::types::{Epoch, NodeId, PartitionId};
 use crate::voters::VoterSet;
 
+mod state;
 mod voters;
 
 /// One batch of a log.
@@ -123,6 +124,8 @@ struct PartitionChecks {
     /// The committed voter sets (KIP-853 VotersRecord) by offset: the set in force at a log
     /// start that a snapshot moved past them.
     committed_voters: BTreeMap<u64, VoterSet>,
+    /// KIP-630: the committed log replayed into a reference state machine.
+    reference: state::Reference,
 }
 
 impl PartitionChecks {
@@ -510,6 +513,7 @@ impl Checks {
         let checks = &mut self.partitions[partition as usize];
         let first = log.batches.partition_point(|b| b.last_offset < old);
         let mut violation = None;
+        let mut newly_committed = Vec::new();
         for batch in &log.batches[first..] {
             if batch.base_offset >= high_watermark {
                 break;
@@ -559,8 +563,12 @@ impl Checks {
                         }
                     }
                     checks.committed.insert(batch.base_offset, batch.clone());
+                    newly_committed.push(batch.clone());
                 }
             }
+        }
+        for batch in &newly_committed {
+            self.feed_reference(partition, batch);
         }
         if let Some(violation) = violation {
             self.fail(format!("partition {partition}: {violation}"));

@@ -534,6 +534,12 @@ impl Cluster {
                     return;
                 }
                 self.trace_event(4, node, job.snapshot_id.offset);
+                self.checks.check_snapshot_job(
+                    node,
+                    partition,
+                    job.snapshot_id.offset,
+                    &job.entries,
+                );
                 let now = self.now_ms;
                 let host = self
                     .nodes
@@ -663,6 +669,9 @@ impl Cluster {
             .and_then(|n| n.host.as_mut())
             .expect("started");
         self.checks.on_start(id, host);
+        for partition in 0..self.partitions {
+            self.check_state(id, partition, "loaded at start");
+        }
         self.settle(id);
     }
 

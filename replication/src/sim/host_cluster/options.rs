@@ -82,6 +82,7 @@ pub fn host_mutation_name(mutation: HostMutation) -> &'static str {
     match mutation {
         HostMutation::AcknowledgeBeforeFlush => "acknowledge-before-flush",
         HostMutation::SendBeforeQuorumState => "send-before-quorum-state",
+        HostMutation::SnapshotOneRecordOff => "host-snapshot-one-record-off",
     }
 }
 
@@ -90,6 +91,7 @@ pub fn host_mutation_from_name(name: &str) -> Option<HostMutation> {
     [
         HostMutation::AcknowledgeBeforeFlush,
         HostMutation::SendBeforeQuorumState,
+        HostMutation::SnapshotOneRecordOff,
     ]
     .into_iter()
     .find(|m| host_mutation_name(*m) == name)

@@ -105,6 +105,13 @@ impl Cluster {
             for output in outputs {
                 self.carry_out(node, output);
             }
+            // The state machines once every output of the call is carried out: one call may
+            // move a high-watermark twice, and the state machine is already at the second.
+            if had_outputs {
+                for partition in 0..self.partitions {
+                    self.check_state(node, partition, "after an apply or install");
+                }
+            }
             if self.violation.is_some() || self.checks.violation.is_some() {
                 return;
             }
@@ -277,6 +284,23 @@ impl Cluster {
                 );
             }
         }
+    }
+
+    /// KIP-630: `node`'s state machine equals the committed log replayed to where it applied.
+    pub(super) fn check_state(&mut self, node: NodeId, partition: PartitionId, what: &str) {
+        let Some(host) = self.nodes.get(&node).and_then(|n| n.host.as_ref()) else {
+            return;
+        };
+        let (Some(store), Some(raft)) = (host.store(partition), host.raft(partition)) else {
+            return;
+        };
+        self.checks.check_state_machine(
+            node,
+            partition,
+            &store.snapshots.state_machine,
+            raft.high_watermark(),
+            what,
+        );
     }
 
     /// A fetch answer goes back to the request's sender, with the sender's correlation id.
