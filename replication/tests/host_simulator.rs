@@ -59,6 +59,7 @@ fn assert_exercised(reports: &[SimReport]) {
         "snapshot-written",
         "snapshot-install",
         "wipe",
+        "late-observer",
     ] {
         assert!(fired(reports, name) > 0, "{name} never fired");
     }

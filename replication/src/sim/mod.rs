@@ -14,8 +14,8 @@ pub mod store;
 
 use std::collections::BTreeMap;
 
-pub use cluster::{SteadyCluster, run_seed};
-pub use host_cluster::{HostSimOptions, run_host_seed};
+pub use cluster::run_seed;
+pub use host_cluster::{HostSimOptions, SteadyCluster, run_host_seed};
 
 use crate::mutation::Mutation;
 use crate::types::PartitionId;

@@ -26,8 +26,10 @@ mod faults;
 mod options;
 mod reconfig;
 mod runtime;
+mod steady;
 
 pub use options::{HostSimOptions, host_mutation_from_name, host_mutation_name};
+pub use steady::SteadyCluster;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -375,6 +377,14 @@ impl Cluster {
         for id in self.node_ids.clone() {
             let disk = self.new_disk(id, 0);
             self.nodes.get_mut(&id).expect("node").disk = Some(disk);
+            // A third of the observers join 1–5 s late, when the leaders' log starts may have
+            // moved past 0: they begin with FetchSnapshot.
+            if !self.voter_ids.contains(&id) && self.rng.chance(1, 3) {
+                self.count("late-observer");
+                let at = 1_000 + self.rng.below(4_000);
+                self.schedule(at, EventKind::Restart { node: id });
+                continue;
+            }
             self.start_node(id);
         }
         let first_fault = 100 + self.rng.below(400);
