@@ -35,17 +35,22 @@
 //!
 //! Completions are matched by `OpId` and the chain carries the log's truncation generation, so
 //! a completion from before a truncation can never move the durable offset (openraft's IOId idea).
+//!
+//! Here: the chain and its completions; the confirmation record in [`confirmation`]; creating a
+//! segment's files and reserving its data area ahead of writes in [`segment_files`].
 
 use std::path::PathBuf;
 
-use super::blocking;
 use super::segment::{self, round_down, round_up};
 use super::tail_slot::{
-    self, confirmation_offset, encode_confirmation, encode_slot, encode_slot_for_blocks,
-    encoded_slot_header_crc32c, slot_offset,
+    confirmation_offset, encode_confirmation, encode_slot_for_blocks, encoded_slot_header_crc32c,
+    slot_offset,
 };
 use super::{LogError, PartitionLog};
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+
+mod confirmation;
+mod segment_files;
 
 /// What [`PartitionLog::on_completion`] made of a completion.
 #[derive(Debug)]
@@ -401,131 +406,6 @@ impl PartitionLog {
         })
     }
 
-    /// A completion of the confirmation record in flight, or a foreign one.
-    fn on_confirmation_completion<I: Io>(
-        &mut self,
-        io: &mut I,
-        completion: Completion,
-    ) -> Result<Routed, LogError> {
-        let Some(confirming) = self
-            .confirming
-            .as_mut()
-            .filter(|confirming| confirming.op_ids.contains(&completion.op_id))
-        else {
-            return Ok(Routed::Foreign(completion));
-        };
-        confirming.completed += 1;
-        let is_record_write = confirming.op_ids.first() == Some(&completion.op_id);
-        if let Err(error) = completion.result
-            && confirming.failure.is_none()
-        {
-            let no_space = is_record_write && error.is_no_space();
-            confirming.failure = Some((error, no_space));
-        }
-        if confirming.completed < confirming.op_ids.len() {
-            return Ok(Routed::Mine {
-                durable_end_offset_advanced_to: None,
-            });
-        }
-        let confirming = self.confirming.take().expect("checked above");
-        if let Some((_, true)) = confirming.failure {
-            // The record's write met ENOSPC and its linked fdatasync never ran: nothing was
-            // damaged. The record is written again with a later flush (until then its flush
-            // counts as unconfirmed, the window docs/log.md describes).
-            if self.confirmation_pending.is_none() {
-                self.confirmation_pending = Some(confirming.pending);
-            }
-            match self.start_flush_or_wait_for_space(io) {
-                Err(error) if error.is_no_space() => {}
-                other => other?,
-            }
-            return Ok(Routed::Mine {
-                durable_end_offset_advanced_to: None,
-            });
-        }
-        if let Some((source, _)) = confirming.failure {
-            // An fdatasync failure on the segment file may have dropped other dirty pages too.
-            let position = confirming.position;
-            self.stopped = Some(format!(
-                "{:?} at byte {position}: {source}",
-                confirming.path
-            ));
-            return Err(LogError::WriteFailed {
-                path: confirming.path,
-                position,
-                source,
-            });
-        }
-        // A flush deferred while this record was in flight (a seal, a new epoch, a new
-        // segment's files) starts now, then the next record.
-        match self.start_flush_or_wait_for_space(io) {
-            Err(error) if error.is_no_space() => {}
-            other => other?,
-        }
-        self.maybe_start_confirmation(io);
-        Ok(Routed::Mine {
-            durable_end_offset_advanced_to: None,
-        })
-    }
-
-    /// Write the pending confirmation record if none is in flight and its segment still takes
-    /// slots (a truncation or seal since then makes it moot).
-    fn maybe_start_confirmation<I: Io>(&mut self, io: &mut I) {
-        if self.confirming.is_some() {
-            return;
-        }
-        let Some(pending) = self.confirmation_pending.take() else {
-            return;
-        };
-        let block = self.block_size_bytes;
-        let Some(segment) = self
-            .segments
-            .iter()
-            .find(|segment| segment.base_offset == pending.segment_base_offset)
-            .filter(|segment| segment.slot_sequence == pending.sequence && !segment.sealed)
-        else {
-            return;
-        };
-        let Some(file) = segment.file else {
-            return;
-        };
-        let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
-        let position = segment.region_offset + confirmation_offset(block);
-        let op_ids = io.submit_linked(vec![
-            Op::Write {
-                file,
-                offset: position,
-                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
-            },
-            Op::Fdatasync { file },
-        ]);
-        self.confirming = Some(InFlightConfirmation {
-            op_ids,
-            completed: 0,
-            path,
-            position,
-            failure: None,
-            pending,
-        });
-    }
-
-    /// Block until the records appended so far are durable (not waiting for the confirmation
-    /// record that follows, as an event loop would not).
-    pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        while self.durable_end_offset < self.flush_requested_offset
-            && (self.in_flight.is_some() || self.confirming.is_some())
-        {
-            self.wait_for_own_completions(io)?;
-        }
-        if self.confirming.is_some() || self.in_flight.is_some() {
-            // The completion that made the records durable queued the confirmation record (or
-            // the next flush, carrying it): hand it to the kernel now, so it runs while the
-            // caller builds its next appends instead of waiting for the caller's next call.
-            io.submit_and_wait(0)?;
-        }
-        Ok(())
-    }
-
     /// Block until no chain and no confirmation is in flight.
     pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         while self.in_flight.is_some() || self.confirming.is_some() {
@@ -624,129 +504,6 @@ impl PartitionLog {
             self.create_segment_files(io, index)?;
         }
         self.start_chain(io, index)
-    }
-
-    /// Create a segment's `.log` atomically: `<base>.log.tmp` gets its final length (the data
-    /// area and the slot region), its data area preallocated, a valid empty slot 0, an fdatasync; then it
-    /// is renamed to `<base>.log` and the folder fsynced. So a `.log` always has a valid slot,
-    /// and one without any is corruption, never a normal state.
-    fn create_segment_files<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
-        let block = self.block_size_bytes;
-        let base = self.segments[index].base_offset;
-        let region_offset = self.segments[index].region_offset;
-        assert!(
-            self.segments[index].size_bytes <= region_offset,
-            "a new segment's data fits before its slot region"
-        );
-        let log_path = segment::segment_file_path(&self.dir, base, "log");
-        let tmp_path = blocking::tmp_path(&log_path);
-        if io.exists(&tmp_path) {
-            io.remove_file(&tmp_path)?;
-        }
-        let options = OpenOptions {
-            create: true,
-            direct: true,
-            ..Default::default()
-        };
-        let tmp = io.open(&tmp_path, options)?;
-        let file_len = region_offset + tail_slot::region_size_bytes(block);
-        let mut region = AlignedBuf::zeroed(tail_slot::region_size_bytes(block) as usize, block);
-        let first_slot = encode_slot(0, 0, &[], block, 0, &[], 0);
-        region.as_mut_slice()[..first_slot.len()].copy_from_slice(first_slot.as_slice());
-        // The first stretch of the data area; the flushes reserve the rest as they reach it
-        // (`reserve_ahead`). The slot region is written whole just below, so it is allocated.
-        let reserved_end = if self.config.preallocate {
-            reservation_end(0, self.config.preallocate_ahead_bytes, region_offset, block)
-        } else {
-            0
-        };
-        let created = (|| {
-            io.set_len(tmp, file_len)?;
-            if reserved_end > 0 {
-                io.preallocate(tmp, reserved_end)?;
-            }
-            let ops = vec![
-                Op::Write {
-                    file: tmp,
-                    offset: region_offset,
-                    buf: region,
-                },
-                Op::Fdatasync { file: tmp },
-            ];
-            for mut completion in blocking::run_ops(io, ops, true)? {
-                blocking::completion_result(&mut completion)?;
-            }
-            Ok::<(), IoError>(())
-        })();
-        io.close(tmp)?;
-        if let Err(source) = created {
-            // Only the `.tmp` was touched (the next attempt removes it; recovery too): out of
-            // space the log goes on and tries again, any other failure stops it.
-            if source.is_no_space() {
-                let _ = io.remove_file(&tmp_path);
-                return Err(LogError::NoSpace {
-                    path: tmp_path,
-                    position: source.offset,
-                    source,
-                });
-            }
-            self.stopped = Some(format!("{tmp_path:?}: {source}"));
-            return Err(LogError::WriteFailed {
-                path: tmp_path,
-                position: source.offset,
-                source,
-            });
-        }
-        io.rename(&tmp_path, &log_path)?;
-        io.sync_dir(&self.dir)?;
-        let file = io.open(
-            &log_path,
-            OpenOptions {
-                direct: true,
-                ..Default::default()
-            },
-        )?;
-        let segment = &mut self.segments[index];
-        segment.file = Some(file);
-        segment.slot_sequence = 0;
-        segment.reserved_end = reserved_end;
-        Ok(())
-    }
-
-    /// Reserves the data area ahead of a write that would pass the reservation, so the write
-    /// itself cannot fail with ENOSPC (the reservation can, before anything is written).
-    fn reserve_ahead<I: Io>(
-        &mut self,
-        io: &mut I,
-        index: usize,
-        write_end: u64,
-    ) -> Result<(), LogError> {
-        let block = self.block_size_bytes;
-        let ahead = self.config.preallocate_ahead_bytes;
-        let segment = &mut self.segments[index];
-        if !self.config.preallocate || write_end <= segment.reserved_end {
-            return Ok(());
-        }
-        let file = segment.file.expect("reserved after creation");
-        let end = reservation_end(write_end, ahead, segment.region_offset, block);
-        let end = match io.preallocate(file, end) {
-            Ok(()) => end,
-            // Less than `ahead` is left: reserve what this write needs, so the last of the
-            // space is used before Produce is refused (a full reservation fails whole).
-            Err(error) if error.is_no_space() => {
-                let needed = reservation_end(write_end, 0, segment.region_offset, block);
-                io.preallocate(file, needed)
-                    .map_err(|source| LogError::NoSpace {
-                        path: source.path.clone(),
-                        position: write_end,
-                        source,
-                    })?;
-                needed
-            }
-            Err(error) => return Err(error.into()),
-        };
-        segment.reserved_end = end;
-        Ok(())
     }
 
     fn start_chain<I: Io>(&mut self, io: &mut I, index: usize) -> Result<(), LogError> {
@@ -932,10 +689,4 @@ impl PartitionLog {
         });
         Ok(())
     }
-}
-
-/// Where a reservation covering `write_end` plus `ahead` bytes ends: block aligned, never past
-/// the data area (`region_offset`).
-fn reservation_end(write_end: u64, ahead: u64, region_offset: u64, block: usize) -> u64 {
-    round_up(write_end.saturating_add(ahead), block).min(region_offset)
 }

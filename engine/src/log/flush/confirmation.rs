@@ -1,0 +1,134 @@
+//! The confirmation record (`RLTC`) of a completed flush: written after the flush, in the next
+//! flush's chain or alone with its own fdatasync (see the parent module).
+
+use super::super::tail_slot::{confirmation_offset, encode_confirmation};
+use super::super::{LogError, PartitionLog};
+use super::*;
+use crate::io::{Completion, Io, Op};
+
+impl PartitionLog {
+    /// A completion of the confirmation record in flight, or a foreign one.
+    pub(super) fn on_confirmation_completion<I: Io>(
+        &mut self,
+        io: &mut I,
+        completion: Completion,
+    ) -> Result<Routed, LogError> {
+        let Some(confirming) = self
+            .confirming
+            .as_mut()
+            .filter(|confirming| confirming.op_ids.contains(&completion.op_id))
+        else {
+            return Ok(Routed::Foreign(completion));
+        };
+        confirming.completed += 1;
+        let is_record_write = confirming.op_ids.first() == Some(&completion.op_id);
+        if let Err(error) = completion.result
+            && confirming.failure.is_none()
+        {
+            let no_space = is_record_write && error.is_no_space();
+            confirming.failure = Some((error, no_space));
+        }
+        if confirming.completed < confirming.op_ids.len() {
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        let confirming = self.confirming.take().expect("checked above");
+        if let Some((_, true)) = confirming.failure {
+            // The record's write met ENOSPC and its linked fdatasync never ran: nothing was
+            // damaged. The record is written again with a later flush (until then its flush
+            // counts as unconfirmed, the window docs/log.md describes).
+            if self.confirmation_pending.is_none() {
+                self.confirmation_pending = Some(confirming.pending);
+            }
+            match self.start_flush_or_wait_for_space(io) {
+                Err(error) if error.is_no_space() => {}
+                other => other?,
+            }
+            return Ok(Routed::Mine {
+                durable_end_offset_advanced_to: None,
+            });
+        }
+        if let Some((source, _)) = confirming.failure {
+            // An fdatasync failure on the segment file may have dropped other dirty pages too.
+            let position = confirming.position;
+            self.stopped = Some(format!(
+                "{:?} at byte {position}: {source}",
+                confirming.path
+            ));
+            return Err(LogError::WriteFailed {
+                path: confirming.path,
+                position,
+                source,
+            });
+        }
+        // A flush deferred while this record was in flight (a seal, a new epoch, a new
+        // segment's files) starts now, then the next record.
+        match self.start_flush_or_wait_for_space(io) {
+            Err(error) if error.is_no_space() => {}
+            other => other?,
+        }
+        self.maybe_start_confirmation(io);
+        Ok(Routed::Mine {
+            durable_end_offset_advanced_to: None,
+        })
+    }
+
+    /// Write the pending confirmation record if none is in flight and its segment still takes
+    /// slots (a truncation or seal since then makes it moot).
+    pub(super) fn maybe_start_confirmation<I: Io>(&mut self, io: &mut I) {
+        if self.confirming.is_some() {
+            return;
+        }
+        let Some(pending) = self.confirmation_pending.take() else {
+            return;
+        };
+        let block = self.block_size_bytes;
+        let Some(segment) = self
+            .segments
+            .iter()
+            .find(|segment| segment.base_offset == pending.segment_base_offset)
+            .filter(|segment| segment.slot_sequence == pending.sequence && !segment.sealed)
+        else {
+            return;
+        };
+        let Some(file) = segment.file else {
+            return;
+        };
+        let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
+        let position = segment.region_offset + confirmation_offset(block);
+        let op_ids = io.submit_linked(vec![
+            Op::Write {
+                file,
+                offset: position,
+                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
+            },
+            Op::Fdatasync { file },
+        ]);
+        self.confirming = Some(InFlightConfirmation {
+            op_ids,
+            completed: 0,
+            path,
+            position,
+            failure: None,
+            pending,
+        });
+    }
+
+    /// Block until the records appended so far are durable (not waiting for the confirmation
+    /// record that follows, as an event loop would not).
+    pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        while self.durable_end_offset < self.flush_requested_offset
+            && (self.in_flight.is_some() || self.confirming.is_some())
+        {
+            self.wait_for_own_completions(io)?;
+        }
+        if self.confirming.is_some() || self.in_flight.is_some() {
+            // The completion that made the records durable queued the confirmation record (or
+            // the next flush, carrying it): hand it to the kernel now, so it runs while the
+            // caller builds its next appends instead of waiting for the caller's next call.
+            io.submit_and_wait(0)?;
+        }
+        Ok(())
+    }
+}
