@@ -1,12 +1,14 @@
-//! The host-driven simulator in the normal test run (issue 15): every node runs the production
-//! `Host` over the engine's fault-injecting memory disk (docs/simulator.md, "The host-driven
-//! mode"). Seeds 0–1,199 (3 or 5 voters, 0–2 observers of which one may have its disk wiped,
-//! 1–3 partitions, drawn from the seed), split into
-//! tests that run in parallel; seeds 0–299 with KIP-853 voter changes (3 voters and 2 spares,
-//! voters added, removed and replaced under every fault class); determinism; and the mutation
-//! check: a host that acknowledges before its flush, or lets a vote leave before its
-//! quorum-state write is durable, and a core that breaks one of its rules (the same mutations
-//! the model simulator runs, `Mutation`), are caught by seeds of those same ranges.
+//! The simulator in the normal test run (issue 15): every node runs the production `Host` over
+//! the engine's fault-injecting memory disk (docs/simulator.md). Seeds 0–1,199 (3 or 5 voters,
+//! 0–2 observers of which one may have its disk wiped, 1–3 partitions, drawn from the seed),
+//! split into tests that run in parallel; one voter (0–199), two and four voters (0–99 each);
+//! seeds 0–299 with KIP-853 voter changes (3 voters and 2 spares, voters added, removed and
+//! replaced under every fault class); determinism; and the mutation check: a host that
+//! acknowledges before its flush, lets a vote leave before its quorum-state write is durable,
+//! or generates a snapshot that is not the committed state, and a core that breaks one of its
+//! rules (`Mutation`), are caught by seeds of those same ranges. This is the only simulator:
+//! the model executor that once ran beside it was deleted once these ranges covered its
+//! profiles (docs/simulator.md).
 
 use ringlog_replication::Mutation;
 use ringlog_replication::host::HostMutation;
@@ -352,7 +354,7 @@ fn a_high_watermark_without_a_majority_is_caught() {
     }
 }
 
-/// The other core mutations the model simulator runs, caught by the production host's run:
+/// The core's other mutations, caught through the production host:
 /// a double vote by log matching, a truncation below the high-watermark by the host's own
 /// refusal (the partition goes offline), a log start without a snapshot at the restart.
 #[test]
@@ -376,7 +378,7 @@ fn the_core_s_other_mutations_are_caught_through_the_host() {
 
 /// The core's own-epoch commit rule broken (Raft §5.4.2): a committed batch is later truncated.
 /// It needs a cut fetch answer, a crash and an election in a precise order: seed 177 was the
-/// only one of 0..300 to catch it when measured (the model simulator's first is 501 of 1,000).
+/// only one of 0..300 to catch it when measured (the deleted model simulator's first was 501 of 1,000).
 #[test]
 fn skipping_the_own_epoch_commit_rule_is_caught() {
     let caught = first_caught_core(

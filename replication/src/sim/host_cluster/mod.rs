@@ -19,7 +19,7 @@
 //! against the log each node's outputs describe) never change or vanish, log matching, and once
 //! the faults stop and the cluster converges, every node's log read back through its host
 //! equals the leader's and holds every committed batch. One seed replays one history bit for
-//! bit (docs/simulator.md, "The host-driven mode").
+//! bit (docs/simulator.md).
 
 mod checks;
 mod faults;

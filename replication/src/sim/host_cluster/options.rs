@@ -15,7 +15,7 @@ pub struct HostSimOptions {
     /// drawn from the seed. Only observers are ever wiped (their disk replaced by an empty
     /// one): a voter may not forget what it acknowledged.
     pub observers: Option<usize>,
-    /// Partitions (Raft groups) per node; `None`: 1–3, drawn from the seed.
+    /// Partitions (Raft groups) per node (1–4); `None`: 1–3, drawn from the seed.
     pub partitions: Option<PartitionId>,
     /// A host rule broken on purpose, for the mutation check.
     pub mutation: Option<HostMutation>,
@@ -49,7 +49,7 @@ impl HostSimOptions {
     /// The one-line command that replays this run.
     pub fn replay_command(&self) -> String {
         let mut command = format!(
-            "cargo run -p ringlog-replication --features sim --bin sim -- --host --seed {}",
+            "cargo run -p ringlog-replication --features sim --bin sim -- --seed {}",
             self.seed
         );
         if self.reconfig {
@@ -82,7 +82,7 @@ pub fn host_mutation_name(mutation: HostMutation) -> &'static str {
     match mutation {
         HostMutation::AcknowledgeBeforeFlush => "acknowledge-before-flush",
         HostMutation::SendBeforeQuorumState => "send-before-quorum-state",
-        HostMutation::SnapshotOneRecordOff => "host-snapshot-one-record-off",
+        HostMutation::SnapshotOneRecordOff => "snapshot-one-record-off",
     }
 }
 

@@ -23,8 +23,8 @@ impl Cluster {
             .expect("alive")
     }
 
-    /// A host call's result: a refused input is what the runtime logs and skips; here, as in
-    /// the model simulator, the core refusing a message it was built to take is a violation,
+    /// A host call's result: a refused input is what the runtime logs and skips; here the core
+    /// refusing a message it was built to take is a violation,
     /// and so is a storage error (no I/O error is injected).
     pub(super) fn host_result<T>(
         &mut self,
