@@ -22,8 +22,8 @@ use ringlog_net::protocol::{
 
 mod quorum;
 use quorum::{
-    CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics,
-    segment_bases, serial,
+    CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics, segment_bases,
+    serial,
 };
 
 /// Runs admin_surface.py in `mode` and returns every line it printed.

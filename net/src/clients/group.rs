@@ -24,10 +24,13 @@
 //! | ILLEGAL_GENERATION, SyncGroup REBALANCE_IN_PROGRESS | join again |
 //! | any other group error | returned as [`ConsumerError::Group`] |
 //!
-//! Blocking and single-threaded like the consumer: the session is kept by `poll`, which
-//! heartbeats every `heartbeat.interval.ms` while it waits for records, so a member that stops
-//! polling for longer than `session.timeout.ms` leaves the group (Kafka's Java consumer has a
-//! heartbeat thread for that; here the caller polls).
+//! Blocking like the consumer, with one thread of its own, as Kafka's Java consumer: the
+//! session is kept by a heartbeat thread (heartbeat.rs) that sends Heartbeat every
+//! `heartbeat.interval.ms` while the member holds an assignment, whatever the caller does
+//! between two `poll`s; what bounds that time is `max.poll.interval.ms` (past it the thread
+//! leaves the group, and the next `poll` joins again). The thread reports what the
+//! coordinator answered and `poll` acts on it (commit and rejoin on a rebalance, find the
+//! coordinator again, …).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -37,10 +40,11 @@ pub use super::assignor::{
     decode_assignment, encode_assignment, encode_subscription, range_assign,
 };
 use super::consumer::{Consumer, ConsumerConfig, ConsumerError, ConsumerRecord};
+use super::heartbeat::{HeartbeatEvent, HeartbeatThread, HeartbeatTiming, Session};
 use super::transport::{Connections, Target, Transport, fetch_metadata};
 use crate::node::client::ClientError;
 use crate::protocol::{
-    ErrorCode, Request, Response, find_coordinator_request, heartbeat_request, join_group_request,
+    ErrorCode, Request, Response, find_coordinator_request, join_group_request,
     leave_group_request, offset_commit_request, offset_fetch_request, sync_group_request,
 };
 
@@ -123,10 +127,11 @@ pub struct GroupConsumer<T: Transport = Connections> {
     coordinator_transport: T,
     config: GroupConsumerConfig,
     topics: Vec<String>,
-    coordinator: Option<i32>,
+    /// The coordinator's node id and `host:port`.
+    coordinator: Option<(i32, String)>,
     member_id: String,
     membership: Membership,
-    last_heartbeat: Instant,
+    heartbeat: HeartbeatThread,
     last_auto_commit: Instant,
 }
 
@@ -140,21 +145,37 @@ impl GroupConsumer<Connections> {
         let coordinator_timeout =
             Duration::from_millis(config.max_poll_interval_ms.max(0) as u64 + 5_000);
         let coordinator_transport = Connections::new(bootstrap, coordinator_timeout);
+        let heartbeat_transport = Connections::new(
+            bootstrap,
+            Duration::from_millis(config.session_timeout_ms.max(0) as u64),
+        );
         GroupConsumer::with_transports(
             Consumer::connect(bootstrap, consumer_config),
             coordinator_transport,
+            Box::new(heartbeat_transport),
             config,
         )
     }
 }
 
 impl<T: Transport> GroupConsumer<T> {
+    /// `heartbeat_transport` is the heartbeat thread's own (heartbeat.rs).
+    ///
+    /// # Panics
+    /// When the heartbeat thread cannot be started (the process is out of threads).
     pub fn with_transports(
         consumer: Consumer<T>,
         coordinator_transport: T,
+        heartbeat_transport: Box<dyn Transport + Send>,
         config: GroupConsumerConfig,
     ) -> GroupConsumer<T> {
-        let now = Instant::now();
+        let timing = HeartbeatTiming {
+            heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
+            max_poll_interval: Duration::from_millis(config.max_poll_interval_ms.max(0) as u64),
+            retry_backoff: Duration::from_millis(consumer.config.retry_backoff_ms),
+        };
+        let heartbeat = HeartbeatThread::spawn(heartbeat_transport, timing)
+            .expect("starting the group member's heartbeat thread");
         GroupConsumer {
             consumer,
             coordinator_transport,
@@ -163,8 +184,8 @@ impl<T: Transport> GroupConsumer<T> {
             coordinator: None,
             member_id: String::new(),
             membership: Membership::Unjoined,
-            last_heartbeat: now,
-            last_auto_commit: now,
+            heartbeat,
+            last_auto_commit: Instant::now(),
         }
     }
 
@@ -210,17 +231,17 @@ impl<T: Transport> GroupConsumer<T> {
             std::thread::sleep(timeout);
             return Ok(Vec::new());
         }
+        self.heartbeat.polled();
         loop {
             self.ensure_active(deadline)?;
-            self.maybe_heartbeat()?;
+            self.act_on_heartbeat()?;
             if self.membership == Membership::Unjoined {
                 continue;
             }
             self.maybe_auto_commit()?;
-            let heartbeat_due =
-                self.last_heartbeat + Duration::from_millis(self.config.heartbeat_interval_ms);
+            // Back at least every heartbeat interval to act on what the thread learned.
             let wait = deadline
-                .min(heartbeat_due)
+                .min(Instant::now() + Duration::from_millis(self.config.heartbeat_interval_ms))
                 .saturating_duration_since(Instant::now());
             if self.consumer.assignment().is_empty() {
                 // A member the leader gave nothing (more members than partitions) only keeps
@@ -433,6 +454,7 @@ impl<T: Transport> GroupConsumer<T> {
         });
         let deadline =
             Instant::now() + Duration::from_millis(self.consumer.config.request_timeout_ms);
+        self.heartbeat.pause();
         self.membership = Membership::Unjoined;
         let response = self.coordinator_request(&request, LEAVE_GROUP_VERSION, deadline)?;
         let Response::LeaveGroup(response) = response else {
@@ -456,6 +478,7 @@ impl<T: Transport> GroupConsumer<T> {
             Instant::now() + Duration::from_millis(self.config.max_poll_interval_ms.max(0) as u64),
         );
         while self.membership == Membership::Unjoined {
+            self.heartbeat.pause();
             let Some((generation_id, assignment)) = self.join_and_sync(join_deadline)? else {
                 continue;
             };
@@ -465,7 +488,15 @@ impl<T: Transport> GroupConsumer<T> {
             );
             self.consumer.assign(assignment.iter().cloned());
             self.membership = Membership::Stable { generation_id };
-            self.last_heartbeat = Instant::now();
+            if let Some(coordinator) = self.coordinator.clone() {
+                self.heartbeat.start_session(Session {
+                    group_id: self.config.group_id.clone(),
+                    generation_id,
+                    member_id: self.member_id.clone(),
+                    group_instance_id: self.config.group_instance_id.clone(),
+                    coordinator,
+                });
+            }
             self.position_at_committed(&assignment)?;
         }
         Ok(())
@@ -611,53 +642,37 @@ impl<T: Transport> GroupConsumer<T> {
         Ok(counts)
     }
 
-    fn maybe_heartbeat(&mut self) -> Result<(), ConsumerError> {
-        let Membership::Stable { generation_id } = self.membership else {
+    /// Acts on what the heartbeat thread learned (heartbeat.rs's table).
+    fn act_on_heartbeat(&mut self) -> Result<(), ConsumerError> {
+        let Some(event) = self.heartbeat.take_event() else {
             return Ok(());
         };
-        if self.last_heartbeat.elapsed() < Duration::from_millis(self.config.heartbeat_interval_ms)
-        {
-            return Ok(());
-        }
-        let request = Request::Heartbeat(heartbeat_request::HeartbeatRequest {
-            group_id: self.config.group_id.clone(),
-            generation_id,
-            member_id: self.member_id.clone(),
-            group_instance_id: self.config.group_instance_id.clone(),
-        });
-        let deadline =
-            Instant::now() + Duration::from_millis(self.config.session_timeout_ms.max(0) as u64);
-        let response = self.coordinator_request(&request, HEARTBEAT_VERSION, deadline)?;
-        let Response::Heartbeat(response) = response else {
-            return Err(ClientError::Protocol("not a Heartbeat answer".into()).into());
-        };
-        self.last_heartbeat = Instant::now();
-        let error =
-            ErrorCode::from_code(response.error_code).unwrap_or(ErrorCode::UnknownServerError);
-        match error {
-            ErrorCode::None => Ok(()),
+        match event {
             // A rebalance: still a member of this generation, which may commit before
             // rejoining (so whoever gets these partitions resumes where we are).
-            ErrorCode::RebalanceInProgress => {
+            HeartbeatEvent::Rebalance => {
                 tracing::info!(group = %self.config.group_id, "rebalance: rejoining");
                 if self.config.enable_auto_commit
                     && let Err(error) = self.commit()
                 {
                     tracing::warn!(group = %self.config.group_id, %error, "commit before rejoining failed");
                 }
-                self.membership = Membership::Unjoined;
-                Ok(())
             }
-            other => match self.classify(other) {
-                Some(Retry::Rejoin) => Ok(()),
-                // The next poll asks again (after finding the coordinator).
-                Some(Retry::Rediscover) | Some(Retry::Backoff) => {
-                    self.coordinator = None;
-                    Ok(())
+            HeartbeatEvent::Rejoin { forget_member_id } => {
+                if forget_member_id {
+                    self.member_id.clear();
                 }
-                None => Err(self.group_error("Heartbeat", other)),
-            },
+            }
+            HeartbeatEvent::CoordinatorLost => self.coordinator = None,
+            // The thread left the group: join as a new member.
+            HeartbeatEvent::PollIntervalExceeded => self.member_id.clear(),
+            HeartbeatEvent::Fatal(error) => {
+                self.membership = Membership::Unjoined;
+                return Err(self.group_error("Heartbeat", error));
+            }
         }
+        self.membership = Membership::Unjoined;
+        Ok(())
     }
 
     fn maybe_auto_commit(&mut self) -> Result<(), ConsumerError> {
@@ -750,8 +765,8 @@ impl<T: Transport> GroupConsumer<T> {
         deadline: Instant,
     ) -> Result<Response, ConsumerError> {
         loop {
-            let coordinator = match self.coordinator {
-                Some(node) => node,
+            let coordinator = match &self.coordinator {
+                Some((node, _)) => *node,
                 None => match self.find_coordinator()? {
                     Ok(node) => node,
                     Err(error) => {
@@ -802,11 +817,13 @@ impl<T: Transport> GroupConsumer<T> {
             ErrorCode::from_code(response.error_code).unwrap_or(ErrorCode::UnknownServerError);
         match error {
             ErrorCode::None => {
-                self.coordinator_transport.set_brokers(vec![(
+                let coordinator = (
                     response.node_id,
                     format!("{}:{}", response.host, response.port),
-                )]);
-                self.coordinator = Some(response.node_id);
+                );
+                self.coordinator_transport
+                    .set_brokers(vec![coordinator.clone()]);
+                self.coordinator = Some(coordinator);
                 Ok(Ok(response.node_id))
             }
             ErrorCode::CoordinatorNotAvailable

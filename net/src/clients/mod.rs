@@ -11,6 +11,7 @@ pub mod full_state;
 #[cfg(test)]
 mod full_state_tests;
 pub mod group;
+pub mod heartbeat;
 pub mod producer;
 pub mod transport;
 
