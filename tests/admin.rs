@@ -22,7 +22,8 @@ use ringlog_net::protocol::{
 
 mod quorum;
 use quorum::{
-    CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics, serial,
+    CLUSTER_ID, Quorum, checkpoints, eventually, run_client_script, scrape_metrics, segment_bases,
+    serial,
 };
 
 /// Runs admin_surface.py in `mode` and returns every line it printed.
@@ -281,6 +282,86 @@ fn delete_records_moves_the_log_start_of_the_leader_and_the_followers() {
             .find_map(|id| earliest_at(&quorum, *id, &topic))
     });
     assert_eq!(earliest, 60);
+}
+
+/// KIP-630 on a `cleanup.policy=snapshot` topic (tests/clients/admin_surface.py checks the
+/// answers): DeleteRecords at the high-watermark snapshots the state machine there and the log
+/// starts at the snapshot; every replica's log follows (each generates its own snapshot at the
+/// leader's log start, nothing having been committed since), so a new leader after a kill of
+/// the old one answers the same earliest offset.
+#[test]
+fn delete_records_on_a_snapshot_topic_cuts_at_a_snapshot_of_its_state() {
+    let _serial = serial();
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let line = run_mode(&mut quorum, "delete_records_snapshot", "SNAPSHOT_DELETED");
+    let mut words = line.split_whitespace().skip(1);
+    let topic = words.next().unwrap().to_string();
+    let high: u64 = words.next().unwrap().parse().unwrap();
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {}'s snapshot at {high}", node.id),
+            || (checkpoints(&dir).last() == Some(&high)).then_some(()),
+        );
+    }
+    let (leader, _) = quorum.wait_for_leader_of(&topic, Duration::from_secs(20));
+    eventually(Duration::from_secs(20), "the leader's earliest", || {
+        (earliest_at(&quorum, leader, &topic)? == high as i64).then_some(())
+    });
+    quorum.kill(leader);
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let earliest = eventually(Duration::from_secs(30), "a new leader's earliest", || {
+        survivors
+            .iter()
+            .find_map(|id| earliest_at(&quorum, *id, &topic))
+    });
+    assert_eq!(earliest, high as i64);
+}
+
+/// `segment.bytes` and `cleanup.policy` altered after creation (admin_surface.py's
+/// alter_log_configs and alter_back_to_delete check the answers): the records reach every
+/// node, and each change takes effect on every replica: the log rolls at the new segment size
+/// (segments in every replica's folder), a delete topic turned snapshot snapshots its state
+/// machine (checkpoints in every folder), and turned back to delete it is cut by retention
+/// again (the script waits for the earliest offset to pass its records).
+#[test]
+fn segment_bytes_and_cleanup_policy_change_after_creation_on_every_node() {
+    let _serial = serial();
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let lines = run_mode_lines(&mut quorum, "alter_log_configs");
+    let topic = word_after(&lines, "SEGMENT_BYTES");
+    every_node_describes(&quorum, &topic, "segment.bytes", "65536");
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
+        // 100 records of 4 kB at 64 KiB a segment (at the node's 1 MiB: one segment).
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {}'s log in 64 KiB segments", node.id),
+            || (segment_bases(&dir).len() >= 4).then_some(()),
+        );
+        // A delete topic keeps no snapshot (no retention or DeleteRecords cut here).
+        assert!(checkpoints(&dir).is_empty(), "node {}", node.id);
+    }
+    let lines = run_mode_lines(&mut quorum, "alter_to_snapshot");
+    assert_eq!(word_after(&lines, "SNAPSHOT_POLICY"), topic);
+    every_node_describes(&quorum, &topic, "cleanup.policy", "snapshot");
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
+        // The state machine runs and snapshots every 10 records (a delete topic: never).
+        eventually(
+            Duration::from_secs(30),
+            &format!("a snapshot of {topic}-0 on node {}", node.id),
+            || (!checkpoints(&dir).is_empty()).then_some(()),
+        );
+    }
+    let lines = run_mode_lines(&mut quorum, "alter_back_to_delete");
+    assert_eq!(word_after(&lines, "DELETE_POLICY"), topic);
+    every_node_describes(&quorum, &topic, "cleanup.policy", "delete");
+    every_node_describes(&quorum, &topic, "snapshot.minimum.records", "16384");
+    assert!(quorum.exited().is_empty(), "{}", quorum.dump_logs());
 }
 
 /// CreatePartitions: the new partitions start on every node (their folders), and clients

@@ -496,6 +496,75 @@ fn find_coordinator(quorum: &Quorum, group: &str, not: Option<i32>) -> i32 {
     )
 }
 
+/// Kafka's background heartbeat (KIP-62): a member whose record handler blocks for three
+/// session timeouts (but less than `max.poll.interval.ms`) between two polls keeps its place:
+/// its heartbeat thread keeps the session, so all along the coordinator lists it in a Stable
+/// group, and afterwards it is in the same generation with the same member id and partitions
+/// and reads on. Without the thread the coordinator drops it after `session.timeout.ms` and
+/// it joins again as a new member.
+#[test]
+fn a_member_whose_handler_blocks_past_the_session_timeout_keeps_its_assignment() {
+    let _serial = serial();
+    let quorum = groups_quorum();
+    let bootstrap = quorum.bootstrap();
+    let topic = "slow-handler";
+    let group = "slow-handler";
+    quorum.create_topic(topic, 2, &[]);
+    produce(&bootstrap, topic, 0, &["a".to_string(), "b".to_string()]);
+    let config = GroupConsumerConfig {
+        session_timeout_ms: 6_000,
+        heartbeat_interval_ms: 500,
+        max_poll_interval_ms: 60_000,
+        ..GroupConsumerConfig::new(group)
+    };
+    let mut member =
+        GroupConsumer::connect(&bootstrap, consumer_config(OffsetReset::Earliest), config);
+    member.subscribe([topic.to_string()]);
+    eventually(Duration::from_secs(30), "the first records", || {
+        let records = member.poll(Duration::from_millis(200)).unwrap();
+        (!records.is_empty()).then_some(())
+    });
+    let generation_id = member.generation_id().expect("in a generation");
+    let member_id = member.member_id().to_string();
+    let mut assignment = member.assignment();
+    assignment.sort();
+    assert_eq!(assignment.len(), 2, "{assignment:?}");
+
+    // The handler: blocks for 18 s (three session timeouts) without polling; this wait is the
+    // slowness under test, not a wait for a condition. All along the coordinator keeps the
+    // member.
+    let coordinator = find_coordinator(&quorum, group, None);
+    let blocked_until = std::time::Instant::now() + Duration::from_secs(18);
+    while std::time::Instant::now() < blocked_until {
+        if let Some((state, _, members)) = try_describe_group(&quorum, coordinator, group) {
+            assert_eq!(state, "Stable", "the group while the handler blocks");
+            assert_eq!(
+                members.keys().collect::<Vec<_>>(),
+                [&member_id],
+                "the members while the handler blocks"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    produce(&bootstrap, topic, 0, &["c".to_string()]);
+    let next = eventually(
+        Duration::from_secs(30),
+        "the record after the block",
+        || {
+            let records = member.poll(Duration::from_millis(200)).unwrap();
+            records.into_iter().find(|r| value_of(r) == "c")
+        },
+    );
+    assert_eq!(next.partition, TopicPartition::new(topic, 0));
+    assert_eq!(member.generation_id(), Some(generation_id));
+    assert_eq!(member.member_id(), member_id);
+    let mut after = member.assignment();
+    after.sort();
+    assert_eq!(after, assignment);
+    member.close().unwrap();
+}
+
 /// Offset expiry (`offsets.retention.minutes=1`, checked every 500 ms), KIP-211's rule, through
 /// the log. Two groups commit the same offsets at the same moment outside group management:
 /// "simple" never has a member and loses its offsets a minute after its commit; "live" has a

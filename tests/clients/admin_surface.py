@@ -3,15 +3,19 @@
 Usage: admin_surface.py BOOTSTRAP MODE, where MODE is one of
   configs           DescribeConfigs / IncrementalAlterConfigs of a topic and of a node
   delete_records    DeleteRecords, then consumers start at the new low watermark
+  delete_records_snapshot  DeleteRecords on a cleanup.policy=snapshot topic (KIP-630)
+  alter_log_configs segment.bytes altered after creation (then alter_to_snapshot and
+                    alter_back_to_delete: cleanup.policy both ways, on the same topic)
   create_partitions CreatePartitions, then the new partitions are produced to and consumed
   describe_cluster  DescribeCluster
-Each mode prints one result line the Rust side checks (ALTERED, DELETED, GROWN, CLUSTER).
+Each mode prints one result line the Rust side checks (ALTERED, DELETED, GROWN, CLUSTER,
+SNAPSHOT_DELETED, SEGMENT_BYTES / SNAPSHOT_POLICY / DELETE_POLICY).
 """
 import time
 import traceback
 
 from common import create_topic, eventually, log, main, partition_leaders
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ConfigSource, NewPartitions, NewTopic, ResourceType)
@@ -62,7 +66,8 @@ def configs(bootstrap, topic):
         entries["retention.ms"].source
     assert not entries["retention.ms"].is_read_only
     assert entries["cleanup.policy"].value == "delete"
-    assert entries["cleanup.policy"].is_read_only
+    assert not entries["cleanup.policy"].is_read_only
+    assert not entries["segment.bytes"].is_read_only
     assert "segment.bytes" in entries and "max.message.bytes" in entries, sorted(entries)
     log(f"described {sorted(entries)}")
 
@@ -76,13 +81,13 @@ def configs(bootstrap, topic):
 
     eventually("retention.ms to read back altered", altered)
 
-    # What cannot change at runtime is refused by name, not ignored.
-    for name, value in (("segment.bytes", "2097152"), ("cleanup.policy", "snapshot"),
+    # What cannot be is refused by name, not ignored.
+    for name, value in (("segment.bytes", "1024"), ("cleanup.policy", "compact"),
                         ("no.such.config", "1"), ("retention.ms", "soon"),
                         ("snapshot.minimum.records", "10")):
         code = error_code_of(alter_topic(admin, topic, name, value))
         assert code == INVALID_CONFIG, f"altering {name}={value} answered {code}"
-    assert describe_topic(admin, topic)["segment.bytes"].value != "2097152"
+    assert describe_topic(admin, topic)["segment.bytes"].value != "1024"
 
     # A node's configs are read-only: described with their source, alterations refused.
     node = ConfigResource(ResourceType.BROKER, "1")
@@ -113,8 +118,8 @@ def configs(bootstrap, topic):
         return e["retention.bytes"].value == "-1" and e["retention.ms"].value == "3600000"
 
     eventually("alter_configs to reset retention.bytes it left out", reset)
-    code = legacy_alter({"retention.ms": "3600000", "segment.bytes": "2097152"})
-    assert code == INVALID_CONFIG, f"alter_configs of segment.bytes answered {code}"
+    code = legacy_alter({"retention.ms": "3600000", "segment.bytes": "1024"})
+    assert code == INVALID_CONFIG, f"alter_configs of segment.bytes=1024 answered {code}"
 
     # kafka-python (IncrementalAlterConfigs to the least loaded node, which forwards it to
     # the controller when it is not).
@@ -229,6 +234,163 @@ def delete_records(bootstrap, topic):
     log(f"DELETED {topic} 60")
 
 
+def create_snapshot_topic(admin, topic, bootstrap):
+    """A one-partition cleanup.policy=snapshot topic on three replicas, with a leader."""
+    attempts = [0]
+
+    def create():
+        attempts[0] += 1
+        new = NewTopic(topic, num_partitions=1, replication_factor=3,
+                       config={"cleanup.policy": "snapshot"})
+        code = error_code_of(admin.create_topics([new])[topic])
+        return code == 0 or (code == TOPIC_ALREADY_EXISTS and attempts[0] > 1)
+
+    eventually(f"{topic} to be created", create)
+    eventually(f"leaders for {topic}", lambda: len(partition_leaders(bootstrap, topic)) == 1)
+
+
+def produce_one_per_batch(bootstrap, topic, count, first_key):
+    """`count` keyed records, one per batch; returns their offsets."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                  "batch.num.messages": 1, "message.timeout.ms": 60000})
+    offsets = []
+    for i in range(first_key, first_key + count):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0,
+                  on_delivery=lambda err, msg: offsets.append(msg.offset()))
+        p.flush(30)
+    assert p.flush(30) == 0 and len(offsets) == count
+    return offsets
+
+
+def first_record_from_beginning(bootstrap, topic):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ringlog-delete-records-snap",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    first = None
+    deadline = time.monotonic() + 30
+    while first is None and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            first = (msg.offset(), msg.key())
+    c.close()
+    return first
+
+
+def delete_records_snapshot(bootstrap, topic):
+    """KIP-630 on a snapshot topic: the log start moves only to a snapshot's end offset. A cut
+    at the high-watermark snapshots the state there; a cut below it, with no snapshot above the
+    log start (the node's policy wants 16384 records), deletes nothing and answers where the
+    log starts."""
+    admin = confluent_admin(bootstrap)
+    create_snapshot_topic(admin, topic, bootstrap)
+    offsets = produce_one_per_batch(bootstrap, topic, 30, 0)
+    high = offsets[-1] + 1
+
+    tp = TopicPartition(topic, 0, offsets[10])
+    below = admin.delete_records([tp])[tp].result(timeout=30)
+    assert below.low_watermark == 0, f"a cut where no snapshot is answered {below}"
+    assert first_record_from_beginning(bootstrap, topic) == (offsets[0], b"k0")
+
+    tp = TopicPartition(topic, 0, high)
+    at_high = admin.delete_records([tp])[tp].result(timeout=30)
+    assert at_high.low_watermark == high, f"a cut at the high-watermark {high} answered {at_high}"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ringlog-delete-records-snap"})
+    low, latest = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.close()
+    assert (low, latest) == (high, high), (low, latest)
+
+    # More records, then a cut at offset -1 (confluent's OFFSET_END: the high-watermark).
+    offsets = produce_one_per_batch(bootstrap, topic, 10, 30)
+    assert offsets[0] == high, offsets
+    assert first_record_from_beginning(bootstrap, topic) == (high, b"k30")
+    high = offsets[-1] + 1
+    tp = TopicPartition(topic, 0, OFFSET_END)
+    at_end = admin.delete_records([tp])[tp].result(timeout=30)
+    assert at_end.low_watermark == high, f"a cut at -1 ({high}) answered {at_end}"
+    log(f"SNAPSHOT_DELETED {topic} {high}")
+
+
+def alter_log_configs(bootstrap, topic):
+    """segment.bytes and cleanup.policy after creation (IncrementalAlterConfigs and the legacy
+    AlterConfigs): each answer, then an effect the Rust side or this script observes."""
+    create_topic(bootstrap, topic, 1)
+    admin = confluent_admin(bootstrap)
+    value = b"x" * 4000
+
+    # segment.bytes: 64 KiB instead of the node's 1 MiB; 100 records of 4 kB then fill about
+    # six segments (tests/admin.rs counts them in every replica's folder).
+    code = error_code_of(alter_topic(admin, topic, "segment.bytes", "65536"))
+    assert code == 0, f"altering segment.bytes answered {code}"
+
+    def segment_bytes():
+        e = describe_topic(admin, topic)["segment.bytes"]
+        return e.value == "65536" and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    eventually("segment.bytes to read back altered", segment_bytes)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                  "batch.num.messages": 1, "message.timeout.ms": 60000})
+    for i in range(100):
+        p.produce(topic, key=f"k{i % 10}".encode(), value=value, partition=0)
+        p.flush(30)
+    assert p.flush(30) == 0
+    log(f"SEGMENT_BYTES {topic} 65536")
+
+
+def alter_to_snapshot(bootstrap, topic):
+    """The second step of alter_log_configs, once tests/admin.rs counted the segments."""
+    admin = confluent_admin(bootstrap)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000})
+    # delete -> snapshot, with a snapshot every 10 records: every replica reloads its state
+    # machine and snapshots it (tests/admin.rs looks for the checkpoints).
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "snapshot", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("snapshot.minimum.records", "10",
+                    incremental_operation=AlterConfigOpType.SET)])
+    code = error_code_of(admin.incremental_alter_configs([resource])[resource])
+    assert code == 0, f"altering cleanup.policy to snapshot answered {code}"
+    eventually("cleanup.policy to read back snapshot",
+               lambda: describe_topic(admin, topic)["cleanup.policy"].value == "snapshot")
+    # Back to delete, but snapshot.minimum.records only applies to snapshot topics.
+    code = error_code_of(alter_topic(admin, topic, "cleanup.policy", "delete"))
+    assert code == INVALID_CONFIG, f"delete with snapshot.minimum.records answered {code}"
+    for i in range(20):
+        p.produce(topic, key=f"k{i % 10}".encode(), value=b"snap", partition=0)
+    assert p.flush(60) == 0
+    log(f"SNAPSHOT_POLICY {topic}")
+
+
+def alter_back_to_delete(bootstrap, topic):
+    """The third step of alter_log_configs, once tests/admin.rs saw the snapshots: the legacy
+    AlterConfigs (every config at once: the left-out snapshot.minimum.records goes back to its
+    default) turns the topic back to delete with retention.bytes 0, and retention cuts the log
+    to its active segment (a snapshot topic's log is not cut by retention)."""
+    admin = confluent_admin(bootstrap)
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={
+        "cleanup.policy": "delete", "retention.bytes": "0", "segment.bytes": "65536"})
+    code = error_code_of(admin.alter_configs([resource])[resource])
+    assert code == 0, f"alter_configs back to delete answered {code}"
+    eventually("cleanup.policy to read back delete",
+               lambda: describe_topic(admin, topic)["cleanup.policy"].value == "delete")
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                  "batch.num.messages": 1, "message.timeout.ms": 60000})
+    offsets = []
+    for i in range(40):
+        p.produce(topic, value=b"y" * 4000, partition=0,
+                  on_delivery=lambda err, msg: offsets.append(msg.offset()))
+        p.flush(30)
+    assert p.flush(30) == 0 and len(offsets) == 40
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ringlog-alter-log-configs"})
+
+    def cut():
+        low, _ = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return low if low > offsets[20] else None
+
+    low = eventually("retention to cut the log to its last segments", cut)
+    c.close()
+    log(f"DELETE_POLICY {topic} {low}")
+
+
 def create_partitions(bootstrap, topic):
     create_topic(bootstrap, topic, 1)
     admin = confluent_admin(bootstrap)
@@ -287,13 +449,18 @@ def describe_cluster(bootstrap, _topic):
     log(f"CLUSTER {d.cluster_id}")
 
 
-MODES = {f.__name__: f for f in (configs, delete_records, create_partitions, describe_cluster)}
+MODES = {f.__name__: f for f in (configs, delete_records, delete_records_snapshot,
+                                  alter_log_configs, alter_to_snapshot, alter_back_to_delete,
+                                  create_partitions,
+                                  describe_cluster)}
 
 
 def body(args):
     bootstrap, mode = args
     try:
-        MODES[mode](bootstrap, f"admin-{mode.replace('_', '-')}")
+        # alter_back_to_delete goes on with alter_log_configs' topic.
+        name = "alter_log_configs" if mode.startswith("alter_") else mode
+        MODES[mode](bootstrap, f"admin-{name.replace('_', '-')}")
     except AssertionError:
         log(traceback.format_exc())
         raise

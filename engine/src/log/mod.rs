@@ -166,6 +166,18 @@ impl PartitionLog {
         &self.config
     }
 
+    /// Changes the segment size (a topic's `segment.bytes` altered at runtime): segments
+    /// created from now on take it; the active segment keeps its own slot region, so it holds
+    /// at most the smaller of the new size and what it was created with (see
+    /// `append_validated`), and rolls at the next batch that would pass that.
+    pub fn set_segment_size_bytes(&mut self, segment_size_bytes: u64) {
+        assert!(
+            segment_size_bytes >= 1 && segment_size_bytes <= (i32::MAX as u64),
+            "segment_size_bytes must be in 1..=2^31-1 (index positions are 32-bit)"
+        );
+        self.config.segment_size_bytes = segment_size_bytes;
+    }
+
     /// The first offset still in the log (KIP-630 LogBeginOffset).
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset

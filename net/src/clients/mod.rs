@@ -3,6 +3,7 @@
 //! both talking to the nodes through one [`transport::Transport`] (real connections by node
 //! id, or an in-process fake in unit tests).
 
+pub mod assignor;
 pub mod consumer;
 #[cfg(test)]
 mod consumer_tests;
@@ -10,6 +11,7 @@ pub mod full_state;
 #[cfg(test)]
 mod full_state_tests;
 pub mod group;
+pub mod heartbeat;
 pub mod producer;
 pub mod transport;
 

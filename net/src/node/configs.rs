@@ -8,7 +8,10 @@
 //! answers DescribeConfigs from its own topic image; an alteration is a new topic record with
 //! the same topic id and the changed config, proposed by the controller and applied by every
 //! node (topic_image.rs), so `retention.ms` and `retention.bytes` take effect everywhere at
-//! the next retention check, and survive restarts with the record. A node that is not the
+//! the next retention check, `segment.bytes` at each replica's next segment roll (the active
+//! segment rolls at the next batch that would pass the smaller of its own size and the new
+//! one), `cleanup.policy` at once on each replica (topic_image.rs,
+//! `Host::set_keeps_snapshots`), and all survive restarts with the record. A node that is not the
 //! controller forwards the request to it and relays the answer ([`Node::forward_to_controller`]).
 //!
 //! What cannot change at runtime is refused, never ignored:
@@ -17,11 +20,27 @@
 //! | -------- | --------------------------------------- | --------------------------------- |
 //! | topic    | `retention.ms`, `retention.bytes`       | applied (SET, DELETE = default)   |
 //! | topic    | `snapshot.minimum.records`              | applied on a snapshot topic; INVALID_CONFIG on a delete topic |
-//! | topic    | `cleanup.policy`, `segment.bytes`       | INVALID_CONFIG (fixed at creation)|
+//! | topic    | `segment.bytes` (65536..=1 GiB)         | applied (next segment roll)       |
+//! | topic    | `cleanup.policy` `delete` <-> `snapshot` | applied (below)                  |
+//! | topic    | `cleanup.policy` `compact`, lists       | INVALID_CONFIG (not served)       |
 //! | topic    | `max.message.bytes`, any other name     | INVALID_CONFIG                    |
 //! | topic    | APPEND / SUBTRACT                       | INVALID_CONFIG                    |
 //! | node     | any                                     | INVALID_REQUEST (static file)     |
 //! | other    | (broker loggers, client metrics, …)     | INVALID_REQUEST                   |
+//! | internal topic | any                               | INVALID_REQUEST                   |
+//!
+//! Changing `cleanup.policy` is safe both ways, because each replica's state machine is its
+//! own (a snapshot is the state after the log below it, whatever that log held):
+//! - `delete` -> `snapshot`: each replica reloads its key-value state machine from its newest
+//!   snapshot (the empty cuts of retention and DeleteRecords: nothing) and applies the log from
+//!   there, so the state is that of the records the log still holds; from then on the log is
+//!   trimmed behind snapshots, not by retention. Records without a key are in no state: they
+//!   go at the first snapshot cut (Kafka refuses keyless records on a compacted topic).
+//! - `snapshot` -> `delete`: the state machine stops (a generation in flight finishes); the
+//!   log keeps its start and is trimmed by retention from then on. The state below the log
+//!   start stays only in the snapshot files, which no Kafka client reads.
+//!   `snapshot.minimum.records` must go in the same request (it applies to snapshot topics
+//!   only): else INVALID_CONFIG.
 
 use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord};
 use super::transport::Responder;
@@ -54,8 +73,10 @@ const OP_DELETE: i8 = 1;
 /// The alterable topic configs a legacy AlterConfigs returns to their defaults when it leaves
 /// them out (Kafka's AlterConfigs replaces a resource's whole dynamic config).
 const RESET_WHEN_LEFT_OUT: &[&str] = &[
+    "cleanup.policy",
     "retention.bytes",
     "retention.ms",
+    "segment.bytes",
     "snapshot.minimum.records",
 ];
 
@@ -152,7 +173,7 @@ pub fn describe_topic_configs(
             name: "cleanup.policy",
             value: Some(config.cleanup_policy.as_str().to_string()),
             source: topic_or_default(config.cleanup_policy == CleanupPolicy::Delete),
-            read_only: true,
+            read_only: false,
             config_type: TYPE_LIST,
         },
         DescribedConfig {
@@ -173,7 +194,7 @@ pub fn describe_topic_configs(
             name: "segment.bytes",
             value: Some(segment_value),
             source: segment_source,
-            read_only: true,
+            read_only: false,
             config_type: TYPE_INT,
         },
         DescribedConfig {
@@ -201,8 +222,6 @@ pub enum AlterConfigsError {
     Duplicate(String),
     #[error("{name}: operation {operation} is not supported (only SET and DELETE)")]
     Operation { name: String, operation: i8 },
-    #[error("{0} is fixed when the topic is created and cannot be changed")]
-    Fixed(&'static str),
     #[error(transparent)]
     Config(#[from] super::topics::TopicConfigError),
 }
@@ -232,12 +251,6 @@ pub fn altered_topic_config(
             }
         };
         config.set(&alteration.name, value)?;
-    }
-    if config.cleanup_policy != current.cleanup_policy {
-        return Err(AlterConfigsError::Fixed("cleanup.policy"));
-    }
-    if config.segment_bytes != current.segment_bytes {
-        return Err(AlterConfigsError::Fixed("segment.bytes"));
     }
     config.check()?;
     Ok(config)
@@ -651,14 +664,14 @@ mod tests {
         let refused = |alterations: &[ia_req::AlterableConfig]| {
             altered_topic_config(&current, alterations).unwrap_err()
         };
-        assert_eq!(
-            refused(&[set("cleanup.policy", "snapshot")]),
-            AlterConfigsError::Fixed("cleanup.policy")
-        );
-        assert_eq!(
-            refused(&[set("segment.bytes", "1048576")]),
-            AlterConfigsError::Fixed("segment.bytes")
-        );
+        assert!(matches!(
+            refused(&[set("cleanup.policy", "compact")]),
+            AlterConfigsError::Config(_)
+        ));
+        assert!(matches!(
+            refused(&[set("segment.bytes", "1024")]),
+            AlterConfigsError::Config(_)
+        ));
         assert!(matches!(
             refused(&[set("max.message.bytes", "1000")]),
             AlterConfigsError::Config(_)
@@ -680,8 +693,50 @@ mod tests {
             refused(&[append]),
             AlterConfigsError::Operation { operation: 2, .. }
         ));
-        // Setting a fixed config to the value it has is no change, and allowed.
+        // Setting a config to the value it has is no change, and allowed.
         assert!(altered_topic_config(&current, &[set("cleanup.policy", "delete")]).is_ok());
+    }
+
+    #[test]
+    fn cleanup_policy_and_segment_bytes_change_and_delete_returns_them_to_the_default() {
+        let current = TopicConfig::default();
+        let altered = altered_topic_config(
+            &current,
+            &[
+                set("cleanup.policy", "snapshot"),
+                set("segment.bytes", "1048576"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(altered.cleanup_policy, CleanupPolicy::Snapshot);
+        assert_eq!(altered.segment_bytes, Some(1_048_576));
+        let with_minimum =
+            altered_topic_config(&altered, &[set("snapshot.minimum.records", "10")]).unwrap();
+        let delete = ia_req::AlterableConfig {
+            name: "cleanup.policy".into(),
+            config_operation: OP_DELETE,
+            value: None,
+        };
+        // Back to delete, but snapshot.minimum.records applies to snapshot topics only.
+        assert!(matches!(
+            altered_topic_config(&with_minimum, std::slice::from_ref(&delete)),
+            Err(AlterConfigsError::Config(_))
+        ));
+        let back = altered_topic_config(
+            &with_minimum,
+            &[
+                delete,
+                ia_req::AlterableConfig {
+                    name: "snapshot.minimum.records".into(),
+                    config_operation: OP_DELETE,
+                    value: None,
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!(back.cleanup_policy, CleanupPolicy::Delete);
+        assert_eq!(back.snapshot_minimum_records, None);
+        assert_eq!(back.segment_bytes, Some(1_048_576));
     }
 
     #[test]

@@ -14,15 +14,40 @@
 //! the log starts (at most the asked offset; Kafka cuts exactly there). A producer's batch is
 //! typically one `produce()` flush.
 //!
+//! A `cleanup.policy=snapshot` topic's partition is a key-value state machine, and KIP-630
+//! lets its log start only be the end offset of one of its snapshots (the state below the log
+//! start must live somewhere). Its state machine stands at the high-watermark (it applies what
+//! is committed), and its state at an earlier offset is not at hand (it would take the previous
+//! snapshot plus a replay of the log up to there). So a cut there goes where a snapshot is:
+//!
+//! - asked for the offset the state machine stands at (the high-watermark, offset -1 included,
+//!   with nothing committed since it was read): the leader generates a snapshot there now
+//!   (`Host::generate_snapshot_at`, written off the loop like the policy's) and its log start
+//!   moves to it: every record is deleted, the state is kept in the snapshot;
+//! - asked for an earlier offset: the log start moves to the leader's latest snapshot if that
+//!   is above the log start (the policy's snapshots, `snapshot.minimum.records`), else it stays;
+//!   `low_watermark` says where it starts, as Kafka's answer gives the resulting low watermark.
+//!   It may be below the asked offset (nothing at or above it is deleted by this request);
+//!   it is above it only where the policy's latest snapshot already was.
+//!
+//! A follower of a snapshot topic whose leader's log start passed its own generates a snapshot
+//! there if its state machine stands exactly there (nothing committed since: the usual case
+//! after a cut at the high-watermark), so its log start follows; otherwise its log start
+//! follows its own policy's snapshots, and a follower that becomes leader may answer a lower
+//! earliest offset than the old leader's `low_watermark` (never a higher one than its own
+//! snapshots allow).
+//!
 //! | partition                                    | answer                                      |
 //! | -------------------------------------------- | ------------------------------------------- |
 //! | not hosted here                              | UNKNOWN_TOPIC_OR_PARTITION                  |
 //! | not led here                                 | NOT_LEADER_OR_FOLLOWER                      |
-//! | `cleanup.policy=snapshot`, internal topics   | POLICY_VIOLATION (their log start follows their state machine's snapshots) |
+//! | internal topics (`__consumer_offsets`, …)    | POLICY_VIOLATION (only the node cuts their logs, behind their snapshots) |
 //! | offset -1                                    | up to the high-watermark                    |
 //! | offset < -1, or above the high-watermark     | OFFSET_OUT_OF_RANGE                         |
 //! | at or below the log start                    | the log start, at once                      |
-//! | otherwise                                    | the new log start, once the leader's moved  |
+//! | `cleanup.policy=delete`                      | the new log start, once the leader's moved  |
+//! | `cleanup.policy=snapshot`, at the state machine's offset | the new log start (there), once the snapshot is written and the leader's log start moved |
+//! | `cleanup.policy=snapshot`, elsewhere         | the leader's latest snapshot once its log start moved there, or the log start at once if no snapshot is above it |
 //! | leadership lost while waiting                | NOT_LEADER_OR_FOLLOWER                      |
 //! | `timeout_ms` passed                          | REQUEST_TIMED_OUT                           |
 
@@ -159,10 +184,13 @@ impl Node {
         }
         let epoch = raft.epoch();
         let epoch_cache = raft.log().epoch_cache().to_vec();
-        match self.topic_config(partition) {
-            Some(config) if config.cleanup_policy == CleanupPolicy::Delete => {}
-            _ => return Err(ErrorCode::PolicyViolation),
+        if super::topics::is_internal_topic(topic) {
+            return Err(ErrorCode::PolicyViolation);
         }
+        let policy = self
+            .topic_config(partition)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?
+            .cleanup_policy;
         let store = self
             .host
             .store(partition)
@@ -183,6 +211,26 @@ impl Node {
             return Ok(Outcome::Done(log_start as i64));
         }
         let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+        if policy == CleanupPolicy::Snapshot {
+            // KIP-630: only to a snapshot's end offset (module doc).
+            let target = if self.host.generate_snapshot_at(partition, target) {
+                tracing::info!(
+                    partition,
+                    log_start_offset = target,
+                    "DeleteRecords: snapshot of the state machine asked for, the log start follows it"
+                );
+                target
+            } else if latest > log_start {
+                latest.min(target)
+            } else {
+                return Ok(Outcome::Done(log_start as i64));
+            };
+            return Ok(Outcome::Wait {
+                partition,
+                target,
+                epoch,
+            });
+        }
         if target > latest {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
             self.host
@@ -254,13 +302,16 @@ impl Node {
     /// its own (DeleteRecords, or the leader's retention ahead of this node's) records an empty
     /// snapshot there, so its core moves its log start to the leader's (KIP-630: a follower's
     /// log start follows the leader's only up to a snapshot of its own).
+    ///
+    /// A follower of a `cleanup.policy=snapshot` partition generates a snapshot of its state
+    /// machine there instead, if the machine stands exactly there (module doc).
     pub(super) fn follow_leader_log_starts(&mut self) -> Result<(), NodeError> {
         let ids: Vec<PartitionId> = self.table.ids().collect();
         for id in ids {
-            if self
-                .topic_config(id)
-                .is_none_or(|c| c.cleanup_policy != CleanupPolicy::Delete)
-            {
+            let Some(policy) = self.topic_config(id).map(|c| c.cleanup_policy) else {
+                continue;
+            };
+            if super::topics::is_internal_topic(&self.table.get(id).topic) {
                 continue;
             }
             let (Some(raft), Some(store)) = (self.host.raft(id), self.host.store(id)) else {
@@ -272,6 +323,16 @@ impl Node {
             let target = raft.leader_log_start_offset();
             let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
             if target <= store.log_start_offset() || target <= latest {
+                continue;
+            }
+            if policy == CleanupPolicy::Snapshot {
+                if self.host.generate_snapshot_at(id, target) {
+                    tracing::info!(
+                        partition = id,
+                        log_start_offset = target,
+                        "the leader's log start moved: snapshot of the state machine there asked for"
+                    );
+                }
                 continue;
             }
             // Only where this replica's log holds committed records up to the cut, and on one

@@ -82,12 +82,17 @@ impl Node {
                 if *known == topic {
                     continue;
                 }
-                for index in known.partitions..topic.partitions {
+                let (known_partitions, config_changed) =
+                    (known.partitions, known.config != topic.config);
+                for index in known_partitions..topic.partitions {
                     if self.hosts_partition(&topic, index) {
                         self.start_partition(&topic, index)?;
                     }
                 }
                 self.apply_snapshot_minimum_records(&topic);
+                if config_changed {
+                    self.apply_log_config_change(&topic);
+                }
                 tracing::info!(topic = %topic.name, partitions = topic.partitions, config = ?topic.config, "topic changed");
                 self.handlers.topics.image.insert(topic.name.clone(), topic);
                 continue;
@@ -111,6 +116,34 @@ impl Node {
         self.answer_creates()
     }
 
+    /// A topic's `segment.bytes` or `cleanup.policy` changed (configs.rs): its partitions
+    /// here take the new segment size for their next segment, and start or stop running their
+    /// state machine with snapshots (`Host::set_keeps_snapshots`). A partition whose state
+    /// machine cannot be reloaded (a storage error reading its snapshot) keeps its old policy
+    /// until the node restarts, and says so in the log; the topic record stays the truth.
+    fn apply_log_config_change(&mut self, topic: &TopicRecord) {
+        let segment_size_bytes = self.topic_log_config(topic).segment_size_bytes;
+        let keeps_snapshots =
+            super::snapshots::keeps_snapshots(&topic.name, Some(topic.config.cleanup_policy));
+        for id in self.topic_partition_ids(topic) {
+            self.host.set_segment_size_bytes(id, segment_size_bytes);
+            if let Err(error) = self.host.set_keeps_snapshots(id, keeps_snapshots) {
+                tracing::error!(partition = id, %error, cleanup_policy = topic.config.cleanup_policy.as_str(), "the new cleanup.policy takes effect at the next start");
+            }
+        }
+    }
+
+    /// The partitions of `topic` (this incarnation of its name) this node runs.
+    fn topic_partition_ids(&self, topic: &TopicRecord) -> Vec<ringlog_replication::PartitionId> {
+        self.table
+            .ids()
+            .filter(|id| {
+                let hosted = self.table.get(*id);
+                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
+            })
+            .collect()
+    }
+
     /// Gives the topic's partitions its `snapshot.minimum.records` (or the node's, when unset);
     /// their next snapshot-generation check uses it.
     fn apply_snapshot_minimum_records(&mut self, topic: &TopicRecord) {
@@ -118,15 +151,7 @@ impl Node {
             .config
             .snapshot_minimum_records
             .map(|n| n.max(1) as u64);
-        let ids: Vec<_> = self
-            .table
-            .ids()
-            .filter(|id| {
-                let hosted = self.table.get(*id);
-                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
-            })
-            .collect();
-        for id in ids {
+        for id in self.topic_partition_ids(topic) {
             self.host.set_snapshot_min_records(id, min_records);
         }
     }

@@ -640,6 +640,14 @@ impl<I: Io> Host<I> {
         self.stores.get(&partition)
     }
 
+    /// A topic's `segment.bytes` changed at runtime: the partition's next segment takes it
+    /// (`PartitionLog::set_segment_size_bytes`).
+    pub fn set_segment_size_bytes(&mut self, partition: PartitionId, segment_size_bytes: u64) {
+        if let Some(store) = self.stores.get_mut(&partition) {
+            store.log.set_segment_size_bytes(segment_size_bytes);
+        }
+    }
+
     pub fn stores(&self) -> impl Iterator<Item = (PartitionId, &PartitionStore)> {
         self.stores.iter().map(|(id, s)| (*id, s))
     }

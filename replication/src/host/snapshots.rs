@@ -292,6 +292,42 @@ impl PartitionSnapshots {
         Some((job, reason))
     }
 
+    /// DeleteRecords on a snapshot topic (KIP-630: a log start is always a snapshot's end
+    /// offset): takes the state for a writer at `end_offset` now, whatever the policy says,
+    /// if that is exactly where the state machine stands (its state at another offset is not
+    /// at hand), the offset is committed and above the latest snapshot, and no generation is
+    /// in flight. `None` otherwise; the caller then cuts at the latest snapshot instead.
+    pub fn begin_generation_at(
+        &mut self,
+        end_offset: u64,
+        high_watermark: u64,
+        epoch_cache: &[OffsetAndEpoch],
+        now_ms: u64,
+    ) -> Option<SnapshotJob> {
+        let applied_end_offset = (self.state_machine.last_applied_offset() + 1).max(0) as u64;
+        if self.generating.is_some()
+            || applied_end_offset != end_offset
+            || end_offset > high_watermark
+            || self
+                .latest_snapshot_id
+                .is_some_and(|latest| latest.offset >= end_offset)
+        {
+            return None;
+        }
+        let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
+        let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
+        let job = SnapshotJob {
+            snapshot_id,
+            format: self.state_machine.snapshot_format(),
+            entries: self.state_machine.entries().clone(),
+            voters: None,
+        };
+        self.state_machine.on_snapshot_taken();
+        self.last_snapshot_ms = now_ms;
+        self.generating = Some(snapshot_id);
+        Some(job)
+    }
+
     /// A writer thread reported `snapshot_id`.
     pub fn finish_generation(
         &mut self,
@@ -446,6 +482,90 @@ impl<I: Io> Host<I> {
                 tracing::error!(partition, snapshot = ?snapshot_id, %error, "snapshot generation failed")
             }
         }
+    }
+
+    /// Generates a snapshot of `partition` at `end_offset` now (DeleteRecords on a snapshot
+    /// topic, [`PartitionSnapshots::begin_generation_at`]): the job goes out as an
+    /// `Output::GenerateSnapshot` like a policy's, and the core moves the log start when it is
+    /// written. Returns whether a generation started.
+    pub fn generate_snapshot_at(&mut self, partition: PartitionId, end_offset: u64) -> bool {
+        let Some(store) = self.stores.get_mut(&partition) else {
+            return false;
+        };
+        if !store.keeps_snapshots {
+            return false;
+        }
+        let epoch_cache: Vec<OffsetAndEpoch> = self
+            .multi
+            .partition(partition)
+            .map(|r| r.log().epoch_cache().to_vec())
+            .unwrap_or_default();
+        let Some(mut job) = store.snapshots.begin_generation_at(
+            end_offset,
+            store.high_watermark,
+            &epoch_cache,
+            self.now_ms,
+        ) else {
+            return false;
+        };
+        let dir = store.dir.clone();
+        job.voters = self.snapshot_voters(partition, job.snapshot_id);
+        tracing::info!(partition, snapshot = ?job.snapshot_id, "snapshot generation started (asked for)");
+        self.output.push(Output::GenerateSnapshot {
+            partition,
+            dir,
+            job,
+        });
+        true
+    }
+
+    /// A topic's `cleanup.policy` changed at runtime (delete <-> snapshot): whether the
+    /// partition runs its key-value state machine with snapshots from now on.
+    ///
+    /// Starting it: the state machine is reloaded from the newest snapshot on disk (a delete
+    /// topic's are the empty cuts of retention and DeleteRecords, one at its log start; none
+    /// when its log starts at 0), since it stopped applying where the partition stopped keeping
+    /// snapshots (or never started), and then applies the committed log after it at the next
+    /// `pump`, so its state is that of the records in the log. Stopping it: no more
+    /// generations (one in flight finishes and is reported); the log keeps its start, and the
+    /// runtime's retention cuts it from then on.
+    pub fn set_keeps_snapshots(
+        &mut self,
+        partition: PartitionId,
+        keeps_snapshots: bool,
+    ) -> Result<(), StorageError> {
+        let Some(store) = self.stores.get_mut(&partition) else {
+            return Ok(());
+        };
+        if store.keeps_snapshots == keeps_snapshots {
+            return Ok(());
+        }
+        if keeps_snapshots {
+            let (latest, skipped) = latest_valid_snapshot(&mut self.io, &store.dir)?;
+            for skipped in skipped.iter() {
+                tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
+            }
+            let mut state_machine = KeyValueStateMachine::new();
+            match latest {
+                Some(contents) => state_machine
+                    .load_snapshot(&contents)
+                    .map_err(|e| state_machine_error(&store.dir, e))?,
+                None if store.log.log_start_offset() > 0 => {
+                    return Err(StorageError::Inconsistent {
+                        path: store.dir.display().to_string(),
+                        reason: format!(
+                            "the log starts at {} but there is no snapshot",
+                            store.log.log_start_offset()
+                        ),
+                    });
+                }
+                None => {}
+            }
+            store.snapshots.state_machine = state_machine;
+        }
+        store.keeps_snapshots = keeps_snapshots;
+        tracing::info!(partition, keeps_snapshots, "cleanup policy changed");
+        Ok(())
     }
 
     /// Sets a partition's own minimum of records between snapshots (`None`: the host's
@@ -792,6 +912,36 @@ mod tests {
             .expect("three records since the snapshot");
         assert_eq!(next.snapshot_id, OffsetAndEpoch::new(7, 2));
         assert_eq!(next.entries.len(), 4);
+    }
+
+    #[test]
+    fn an_asked_for_generation_takes_the_state_only_where_the_state_machine_stands() {
+        let cache = [OffsetAndEpoch::new(0, 2)];
+        let mut snapshots = PartitionSnapshots {
+            state_machine: KeyValueStateMachine::new(),
+            ..Default::default()
+        };
+        apply(&mut snapshots, 0, &[("a", Some("1")), ("b", Some("1"))]);
+        // KIP-630: the state at offset 1 is not at hand (the machine stands at 2).
+        assert!(snapshots.begin_generation_at(1, 2, &cache, 10).is_none());
+        // Not committed yet.
+        assert!(snapshots.begin_generation_at(2, 1, &cache, 10).is_none());
+        // Two records are under any policy minimum, but asked for: taken.
+        let job = snapshots
+            .begin_generation_at(2, 2, &cache, 10)
+            .expect("the state at 2");
+        assert_eq!(job.snapshot_id, OffsetAndEpoch::new(2, 2));
+        assert_eq!(job.entries.len(), 2);
+        // One generation at a time.
+        apply(&mut snapshots, 2, &[("c", Some("1"))]);
+        assert!(snapshots.begin_generation_at(3, 3, &cache, 10).is_none());
+        assert_eq!(
+            snapshots.finish_generation(job.snapshot_id, Ok(())),
+            GenerationOutcome::Taken
+        );
+        // Not at or below the latest snapshot.
+        assert!(snapshots.begin_generation_at(2, 3, &cache, 10).is_none());
+        assert!(snapshots.begin_generation_at(3, 3, &cache, 10).is_some());
     }
 
     #[test]
