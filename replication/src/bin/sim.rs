@@ -1,7 +1,7 @@
 //! The simulator runner: every node runs the production host (docs/simulator.md):
 //! `cargo run -p ringlog-replication --features sim --bin sim -- [--seeds N] [--start S]
 //! [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig]
-//! [--fault-phase-ms MS] [--mutation NAME]`.
+//! [--fault-phase-ms MS] [--mutation NAME] [--trace]` (`--trace`: one seed's history on stderr).
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
 //! and, for every failing seed, the violation and a one-line replay command. Exits non-zero on
@@ -21,7 +21,7 @@ use ringlog_replication::sim::{HostSimOptions, run_host_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig] [--fault-phase-ms MS] [--mutation {}|{}|{}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig] [--trace] [--fault-phase-ms MS] [--mutation {}|{}|{}|{}]",
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
         host_mutation_name(HostMutation::SendBeforeQuorumState),
         host_mutation_name(HostMutation::SnapshotOneRecordOff),
@@ -38,6 +38,7 @@ fn main() -> ExitCode {
     let mut host_mutation = None;
     let mut partitions = None;
     let mut reconfig = false;
+    let mut trace = false;
     let mut voters = None;
     let mut observers = None;
     let mut fault_phase_ms = None;
@@ -51,6 +52,11 @@ fn main() -> ExitCode {
             }
             "--reconfig" => {
                 reconfig = true;
+                i += 1;
+                continue;
+            }
+            "--trace" => {
+                trace = true;
                 i += 1;
                 continue;
             }
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         options.mutation = host_mutation;
         options.core_mutation = core_mutation;
         options.reconfig = reconfig;
+        options.trace = trace;
         if let Some(ms) = fault_phase_ms {
             options.fault_phase_ms = ms;
         }

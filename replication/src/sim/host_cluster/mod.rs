@@ -125,6 +125,26 @@ enum EventKind {
     EndFaults,
 }
 
+impl EventKind {
+    /// For `--trace`.
+    fn name(&self) -> String {
+        match self {
+            EventKind::Deliver { .. } => "deliver".into(),
+            EventKind::Tick { node, .. } => format!("tick {node}"),
+            EventKind::Pump { node, .. } => format!("pump {node}"),
+            EventKind::SnapshotWritten { node, job, .. } => {
+                format!("snapshot written on {node} at {}", job.snapshot_id.offset)
+            }
+            EventKind::Fault => "fault".into(),
+            EventKind::HealNetwork => "heal".into(),
+            EventKind::Restart { node } => format!("restart {node}"),
+            EventKind::ClientAppend => "client append".into(),
+            EventKind::VoterChange => "voter change".into(),
+            EventKind::EndFaults => "end of faults".into(),
+        }
+    }
+}
+
 struct Event {
     at_ms: u64,
     seq: u64,
@@ -419,7 +439,19 @@ impl Cluster {
             }
             self.now_ms = event.at_ms;
             self.events += 1;
+            if self.options.trace {
+                match &event.kind {
+                    EventKind::Deliver { .. }
+                    | EventKind::Tick { .. }
+                    | EventKind::Pump { .. }
+                    | EventKind::ClientAppend => {}
+                    _ => eprintln!("{} ms: {}", self.now_ms, event.kind.name()),
+                }
+            }
             self.handle(event.kind);
+            if self.options.trace {
+                eprintln!("{} ms: {}", self.now_ms, self.describe());
+            }
             self.check_leaders();
             self.collect_violation();
             if self.violation.is_some() {

@@ -25,6 +25,9 @@ pub struct HostSimOptions {
     /// every 150–600 ms of the fault phase a random partition's leader adds a caught-up
     /// non-voter, removes a voter (itself included) or replaces one ([`super::reconfig`]).
     pub reconfig: bool,
+    /// Print every delivered message, crash, restart and role change to stderr (the runner's
+    /// `--trace`, for reading one seed's history).
+    pub trace: bool,
     /// Simulated time during which faults are injected and clients append.
     pub fault_phase_ms: u64,
     /// After the faults stop: the time the cluster has to elect a leader and catch everyone up.
@@ -41,6 +44,7 @@ impl HostSimOptions {
             mutation: None,
             core_mutation: None,
             reconfig: false,
+            trace: false,
             fault_phase_ms: 3_000,
             liveness_budget_ms: 20_000,
         }

@@ -52,6 +52,9 @@ impl Cluster {
         mut message: Message,
     ) {
         let now = self.now_ms;
+        if self.options.trace {
+            eprintln!("{now} ms: {from} -> {to} /{partition}: {message:?}");
+        }
         let node = self.nodes.get_mut(&to).expect("node");
         if let Message::VoteRequest(request) = &message
             && request.pre_vote
