@@ -150,15 +150,28 @@ fn host_seeds_900_to_1200() {
     assert_exercised(&run_range(900..1200));
 }
 
-/// Seeds that once failed, replayed in every run. 106558 (a long run): a voter answered a
-/// pre-vote from the candidate it had just voted for while that vote was still being written;
-/// the checker took the pre-vote's grant (sent at once, never persisted) for the vote itself
-/// and reported it lost at the next crash. The checker now tells the two apart.
+/// Seeds that once failed, replayed in every run, with the voter count they ran with.
+/// - 106558 (a long run): a voter answered a pre-vote from the candidate it had just voted for
+///   while that vote was still being written; the checker took the pre-vote's grant (sent at
+///   once, never persisted) for the vote itself and reported it lost at the next crash. The
+///   checker now tells the two apart.
+/// - one voter, 7000273, 7000654, 7001031, 7001101 (the first long run of `--voters 1`): the
+///   lone voter, standing in a new epoch with its vote still being written, answered an
+///   observer's fetch naming that epoch, then crashed and led a lower one after its restart;
+///   the observer refused that leader for good. A fetch answer naming a non-durable epoch now
+///   waits for the quorum-state write (raft/single_voter_tests.rs).
 #[test]
 fn host_regression_seeds() {
-    const REGRESSION_SEEDS: &[u64] = &[106_558];
-    for &seed in REGRESSION_SEEDS {
-        let options = HostSimOptions::new(seed);
+    const REGRESSION_SEEDS: &[(u64, Option<usize>)] = &[
+        (106_558, None),
+        (7_000_273, Some(1)),
+        (7_000_654, Some(1)),
+        (7_001_031, Some(1)),
+        (7_001_101, Some(1)),
+    ];
+    for &(seed, voters) in REGRESSION_SEEDS {
+        let mut options = HostSimOptions::new(seed);
+        options.voters = voters;
         let report = run_host_seed(&options);
         assert!(
             report.violation.is_none(),

@@ -46,12 +46,18 @@ impl Raft {
         };
         if let Some(error_code) = error {
             let response = self.fetch_response(request.correlation_id, error_code);
-            out.push(Work::SendFetchResponse {
-                to: from,
-                response,
-                fetch_offset: request.fetch_offset,
-                max_bytes: 0,
-            });
+            // The answer names our epoch: not before that epoch is durable (a candidate whose
+            // vote is still being written, say).
+            if self.persisted_election.epoch < self.epoch() {
+                out.send_after_persist(from, Message::FetchResponse(response));
+            } else {
+                out.push(Work::SendFetchResponse {
+                    to: from,
+                    response,
+                    fetch_offset: request.fetch_offset,
+                    max_bytes: 0,
+                });
+            }
             return Ok(());
         }
         match self

@@ -80,6 +80,15 @@ impl Out {
         }
     }
 
+    /// A message that names an epoch whose election state is not yet durable: it waits behind
+    /// the outstanding quorum-state write, as a vote does. A replica that learned that epoch
+    /// from it and never votes (an observer) could otherwise be left in an epoch the sender
+    /// forgets at a crash, and refuse every leader of the lower epochs the quorum goes on in.
+    pub(crate) fn send_after_persist(&mut self, to: NodeId, message: Message) {
+        self.write_pending_election();
+        self.work.push(Work::SendAfterPersist { to, message });
+    }
+
     pub(crate) fn push(&mut self, work: Work) {
         debug_assert!(!matches!(
             work,

@@ -119,3 +119,58 @@ fn a_lone_voter_whose_vote_write_outlasts_its_election_timeout_still_leads() {
     assert_eq!(raft.epoch(), 1);
     assert!(work.iter().any(is_leader_work), "{work:?}");
 }
+
+#[test]
+fn a_fetch_is_answered_with_a_new_epoch_only_once_that_epoch_is_durable() {
+    // The lone voter stands in epoch 1; its vote is still being written when an observer's
+    // fetch (epoch 0) arrives. The answer names epoch 1, so it waits behind the quorum-state
+    // write: sent at once, it would move the observer to an epoch the voter forgets if it
+    // crashes now; the voter would then lead a lower epoch after its restart, and the observer,
+    // which never votes and so never moves the voter on, would refuse that leader for good
+    // (found by the simulator, --voters 1 seeds 7000273, 7000654, 7001031, 7001101).
+    let mut raft = lone_voter();
+    raft.tick(5_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Candidate(_)));
+    let work = raft
+        .step(
+            5_001,
+            2,
+            Message::FetchRequest(super::tests::fetch(2, 0, 0, 0)),
+        )
+        .unwrap();
+    assert!(
+        matches!(
+            work.as_slice(),
+            [Work::SendAfterPersist {
+                to: 2,
+                message: Message::FetchResponse(FetchResponse {
+                    error_code: ErrorCode::FencedLeaderEpoch,
+                    ..
+                }),
+            }]
+        ),
+        "{work:?}"
+    );
+    raft.on_persisted(
+        5_002,
+        Persisted::QuorumState(ElectionState {
+            epoch: 1,
+            leader_id: None,
+            voted_for: Some(1),
+        }),
+    )
+    .unwrap();
+    assert!(raft.is_leader());
+    // Once the epoch is durable, a fenced fetch is answered directly.
+    let work = raft
+        .step(
+            5_003,
+            2,
+            Message::FetchRequest(super::tests::fetch(2, 0, 0, 0)),
+        )
+        .unwrap();
+    assert!(
+        matches!(work.as_slice(), [Work::SendFetchResponse { .. }]),
+        "{work:?}"
+    );
+}

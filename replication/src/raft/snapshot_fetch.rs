@@ -173,6 +173,11 @@ impl Raft {
         } else {
             0
         };
+        // As for a Fetch answer: it names our epoch, so not before that epoch is durable.
+        if self.persisted_election.epoch < self.epoch() {
+            out.send_after_persist(from, Message::FetchSnapshotResponse(response));
+            return Ok(());
+        }
         out.push(Work::SendFetchSnapshotResponse {
             to: from,
             response,

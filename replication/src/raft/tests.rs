@@ -91,7 +91,7 @@ fn persist_quorum_state(raft: &mut Raft, now_ms: u64, work: &[Work]) {
     }
 }
 
-fn fetch(
+pub(super) fn fetch(
     replica_id: NodeId,
     epoch: Epoch,
     fetch_offset: u64,
@@ -457,9 +457,10 @@ fn leader_validates_fetch_epochs() {
             }
         );
     }
-    // A follower answers NOT_LEADER_OR_FOLLOWER naming the leader.
+    // A follower answers NOT_LEADER_OR_FOLLOWER naming the leader, once its epoch is durable
+    // (before, the answer waits behind the quorum-state write).
     let mut follower = fresh(2);
-    follower
+    let work = follower
         .step(
             10,
             1,
@@ -468,6 +469,23 @@ fn leader_validates_fetch_epochs() {
                 leader_epoch: 1,
             }),
         )
+        .unwrap();
+    let written = work
+        .iter()
+        .find_map(|w| match w {
+            Work::WriteQuorumState(state) => Some(state.clone()),
+            _ => None,
+        })
+        .expect("the follower writes its new epoch");
+    let work = follower
+        .step(11, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
+        .unwrap();
+    assert!(
+        matches!(work.as_slice(), [Work::SendAfterPersist { to: 3, .. }]),
+        "{work:?}"
+    );
+    follower
+        .on_persisted(11, Persisted::QuorumState(written))
         .unwrap();
     let work = follower
         .step(11, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
