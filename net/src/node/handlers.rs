@@ -4,26 +4,25 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
+use ringlog_replication::host::HostError;
+use ringlog_replication::{self as core, PartitionId, RaftError};
 
-use ringlog_replication::host::{HostError, Records as HostRecords};
-use ringlog_replication::{self as core, PartitionId, RaftError, ValidatedOffset};
-
-use super::convert;
 use super::idempotence::SequenceOutcome;
-use super::metadata::check_current_leader_epoch;
 use super::produce_validation::validate_produce_records;
 use super::topics::is_internal_topic;
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::ApiKey;
-use crate::protocol::wire::{Records, Uuid};
+use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiVersionsResponse, ErrorCode, Request, RequestHeader, Response, describe_quorum_request,
-    describe_quorum_response as dq, encode_response, fetch_request, fetch_response,
-    produce_request, produce_response, supported_api_versions,
+    describe_quorum_response as dq, encode_response, produce_request, produce_response,
+    supported_api_versions,
 };
-use crate::server::{RecordsSource, Reply};
+
+mod consumer_fetch;
+
+use consumer_fetch::ParkedFetch;
 
 /// The APIs this node answers, at every version the codec speaks. ApiVersions advertises
 /// exactly these: a client must never pick an API we would answer with an empty body.
@@ -132,13 +131,6 @@ struct Waiter {
     last_offset: u64,
     acks_all: bool,
     leader_epoch: u32,
-}
-
-struct ParkedFetch {
-    responder: Responder,
-    version: i16,
-    request: fetch_request::FetchRequest,
-    deadline_ms: u64,
 }
 
 impl Node {
@@ -694,213 +686,5 @@ impl Node {
         }
         self.fail_voter_changes(code)?;
         self.groups_fail_all()
-    }
-
-    // ---- consumer Fetch ---------------------------------------------------------------------
-
-    fn consumer_fetch(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: fetch_request::FetchRequest,
-        may_park: bool,
-    ) -> Result<(), NodeError> {
-        let version = header.api_version;
-        let (response, has_data, regions) = self.read_for_consumer(&request, version)?;
-        let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
-        if !has_data && may_park && max_wait_ms > 0 && self.shutdown_until_ms.is_none() {
-            self.handlers.parked.push(ParkedFetch {
-                responder,
-                version,
-                request,
-                deadline_ms: self.now_ms() + max_wait_ms,
-            });
-            return Ok(());
-        }
-        responder.reply(Reply::WithRecords {
-            response: Response::Fetch(response),
-            regions,
-        });
-        Ok(())
-    }
-
-    fn answer_parked(&mut self, parked: ParkedFetch) -> Result<(), NodeError> {
-        let (response, _, regions) = self.read_for_consumer(&parked.request, parked.version)?;
-        parked.responder.reply(Reply::WithRecords {
-            response: Response::Fetch(response),
-            regions,
-        });
-        Ok(())
-    }
-
-    /// Parked fetches whose partitions gained committed records are answered.
-    fn wake_parked_fetches(&mut self) -> Result<(), NodeError> {
-        let mut index = 0;
-        while index < self.handlers.parked.len() {
-            let p = &self.handlers.parked[index];
-            let ready = p.request.topics.iter().any(|t| {
-                t.partitions.iter().any(|part| {
-                    let id = if p.version >= 13 {
-                        self.table.find_by_id(t.topic_id, part.partition)
-                    } else {
-                        self.table.find(&t.topic, part.partition)
-                    };
-                    id.is_some_and(|id| {
-                        self.host
-                            .store(id)
-                            .expect("hosted partition")
-                            .high_watermark as i64
-                            > part.fetch_offset
-                    })
-                })
-            });
-            if ready {
-                let parked = self.handlers.parked.swap_remove(index);
-                self.answer_parked(parked)?;
-            } else {
-                index += 1;
-            }
-        }
-        Ok(())
-    }
-
-    /// A consumer reads whole batches below the high-watermark only (uncommitted records may
-    /// still be truncated away). OFFSET_OUT_OF_RANGE only below the log start or past the log
-    /// end offset, as Kafka answers; in between it reads up to the high-watermark.
-    fn read_for_consumer(
-        &mut self,
-        request: &fetch_request::FetchRequest,
-        version: i16,
-    ) -> Result<(fetch_response::FetchResponse, bool, Vec<RecordsSource>), NodeError> {
-        let mut has_data = false;
-        let mut regions = Vec::new();
-        let mut responses = Vec::new();
-        for topic in &request.topics {
-            let mut partitions = Vec::new();
-            for p in &topic.partitions {
-                let id = if version >= 13 {
-                    self.table.find_by_id(topic.topic_id, p.partition)
-                } else {
-                    self.table.find(&topic.topic, p.partition)
-                };
-                let Some(id) = id else {
-                    let error = if version >= 13 {
-                        self.absent_partition_error_by_id(topic.topic_id, p.partition)
-                    } else {
-                        self.absent_partition_error(&topic.topic, p.partition)
-                    };
-                    partitions.push(convert::fetch_partition_error(p.partition, error));
-                    continue;
-                };
-                let raft = self.host.raft(id).expect("hosted partition");
-                let leader = Some(raft.leader_and_epoch());
-                let latest_snapshot_id = raft.log().latest_snapshot_id();
-                let log_end_offset = raft.log().log_end_offset();
-                // KIP-320: a consumer that knows another epoch than ours is fenced (older) or
-                // ahead of us (newer); one whose last fetched epoch does not end where it
-                // thinks is told where its log diverged, and reads nothing.
-                let epoch_check = check_current_leader_epoch(p.current_leader_epoch, raft.epoch());
-                let validated = (version >= 12 && p.last_fetched_epoch >= 0 && p.fetch_offset >= 0)
-                    .then(|| {
-                        raft.log().validate_offset_and_epoch(
-                            p.fetch_offset as u64,
-                            p.last_fetched_epoch as u32,
-                        )
-                    });
-                let store = self.host.store(id).expect("hosted partition");
-                let high_watermark = store.high_watermark;
-                let log_start_offset = store.log_start_offset();
-                let mut data = fetch_response::PartitionData {
-                    partition_index: p.partition,
-                    high_watermark: high_watermark as i64,
-                    last_stable_offset: high_watermark as i64,
-                    log_start_offset: log_start_offset as i64,
-                    current_leader: fetch_response::LeaderIdAndEpoch {
-                        leader_id: leader.and_then(|l| l.leader_id).unwrap_or(-1),
-                        leader_epoch: leader.map_or(-1, |l| l.leader_epoch as i32),
-                    },
-                    records: Some(Records::Bytes(Bytes::new())),
-                    ..Default::default()
-                };
-                if let Err(code) = epoch_check {
-                    data.error_code = code.code();
-                    has_data = true;
-                } else if let Some(ValidatedOffset::Diverging(end)) = validated {
-                    data.diverging_epoch = fetch_response::EpochEndOffset {
-                        epoch: end.epoch as i32,
-                        end_offset: end.offset as i64,
-                    };
-                    has_data = true;
-                } else if matches!(validated, Some(ValidatedOffset::Snapshot(_)))
-                    || p.fetch_offset < log_start_offset as i64
-                    || p.fetch_offset > log_end_offset as i64
-                {
-                    has_data = true;
-                    data.error_code = ErrorCode::OffsetOutOfRange.code();
-                    // Beyond Kafka (docs/snapshots.md): below the log start of a snapshotted
-                    // partition, a consumer is also told the latest snapshot (the field KIP-630
-                    // fills for replicas), so it can read the full state with FetchSnapshot.
-                    // Kafka's consumers ignore the tagged field.
-                    if let Some(snapshot_id) = latest_snapshot_id
-                        && p.fetch_offset < log_start_offset as i64
-                    {
-                        data.snapshot_id = fetch_response::SnapshotId {
-                            end_offset: snapshot_id.offset as i64,
-                            epoch: snapshot_id.epoch as i32,
-                        };
-                    }
-                } else if (p.fetch_offset as u64) < high_watermark {
-                    let max_bytes = u32::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-                    let read = self
-                        .host
-                        .read_region(id, p.fetch_offset as u64, max_bytes, high_watermark)
-                        .and_then(|records| match records {
-                            HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
-                            HostRecords::File(range) => self.open_range(&range),
-                        });
-                    match read {
-                        // Zero copy: a tail slice is written by reference, a file region is
-                        // sent with sendfile after the encoded bytes before it.
-                        Ok(RecordsSource::Memory(bytes)) => {
-                            has_data |= !bytes.is_empty();
-                            data.records = Some(Records::Bytes(bytes));
-                        }
-                        Ok(RecordsSource::File(region)) => {
-                            has_data |= region.length > 0;
-                            data.records = Some(Records::External {
-                                token: regions.len() as u64,
-                                size_bytes: region.length,
-                            });
-                            regions.push(RecordsSource::File(region));
-                        }
-                        Err(error) => {
-                            tracing::error!(%error, offset = p.fetch_offset, "log read failed");
-                            data.error_code = ErrorCode::KafkaStorageError.code();
-                        }
-                    }
-                }
-                // Otherwise the offset lies in [high-watermark, log end]: records this node has
-                // but does not know to be committed yet. A new leader's high-watermark sits
-                // below the old leader's until it commits a record of its own epoch, and a
-                // restarted node's starts at its log start, so a consumer that read up to the
-                // old high-watermark lands here after a failover. As Kafka does, it gets an
-                // empty answer (out of range is only below the log start or past the log end)
-                // and waits in the long poll until the high-watermark covers its offset.
-                partitions.push(data);
-            }
-            responses.push(fetch_response::FetchableTopicResponse {
-                topic: topic.topic.clone(),
-                topic_id: topic.topic_id,
-                partitions,
-            });
-        }
-        Ok((
-            fetch_response::FetchResponse {
-                responses,
-                ..Default::default()
-            },
-            has_data,
-            regions,
-        ))
     }
 }
