@@ -17,35 +17,7 @@ use quorum::{Quorum, RINGLOG, batch_of, eventually, read_partition_values, seria
 
 const TOPIC: &str = "replaced";
 
-/// Runs `ringlog` with `args`; `Some(stdout)` when it exits 0.
-fn ringlog(args: &[&str]) -> Option<String> {
-    let output = Command::new(RINGLOG)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    if !output.status.success() {
-        eprintln!(
-            "ringlog {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        return None;
-    }
-    Some(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// The metadata quorum's voter ids as node `address` knows them (DescribeQuorum v2's Nodes:
-/// the voter set in force in its own log, KIP-853).
-fn voters_known_by(address: &str) -> Option<Vec<i32>> {
-    let view = Client::connect(address, Duration::from_millis(500))
-        .ok()?
-        .describe_quorum()
-        .ok()?;
-    let mut ids: Vec<i32> = view.nodes.iter().map(|n| n.node_id).collect();
-    ids.sort_unstable();
-    Some(ids)
-}
+use quorum::{metadata_voters as voters_known_by, run_ringlog as ringlog};
 
 /// An acks=all Produce of one record to `TOPIC`-0: its error code, `None` if the connection
 /// failed.
@@ -114,15 +86,16 @@ fn wait_for_load(acknowledged: &Mutex<Vec<String>>, more: usize, what: &str) {
     });
 }
 
-/// Every acknowledged value is in `TOPIC`-0, read from its leader up to its high-watermark. A
-/// leader elected a moment ago serves only what its own epoch has committed so far, so the read
-/// is repeated until it holds them all; past the deadline, the missing ones are named.
-fn assert_nothing_lost(quorum: &Quorum, addresses: &[String], acknowledged: &[String]) {
+/// Every acknowledged value is in `TOPIC`-0, read from its leader (which the nodes at `live`
+/// agree on; `by_id[id - 1]` is node id's address) up to its high-watermark. A leader elected a
+/// moment ago serves only what its own epoch has committed so far, so the read is repeated
+/// until it holds them all; past the deadline, the missing ones are named.
+fn assert_nothing_lost(by_id: &[String], live: &[String], acknowledged: &[String]) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let read = quorum::agreed_leader(addresses, TOPIC, 0).and_then(|(leader, _)| {
-            let mut client =
-                Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
+        let read = quorum::agreed_leader(live, TOPIC, 0).and_then(|(leader, _)| {
+            let address = by_id.get(usize::try_from(leader - 1).ok()?)?;
+            let mut client = Client::connect(address, Duration::from_secs(1)).ok()?;
             read_partition_values(&mut client, TOPIC).ok()
         });
         if let Some(values) = read {
@@ -286,7 +259,7 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
-    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+    assert_nothing_lost(&addresses, &addresses[..2], &acknowledged);
 
     // A restart of every live node (kill -9): each rebuilds the set {1, 2, 4} from its log,
     // though node 4's configuration still calls it an observer and 3 a voter; the three elect a
@@ -314,7 +287,61 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
         || quorum::agreed_leader(&live, "__cluster_metadata", 0),
     );
     quorum.create_topic("after-the-restart", 1, &[]);
-    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+    assert_nothing_lost(&addresses, &addresses[..2], &acknowledged);
+
+    // New topics are placed on the voter set in force, not on `controller.quorum.voters`:
+    // every partition of a topic created now (the default factor, 3) is on 1, 2 and 4, none on
+    // the removed 3, and a producer and a consumer use them.
+    quorum.create_topic(PLACED, 3, &[]);
+    let placed = eventually(
+        Duration::from_secs(30),
+        "the new topic's partitions with leaders",
+        || leaders_and_replicas(&addresses[0], PLACED),
+    );
+    assert_eq!(placed.len(), 3);
+    for (index, (leader, replicas)) in placed.iter().enumerate() {
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![1, 2, 4], "partition {index}'s replicas");
+        assert_ne!(*leader, 3, "partition {index}'s leader");
+    }
+    let live_bootstrap = live.join(",");
+    quorum::produce_and_consume_every_partition(&live_bootstrap, PLACED, 3);
+}
+
+const PLACED: &str = "placed-after-the-replacement";
+
+/// Every partition of `topic` as the node at `address` answers Metadata, once each has a
+/// leader: (leader, replicas) in partition order.
+fn leaders_and_replicas(address: &str, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
+    use ringlog_net::protocol::metadata_request;
+    let mut client = Client::connect(address, Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(topic.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let partitions = &m.topics.first()?.partitions;
+    (!partitions.is_empty()
+        && partitions
+            .iter()
+            .all(|p| p.error_code == 0 && p.leader_id >= 1))
+    .then(|| {
+        let mut by_index: Vec<(i32, i32, Vec<i32>)> = partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id, p.replica_nodes.clone()))
+            .collect();
+        by_index.sort_unstable();
+        by_index
+            .into_iter()
+            .map(|(_, leader, replicas)| (leader, replicas))
+            .collect()
+    })
 }
 
 /// The stderr of a `ringlog` run that must fail.
@@ -453,5 +480,5 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
-    assert_nothing_lost(&quorum, &addresses, &acknowledged);
+    assert_nothing_lost(&addresses, &addresses, &acknowledged);
 }

@@ -398,6 +398,89 @@ impl Drop for Quorum {
     }
 }
 
+/// Produces three records (acks=all, ringlog's own producer) to each of `partitions`
+/// partitions of `topic` and reads them back with its consumer from the beginning.
+pub fn produce_and_consume_every_partition(bootstrap: &str, topic: &str, partitions: i32) {
+    use ringlog_net::clients::TopicPartition;
+    use ringlog_net::clients::consumer::{Consumer, ConsumerConfig, OffsetReset};
+    use ringlog_net::clients::producer::{Producer, ProducerConfig};
+    let mut producer = Producer::connect(
+        bootstrap,
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 0,
+            retries: 50,
+            ..ProducerConfig::default()
+        },
+    );
+    let mut sent = Vec::new();
+    for partition in 0..partitions {
+        let tp = TopicPartition::new(topic, partition);
+        for n in 0..3 {
+            let value = format!("{topic}-{partition}-{n}");
+            producer.send(&tp, None, Some(value.as_bytes())).unwrap();
+            sent.push(value);
+        }
+    }
+    producer.flush().unwrap();
+    assert_eq!(producer.take_acknowledged().len(), sent.len());
+
+    let mut consumer = Consumer::connect(
+        bootstrap,
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            fetch_max_wait_ms: 100,
+            default_api_timeout_ms: 30_000,
+            ..ConsumerConfig::default()
+        },
+    );
+    consumer.assign((0..partitions).map(|p| TopicPartition::new(topic, p)));
+    let mut received: Vec<String> = Vec::new();
+    eventually(
+        Duration::from_secs(30),
+        "every produced record consumed",
+        || {
+            for record in consumer.poll(Duration::from_millis(200)).unwrap() {
+                received.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+            }
+            (received.len() >= sent.len()).then_some(())
+        },
+    );
+    received.sort();
+    sent.sort();
+    assert_eq!(received, sent);
+}
+
+/// Runs `ringlog args…`; `Some(stdout)` when it exits 0 (its stderr is printed otherwise).
+pub fn run_ringlog(args: &[&str]) -> Option<String> {
+    let output = Command::new(RINGLOG)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if !output.status.success() {
+        eprintln!(
+            "ringlog {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        return None;
+    }
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The metadata quorum's voter ids as node `address` knows them (DescribeQuorum v2's Nodes:
+/// the voter set in force in its own log, KIP-853), sorted.
+pub fn metadata_voters(address: &str) -> Option<Vec<i32>> {
+    let view = Client::connect(address, Duration::from_millis(500))
+        .ok()?
+        .describe_quorum()
+        .ok()?;
+    let mut ids: Vec<i32> = view.nodes.iter().map(|n| n.node_id).collect();
+    ids.sort_unstable();
+    Some(ids)
+}
+
 /// CreateTopics `name` (the default replication factor: every voter; `configs` as key/value
 /// pairs) at whichever of `addresses` is the controller, retried until one answers NONE.
 pub fn create_topic_at(

@@ -191,7 +191,7 @@ impl Node {
     /// from what it learned of their leaders, remote_leaders.rs), or the hosted partitions of
     /// a topic outside the image (`__cluster_metadata`), in index order.
     fn metadata_topic(&mut self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
-        let voters = self.placement_nodes();
+        let voters = self.configured_voter_ids();
         if let Some(topic) = self.handlers.topics.image.get(name).cloned() {
             let mut partitions = Vec::with_capacity(topic.partitions as usize);
             for index in 0..topic.partitions {
