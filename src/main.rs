@@ -53,15 +53,21 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Run a local three-voter quorum plus one observer on 127.0.0.1 (child processes); a node
-    /// that exits is restarted after 1 s. Ctrl-C (or SIGTERM) stops them all.
+    /// Run a local three-voter quorum plus one observer on 127.0.0.1 (child processes), and
+    /// `--spares` more observers to grow the quorum with (`add-voter`); a node that exits is
+    /// restarted after 1 s. Ctrl-C (or SIGTERM) stops them all.
     Dev {
         /// Where each node's folder, properties, log (node-N.log) and pid file (node-N.pid) go.
         #[arg(long, default_value = "ringlog-data")]
         data_dir: PathBuf,
-        /// Port of node 1; nodes 2, 3 (voters) and 4 (observer) take the next ones.
+        /// Port of node 1; nodes 2, 3 (voters), 4 (observer) and the spares take the next ones.
         #[arg(long, default_value_t = 9093)]
         base_port: u16,
+        /// Spare nodes 5, 6, …: observers like node 4, to be added as voters with `ringlog
+        /// add-voter` (KIP-853) and removed again with `ringlog remove-voter`. With 2 the
+        /// metadata quorum can grow to five voters.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=16))]
+        spares: u16,
         /// Leave a node that exits down instead of restarting it.
         #[arg(long)]
         no_restart: bool,
@@ -247,7 +253,8 @@ fn run(cli: Cli) -> Result<(), String> {
             base_port,
             no_restart,
             segment_bytes,
-        } => dev::dev(&data_dir, base_port, !no_restart, segment_bytes),
+            spares,
+        } => dev::dev(&data_dir, base_port, !no_restart, segment_bytes, spares),
         Command::DescribeQuorum {
             bootstrap,
             topic,

@@ -482,3 +482,186 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
     let acknowledged = acknowledged.lock().unwrap().clone();
     assert_nothing_lost(&addresses, &addresses, &acknowledged);
 }
+
+/// `ringlog dev --spares 2`, run as a user runs it: nodes 1..=3 voters, 4 an observer, 5 and 6
+/// spare observers. Killed (with its nodes, PR_SET_PDEATHSIG) when dropped.
+struct DevRun {
+    child: std::process::Child,
+    data_dir: std::path::PathBuf,
+}
+
+impl DevRun {
+    fn start(data_dir: &std::path::Path, base_port: u16) -> DevRun {
+        let child = Command::new(RINGLOG)
+            .arg("dev")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--base-port", &base_port.to_string()])
+            .args([
+                "--segment-bytes",
+                "1048576",
+                "--no-restart",
+                "--spares",
+                "2",
+            ])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(data_dir.with_extension("stdout")).unwrap())
+            .stderr(std::fs::File::create(data_dir.with_extension("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        DevRun {
+            child,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for DevRun {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs: Vec<(i32, std::path::PathBuf)> = (1..=6)
+                .map(|id| (id, self.data_dir.join(format!("node-{id}.log"))))
+                .collect();
+            eprintln!(
+                "--- dev stdout ---\n{}\n{}",
+                std::fs::read_to_string(self.data_dir.with_extension("stdout")).unwrap_or_default(),
+                quorum::log_tails(logs.iter().map(|(id, log)| (*id, log.as_path())), 20)
+            );
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `count` consecutive free ports; the first.
+fn consecutive_free_ports(count: u16) -> u16 {
+    loop {
+        let base = quorum::free_port();
+        if (1..count).all(|step| quorum::free_port() == base + step) {
+            return base;
+        }
+    }
+}
+
+/// Runs `ringlog <command> --bootstrap-server <any of addresses> <args>` until one node's
+/// leader accepts it (a change in flight or a leader just elected answers a retriable error).
+fn change_voters(addresses: &[String], command: &str, args: &[&str], what: &str) {
+    eventually(Duration::from_secs(60), what, || {
+        addresses.iter().find_map(|address| {
+            let mut full = vec![command, "--bootstrap-server", address.as_str()];
+            full.extend_from_slice(args);
+            ringlog(&full)
+        })
+    });
+}
+
+/// Every node at `addresses` shows `voters` as the metadata quorum's voter set in force.
+fn every_node_knows(addresses: &[String], voters: &[i32]) {
+    for address in addresses {
+        eventually(
+            Duration::from_secs(30),
+            &format!("{address} knows the voters {voters:?}"),
+            || (voters_known_by(address)? == voters).then_some(()),
+        );
+    }
+}
+
+/// Issue 19: `ringlog dev --spares 2` grows to five voters and shrinks back to three, one
+/// voter at a time (KIP-853: one change in flight, committed before the next), under acks=all
+/// load; the shrink removes the current leader, which resigns once its removal is committed
+/// (KIP-595). After each change, describe-quorum on every node (voters, the observer and the
+/// spares alike) shows the new set, and no acknowledged record is lost.
+#[test]
+fn dev_grows_to_five_voters_and_shrinks_back_under_load() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("dev");
+    let base_port = consecutive_free_ports(6);
+    let _dev = DevRun::start(&data_dir, base_port);
+    let addresses: Vec<String> = (0..6u16)
+        .map(|i| format!("127.0.0.1:{}", base_port + i))
+        .collect();
+    every_node_knows(&addresses, &[1, 2, 3]);
+    // Each spare's properties file is there for `ringlog serve --config`, as the others are.
+    for id in 5..=6 {
+        let text = std::fs::read_to_string(data_dir.join(format!("node-{id}.properties")))
+            .expect("a spare's properties");
+        assert!(text.contains(&format!("node.id={id}\n")), "{text}");
+        assert!(text.contains("controller.quorum.observers=4,5,6"), "{text}");
+    }
+    quorum::create_topic_at(&addresses[..3], TOPIC, 1, &[]);
+    eventually(Duration::from_secs(30), "a leader of the topic", || {
+        quorum::agreed_leader(&addresses[..3], TOPIC, 0)
+    });
+    let (stop, acknowledged, load) = start_load(&addresses);
+    wait_for_load(&acknowledged, 5, "records acknowledged at three voters");
+
+    // Grow: 5, then 6 (each a committed change before the next).
+    let mut voters = vec![1, 2, 3];
+    for id in [5, 6] {
+        let endpoint = addresses[id as usize - 1].clone();
+        let id_text = id.to_string();
+        change_voters(
+            &addresses,
+            "add-voter",
+            &["--node-id", &id_text, "--endpoint", &endpoint],
+            &format!("node {id} added"),
+        );
+        voters.push(id);
+        every_node_knows(&addresses, &voters);
+        wait_for_load(
+            &acknowledged,
+            5,
+            &format!("records acknowledged at {voters:?}"),
+        );
+    }
+    assert_eq!(voters, vec![1, 2, 3, 5, 6]);
+
+    // Shrink: the current leader first (it resigns), then one more.
+    let leader = eventually(Duration::from_secs(30), "the metadata leader", || {
+        let view = Client::connect(&addresses[0], Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        voters
+            .contains(&view.partition.leader_id)
+            .then_some(view.partition.leader_id)
+    });
+    let second = *voters.iter().rev().find(|id| **id != leader).unwrap();
+    for id in [leader, second] {
+        let id_text = id.to_string();
+        change_voters(
+            &addresses,
+            "remove-voter",
+            &["--node-id", &id_text],
+            &format!("node {id} removed"),
+        );
+        voters.retain(|v| *v != id);
+        every_node_knows(&addresses, &voters);
+        wait_for_load(
+            &acknowledged,
+            5,
+            &format!("records acknowledged at {voters:?}"),
+        );
+    }
+    assert_eq!(voters.len(), 3);
+    // The removed leader resigned: the leader is one of the three.
+    let view = eventually(Duration::from_secs(30), "a leader among the three", || {
+        let view = Client::connect(
+            &addresses[voters[0] as usize - 1],
+            Duration::from_millis(500),
+        )
+        .ok()?
+        .describe_quorum()
+        .ok()?;
+        voters.contains(&view.partition.leader_id).then_some(view)
+    });
+    assert_ne!(view.partition.leader_id, leader);
+    quorum::create_topic_at(&addresses, "after-the-shrink", 1, &[]);
+
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&addresses, &addresses[..3], &acknowledged);
+}
