@@ -64,7 +64,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "advertised.listeners",
         aliases: &[],
         default: Some(""),
-        doc: "host:port clients are told to connect to (Metadata); empty means the listener itself.",
+        doc: "host:port clients are told to connect to (Metadata), and which a voter has the leader record as its endpoint in the metadata quorum's voter set when it differs (KIP-853 UpdateRaftVoter at start); empty means the listener itself.",
     },
     KeyDefinition {
         name: "metadata.log.dir",

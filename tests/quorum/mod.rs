@@ -244,6 +244,30 @@ impl Quorum {
         });
     }
 
+    /// Moves stopped node `id` to a new free port: its `listeners` line is rewritten, the
+    /// other nodes' `controller.quorum.voters` still name the old address (a voter whose
+    /// machine changed address). Returns the new port.
+    pub fn move_listener(&mut self, id: i32) -> u16 {
+        let port = free_port();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .expect("known node");
+        assert!(node.child.is_none(), "node {id} runs");
+        let text = std::fs::read_to_string(&node.config).unwrap();
+        let text: String = text
+            .lines()
+            .map(|l| match l.split_once('=') {
+                Some(("listeners", _)) => format!("listeners=127.0.0.1:{port}\n"),
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&node.config, text).unwrap();
+        node.port = port;
+        port
+    }
+
     /// kill -9 one node (no resignation, no flush); `start_all` brings it back.
     pub fn kill(&mut self, id: i32) {
         let node = self
