@@ -45,6 +45,11 @@ enum Command {
         /// The cluster id (22 characters of base64url); a new random one when omitted.
         #[arg(long)]
         cluster_id: Option<String>,
+        /// The first voter of a new quorum of one, grown later with `add-voter` (like
+        /// `kafka-storage format --standalone`): the configuration's `controller.quorum.voters`
+        /// must name this node alone, else the format is refused.
+        #[arg(long)]
+        standalone: bool,
     },
     /// Print a new random cluster id (like kafka-storage random-uuid).
     RandomUuid,
@@ -229,8 +234,15 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Format { config, cluster_id } => {
+        Command::Format {
+            config,
+            cluster_id,
+            standalone,
+        } => {
             let config = NodeConfig::load(&config).map_err(|error| error.to_string())?;
+            if standalone {
+                check_standalone(&config)?;
+            }
             let cluster_id = match cluster_id {
                 Some(id) => id,
                 None => meta_properties::random_cluster_id().map_err(|error| error.to_string())?,
@@ -373,6 +385,28 @@ fn run(cli: Cli) -> Result<(), String> {
             leader_epoch,
             i_accept_data_loss,
         ),
+    }
+}
+
+/// `format --standalone` (KIP-853's `kafka-storage format --standalone`): the node bootstraps a
+/// quorum of one. Its bootstrap voter set is `controller.quorum.voters`, so that must be this
+/// node alone: a standalone voter whose configuration named others would count them in its
+/// majorities (and they, formatted as voters of that set, could elect a leader without it).
+/// The nodes that join later are observers (in `controller.quorum.observers`, with the same
+/// `controller.quorum.voters`) until `ringlog add-voter` adds them (docs/node.md).
+fn check_standalone(config: &NodeConfig) -> Result<(), String> {
+    match config.quorum_voters.as_slice() {
+        [only] if only.node_id == config.node_id => Ok(()),
+        voters => Err(format!(
+            "--standalone: controller.quorum.voters must name node {} alone (a quorum of one, \
+             grown with add-voter), not {}",
+            config.node_id,
+            voters
+                .iter()
+                .map(|v| format!("{}@{}:{}", v.node_id, v.host, v.port))
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
     }
 }
 

@@ -156,6 +156,12 @@ impl Quorum {
     /// [`Quorum::format`] with `extra` properties lines, each replacing the default line of
     /// the same key.
     pub fn format_with(voters: i32, extra: &str) -> Quorum {
+        Quorum::format_with_args(voters, extra, &[])
+    }
+
+    /// [`Quorum::format_with`], each node formatted with `format_args` added to `ringlog
+    /// format` (e.g. `--standalone`).
+    pub fn format_with_args(voters: i32, extra: &str, format_args: &[&str]) -> Quorum {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<(i32, u16, u16)> = (1..=voters)
             .map(|id| (id, free_port(), free_port()))
@@ -191,7 +197,7 @@ impl Quorum {
             text.push_str(extra);
             text.push('\n');
             std::fs::write(&config, text).unwrap();
-            format_node(&config);
+            format_node(&config, format_args);
             nodes.push(Node {
                 id,
                 port,
@@ -233,7 +239,7 @@ impl Quorum {
         text.push_str(extra);
         text.push('\n');
         std::fs::write(&config, text).unwrap();
-        format_node(&config);
+        format_node(&config, &[]);
         self.nodes.push(Node {
             id,
             port,
@@ -355,7 +361,7 @@ impl Quorum {
     pub fn wipe(&mut self, id: i32) {
         assert!(self.node(id).child.is_none(), "wipe a stopped node");
         std::fs::remove_dir_all(self.data_dir(id)).unwrap();
-        format_node(&self.node(id).config);
+        format_node(&self.node(id).config, &[]);
     }
 
     /// The process id of running node `id` (for /proc/<pid>/status).
@@ -571,10 +577,11 @@ pub fn agreed_leader(addresses: &[String], topic: &str, partition: i32) -> Optio
     seen
 }
 
-fn format_node(config: &Path) {
+fn format_node(config: &Path, format_args: &[&str]) {
     let status = Command::new(RINGLOG)
         .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
         .arg(config)
+        .args(format_args)
         .stdout(Stdio::null())
         .status()
         .unwrap();
