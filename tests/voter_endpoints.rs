@@ -102,6 +102,7 @@ fn a_voter_that_moved_address_tells_the_leader_and_is_found_there() {
     // Node 1 restarts: the partition on {1, 3} elects and commits only if 1 reaches 3 at its
     // new address (1's configuration still names the old one).
     quorum.kill(1);
+    quorum.wait_for_ports_released(1);
     quorum.start_node(1);
     let code = eventually(
         Duration::from_secs(60),

@@ -252,9 +252,12 @@ impl Quorum {
 
     /// Moves stopped node `id` to a new free port: its `listeners` line is rewritten, the
     /// other nodes' `controller.quorum.voters` still name the old address (a voter whose
-    /// machine changed address). Returns the new port.
+    /// machine changed address). Its metrics listener moves too: the killed process's
+    /// listening sockets may stay bound a moment after its exit (io_uring tears its ring down
+    /// asynchronously, with accepts pending on them). Returns the new port.
     pub fn move_listener(&mut self, id: i32) -> u16 {
         let port = free_port();
+        let metrics_port = free_port();
         let node = self
             .nodes
             .iter_mut()
@@ -266,12 +269,30 @@ impl Quorum {
             .lines()
             .map(|l| match l.split_once('=') {
                 Some(("listeners", _)) => format!("listeners=127.0.0.1:{port}\n"),
+                Some(("metrics.listener", _)) => {
+                    format!("metrics.listener=127.0.0.1:{metrics_port}\n")
+                }
                 _ => format!("{l}\n"),
             })
             .collect();
         std::fs::write(&node.config, text).unwrap();
         node.port = port;
+        node.metrics_port = metrics_port;
         port
+    }
+
+    /// Waits until stopped node `id`'s listener and metrics ports can be bound again: a killed
+    /// process's listening sockets may stay bound a moment after its exit (io_uring tears its
+    /// ring down asynchronously, with accepts pending on them).
+    pub fn wait_for_ports_released(&self, id: i32) {
+        let node = self.node(id);
+        for port in [node.port, node.metrics_port] {
+            eventually(
+                Duration::from_secs(10),
+                &format!("port {port} of node {id} released"),
+                || TcpListener::bind(("127.0.0.1", port)).ok().map(drop),
+            );
+        }
     }
 
     /// kill -9 one node (no resignation, no flush); `start_all` brings it back.
