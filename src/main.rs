@@ -414,13 +414,20 @@ pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String
     let meta = MetaProperties {
         cluster_id: cluster_id.to_string(),
         node_id: config.node_id,
+        directory_id: Some(
+            meta_properties::random_directory_id().map_err(|error| error.to_string())?,
+        ),
     };
     MetaProperties::format(&config.metadata_log_dir, &meta).map_err(|error| error.to_string())?;
     println!(
-        "Formatted {} for node {} in cluster {}",
+        "Formatted {} for node {} in cluster {} (directory id {})",
         config.metadata_log_dir.display(),
         meta.node_id,
-        meta.cluster_id
+        meta.cluster_id,
+        meta.directory_id
+            .as_ref()
+            .map(meta_properties::uuid_text)
+            .unwrap_or_default()
     );
     Ok(())
 }

@@ -1,13 +1,14 @@
 //! KIP-853 UpdateRaftVoter sent by the voters themselves, on real `ringlog serve` processes: a
-//! voter that comes back at another address tells the leader, and every node finds it there
-//! (own_endpoint.rs).
+//! voter that comes back at another address tells the leader, and every node finds it there;
+//! once the voter set is in the log each voter has its directory id recorded (own_endpoint.rs).
 
 mod quorum;
 
 use std::time::Duration;
 
+use ringlog_net::meta_properties::MetaProperties;
 use ringlog_net::node::client::Client;
-use ringlog_net::protocol::{Request, Response, create_topics_request, metadata_request};
+use ringlog_net::protocol::{Request, Response, Uuid, create_topics_request, metadata_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};
 
@@ -120,4 +121,35 @@ fn a_voter_that_moved_address_tells_the_leader_and_is_found_there() {
     assert_eq!(code, 0);
     // The metadata quorum commits too: a topic is created.
     quorum.create_topic("after-the-move", 1, &[]);
+
+    // KIP-853 directory ids: the voter set is in the log now (kraft.version 1), so each voter
+    // has the leader record its `meta.properties` `directory.id` too (formatted with one).
+    for id in 1..=3 {
+        let directory_id = MetaProperties::read(&quorum.data_dir(id))
+            .unwrap()
+            .directory_id
+            .expect("format writes directory.id");
+        assert_ne!(directory_id, [0; 16]);
+        eventually(
+            Duration::from_secs(30),
+            &format!("voter {id}'s directory id in the voter set"),
+            || {
+                // The leader describes its voters (with their directory ids).
+                let (leader, _) = quorum::agreed_leader(
+                    &[quorum.address(2), quorum.address(3)],
+                    "__cluster_metadata",
+                    0,
+                )?;
+                let view = Client::connect(&quorum.address(leader), Duration::from_millis(500))
+                    .ok()?
+                    .describe_quorum()
+                    .ok()?;
+                view.partition
+                    .current_voters
+                    .iter()
+                    .any(|v| v.replica_id == id && v.replica_directory_id == Uuid(directory_id))
+                    .then_some(())
+            },
+        );
+    }
 }

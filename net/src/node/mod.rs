@@ -110,7 +110,8 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     builder.entries(256);
     builder.start(async move {
         let (events_tx, events_rx) = unbounded_channel();
-        let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
+        let mut node = Node::open(config, meta.cluster_id, events_tx.clone())?;
+        node.handlers.own_endpoint.directory_id = meta.directory_id;
         let server_config = ServerConfig {
             // The node answers ApiVersions itself, listing only the APIs it serves.
             answer_api_versions: false,

@@ -1,8 +1,10 @@
-//! KIP-853: a voter tells the metadata leader where it listens. At start (and until the voter
-//! set in force agrees), a node that is a voter of `__cluster_metadata-0` compares its
-//! endpoint there (its VotersRecord endpoint named `CONTROLLER`, else the first, else its
-//! `controller.quorum.voters` address) with its own advertised listener; when they differ it
-//! sends UpdateRaftVoter to the leader, as Kafka's voters do after they find the leader
+//! KIP-853: a voter tells the metadata leader where it listens and which disk it is. At start
+//! (and until the voter set in force agrees), a node that is a voter of `__cluster_metadata-0`
+//! compares its endpoint there (its VotersRecord endpoint named `CONTROLLER`, else the first,
+//! else its `controller.quorum.voters` address) with its own advertised listener, and its
+//! directory id there with its `meta.properties` `directory.id` (once the set is in the log,
+//! Kafka's kraft.version 1: a static set gets no record for a directory id alone); when either
+//! differs it sends UpdateRaftVoter to the leader, as Kafka's voters do after they find the leader
 //! (`KafkaRaftClient.maybeSendUpdateVoterRequest`). The leader appends a VotersRecord with
 //! the new endpoint, and every node dials the voter there from then on (requests.rs
 //! `open_lanes_from_voter_set`), Metadata lists it there and DescribeQuorum shows it: a voter
@@ -10,7 +12,8 @@
 //!
 //! | situation | what this node does |
 //! | --- | --- |
-//! | not a voter in the set in force, or the endpoint there is its listener | nothing |
+//! | not a voter in the set in force, or the endpoint there is its listener and the directory id there is its own (or it has none) | nothing |
+//! | the set names it with another (non-zero) directory id | nothing (another disk of this node id was added; warned once: KIP-853 would refuse the update) |
 //! | its advertised host is unspecified (`0.0.0.0`, `::`) | nothing (others could not dial it; warned once) |
 //! | it asked less than `controller.quorum.request.timeout.ms` ago | nothing (the answer or the record may be on its way) |
 //! | it leads the metadata partition | appends the change itself (`Host::update_voter`) |
@@ -33,11 +36,14 @@ const UPDATE_RAFT_VOTER_VERSION: i16 = 0;
 /// Where the listener is named in voter set endpoints (requests.rs dials this one first).
 const LISTENER_NAME: &str = "CONTROLLER";
 
-/// When this node last asked, and whether it warned about an unspecified listener.
+/// This node's directory id, when it last asked, and what it warned about.
 #[derive(Default)]
 pub(super) struct OwnEndpoint {
+    /// `directory.id` of this node's `meta.properties` (`None`: formatted without one).
+    pub(super) directory_id: Option<[u8; 16]>,
     asked_ms: Option<u64>,
     warned_unspecified: bool,
+    warned_other_directory: bool,
 }
 
 impl Node {
@@ -62,7 +68,33 @@ impl Node {
                     .find(|v| v.node_id == own)
                     .map(|v| (v.host.clone(), v.port))
             });
-        if recorded.as_ref() == Some(&(host.clone(), port)) {
+        let recorded_directory = info.directory_id;
+        // Kafka's kraft.version 1: the set comes from a VotersRecord. A static set (only
+        // `controller.quorum.voters`, kraft.version 0) gets no record for a directory id alone,
+        // as Kafka's voters send no UpdateRaftVoter then.
+        let dynamic = raft.voter_history().latest_offset().is_some();
+        let epoch = raft.epoch();
+        let leading = raft.is_leader();
+        let leader = raft.leader_id();
+        let own_directory = self.handlers.own_endpoint.directory_id;
+        let directory_id = match own_directory {
+            Some(own) if recorded_directory == [0; 16] && dynamic => own,
+            Some(_) if recorded_directory == [0; 16] => recorded_directory,
+            Some(own) if recorded_directory != own => {
+                if !self.handlers.own_endpoint.warned_other_directory {
+                    tracing::warn!(
+                        recorded = %crate::meta_properties::uuid_text(&recorded_directory),
+                        own = %crate::meta_properties::uuid_text(&own),
+                        "the voter set names this node id with another directory id (another \
+                         disk): remove that voter and add this one"
+                    );
+                    self.handlers.own_endpoint.warned_other_directory = true;
+                }
+                return;
+            }
+            _ => recorded_directory,
+        };
+        if recorded.as_ref() == Some(&(host.clone(), port)) && directory_id == recorded_directory {
             return;
         }
         if host
@@ -87,10 +119,6 @@ impl Node {
         {
             return;
         }
-        let directory_id = info.directory_id;
-        let epoch = raft.epoch();
-        let leading = raft.is_leader();
-        let leader = raft.leader_id();
         let endpoint = Endpoint {
             name: LISTENER_NAME.to_string(),
             host: host.clone(),
