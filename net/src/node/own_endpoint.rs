@@ -54,20 +54,25 @@ impl Node {
         let Some(info) = raft.voter_set().voters().get(&own) else {
             return;
         };
-        let (host, port) = self.config.advertised_listener.clone();
-        let recorded: Option<(String, u16)> = info
+        // Compared by reference: this runs on every turn of the loop.
+        let (host, port) = (
+            &self.config.advertised_listener.0,
+            self.config.advertised_listener.1,
+        );
+        let endpoint_matches = match info
             .endpoints
             .iter()
             .find(|e| e.name == LISTENER_NAME)
             .or(info.endpoints.first())
-            .map(|e| (e.host.clone(), e.port))
-            .or_else(|| {
-                self.config
-                    .quorum_voters
-                    .iter()
-                    .find(|v| v.node_id == own)
-                    .map(|v| (v.host.clone(), v.port))
-            });
+        {
+            Some(e) => e.host == *host && e.port == port,
+            None => self
+                .config
+                .quorum_voters
+                .iter()
+                .find(|v| v.node_id == own)
+                .is_some_and(|v| v.host == *host && v.port == port),
+        };
         let recorded_directory = info.directory_id;
         // Kafka's kraft.version 1: the set comes from a VotersRecord. A static set (only
         // `controller.quorum.voters`, kraft.version 0) gets no record for a directory id alone,
@@ -94,9 +99,10 @@ impl Node {
             }
             _ => recorded_directory,
         };
-        if recorded.as_ref() == Some(&(host.clone(), port)) && directory_id == recorded_directory {
+        if endpoint_matches && directory_id == recorded_directory {
             return;
         }
+        let host = host.clone();
         if host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified())
@@ -133,7 +139,7 @@ impl Node {
             };
             match self.host.update_voter(now, partition, own, info) {
                 Ok(appended) => tracing::info!(
-                    ?recorded,
+                    endpoint_matches,
                     offset = appended.map(|a| a.last_offset),
                     "own endpoint written into the voter set (KIP-853)"
                 ),
@@ -163,7 +169,8 @@ impl Node {
         };
         tracing::info!(
             leader,
-            ?recorded,
+            endpoint_matches,
+            directory_id = %crate::meta_properties::uuid_text(&directory_id),
             listener = %format!("{host}:{port}"),
             "asking the leader to record this voter's listener (UpdateRaftVoter)"
         );
