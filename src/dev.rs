@@ -1,5 +1,9 @@
 //! `ringlog dev`: a local three-voter quorum plus an observer on 127.0.0.1, supervised: a node
-//! that exits is reported and, unless `--no-restart`, started again (docs/node.md).
+//! that exits is reported and, unless `--no-restart`, started again (docs/node.md). With
+//! `--spares N`, nodes 5..=4+N run as observers too, configured like the others (each
+//! `node-N.properties` works with `ringlog serve --config`), so that `ringlog add-voter` can
+//! grow the metadata quorum to five voters and `ringlog remove-voter` shrink it back
+//! (KIP-853; the commands are in the README).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
@@ -30,8 +34,13 @@ struct DevNode {
 }
 
 impl DevNode {
+    /// The node's role at the start (`add-voter` and `remove-voter` change it afterwards).
     fn role(&self) -> &'static str {
-        if self.id <= 3 { "voter" } else { "observer" }
+        match self.id {
+            1..=3 => "voter",
+            4 => "observer",
+            _ => "spare observer",
+        }
     }
 
     /// Starts the node's `serve` process, appending to its log, and writes its pid file.
@@ -92,6 +101,7 @@ pub(crate) fn dev(
     base_port: u16,
     restart: bool,
     segment_bytes: u64,
+    spares: u16,
 ) -> Result<(), String> {
     std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let data_dir = data_dir
@@ -107,14 +117,18 @@ pub(crate) fn dev(
             id
         }
     };
-    let ports: Vec<u16> = (0..4)
+    let count = 4 + spares;
+    let ports: Vec<u16> = (0..count)
         .map(|index| {
-            base_port
-                .checked_add(index)
-                .ok_or_else(|| format!("--base-port {base_port}: nodes need the next 3 ports"))
+            base_port.checked_add(index).ok_or_else(|| {
+                format!(
+                    "--base-port {base_port}: nodes need the next {} ports",
+                    count - 1
+                )
+            })
         })
         .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<DevNode> = (1..=4)
+    let mut nodes: Vec<DevNode> = (1..=i32::from(count))
         .zip(ports)
         .map(|(id, port)| DevNode {
             id,
@@ -140,7 +154,9 @@ pub(crate) fn dev(
         .map(|n| format!("{}@127.0.0.1:{}", n.id, n.port))
         .collect::<Vec<_>>()
         .join(",");
-    // Every node lists the observer: a leader refuses replica fetches from ids it does not know.
+    // Every node lists the observers (node 4 and the spares): a leader refuses replica fetches
+    // from ids it does not know. A spare added as a voter stays listed: the node acts on the
+    // voter set in its metadata log (KIP-853), its configuration only bootstraps it.
     let observers = nodes[3..]
         .iter()
         .map(|n| n.id.to_string())
@@ -195,6 +211,16 @@ pub(crate) fn dev(
                 "left down (--no-restart)"
             }
         );
+        for spare in nodes.iter().filter(|n| n.id > 4) {
+            println!(
+                "spare node {id}: ringlog add-voter --bootstrap-server 127.0.0.1:{first} \
+                 --node-id {id} --endpoint 127.0.0.1:{port}   (ringlog remove-voter \
+                 --bootstrap-server 127.0.0.1:{first} --node-id {id} to remove it)",
+                id = spare.id,
+                first = base_port,
+                port = spare.port,
+            );
+        }
         result = supervise(&mut nodes, &exe, restart);
     }
     println!("stopping");
@@ -223,7 +249,9 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let addresses: Vec<String> = nodes[..3]
+    // Every node, voter or not, names the metadata leader it follows (a removed voter keeps
+    // running as an observer).
+    let addresses: Vec<String> = nodes
         .iter()
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();

@@ -45,6 +45,11 @@ enum Command {
         /// The cluster id (22 characters of base64url); a new random one when omitted.
         #[arg(long)]
         cluster_id: Option<String>,
+        /// The first voter of a new quorum of one, grown later with `add-voter` (like
+        /// `kafka-storage format --standalone`): the configuration's `controller.quorum.voters`
+        /// must name this node alone, else the format is refused.
+        #[arg(long)]
+        standalone: bool,
     },
     /// Print a new random cluster id (like kafka-storage random-uuid).
     RandomUuid,
@@ -53,15 +58,21 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Run a local three-voter quorum plus one observer on 127.0.0.1 (child processes); a node
-    /// that exits is restarted after 1 s. Ctrl-C (or SIGTERM) stops them all.
+    /// Run a local three-voter quorum plus one observer on 127.0.0.1 (child processes), and
+    /// `--spares` more observers to grow the quorum with (`add-voter`); a node that exits is
+    /// restarted after 1 s. Ctrl-C (or SIGTERM) stops them all.
     Dev {
         /// Where each node's folder, properties, log (node-N.log) and pid file (node-N.pid) go.
         #[arg(long, default_value = "ringlog-data")]
         data_dir: PathBuf,
-        /// Port of node 1; nodes 2, 3 (voters) and 4 (observer) take the next ones.
+        /// Port of node 1; nodes 2, 3 (voters), 4 (observer) and the spares take the next ones.
         #[arg(long, default_value_t = 9093)]
         base_port: u16,
+        /// Spare nodes 5, 6, …: observers like node 4, to be added as voters with `ringlog
+        /// add-voter` (KIP-853) and removed again with `ringlog remove-voter`. With 2 the
+        /// metadata quorum can grow to five voters.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=16))]
+        spares: u16,
         /// Leave a node that exits down instead of restarting it.
         #[arg(long)]
         no_restart: bool,
@@ -223,8 +234,15 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Format { config, cluster_id } => {
+        Command::Format {
+            config,
+            cluster_id,
+            standalone,
+        } => {
             let config = NodeConfig::load(&config).map_err(|error| error.to_string())?;
+            if standalone {
+                check_standalone(&config)?;
+            }
             let cluster_id = match cluster_id {
                 Some(id) => id,
                 None => meta_properties::random_cluster_id().map_err(|error| error.to_string())?,
@@ -247,7 +265,8 @@ fn run(cli: Cli) -> Result<(), String> {
             base_port,
             no_restart,
             segment_bytes,
-        } => dev::dev(&data_dir, base_port, !no_restart, segment_bytes),
+            spares,
+        } => dev::dev(&data_dir, base_port, !no_restart, segment_bytes, spares),
         Command::DescribeQuorum {
             bootstrap,
             topic,
@@ -369,17 +388,46 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// `format --standalone` (KIP-853's `kafka-storage format --standalone`): the node bootstraps a
+/// quorum of one. Its bootstrap voter set is `controller.quorum.voters`, so that must be this
+/// node alone: a standalone voter whose configuration named others would count them in its
+/// majorities (and they, formatted as voters of that set, could elect a leader without it).
+/// The nodes that join later are observers (in `controller.quorum.observers`, with the same
+/// `controller.quorum.voters`) until `ringlog add-voter` adds them (docs/node.md).
+fn check_standalone(config: &NodeConfig) -> Result<(), String> {
+    match config.quorum_voters.as_slice() {
+        [only] if only.node_id == config.node_id => Ok(()),
+        voters => Err(format!(
+            "--standalone: controller.quorum.voters must name node {} alone (a quorum of one, \
+             grown with add-voter), not {}",
+            config.node_id,
+            voters
+                .iter()
+                .map(|v| format!("{}@{}:{}", v.node_id, v.host, v.port))
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
+    }
+}
+
 pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String> {
     let meta = MetaProperties {
         cluster_id: cluster_id.to_string(),
         node_id: config.node_id,
+        directory_id: Some(
+            meta_properties::random_directory_id().map_err(|error| error.to_string())?,
+        ),
     };
     MetaProperties::format(&config.metadata_log_dir, &meta).map_err(|error| error.to_string())?;
     println!(
-        "Formatted {} for node {} in cluster {}",
+        "Formatted {} for node {} in cluster {} (directory id {})",
         config.metadata_log_dir.display(),
         meta.node_id,
-        meta.cluster_id
+        meta.cluster_id,
+        meta.directory_id
+            .as_ref()
+            .map(meta_properties::uuid_text)
+            .unwrap_or_default()
     );
     Ok(())
 }

@@ -17,35 +17,7 @@ use quorum::{Quorum, RINGLOG, batch_of, eventually, read_partition_values, seria
 
 const TOPIC: &str = "replaced";
 
-/// Runs `ringlog` with `args`; `Some(stdout)` when it exits 0.
-fn ringlog(args: &[&str]) -> Option<String> {
-    let output = Command::new(RINGLOG)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    if !output.status.success() {
-        eprintln!(
-            "ringlog {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        return None;
-    }
-    Some(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// The metadata quorum's voter ids as node `address` knows them (DescribeQuorum v2's Nodes:
-/// the voter set in force in its own log, KIP-853).
-fn voters_known_by(address: &str) -> Option<Vec<i32>> {
-    let view = Client::connect(address, Duration::from_millis(500))
-        .ok()?
-        .describe_quorum()
-        .ok()?;
-    let mut ids: Vec<i32> = view.nodes.iter().map(|n| n.node_id).collect();
-    ids.sort_unstable();
-    Some(ids)
-}
+use quorum::{metadata_voters as voters_known_by, run_ringlog as ringlog};
 
 /// An acks=all Produce of one record to `TOPIC`-0: its error code, `None` if the connection
 /// failed.
@@ -114,15 +86,16 @@ fn wait_for_load(acknowledged: &Mutex<Vec<String>>, more: usize, what: &str) {
     });
 }
 
-/// Every acknowledged value is in `TOPIC`-0, read from its leader up to its high-watermark. A
-/// leader elected a moment ago serves only what its own epoch has committed so far, so the read
-/// is repeated until it holds them all; past the deadline, the missing ones are named.
-fn assert_nothing_lost(quorum: &Quorum, addresses: &[String], acknowledged: &[String]) {
+/// Every acknowledged value is in `TOPIC`-0, read from its leader (which the nodes at `live`
+/// agree on; `by_id[id - 1]` is node id's address) up to its high-watermark. A leader elected a
+/// moment ago serves only what its own epoch has committed so far, so the read is repeated
+/// until it holds them all; past the deadline, the missing ones are named.
+fn assert_nothing_lost(by_id: &[String], live: &[String], acknowledged: &[String]) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let read = quorum::agreed_leader(addresses, TOPIC, 0).and_then(|(leader, _)| {
-            let mut client =
-                Client::connect(&quorum.address(leader), Duration::from_secs(1)).ok()?;
+        let read = quorum::agreed_leader(live, TOPIC, 0).and_then(|(leader, _)| {
+            let address = by_id.get(usize::try_from(leader - 1).ok()?)?;
+            let mut client = Client::connect(address, Duration::from_secs(1)).ok()?;
             read_partition_values(&mut client, TOPIC).ok()
         });
         if let Some(values) = read {
@@ -286,7 +259,7 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
-    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+    assert_nothing_lost(&addresses, &addresses[..2], &acknowledged);
 
     // A restart of every live node (kill -9): each rebuilds the set {1, 2, 4} from its log,
     // though node 4's configuration still calls it an observer and 3 a voter; the three elect a
@@ -314,7 +287,61 @@ fn a_lost_voter_is_replaced_under_load_without_losing_records() {
         || quorum::agreed_leader(&live, "__cluster_metadata", 0),
     );
     quorum.create_topic("after-the-restart", 1, &[]);
-    assert_nothing_lost(&quorum, &addresses[..2], &acknowledged);
+    assert_nothing_lost(&addresses, &addresses[..2], &acknowledged);
+
+    // New topics are placed on the voter set in force, not on `controller.quorum.voters`:
+    // every partition of a topic created now (the default factor, 3) is on 1, 2 and 4, none on
+    // the removed 3, and a producer and a consumer use them.
+    quorum.create_topic(PLACED, 3, &[]);
+    let placed = eventually(
+        Duration::from_secs(30),
+        "the new topic's partitions with leaders",
+        || leaders_and_replicas(&addresses[0], PLACED),
+    );
+    assert_eq!(placed.len(), 3);
+    for (index, (leader, replicas)) in placed.iter().enumerate() {
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![1, 2, 4], "partition {index}'s replicas");
+        assert_ne!(*leader, 3, "partition {index}'s leader");
+    }
+    let live_bootstrap = live.join(",");
+    quorum::produce_and_consume_every_partition(&live_bootstrap, PLACED, 3);
+}
+
+const PLACED: &str = "placed-after-the-replacement";
+
+/// Every partition of `topic` as the node at `address` answers Metadata, once each has a
+/// leader: (leader, replicas) in partition order.
+fn leaders_and_replicas(address: &str, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
+    use ringlog_net::protocol::metadata_request;
+    let mut client = Client::connect(address, Duration::from_millis(500)).ok()?;
+    let request = Request::Metadata(metadata_request::MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some(topic.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let Ok(Response::Metadata(m)) = client.request(&request, 12) else {
+        return None;
+    };
+    let partitions = &m.topics.first()?.partitions;
+    (!partitions.is_empty()
+        && partitions
+            .iter()
+            .all(|p| p.error_code == 0 && p.leader_id >= 1))
+    .then(|| {
+        let mut by_index: Vec<(i32, i32, Vec<i32>)> = partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id, p.replica_nodes.clone()))
+            .collect();
+        by_index.sort_unstable();
+        by_index
+            .into_iter()
+            .map(|(_, leader, replicas)| (leader, replicas))
+            .collect()
+    })
 }
 
 /// The stderr of a `ringlog` run that must fail.
@@ -453,5 +480,188 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
-    assert_nothing_lost(&quorum, &addresses, &acknowledged);
+    assert_nothing_lost(&addresses, &addresses, &acknowledged);
+}
+
+/// `ringlog dev --spares 2`, run as a user runs it: nodes 1..=3 voters, 4 an observer, 5 and 6
+/// spare observers. Killed (with its nodes, PR_SET_PDEATHSIG) when dropped.
+struct DevRun {
+    child: std::process::Child,
+    data_dir: std::path::PathBuf,
+}
+
+impl DevRun {
+    fn start(data_dir: &std::path::Path, base_port: u16) -> DevRun {
+        let child = Command::new(RINGLOG)
+            .arg("dev")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--base-port", &base_port.to_string()])
+            .args([
+                "--segment-bytes",
+                "1048576",
+                "--no-restart",
+                "--spares",
+                "2",
+            ])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(data_dir.with_extension("stdout")).unwrap())
+            .stderr(std::fs::File::create(data_dir.with_extension("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        DevRun {
+            child,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for DevRun {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs: Vec<(i32, std::path::PathBuf)> = (1..=6)
+                .map(|id| (id, self.data_dir.join(format!("node-{id}.log"))))
+                .collect();
+            eprintln!(
+                "--- dev stdout ---\n{}\n{}",
+                std::fs::read_to_string(self.data_dir.with_extension("stdout")).unwrap_or_default(),
+                quorum::log_tails(logs.iter().map(|(id, log)| (*id, log.as_path())), 20)
+            );
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `count` consecutive free ports; the first.
+fn consecutive_free_ports(count: u16) -> u16 {
+    loop {
+        let base = quorum::free_port();
+        if (1..count).all(|step| quorum::free_port() == base + step) {
+            return base;
+        }
+    }
+}
+
+/// Runs `ringlog <command> --bootstrap-server <any of addresses> <args>` until one node's
+/// leader accepts it (a change in flight or a leader just elected answers a retriable error).
+fn change_voters(addresses: &[String], command: &str, args: &[&str], what: &str) {
+    eventually(Duration::from_secs(60), what, || {
+        addresses.iter().find_map(|address| {
+            let mut full = vec![command, "--bootstrap-server", address.as_str()];
+            full.extend_from_slice(args);
+            ringlog(&full)
+        })
+    });
+}
+
+/// Every node at `addresses` shows `voters` as the metadata quorum's voter set in force.
+fn every_node_knows(addresses: &[String], voters: &[i32]) {
+    for address in addresses {
+        eventually(
+            Duration::from_secs(30),
+            &format!("{address} knows the voters {voters:?}"),
+            || (voters_known_by(address)? == voters).then_some(()),
+        );
+    }
+}
+
+/// Issue 19: `ringlog dev --spares 2` grows to five voters and shrinks back to three, one
+/// voter at a time (KIP-853: one change in flight, committed before the next), under acks=all
+/// load; the shrink removes the current leader, which resigns once its removal is committed
+/// (KIP-595). After each change, describe-quorum on every node (voters, the observer and the
+/// spares alike) shows the new set, and no acknowledged record is lost.
+#[test]
+fn dev_grows_to_five_voters_and_shrinks_back_under_load() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("dev");
+    let base_port = consecutive_free_ports(6);
+    let _dev = DevRun::start(&data_dir, base_port);
+    let addresses: Vec<String> = (0..6u16)
+        .map(|i| format!("127.0.0.1:{}", base_port + i))
+        .collect();
+    every_node_knows(&addresses, &[1, 2, 3]);
+    // Each spare's properties file is there for `ringlog serve --config`, as the others are.
+    for id in 5..=6 {
+        let text = std::fs::read_to_string(data_dir.join(format!("node-{id}.properties")))
+            .expect("a spare's properties");
+        assert!(text.contains(&format!("node.id={id}\n")), "{text}");
+        assert!(text.contains("controller.quorum.observers=4,5,6"), "{text}");
+    }
+    quorum::create_topic_at(&addresses[..3], TOPIC, 1, &[]);
+    eventually(Duration::from_secs(30), "a leader of the topic", || {
+        quorum::agreed_leader(&addresses[..3], TOPIC, 0)
+    });
+    let (stop, acknowledged, load) = start_load(&addresses);
+    wait_for_load(&acknowledged, 5, "records acknowledged at three voters");
+
+    // Grow: 5, then 6 (each a committed change before the next).
+    let mut voters = vec![1, 2, 3];
+    for id in [5, 6] {
+        let endpoint = addresses[id as usize - 1].clone();
+        let id_text = id.to_string();
+        change_voters(
+            &addresses,
+            "add-voter",
+            &["--node-id", &id_text, "--endpoint", &endpoint],
+            &format!("node {id} added"),
+        );
+        voters.push(id);
+        every_node_knows(&addresses, &voters);
+        wait_for_load(
+            &acknowledged,
+            5,
+            &format!("records acknowledged at {voters:?}"),
+        );
+    }
+    assert_eq!(voters, vec![1, 2, 3, 5, 6]);
+
+    // Shrink: the current leader first (it resigns), then one more.
+    let leader = eventually(Duration::from_secs(30), "the metadata leader", || {
+        let view = Client::connect(&addresses[0], Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        voters
+            .contains(&view.partition.leader_id)
+            .then_some(view.partition.leader_id)
+    });
+    let second = *voters.iter().rev().find(|id| **id != leader).unwrap();
+    for id in [leader, second] {
+        let id_text = id.to_string();
+        change_voters(
+            &addresses,
+            "remove-voter",
+            &["--node-id", &id_text],
+            &format!("node {id} removed"),
+        );
+        voters.retain(|v| *v != id);
+        every_node_knows(&addresses, &voters);
+        wait_for_load(
+            &acknowledged,
+            5,
+            &format!("records acknowledged at {voters:?}"),
+        );
+    }
+    assert_eq!(voters.len(), 3);
+    // The removed leader resigned: the leader is one of the three.
+    let view = eventually(Duration::from_secs(30), "a leader among the three", || {
+        let view = Client::connect(
+            &addresses[voters[0] as usize - 1],
+            Duration::from_millis(500),
+        )
+        .ok()?
+        .describe_quorum()
+        .ok()?;
+        voters.contains(&view.partition.leader_id).then_some(view)
+    });
+    assert_ne!(view.partition.leader_id, leader);
+    quorum::create_topic_at(&addresses, "after-the-shrink", 1, &[]);
+
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_nothing_lost(&addresses, &addresses[..3], &acknowledged);
 }

@@ -46,7 +46,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "controller.quorum.voters",
         aliases: &["quorum.voters"],
         default: None,
-        doc: "The voters as id@host:port, comma separated. Every node, voter or observer, lists the same set.",
+        doc: "The voters as id@host:port, comma separated: the bootstrap voter set, in force until the metadata log holds a voter change (KIP-853, `ringlog add-voter`/`remove-voter`), and what a topic record without a placement means. Every node, voter or observer, lists the same set.",
     },
     KeyDefinition {
         name: "controller.quorum.observers",
@@ -64,7 +64,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "advertised.listeners",
         aliases: &[],
         default: Some(""),
-        doc: "host:port clients are told to connect to (Metadata); empty means the listener itself.",
+        doc: "host:port clients are told to connect to (Metadata), and which a voter has the leader record as its endpoint in the metadata quorum's voter set when it differs (KIP-853 UpdateRaftVoter at start); empty means the listener itself.",
     },
     KeyDefinition {
         name: "metadata.log.dir",
@@ -214,7 +214,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "default.replication.factor",
         aliases: &[],
         default: Some(""),
-        doc: "Replicas of each partition of a topic created with replication factor -1 (CreateTopics' default, and automatically created topics); empty means the smaller of 3 and the number of voters. From 1 to the number of voters.",
+        doc: "Replicas of each partition of a topic created with replication factor -1 (CreateTopics' default, and automatically created topics); empty means the smaller of 3 and the number of voters in force when the topic is created (KIP-853: it grows with add-voter). From 1 to the number of configured voters.",
     },
     KeyDefinition {
         name: "offsets.topic.num.partitions",
@@ -317,6 +317,10 @@ pub struct NodeConfig {
     pub num_partitions: u32,
     /// `default.replication.factor`: the replication factor of a topic created with -1.
     pub default_replication_factor: i16,
+    /// `default.replication.factor` was left unset: the factor is the smaller of 3 and the
+    /// metadata quorum's voters in force when a topic is placed (placement.rs), which grows
+    /// with `add-voter`; `default_replication_factor` is its value over the configured voters.
+    pub default_replication_factor_follows_voters: bool,
     /// Consumer groups: the `offsets.*` and `group.*` keys.
     pub groups: crate::groups::GroupConfig,
     /// Every key of [`KEYS`] as this node resolved it, for DescribeConfigs of the node.
@@ -462,6 +466,8 @@ impl NodeConfig {
         }
         // Kafka's default is 1; the smaller of 3 and the voters keeps the default topic as
         // safe as the cluster allows (docs/configuration.md).
+        let default_replication_factor_follows_voters =
+            values.get("default.replication.factor").is_empty();
         let default_replication_factor = match values.get("default.replication.factor") {
             "" => quorum_voters.len().min(3) as i16,
             _ => {
@@ -513,6 +519,7 @@ impl NodeConfig {
             num_partitions: values.positive("num.partitions")?,
             properties: values.resolved(),
             default_replication_factor,
+            default_replication_factor_follows_voters,
             groups: crate::groups::GroupConfig {
                 offsets_topic_num_partitions: values.positive("offsets.topic.num.partitions")?,
                 offsets_topic_segment_bytes: values.positive("offsets.topic.segment.bytes")?,

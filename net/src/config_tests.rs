@@ -314,9 +314,11 @@ fn group_keys_default_to_kafkas_values() {
 fn default_replication_factor_is_bounded_by_the_voters() {
     let config = NodeConfig::parse("p", MINIMAL).unwrap();
     assert_eq!(config.default_replication_factor, 2);
+    assert!(config.default_replication_factor_follows_voters);
     let config =
         NodeConfig::parse("p", &format!("{MINIMAL}default.replication.factor=1\n")).unwrap();
     assert_eq!(config.default_replication_factor, 1);
+    assert!(!config.default_replication_factor_follows_voters);
     for bad in ["0", "3", "-1", "x"] {
         let text = format!("{MINIMAL}default.replication.factor={bad}\n");
         let error = NodeConfig::parse("p", &text).unwrap_err();

@@ -5,7 +5,12 @@
 //! version=1
 //! cluster.id=MkU3OEVBNTcwNTJENDM2Qg
 //! node.id=1
+//! directory.id=J8aAPcfLQt2bqs1JT_rMgQ
 //! ```
+//!
+//! `directory.id` (KIP-853, as Kafka writes it) names this data folder: a new random Uuid at
+//! each format, so a voter whose disk was replaced (and formatted again) has another one. A
+//! folder formatted before it was written has none.
 //!
 //! The file is written to a temporary name, fsynced, renamed into place and the folder fsynced,
 //! so a crash leaves either no stamp or a whole one.
@@ -19,6 +24,8 @@ pub const FILE_NAME: &str = "meta.properties";
 pub struct MetaProperties {
     pub cluster_id: String,
     pub node_id: i32,
+    /// KIP-853: this folder's directory id; `None` in a folder formatted without one.
+    pub directory_id: Option<[u8; 16]>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,10 +89,13 @@ impl MetaProperties {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         let final_path = dir.join(FILE_NAME);
         let temporary_path = dir.join(format!("{FILE_NAME}.tmp"));
-        let text = format!(
+        let mut text = format!(
             "#\n#Written by ringlog format\nversion=1\ncluster.id={}\nnode.id={}\n",
             meta.cluster_id, meta.node_id
         );
+        if let Some(directory_id) = &meta.directory_id {
+            text.push_str(&format!("directory.id={}\n", uuid_text(directory_id)));
+        }
         let mut file = std::fs::File::create(&temporary_path).map_err(io_error(&temporary_path))?;
         file.write_all(text.as_bytes())
             .map_err(io_error(&temporary_path))?;
@@ -113,6 +123,7 @@ impl MetaProperties {
             reason: reason.into(),
         };
         let (mut cluster_id, mut node_id, mut version) = (None, None, None);
+        let mut directory_id = None;
         for line in text
             .lines()
             .map(str::trim)
@@ -132,7 +143,13 @@ impl MetaProperties {
                     )
                 }
                 "version" => version = Some(value.trim().to_string()),
-                // Kafka also writes directory.id; tolerate what Kafka writes, require what we need.
+                "directory.id" => {
+                    directory_id = Some(
+                        parse_uuid_text(value.trim())
+                            .ok_or_else(|| malformed("directory.id is not a Uuid"))?,
+                    )
+                }
+                // Tolerate what Kafka writes, require what we need.
                 _ => {}
             }
         }
@@ -142,6 +159,7 @@ impl MetaProperties {
         Ok(MetaProperties {
             cluster_id: cluster_id.ok_or_else(|| malformed("cluster.id is missing"))?,
             node_id: node_id.ok_or_else(|| malformed("node.id is missing"))?,
+            directory_id,
         })
     }
 
@@ -184,6 +202,20 @@ pub fn random_cluster_id() -> std::io::Result<String> {
         urandom.read_exact(&mut bytes)?;
         if let Some(id) = cluster_id_from(&bytes) {
             return Ok(id);
+        }
+    }
+}
+
+/// A new random directory id (KIP-853) for `ringlog format`: 16 bytes from the OS, never zero
+/// (Kafka's `Uuid.ZERO_UUID` means "no directory id").
+pub fn random_directory_id() -> std::io::Result<[u8; 16]> {
+    use std::io::Read;
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
+    loop {
+        let mut bytes = [0u8; 16];
+        urandom.read_exact(&mut bytes)?;
+        if bytes != [0; 16] {
+            return Ok(bytes);
         }
     }
 }
@@ -293,6 +325,7 @@ mod tests {
         let meta = MetaProperties {
             cluster_id: random_cluster_id().unwrap(),
             node_id: 3,
+            directory_id: Some(random_directory_id().unwrap()),
         };
         MetaProperties::format(dir.path(), &meta).unwrap();
         assert_eq!(
@@ -300,6 +333,34 @@ mod tests {
             meta
         );
         assert!(!dir.path().join("meta.properties.tmp").exists());
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(text.contains(&format!(
+            "directory.id={}\n",
+            uuid_text(&meta.directory_id.unwrap())
+        )));
+    }
+
+    /// A folder formatted before `directory.id` was written still reads, without one; a
+    /// `directory.id` that is no Uuid is refused.
+    #[test]
+    fn directory_id_is_optional_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(
+            &path,
+            "version=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\nnode.id=1\n",
+        )
+        .unwrap();
+        assert_eq!(MetaProperties::read(dir.path()).unwrap().directory_id, None);
+        std::fs::write(
+            &path,
+            "version=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\nnode.id=1\ndirectory.id=nope\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            MetaProperties::read(dir.path()),
+            Err(MetaPropertiesError::Malformed { .. })
+        ));
     }
 
     #[test]
@@ -312,6 +373,7 @@ mod tests {
         let meta = MetaProperties {
             cluster_id: "MkU3OEVBNTcwNTJENDM2Qg".into(),
             node_id: 1,
+            directory_id: None,
         };
         MetaProperties::format(dir.path(), &meta).unwrap();
         let foreign = MetaProperties::check(dir.path(), 2, None).unwrap_err();

@@ -156,6 +156,12 @@ impl Quorum {
     /// [`Quorum::format`] with `extra` properties lines, each replacing the default line of
     /// the same key.
     pub fn format_with(voters: i32, extra: &str) -> Quorum {
+        Quorum::format_with_args(voters, extra, &[])
+    }
+
+    /// [`Quorum::format_with`], each node formatted with `format_args` added to `ringlog
+    /// format` (e.g. `--standalone`).
+    pub fn format_with_args(voters: i32, extra: &str, format_args: &[&str]) -> Quorum {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<(i32, u16, u16)> = (1..=voters)
             .map(|id| (id, free_port(), free_port()))
@@ -191,7 +197,7 @@ impl Quorum {
             text.push_str(extra);
             text.push('\n');
             std::fs::write(&config, text).unwrap();
-            format_node(&config);
+            format_node(&config, format_args);
             nodes.push(Node {
                 id,
                 port,
@@ -233,7 +239,7 @@ impl Quorum {
         text.push_str(extra);
         text.push('\n');
         std::fs::write(&config, text).unwrap();
-        format_node(&config);
+        format_node(&config, &[]);
         self.nodes.push(Node {
             id,
             port,
@@ -242,6 +248,51 @@ impl Quorum {
             config,
             child: None,
         });
+    }
+
+    /// Moves stopped node `id` to a new free port: its `listeners` line is rewritten, the
+    /// other nodes' `controller.quorum.voters` still name the old address (a voter whose
+    /// machine changed address). Its metrics listener moves too: the killed process's
+    /// listening sockets may stay bound a moment after its exit (io_uring tears its ring down
+    /// asynchronously, with accepts pending on them). Returns the new port.
+    pub fn move_listener(&mut self, id: i32) -> u16 {
+        let port = free_port();
+        let metrics_port = free_port();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .expect("known node");
+        assert!(node.child.is_none(), "node {id} runs");
+        let text = std::fs::read_to_string(&node.config).unwrap();
+        let text: String = text
+            .lines()
+            .map(|l| match l.split_once('=') {
+                Some(("listeners", _)) => format!("listeners=127.0.0.1:{port}\n"),
+                Some(("metrics.listener", _)) => {
+                    format!("metrics.listener=127.0.0.1:{metrics_port}\n")
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&node.config, text).unwrap();
+        node.port = port;
+        node.metrics_port = metrics_port;
+        port
+    }
+
+    /// Waits until stopped node `id`'s listener and metrics ports can be bound again: a killed
+    /// process's listening sockets may stay bound a moment after its exit (io_uring tears its
+    /// ring down asynchronously, with accepts pending on them).
+    pub fn wait_for_ports_released(&self, id: i32) {
+        let node = self.node(id);
+        for port in [node.port, node.metrics_port] {
+            eventually(
+                Duration::from_secs(10),
+                &format!("port {port} of node {id} released"),
+                || TcpListener::bind(("127.0.0.1", port)).ok().map(drop),
+            );
+        }
     }
 
     /// kill -9 one node (no resignation, no flush); `start_all` brings it back.
@@ -331,7 +382,7 @@ impl Quorum {
     pub fn wipe(&mut self, id: i32) {
         assert!(self.node(id).child.is_none(), "wipe a stopped node");
         std::fs::remove_dir_all(self.data_dir(id)).unwrap();
-        format_node(&self.node(id).config);
+        format_node(&self.node(id).config, &[]);
     }
 
     /// The process id of running node `id` (for /proc/<pid>/status).
@@ -396,6 +447,89 @@ impl Drop for Quorum {
             }
         }
     }
+}
+
+/// Produces three records (acks=all, ringlog's own producer) to each of `partitions`
+/// partitions of `topic` and reads them back with its consumer from the beginning.
+pub fn produce_and_consume_every_partition(bootstrap: &str, topic: &str, partitions: i32) {
+    use ringlog_net::clients::TopicPartition;
+    use ringlog_net::clients::consumer::{Consumer, ConsumerConfig, OffsetReset};
+    use ringlog_net::clients::producer::{Producer, ProducerConfig};
+    let mut producer = Producer::connect(
+        bootstrap,
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 0,
+            retries: 50,
+            ..ProducerConfig::default()
+        },
+    );
+    let mut sent = Vec::new();
+    for partition in 0..partitions {
+        let tp = TopicPartition::new(topic, partition);
+        for n in 0..3 {
+            let value = format!("{topic}-{partition}-{n}");
+            producer.send(&tp, None, Some(value.as_bytes())).unwrap();
+            sent.push(value);
+        }
+    }
+    producer.flush().unwrap();
+    assert_eq!(producer.take_acknowledged().len(), sent.len());
+
+    let mut consumer = Consumer::connect(
+        bootstrap,
+        ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            fetch_max_wait_ms: 100,
+            default_api_timeout_ms: 30_000,
+            ..ConsumerConfig::default()
+        },
+    );
+    consumer.assign((0..partitions).map(|p| TopicPartition::new(topic, p)));
+    let mut received: Vec<String> = Vec::new();
+    eventually(
+        Duration::from_secs(30),
+        "every produced record consumed",
+        || {
+            for record in consumer.poll(Duration::from_millis(200)).unwrap() {
+                received.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+            }
+            (received.len() >= sent.len()).then_some(())
+        },
+    );
+    received.sort();
+    sent.sort();
+    assert_eq!(received, sent);
+}
+
+/// Runs `ringlog args…`; `Some(stdout)` when it exits 0 (its stderr is printed otherwise).
+pub fn run_ringlog(args: &[&str]) -> Option<String> {
+    let output = Command::new(RINGLOG)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if !output.status.success() {
+        eprintln!(
+            "ringlog {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        return None;
+    }
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The metadata quorum's voter ids as node `address` knows them (DescribeQuorum v2's Nodes:
+/// the voter set in force in its own log, KIP-853), sorted.
+pub fn metadata_voters(address: &str) -> Option<Vec<i32>> {
+    let view = Client::connect(address, Duration::from_millis(500))
+        .ok()?
+        .describe_quorum()
+        .ok()?;
+    let mut ids: Vec<i32> = view.nodes.iter().map(|n| n.node_id).collect();
+    ids.sort_unstable();
+    Some(ids)
 }
 
 /// CreateTopics `name` (the default replication factor: every voter; `configs` as key/value
@@ -464,10 +598,11 @@ pub fn agreed_leader(addresses: &[String], topic: &str, partition: i32) -> Optio
     seen
 }
 
-fn format_node(config: &Path) {
+fn format_node(config: &Path, format_args: &[&str]) {
     let status = Command::new(RINGLOG)
         .args(["format", "--cluster-id", CLUSTER_ID, "--config"])
         .arg(config)
+        .args(format_args)
         .stdout(Stdio::null())
         .status()
         .unwrap();

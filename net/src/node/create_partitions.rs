@@ -26,27 +26,29 @@ const PARTITIONS_MAX: i32 = 10_000;
 impl Node {
     /// `topic` with `count` partitions: the partitions from its current count up to `count` are
     /// new, and placed here with the topic's replication factor (placement.rs, as CreateTopics
-    /// places them). A topic on every voter (no replica list in its record) stays so.
+    /// places them, over the voter set in force). A topic on every configured voter (no
+    /// replica list in its record) stays so while the set in force is the configured one;
+    /// after a voter change its old partitions are written out as lists (their replicas
+    /// unchanged) and the new ones placed over the set in force.
     fn with_partitions(
         &self,
         topic: &TopicRecord,
         count: i32,
     ) -> Result<TopicRecord, (ErrorCode, String)> {
         assert!(count > topic.partitions, "partitions only grow");
-        let replicas = match &topic.replicas {
-            None => None,
-            Some(existing) => {
-                let replication_factor = existing.first().map_or(0, Vec::len) as i16;
-                let added = self
-                    .place_new_partitions(
-                        topic.partitions,
-                        count - topic.partitions,
-                        replication_factor,
-                    )
-                    .map_err(|e| (e.error_code(), e.to_string()))?;
-                Some(existing.iter().cloned().chain(added).collect())
-            }
-        };
+        let configured = self.configured_voter_ids();
+        let existing: Vec<Vec<i32>> = (0..topic.partitions)
+            .map(|index| topic.replicas_of(index, &configured))
+            .collect();
+        let replication_factor = existing.first().map_or(0, Vec::len) as i16;
+        let added = self
+            .place_new_partitions(
+                topic.partitions,
+                count - topic.partitions,
+                replication_factor,
+            )
+            .map_err(|e| (e.error_code(), e.to_string()))?;
+        let replicas = self.recorded_placement(existing.into_iter().chain(added).collect());
         Ok(TopicRecord {
             partitions: count,
             replicas,

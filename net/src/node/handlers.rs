@@ -82,6 +82,8 @@ pub(super) struct State {
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
     pub(super) voter_changes: super::voter_changes::PendingVoterChanges,
+    /// KIP-853: this voter's UpdateRaftVoter of its own listener (own_endpoint.rs).
+    pub(super) own_endpoint: super::own_endpoint::OwnEndpoint,
 }
 
 impl State {
@@ -615,6 +617,7 @@ impl Node {
         if let Err(error) = self.answer_voter_changes() {
             tracing::warn!(%error, "voter change deadlines");
         }
+        self.maybe_send_own_endpoint_update(now);
         let expired: Vec<u64> = self
             .handlers
             .produces

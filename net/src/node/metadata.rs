@@ -116,8 +116,12 @@ impl Node {
             .quorum_voters
             .iter()
             .map(|v| {
+                // KIP-853: a voter's endpoint in the voter set in force (UpdateRaftVoter, when it
+                // moved) wins over the configured address.
                 let (host, port) = if v.node_id == self.config.node_id {
                     self.config.advertised_listener.clone()
+                } else if let Some(endpoint) = self.voter_set_endpoint(v.node_id) {
+                    (endpoint.host.clone(), endpoint.port)
                 } else {
                     (v.host.clone(), v.port)
                 };
@@ -130,11 +134,11 @@ impl Node {
             })
             .collect();
         // KIP-853: voters added since the start, at the endpoint their VotersRecord gave.
-        for (&id, info) in self.metadata_raft().voter_set().voters() {
+        for &id in self.metadata_raft().voter_set().voters().keys() {
             if id == self.config.node_id || brokers.iter().any(|b| b.node_id == id) {
                 continue;
             }
-            if let Some(endpoint) = info.endpoints.first() {
+            if let Some(endpoint) = self.voter_set_endpoint(id) {
                 brokers.push(md_resp::MetadataResponseBroker {
                     node_id: id,
                     host: endpoint.host.clone(),
@@ -191,7 +195,7 @@ impl Node {
     /// from what it learned of their leaders, remote_leaders.rs), or the hosted partitions of
     /// a topic outside the image (`__cluster_metadata`), in index order.
     fn metadata_topic(&mut self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
-        let voters = self.placement_nodes();
+        let voters = self.configured_voter_ids();
         if let Some(topic) = self.handlers.topics.image.get(name).cloned() {
             let mut partitions = Vec::with_capacity(topic.partitions as usize);
             for index in 0..topic.partitions {

@@ -33,6 +33,7 @@ mod idempotence;
 mod metadata;
 mod observe;
 mod offset_expiry;
+mod own_endpoint;
 pub mod placement;
 mod produce_validation;
 mod producer_state;
@@ -109,7 +110,8 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     builder.entries(256);
     builder.start(async move {
         let (events_tx, events_rx) = unbounded_channel();
-        let node = Node::open(config, meta.cluster_id, events_tx.clone())?;
+        let mut node = Node::open(config, meta.cluster_id, events_tx.clone())?;
+        node.handlers.own_endpoint.directory_id = meta.directory_id;
         let server_config = ServerConfig {
             // The node answers ApiVersions itself, listing only the APIs it serves.
             answer_api_versions: false,
@@ -181,8 +183,20 @@ struct PendingRequest {
 }
 
 /// What we sent a peer and wait for.
+/// The two connections to one peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch and
+/// requests to the controller; fetch: Fetch and FetchSnapshot), and the address they dial.
+struct PeerLanes {
+    control: PeerLane,
+    fetch: PeerLane,
+    /// `host:port`: the peer's `controller.quorum.voters` address, or the endpoint the metadata
+    /// quorum's voter set in force gives it (KIP-853), which replaces it when it differs.
+    address: String,
+}
+
 enum PeerPending {
     Control,
+    /// This node's UpdateRaftVoter to the metadata leader (KIP-853, own_endpoint.rs).
+    OwnEndpointUpdate,
     /// Partition and core correlation id of each fetch in the wire request.
     Fetch(Vec<(PartitionId, u64)>),
     /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
@@ -212,7 +226,7 @@ pub(crate) struct Node {
     started: Instant,
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
-    peers: BTreeMap<NodeId, (PeerLane, PeerLane)>,
+    peers: BTreeMap<NodeId, PeerLanes>,
     /// Where peer lanes report; kept to open lanes to voters added since the start.
     peer_events: UnboundedSender<Event>,
     next_peer_correlation_id: i32,
@@ -305,7 +319,14 @@ impl Node {
                     connect_timeout,
                 )
             };
-            peers.insert(voter.node_id, (lane(&events), lane(&events)));
+            peers.insert(
+                voter.node_id,
+                PeerLanes {
+                    control: lane(&events),
+                    fetch: lane(&events),
+                    address: address.clone(),
+                },
+            );
         }
         let observer = observe::Observer::new(table.ids().map(|id| {
             let dir = config.metadata_log_dir.join(table.dir_name(id));

@@ -17,10 +17,23 @@
 //! partition 2: [3, 1]   partition 5: [3, 2]
 //! ```
 //!
-//! The nodes are the configured voters (`controller.quorum.voters`): observers replicate every
-//! partition without voting and are not placed (docs/design.md, "Replication factor").
+//! The nodes are the metadata quorum's voter set in force (KIP-853: the VotersRecord latest
+//! in this node's metadata log, or `controller.quorum.voters` while the log holds none), the
+//! set admission.rs checks quorum traffic against: after a voter is replaced, new topics land
+//! on the added voter and never on the removed one. Observers replicate every partition
+//! without voting and are not placed (docs/design.md, "Replication factor").
 //! [`place_partitions`] is the one entry point for CreateTopics, auto-creation and
 //! CreatePartitions.
+//!
+//! A topic record without placement (`None`, written before replication factors, or for a
+//! placement on every node) means "every configured voter": `controller.quorum.voters`, the
+//! bootstrap set every node's configuration names alike, never the set in force. A
+//! partition's replicas are its Raft group's voters, and a group's voters must not change
+//! under it when the metadata quorum's set does (nodes apply a VotersRecord at different
+//! moments; partition groups are not reconfigured). So, as Kafka's controller always writes
+//! explicit replicas, a placement is recorded as `None` only when it is exactly that
+//! configured set ([`recorded_placement`]); a placement over a changed voter set is recorded
+//! as lists.
 
 use ringlog_replication::NodeId;
 
@@ -208,12 +221,25 @@ pub fn check_assignment(
     Ok(placed)
 }
 
-/// The placement as the topic record keeps it: `None` (every configured voter) when every
-/// partition is on every node, so such a topic follows the configured voters as topics did
-/// before replication factors (an `unclean-recover` that names a new voter set moves it with
-/// them, tests/kip320.rs); the lists otherwise, which pin each partition to its nodes.
-pub fn recorded_placement(replicas: Vec<Vec<NodeId>>, nodes: usize) -> Option<Vec<Vec<NodeId>>> {
-    if replicas.iter().all(|r| r.len() >= nodes) {
+/// The placement as the topic record keeps it: `None` ("every configured voter", module doc)
+/// when every partition is on exactly the configured voters `configured`, so such a topic
+/// follows the configured voters as topics did before replication factors (an
+/// `unclean-recover` that names a new voter set moves it with them, tests/kip320.rs); the
+/// lists otherwise, which pin each partition to its nodes: a placement on a voter set that
+/// changed since the bootstrap (an added voter, a removed one) is never `None`.
+pub fn recorded_placement(
+    replicas: Vec<Vec<NodeId>>,
+    configured: &[NodeId],
+) -> Option<Vec<Vec<NodeId>>> {
+    let mut configured = configured.to_vec();
+    configured.sort_unstable();
+    configured.dedup();
+    let on_every_configured_voter = |r: &Vec<NodeId>| {
+        let mut sorted = r.clone();
+        sorted.sort_unstable();
+        sorted == configured
+    };
+    if replicas.iter().all(on_every_configured_voter) {
         None
     } else {
         Some(replicas)
@@ -221,8 +247,15 @@ pub fn recorded_placement(replicas: Vec<Vec<NodeId>>, nodes: usize) -> Option<Ve
 }
 
 impl super::Node {
-    /// The nodes partitions are placed on: the configured voters' ids.
+    /// The nodes new partitions are placed on: the metadata quorum's voter set in force
+    /// (module doc).
     pub(super) fn placement_nodes(&self) -> Vec<NodeId> {
+        self.metadata_voter_ids()
+    }
+
+    /// What a topic record without placement means: every configured voter
+    /// (`controller.quorum.voters`), in configuration order (module doc).
+    pub(super) fn configured_voter_ids(&self) -> Vec<NodeId> {
         self.config
             .quorum_voters
             .iter()
@@ -230,21 +263,57 @@ impl super::Node {
             .collect()
     }
 
-    /// [`place_partitions`] over this cluster's voters with its `default.replication.factor`:
-    /// what CreateTopics, auto-creation and CreatePartitions call (the controller only, so the
-    /// placement is written into the topic record once and every node applies it).
+    /// [`recorded_placement`] against this node's configured voters.
+    pub(crate) fn recorded_placement(
+        &self,
+        replicas: Vec<Vec<NodeId>>,
+    ) -> Option<Vec<Vec<NodeId>>> {
+        recorded_placement(replicas, &self.configured_voter_ids())
+    }
+
+    /// `partitions` partitions on every voter in force, each starting at a different voter
+    /// as [`TopicRecord::replicas_of`](super::topic_record::TopicRecord::replicas_of) does
+    /// for "every voter", as recorded ([`Self::recorded_placement`]): `None` while the set in
+    /// force is the configured one. `__consumer_offsets` is placed so (docs/groups.md).
+    pub(crate) fn every_voter_placement(&self, partitions: i32) -> Option<Vec<Vec<NodeId>>> {
+        let mut voters = self.placement_nodes();
+        voters.sort_unstable();
+        voters.dedup();
+        let placed = (0..partitions.max(0) as usize)
+            .map(|index| {
+                let mut rotated = voters.clone();
+                if !rotated.is_empty() {
+                    rotated.rotate_left(index % voters.len());
+                }
+                rotated
+            })
+            .collect();
+        self.recorded_placement(placed)
+    }
+
+    /// [`place_partitions`] over the voter set in force with its `default.replication.factor`
+    /// (unset: the smaller of 3 and the voters in force, so a quorum grown from one voter by
+    /// `add-voter` gets replicated topics): what CreateTopics, auto-creation and
+    /// CreatePartitions call (the controller only, so the placement is written into the topic
+    /// record once and every node applies it).
     pub(crate) fn place_new_partitions(
         &self,
         start_partition: i32,
         partitions: i32,
         requested_replication_factor: i16,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+        let nodes = self.placement_nodes();
+        let default_replication_factor = if self.config.default_replication_factor_follows_voters {
+            nodes.len().clamp(1, 3) as i16
+        } else {
+            self.config.default_replication_factor
+        };
         place_partitions(
-            &self.placement_nodes(),
+            &nodes,
             start_partition,
             partitions,
             requested_replication_factor,
-            self.config.default_replication_factor,
+            default_replication_factor,
             super::random_seed(),
         )
     }
@@ -298,13 +367,30 @@ mod tests {
         }
     }
 
-    /// A placement on every node is recorded as "every voter"; one on fewer keeps its lists.
+    /// A placement on every configured voter is recorded as "every voter"; one on fewer keeps
+    /// its lists.
     #[test]
     fn a_placement_on_every_node_is_recorded_as_every_voter() {
         let everywhere = assign_replicas(&[1, 2, 3], 0, 2, 3, 0, 0).unwrap();
-        assert_eq!(recorded_placement(everywhere, 3), None);
+        assert_eq!(recorded_placement(everywhere, &[3, 1, 2]), None);
         let two = assign_replicas(&[1, 2, 3], 0, 2, 2, 0, 0).unwrap();
-        assert_eq!(recorded_placement(two.clone(), 3), Some(two));
+        assert_eq!(recorded_placement(two.clone(), &[1, 2, 3]), Some(two));
+    }
+
+    /// KIP-853: after voter 3 is replaced by 4, a placement on every voter in force {1, 2, 4}
+    /// is not "every configured voter" {1, 2, 3}: it is kept as lists, so the partitions stay
+    /// on 1, 2 and 4 whatever the voter set becomes; so is one on a grown set {1..5}.
+    #[test]
+    fn a_placement_on_a_changed_voter_set_keeps_its_lists() {
+        let replaced = assign_replicas(&[1, 2, 4], 0, 3, 3, 0, 0).unwrap();
+        assert_eq!(
+            recorded_placement(replaced.clone(), &[1, 2, 3]),
+            Some(replaced)
+        );
+        let grown = assign_replicas(&[1, 2, 3, 4, 5], 0, 5, 5, 0, 0).unwrap();
+        assert_eq!(recorded_placement(grown.clone(), &[1, 2, 3]), Some(grown));
+        let shrunk = assign_replicas(&[1, 2], 0, 2, 2, 0, 0).unwrap();
+        assert_eq!(recorded_placement(shrunk.clone(), &[1, 2, 3]), Some(shrunk));
     }
 
     /// Leaders and replicas spread evenly: over a multiple of n partitions every node is first

@@ -71,7 +71,7 @@ impl Node {
             // its own log tells it).
             TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
                 return (index == 0).then(|| {
-                    let mut nodes = self.placement_nodes();
+                    let mut nodes = self.configured_voter_ids();
                     nodes.extend(self.metadata_voter_ids());
                     nodes.sort_unstable();
                     nodes.dedup();
@@ -83,7 +83,7 @@ impl Node {
         }?;
         (0..record.partitions)
             .contains(&index)
-            .then(|| record.replicas_of(index, &self.placement_nodes()))
+            .then(|| record.replicas_of(index, &self.configured_voter_ids()))
     }
 
     /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the

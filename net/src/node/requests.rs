@@ -332,6 +332,14 @@ impl Node {
             (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
                 super::fetch_snapshot::peer_response_parts(r, &self.table, asked)
             }
+            (PeerPending::OwnEndpointUpdate, Response::UpdateRaftVoter(r)) => {
+                tracing::info!(
+                    peer,
+                    error_code = r.error_code,
+                    "UpdateRaftVoter of this voter's listener answered"
+                );
+                return Ok(());
+            }
             (PeerPending::LeaderLookup(asked), _) => {
                 self.lookup_ended(asked);
                 self.learn_remote_leaders(&response);
@@ -534,21 +542,30 @@ impl Node {
         Ok(())
     }
 
-    /// KIP-853: a voter added since the start has no `controller.quorum.voters` address; its
-    /// VotersRecord gave its endpoints (the one named like our listener, `CONTROLLER`, first).
+    /// KIP-853: a voter's endpoint in the metadata quorum's voter set in force (the one named
+    /// like our listener, `CONTROLLER`, first), when its VotersRecord gave one.
+    pub(super) fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
+        let info = self.metadata_raft().voter_set().voters().get(&to)?;
+        info.endpoints
+            .iter()
+            .find(|e| e.name == "CONTROLLER")
+            .or(info.endpoints.first())
+    }
+
+    /// KIP-853: lanes to a peer at the endpoint the voter set in force gives it, when that is
+    /// not where its lanes dial: a voter added since the start has no `controller.quorum.voters`
+    /// address, and a voter that moved told the leader its new one with UpdateRaftVoter
+    /// (own_endpoint.rs). Lanes to the old address are dropped (their task ends; requests in
+    /// flight on them go unanswered, as after a lost connection, and the core resends).
     fn open_lanes_from_voter_set(&mut self, to: NodeId) {
-        let voters = self.metadata_raft().voter_set();
-        let Some(endpoint) = voters.voters().get(&to).and_then(|info| {
-            info.endpoints
-                .iter()
-                .find(|e| e.name == "CONTROLLER")
-                .or(info.endpoints.first())
-                .cloned()
-        }) else {
+        let Some(endpoint) = self.voter_set_endpoint(to) else {
             return;
         };
         let address = format!("{}:{}", endpoint.host, endpoint.port);
-        tracing::info!(to, %address, "opening lanes to a voter from the voter set");
+        if self.peers.get(&to).is_some_and(|l| l.address == address) {
+            return;
+        }
+        tracing::info!(to, %address, "opening lanes to a voter at its voter set endpoint");
         let max_frame = self.config.socket_request_max_bytes as usize;
         let connect_timeout = Duration::from_millis(self.config.request_timeout_ms.min(1000));
         let lane = || {
@@ -560,7 +577,11 @@ impl Node {
                 connect_timeout,
             )
         };
-        let lanes = (lane(), lane());
+        let lanes = super::PeerLanes {
+            control: lane(),
+            fetch: lane(),
+            address,
+        };
         self.peers.insert(to, lanes);
     }
 
@@ -572,10 +593,17 @@ impl Node {
         pending: PeerPending,
         fetch_lane: bool,
     ) -> Result<(), NodeError> {
-        if !self.peers.contains_key(&to) {
+        let moved = self.voter_set_endpoint(to).is_some_and(|endpoint| {
+            self.peers.get(&to).is_none_or(|lanes| {
+                !lanes.address.rsplit_once(':').is_some_and(|(host, port)| {
+                    host == endpoint.host && port.parse() == Ok(endpoint.port)
+                })
+            })
+        });
+        if moved {
             self.open_lanes_from_voter_set(to);
         }
-        let Some((control, fetch)) = self.peers.get(&to) else {
+        let Some(super::PeerLanes { control, fetch, .. }) = self.peers.get(&to) else {
             tracing::warn!(to, "no address for this peer (not a voter)");
             return Ok(());
         };

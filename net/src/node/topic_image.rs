@@ -162,7 +162,7 @@ impl Node {
     pub(super) fn hosts_partition(&self, topic: &TopicRecord, index: i32) -> bool {
         !self.config.is_voter()
             || topic
-                .replicas_of(index, &self.placement_nodes())
+                .replicas_of(index, &self.configured_voter_ids())
                 .contains(&self.config.node_id)
     }
 
@@ -186,7 +186,7 @@ impl Node {
         self.prepare_partition_dir(&dir, topic.topic_id)?;
         let log_config = self.topic_log_config(topic);
         let id = self.table.add(hosted);
-        let replicas = topic.replicas_of(index, &self.placement_nodes());
+        let replicas = topic.replicas_of(index, &self.configured_voter_ids());
         let quorum = quorum_config(&self.config, &replicas)?;
         let now = self.now_ms();
         let spec = PartitionSpec {

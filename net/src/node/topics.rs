@@ -340,8 +340,8 @@ impl Node {
             topic_id: random_topic_id(),
             partitions: self.config.groups.offsets_topic_num_partitions,
             config: self.offsets_topic_config(),
-            // Every voter, as before replication factors (docs/groups.md).
-            replicas: None,
+            // Every voter in force, as before replication factors (docs/groups.md).
+            replicas: self.every_voter_placement(self.config.groups.offsets_topic_num_partitions),
         };
         self.propose_topic(&record)
     }
@@ -363,9 +363,8 @@ impl Node {
             return ErrorCode::LeaderNotAvailable;
         }
         if raft.is_leader() {
-            let nodes = self.placement_nodes().len();
             let replicas = match self.place_new_partitions(0, partitions, -1) {
-                Ok(placed) => super::placement::recorded_placement(placed, nodes),
+                Ok(placed) => self.recorded_placement(placed),
                 Err(error) => {
                     tracing::warn!(topic = name, %error, "auto-creation failed");
                     return error.error_code();
@@ -480,11 +479,10 @@ impl Node {
                         "__consumer_offsets is on every voter".into(),
                     ));
                 }
-                // `__consumer_offsets` stays on every voter, as before replication factors
-                // (docs/groups.md): its record carries no placement.
-                let nodes = self.placement_nodes().len();
+                // `__consumer_offsets` is on every voter, as before replication factors
+                // (docs/groups.md): every voter in force (placement.rs).
                 let replicas = if offsets_topic {
-                    None
+                    self.every_voter_placement(partitions)
                 } else {
                     let placed = if topic.assignments.is_empty() {
                         self.place_new_partitions(0, partitions, topic.replication_factor)
@@ -502,12 +500,13 @@ impl Node {
                     if !(1..=10_000).contains(&partitions) {
                         return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                     }
-                    super::placement::recorded_placement(placed, nodes)
+                    self.recorded_placement(placed)
                 };
                 replication_factor = replicas
                     .as_ref()
                     .and_then(|r| r.first())
-                    .map_or(nodes, Vec::len) as i16;
+                    .map_or(self.configured_voter_ids().len(), Vec::len)
+                    as i16;
                 let config = if offsets_topic {
                     self.offsets_topic_config()
                 } else {
