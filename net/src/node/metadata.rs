@@ -106,9 +106,10 @@ pub(crate) fn in_sync_replicas(raft: &Raft, replicas: &[i32]) -> Vec<i32> {
 impl Node {
     // ---- Metadata -----------------------------------------------------------------------------
 
-    /// Every broker a client may be sent to: each voter at its `controller.quorum.voters`
-    /// address (its one listener serves clients and peers alike), and this node at its
-    /// advertised listener when it is an observer. Observers that are not this node are not
+    /// Every broker a client may be sent to: each voter at its client listener
+    /// (`voter.advertised.listeners`, else its `controller.quorum.voters` address, whose one
+    /// listener serves clients and peers alike), and this node at its advertised listener when
+    /// it is an observer. Observers that are not this node are not
     /// listed: nothing tells a node another observer's address.
     pub(super) fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
         let mut brokers: Vec<md_resp::MetadataResponseBroker> = self
@@ -116,10 +117,16 @@ impl Node {
             .quorum_voters
             .iter()
             .map(|v| {
+                let advertised = self
+                    .config
+                    .voter_advertised_listeners
+                    .iter()
+                    .find(|a| a.node_id == v.node_id)
+                    .unwrap_or(v);
                 let (host, port) = if v.node_id == self.config.node_id {
                     self.config.advertised_listener.clone()
                 } else {
-                    (v.host.clone(), v.port)
+                    (advertised.host.clone(), advertised.port)
                 };
                 md_resp::MetadataResponseBroker {
                     node_id: v.node_id,

@@ -535,13 +535,13 @@ impl Node {
     }
 
     /// KIP-853: a voter added since the start has no `controller.quorum.voters` address; its
-    /// VotersRecord gave its endpoints (the one named like our listener, `CONTROLLER`, first).
+    /// VotersRecord gave its endpoints (the one named like our controller listener first).
     fn open_lanes_from_voter_set(&mut self, to: NodeId) {
         let voters = self.metadata_raft().voter_set();
         let Some(endpoint) = voters.voters().get(&to).and_then(|info| {
             info.endpoints
                 .iter()
-                .find(|e| e.name == "CONTROLLER")
+                .find(|e| e.name == self.config.controller_listener_name())
                 .or(info.endpoints.first())
                 .cloned()
         }) else {
@@ -558,6 +558,7 @@ impl Node {
                 self.peer_events.clone(),
                 max_frame,
                 connect_timeout,
+                self.peer_tls.clone(),
             )
         };
         let lanes = (lane(), lane());
