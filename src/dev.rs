@@ -107,13 +107,16 @@ pub(crate) fn dev(
             id
         }
     };
-    let ports: Vec<u16> = (0..4)
+    // Client listeners on base..base+3, controller listeners (the quorum's traffic,
+    // `controller.listener.names`) on the four ports after them.
+    let ports: Vec<u16> = (0..8)
         .map(|index| {
             base_port
                 .checked_add(index)
-                .ok_or_else(|| format!("--base-port {base_port}: nodes need the next 3 ports"))
+                .ok_or_else(|| format!("--base-port {base_port}: nodes need the next 7 ports"))
         })
         .collect::<Result<_, _>>()?;
+    let controller_port = |port: u16| port + 4;
     let mut nodes: Vec<DevNode> = (1..=4)
         .zip(ports)
         .map(|(id, port)| DevNode {
@@ -137,7 +140,7 @@ pub(crate) fn dev(
     }
     let voters = nodes[..3]
         .iter()
-        .map(|n| format!("{}@127.0.0.1:{}", n.id, n.port))
+        .map(|n| format!("{}@127.0.0.1:{}", n.id, controller_port(n.port)))
         .collect::<Vec<_>>()
         .join(",");
     // Every node lists the observer: a leader refuses replica fetches from ids it does not know.
@@ -151,14 +154,25 @@ pub(crate) fn dev(
     // segments, each reserved when created, would take 5 GiB per node at the first consumer
     // group; 10 partitions of at most 16 MiB take 160 MiB.
     let offsets_segment_bytes = segment_bytes.min(16 << 20);
+    let voter_ports: Vec<(i32, u16)> = nodes[..3].iter().map(|n| (n.id, n.port)).collect();
     for node in &mut nodes {
         let folder = data_dir.join(format!("node-{}", node.id));
+        // Metadata sends clients to the other voters' client listeners.
+        let voter_clients = voter_ports
+            .iter()
+            .filter(|(id, _)| *id != node.id)
+            .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let text = format!(
             "node.id={}\ncontroller.quorum.voters={voters}\ncontroller.quorum.observers={observers}\n\
-             listeners=127.0.0.1:{}\nmetadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n\
+             listeners=PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}\n\
+             controller.listener.names=CONTROLLER\nvoter.advertised.listeners={voter_clients}\n\
+             metadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n\
              offsets.topic.num.partitions=10\noffsets.topic.segment.bytes={offsets_segment_bytes}\n",
             node.id,
             node.port,
+            controller_port(node.port),
             folder.display()
         );
         std::fs::write(&node.properties, text)
@@ -172,10 +186,11 @@ pub(crate) fn dev(
     for node in &mut nodes {
         match node.start(&exe) {
             Ok(pid) => println!(
-                "node {} ({}): 127.0.0.1:{}   pid {pid}   log: {}",
+                "node {} ({}): 127.0.0.1:{} (controller listener 127.0.0.1:{})   pid {pid}   log: {}",
                 node.id,
                 node.role(),
                 node.port,
+                controller_port(node.port),
                 node.log_path.display()
             ),
             Err(message) => {
