@@ -118,16 +118,19 @@ pub(crate) fn dev(
         }
     };
     let count = 4 + spares;
-    let ports: Vec<u16> = (0..count)
+    // Client listeners on base..base+count-1, controller listeners (the quorum's traffic,
+    // `controller.listener.names`) on the `count` ports after them.
+    let ports: Vec<u16> = (0..2 * count)
         .map(|index| {
             base_port.checked_add(index).ok_or_else(|| {
                 format!(
                     "--base-port {base_port}: nodes need the next {} ports",
-                    count - 1
+                    2 * count - 1
                 )
             })
         })
         .collect::<Result<_, _>>()?;
+    let controller_port = |port: u16| port + count;
     let mut nodes: Vec<DevNode> = (1..=i32::from(count))
         .zip(ports)
         .map(|(id, port)| DevNode {
@@ -151,7 +154,7 @@ pub(crate) fn dev(
     }
     let voters = nodes[..3]
         .iter()
-        .map(|n| format!("{}@127.0.0.1:{}", n.id, n.port))
+        .map(|n| format!("{}@127.0.0.1:{}", n.id, controller_port(n.port)))
         .collect::<Vec<_>>()
         .join(",");
     // Every node lists the observers (node 4 and the spares): a leader refuses replica fetches
@@ -167,14 +170,27 @@ pub(crate) fn dev(
     // segments, each reserved when created, would take 5 GiB per node at the first consumer
     // group; 10 partitions of at most 16 MiB take 160 MiB.
     let offsets_segment_bytes = segment_bytes.min(16 << 20);
+    // Every node's client listener, the observers' too: a spare added as a voter is then named
+    // at its client listener in Metadata.
+    let voter_ports: Vec<(i32, u16)> = nodes.iter().map(|n| (n.id, n.port)).collect();
     for node in &mut nodes {
         let folder = data_dir.join(format!("node-{}", node.id));
+        // Metadata sends clients to the other voters' client listeners.
+        let voter_clients = voter_ports
+            .iter()
+            .filter(|(id, _)| *id != node.id)
+            .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let text = format!(
             "node.id={}\ncontroller.quorum.voters={voters}\ncontroller.quorum.observers={observers}\n\
-             listeners=127.0.0.1:{}\nmetadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n\
+             listeners=PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}\n\
+             controller.listener.names=CONTROLLER\nvoter.advertised.listeners={voter_clients}\n\
+             metadata.log.dir={}\nmetadata.log.segment.bytes={segment_bytes}\n\
              offsets.topic.num.partitions=10\noffsets.topic.segment.bytes={offsets_segment_bytes}\n",
             node.id,
             node.port,
+            controller_port(node.port),
             folder.display()
         );
         std::fs::write(&node.properties, text)
@@ -188,10 +204,11 @@ pub(crate) fn dev(
     for node in &mut nodes {
         match node.start(&exe) {
             Ok(pid) => println!(
-                "node {} ({}): 127.0.0.1:{}   pid {pid}   log: {}",
+                "node {} ({}): 127.0.0.1:{} (controller listener 127.0.0.1:{})   pid {pid}   log: {}",
                 node.id,
                 node.role(),
                 node.port,
+                controller_port(node.port),
                 node.log_path.display()
             ),
             Err(message) => {
@@ -218,7 +235,7 @@ pub(crate) fn dev(
                  --bootstrap-server 127.0.0.1:{first} --node-id {id} to remove it)",
                 id = spare.id,
                 first = base_port,
-                port = spare.port,
+                port = controller_port(spare.port),
             );
         }
         result = supervise(&mut nodes, &exe, restart);

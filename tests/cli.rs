@@ -18,12 +18,13 @@ use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_va
 /// The topic the dev tests write (clients cannot produce to `__cluster_metadata`).
 const TOPIC: &str = "dev-records";
 
-/// A base port whose next three ports are free too (`dev` takes four in a row): `free_port`
-/// hands each port out once and checks it, so four consecutive answers are four free ports.
-fn four_free_ports() -> u16 {
+/// A base port whose next seven ports are free too (`dev` takes eight in a row: four client
+/// listeners, then four controller listeners): `free_port` hands each port out once and checks
+/// it, so eight consecutive answers are eight free ports.
+fn eight_free_ports() -> u16 {
     loop {
         let base = free_port();
-        if (1..4).all(|step| free_port() == base + step) {
+        if (1..8).all(|step| free_port() == base + step) {
             return base;
         }
     }
@@ -183,7 +184,7 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
-    let base_port = four_free_ports();
+    let base_port = eight_free_ports();
     let mut dev = Dev::start(&data_dir, base_port, &[], "first");
     dev.create_topic();
 
@@ -259,7 +260,7 @@ fn dev_with_no_restart_leaves_a_killed_node_down() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
-    let base_port = four_free_ports();
+    let base_port = eight_free_ports();
     let dev = Dev::start(&data_dir, base_port, &["--no-restart"], "first");
     dev.create_topic();
 

@@ -577,9 +577,13 @@ fn dev_grows_to_five_voters_and_shrinks_back_under_load() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("dev");
-    let base_port = consecutive_free_ports(6);
+    // Six client listeners, then six controller listeners (the quorum's).
+    let base_port = consecutive_free_ports(12);
     let _dev = DevRun::start(&data_dir, base_port);
     let addresses: Vec<String> = (0..6u16)
+        .map(|i| format!("127.0.0.1:{}", base_port + i))
+        .collect();
+    let controller_addresses: Vec<String> = (6..12u16)
         .map(|i| format!("127.0.0.1:{}", base_port + i))
         .collect();
     every_node_knows(&addresses, &[1, 2, 3]);
@@ -600,7 +604,7 @@ fn dev_grows_to_five_voters_and_shrinks_back_under_load() {
     // Grow: 5, then 6 (each a committed change before the next).
     let mut voters = vec![1, 2, 3];
     for id in [5, 6] {
-        let endpoint = addresses[id as usize - 1].clone();
+        let endpoint = controller_addresses[id as usize - 1].clone();
         let id_text = id.to_string();
         change_voters(
             &addresses,

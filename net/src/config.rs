@@ -16,6 +16,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+#[path = "config_listeners.rs"]
+pub mod listeners;
+
+pub use listeners::{Listener, Listeners, SecurityProtocol};
+
 /// One configuration key: the name we document, the other names accepted for it, the default as
 /// it would be written in the file (`None`: required), and what it means.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +63,91 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "listeners",
         aliases: &[],
         default: None,
-        doc: "host:port this node listens on for Kafka protocol requests (peers and clients alike). A PLAINTEXT:// prefix is accepted.",
+        doc: "Where this node listens for Kafka protocol requests, as NAME://ip:port entries, comma separated (an entry without NAME:// is named PLAINTEXT). One listener serves peers and clients alike; with controller.listener.names, exactly one more listener (the client listener) is allowed.",
+    },
+    KeyDefinition {
+        name: "controller.listener.names",
+        aliases: &[],
+        default: Some(""),
+        doc: "The name of the listener that serves the quorum (Vote, BeginQuorumEpoch, EndQuorumEpoch, replica Fetch and FetchSnapshot, AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter); on the client listener those requests close the connection, as Kafka does for an API a listener does not expose. controller.quorum.voters then names controller listeners. Empty: the one listener serves everything.",
+    },
+    KeyDefinition {
+        name: "listener.security.protocol.map",
+        aliases: &[],
+        default: Some(crate::config::listeners::DEFAULT_SECURITY_PROTOCOL_MAP),
+        doc: "Each listener name's security protocol, NAME:PROTOCOL comma separated; PLAINTEXT or SSL (SASL is not supported). When the key is not set, the controller listener's name maps to PLAINTEXT as in Kafka.",
     },
     KeyDefinition {
         name: "advertised.listeners",
         aliases: &[],
         default: Some(""),
-        doc: "host:port clients are told to connect to (Metadata), and which a voter has the leader record as its endpoint in the metadata quorum's voter set when it differs (KIP-853 UpdateRaftVoter at start); empty means the listener itself.",
+        doc: "host:port clients are told to connect to (Metadata), or NAME://host:port entries of which the client listener's is used; empty means the client listener itself. With one listener for everything it is also the endpoint a voter has the leader record in the metadata quorum's voter set when it differs (KIP-853 UpdateRaftVoter at start).",
+    },
+    KeyDefinition {
+        name: "voter.advertised.listeners",
+        aliases: &[],
+        default: Some(""),
+        doc: "The other voters' client listeners as id@host:port, comma separated, for Metadata (observers that may be added as voters can be listed too) (Kafka learns them from broker registrations, which this node does not have). Required for every other voter when controller.listener.names separates the controller listener; without it Metadata names each voter at its controller.quorum.voters address.",
+    },
+    KeyDefinition {
+        name: "ssl.keystore.type",
+        aliases: &[],
+        default: Some("PEM"),
+        doc: "The keystore's format: PEM only (Kafka's default, JKS, and PKCS12 are refused).",
+    },
+    KeyDefinition {
+        name: "ssl.keystore.location",
+        aliases: &[],
+        default: Some(""),
+        doc: "A PEM file with this node's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and its certificate chain, for SSL listeners and as the client certificate towards peers.",
+    },
+    KeyDefinition {
+        name: "ssl.keystore.certificate.chain",
+        aliases: &[],
+        default: Some(""),
+        doc: "This node's certificate chain as PEM text (with ssl.keystore.key, instead of ssl.keystore.location).",
+    },
+    KeyDefinition {
+        name: "ssl.keystore.key",
+        aliases: &[],
+        default: Some(""),
+        doc: "This node's private key as PEM text (unencrypted), with ssl.keystore.certificate.chain.",
+    },
+    KeyDefinition {
+        name: "ssl.key.password",
+        aliases: &[],
+        default: Some(""),
+        doc: "The password of an encrypted private key: not supported, refused when set (give an unencrypted key readable only by the node).",
+    },
+    KeyDefinition {
+        name: "ssl.truststore.type",
+        aliases: &[],
+        default: Some("PEM"),
+        doc: "The truststore's format: PEM only.",
+    },
+    KeyDefinition {
+        name: "ssl.truststore.location",
+        aliases: &[],
+        default: Some(""),
+        doc: "A PEM file of CA certificates: peers' certificates (and clients', with ssl.client.auth) must chain to one of them. Required when the controller listener is SSL.",
+    },
+    KeyDefinition {
+        name: "ssl.truststore.certificates",
+        aliases: &[],
+        default: Some(""),
+        doc: "The CA certificates as PEM text, instead of ssl.truststore.location.",
+    },
+    KeyDefinition {
+        name: "ssl.client.auth",
+        aliases: &[],
+        default: Some("none"),
+        doc: "Whether SSL listeners ask for client certificates: none, requested (checked if given) or required.",
+    },
+    KeyDefinition {
+        name: "ssl.endpoint.identification.algorithm",
+        aliases: &[],
+        default: Some("https"),
+        doc: "https: a peer's certificate must name the host of its controller.quorum.voters entry; empty: only its chain to the truststore is checked.",
     },
     KeyDefinition {
         name: "metadata.log.dir",
@@ -287,8 +370,13 @@ pub struct NodeConfig {
     pub quorum_voters: Vec<VoterAddress>,
     /// `controller.quorum.observers`: the non-voting replicas allowed to fetch.
     pub quorum_observers: Vec<i32>,
-    pub listener: SocketAddr,
+    /// `listeners`, `controller.listener.names`, `listener.security.protocol.map`.
+    pub listeners: Listeners,
     pub advertised_listener: (String, u16),
+    /// `voter.advertised.listeners`: other voters' client listeners, for Metadata.
+    pub voter_advertised_listeners: Vec<VoterAddress>,
+    /// The `ssl.*` keys; `None` when no listener speaks SSL.
+    pub tls: Option<crate::tls::TlsSettings>,
     pub metadata_log_dir: PathBuf,
     pub election_timeout_ms: u64,
     pub election_backoff_max_ms: u64,
@@ -410,20 +498,68 @@ impl NodeConfig {
                 "is neither in controller.quorum.voters nor in controller.quorum.observers".into(),
             ));
         }
-        let listener_text = strip_listener_prefix(values.required("listeners")?);
-        let listener: SocketAddr = listener_text.parse().map_err(|_| {
-            values.invalid(
-                "listeners",
-                "expected host:port with a numeric IP address".into(),
-            )
-        })?;
-        let advertised_text = strip_listener_prefix(values.get("advertised.listeners"));
-        let advertised_listener = if advertised_text.is_empty() {
-            (listener.ip().to_string(), listener.port())
-        } else {
-            split_host_port(advertised_text)
-                .map_err(|reason| values.invalid("advertised.listeners", reason))?
+        let listeners = listeners::parse_listeners(
+            values.required("listeners")?,
+            values.get("controller.listener.names"),
+            values.get("listener.security.protocol.map"),
+            values.set_in_file("listener.security.protocol.map"),
+        )
+        .map_err(|(key, reason)| values.invalid(key, reason))?;
+        let advertised_listener = match listeners::advertised_client_listener(
+            values.get("advertised.listeners"),
+            &listeners.client.name,
+        )
+        .map_err(|reason| values.invalid("advertised.listeners", reason))?
+        {
+            None => (
+                listeners.client.address.ip().to_string(),
+                listeners.client.address.port(),
+            ),
+            Some(text) => split_host_port(&text)
+                .map_err(|reason| values.invalid("advertised.listeners", reason))?,
         };
+        let tls = if listeners.any_ssl() {
+            Some(tls_settings(&values)?)
+        } else {
+            None
+        };
+        let voter_advertised_listeners = match values.get("voter.advertised.listeners") {
+            "" => Vec::new(),
+            text => parse_voters(text)
+                .map_err(|reason| values.invalid("voter.advertised.listeners", reason))?,
+        };
+        // Observers may be listed too: one added as a voter later (KIP-853) is named there.
+        if let Some(stranger) = voter_advertised_listeners.iter().find(|v| {
+            !quorum_voters.iter().any(|voter| voter.node_id == v.node_id)
+                && !quorum_observers.contains(&v.node_id)
+        }) {
+            return Err(values.invalid(
+                "voter.advertised.listeners",
+                format!(
+                    "{} is in neither controller.quorum.voters nor controller.quorum.observers",
+                    stranger.node_id
+                ),
+            ));
+        }
+        // With a separate controller listener, controller.quorum.voters no longer says where
+        // clients reach a voter: Metadata would send clients to the controller listener,
+        // which may speak TLS they were not told of.
+        if listeners.controller.is_some()
+            && let Some(missing) = quorum_voters.iter().find(|voter| {
+                voter.node_id != node_id
+                    && !voter_advertised_listeners
+                        .iter()
+                        .any(|v| v.node_id == voter.node_id)
+            })
+        {
+            return Err(values.invalid(
+                "voter.advertised.listeners",
+                format!(
+                    "must give voter {}'s client listener when controller.listener.names separates the controller listener",
+                    missing.node_id
+                ),
+            ));
+        }
         let metrics_text = values.get("metrics.listener");
         let metrics_listener = if metrics_text.is_empty() {
             None
@@ -488,8 +624,10 @@ impl NodeConfig {
             node_id,
             quorum_voters,
             quorum_observers,
-            listener,
+            listeners,
             advertised_listener,
+            voter_advertised_listeners,
+            tls,
             metadata_log_dir: PathBuf::from(values.required("metadata.log.dir")?),
             election_timeout_ms: values.positive("controller.quorum.election.timeout.ms")?,
             election_backoff_max_ms: values
@@ -579,6 +717,15 @@ impl NodeConfig {
             .any(|voter| voter.node_id == self.node_id)
     }
 
+    /// The name under which voters' quorum endpoints are published (DescribeQuorum, KIP-853
+    /// voter sets): the controller listener's, or `CONTROLLER` when one listener serves all.
+    pub fn controller_listener_name(&self) -> &str {
+        self.listeners
+            .controller
+            .as_ref()
+            .map_or("CONTROLLER", |listener| listener.name.as_str())
+    }
+
     /// True when `replica_id` may replicate from this quorum: a voter or a listed observer.
     pub fn is_quorum_member(&self, replica_id: i32) -> bool {
         self.quorum_voters
@@ -586,6 +733,82 @@ impl NodeConfig {
             .any(|voter| voter.node_id == replica_id)
             || self.quorum_observers.contains(&replica_id)
     }
+}
+
+/// The `ssl.*` keys of a node with an SSL listener: PEM only, a keystore either as a file or as
+/// text, never both.
+fn tls_settings(values: &Properties) -> Result<crate::tls::TlsSettings, ConfigError> {
+    use crate::tls::{ClientAuth, PemSource, TlsSettings};
+    for key in ["ssl.keystore.type", "ssl.truststore.type"] {
+        if values.get(key) != "PEM" {
+            return Err(values.invalid(key, "only PEM is supported".into()));
+        }
+    }
+    if !values.get("ssl.key.password").is_empty() {
+        return Err(values.invalid(
+            "ssl.key.password",
+            "encrypted private keys are not supported; give an unencrypted key".into(),
+        ));
+    }
+    let location = values.get("ssl.keystore.location");
+    let chain = values.get("ssl.keystore.certificate.chain");
+    let key = values.get("ssl.keystore.key");
+    let (certificate_chain, private_key) = match (
+        location.is_empty(),
+        chain.is_empty(),
+        key.is_empty(),
+    ) {
+        (false, true, true) => (
+            PemSource::File(PathBuf::from(location)),
+            PemSource::File(PathBuf::from(location)),
+        ),
+        (true, false, false) => (PemSource::Text(chain.into()), PemSource::Text(key.into())),
+        (true, true, true) => {
+            return Err(values.invalid(
+                "ssl.keystore.location",
+                "an SSL listener needs this node's key and certificate (or ssl.keystore.certificate.chain and ssl.keystore.key)".into(),
+            ));
+        }
+        _ => {
+            return Err(values.invalid(
+                "ssl.keystore.location",
+                "give either ssl.keystore.location or both ssl.keystore.certificate.chain and ssl.keystore.key".into(),
+            ));
+        }
+    };
+    let truststore = match (
+        values.get("ssl.truststore.location"),
+        values.get("ssl.truststore.certificates"),
+    ) {
+        ("", "") => None,
+        (location, "") => Some(PemSource::File(PathBuf::from(location))),
+        ("", text) => Some(PemSource::Text(text.into())),
+        _ => {
+            return Err(values.invalid(
+                "ssl.truststore.location",
+                "give either ssl.truststore.location or ssl.truststore.certificates".into(),
+            ));
+        }
+    };
+    let client_auth = ClientAuth::parse(values.get("ssl.client.auth"))
+        .map_err(|reason| values.invalid("ssl.client.auth", reason))?;
+    let endpoint_identification = match values.get("ssl.endpoint.identification.algorithm") {
+        "https" => true,
+        "" => false,
+        _ => {
+            return Err(values.invalid(
+                "ssl.endpoint.identification.algorithm",
+                "expected https or nothing".into(),
+            ));
+        }
+    };
+    Ok(TlsSettings {
+        certificate_chain: Some(certificate_chain),
+        private_key: Some(private_key),
+        truststore,
+        client_auth,
+        endpoint_identification,
+    })
 }
 
 /// The raw key=value pairs of a file, keyed by the documented name (aliases resolved).
@@ -658,6 +881,11 @@ impl Properties {
             .collect()
     }
 
+    /// Whether the text set `key` (rather than its default).
+    fn set_in_file(&self, key: &'static str) -> bool {
+        self.from_file.contains(key)
+    }
+
     fn get(&self, key: &'static str) -> &str {
         debug_assert!(
             KEYS.iter().any(|definition| definition.name == key),
@@ -708,14 +936,6 @@ impl Properties {
             value: self.get(key).to_string(),
             reason,
         }
-    }
-}
-
-fn strip_listener_prefix(text: &str) -> &str {
-    let text = text.trim();
-    match text.find("://") {
-        Some(at) => &text[at + 3..],
-        None => text,
     }
 }
 

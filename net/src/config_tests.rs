@@ -214,7 +214,7 @@ fn resource_limits_default_to_the_servers_defaults() {
     use crate::server::ServerConfig;
     let config = NodeConfig::parse("p", MINIMAL).unwrap();
     let server = ServerConfig::from_node_config(&config);
-    let defaults = ServerConfig::new(config.listener);
+    let defaults = ServerConfig::new(config.listeners.client.address);
     assert_eq!(server.connections_max_idle, defaults.connections_max_idle);
     assert_eq!(
         server.queued_max_request_bytes,
@@ -339,4 +339,196 @@ fn retry_backoff_has_kafka_s_default_and_its_kip_alias() {
     );
     let text = format!("{MINIMAL}quorum.retry.backoff.ms=7\n");
     assert_eq!(NodeConfig::parse("p", &text).unwrap().retry_backoff_ms, 7);
+}
+
+/// Kafka's listener keys: a separate controller listener with its own security protocol.
+const SEPARATED: &str = "node.id=2\ncontroller.quorum.voters=1@127.0.0.1:9193,2@127.0.0.1:9194\n\
+    listeners=PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9194\n\
+    controller.listener.names=CONTROLLER\nvoter.advertised.listeners=1@127.0.0.1:9093\n\
+    metadata.log.dir=/tmp/x\n";
+
+#[test]
+fn one_listener_serves_everything_as_before() {
+    let config = NodeConfig::parse("p", MINIMAL).unwrap();
+    assert_eq!(config.listeners.controller, None);
+    assert_eq!(config.listeners.client.name, "PLAINTEXT");
+    assert_eq!(
+        config.listeners.client.address,
+        "127.0.0.1:9094".parse().unwrap()
+    );
+    assert_eq!(
+        config.listeners.client.security_protocol,
+        SecurityProtocol::Plaintext
+    );
+    assert_eq!(config.controller_listener_name(), "CONTROLLER");
+    // Without a name, as `ringlog dev` and older configurations write it.
+    let bare = MINIMAL.replace("PLAINTEXT://", "");
+    assert_eq!(
+        NodeConfig::parse("p", &bare).unwrap().listeners,
+        config.listeners
+    );
+}
+
+#[test]
+fn controller_listener_names_separate_the_quorum_listener() {
+    let config = NodeConfig::parse("p", SEPARATED).unwrap();
+    let controller = config.listeners.controller.clone().unwrap();
+    assert_eq!(controller.name, "CONTROLLER");
+    assert_eq!(controller.address, "127.0.0.1:9194".parse().unwrap());
+    // Kafka: an unset map makes the controller listener PLAINTEXT.
+    assert_eq!(controller.security_protocol, SecurityProtocol::Plaintext);
+    assert_eq!(
+        config.listeners.client.address,
+        "127.0.0.1:9094".parse().unwrap()
+    );
+    assert_eq!(config.listeners.quorum(), &controller);
+    assert_eq!(config.advertised_listener, ("127.0.0.1".to_string(), 9094));
+    assert_eq!(config.voter_advertised_listeners[0].port, 9093);
+    assert_eq!(config.controller_listener_name(), "CONTROLLER");
+    // The server gets both listeners.
+    let server = crate::server::ServerConfig::from_node_config(&config);
+    assert_eq!(server.listener, "127.0.0.1:9094".parse().unwrap());
+    assert_eq!(
+        server.controller_listener,
+        Some("127.0.0.1:9194".parse().unwrap())
+    );
+}
+
+#[test]
+fn listener_keys_are_validated_by_name() {
+    let invalid = |text: &str| match NodeConfig::parse("p", text) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid key, got {other:?}"),
+    };
+    // Two listeners, and nothing says which one is the controller's.
+    assert_eq!(
+        invalid(
+            &SEPARATED
+                .replace("controller.listener.names=CONTROLLER\n", "")
+                .replace("CONTROLLER://", "SSL://")
+        ),
+        "listeners"
+    );
+    assert_eq!(
+        invalid(&SEPARATED.replace("names=CONTROLLER", "names=QUORUM")),
+        "controller.listener.names"
+    );
+    assert_eq!(
+        invalid(&SEPARATED.replace("names=CONTROLLER", "names=CONTROLLER,PLAINTEXT")),
+        "controller.listener.names"
+    );
+    // Only the controller listener: no client listener.
+    assert_eq!(
+        invalid(&SEPARATED.replace("PLAINTEXT://127.0.0.1:9094,", "")),
+        "listeners"
+    );
+    assert_eq!(
+        invalid(&SEPARATED.replace("127.0.0.1:9094,", "127.0.0.1:9194,")),
+        "listeners"
+    );
+    assert_eq!(
+        invalid(&SEPARATED.replace("PLAINTEXT://127.0.0.1:9094", "CONTROLLER://127.0.0.1:9095")),
+        "listeners"
+    );
+    // Another voter's client listener is needed for Metadata.
+    assert_eq!(
+        invalid(&SEPARATED.replace("voter.advertised.listeners=1@127.0.0.1:9093\n", "")),
+        "voter.advertised.listeners"
+    );
+    assert_eq!(
+        invalid(&SEPARATED.replace("1@127.0.0.1:9093", "1@127.0.0.1:9093,7@127.0.0.1:9097")),
+        "voter.advertised.listeners"
+    );
+    // A map that is set must name every listener; SASL is refused.
+    let mapped = format!("{SEPARATED}listener.security.protocol.map=PLAINTEXT:PLAINTEXT\n");
+    assert_eq!(invalid(&mapped), "listener.security.protocol.map");
+    let sasl = format!(
+        "{SEPARATED}listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL\n"
+    );
+    assert_eq!(invalid(&sasl), "listener.security.protocol.map");
+}
+
+#[test]
+fn advertised_listeners_pick_the_client_listeners_entry() {
+    let text = format!(
+        "{SEPARATED}advertised.listeners=CONTROLLER://c.example:9194,PLAINTEXT://p.example:19094\n"
+    );
+    let config = NodeConfig::parse("p", &text).unwrap();
+    assert_eq!(config.advertised_listener, ("p.example".to_string(), 19094));
+    let missing = format!("{SEPARATED}advertised.listeners=CONTROLLER://c.example:9194\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &missing),
+        Err(ConfigError::Invalid {
+            key: "advertised.listeners",
+            ..
+        })
+    ));
+}
+
+/// An SSL listener needs the `ssl.*` keys; what rustls cannot read is refused by name.
+#[test]
+fn ssl_listeners_take_kafkas_pem_keys() {
+    let ssl = SEPARATED.to_string()
+        + "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n";
+    let invalid = |text: &str| match NodeConfig::parse("p", text) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid key, got {other:?}"),
+    };
+    assert_eq!(invalid(&ssl), "ssl.keystore.location");
+    let with_file = format!(
+        "{ssl}ssl.keystore.location=/etc/ringlog/node.pem\nssl.truststore.location=/etc/ringlog/ca.pem\nssl.client.auth=required\n"
+    );
+    let config = NodeConfig::parse("p", &with_file).unwrap();
+    assert_eq!(
+        config
+            .listeners
+            .controller
+            .as_ref()
+            .unwrap()
+            .security_protocol,
+        SecurityProtocol::Ssl
+    );
+    assert_eq!(
+        config.listeners.client.security_protocol,
+        SecurityProtocol::Plaintext
+    );
+    let tls = config.tls.unwrap();
+    assert_eq!(
+        tls.private_key,
+        Some(crate::tls::PemSource::File("/etc/ringlog/node.pem".into()))
+    );
+    assert_eq!(tls.client_auth, crate::tls::ClientAuth::Required);
+    assert!(tls.endpoint_identification);
+    // PEM text instead of a file.
+    let inline = format!(
+        "{ssl}ssl.keystore.certificate.chain=-----BEGIN CERTIFICATE----- QUJD -----END CERTIFICATE-----\nssl.keystore.key=-----BEGIN PRIVATE KEY----- QUJD -----END PRIVATE KEY-----\n"
+    );
+    assert!(matches!(
+        NodeConfig::parse("p", &inline)
+            .unwrap()
+            .tls
+            .unwrap()
+            .certificate_chain,
+        Some(crate::tls::PemSource::Text(_))
+    ));
+    assert_eq!(
+        invalid(&format!("{with_file}ssl.keystore.type=JKS\n")),
+        "ssl.keystore.type"
+    );
+    assert_eq!(
+        invalid(&format!("{with_file}ssl.key.password=secret\n")),
+        "ssl.key.password"
+    );
+    assert_eq!(
+        invalid(&with_file.replace("ssl.client.auth=required", "ssl.client.auth=always")),
+        "ssl.client.auth"
+    );
+    assert_eq!(
+        invalid(&format!(
+            "{with_file}ssl.keystore.key=-----BEGIN PRIVATE KEY----- QUJD -----END PRIVATE KEY-----\n"
+        )),
+        "ssl.keystore.location"
+    );
+    // Without an SSL listener the keys are not needed.
+    assert_eq!(NodeConfig::parse("p", SEPARATED).unwrap().tls, None);
 }

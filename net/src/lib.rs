@@ -7,3 +7,4 @@ pub mod metrics;
 pub mod node;
 pub mod protocol;
 pub mod server;
+pub mod tls;

@@ -90,7 +90,11 @@ pub fn free_port() -> u16 {
 
 pub struct Node {
     pub id: i32,
+    /// The client listener (the only one unless the quorum was formatted with controller
+    /// listeners).
     pub port: u16,
+    /// The separate controller listener (`controller.listener.names`), if any.
+    pub controller_port: Option<u16>,
     pub metrics_port: u16,
     pub log: PathBuf,
     config: PathBuf,
@@ -156,27 +160,75 @@ impl Quorum {
     /// [`Quorum::format`] with `extra` properties lines, each replacing the default line of
     /// the same key.
     pub fn format_with(voters: i32, extra: &str) -> Quorum {
-        Quorum::format_with_args(voters, extra, &[])
+        Quorum::format_listeners(voters, extra, None, &[])
     }
 
     /// [`Quorum::format_with`], each node formatted with `format_args` added to `ringlog
     /// format` (e.g. `--standalone`).
     pub fn format_with_args(voters: i32, extra: &str, format_args: &[&str]) -> Quorum {
+        Quorum::format_listeners(voters, extra, None, format_args)
+    }
+
+    /// [`Quorum::format_with`], each node with a client listener (`PLAINTEXT`) and a separate
+    /// controller listener (`CONTROLLER`, `controller.listener.names`) that
+    /// `controller.quorum.voters` names; `voter.advertised.listeners` gives the client ones.
+    pub fn format_with_controller_listeners(voters: i32, extra: &str) -> Quorum {
+        Quorum::format_listeners(voters, extra, Some("PLAINTEXT"), &[])
+    }
+
+    /// [`Quorum::format_with_controller_listeners`] with the client listener named
+    /// `client_name` (e.g. SSL, whose protocol Kafka's default map makes SSL).
+    pub fn format_with_client_listener_named(
+        voters: i32,
+        client_name: &str,
+        extra: &str,
+    ) -> Quorum {
+        Quorum::format_listeners(voters, extra, Some(client_name), &[])
+    }
+
+    fn format_listeners(
+        voters: i32,
+        extra: &str,
+        client_name: Option<&str>,
+        format_args: &[&str],
+    ) -> Quorum {
+        let separated = client_name.is_some();
         let dir = tempfile::tempdir().unwrap();
-        let ids: Vec<(i32, u16, u16)> = (1..=voters)
-            .map(|id| (id, free_port(), free_port()))
+        let ids: Vec<(i32, u16, u16, Option<u16>)> = (1..=voters)
+            .map(|id| {
+                let controller_port = separated.then(free_port);
+                (id, free_port(), free_port(), controller_port)
+            })
             .collect();
         let voter_list = ids
             .iter()
-            .map(|(id, port, _)| format!("{id}@127.0.0.1:{port}"))
+            .map(|(id, port, _, controller_port)| {
+                format!("{id}@127.0.0.1:{}", controller_port.unwrap_or(*port))
+            })
             .collect::<Vec<_>>()
             .join(",");
         let mut nodes = Vec::new();
-        for (id, port, metrics_port) in ids {
+        for &(id, port, metrics_port, controller_port) in &ids {
             let config = dir.path().join(format!("node-{id}.properties"));
             let data = dir.path().join(format!("node-{id}"));
+            let listeners = match controller_port {
+                None => format!("listeners=127.0.0.1:{port}\n"),
+                Some(controller_port) => {
+                    let others = ids
+                        .iter()
+                        .filter(|other| other.0 != id)
+                        .map(|(other, other_port, _, _)| format!("{other}@127.0.0.1:{other_port}"))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    format!(
+                        "listeners={}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                         controller.listener.names=CONTROLLER\nvoter.advertised.listeners={others}\n",
+                        client_name.unwrap_or("PLAINTEXT")
+                    )
+                }
+            };
             let text = format!(
-                "node.id={id}\ncontroller.quorum.voters={voter_list}\nlisteners=127.0.0.1:{port}\n\
+                "node.id={id}\ncontroller.quorum.voters={voter_list}\n{listeners}\
                  metrics.listener=127.0.0.1:{metrics_port}\n\
                  metadata.log.dir={}\nmetadata.log.segment.bytes=1048576\n\
                  controller.quorum.election.timeout.ms=300\ncontroller.quorum.election.backoff.max.ms=200\n\
@@ -201,6 +253,7 @@ impl Quorum {
             nodes.push(Node {
                 id,
                 port,
+                controller_port,
                 metrics_port,
                 log: dir.path().join(format!("node-{id}.log")),
                 config,
@@ -243,6 +296,7 @@ impl Quorum {
         self.nodes.push(Node {
             id,
             port,
+            controller_port: None,
             metrics_port,
             log: self.dir.path().join(format!("node-{id}.log")),
             config,
@@ -394,8 +448,15 @@ impl Quorum {
         self.nodes.iter().find(|n| n.id == id).expect("known node")
     }
 
+    /// Node `id`'s client listener.
     pub fn address(&self, id: i32) -> String {
         format!("127.0.0.1:{}", self.node(id).port)
+    }
+
+    /// Node `id`'s controller listener (its client listener when it has no separate one).
+    pub fn controller_address(&self, id: i32) -> String {
+        let node = self.node(id);
+        format!("127.0.0.1:{}", node.controller_port.unwrap_or(node.port))
     }
 
     /// Waits until every voter names the same leader in the same epoch; returns it.

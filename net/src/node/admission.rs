@@ -27,10 +27,17 @@
 //! - Kafka answers these errors at the top level only; here every partition entry carries the
 //!   same code as well, so a node that reads per-partition errors (ours) sees it too.
 //!
+//! Before all of this, the listener: with a separate controller listener
+//! (`controller.listener.names`), a quorum request ([`is_quorum_request`]) on the client
+//! listener closes its connection before it reaches the event loop (transport.rs), which is
+//! Kafka's answer to an API a listener does not expose (`Processor.parseRequestHeader`: "which
+//! is not enabled"); ApiVersions on the client listener does not list those APIs.
+//!
 //! These checks keep a node of another cluster, or a node nobody configured, from voting,
 //! fencing a leader or counting toward a high-watermark by mistake. They do not authenticate:
 //! Metadata tells any client the cluster id, and a replica id is whatever the request says.
-//! That needs the separate controller listener and TLS (issue 17).
+//! A controller listener speaking TLS with `ssl.client.auth=required` (docs/node.md,
+//! "Listeners") admits only holders of a CA-signed certificate.
 
 use ringlog_replication::NodeId;
 
@@ -42,6 +49,30 @@ use crate::protocol::{
     end_quorum_epoch_response as eqe_resp, fetch_response, fetch_snapshot_response as snap_resp,
     vote_response,
 };
+
+/// The quorum's APIs, served only where [`crate::server::ListenerRole::serves_quorum`]:
+/// Kafka's controller-only APIs that a node of this quorum answers. Fetch and FetchSnapshot
+/// are client APIs too (`ringlog consume --full-state` reads a snapshot topic's snapshot);
+/// only a replica's (ReplicaId >= 0) is the quorum's.
+pub(crate) const QUORUM_APIS: &[ApiKey] = &[
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::FetchSnapshot,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
+    ApiKey::UpdateRaftVoter,
+];
+
+/// Whether `request` is the quorum's: one of [`QUORUM_APIS`], or a replica's Fetch or
+/// FetchSnapshot.
+pub(crate) fn is_quorum_request(request: &Request, version: i16) -> bool {
+    match request {
+        Request::Fetch(r) => convert::fetch_replica_id(r, version) >= 0,
+        Request::FetchSnapshot(r) => r.replica_id >= 0,
+        other => QUORUM_APIS.contains(&other.api_key()),
+    }
+}
 
 /// Why a quorum request is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

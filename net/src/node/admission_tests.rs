@@ -418,3 +418,48 @@ fn a_voter_added_since_the_start_is_admitted() {
         );
     }
 }
+
+/// What a client listener refuses (`controller.listener.names`): the quorum's own APIs and a
+/// replica's Fetch or FetchSnapshot; a consumer's Fetch and FetchSnapshot (ReplicaId -1) and
+/// every client API pass.
+#[test]
+fn quorum_requests_are_the_quorum_apis_and_replica_reads() {
+    let fetch = |replica_id: i32| {
+        Request::Fetch(fetch_req::FetchRequest {
+            replica_id,
+            ..Default::default()
+        })
+    };
+    let fetch_snapshot = |replica_id: i32| {
+        Request::FetchSnapshot(snap_req::FetchSnapshotRequest {
+            replica_id,
+            ..Default::default()
+        })
+    };
+    assert!(is_quorum_request(&Request::Vote(Default::default()), 0));
+    assert!(is_quorum_request(
+        &Request::BeginQuorumEpoch(Default::default()),
+        0
+    ));
+    assert!(is_quorum_request(
+        &Request::EndQuorumEpoch(Default::default()),
+        0
+    ));
+    assert!(is_quorum_request(
+        &Request::AddRaftVoter(Default::default()),
+        0
+    ));
+    assert!(is_quorum_request(&fetch(2), 12));
+    assert!(!is_quorum_request(&fetch(-1), 12));
+    assert!(is_quorum_request(&fetch_snapshot(2), 0));
+    assert!(!is_quorum_request(&fetch_snapshot(-1), 0));
+    assert!(!is_quorum_request(&Request::Produce(Default::default()), 9));
+    assert!(!is_quorum_request(
+        &Request::DescribeQuorum(Default::default()),
+        0
+    ));
+    assert!(!is_quorum_request(
+        &Request::Metadata(Default::default()),
+        12
+    ));
+}

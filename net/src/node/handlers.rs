@@ -19,6 +19,7 @@ use crate::protocol::{
     describe_quorum_response as dq, encode_response, produce_request, produce_response,
     supported_api_versions,
 };
+use crate::server::ListenerRole;
 
 mod consumer_fetch;
 
@@ -62,11 +63,21 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::UpdateRaftVoter,
 ];
 
-/// ApiVersions' list: the codec's versions of the APIs in [`SERVED_APIS`].
-pub(crate) fn served_api_versions() -> Vec<crate::protocol::api_versions_response::ApiVersion> {
+/// ApiVersions' list on `listener`: the codec's versions of the APIs in [`SERVED_APIS`],
+/// without the quorum's own APIs on a client listener (Kafka lists only what a listener
+/// exposes; admission.rs).
+pub(crate) fn served_api_versions(
+    listener: ListenerRole,
+) -> Vec<crate::protocol::api_versions_response::ApiVersion> {
     supported_api_versions()
         .into_iter()
         .filter(|v| SERVED_APIS.iter().any(|api| api.key() == v.api_key))
+        .filter(|v| {
+            listener.serves_quorum()
+                || !super::admission::QUORUM_APIS
+                    .iter()
+                    .any(|api| api.key() == v.api_key)
+        })
         .collect()
 }
 
@@ -149,7 +160,7 @@ impl Node {
             }
             Request::ApiVersions(_) => Response::ApiVersions(ApiVersionsResponse {
                 error_code: 0,
-                api_keys: served_api_versions(),
+                api_keys: served_api_versions(responder.listener()),
                 ..Default::default()
             }),
             Request::Metadata(r) => Response::Metadata(self.handle_metadata(&r, version)),
@@ -282,7 +293,7 @@ impl Node {
                 let listeners: Vec<dq::Listener> = if info.endpoints.is_empty() {
                     let configured = self.config.quorum_voters.iter().find(|v| v.node_id == id)?;
                     vec![dq::Listener {
-                        name: "CONTROLLER".into(),
+                        name: self.config.controller_listener_name().to_string(),
                         host: configured.host.clone(),
                         port: configured.port,
                     }]

@@ -106,9 +106,10 @@ pub(crate) fn in_sync_replicas(raft: &Raft, replicas: &[i32]) -> Vec<i32> {
 impl Node {
     // ---- Metadata -----------------------------------------------------------------------------
 
-    /// Every broker a client may be sent to: each voter at its `controller.quorum.voters`
-    /// address (its one listener serves clients and peers alike), and this node at its
-    /// advertised listener when it is an observer. Observers that are not this node are not
+    /// Every broker a client may be sent to: each voter at its client listener
+    /// (`voter.advertised.listeners`, else its `controller.quorum.voters` address, whose one
+    /// listener serves clients and peers alike), and this node at its advertised listener when
+    /// it is an observer. Observers that are not this node are not
     /// listed: nothing tells a node another observer's address.
     pub(super) fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
         let mut brokers: Vec<md_resp::MetadataResponseBroker> = self
@@ -116,11 +117,28 @@ impl Node {
             .quorum_voters
             .iter()
             .map(|v| {
-                // KIP-853: a voter's endpoint in the voter set in force (UpdateRaftVoter, when it
-                // moved) wins over the configured address.
+                // A voter's client address: `voter.advertised.listeners` names it; else, with one
+                // listener for everything, its endpoint in the voter set in force (KIP-853:
+                // UpdateRaftVoter, when it moved) wins over the configured address. With a
+                // separate controller listener the voter set holds controller endpoints, which
+                // are not for clients.
+                let explicit = self
+                    .config
+                    .voter_advertised_listeners
+                    .iter()
+                    .find(|a| a.node_id == v.node_id);
+                let voter_set_endpoint = self
+                    .config
+                    .listeners
+                    .controller
+                    .is_none()
+                    .then(|| self.voter_set_endpoint(v.node_id))
+                    .flatten();
                 let (host, port) = if v.node_id == self.config.node_id {
                     self.config.advertised_listener.clone()
-                } else if let Some(endpoint) = self.voter_set_endpoint(v.node_id) {
+                } else if let Some(a) = explicit {
+                    (a.host.clone(), a.port)
+                } else if let Some(endpoint) = voter_set_endpoint {
                     (endpoint.host.clone(), endpoint.port)
                 } else {
                     (v.host.clone(), v.port)
@@ -133,12 +151,25 @@ impl Node {
                 }
             })
             .collect();
-        // KIP-853: voters added since the start, at the endpoint their VotersRecord gave.
+        // KIP-853: voters added since the start, at their client listener in
+        // `voter.advertised.listeners`, else at the endpoint their VotersRecord gave.
         for &id in self.metadata_raft().voter_set().voters().keys() {
             if id == self.config.node_id || brokers.iter().any(|b| b.node_id == id) {
                 continue;
             }
-            if let Some(endpoint) = self.voter_set_endpoint(id) {
+            if let Some(a) = self
+                .config
+                .voter_advertised_listeners
+                .iter()
+                .find(|a| a.node_id == id)
+            {
+                brokers.push(md_resp::MetadataResponseBroker {
+                    node_id: id,
+                    host: a.host.clone(),
+                    port: i32::from(a.port),
+                    rack: None,
+                });
+            } else if let Some(endpoint) = self.voter_set_endpoint(id) {
                 brokers.push(md_resp::MetadataResponseBroker {
                     node_id: id,
                     host: endpoint.host.clone(),

@@ -62,7 +62,7 @@ use ringlog_replication::host::{Host, HostConfig, HostError, Output, PartitionSp
 use ringlog_replication::{self as core, NodeId, PartitionId, RaftError};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, SecurityProtocol};
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 use crate::metrics::MetricsServer;
 use crate::protocol::{ApiKey, EncodeError};
@@ -89,6 +89,8 @@ pub enum NodeError {
     Runtime(std::io::Error),
     #[error("encoding a message: {0}")]
     Encode(#[from] EncodeError),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl From<HostError> for NodeError {
@@ -112,9 +114,21 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         let (events_tx, events_rx) = unbounded_channel();
         let mut node = Node::open(config, meta.cluster_id, events_tx.clone())?;
         node.handlers.own_endpoint.directory_id = meta.directory_id;
+        let listener_tls = |protocol: SecurityProtocol| match (&node.config.tls, protocol) {
+            (Some(tls), SecurityProtocol::Ssl) => tls.server_config().map(Some),
+            _ => Ok(None),
+        };
+        let listeners = &node.config.listeners;
+        let client_tls = listener_tls(listeners.client.security_protocol)?;
+        let controller_tls = match &listeners.controller {
+            Some(controller) => listener_tls(controller.security_protocol)?,
+            None => None,
+        };
         let server_config = ServerConfig {
             // The node answers ApiVersions itself, listing only the APIs it serves.
             answer_api_versions: false,
+            client_tls,
+            controller_tls,
             metrics: ServerMetrics::register(&node.observer.registry()),
             ..ServerConfig::from_node_config(&node.config)
         };
@@ -141,6 +155,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         tracing::info!(
             node_id = node.config.node_id,
             listener = %server.local_addr(),
+            controller_listener = ?server.controller_local_addr(),
             voter = node.config.is_voter(),
             io = node.host.io().backend_name(),
             "node started"
@@ -229,6 +244,8 @@ pub(crate) struct Node {
     peers: BTreeMap<NodeId, PeerLanes>,
     /// Where peer lanes report; kept to open lanes to voters added since the start.
     peer_events: UnboundedSender<Event>,
+    /// TLS towards peers when the quorum's listener is SSL.
+    peer_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     next_peer_correlation_id: i32,
     peer_pending: HashMap<(NodeId, i32), PeerPending>,
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
@@ -304,6 +321,14 @@ impl Node {
         host.set_probe(Box::new(stall.probe()));
         let max_frame = config.socket_request_max_bytes as usize;
         let connect_timeout = Duration::from_millis(config.request_timeout_ms.min(1000));
+        // Peers are reached on their quorum listener; TLS when ours speaks it (every voter's
+        // controller listener is configured alike).
+        let peer_tls = match &config.tls {
+            Some(tls) if config.listeners.quorum().security_protocol == SecurityProtocol::Ssl => {
+                Some(tls.client_config()?)
+            }
+            _ => None,
+        };
         let mut peers = BTreeMap::new();
         for voter in &config.quorum_voters {
             if voter.node_id == config.node_id {
@@ -317,6 +342,7 @@ impl Node {
                     events.clone(),
                     max_frame,
                     connect_timeout,
+                    peer_tls.clone(),
                 )
             };
             peers.insert(
@@ -347,6 +373,7 @@ impl Node {
             started_wall_ms,
             peers,
             peer_events: events.clone(),
+            peer_tls,
             next_peer_correlation_id: 1,
             peer_pending: HashMap::new(),
             snapshot_fetches: BTreeMap::new(),

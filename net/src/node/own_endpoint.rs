@@ -1,7 +1,9 @@
 //! KIP-853: a voter tells the metadata leader where it listens and which disk it is. At start
 //! (and until the voter set in force agrees), a node that is a voter of `__cluster_metadata-0`
-//! compares its endpoint there (its VotersRecord endpoint named `CONTROLLER`, else the first,
-//! else its `controller.quorum.voters` address) with its own advertised listener, and its
+//! compares its endpoint there (its VotersRecord endpoint named like its controller listener,
+//! else the first, else its `controller.quorum.voters` address) with its own quorum listener
+//! (the controller listener when `controller.listener.names` separates it, else the advertised
+//! listener), and its
 //! directory id there with its `meta.properties` `directory.id` (once the set is in the log,
 //! Kafka's kraft.version 1: a static set gets no record for a directory id alone); when either
 //! differs it sends UpdateRaftVoter to the leader, as Kafka's voters do after they find the leader
@@ -33,9 +35,6 @@ use crate::protocol::{Request, update_raft_voter_request as urv};
 /// UpdateRaftVoter's only version (KIP-853).
 const UPDATE_RAFT_VOTER_VERSION: i16 = 0;
 
-/// Where the listener is named in voter set endpoints (requests.rs dials this one first).
-const LISTENER_NAME: &str = "CONTROLLER";
-
 /// This node's directory id, when it last asked, and what it warned about.
 #[derive(Default)]
 pub(super) struct OwnEndpoint {
@@ -44,25 +43,46 @@ pub(super) struct OwnEndpoint {
     asked_ms: Option<u64>,
     warned_unspecified: bool,
     warned_other_directory: bool,
+    /// Where peers reach this node's quorum listener: the controller listener's address when
+    /// `controller.listener.names` separates it, else the advertised listener (computed once).
+    quorum_endpoint: Option<(String, u16)>,
+}
+
+/// The endpoint of this node's quorum listener that the voter set should hold.
+fn quorum_endpoint(config: &crate::config::NodeConfig) -> (String, u16) {
+    match &config.listeners.controller {
+        Some(controller) => (
+            controller.address.ip().to_string(),
+            controller.address.port(),
+        ),
+        None => config.advertised_listener.clone(),
+    }
 }
 
 impl Node {
     /// The table in the module doc; called on every turn of the event loop.
     pub(super) fn maybe_send_own_endpoint_update(&mut self, now: u64) {
         let own = self.config.node_id;
+        if self.handlers.own_endpoint.quorum_endpoint.is_none() {
+            self.handlers.own_endpoint.quorum_endpoint = Some(quorum_endpoint(&self.config));
+        }
         let raft = self.metadata_raft();
         let Some(info) = raft.voter_set().voters().get(&own) else {
             return;
         };
         // Compared by reference: this runs on every turn of the loop.
-        let (host, port) = (
-            &self.config.advertised_listener.0,
-            self.config.advertised_listener.1,
-        );
+        let (host, port) = self
+            .handlers
+            .own_endpoint
+            .quorum_endpoint
+            .as_ref()
+            .map(|(host, port)| (host, *port))
+            .expect("computed above");
+        let listener_name = self.config.controller_listener_name();
         let endpoint_matches = match info
             .endpoints
             .iter()
-            .find(|e| e.name == LISTENER_NAME)
+            .find(|e| e.name == listener_name)
             .or(info.endpoints.first())
         {
             Some(e) => e.host == *host && e.port == port,
@@ -126,7 +146,7 @@ impl Node {
             return;
         }
         let endpoint = Endpoint {
-            name: LISTENER_NAME.to_string(),
+            name: self.config.controller_listener_name().to_string(),
             host: host.clone(),
             port,
         };

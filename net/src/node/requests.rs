@@ -543,12 +543,12 @@ impl Node {
     }
 
     /// KIP-853: a voter's endpoint in the metadata quorum's voter set in force (the one named
-    /// like our listener, `CONTROLLER`, first), when its VotersRecord gave one.
+    /// like our controller listener first), when its VotersRecord gave one.
     pub(super) fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
         let info = self.metadata_raft().voter_set().voters().get(&to)?;
         info.endpoints
             .iter()
-            .find(|e| e.name == "CONTROLLER")
+            .find(|e| e.name == self.config.controller_listener_name())
             .or(info.endpoints.first())
     }
 
@@ -575,6 +575,7 @@ impl Node {
                 self.peer_events.clone(),
                 max_frame,
                 connect_timeout,
+                self.peer_tls.clone(),
             )
         };
         let lanes = super::PeerLanes {

@@ -12,6 +12,11 @@
 //! connection's requests in order: a Vote must not wait behind a Fetch that the leader holds
 //! for its long-poll.
 //!
+//! When the quorum's listener speaks SSL (`listener.security.protocol.map`), a lane connects
+//! with TLS (tokio-rustls): it checks the peer's certificate against the truststore (and its
+//! name against the voter's host, `ssl.endpoint.identification.algorithm=https`) and presents
+//! this node's certificate, for peers whose listener requires client certificates.
+//!
 //! The tasks never touch consensus or storage state: they only move frames. Everything they
 //! learn goes into the loop's [`Event`] channel, which the loop drains one event at a time.
 
@@ -20,13 +25,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ringlog_replication::NodeId;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
 use crate::protocol::{ApiKey, Request, RequestHeader, Response, decode_response, split_frame};
-use crate::server::{ConnectionInfo, LocalBoxFuture, Reply, RequestHandler};
+use crate::server::{ConnectionInfo, ListenerRole, LocalBoxFuture, Reply, RequestHandler};
 
 /// What the sockets tell the event loop.
 #[derive(Debug)]
@@ -60,6 +65,8 @@ pub struct Responder {
     connection_id: u64,
     /// The client's address (DescribeGroups names each member's host).
     peer_addr: std::net::SocketAddr,
+    /// The listener the request came on (ApiVersions lists what that listener serves).
+    listener: ListenerRole,
 }
 
 impl Responder {
@@ -71,6 +78,11 @@ impl Responder {
     /// The address of the client that sent the request.
     pub fn peer_addr(&self) -> std::net::SocketAddr {
         self.peer_addr
+    }
+
+    /// The listener the request came on.
+    pub fn listener(&self) -> ListenerRole {
+        self.listener
     }
 
     /// Answers with an encoded frame (size prefix included); `None` answers nothing (Produce
@@ -90,14 +102,21 @@ impl Responder {
     }
 }
 
-/// The node as the server's request handler: every request becomes an event of the loop.
+/// The node as the server's request handler: every request becomes an event of the loop,
+/// except a quorum request on a listener that does not serve the quorum, which closes its
+/// connection without reaching the loop (admission.rs).
 pub struct NodeHandler {
     events: UnboundedSender<Event>,
+    /// Quorum requests refused on the client listener, for a rate-limited warning.
+    refused_on_client_listener: std::cell::Cell<u64>,
 }
 
 impl NodeHandler {
     pub fn new(events: UnboundedSender<Event>) -> NodeHandler {
-        NodeHandler { events }
+        NodeHandler {
+            events,
+            refused_on_client_listener: std::cell::Cell::new(0),
+        }
     }
 }
 
@@ -108,6 +127,20 @@ impl RequestHandler for NodeHandler {
         header: RequestHeader,
         request: Request,
     ) -> LocalBoxFuture<'static, Reply> {
+        if !connection.listener.serves_quorum()
+            && super::admission::is_quorum_request(&request, header.api_version)
+        {
+            let refused = self.refused_on_client_listener.get() + 1;
+            self.refused_on_client_listener.set(refused);
+            // The first and then every 1024th as a warning: a peer configured with the
+            // client port keeps trying.
+            if refused % 1024 == 1 {
+                tracing::warn!(peer = %connection.peer_addr, api = request.api_key().name(), refused, "quorum request on the client listener; closing the connection (controller.listener.names)");
+            } else {
+                tracing::debug!(peer = %connection.peer_addr, api = request.api_key().name(), "quorum request on the client listener; closing the connection");
+            }
+            return Box::pin(async { Reply::Close });
+        }
         // Queued now, not when the future first runs: the loop sees a connection's requests
         // in the order they were read.
         let (tx, rx) = oneshot::channel();
@@ -118,6 +151,7 @@ impl RequestHandler for NodeHandler {
                     tx,
                     connection_id: connection.connection_id,
                     peer_addr: connection.peer_addr,
+                    listener: connection.listener,
                 },
                 header,
                 request,
@@ -141,6 +175,42 @@ pub struct Outgoing {
     pub frame: Bytes,
 }
 
+/// A lane's connection: plain TCP or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> PeerStream for T {}
+
+/// Opens a lane's connection within `connect_timeout`: TCP, then the TLS handshake if `tls`.
+async fn connect(
+    address: &str,
+    tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+) -> Result<Box<dyn PeerStream>, String> {
+    let attempt = async {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let Some(config) = tls else {
+            return Ok(Box::new(stream) as Box<dyn PeerStream>);
+        };
+        let host = address
+            .rsplit_once(':')
+            .map_or(address, |(host, _)| host)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = crate::tls::server_name(host)?;
+        let tls = tokio_rustls::TlsConnector::from(config.clone())
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))?;
+        Ok(Box::new(tls) as Box<dyn PeerStream>)
+    };
+    tokio::time::timeout(connect_timeout, attempt)
+        .await
+        .unwrap_or_else(|_| Err("timed out".into()))
+}
+
 /// The sending side of one peer lane.
 #[derive(Clone, Debug)]
 pub struct PeerLane {
@@ -155,6 +225,7 @@ impl PeerLane {
         events: UnboundedSender<Event>,
         max_frame_bytes: usize,
         connect_timeout: Duration,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     ) -> PeerLane {
         let (tx, rx) = unbounded_channel();
         tokio::task::spawn_local(run_lane(
@@ -164,6 +235,7 @@ impl PeerLane {
             events,
             max_frame_bytes,
             connect_timeout,
+            tls,
         ));
         PeerLane { tx }
     }
@@ -181,8 +253,9 @@ async fn run_lane(
     events: UnboundedSender<Event>,
     max_frame_bytes: usize,
     connect_timeout: Duration,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 ) {
-    let mut connection: Option<TcpStream> = None;
+    let mut connection: Option<Box<dyn PeerStream>> = None;
     let mut in_flight: HashMap<i32, (ApiKey, i16)> = HashMap::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let fail = |ids: Vec<i32>| {
@@ -198,21 +271,25 @@ async fn run_lane(
             outgoing = rx.recv() => {
                 let Some(outgoing) = outgoing else { return };
                 if connection.is_none() {
-                    match tokio::time::timeout(connect_timeout, TcpStream::connect(&address)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = stream.set_nodelay(true);
+                    match connect(&address, tls.as_ref(), connect_timeout).await {
+                        Ok(stream) => {
                             buf.clear();
                             connection = Some(stream);
                         }
-                        _ => {
-                            tracing::debug!(peer, %address, "peer unreachable");
+                        Err(error) => {
+                            tracing::debug!(peer, %address, %error, "peer unreachable");
                             fail(vec![outgoing.correlation_id]);
                             continue;
                         }
                     }
                 }
                 let stream = connection.as_mut().expect("connected above");
-                if stream.write_all(&outgoing.frame).await.is_err() {
+                let written = async {
+                    stream.write_all(&outgoing.frame).await?;
+                    // A TLS session holds the record until flushed.
+                    stream.flush().await
+                };
+                if written.await.is_err() {
                     connection = None;
                     let mut ids: Vec<i32> = in_flight.drain().map(|(id, _)| id).collect();
                     ids.push(outgoing.correlation_id);
@@ -260,7 +337,10 @@ async fn run_lane(
     }
 }
 
-async fn read_some(stream: Option<&mut TcpStream>, buf: &mut BytesMut) -> std::io::Result<usize> {
+async fn read_some(
+    stream: Option<&mut Box<dyn PeerStream>>,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
     match stream {
         Some(stream) => stream.read_buf(buf).await,
         None => std::future::pending().await,

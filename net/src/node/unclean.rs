@@ -151,13 +151,13 @@ pub fn unclean_recover(
 /// A running node holds its listener: refuse if the port answers.
 fn refuse_if_running(config: &NodeConfig) -> Result<(), UncleanRecoveryError> {
     let probe = std::net::TcpStream::connect_timeout(
-        &config.listener,
+        &config.listeners.client.address,
         std::time::Duration::from_millis(200),
     );
     if probe.is_ok() {
         return Err(UncleanRecoveryError::Refused(format!(
             "something listens on {}: stop the node first",
-            config.listener
+            config.listeners.client.address
         )));
     }
     Ok(())

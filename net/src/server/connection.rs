@@ -31,7 +31,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_uring::net::TcpStream;
 
 use super::connection_limits::ConnectionSlot;
-use super::frame::{Frame, FrameError, FrameReader};
+use super::frame::{Frame, FrameError, FrameReader, FrameSource};
+use super::tls_stream;
 use super::writer::{SocketWriter, WriteError, set_nonblocking};
 use super::{ConnectionInfo, Reply, Shared};
 use crate::protocol::{
@@ -152,6 +153,33 @@ pub(crate) async fn serve(
     let _ = stream.set_nodelay(true);
     shared.connections.borrow_mut().insert(id, stream.clone());
     tracing::debug!(connection = id, peer = %info.peer_addr, "connection open");
+    serve_open(stream, info, &shared).await;
+    shared.connections.borrow_mut().remove(&id);
+    shared.connection_closed.notify_waiters();
+    tracing::debug!(connection = id, "connection closed");
+}
+
+/// Serves a connection registered in the server's table, through TLS if its listener speaks
+/// it; the caller unregisters it after.
+async fn serve_open(stream: Rc<TcpStream>, info: ConnectionInfo, shared: &Rc<Shared>) {
+    let id = info.connection_id;
+    let (mut source, tls_writer) = match shared.tls_for(info.listener) {
+        None => (FrameSource::Plain(stream.clone()), None),
+        Some(config) => match tls_stream::accept(&stream, config).await {
+            Ok(tls) => {
+                let (reader, writer) = tokio::io::split(tls);
+                let fd = stream.as_raw_fd();
+                (FrameSource::Tls { reader, fd }, Some(writer))
+            }
+            Err(error) => {
+                // Garbage, a client that does not trust our certificate, or one without the
+                // certificate `ssl.client.auth` requires: this connection only.
+                tracing::info!(connection = id, peer = %info.peer_addr, %error, "TLS handshake failed; closing connection");
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+        },
+    };
 
     let (slots_tx, slots_rx) = mpsc::unbounded_channel();
     let peer_gone = Rc::new(PeerGone::default());
@@ -160,27 +188,23 @@ pub(crate) async fn serve(
         tokio_uring::spawn(close_when_idle(stream.clone(), idle, activity.clone(), id))
     });
     let writer = tokio_uring::spawn(write_loop(
-        stream.clone(),
+        SocketWriter::new(stream.clone(), tls_writer),
         slots_rx,
         id,
         shared.clone(),
         peer_gone.clone(),
         activity.clone(),
     ));
-    read_loop(&stream, info, &shared, slots_tx, &peer_gone, &activity).await;
+    read_loop(&mut source, info, shared, slots_tx, &peer_gone, &activity).await;
     // The reader has stopped: the writer answers what is owed and ends when the channel does.
     let _ = writer.await;
     if let Some(reaper) = reaper {
         reaper.abort();
     }
-
-    shared.connections.borrow_mut().remove(&id);
-    shared.connection_closed.notify_waiters();
-    tracing::debug!(connection = id, "connection closed");
 }
 
 async fn read_loop(
-    stream: &TcpStream,
+    stream: &mut FrameSource,
     info: ConnectionInfo,
     shared: &Shared,
     slots: mpsc::UnboundedSender<Slot>,
@@ -334,14 +358,13 @@ fn api_versions_frame(
 }
 
 async fn write_loop(
-    stream: Rc<TcpStream>,
+    mut writer: SocketWriter,
     mut slots: mpsc::UnboundedReceiver<Slot>,
     id: u64,
     shared: Rc<Shared>,
     peer_gone: Rc<PeerGone>,
     activity: Rc<Activity>,
 ) {
-    let mut writer = SocketWriter::new(stream);
     while let Some(slot) = slots.recv().await {
         let _done = SlotDone(&activity);
         let result = match slot {

@@ -22,6 +22,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
 use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 
@@ -61,6 +62,47 @@ pub(crate) struct Frame {
     pub(crate) charge: Option<MemoryCharge>,
 }
 
+/// Where a connection's bytes come from: the socket itself (io_uring reads into the buffer),
+/// or a TLS session over it (rustls decrypts into the buffer's spare capacity).
+pub(crate) enum FrameSource {
+    Plain(Rc<TcpStream>),
+    Tls {
+        reader: tokio::io::ReadHalf<super::tls_stream::ServerTlsStream>,
+        /// The socket's descriptor, for `FIONREAD` (it counts encrypted bytes: a hint only).
+        fd: RawFd,
+    },
+}
+
+impl FrameSource {
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            FrameSource::Plain(stream) => stream.as_raw_fd(),
+            FrameSource::Tls { fd, .. } => *fd,
+        }
+    }
+
+    /// Reads into `buffer`'s spare capacity (which must not be empty); the bytes read are
+    /// appended to it.
+    async fn read(&mut self, buffer: BytesMut) -> (std::io::Result<usize>, BytesMut) {
+        debug_assert!(buffer.capacity() > buffer.len());
+        match self {
+            FrameSource::Plain(stream) => {
+                // tokio-uring reads at the start of the buffer it is given: hand it the spare
+                // capacity after the bytes already held.
+                let held = buffer.len();
+                let (result, buffer) = stream.read(buffer.slice(held..)).await;
+                (result, buffer.into_inner())
+            }
+            FrameSource::Tls { reader, .. } => {
+                let mut buffer = buffer;
+                // `read_buf` fills the spare capacity; it never grows a buffer that has some.
+                let result = reader.read_buf(&mut buffer).await;
+                (result, buffer)
+            }
+        }
+    }
+}
+
 pub(crate) struct FrameReader {
     buffer: BytesMut,
     max_frame_bytes: usize,
@@ -84,7 +126,10 @@ impl FrameReader {
     }
 
     /// The next frame.
-    pub(crate) async fn next_frame(&mut self, stream: &TcpStream) -> Result<Frame, FrameError> {
+    pub(crate) async fn next_frame(
+        &mut self,
+        stream: &mut FrameSource,
+    ) -> Result<Frame, FrameError> {
         loop {
             let expected_bytes = if self.buffer.len() >= 4 {
                 let size = i32::from_be_bytes([
@@ -112,7 +157,7 @@ impl FrameReader {
                     return Ok(Frame { body, charge });
                 }
                 if self.buffer.capacity() == self.buffer.len() {
-                    self.grow(total, stream.as_raw_fd()).await?;
+                    self.grow(total, stream.raw_fd()).await?;
                 }
                 total
             } else {
@@ -130,13 +175,9 @@ impl FrameReader {
                 }
                 4
             };
-            // tokio-uring reads at the start of the buffer it is given: hand it the spare
-            // capacity after the bytes already held.
             let buffer = std::mem::take(&mut self.buffer);
-            debug_assert!(buffer.capacity() > buffer.len());
-            let held = buffer.len();
-            let (result, buffer) = stream.read(buffer.slice(held..)).await;
-            self.buffer = buffer.into_inner();
+            let (result, buffer) = stream.read(buffer).await;
+            self.buffer = buffer;
             match result {
                 Ok(0) if self.buffer.is_empty() => return Err(FrameError::Closed),
                 Ok(0) => {

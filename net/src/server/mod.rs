@@ -20,6 +20,12 @@
 //! vectored write next to the encoded bytes, a file region goes from the file to the socket
 //! with `sendfile(2)` ([`writer`]).
 //!
+//! The server binds the client listener (or the only one) and, with `controller.listener.names`,
+//! a controller listener; each connection knows its [`ListenerRole`], and the handler decides
+//! what each may carry. A listener with a TLS configuration runs each connection through
+//! rustls ([`tls_stream`]); such replies are encrypted in userspace, so their file regions are
+//! read and written rather than sent with `sendfile`.
+//!
 //! Connections over `max.connections` or `max.connections.per.ip` are closed at accept
 //! ([`connection_limits`]). What happens on bad input is one table, in `docs/server.md` and in
 //! [`connection`].
@@ -30,6 +36,7 @@ pub(crate) mod frame;
 mod memory_pool;
 mod metrics;
 mod thread;
+pub(crate) mod tls_stream;
 mod writer;
 
 use std::cell::{Cell, RefCell};
@@ -63,6 +70,27 @@ pub struct ConnectionInfo {
     pub connection_id: u64,
     pub peer_addr: SocketAddr,
     pub local_addr: SocketAddr,
+    /// Which listener accepted the connection.
+    pub listener: ListenerRole,
+}
+
+/// What a listener is for (`controller.listener.names`): the handler decides which APIs each
+/// may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerRole {
+    /// The only listener: peers and clients alike.
+    Combined,
+    /// The client listener of a node with a separate controller listener.
+    Client,
+    /// The separate controller listener.
+    Controller,
+}
+
+impl ListenerRole {
+    /// Whether the quorum's requests may arrive on this listener.
+    pub fn serves_quorum(self) -> bool {
+        matches!(self, ListenerRole::Combined | ListenerRole::Controller)
+    }
 }
 
 /// The node's side of the server: turns one decoded request into a reply.
@@ -145,7 +173,11 @@ impl std::fmt::Debug for FileRegion {
 /// The server's settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// The client listener, or the only one.
     pub listener: SocketAddr,
+    /// The separate controller listener (`controller.listener.names`); `None`: `listener`
+    /// serves everything ([`ListenerRole::Combined`]).
+    pub controller_listener: Option<SocketAddr>,
     /// `socket.request.max.bytes`: a larger size prefix closes the connection unread.
     pub socket_request_max_bytes: u32,
     /// Requests read but not yet answered, per connection, before the reader pauses.
@@ -166,6 +198,10 @@ pub struct ServerConfig {
     pub connections_max_idle: Option<std::time::Duration>,
     /// Where the server reports its memory and connection counts.
     pub metrics: ServerMetrics,
+    /// TLS on the client listener (or the only one): `listener.security.protocol.map` SSL.
+    pub client_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// TLS on the controller listener.
+    pub controller_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl ServerConfig {
@@ -184,6 +220,7 @@ impl ServerConfig {
     pub fn new(listener: SocketAddr) -> ServerConfig {
         ServerConfig {
             listener,
+            controller_listener: None,
             socket_request_max_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES as u32,
             max_in_flight_per_connection: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             answer_api_versions: true,
@@ -194,6 +231,8 @@ impl ServerConfig {
                 Self::DEFAULT_CONNECTIONS_MAX_IDLE_MS,
             )),
             metrics: ServerMetrics::default(),
+            client_tls: None,
+            controller_tls: None,
         }
     }
 
@@ -206,7 +245,8 @@ impl ServerConfig {
             connections_max_idle: config
                 .connections_max_idle_ms
                 .map(std::time::Duration::from_millis),
-            ..ServerConfig::new(config.listener)
+            controller_listener: config.listeners.controller.as_ref().map(|l| l.address),
+            ..ServerConfig::new(config.listeners.client.address)
         }
     }
 }
@@ -256,9 +296,22 @@ pub(crate) struct Shared {
     /// `queued.max.request.bytes`, shared by every connection's reader.
     pub(crate) memory_pool: Rc<RequestMemoryPool>,
     limits: Rc<ConnectionLimits>,
+    /// Connection ids are unique across the listeners.
+    next_connection_id: Cell<u64>,
 }
 
 impl Shared {
+    /// The TLS configuration of the listener with `role`, if it speaks TLS.
+    pub(crate) fn tls_for(
+        &self,
+        role: ListenerRole,
+    ) -> Option<std::sync::Arc<rustls::ServerConfig>> {
+        match role {
+            ListenerRole::Combined | ListenerRole::Client => self.config.client_tls.clone(),
+            ListenerRole::Controller => self.config.controller_tls.clone(),
+        }
+    }
+
     /// Resolves once a stop has run out of grace.
     pub(crate) async fn forced_closed(&self) {
         loop {
@@ -274,9 +327,14 @@ impl Shared {
 
 /// A running server. Dropping it does not stop the server; call [`ServerHandle::stop`].
 pub struct ServerHandle {
+    /// The client listener (or the only one) first, then the controller listener.
+    listeners: Vec<BoundListener>,
+    shared: Rc<Shared>,
+}
+
+struct BoundListener {
     local_addr: SocketAddr,
     listener_fd: RawFd,
-    shared: Rc<Shared>,
     accept_task: tokio::task::JoinHandle<()>,
 }
 
@@ -332,16 +390,14 @@ impl Server {
         if config.max_connections == 0 || config.max_connections_per_ip == 0 {
             return Err(ServerError::NoConnections);
         }
-        let address = config.listener;
-        // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
-        // which would let a second node on the same port silently take half the connections.
-        let listener = bind_waiting_for_a_dead_owner(address)
-            .map(tokio_uring::net::TcpListener::from_std)
-            .map_err(|source| ServerError::Bind { address, source })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind { address, source })?;
-        let listener_fd = listener.as_raw_fd();
+        let (client_role, controller) = match config.controller_listener {
+            None => (ListenerRole::Combined, None),
+            Some(address) => (ListenerRole::Client, Some(address)),
+        };
+        let mut bound = vec![(bind(config.listener)?, client_role)];
+        if let Some(address) = controller {
+            bound.push((bind(address)?, ListenerRole::Controller));
+        }
         let memory_pool =
             RequestMemoryPool::new(config.queued_max_request_bytes, config.metrics.clone());
         let limits = ConnectionLimits::new(
@@ -359,21 +415,46 @@ impl Server {
             force_close: Notify::new(),
             memory_pool,
             limits,
+            next_connection_id: Cell::new(0),
         });
-        let accept_task = tokio_uring::spawn(accept_loop(listener, local_addr, shared.clone()));
-        tracing::info!(%local_addr, "server listening");
-        Ok(ServerHandle {
-            local_addr,
-            listener_fd,
-            shared,
-            accept_task,
-        })
+        let mut listeners = Vec::new();
+        for ((listener, local_addr), role) in bound {
+            let listener_fd = listener.as_raw_fd();
+            let accept_task =
+                tokio_uring::spawn(accept_loop(listener, local_addr, role, shared.clone()));
+            tracing::info!(%local_addr, ?role, "server listening");
+            listeners.push(BoundListener {
+                local_addr,
+                listener_fd,
+                accept_task,
+            });
+        }
+        Ok(ServerHandle { listeners, shared })
     }
 }
 
+/// Binds one listener (see [`bind_waiting_for_a_dead_owner`]).
+fn bind(address: SocketAddr) -> Result<(tokio_uring::net::TcpListener, SocketAddr), ServerError> {
+    // std's bind sets SO_REUSEADDR only; tokio-uring's own bind also sets SO_REUSEPORT,
+    // which would let a second node on the same port silently take half the connections.
+    let listener = bind_waiting_for_a_dead_owner(address)
+        .map(tokio_uring::net::TcpListener::from_std)
+        .map_err(|source| ServerError::Bind { address, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { address, source })?;
+    Ok((listener, local_addr))
+}
+
 impl ServerHandle {
+    /// The client listener's address (the only listener's, without a controller listener).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listeners[0].local_addr
+    }
+
+    /// The separate controller listener's address.
+    pub fn controller_local_addr(&self) -> Option<SocketAddr> {
+        self.listeners.get(1).map(|l| l.local_addr)
     }
 
     /// Connections open right now.
@@ -387,11 +468,13 @@ impl ServerHandle {
         self.shared.stopping.set(true);
         // Frames waiting for request memory would never see the shutdown below: wake them.
         self.shared.memory_pool.close();
-        // shutdown(2) on a listening socket makes the pending accept fail at once, so the
-        // accept loop ends without a cancelled accept that could leak a descriptor.
-        // SAFETY: the descriptor is owned by the accept task, which is still running.
-        unsafe { libc::shutdown(self.listener_fd, libc::SHUT_RDWR) };
-        let _ = self.accept_task.await;
+        for listener in self.listeners {
+            // shutdown(2) on a listening socket makes the pending accept fail at once, so the
+            // accept loop ends without a cancelled accept that could leak a descriptor.
+            // SAFETY: the descriptor is owned by the accept task, which is still running.
+            unsafe { libc::shutdown(listener.listener_fd, libc::SHUT_RDWR) };
+            let _ = listener.accept_task.await;
+        }
         for stream in self.shared.connections.borrow().values() {
             // The readers' pending reads return end-of-stream; their writers then drain the
             // replies already owed and close.
@@ -418,7 +501,7 @@ impl ServerHandle {
         while !self.shared.connections.borrow().is_empty() {
             self.shared.connection_closed.notified().await;
         }
-        tracing::info!(local_addr = %self.local_addr, ?report, "server stopped");
+        tracing::info!(?report, "server stopped");
         report
     }
 }
@@ -426,9 +509,9 @@ impl ServerHandle {
 async fn accept_loop(
     listener: tokio_uring::net::TcpListener,
     local_addr: SocketAddr,
+    role: ListenerRole,
     shared: Rc<Shared>,
 ) {
-    let mut next_connection_id = 0u64;
     loop {
         let accepted = listener.accept().await;
         if shared.stopping.get() {
@@ -446,11 +529,12 @@ async fn accept_loop(
                     }
                 };
                 let info = ConnectionInfo {
-                    connection_id: next_connection_id,
+                    connection_id: shared.next_connection_id.get(),
                     peer_addr,
                     local_addr,
+                    listener: role,
                 };
-                next_connection_id += 1;
+                shared.next_connection_id.set(info.connection_id + 1);
                 tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));
             }
             Err(error) => {

@@ -7,14 +7,20 @@
 //! the writer waits for writability on tokio's reactor, which drives tokio-uring's ring too.
 //! The cost: a page-cache miss makes `sendfile` read the disk on this thread; the writer asks
 //! for read-ahead (`posix_fadvise(WILLNEED)`) first. See `docs/server.md`.
+//!
+//! A TLS connection's bytes go through rustls: buffers are written one after the other into
+//! the session (which cuts them into records) and flushed at the end of each reply, and a file
+//! region is read (`pread(2)`, in chunks of [`TLS_FILE_CHUNK_BYTES`]) and written like any
+//! buffer: encryption needs the bytes in userspace, so `sendfile` cannot apply (kTLS could
+//! keep it; not used).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
 use bytes::{Buf, Bytes};
-use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio_uring::net::TcpStream;
 
 use super::{FileRegion, RecordsSource};
@@ -24,6 +30,11 @@ use crate::protocol::ResponsePart;
 const MAX_IOVECS: usize = 512;
 /// Most bytes asked of one `sendfile` call (it moves at most 0x7ffff000 anyway).
 const MAX_SENDFILE_BYTES: usize = 1 << 30;
+/// Bytes of a file region read at a time for a TLS connection.
+const TLS_FILE_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The write side of a TLS session.
+type TlsWriter = tokio::io::WriteHalf<super::tls_stream::ServerTlsStream>;
 
 /// Why a reply could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -66,13 +77,16 @@ pub(crate) struct SocketWriter {
     /// Registered on the first file region. Dropped in [`SocketWriter::close`] before the
     /// socket can be closed, so the reactor never holds a descriptor number that was reused.
     readiness: Option<AsyncFd<SocketFd>>,
+    /// A TLS connection's session: every byte goes through it.
+    tls: Option<TlsWriter>,
 }
 
 impl SocketWriter {
-    pub(crate) fn new(stream: Rc<TcpStream>) -> SocketWriter {
+    pub(crate) fn new(stream: Rc<TcpStream>, tls: Option<TlsWriter>) -> SocketWriter {
         SocketWriter {
             stream,
             readiness: None,
+            tls,
         }
     }
 
@@ -82,6 +96,11 @@ impl SocketWriter {
     }
 
     pub(crate) async fn write_all(&mut self, bytes: Bytes) -> Result<(), WriteError> {
+        if let Some(tls) = &mut self.tls {
+            tls.write_all(&bytes).await?;
+            tls.flush().await?;
+            return Ok(());
+        }
         let (result, _) = self.stream.write_all(bytes).await;
         result.map_err(WriteError::Io)
     }
@@ -114,6 +133,10 @@ impl SocketWriter {
                     }
                     match source {
                         RecordsSource::Memory(bytes) => run.push(bytes.clone()),
+                        RecordsSource::File(region) if self.tls.is_some() => {
+                            self.write_vectored(std::mem::take(&mut run)).await?;
+                            self.copy_file_region(region).await?;
+                        }
                         RecordsSource::File(region) => {
                             self.write_vectored(std::mem::take(&mut run)).await?;
                             self.send_file_region(region).await?;
@@ -131,6 +154,14 @@ impl SocketWriter {
         &mut self,
         mut buffers: Vec<Bytes>,
     ) -> Result<(), WriteError> {
+        if let Some(tls) = &mut self.tls {
+            // rustls copies each buffer into its records anyway: one call per buffer.
+            for buffer in &buffers {
+                tls.write_all(buffer).await?;
+            }
+            tls.flush().await?;
+            return Ok(());
+        }
         buffers.retain(|buffer| !buffer.is_empty());
         while !buffers.is_empty() {
             let rest = if buffers.len() > MAX_IOVECS {
@@ -168,6 +199,47 @@ impl SocketWriter {
             }
             buffers = rest;
         }
+        Ok(())
+    }
+
+    /// A file region through the TLS session: read in chunks, each written and flushed.
+    async fn copy_file_region(&mut self, region: &FileRegion) -> Result<(), WriteError> {
+        let tls = self.tls.as_mut().expect("a TLS connection");
+        let file_fd = region.raw_fd();
+        let mut position = region.position;
+        let mut remaining = region.length as usize;
+        let mut chunk = vec![0u8; remaining.min(TLS_FILE_CHUNK_BYTES)];
+        while remaining > 0 {
+            let want = remaining.min(chunk.len());
+            // SAFETY: `chunk` holds at least `want` bytes; the region keeps `file_fd` open.
+            let read = unsafe {
+                libc::pread(
+                    file_fd,
+                    chunk.as_mut_ptr().cast(),
+                    want,
+                    position as libc::off_t,
+                )
+            };
+            if read < 0 {
+                let error = io::Error::last_os_error();
+                if error.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(WriteError::Io(error));
+            }
+            if read == 0 {
+                return Err(WriteError::FileEnded {
+                    fd: file_fd,
+                    position,
+                    missing_bytes: remaining,
+                });
+            }
+            let read = read as usize;
+            tls.write_all(&chunk[..read]).await?;
+            position += read as u64;
+            remaining -= read;
+        }
+        tls.flush().await?;
         Ok(())
     }
 

@@ -473,7 +473,7 @@ fn leader_validates_fetch_epochs() {
     let written = work
         .iter()
         .find_map(|w| match w {
-            Work::WriteQuorumState(state) => Some(state.clone()),
+            Work::WriteQuorumState(state) => Some(*state),
             _ => None,
         })
         .expect("the follower writes its new epoch");
