@@ -479,3 +479,33 @@ fn produce_to_a_missing_topic_names_it_when_the_cluster_creates_none() {
         "{stderr}"
     );
 }
+
+/// `ringlog perf append` creates its topic with the cluster's default replication factor, so it
+/// runs against a quorum of one voter too (it asked for 3 and stopped with "replication factor 3
+/// is not from 1 to the 1 nodes").
+#[test]
+fn perf_append_runs_against_a_single_voter() {
+    let _serial = serial();
+    let quorum = Quorum::start(1);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let address = quorum.address(1);
+    let output = run_cli(
+        &[
+            "perf",
+            "append",
+            "--bootstrap",
+            &address,
+            "--clients",
+            "1",
+            "--duration-secs",
+            "1",
+            "--json",
+        ],
+        "",
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains('{'), "one JSON summary: {stdout}");
+}

@@ -1,7 +1,8 @@
 //! `ringlog perf append`: produce load against a topic's partition leaders.
 //!
 //! - The topic (`--topic`, default `perf`) is created with CreateTopics if missing
-//!   (`--partitions`, replication factor 3, `--topic-config` KEY=VALUE pairs such as
+//!   (`--partitions`, the cluster's `default.replication.factor` (-1: at most 3, the voters in
+//!   force; so one voter works), `--topic-config` KEY=VALUE pairs such as
 //!   `cleanup.policy=snapshot`). An internal topic (`__cluster_metadata`, which `perf append`
 //!   wrote before issue 17) is refused: only the nodes write their metadata log.
 //! - Metadata names each partition's leader; request `k` of client `c` goes to partition
@@ -315,7 +316,8 @@ fn ensure_topic(
             name: topic.into(),
             num_partitions: partitions,
             // The node accepts exactly 3 today (every voter holds every partition).
-            replication_factor: 3,
+            // The cluster's default (CreateTopics v4+): a quorum of one voter takes it too.
+            replication_factor: -1,
             configs: configs
                 .iter()
                 .map(|(key, value)| create_topics_request::CreatableTopicConfig {
