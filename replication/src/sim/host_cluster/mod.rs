@@ -22,6 +22,7 @@
 //! bit (docs/simulator.md).
 
 mod checks;
+mod events;
 mod faults;
 mod options;
 mod reconfig;
@@ -31,11 +32,9 @@ mod steady;
 pub use options::{HostSimOptions, host_mutation_from_name, host_mutation_name};
 pub use steady::SteadyCluster;
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
 
 use ringlog_engine::io::memory::FaultConfig;
 use ringlog_engine::io::{MemoryConfig, MemoryIo};
@@ -43,14 +42,14 @@ use ringlog_engine::log::LogConfig;
 
 use super::SimReport;
 use super::network::{Network, NetworkConfig};
-use crate::host::{Host, HostConfig, PartitionSpec, SnapshotJob, write_snapshot_job};
-use crate::message::Message;
+use crate::host::{Host, HostConfig, PartitionSpec, write_snapshot_job};
 use crate::rng::SplitMix64;
 use crate::state_machine::SnapshotPolicyConfig;
 use crate::types::{Epoch, NodeId, PartitionId, QuorumConfig};
 use crate::voters::VoterSet;
 
 use checks::Checks;
+use events::{Event, EventKind, Fnv};
 
 /// Runs one seed to the end (convergence after the faults, or the first violation).
 pub fn run_host_seed(options: &HostSimOptions) -> SimReport {
@@ -68,105 +67,6 @@ pub fn run_host_seed(options: &HostSimOptions) -> SimReport {
             .get_or_insert(format!("panic at {} ms: {message}", cluster.now_ms));
     }
     cluster.report()
-}
-
-/// FNV-1a, so trace hashes do not depend on std's hasher.
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
-        }
-    }
-}
-
-enum EventKind {
-    /// `to_incarnation`: the recipient's life when the message was sent (a restart means new
-    /// connections, so nothing sent to an earlier life arrives); `from_incarnation`: the
-    /// sender's, which a fetch answer is addressed to.
-    Deliver {
-        from: NodeId,
-        from_incarnation: u64,
-        to: NodeId,
-        to_incarnation: u64,
-        partition: PartitionId,
-        message: Message,
-    },
-    Tick {
-        node: NodeId,
-        incarnation: u64,
-    },
-    /// The disk completed something: the runtime pumps the host.
-    Pump {
-        node: NodeId,
-        incarnation: u64,
-    },
-    /// The snapshot writer (a thread in production) finished an `Output::GenerateSnapshot`.
-    SnapshotWritten {
-        node: NodeId,
-        incarnation: u64,
-        partition: PartitionId,
-        dir: PathBuf,
-        job: SnapshotJob,
-    },
-    Fault,
-    HealNetwork,
-    Restart {
-        node: NodeId,
-    },
-    ClientAppend,
-    /// KIP-853: a voter change on a random partition's leader (reconfig runs).
-    VoterChange,
-    EndFaults,
-}
-
-impl EventKind {
-    /// For `--trace`.
-    fn name(&self) -> String {
-        match self {
-            EventKind::Deliver { .. } => "deliver".into(),
-            EventKind::Tick { node, .. } => format!("tick {node}"),
-            EventKind::Pump { node, .. } => format!("pump {node}"),
-            EventKind::SnapshotWritten { node, job, .. } => {
-                format!("snapshot written on {node} at {}", job.snapshot_id.offset)
-            }
-            EventKind::Fault => "fault".into(),
-            EventKind::HealNetwork => "heal".into(),
-            EventKind::Restart { node } => format!("restart {node}"),
-            EventKind::ClientAppend => "client append".into(),
-            EventKind::VoterChange => "voter change".into(),
-            EventKind::EndFaults => "end of faults".into(),
-        }
-    }
-}
-
-struct Event {
-    at_ms: u64,
-    seq: u64,
-    kind: EventKind,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at_ms, self.seq) == (other.at_ms, other.seq)
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Event {
-    // Reversed: BinaryHeap pops the earliest (time, sequence) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at_ms, other.seq).cmp(&(self.at_ms, self.seq))
-    }
 }
 
 /// Who asked for a fetch the host is answering: the runtime gives each request a correlation id
