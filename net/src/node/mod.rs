@@ -68,7 +68,7 @@ use crate::metrics::MetricsServer;
 use crate::protocol::{ApiKey, EncodeError};
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
 use convert::{InboundPart, PartAnswer, PartitionTable};
-use transport::{Event, NodeHandler, PeerLane, Responder};
+use transport::{Event, NodeHandler, PeerLane, PeerLanes, PeerPending, Responder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -195,37 +195,6 @@ struct PendingRequest {
     /// A replica Fetch's parked parts were asked to answer early, because another part of the
     /// same request had an answer (`requests.rs`, `release_parked_parts`).
     released: bool,
-}
-
-/// What we sent a peer and wait for.
-/// The two connections to one peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch and
-/// requests to the controller; fetch: Fetch and FetchSnapshot), and the address they dial.
-struct PeerLanes {
-    control: PeerLane,
-    fetch: PeerLane,
-    /// `host:port`: the peer's `controller.quorum.voters` address, or the endpoint the metadata
-    /// quorum's voter set in force gives it (KIP-853), which replaces it when it differs.
-    address: String,
-}
-
-enum PeerPending {
-    Control,
-    /// This node's UpdateRaftVoter to the metadata leader (KIP-853, own_endpoint.rs).
-    OwnEndpointUpdate,
-    /// Partition and core correlation id of each fetch in the wire request.
-    Fetch(Vec<(PartitionId, u64)>),
-    /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
-    FetchSnapshot(Vec<(PartitionId, u64)>),
-    /// A client's admin request forwarded to the controller (configs.rs): its answer goes
-    /// back to the client under the client's correlation id.
-    Forward {
-        responder: Responder,
-        correlation_id: i32,
-        version: i16,
-    },
-    /// A DescribeQuorum asking a replica for the leaders of these partitions, which this node
-    /// does not run (remote_leaders.rs).
-    LeaderLookup(Vec<(String, i32)>),
 }
 
 pub(crate) struct Node {

@@ -19,6 +19,9 @@
 //!
 //! The tasks never touch consensus or storage state: they only move frames. Everything they
 //! learn goes into the loop's [`Event`] channel, which the loop drains one event at a time.
+//!
+//! The loop's bookkeeping of its peers is here too: [`PeerLanes`] (the two lanes to one peer and
+//! the address they dial) and [`PeerPending`] (what a request sent to a peer waits for).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -345,4 +348,35 @@ async fn read_some(
         Some(stream) => stream.read_buf(buf).await,
         None => std::future::pending().await,
     }
+}
+
+/// The two connections to one peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch and
+/// requests to the controller; fetch: Fetch and FetchSnapshot), and the address they dial.
+pub(super) struct PeerLanes {
+    pub(super) control: PeerLane,
+    pub(super) fetch: PeerLane,
+    /// `host:port`: the peer's `controller.quorum.voters` address, or the endpoint the metadata
+    /// quorum's voter set in force gives it (KIP-853), which replaces it when it differs.
+    pub(super) address: String,
+}
+
+/// What we sent a peer and wait for.
+pub(super) enum PeerPending {
+    Control,
+    /// This node's UpdateRaftVoter to the metadata leader (KIP-853, own_endpoint.rs).
+    OwnEndpointUpdate,
+    /// Partition and core correlation id of each fetch in the wire request.
+    Fetch(Vec<(ringlog_replication::PartitionId, u64)>),
+    /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
+    FetchSnapshot(Vec<(ringlog_replication::PartitionId, u64)>),
+    /// A client's admin request forwarded to the controller (configs.rs): its answer goes
+    /// back to the client under the client's correlation id.
+    Forward {
+        responder: Responder,
+        correlation_id: i32,
+        version: i16,
+    },
+    /// A DescribeQuorum asking a replica for the leaders of these partitions, which this node
+    /// does not run (remote_leaders.rs).
+    LeaderLookup(Vec<(String, i32)>),
 }
