@@ -15,10 +15,20 @@ use ringlog_replication::host::HostMutation;
 use ringlog_replication::sim::{HostSimOptions, SimReport, run_host_seed};
 
 fn run_range(seeds: std::ops::Range<u64>) -> Vec<SimReport> {
+    run_range_with(seeds, |_| {})
+}
+
+/// Runs `seeds` with the options `configure` sets, and fails with every violation's replay
+/// command.
+fn run_range_with(
+    seeds: std::ops::Range<u64>,
+    configure: impl Fn(&mut HostSimOptions),
+) -> Vec<SimReport> {
     let mut reports = Vec::new();
     let mut failures = Vec::new();
     for seed in seeds {
-        let options = HostSimOptions::new(seed);
+        let mut options = HostSimOptions::new(seed);
+        configure(&mut options);
         let report = run_host_seed(&options);
         if let Some(violation) = &report.violation {
             failures.push(format!(
@@ -81,27 +91,7 @@ fn assert_exercised(reports: &[SimReport]) {
 
 /// Seeds with a fixed number of voters (and observers drawn from the seed).
 fn run_voters_range(voters: usize, seeds: std::ops::Range<u64>) -> Vec<SimReport> {
-    let mut failures = Vec::new();
-    let mut reports = Vec::new();
-    for seed in seeds {
-        let mut options = HostSimOptions::new(seed);
-        options.voters = Some(voters);
-        let report = run_host_seed(&options);
-        if let Some(violation) = &report.violation {
-            failures.push(format!(
-                "seed {seed}: {violation}\n  replay: {}",
-                options.replay_command()
-            ));
-        }
-        reports.push(report);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} violations:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    reports
+    run_range_with(seeds, |options| options.voters = Some(voters))
 }
 
 /// Kafka's standalone controller with 1–2 read replicas, on a disk slow enough (up to 3, 10 or
@@ -200,9 +190,19 @@ fn a_host_seed_replays_bit_for_bit() {
 
 /// The first seed of `seeds` whose run with `mutation` reports a violation containing `rule`.
 fn first_caught(mutation: HostMutation, seeds: std::ops::Range<u64>, rule: &str) -> Option<u64> {
+    first_caught_with(seeds, rule, |options| options.mutation = Some(mutation))
+}
+
+/// The first seed of `seeds` whose run with the options `configure` sets reports a violation
+/// containing `rule`.
+fn first_caught_with(
+    seeds: std::ops::Range<u64>,
+    rule: &str,
+    configure: impl Fn(&mut HostSimOptions),
+) -> Option<u64> {
     seeds.into_iter().find(|&seed| {
         let mut options = HostSimOptions::new(seed);
-        options.mutation = Some(mutation);
+        configure(&mut options);
         run_host_seed(&options)
             .violation
             .is_some_and(|v| v.contains(rule))
@@ -241,27 +241,7 @@ fn a_host_sending_the_vote_before_the_quorum_state_is_caught() {
 }
 
 fn run_reconfig_range(seeds: std::ops::Range<u64>) -> Vec<SimReport> {
-    let mut failures = Vec::new();
-    let mut reports = Vec::new();
-    for seed in seeds {
-        let mut options = HostSimOptions::new(seed);
-        options.reconfig = true;
-        let report = run_host_seed(&options);
-        if let Some(violation) = &report.violation {
-            failures.push(format!(
-                "seed {seed}: {violation}\n  replay: {}",
-                options.replay_command()
-            ));
-        }
-        reports.push(report);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} violations:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    reports
+    run_range_with(seeds, |options| options.reconfig = true)
 }
 
 /// Every reconfiguration range adds, removes and replaces voters (and sees changes refused
@@ -300,13 +280,9 @@ fn first_caught_core(
     seeds: std::ops::Range<u64>,
     rule: &str,
 ) -> Option<u64> {
-    seeds.into_iter().find(|&seed| {
-        let mut options = HostSimOptions::new(seed);
+    first_caught_with(seeds, rule, |options| {
         options.core_mutation = Some(mutation);
         options.reconfig = reconfig;
-        run_host_seed(&options)
-            .violation
-            .is_some_and(|v| v.contains(rule))
     })
 }
 
