@@ -283,6 +283,18 @@ impl PartitionSnapshots {
             end_offset <= high_watermark,
             "a snapshot of uncommitted state: end offset {end_offset} past the high-watermark {high_watermark}"
         );
+        let job = self.take_job(end_offset, epoch_cache, now_ms);
+        Some((job, reason))
+    }
+
+    /// The state machine's state as a job for a writer, with the snapshot's id at `end_offset`
+    /// (the epoch of the record below it); the generation is then in flight.
+    fn take_job(
+        &mut self,
+        end_offset: u64,
+        epoch_cache: &[OffsetAndEpoch],
+        now_ms: u64,
+    ) -> SnapshotJob {
         let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
         let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
         let job = SnapshotJob {
@@ -294,7 +306,7 @@ impl PartitionSnapshots {
         self.state_machine.on_snapshot_taken();
         self.last_snapshot_ms = now_ms;
         self.generating = Some(snapshot_id);
-        Some((job, reason))
+        job
     }
 
     /// DeleteRecords on a snapshot topic (KIP-630: a log start is always a snapshot's end
@@ -319,18 +331,7 @@ impl PartitionSnapshots {
         {
             return None;
         }
-        let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
-        let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
-        let job = SnapshotJob {
-            snapshot_id,
-            format: self.state_machine.snapshot_format(),
-            entries: self.state_machine.entries().clone(),
-            voters: None,
-        };
-        self.state_machine.on_snapshot_taken();
-        self.last_snapshot_ms = now_ms;
-        self.generating = Some(snapshot_id);
-        Some(job)
+        Some(self.take_job(end_offset, epoch_cache, now_ms))
     }
 
     /// A writer thread reported `snapshot_id`.
