@@ -12,11 +12,11 @@ use std::time::Duration;
 use ringlog_net::node::client::{Client, QuorumView};
 use ringlog_net::protocol::{
     ApiKey, Request, Response, api_versions_request, fetch_request, metadata_request,
-    produce_request, vote_request as vote,
+    vote_request as vote,
 };
 
 mod quorum;
-use quorum::{Quorum, batch_of, eventually, read_partition_values, serial};
+use quorum::{Quorum, eventually, read_partition_values, serial};
 
 const TOPIC: &str = "separated";
 
@@ -184,33 +184,12 @@ fn quorum_requests_on_the_client_listener_are_refused_and_change_nothing() {
     let mut quorum =
         Quorum::format_with_controller_listeners(3, "controller.quorum.fetch.timeout.ms=30000");
     quorum.start_all();
-    quorum.wait_for_leader(Duration::from_secs(20));
-    quorum.create_topic(TOPIC, 1, &[]);
-    let (leader, epoch) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
-    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
-    for id in &followers {
-        quorum.kill(*id);
-    }
-    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
-    let produce = Request::Produce(produce_request::ProduceRequest {
-        acks: 1,
-        timeout_ms: 5000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: TOPIC.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: 0,
-                records: Some(batch_of("uncommitted")),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let Response::Produce(answer) = client.request(&produce, 9).unwrap() else {
-        panic!("not a Produce answer");
-    };
-    let answer = &answer.responses[0].partition_responses[0];
-    assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
-    let log_end_offset = answer.base_offset + 1;
+    let quorum::LoneLeader {
+        leader,
+        epoch,
+        followers,
+        log_end_offset,
+    } = quorum::leave_leader_alone_with_a_record(&mut quorum, TOPIC, "uncommitted");
     let leader_client = quorum.address(leader);
     let before = state(&describe(&leader_client).unwrap());
     assert!(

@@ -13,8 +13,7 @@ use ringlog_net::node::client::{Client, QuorumView, connect_to_leader};
 use ringlog_net::protocol::wire::Uuid;
 use ringlog_net::protocol::{
     Request, Response, begin_quorum_epoch_request as bqe, end_quorum_epoch_request as eqe,
-    fetch_request, fetch_snapshot_request as snap, metadata_request, produce_request,
-    vote_request as vote,
+    fetch_request, fetch_snapshot_request as snap, metadata_request, vote_request as vote,
 };
 
 mod quorum;
@@ -174,33 +173,13 @@ fn a_strangers_quorum_requests_change_nothing() {
     // A long fetch timeout: the leader keeps leading (check quorum) while its followers are down.
     let mut quorum = Quorum::format_with(3, "controller.quorum.fetch.timeout.ms=30000");
     quorum.start_all();
-    quorum.wait_for_leader(Duration::from_secs(20));
-    quorum.create_topic(TOPIC, 1, &[]);
-    let (leader, epoch) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(20));
-    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
-    for id in &followers {
-        quorum.kill(*id);
-    }
+    let quorum::LoneLeader {
+        leader,
+        epoch,
+        followers,
+        log_end_offset,
+    } = quorum::leave_leader_alone_with_a_record(&mut quorum, TOPIC, "uncommitted");
     let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
-    let produce = Request::Produce(produce_request::ProduceRequest {
-        acks: 1,
-        timeout_ms: 5000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: TOPIC.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: 0,
-                records: Some(batch_of("uncommitted")),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let Response::Produce(answer) = client.request(&produce, 9).unwrap() else {
-        panic!("not a Produce answer");
-    };
-    let answer = &answer.responses[0].partition_responses[0];
-    assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
-    let log_end_offset = answer.base_offset + 1;
     let before = state(&describe(&quorum, leader).unwrap());
     assert!(
         before.2 < log_end_offset,

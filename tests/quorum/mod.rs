@@ -939,3 +939,56 @@ pub fn produce_to(client: &mut Client, topic: &str, partition: i32, records: Byt
     let answer = &r.responses[0].partition_responses[0];
     (answer.error_code, answer.base_offset)
 }
+
+/// A topic's leader left alone with one record it cannot commit (listeners.rs, trust.rs).
+pub struct LoneLeader {
+    pub leader: i32,
+    pub epoch: i32,
+    /// The killed followers.
+    pub followers: Vec<i32>,
+    /// The leader's log end after the record.
+    pub log_end_offset: i64,
+}
+
+/// Creates `topic` (one partition), kills its leader's followers and appends `value` at the
+/// leader with acks=1: the leader holds a record no follower has. Give the quorum a long
+/// `controller.quorum.fetch.timeout.ms` so the leader keeps leading (check quorum) meanwhile.
+pub fn leave_leader_alone_with_a_record(
+    quorum: &mut Quorum,
+    topic: &str,
+    value: &str,
+) -> LoneLeader {
+    use ringlog_net::protocol::{Request, Response, produce_request};
+    quorum.wait_for_leader(Duration::from_secs(20));
+    quorum.create_topic(topic, 1, &[]);
+    let (leader, epoch) = quorum.wait_for_leader_of(topic, Duration::from_secs(20));
+    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    for id in &followers {
+        quorum.kill(*id);
+    }
+    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    let produce = Request::Produce(produce_request::ProduceRequest {
+        acks: 1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: 0,
+                records: Some(batch_of(value)),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let Response::Produce(answer) = client.request(&produce, 9).unwrap() else {
+        panic!("not a Produce answer");
+    };
+    let answer = &answer.responses[0].partition_responses[0];
+    assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+    LoneLeader {
+        leader,
+        epoch,
+        followers,
+        log_end_offset: answer.base_offset + 1,
+    }
+}
