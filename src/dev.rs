@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
+use ringlog_net::client::Client;
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties;
-use ringlog_net::node::client::Client;
 
 use crate::format;
 

@@ -15,13 +15,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ringlog_engine::batch::BatchIter;
+use ringlog_net::client::Client;
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::consumer::{Consumer, ConsumerConfig, ConsumerError};
 use ringlog_net::clients::group::{CommittedOffset, GroupConsumer, GroupConsumerConfig};
 use ringlog_net::clients::producer::ProducerConfig;
 use ringlog_net::config::NodeConfig;
 use ringlog_net::meta_properties::{self, MetaProperties};
-use ringlog_net::node::client::Client;
 use ringlog_net::node::unclean;
 use ringlog_net::protocol::ErrorCode;
 

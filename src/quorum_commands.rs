@@ -14,7 +14,7 @@ fn directory_id(text: Option<&str>) -> Result<[u8; 16], String> {
 /// The leader's answer: nothing on success, the error's name (and message) otherwise.
 fn voter_change_result(
     what: &str,
-    answer: Result<(i16, Option<String>), ringlog_net::node::client::ClientError>,
+    answer: Result<(i16, Option<String>), ringlog_net::client::ClientError>,
 ) -> Result<(), String> {
     let (code, message) = answer.map_err(|e| format!("{what}: {e}"))?;
     if code == 0 {
@@ -41,7 +41,7 @@ pub(crate) fn add_voter(
         .rsplit_once(':')
         .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
         .ok_or_else(|| format!("--endpoint {endpoint:?}: expected host:port"))?;
-    let mut leader = ringlog_net::node::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
+    let mut leader = ringlog_net::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
         .map_err(|e| e.to_string())?;
     let cluster_id = leader.cluster_id().map_err(|e| e.to_string())?;
     let answer = leader.add_raft_voter(
@@ -60,7 +60,7 @@ pub(crate) fn remove_voter(
     directory: Option<&str>,
 ) -> Result<(), String> {
     let directory = directory_id(directory)?;
-    let mut leader = ringlog_net::node::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
+    let mut leader = ringlog_net::client::connect_to_leader(bootstrap, CLIENT_TIMEOUT)
         .map_err(|e| e.to_string())?;
     let cluster_id = leader.cluster_id().map_err(|e| e.to_string())?;
     let answer = leader.remove_raft_voter(&cluster_id, node_id, directory);

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{
     Request, Response, delete_records_request as dr_req, describe_cluster_request as dcl_req,
     describe_configs_request as dc_req, incremental_alter_configs_request as ia_req,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ringlog_net::node::client::{Client, QuorumView};
+use ringlog_net::client::{Client, QuorumView};
 
 mod quorum;
 use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
@@ -424,7 +424,7 @@ fn produce_writes_its_default_topic_and_never_the_metadata_log() {
     assert_eq!(lines.lines().collect::<Vec<_>>(), ["one", "two", "three"]);
 
     let mut metadata =
-        ringlog_net::node::client::connect_to_leader(&bootstrap, Duration::from_secs(2)).unwrap();
+        ringlog_net::client::connect_to_leader(&bootstrap, Duration::from_secs(2)).unwrap();
     let values = read_partition_values(&mut metadata, "__cluster_metadata").unwrap();
     assert!(
         !values

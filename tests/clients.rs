@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{
     Request, Response, create_topics_request, init_producer_id_request, metadata_request,
 };

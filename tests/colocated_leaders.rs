@@ -13,7 +13,7 @@ mod quorum;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request, produce_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};

@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use ringlog_engine::batch::BatchIter;
-use ringlog_net::node::client::{Client, fetched_records};
+use ringlog_net::client::{Client, fetched_records};
 use ringlog_net::protocol::{Response, fetch_response};
 
 mod quorum;

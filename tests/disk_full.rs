@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
 use quorum::{Quorum, eventually, produce_to, read_partition_values, scrape_metrics, serial};

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, find_coordinator_request};
 
 mod quorum;

@@ -21,12 +21,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ringlog_net::client::{Client, QuorumView};
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::consumer::{
     Consumer, ConsumerConfig, ConsumerError, ConsumerRecord, OffsetReset,
 };
 use ringlog_net::clients::producer::{Producer, ProducerConfig};
-use ringlog_net::node::client::{Client, QuorumView};
 
 mod quorum;
 use quorum::{RINGLOG, eventually, free_port, log_tails};

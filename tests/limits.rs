@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{
     ApiVersionsRequest, Request, RequestHeader, Response, create_topics_request, encode_request,
 };

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ringlog_net::node::client::{Client, QuorumView};
+use ringlog_net::client::{Client, QuorumView};
 use ringlog_net::protocol::{
     ApiKey, Request, Response, api_versions_request, fetch_request, metadata_request,
     vote_request as vote,

@@ -6,7 +6,7 @@ mod quorum;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, create_topics_request, delete_topics_request};
 
 use quorum::{Quorum, eventually, scrape_metrics as scrape, serial};

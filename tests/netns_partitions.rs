@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quorum::{CLUSTER_ID, RINGLOG, batch_of, eventually, read_partition_values, serial};
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, produce_request};
 
 const TOPIC: &str = "parted";

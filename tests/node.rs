@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
-use ringlog_net::node::client::{self, Client, QuorumView};
+use ringlog_net::client::{self, Client, QuorumView};
 
 mod quorum;
 use quorum::{RINGLOG, eventually, free_port, log_tails, serial};

@@ -11,7 +11,7 @@ mod quorum;
 use quorum::{
     Quorum, batch_of, consumer_fetch_request, eventually, produce_to, run_client_script, serial,
 };
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, create_topics_request, metadata_request};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;

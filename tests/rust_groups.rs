@@ -469,7 +469,7 @@ fn a_committed_position_beyond_its_epoch_is_reported_as_log_truncation() {
 /// The node FindCoordinator (v3) names for `group` (other than `not`), asked of every node
 /// until one answers.
 fn find_coordinator(quorum: &Quorum, group: &str, not: Option<i32>) -> i32 {
-    use ringlog_net::node::client::Client;
+    use ringlog_net::client::Client;
     use ringlog_net::protocol::{Request, Response, find_coordinator_request};
     eventually(
         Duration::from_secs(30),
@@ -679,7 +679,7 @@ fn describe_group(quorum: &Quorum, node: i32, group: &str) -> Described {
 }
 
 fn try_describe_group(quorum: &Quorum, node: i32, group: &str) -> Option<Described> {
-    use ringlog_net::node::client::Client;
+    use ringlog_net::client::Client;
     use ringlog_net::protocol::{Request, Response, describe_groups_request};
     let mut client = Client::connect(&quorum.address(node), Duration::from_secs(2)).ok()?;
     let request = Request::DescribeGroups(describe_groups_request::DescribeGroupsRequest {
@@ -828,7 +828,7 @@ fn signal(quorum: &Quorum, id: i32, signal: &str) {
 /// coordinator is killed at once, and the next one accepts the member's heartbeat.
 #[test]
 fn sync_group_is_answered_once_the_generation_is_committed() {
-    use ringlog_net::node::client::Client;
+    use ringlog_net::client::Client;
     use ringlog_net::protocol::{
         ErrorCode, Request, Response, heartbeat_request, join_group_request, sync_group_request,
     };

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::{Client, QuorumView};
+use ringlog_net::client::{Client, QuorumView};
 use ringlog_net::protocol::{
     Request, Response, create_topics_request, delete_topics_request, metadata_request,
     produce_request,

@@ -7,7 +7,7 @@ mod quorum;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
 use quorum::{Quorum, RINGLOG, eventually, metadata_voters, run_ringlog, serial};

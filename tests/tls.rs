@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 
 mod quorum;
 use quorum::{Quorum, eventually, read_partition_values, run_client_script, serial};

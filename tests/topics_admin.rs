@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
 mod quorum;

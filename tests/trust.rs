@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::{Client, QuorumView, connect_to_leader};
+use ringlog_net::client::{Client, QuorumView, connect_to_leader};
 use ringlog_net::protocol::wire::Uuid;
 use ringlog_net::protocol::{
     Request, Response, begin_quorum_epoch_request as bqe, end_quorum_epoch_request as eqe,

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use quorum::{Quorum, eventually};
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::api_versions_request::ApiVersionsRequest;
 use ringlog_net::protocol::metadata_request::MetadataRequest;
 use ringlog_net::protocol::{Request, Response, fetch_request, produce_request};

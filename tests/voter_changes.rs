@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 use ringlog_net::protocol::{Request, Response, Uuid, update_raft_voter_request};
 
 use quorum::{Quorum, RINGLOG, batch_of, eventually, read_partition_values, serial};

@@ -6,8 +6,8 @@ mod quorum;
 
 use std::time::Duration;
 
+use ringlog_net::client::Client;
 use ringlog_net::meta_properties::MetaProperties;
-use ringlog_net::node::client::Client;
 use ringlog_net::protocol::{Request, Response, Uuid, create_topics_request, metadata_request};
 
 use quorum::{Quorum, batch_of, eventually, serial};

@@ -1,4 +1,5 @@
 //! ringlog-net
+pub mod client;
 pub mod clients;
 pub mod config;
 pub mod groups;

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
 use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::client::{Client, ClientError};
 use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::transport::{Connections, fetch_metadata};
-use ringlog_net::node::client::{Client, ClientError};
 use ringlog_net::protocol::{
     ApiKey, DecodeError, EncodeError, ErrorCode, Request, RequestHeader, Response,
     create_topics_request, decode_response, encode_request, produce_request, split_frame,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::node::client::Client;
+use ringlog_net::client::Client;
 
 pub const RINGLOG: &str = env!("CARGO_BIN_EXE_ringlog");
 /// The cluster id every `Quorum` node is formatted with.
@@ -874,7 +874,7 @@ pub fn read_partition_batches(
             return Ok(batches);
         }
         let before = offset;
-        for batch in BatchIter::new(ringlog_net::node::client::fetched_records(data)) {
+        for batch in BatchIter::new(ringlog_net::client::fetched_records(data)) {
             let batch = batch.map_err(|e| format!("batch at {offset}: {e}"))?;
             offset = batch.next_offset();
             batches.push(batch);

@@ -41,7 +41,7 @@ use super::transport::{
     Connections, FETCH_VERSION, LIST_OFFSETS_VERSION, LeaderAndEpoch,
     OFFSET_FOR_LEADER_EPOCH_VERSION, Target, Transport, fetch_metadata,
 };
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::wire::Records;
 use crate::protocol::{
     ErrorCode, Request, Response, fetch_request, fetch_response, list_offsets_request,

@@ -17,7 +17,7 @@ use ringlog_engine::batch::RecordBatchBuilder;
 use super::TopicPartition;
 use super::consumer::{Consumer, ConsumerConfig, ConsumerError, FetchPosition, OffsetReset};
 use super::transport::{Target, Transport};
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::wire::Records;
 use crate::protocol::{
     ErrorCode, Request, Response, fetch_request, fetch_response, list_offsets_response,

@@ -30,7 +30,7 @@ use ringlog_replication::state_machine::{KeyValueStateMachine, StateMachine};
 use super::TopicPartition;
 use super::consumer::{Consumer, ConsumerError, FetchPosition, OffsetReset, Validation};
 use super::transport::{FETCH_VERSION, LeaderAndEpoch, Target, Transport};
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::wire::Records;
 use crate::protocol::{
     ErrorCode, Request, Response, fetch_snapshot_request as snap_req,

@@ -15,7 +15,7 @@ use ringlog_replication::state_machine::kv::{KV_FORMAT_NAME, KV_FORMAT_VERSION};
 use super::TopicPartition;
 use super::consumer::{Consumer, ConsumerConfig, ConsumerError};
 use super::transport::{Target, Transport};
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::wire::Records;
 use crate::protocol::{
     ErrorCode, Request, Response, fetch_response, fetch_snapshot_request, fetch_snapshot_response,

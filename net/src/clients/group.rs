@@ -42,7 +42,7 @@ pub use super::assignor::{
 use super::consumer::{Consumer, ConsumerConfig, ConsumerError, ConsumerRecord};
 use super::heartbeat::{HeartbeatEvent, HeartbeatThread, HeartbeatTiming, Session};
 use super::transport::{Connections, Target, Transport, fetch_metadata};
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::{
     ErrorCode, Request, Response, find_coordinator_request, join_group_request,
     leave_group_request, offset_commit_request, offset_fetch_request, sync_group_request,

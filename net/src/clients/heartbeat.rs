@@ -291,7 +291,7 @@ mod tests {
     //! test sets and records every request.
 
     use super::*;
-    use crate::node::client::ClientError;
+    use crate::client::ClientError;
     use crate::protocol::heartbeat_response;
 
     #[derive(Default)]

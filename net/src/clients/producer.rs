@@ -21,7 +21,7 @@ use super::TopicPartition;
 use super::transport::{
     Connections, LeaderAndEpoch, PRODUCE_VERSION, Target, Transport, fetch_metadata,
 };
-use crate::node::client::ClientError;
+use crate::client::ClientError;
 use crate::protocol::{ErrorCode, Request, Response, produce_request};
 
 #[derive(Clone, Debug)]

@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use crate::node::client::{Client, ClientError, DESCRIBE_QUORUM_VERSION};
-use crate::node::convert::METADATA_TOPIC;
+use crate::client::{Client, ClientError, DESCRIBE_QUORUM_VERSION};
+use crate::protocol::METADATA_TOPIC;
 use crate::protocol::{ErrorCode, Request, Response, metadata_request};
 
 use super::TopicPartition;

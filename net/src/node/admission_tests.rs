@@ -274,10 +274,7 @@ fn a_refused_request_is_answered_with_its_error_everywhere() {
     assert_eq!(answer.error_code, code.code());
     let partition = &answer.responses[0].partitions[0];
     assert_eq!(partition.error_code, code.code());
-    assert_eq!(
-        crate::node::client::fetched_records(partition),
-        Bytes::new()
-    );
+    assert_eq!(crate::client::fetched_records(partition), Bytes::new());
     encode_response(1, PEER_FETCH_VERSION, &Response::Fetch(answer)).unwrap();
 
     let Some(Response::FetchSnapshot(answer)) =

@@ -24,10 +24,7 @@ use crate::protocol::{
     vote_response as vote_resp,
 };
 
-/// The metadata topic every node hosts (KIP-595's `__cluster_metadata`, partition 0).
-pub const METADATA_TOPIC: &str = "__cluster_metadata";
-/// Kafka's `Uuid.METADATA_TOPIC_ID` (`AAAAAAAAAAAAAAAAAAAAAQ`), for Fetch v13+.
-pub const METADATA_TOPIC_ID: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+pub use crate::protocol::{METADATA_TOPIC, METADATA_TOPIC_ID};
 
 /// Wire versions the node uses for the requests it sends to peers.
 pub const VOTE_VERSION: i16 = 0;

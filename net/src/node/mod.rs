@@ -16,7 +16,6 @@
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
 mod admission;
-pub mod client;
 mod configs;
 mod controller;
 pub mod convert;

@@ -6,7 +6,10 @@
 //! sent with `sendfile(2)`), and [`NodeHandler`] only turns each decoded request into an
 //! [`Event::Request`] whose [`Responder`] the event loop answers exactly once.
 //!
-//! Outbound, one client per peer and lane sends requests and hands the responses to the loop.
+//! Outbound, one client per peer and lane sends requests and hands the responses to the loop:
+//! the same [`Exchange`] as every other ringlog client (`crate::client`), so a lane opens each
+//! connection with the ApiVersions handshake, refuses a version the peer does not speak, bounds
+//! every response by `max_frame_bytes` and closes a connection whose answers come out of order.
 //! Two lanes per peer (control: Vote, BeginQuorumEpoch, EndQuorumEpoch; fetch: one batched
 //! Fetch per round for every partition that peer leads) because a server answers one
 //! connection's requests in order: a Vote must not wait behind a Fetch that the leader holds
@@ -23,7 +26,6 @@
 //! The loop's bookkeeping of its peers is here too: [`PeerLanes`] (the two lanes to one peer and
 //! the address they dial) and [`PeerPending`] (what a request sent to a peer waits for).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -33,7 +35,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
-use crate::protocol::{ApiKey, Request, RequestHeader, Response, decode_response, split_frame};
+use crate::client::exchange::{API_VERSIONS_VERSION, Exchange};
+use crate::protocol::{ApiKey, Request, RequestHeader, Response};
 use crate::server::{ConnectionInfo, ListenerRole, LocalBoxFuture, Reply, RequestHandler};
 
 /// What the sockets tell the event loop.
@@ -183,11 +186,13 @@ trait PeerStream: AsyncRead + AsyncWrite + Unpin {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin> PeerStream for T {}
 
-/// Opens a lane's connection within `connect_timeout`: TCP, then the TLS handshake if `tls`.
+/// Opens a lane's connection within `connect_timeout`: TCP, the TLS handshake if `tls`, then
+/// the ApiVersions handshake.
 async fn connect(
     address: &str,
     tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
     connect_timeout: Duration,
+    exchange: &mut Exchange,
 ) -> Result<Box<dyn PeerStream>, String> {
     let attempt = async {
         let stream = TcpStream::connect(address)
@@ -207,11 +212,42 @@ async fn connect(
             .connect(name, stream)
             .await
             .map_err(|e| format!("TLS handshake: {e}"))?;
-        Ok(Box::new(tls) as Box<dyn PeerStream>)
+        Ok::<_, String>(Box::new(tls) as Box<dyn PeerStream>)
     };
-    tokio::time::timeout(connect_timeout, attempt)
+    let handshake = async {
+        let mut stream: Box<dyn PeerStream> = attempt.await?;
+        handshake(&mut stream, exchange).await?;
+        Ok(stream)
+    };
+    tokio::time::timeout(connect_timeout, handshake)
         .await
         .unwrap_or_else(|_| Err("timed out".into()))
+}
+
+/// ApiVersions on a fresh connection: the exchange learns the versions the peer speaks.
+async fn handshake(
+    stream: &mut Box<dyn PeerStream>,
+    exchange: &mut Exchange,
+) -> Result<(), String> {
+    let (_, frame) = exchange
+        .encode(&Exchange::handshake_request(), API_VERSIONS_VERSION)
+        .map_err(|e| e.to_string())?;
+    stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+    stream.flush().await.map_err(|e| e.to_string())?;
+    loop {
+        if let Some((_, response)) = exchange.next_response().map_err(|e| e.to_string())? {
+            return exchange
+                .on_api_versions(response)
+                .map_err(|e| format!("handshake: {e}"));
+        }
+        let n = stream
+            .read_buf(exchange.received_mut())
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed during the ApiVersions handshake".into());
+        }
+    }
 }
 
 /// The sending side of one peer lane.
@@ -259,8 +295,7 @@ async fn run_lane(
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 ) {
     let mut connection: Option<Box<dyn PeerStream>> = None;
-    let mut in_flight: HashMap<i32, (ApiKey, i16)> = HashMap::new();
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut exchange = Exchange::new("ringlog-peer", max_frame_bytes);
     let fail = |ids: Vec<i32>| {
         if !ids.is_empty() {
             let _ = events.send(Event::PeerFailed {
@@ -274,17 +309,20 @@ async fn run_lane(
             outgoing = rx.recv() => {
                 let Some(outgoing) = outgoing else { return };
                 if connection.is_none() {
-                    match connect(&address, tls.as_ref(), connect_timeout).await {
-                        Ok(stream) => {
-                            buf.clear();
-                            connection = Some(stream);
-                        }
+                    exchange.reset();
+                    match connect(&address, tls.as_ref(), connect_timeout, &mut exchange).await {
+                        Ok(stream) => connection = Some(stream),
                         Err(error) => {
                             tracing::debug!(peer, %address, %error, "peer unreachable");
                             fail(vec![outgoing.correlation_id]);
                             continue;
                         }
                     }
+                }
+                if let Err(error) = exchange.expect(outgoing.correlation_id, outgoing.api, outgoing.version) {
+                    tracing::warn!(peer, %error, "request not sent");
+                    fail(vec![outgoing.correlation_id]);
+                    continue;
                 }
                 let stream = connection.as_mut().expect("connected above");
                 let written = async {
@@ -294,46 +332,26 @@ async fn run_lane(
                 };
                 if written.await.is_err() {
                     connection = None;
-                    let mut ids: Vec<i32> = in_flight.drain().map(|(id, _)| id).collect();
-                    ids.push(outgoing.correlation_id);
-                    fail(ids);
-                    continue;
+                    fail(exchange.reset());
                 }
-                in_flight.insert(outgoing.correlation_id, (outgoing.api, outgoing.version));
             }
-            read = read_some(connection.as_mut(), &mut buf), if connection.is_some() => {
+            read = read_some(connection.as_mut(), exchange.received_mut()), if connection.is_some() => {
                 let mut broken = !matches!(read, Ok(n) if n > 0);
                 while !broken {
-                    match split_frame(&mut buf, max_frame_bytes) {
-                        Ok(Some(frame)) => {
-                            if frame.len() < 4 {
-                                broken = true;
-                                break;
-                            }
-                            let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-                            let Some((api, version)) = in_flight.remove(&correlation_id) else {
-                                tracing::warn!(peer, correlation_id, "response to no request");
-                                broken = true;
-                                break;
-                            };
-                            match decode_response(api, version, frame) {
-                                Ok((_, response)) => {
-                                    let _ = events.send(Event::PeerResponse { peer, correlation_id, response });
-                                }
-                                Err(error) => {
-                                    tracing::warn!(peer, %error, "undecodable response");
-                                    fail(vec![correlation_id]);
-                                    broken = true;
-                                }
-                            }
+                    match exchange.next_response() {
+                        Ok(Some((correlation_id, response))) => {
+                            let _ = events.send(Event::PeerResponse { peer, correlation_id, response });
                         }
                         Ok(None) => break,
-                        Err(_) => broken = true,
+                        Err(error) => {
+                            tracing::warn!(peer, %error, "peer connection out of step");
+                            broken = true;
+                        }
                     }
                 }
                 if broken {
                     connection = None;
-                    fail(in_flight.drain().map(|(id, _)| id).collect());
+                    fail(exchange.reset());
                 }
             }
         }

@@ -30,6 +30,11 @@ pub use header::{DEFAULT_MAX_FRAME_BYTES, RequestHeader, ResponseHeader, split_f
 pub use messages::*;
 pub use wire::{Ctx, Generator, Records, Uuid, VersionRange, Wire};
 
+/// The metadata topic every node hosts (KIP-595's `__cluster_metadata`, partition 0).
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+/// Kafka's `Uuid.METADATA_TOPIC_ID` (`AAAAAAAAAAAAAAAAAAAAAQ`), for Fetch v13+.
+pub const METADATA_TOPIC_ID: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+
 use messages::api_versions_response::ApiVersion;
 
 /// The API table: key, versions we speak, versions that are flexible (KIP-482), and the
@@ -323,7 +328,7 @@ pub fn encode_request(header: &RequestHeader, request: &Request) -> Result<Bytes
 ///
 /// Unlike requests, responses are strict: bytes after the last field are
 /// [`DecodeError::TrailingBytes`]. The only responses we decode come from ringlog peers and
-/// from the nodes our own [`crate::node::client::Client`] talks to, written by an encoder the
+/// from the nodes our own [`crate::client::Client`] talks to, written by an encoder the
 /// differential tests pin byte for byte to Kafka's; a byte too many there is a bug or a stream
 /// out of step, and it should be loud.
 pub fn decode_response(

@@ -1,19 +1,20 @@
-//! A small blocking Kafka-protocol client for the CLI (`describe-quorum`, `produce`,
-//! `consume`, `perf`) and the node's integration tests: one connection, one request at a time.
+//! The blocking client: one connection, one request at a time. The CLI (`describe-quorum`,
+//! `produce`, `consume`, `add-voter`, …), `ringlog perf`, the Rust consumer and producer
+//! (`crate::clients`) and the integration tests use it. It opens every connection with the
+//! ApiVersions handshake and frames, bounds and matches answers through [`Exchange`].
 
-use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use super::convert::METADATA_TOPIC;
+use super::exchange::{API_VERSIONS_VERSION, Exchange};
+use super::{ClientError, METADATA_TOPIC};
 use crate::protocol::wire::Records;
 use crate::protocol::{
-    ApiKey, DecodeError, EncodeError, Request, RequestHeader, Response, add_raft_voter_request,
-    decode_response, describe_quorum_request, describe_quorum_response, encode_request,
-    fetch_request, fetch_response, metadata_request, produce_request, produce_response,
-    remove_raft_voter_request, split_frame,
+    ApiKey, Request, Response, add_raft_voter_request, describe_quorum_request,
+    describe_quorum_response, fetch_request, fetch_response, metadata_request, produce_request,
+    produce_response, remove_raft_voter_request,
 };
 
 /// Versions the client speaks (every node accepts them).
@@ -24,29 +25,18 @@ pub const METADATA_VERSION: i16 = 12;
 pub const ADD_RAFT_VOTER_VERSION: i16 = 1;
 pub const REMOVE_RAFT_VOTER_VERSION: i16 = 0;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("{address}: {source}")]
-    Io {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Encode(#[from] EncodeError),
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    #[error("{0}")]
-    Protocol(String),
-}
+/// The largest response the client accepts (a consumer Fetch answers up to its `max_bytes`).
+pub const RESPONSE_BYTES_MAX: usize = 1 << 30;
 
 pub struct Client {
     address: String,
     stream: TcpStream,
-    next_correlation_id: i32,
-    buf: BytesMut,
+    exchange: Exchange,
 }
 
 impl Client {
+    /// Connects within `timeout` and handshakes (ApiVersions). Reads wait at most
+    /// `max(timeout, 5 s)` for an answer.
     pub fn connect(address: &str, timeout: Duration) -> Result<Client, ClientError> {
         let io = |source| ClientError::Io {
             address: address.to_string(),
@@ -62,16 +52,23 @@ impl Client {
         stream
             .set_read_timeout(Some(timeout.max(Duration::from_secs(5))))
             .map_err(io)?;
-        Ok(Client {
+        let mut client = Client {
             address: address.to_string(),
             stream,
-            next_correlation_id: 1,
-            buf: BytesMut::new(),
-        })
+            exchange: Exchange::new("ringlog-cli", RESPONSE_BYTES_MAX),
+        };
+        let answer = client.request(&Exchange::handshake_request(), API_VERSIONS_VERSION)?;
+        client.exchange.on_api_versions(answer)?;
+        Ok(client)
     }
 
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// The highest version of `api` this client and the node both speak.
+    pub fn max_common_version(&self, api: ApiKey) -> Option<i16> {
+        self.exchange.max_common_version(api)
     }
 
     fn io(&self, source: std::io::Error) -> ClientError {
@@ -81,57 +78,52 @@ impl Client {
         }
     }
 
-    /// Sends a request without reading an answer (Produce with acks=0).
+    /// Sends a request without reading an answer (Produce with acks=0: the node sends none,
+    /// so it is not kept as in flight).
     pub fn send(&mut self, request: &Request, version: i16) -> Result<i32, ClientError> {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id += 1;
-        let header = RequestHeader {
-            api_key: request.api_key().key(),
-            api_version: version,
-            correlation_id,
-            client_id: Some("ringlog-cli".into()),
-        };
-        let frame = encode_request(&header, request)?;
-        self.stream.write_all(&frame).map_err(|e| self.io(e))?;
+        let (correlation_id, frame) = self.exchange.encode(request, version)?;
+        self.exchange.unsend(correlation_id);
+        self.write(&frame)?;
         Ok(correlation_id)
+    }
+
+    fn write(&mut self, frame: &[u8]) -> Result<(), ClientError> {
+        use std::io::Write;
+        self.stream.write_all(frame).map_err(|e| self.io(e))
     }
 
     /// Sends a request and reads its answer.
     pub fn request(&mut self, request: &Request, version: i16) -> Result<Response, ClientError> {
-        let api = request.api_key();
-        let correlation_id = self.send(request, version)?;
-        self.read_response(api, version, correlation_id)
+        let (correlation_id, frame) = self.exchange.encode(request, version)?;
+        if let Err(error) = self.write(&frame) {
+            self.exchange.reset();
+            return Err(error);
+        }
+        match self.read_response() {
+            Ok((answered, response)) => {
+                debug_assert_eq!(answered, correlation_id, "the exchange matched it");
+                Ok(response)
+            }
+            Err(error) => {
+                // Out of step or gone: nothing more can be read on this connection.
+                self.exchange.reset();
+                Err(error)
+            }
+        }
     }
 
-    fn read_response(
-        &mut self,
-        api: ApiKey,
-        version: i16,
-        correlation_id: i32,
-    ) -> Result<Response, ClientError> {
+    fn read_response(&mut self) -> Result<(i32, Response), ClientError> {
         loop {
-            if let Some(frame) = split_frame(&mut self.buf, 1 << 30)? {
-                let (header, response) = decode_response(api, version, frame)?;
-                if header.correlation_id != correlation_id {
-                    return Err(ClientError::Protocol(format!(
-                        "answer to request {} while waiting for {correlation_id}",
-                        header.correlation_id
-                    )));
-                }
-                return Ok(response);
+            if let Some(answer) = self.exchange.next_response()? {
+                return Ok(answer);
             }
             // Read straight into the buffer's spare room, sized for the whole frame once its
             // length is known: one kernel-to-user copy per byte (no bounce buffer, no regrowth),
             // and the previous frame's allocation is reclaimed once its response was dropped.
-            let wanted = match self.buf.get(..4) {
-                Some(size) => {
-                    let size = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
-                    (4 + size.max(0) as usize).saturating_sub(self.buf.len())
-                }
-                None => 4 - self.buf.len(),
-            };
-            self.buf.reserve(wanted.max(64 * 1024));
-            let spare = self.buf.spare_capacity_mut();
+            let wanted = self.exchange.wanted_bytes();
+            let buf = self.exchange.received_mut();
+            buf.reserve(wanted.max(64 * 1024));
+            let spare = buf.spare_capacity_mut();
             // SAFETY: the kernel writes at most `spare.len()` bytes into the buffer's own spare
             // capacity; exactly the `n` bytes it reports are then marked initialised.
             let n = unsafe {
@@ -153,7 +145,7 @@ impl Client {
                 return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
             }
             // SAFETY: the `n` bytes after the current length were just written by recv.
-            unsafe { self.buf.set_len(self.buf.len() + n as usize) };
+            unsafe { buf.set_len(buf.len() + n as usize) };
         }
     }
 

@@ -1,0 +1,312 @@
+//! One client connection's request/response bookkeeping, without sockets: the part every
+//! Kafka client of ringlog shares (the blocking [`super::Client`] of the CLI, `perf`, the Rust
+//! consumer and producer and the tests; the node's asynchronous peer lanes).
+//!
+//! - Requests are framed with a request header (correlation ids increase from 1) or, for a
+//!   frame encoded elsewhere, registered with [`Exchange::expect`].
+//! - Responses are split off the receive buffer with a bound (`max_frame_bytes`, checked on the
+//!   4-byte size before any room is reserved for the body) and must answer the *oldest* request
+//!   in flight: a Kafka broker answers one connection's requests in order, so anything else is
+//!   a stream out of step and ends the connection.
+//! - The ApiVersions handshake ([`Exchange::handshake_request`] / [`Exchange::on_api_versions`])
+//!   learns the versions the broker speaks; [`Exchange::encode`] then refuses a version the
+//!   broker does not, with a typed error, instead of sending bytes the broker would close the
+//!   connection on.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+
+use super::ClientError;
+use crate::protocol::{
+    ApiKey, Request, RequestHeader, Response, api_versions_request, decode_response,
+    encode_request, split_frame,
+};
+
+/// The ApiVersions version the handshake sends (flexible, KIP-511's client software fields).
+pub const API_VERSIONS_VERSION: i16 = 3;
+
+/// A connection's bookkeeping: correlation ids, requests in flight, the receive buffer and the
+/// versions the broker advertised.
+#[derive(Debug)]
+pub struct Exchange {
+    client_id: String,
+    next_correlation_id: i32,
+    in_flight: VecDeque<(i32, ApiKey, i16)>,
+    max_frame_bytes: usize,
+    received: BytesMut,
+    /// api key → (min, max) version, once the handshake answered.
+    broker_versions: Option<HashMap<i16, (i16, i16)>>,
+}
+
+impl Exchange {
+    pub fn new(client_id: &str, max_frame_bytes: usize) -> Exchange {
+        Exchange {
+            client_id: client_id.to_string(),
+            next_correlation_id: 1,
+            in_flight: VecDeque::new(),
+            max_frame_bytes,
+            received: BytesMut::with_capacity(64 * 1024),
+            broker_versions: None,
+        }
+    }
+
+    /// Frames `request` at `version` and records it as in flight; returns its correlation id
+    /// and the frame to write. A version outside what the broker advertised (after the
+    /// handshake) is refused here.
+    pub fn encode(&mut self, request: &Request, version: i16) -> Result<(i32, Bytes), ClientError> {
+        let api = request.api_key();
+        self.check_version(api, version)?;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        let header = RequestHeader {
+            api_key: api.key(),
+            api_version: version,
+            correlation_id,
+            client_id: Some(self.client_id.clone()),
+        };
+        let frame = encode_request(&header, request)?;
+        self.in_flight.push_back((correlation_id, api, version));
+        Ok((correlation_id, frame))
+    }
+
+    /// Records a request framed elsewhere (the node numbers its peer requests itself) as in
+    /// flight, after the same version check as [`Exchange::encode`].
+    pub fn expect(
+        &mut self,
+        correlation_id: i32,
+        api: ApiKey,
+        version: i16,
+    ) -> Result<(), ClientError> {
+        self.check_version(api, version)?;
+        self.in_flight.push_back((correlation_id, api, version));
+        Ok(())
+    }
+
+    /// Forgets the newest request recorded as in flight (its frame could not be written).
+    pub fn unsend(&mut self, correlation_id: i32) {
+        if self
+            .in_flight
+            .back()
+            .is_some_and(|(id, _, _)| *id == correlation_id)
+        {
+            self.in_flight.pop_back();
+        }
+    }
+
+    fn check_version(&self, api: ApiKey, version: i16) -> Result<(), ClientError> {
+        let Some(versions) = &self.broker_versions else {
+            return Ok(());
+        };
+        match versions.get(&api.key()) {
+            Some(&(min, max)) if (min..=max).contains(&version) => Ok(()),
+            range => Err(ClientError::UnsupportedVersion {
+                api,
+                version,
+                broker: range.copied(),
+            }),
+        }
+    }
+
+    /// The receive buffer: read socket bytes into its spare room.
+    pub fn received_mut(&mut self) -> &mut BytesMut {
+        &mut self.received
+    }
+
+    /// How many more bytes complete the frame at the front of the buffer (at least the 4-byte
+    /// size): a reader sizes its next read with it. A size above `max_frame_bytes` asks for no
+    /// more than the size prefix; [`Exchange::next_response`] then reports the error.
+    pub fn wanted_bytes(&self) -> usize {
+        match self.received.get(..4) {
+            Some(size) => {
+                let size = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
+                let size = usize::try_from(size).unwrap_or(0).min(self.max_frame_bytes);
+                (4 + size).saturating_sub(self.received.len())
+            }
+            None => 4 - self.received.len(),
+        }
+    }
+
+    /// The next complete response, matched to the oldest request in flight and decoded, or
+    /// `None` when more bytes are needed. An error means the connection is out of step (or the
+    /// broker sent what it must not) and must be closed: [`Exchange::reset`].
+    pub fn next_response(&mut self) -> Result<Option<(i32, Response)>, ClientError> {
+        let Some(frame) = split_frame(&mut self.received, self.max_frame_bytes)? else {
+            return Ok(None);
+        };
+        if frame.len() < 4 {
+            return Err(ClientError::Protocol(format!(
+                "a response frame of {} bytes",
+                frame.len()
+            )));
+        }
+        let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let Some((expected, api, version)) = self.in_flight.pop_front() else {
+            return Err(ClientError::Protocol(format!(
+                "answer to request {correlation_id}, none in flight"
+            )));
+        };
+        if correlation_id != expected {
+            return Err(ClientError::Protocol(format!(
+                "answer to request {correlation_id} while waiting for {expected}"
+            )));
+        }
+        let (_, response) = decode_response(api, version, frame)?;
+        Ok(Some((correlation_id, response)))
+    }
+
+    /// Whether any request waits for its answer.
+    pub fn has_in_flight(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// The connection is gone: the correlation ids that will never be answered, oldest first.
+    /// Received bytes and the broker's versions are dropped (a new connection handshakes again).
+    pub fn reset(&mut self) -> Vec<i32> {
+        self.received.clear();
+        self.broker_versions = None;
+        self.in_flight.drain(..).map(|(id, _, _)| id).collect()
+    }
+
+    /// The ApiVersions request that opens a connection.
+    pub fn handshake_request() -> Request {
+        Request::ApiVersions(api_versions_request::ApiVersionsRequest {
+            client_software_name: "ringlog".into(),
+            client_software_version: env!("CARGO_PKG_VERSION").into(),
+        })
+    }
+
+    /// Takes the handshake's answer: the versions the broker speaks, from now on checked by
+    /// [`Exchange::encode`] and [`Exchange::expect`].
+    pub fn on_api_versions(&mut self, response: Response) -> Result<(), ClientError> {
+        let Response::ApiVersions(response) = response else {
+            return Err(ClientError::Protocol(
+                "the handshake's answer is not ApiVersions".into(),
+            ));
+        };
+        if response.error_code != 0 {
+            return Err(ClientError::Protocol(format!(
+                "ApiVersions answered error code {}",
+                response.error_code
+            )));
+        }
+        self.broker_versions = Some(
+            response
+                .api_keys
+                .iter()
+                .map(|row| (row.api_key, (row.min_version, row.max_version)))
+                .collect(),
+        );
+        Ok(())
+    }
+
+    /// The highest version of `api` both sides speak, after the handshake.
+    pub fn max_common_version(&self, api: ApiKey) -> Option<i16> {
+        let ours = api.versions();
+        let &(min, max) = self.broker_versions.as_ref()?.get(&api.key())?;
+        let high = max.min(ours.max);
+        (high >= min.max(ours.min)).then_some(high)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{api_versions_response, encode_response};
+
+    fn api_versions_answer(correlation_id: i32, rows: &[(ApiKey, i16, i16)]) -> Bytes {
+        let response = api_versions_response::ApiVersionsResponse {
+            api_keys: rows
+                .iter()
+                .map(|&(api, min, max)| api_versions_response::ApiVersion {
+                    api_key: api.key(),
+                    min_version: min,
+                    max_version: max,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        encode_response(correlation_id, 0, &Response::ApiVersions(response)).unwrap()
+    }
+
+    fn handshake(exchange: &mut Exchange, rows: &[(ApiKey, i16, i16)]) {
+        let (id, _) = exchange
+            .encode(&Exchange::handshake_request(), 0)
+            .expect("ApiVersions v0 before any handshake");
+        exchange
+            .received_mut()
+            .extend_from_slice(&api_versions_answer(id, rows));
+        let (answered, response) = exchange.next_response().unwrap().expect("a whole frame");
+        assert_eq!(answered, id);
+        exchange.on_api_versions(response).unwrap();
+    }
+
+    #[test]
+    fn a_version_the_broker_does_not_speak_is_refused_before_sending() {
+        let mut exchange = Exchange::new("t", 1 << 20);
+        handshake(&mut exchange, &[(ApiKey::Metadata, 0, 9)]);
+        let request = Request::Metadata(Default::default());
+        assert!(matches!(
+            exchange.encode(&request, 12),
+            Err(ClientError::UnsupportedVersion {
+                version: 12,
+                broker: Some((0, 9)),
+                ..
+            })
+        ));
+        assert!(exchange.encode(&request, 9).is_ok());
+        assert_eq!(exchange.max_common_version(ApiKey::Metadata), Some(9));
+        assert!(matches!(
+            exchange.expect(7, ApiKey::Fetch, 4),
+            Err(ClientError::UnsupportedVersion { broker: None, .. })
+        ));
+    }
+
+    #[test]
+    fn an_answer_out_of_order_ends_the_exchange() {
+        let mut exchange = Exchange::new("t", 1 << 20);
+        let (first, _) = exchange.encode(&Exchange::handshake_request(), 0).unwrap();
+        let (second, _) = exchange.encode(&Exchange::handshake_request(), 0).unwrap();
+        exchange
+            .received_mut()
+            .extend_from_slice(&api_versions_answer(second, &[]));
+        let error = exchange.next_response().unwrap_err();
+        assert!(
+            error.to_string().contains(&format!(
+                "answer to request {second} while waiting for {first}"
+            )),
+            "{error}"
+        );
+        assert_eq!(exchange.reset(), vec![second]);
+    }
+
+    #[test]
+    fn an_announced_frame_above_the_bound_is_refused_before_its_body() {
+        let mut exchange = Exchange::new("t", 1024);
+        exchange.encode(&Exchange::handshake_request(), 0).unwrap();
+        exchange
+            .received_mut()
+            .extend_from_slice(&(100 * 1024 * 1024i32).to_be_bytes());
+        assert_eq!(exchange.wanted_bytes(), 1024, "never more than the bound");
+        assert!(exchange.next_response().is_err());
+    }
+
+    #[test]
+    fn a_partial_frame_waits_for_its_bytes() {
+        let mut exchange = Exchange::new("t", 1 << 20);
+        let (id, _) = exchange.encode(&Exchange::handshake_request(), 0).unwrap();
+        let answer = api_versions_answer(id, &[(ApiKey::Fetch, 0, 17)]);
+        exchange.received_mut().extend_from_slice(&answer[..3]);
+        assert_eq!(exchange.wanted_bytes(), 1);
+        assert!(exchange.next_response().unwrap().is_none());
+        exchange.received_mut().extend_from_slice(&answer[3..10]);
+        assert_eq!(exchange.wanted_bytes(), answer.len() - 10);
+        assert!(exchange.next_response().unwrap().is_none());
+        exchange.received_mut().extend_from_slice(&answer[10..]);
+        let (answered, response) = exchange.next_response().unwrap().unwrap();
+        assert_eq!(answered, id);
+        assert!(!exchange.has_in_flight());
+        exchange.on_api_versions(response).unwrap();
+        assert_eq!(exchange.max_common_version(ApiKey::Fetch), Some(17));
+    }
+}
