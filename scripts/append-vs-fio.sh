@@ -11,10 +11,10 @@
 #     batches, pipelined (the producer builds the next group while the previous flush is in
 #     flight, as producers keep appending during a group commit; the ratio that counts) and
 #     serial (build, then flush_until_durable: the disk idles while batches are built). Per
-#     flush, one linked chain on the segment file: one slot write (2 blocks, in the slot region
+#     flush, concurrent writes on the segment file: one slot write (2 blocks, in the slot region
 #     at the file's end; plus the previous flush's confirmation record when the flush follows
-#     another at once), one O_DIRECT write of the new full blocks, one fdatasync; one flush at a
-#     time (queue depth 1). Its segment file is created 1 GiB + 5 blocks long and fallocate'd at
+#     another at once), one O_DIRECT write of the new full blocks, then one fdatasync; one
+#     flush at a time (queue depth 1). Its segment file is created 1 GiB + 5 blocks long and fallocate'd at
 #     creation. The time includes building, CRC-checking and stamping the batches.
 #   fio: WRITE_SIZE_BYTES sequential O_DIRECT writes through io_uring, an fdatasync after each,
 #     iodepth 1, TOTAL_BYTES from the start of one fresh file fallocate'd up front. The file has

@@ -211,6 +211,51 @@ fn write_read_round_trip_direct(io: &mut impl Io, root: &Path) {
     io.close(file).expect("close");
 }
 
+/// A dsync write on a direct file (the log's flush): written like a plain write, buffer back,
+/// readable, the file grown to its end; and on a read-only handle refused like one.
+fn write_dsync_round_trip_direct(io: &mut impl Io, root: &Path) {
+    let block = io.block_size_bytes();
+    let path = root.join("dsync.log");
+    let file = io.open(&path, CREATE_DIRECT).expect("open direct");
+    let buf = block_buf(io, 1, 0x5a);
+    let c = run_one(
+        io,
+        Op::WriteDsync {
+            file,
+            offset: 2 * block as u64,
+            buf,
+        },
+    );
+    assert_eq!(c.result.expect("dsync write"), block);
+    assert_eq!(
+        c.buf.expect("write buffer comes back").as_slice(),
+        &vec![0x5a; block][..]
+    );
+    assert_eq!(io.file_size_bytes(file).expect("size"), 3 * block as u64);
+    assert_eq!(read(io, file, 2 * block as u64, block), vec![0x5a; block]);
+    io.close(file).expect("close");
+    let read_only = io
+        .open(
+            &path,
+            OpenOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .expect("open read-only");
+    let buf = block_buf(io, 1, 1);
+    let c = run_one(
+        io,
+        Op::WriteDsync {
+            file: read_only,
+            offset: 0,
+            buf,
+        },
+    );
+    assert_eq!(errno_of(&c), Some(libc::EBADF), "{c:?}");
+    io.close(read_only).expect("close");
+}
+
 fn short_read_at_eof(io: &mut impl Io, root: &Path) {
     let block = io.block_size_bytes();
     let file = io.open(&root.join("meta"), CREATE).expect("open");
@@ -596,7 +641,8 @@ macro_rules! conformance_suite {
         mod $backend {
             use super::*;
             conformance_suite!(@tests $make;
-                open_create_semantics, write_read_round_trip_direct, short_read_at_eof,
+                open_create_semantics, write_read_round_trip_direct, write_dsync_round_trip_direct,
+                short_read_at_eof,
                 set_len_and_preallocate, directory_operations, linked_write_then_fdatasync,
                 failed_link_cancels_the_rest, completion_ids_match_submissions,
                 errors_carry_path_and_offset, drain_without_wait, alignment_enforced_on_direct_files,

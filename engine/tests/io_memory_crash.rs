@@ -107,6 +107,35 @@ fn unsynced_data_is_lost_synced_data_is_kept() {
 }
 
 #[test]
+fn a_completed_dsync_write_is_kept_and_carries_no_other_write() {
+    // RWF_DSYNC makes its own bytes durable, as if followed by an fdatasync of that range, and
+    // nothing else: an earlier plain write elsewhere in the file is still lost.
+    let mut io = MemoryIo::with_seed(3);
+    let file = durable_file(&mut io);
+    write_synced(&mut io, file, 0, b"synced......");
+    write_unsynced(&mut io, file, 0, b"PLAIN");
+    io.submit(Op::WriteDsync {
+        file,
+        offset: 12,
+        buf: AlignedBuf::from_slice(b"+dsync", 4096),
+    });
+    wait_all(&mut io, 1)
+        .pop()
+        .expect("one")
+        .result
+        .expect("dsync write");
+    assert_eq!(
+        io.visible_bytes(&file_path()).expect("visible"),
+        b"PLAINd......+dsync"
+    );
+    io.crash();
+    assert_eq!(
+        io.durable_bytes(&file_path()).expect("file survives"),
+        b"synced......+dsync"
+    );
+}
+
+#[test]
 fn crash_closes_files_and_drops_undrained_completions() {
     let mut io = MemoryIo::with_seed(1);
     let file = durable_file(&mut io);

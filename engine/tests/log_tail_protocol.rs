@@ -1,7 +1,8 @@
 //! The tail protocol's flush (engine/src/log/flush.rs, docs/log.md "The torn tail block"): an
 //! ordinary flush writes its full blocks to the data area of the `.log` and its slot to the
-//! slot region at the file's end, then one fdatasync; before it completes either write may
-//! reach the disk without the other, so a crash can leave the new slot without its blocks.
+//! slot region at the file's end, concurrently, then one fdatasync (a flush of one write is a
+//! dsync write instead); until it is durable either write may reach the disk without the other,
+//! so a crash can leave the new slot without its blocks.
 //! These tests force exactly that state and its neighbours, deterministically:
 //!   - slot landed, blocks did not, flush never confirmed: recovery falls back to the previous
 //!     slot, keeps every acknowledged byte and cuts the unfinished flush;
@@ -201,9 +202,9 @@ fn route_until_durable(io: &mut MemoryIo, log: &mut PartitionLog, target: i64) -
 #[test]
 fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
     // Group commit under load: C's flush is asked while B's is in flight, so it starts the
-    // moment B's completes. B's confirmation record then rides on C's chain: one fdatasync per
-    // flush (the segment file's, covering blocks, slot and record), and B is confirmed once C
-    // is durable.
+    // moment B's completes. B's confirmation record then rides on C's chain (its writes:
+    // blocks, slot and record, then one fdatasync), and B is confirmed once C is durable. A
+    // flush issues at most one fdatasync (none when it is a single dsync write).
     let dir = Path::new("/d/piggyback");
     let (mut io, mut log, _) = log_with_acknowledged_a(dir, 4);
     assert_eq!(durable_confirmed_sequence(&io, dir), Some(1), "A's flush");
@@ -214,15 +215,14 @@ fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
     let c_end = log.log_end_offset();
     let syncs_b = route_until_durable(&mut io, &mut log, b_end);
     let syncs_c = route_until_durable(&mut io, &mut log, c_end);
-    assert_eq!(
-        syncs_b + syncs_c,
-        2,
-        "two flushes, one fdatasync each, no confirmation's own"
+    assert!(
+        syncs_b + syncs_c <= 2,
+        "two flushes, at most one fdatasync each: {syncs_b} + {syncs_c}"
     );
     assert_eq!(
         durable_confirmed_sequence(&io, dir),
         Some(2),
-        "B's flush (slot 2) confirmed under C's fdatasync"
+        "B's flush (slot 2) confirmed by C's chain"
     );
     // C's own confirmation goes on its own (nothing else is asked): lose it in a crash and C is
     // still there; a clean wait confirms C too.

@@ -17,6 +17,7 @@ impl Op {
     pub fn operation_name(&self) -> &'static str {
         match self {
             Op::Write { .. } => "write",
+            Op::WriteDsync { .. } => "write (dsync)",
             Op::Read { .. } => "read",
             Op::Fdatasync { .. } => "fdatasync",
         }
@@ -24,14 +25,19 @@ impl Op {
 
     pub fn file(&self) -> FileId {
         match self {
-            Op::Write { file, .. } | Op::Read { file, .. } | Op::Fdatasync { file } => *file,
+            Op::Write { file, .. }
+            | Op::WriteDsync { file, .. }
+            | Op::Read { file, .. }
+            | Op::Fdatasync { file } => *file,
         }
     }
 
     /// The file offset the operation starts at (0 for fdatasync).
     pub fn offset(&self) -> u64 {
         match self {
-            Op::Write { offset, .. } | Op::Read { offset, .. } => *offset,
+            Op::Write { offset, .. } | Op::WriteDsync { offset, .. } | Op::Read { offset, .. } => {
+                *offset
+            }
             Op::Fdatasync { .. } => 0,
         }
     }
@@ -39,7 +45,7 @@ impl Op {
     /// The number of bytes the operation asks for (0 for fdatasync).
     pub fn len_bytes(&self) -> usize {
         match self {
-            Op::Write { buf, .. } => buf.len(),
+            Op::Write { buf, .. } | Op::WriteDsync { buf, .. } => buf.len(),
             Op::Read { len, .. } => *len,
             Op::Fdatasync { .. } => 0,
         }
@@ -48,9 +54,14 @@ impl Op {
     /// Give back the buffer an operation owns (only writes own one at submission).
     pub(crate) fn into_buf(self) -> Option<AlignedBuf> {
         match self {
-            Op::Write { buf, .. } => Some(buf),
+            Op::Write { buf, .. } | Op::WriteDsync { buf, .. } => Some(buf),
             Op::Read { .. } | Op::Fdatasync { .. } => None,
         }
+    }
+
+    /// Whether the operation writes bytes (a read-only handle refuses it).
+    pub fn is_write(&self) -> bool {
+        matches!(self, Op::Write { .. } | Op::WriteDsync { .. })
     }
 }
 
@@ -67,7 +78,7 @@ pub(crate) fn check_direct_alignment(
 ) -> Result<(), std::io::Error> {
     let block = block_size_bytes as u64;
     let aligned = match op {
-        Op::Write { offset, buf, .. } => {
+        Op::Write { offset, buf, .. } | Op::WriteDsync { offset, buf, .. } => {
             offset.is_multiple_of(block)
                 && (buf.len() as u64).is_multiple_of(block)
                 && buf.is_aligned_to(block_size_bytes)

@@ -149,6 +149,16 @@ pub enum Op {
         offset: u64,
         buf: AlignedBuf,
     },
+    /// Write `buf.as_slice()` at `offset`, durable when it completes: `pwritev2(RWF_DSYNC)`,
+    /// as if the file were opened O_DSYNC for this one write (its bytes and the metadata needed
+    /// to read them reach the medium before the completion; on O_DIRECT files a FUA write where
+    /// the device has one). One operation where `Write` + `Fdatasync` takes two round trips, and
+    /// no fdatasync worker thread in between; it says nothing of any *other* write.
+    WriteDsync {
+        file: FileId,
+        offset: u64,
+        buf: AlignedBuf,
+    },
     /// Read up to `len` bytes at `offset` into a fresh buffer, returned in the completion.
     Read {
         file: FileId,

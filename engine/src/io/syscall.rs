@@ -80,7 +80,7 @@ impl SyscallIo {
         if let Err(e) = check_transfer_len(&op) {
             return failed_completion(op_id, op, &entry.path, e);
         }
-        if entry.read_only && matches!(op, Op::Write { .. }) {
+        if entry.read_only && op.is_write() {
             return failed_completion(op_id, op, &entry.path, errno(libc::EBADF));
         }
         let operation = op.operation_name();
@@ -88,6 +88,10 @@ impl SyscallIo {
         let (result, buf) = match op {
             Op::Write { offset, buf, .. } => (
                 retry_eintr(|| entry.file.write_at(buf.as_slice(), offset)),
+                Some(buf),
+            ),
+            Op::WriteDsync { offset, buf, .. } => (
+                retry_eintr(|| pwrite_dsync(&entry.file, buf.as_slice(), offset)),
                 Some(buf),
             ),
             Op::Read { offset, len, .. } => {
@@ -264,5 +268,21 @@ impl Io for SyscallIo {
 
     fn in_flight(&self) -> usize {
         self.ready.len() + self.queued.iter().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// `pwritev2(…, RWF_DSYNC)`: one write, durable when it returns (as on an O_DSYNC file).
+fn pwrite_dsync(file: &std::fs::File, bytes: &[u8], offset: u64) -> std::io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let offset = libc::off_t::try_from(offset).map_err(|_| errno(libc::EFBIG))?;
+    // SAFETY: one iovec over a live slice, a valid fd owned by `file`.
+    let n = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_DSYNC) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

@@ -111,7 +111,7 @@ impl UringIo {
             .files
             .get(op.file(), op.operation_name())
             .map_err(|e| (e.path, e.source))?;
-        if entry.read_only && matches!(op, Op::Write { .. }) {
+        if entry.read_only && op.is_write() {
             return Err((entry.path.clone(), errno(libc::EBADF)));
         }
         if entry.direct {
@@ -138,6 +138,12 @@ impl UringIo {
             Op::Write { offset, buf, .. } => opcode::Write::new(fd, buf.as_ptr(), buf.len() as u32)
                 .offset(*offset)
                 .build(),
+            Op::WriteDsync { offset, buf, .. } => {
+                opcode::Write::new(fd, buf.as_ptr(), buf.len() as u32)
+                    .offset(*offset)
+                    .rw_flags(libc::RWF_DSYNC)
+                    .build()
+            }
             Op::Read { offset, len, .. } => {
                 let mut buf = AlignedBuf::zeroed(*len, self.block_size_bytes);
                 let entry = opcode::Read::new(fd, buf.as_mut_ptr(), *len as u32)
@@ -231,7 +237,7 @@ impl UringIo {
                 Ok(result as usize)
             };
             let buf = match flight.op {
-                Op::Write { buf, .. } => Some(buf),
+                Op::Write { buf, .. } | Op::WriteDsync { buf, .. } => Some(buf),
                 Op::Read { .. } => {
                     // A failed read hands back no buffer, like the other backends.
                     let mut buf = flight.read_buf.expect("reads own a buffer");

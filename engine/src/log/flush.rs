@@ -1,32 +1,37 @@
 //! Group commit: at most one data chain in flight per log.
 //!
-//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). It writes
-//! to ONE file and ends with ONE fdatasync, so the caller waits for one write + fdatasync round
-//! trip, as `fio --fdatasync=1` does:
+//! A flush covers one segment (the oldest with unflushed bytes or an unwritten seal). Its writes
+//! go to ONE file, concurrently. A chain of one write (the usual small flush: the slot carries
+//! the partial tail block) is that write with `RWF_DSYNC` ([`Op::WriteDsync`]): durable when it
+//! completes, one round trip, no fdatasync worker thread and no event-loop turn in between. A
+//! chain of several writes ends with ONE fdatasync of the file, submitted once they all
+//! completed: on a device without FUA every dsync write costs its own cache flush, so several
+//! dsync writes would cost several flushes where one fdatasync costs one.
 //!
 //! ```text
 //! [write full blocks to the data area] ┐ concurrently  ┐ all completed:  [fdatasync .log]
 //! [write slot to the slot region]      │               │  -> the records below the flush's
 //! [write pending confirmation record]  ┘               ┘     end are reported durable
+//! [write slot to the slot region, dsync]  (alone)      -> durable when it completes
 //! ```
 //!
 //! Why this is safe (docs/log.md, "The torn tail block"): the full blocks go to positions of the
 //! data area never written before (or past the durable mark, which recovery never trusts), and
 //! the slot goes to the slot position that does *not* hold the newest durable slot (the
 //! previous flush completed before this one started). So nothing this flush writes can damage
-//! a byte reported durable earlier, whatever tears. Before the fdatasync completes the writes
-//! may reach the medium in any order and in part; the slot records the CRC32C of its blocks,
+//! a byte reported durable earlier, whatever tears. Until the chain is durable, any of its
+//! writes may be on the medium without the others, or in part; the slot records the CRC32C of its blocks,
 //! and recovery trusts a slot only when its blocks match (else the flush never finished:
 //! recovery falls back to the previous slot, whose bytes are intact).
 //!
 //! After the flush completed, a *confirmation record* (`RLTC`, region block 4) naming the new
 //! slot is written, off the caller's critical path: in the next flush's chain when that flush
-//! starts at once (group commit under load: no fdatasync of its own), else alone with its own
-//! fdatasync. Once it is durable, blocks of that flush that no longer match are damage to
-//! acknowledged data (refuse to open), not an unfinished flush; and a confirmed slot that is
-//! itself damaged refuses to open instead of silently falling back. Between the flush's
-//! completion and the confirmation's fdatasync, corruption of the just-acknowledged blocks
-//! would be taken for an unfinished flush: docs/log.md lists that limit.
+//! starts at once (group commit under load), else alone (one dsync write). Once it is durable,
+//! blocks of that flush that no longer match are damage to acknowledged data (refuse to open),
+//! not an unfinished flush; and a confirmed slot that is itself damaged refuses to open instead
+//! of silently falling back. Between the flush's completion and the confirmation's completion,
+//! corruption of the just-acknowledged blocks would be taken for an unfinished flush:
+//! docs/log.md lists that limit.
 //!
 //! A sealing chain (the segment was rolled) is the same chain with the final partial block
 //! zero padded and written to the data area itself, and a last slot vouching for it (its mark
@@ -70,10 +75,13 @@ pub(crate) struct InFlightFlush {
     op_ids: Vec<OpId>,
     /// (path, file position) of each op, for errors.
     op_targets: Vec<(PathBuf, u64)>,
-    /// The segment file's fdatasync, submitted once every write of the flush completed: the
-    /// writes run concurrently (a small slot write must not wait for the big block write, nor
-    /// the reverse), and an fdatasync only covers writes completed before it started.
+    /// A chain of several writes ends with one fdatasync of the segment file, submitted once
+    /// they all completed (an fdatasync covers only completed writes): one device cache flush
+    /// for the chain, where a dsync write each would cost one flush per write on a device
+    /// without FUA. A chain of one write is that write with `RWF_DSYNC` and has none.
     fdatasync: Option<(Op, (PathBuf, u64))>,
+    /// The fdatasync's id once submitted (its completion is no write).
+    fdatasync_op: Option<OpId>,
     completed: usize,
     failure: Option<(PathBuf, u64, IoError)>,
     target_position: u64,
@@ -90,8 +98,8 @@ pub(crate) struct InFlightFlush {
     /// rebuilds the index).
     index_op_ids: Vec<OpId>,
     /// Writes of this chain that met ENOSPC/EDQUOT (or were short), to submit again as they
-    /// were: nothing was fdatasynced over them, so writing the same bytes to the same positions
-    /// again is the same chain (`resubmit_stalled_flush`).
+    /// were: nothing was reported durable over them, so writing the same bytes to the same
+    /// positions again is the same chain (`resubmit_stalled_flush`).
     retry: Vec<RetryWrite>,
     /// The first out-of-space error of the chain.
     no_space: Option<IoError>,
@@ -107,15 +115,15 @@ pub(crate) struct RetryWrite {
     block_write: bool,
 }
 
-/// A confirmation record being written alone: `[write RLTC record] [fdatasync .log]`.
+/// A confirmation record being written alone: `[write RLTC record, dsync]`.
 #[derive(Debug)]
 pub(crate) struct InFlightConfirmation {
     op_ids: Vec<OpId>,
     completed: usize,
     path: PathBuf,
     position: u64,
-    /// The first failure and whether it is the record's write meeting ENOSPC/EDQUOT (then the
-    /// linked fdatasync never ran: the record is simply written again later).
+    /// The first failure and whether it is ENOSPC/EDQUOT (then the record is simply written
+    /// again later).
     failure: Option<(IoError, bool)>,
     pending: PendingConfirmation,
 }
@@ -239,7 +247,7 @@ impl PartitionLog {
     }
 
     /// Route a completion. Foreign completions come back as [`Routed::Foreign`]. A failed write
-    /// or fdatasync stops the log (EIO/ENOSPC are fatal) and is returned as the error.
+    /// stops the log (EIO/ENOSPC are fatal) and is returned as the error.
     pub fn on_completion<I: Io>(
         &mut self,
         io: &mut I,
@@ -259,7 +267,7 @@ impl PartitionLog {
             .expect("filtered above");
         flight.completed += 1;
         let is_index_op = flight.index_op_ids.contains(&completion.op_id);
-        let is_write = flight.fdatasync.is_some() && !is_index_op;
+        let is_write = !is_index_op && flight.fdatasync_op != Some(completion.op_id);
         let mut completion = completion;
         if is_index_op {
             // Advisory: recovery rebuilds and rewrites a missing or short index.
@@ -269,8 +277,8 @@ impl PartitionLog {
             completion.result = Ok(0);
         }
         // A data write that met ENOSPC/EDQUOT, or wrote short (what a full device does to a
-        // buffered write), wrote nothing that was reported durable and nothing is fdatasynced
-        // over it yet: keep it to submit again, whole, once space may have returned.
+        // buffered write), wrote nothing that was reported durable: keep it to submit again,
+        // whole, once space may have returned.
         let short = matches!(
             (&completion.result, &completion.buf),
             (Ok(written), Some(buf)) if is_write && *written < buf.len()
@@ -301,12 +309,21 @@ impl PartitionLog {
                     ),
                 });
             }
-            flight.retry.push(RetryWrite {
-                op: Op::Write {
+            let op = if flight.fdatasync.is_some() {
+                Op::Write {
                     file,
                     offset: position,
                     buf,
-                },
+                }
+            } else {
+                Op::WriteDsync {
+                    file,
+                    offset: position,
+                    buf,
+                }
+            };
+            flight.retry.push(RetryWrite {
+                op,
                 target: (path, position),
                 block_write: flight.block_write == Some(completion.op_id),
             });
@@ -357,7 +374,9 @@ impl PartitionLog {
         if flight.failure.is_none()
             && let Some((op, target)) = flight.fdatasync.take()
         {
-            flight.op_ids.push(io.submit(op));
+            let id = io.submit(op);
+            flight.fdatasync_op = Some(id);
+            flight.op_ids.push(id);
             flight.op_targets.push(target);
             return Ok(Routed::Mine {
                 durable_end_offset_advanced_to: None,
@@ -383,8 +402,8 @@ impl PartitionLog {
         });
         let advanced = self.apply_completed_flush(flight);
         // The next flush first (the caller may be waiting for it): if one was asked meanwhile,
-        // its chain carries this confirmation record under its own fdatasync (no extra
-        // fdatasync per flush under load); otherwise the record goes on its own now.
+        // its chain carries this confirmation record (no extra write per flush under load);
+        // otherwise the record goes on its own now.
         if confirm.is_some() && self.confirming.is_none() {
             self.confirmation_pending = confirm;
         }
@@ -463,7 +482,7 @@ impl PartitionLog {
         }
         // The active segment's written chunks are dropped by its next append instead: freeing
         // one `Bytes` per batch (a thousand per MiB of 1 KiB appends) here cost ~0.1 ms between
-        // this fdatasync's completion and the next chain's submission, with the disk idle.
+        // this chain's completion and the next chain's submission, with the disk idle.
         if flight.generation == self.generation
             && flight.target_next_offset > self.durable_end_offset
         {
@@ -540,7 +559,7 @@ impl PartitionLog {
         // block, holds no data, and marks the batches' end inside it.
         let flush_start = segment.written_full_end;
         // The blocks' CRC32C was kept as they filled (`WriteTail`): no pass over them here,
-        // between the previous fdatasync's completion and this chain's submission.
+        // between the previous chain's completion and this chain's submission.
         let (slot_block_end, partial, blocks): (u64, &[u8], (usize, u32)) = if sealing {
             (
                 new_written_full_end,
@@ -588,7 +607,7 @@ impl PartitionLog {
                 new_written_full_end
             );
             block_op = Some((
-                Op::Write {
+                Op::WriteDsync {
                     file,
                     offset: segment.written_full_end,
                     buf,
@@ -596,20 +615,20 @@ impl PartitionLog {
                 (log_path.clone(), segment.written_full_end),
             ));
         }
-        // The writes run concurrently, the fdatasync once they all completed (submitted by
-        // `on_completion`). Their order does not matter for safety: nothing is durable before
-        // the fdatasync, and either write may land without the other.
+        // The writes run concurrently (then one fdatasync, or one dsync write alone). Their
+        // order does not matter for safety: nothing is reported durable before the chain is,
+        // and before that either write may land without the other.
         let mut ops = Vec::new();
         let mut targets = Vec::new();
         let slot_position = segment.region_offset + slot_offset(slot_sequence, block);
         targets.push((log_path.clone(), slot_position));
-        ops.push(Op::Write {
+        ops.push(Op::WriteDsync {
             file,
             offset: slot_position,
             buf: slot,
         });
         // The previous flush of this segment completed and its confirmation record is not
-        // written yet: it rides on this chain's fdatasync. Safe because it names a flush whose
+        // written yet: it rides on this chain. Safe because it names a flush whose
         // blocks and slot are already durable, and its block (region block 4) is neither
         // slot's position nor data, so a torn write there damages nothing acknowledged.
         if !sealing
@@ -621,7 +640,7 @@ impl PartitionLog {
         {
             let position = segment.region_offset + confirmation_offset(block);
             targets.push((log_path.clone(), position));
-            ops.push(Op::Write {
+            ops.push(Op::WriteDsync {
                 file,
                 offset: position,
                 buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
@@ -632,7 +651,23 @@ impl PartitionLog {
             ops.push(op);
             targets.push(target);
         }
-        let fdatasync = Some((Op::Fdatasync { file }, (log_path, 0)));
+        // One write: durable when it completes (RWF_DSYNC), no fdatasync and no loop turn
+        // before it. Several: plain writes, then one fdatasync once they all completed.
+        let fdatasync = if ops.len() == 1 {
+            None
+        } else {
+            for op in &mut ops {
+                if let Op::WriteDsync { .. } = op {
+                    let Op::WriteDsync { file, offset, buf } =
+                        std::mem::replace(op, Op::Fdatasync { file })
+                    else {
+                        unreachable!("matched above")
+                    };
+                    *op = Op::Write { file, offset, buf };
+                }
+            }
+            Some((Op::Fdatasync { file }, (log_path, 0)))
+        };
         let mut op_ids: Vec<OpId> = ops.into_iter().map(|op| io.submit(op)).collect();
 
         let mut index_file = None;
@@ -672,6 +707,7 @@ impl PartitionLog {
             op_ids,
             op_targets: targets,
             fdatasync,
+            fdatasync_op: None,
             completed: 0,
             failure: None,
             target_position: end,

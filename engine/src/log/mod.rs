@@ -14,10 +14,10 @@
 //! [`PartitionLog::on_completion`], which hands foreign ones back untouched.
 //!
 //! Group commit: appends only copy into memory. [`PartitionLog::flush`] starts one flush (the
-//! slot and the full blocks written to the segment file concurrently, then one fdatasync of
-//! it) if none is in flight; appends that arrive meanwhile wait for the next one,
-//! which starts as soon as the current one completes. [`PartitionLog::durable_end_offset`]
-//! advances only when the flush's fdatasync completed.
+//! slot and the full blocks written to the segment file concurrently, then one fdatasync; a
+//! flush of one write is a dsync write) if none is in flight; appends that arrive meanwhile
+//! wait for the next one, which starts as soon as the current one completes.
+//! [`PartitionLog::durable_end_offset`] advances only when the flush is durable.
 
 pub(crate) mod blocking;
 mod blocking_api;
@@ -124,7 +124,7 @@ impl ReadView {
     }
 }
 
-/// In-flight write + fdatasync chain of one segment, and confirmation records (see `flush.rs`).
+/// In-flight flush chain of one segment, and confirmation records (see `flush.rs`).
 pub(crate) use flush::{InFlightConfirmation, InFlightFlush, PendingConfirmation};
 
 pub struct PartitionLog {
@@ -188,12 +188,12 @@ impl PartitionLog {
         self.active().next_offset
     }
 
-    /// Every record below this offset survived an fdatasync.
+    /// Every record below this offset is durable (its flush's writes completed).
     pub fn durable_end_offset(&self) -> i64 {
         self.durable_end_offset
     }
 
-    /// Whether a write + fdatasync chain is in flight.
+    /// Whether a flush chain is in flight.
     pub fn flush_in_flight(&self) -> bool {
         self.in_flight.is_some()
     }

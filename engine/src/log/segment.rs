@@ -5,7 +5,7 @@
 //! ```text
 //! 0 ........ written_full_end ........ flushed_end ..... size_bytes
 //! |  full blocks in the .log file  |  partial block: in a slot of the region + memory |
-//! |<-------------- durable (fdatasync done) -------------->|  not yet flushed  |
+//! |<-------------- durable (flush completed) ------------->|  not yet flushed  |
 //! ```
 //!
 //! `written_full_end` is a multiple of B (a sealed segment's final, zero-padded block excepted):
@@ -98,7 +98,7 @@ pub(crate) struct Segment {
     /// from the file's length by recovery, so a later configuration cannot move it.
     pub region_offset: u64,
     pub written_full_end: u64,
-    /// Everything before this position survived an fdatasync.
+    /// Everything before this position is durable (a flush completed over it).
     pub flushed_end: u64,
     /// The log offset at `flushed_end`.
     pub flushed_next_offset: i64,

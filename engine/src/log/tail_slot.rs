@@ -7,7 +7,7 @@
 //! of the region, alternating, and only a *full* block is ever written to the data area (once,
 //! at a position never written before). A torn slot write damages only the slot being written;
 //! the other slot still holds the previous flush's tail. Region and data share one file so a
-//! flush costs one fdatasync (docs/log.md, "The slot region").
+//! flush's writes all go to one file (docs/log.md, "The slot region").
 //!
 //! Where the region is: the segment file is created with length `region_offset + 5·B`, where
 //! `region_offset = round_up(segment_size_bytes at creation, B)`, and never changes length
@@ -27,7 +27,7 @@
 //!
 //! All integers big-endian. Sequence numbers increase by one per slot write; slot `seq % 2` is
 //! written. `flush_start_position..block_index·B` are the full blocks the same flush wrote to
-//! the data area (before the same fdatasync), `flush_blocks_crc32c` their CRC32C: recovery
+//! the data area (in the same flush), `flush_blocks_crc32c` their CRC32C: recovery
 //! trusts a slot only when those blocks match it. `data_end_position` is the *durable mark*:
 //! where the segment's batches end. It is `block_index·B + valid_length_bytes` except in the
 //! slot a seal writes, which vouches for the zero-padded final block too (block_index·B is the
@@ -210,7 +210,7 @@ pub(crate) fn encode_slot(
 
 /// [`encode_slot`] given the flushed blocks' (length, CRC32C) instead of their bytes: a flush
 /// knows the CRC already (`WriteTail` keeps it as blocks fill), so no second pass over them
-/// runs between one fdatasync and the next.
+/// runs between one flush's completion and the next.
 pub(crate) fn encode_slot_for_blocks(
     sequence: u64,
     block_index: u64,

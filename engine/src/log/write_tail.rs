@@ -3,7 +3,7 @@
 //!
 //! A flush's slot vouches for the full blocks it writes by their CRC32C (`tail_slot`). Computing
 //! that CRC when the flush starts put a pass over the whole group commit (1 MiB and more) on the
-//! critical path between one fdatasync's completion and the next chain's submission, while the
+//! critical path between one flush's completion and the next chain's submission, while the
 //! disk idled. Here each byte is checksummed once, when its block fills during `append`, while
 //! the bytes are still hot in the cache from the copy, and a flush reads the result.
 

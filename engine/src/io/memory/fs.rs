@@ -403,6 +403,21 @@ impl FileData {
         });
     }
 
+    /// A `WriteDsync`: visible, and its own range on the medium when it completes (the file's
+    /// durable image grows to the write's end, zero filled; no other write is carried). The
+    /// unsynced writes it covers entirely are dropped: the page cache holds these bytes now, so
+    /// a crash can never land the older ones over them.
+    pub fn write_durable(&mut self, offset: u64, data: &[u8]) {
+        let end = offset as usize + data.len();
+        apply_at(&mut self.visible, offset, data);
+        self.lost_ranges
+            .retain(|&(s, e)| !(offset as usize <= s && e <= end));
+        self.unsynced_writes.retain(|write| {
+            !(offset <= write.offset && write.offset as usize + write.data.len() <= end)
+        });
+        apply_at(&mut self.durable, offset, data);
+    }
+
     pub fn set_len_visible(&mut self, len: usize) {
         self.visible.resize(len, 0);
         self.min_len_since_sync = self.min_len_since_sync.min(len);

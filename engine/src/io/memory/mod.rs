@@ -5,6 +5,7 @@
 //! | state | survives [`MemoryIo::crash`]? |
 //! | --- | --- |
 //! | bytes of a write followed by a completed `Fdatasync` of the file | yes |
+//! | bytes of a completed `WriteDsync` (only its own range; the file grows to its end) | yes |
 //! | bytes of a write not yet covered by a completed `Fdatasync` | no, unless writeback (probability) let it through in full, or it is the file's newest such write (any such write with `tear_every_unsynced_write`) and is *torn*: a prefix cut at any byte lands |
 //! | `set_len` followed by a completed `Fdatasync` | yes |
 //! | a created, renamed or removed directory entry, before `sync_dir` of its parent | no: the create disappears, the rename is undone, the removed file comes back |
@@ -36,6 +37,12 @@ use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 /// The largest file the memory backend will grow (a huge offset is a caller bug, reported as EFBIG
 /// rather than an allocation that takes the test process down).
 pub const MEMORY_FILE_SIZE_BYTES_MAX: u64 = 1 << 32;
+
+/// Whether [`MemoryIo::execute`]'s write makes its own range durable.
+enum OpKind {
+    WriteDsync,
+    Other,
+}
 
 /// Construction parameters of a [`MemoryIo`].
 #[derive(Clone, Debug, PartialEq)]
@@ -173,7 +180,7 @@ impl MemoryIo {
         for unit in &self.queued {
             for (_, op) in unit {
                 lost_operations += 1;
-                if let Op::Write { file, offset, buf } = op
+                if let Op::Write { file, offset, buf } | Op::WriteDsync { file, offset, buf } = op
                     && let Some(open) = self.files.get(file)
                     && !open.read_only
                 {
@@ -363,7 +370,7 @@ impl MemoryIo {
         if end.is_none_or(|end| end > MEMORY_FILE_SIZE_BYTES_MAX) {
             return failed_completion(op_id, op, &path, errno(libc::EFBIG));
         }
-        if read_only && matches!(op, Op::Write { .. }) {
+        if read_only && op.is_write() {
             return failed_completion(op_id, op, &path, errno(libc::EBADF));
         }
         if self.fs.is_dir(inode) {
@@ -383,11 +390,18 @@ impl MemoryIo {
                 _ => failed_completion(op_id, op, &path, errno(libc::EISDIR)),
             };
         }
+        let op_kind = if matches!(op, Op::WriteDsync { .. }) {
+            OpKind::WriteDsync
+        } else {
+            OpKind::Other
+        };
         match op {
-            Op::Write { offset, buf, .. } => {
+            Op::Write { offset, buf, .. } | Op::WriteDsync { offset, buf, .. } => {
+                let dsync = matches!(op_kind, OpKind::WriteDsync);
                 for kind in [FaultKind::WriteEio, FaultKind::WriteEnospc] {
                     if self.fault_fires(kind, &path, offset, buf.len()) {
-                        let error = IoError::new("write", &path, offset, errno(kind.errno()));
+                        let operation = if dsync { "write (dsync)" } else { "write" };
+                        let error = IoError::new(operation, &path, offset, errno(kind.errno()));
                         return Completion {
                             op_id,
                             result: Err(error),
@@ -396,7 +410,11 @@ impl MemoryIo {
                     }
                 }
                 let file = self.fs.file_mut(inode).expect("open files are file inodes");
-                file.write_visible(offset, buf.as_slice());
+                if dsync {
+                    file.write_durable(offset, buf.as_slice());
+                } else {
+                    file.write_visible(offset, buf.as_slice());
+                }
                 Completion {
                     op_id,
                     result: Ok(buf.len()),

@@ -1,5 +1,5 @@
 //! The confirmation record (`RLTC`) of a completed flush: written after the flush, in the next
-//! flush's chain or alone with its own fdatasync (see the parent module).
+//! flush's chain or alone (one dsync write, see the parent module).
 
 use super::super::tail_slot::{confirmation_offset, encode_confirmation};
 use super::super::{LogError, PartitionLog};
@@ -21,11 +21,10 @@ impl PartitionLog {
             return Ok(Routed::Foreign(completion));
         };
         confirming.completed += 1;
-        let is_record_write = confirming.op_ids.first() == Some(&completion.op_id);
         if let Err(error) = completion.result
             && confirming.failure.is_none()
         {
-            let no_space = is_record_write && error.is_no_space();
+            let no_space = error.is_no_space();
             confirming.failure = Some((error, no_space));
         }
         if confirming.completed < confirming.op_ids.len() {
@@ -35,8 +34,7 @@ impl PartitionLog {
         }
         let confirming = self.confirming.take().expect("checked above");
         if let Some((_, true)) = confirming.failure {
-            // The record's write met ENOSPC and its linked fdatasync never ran: nothing was
-            // damaged. The record is written again with a later flush (until then its flush
+            // The record's write met ENOSPC: nothing was damaged. The record is written again with a later flush (until then its flush
             // counts as unconfirmed, the window docs/log.md describes).
             if self.confirmation_pending.is_none() {
                 self.confirmation_pending = Some(confirming.pending);
@@ -50,7 +48,8 @@ impl PartitionLog {
             });
         }
         if let Some((source, _)) = confirming.failure {
-            // An fdatasync failure on the segment file may have dropped other dirty pages too.
+            // A failed dsync write (EIO) on the segment file may have dropped other dirty
+            // pages too.
             let position = confirming.position;
             self.stopped = Some(format!(
                 "{:?} at byte {position}: {source}",
@@ -97,14 +96,11 @@ impl PartitionLog {
         };
         let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
         let position = segment.region_offset + confirmation_offset(block);
-        let op_ids = io.submit_linked(vec![
-            Op::Write {
-                file,
-                offset: position,
-                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
-            },
-            Op::Fdatasync { file },
-        ]);
+        let op_ids = vec![io.submit(Op::WriteDsync {
+            file,
+            offset: position,
+            buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
+        })];
         self.confirming = Some(InFlightConfirmation {
             op_ids,
             completed: 0,
