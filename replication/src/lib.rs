@@ -16,6 +16,7 @@ pub mod log_state;
 pub mod message;
 pub mod multi;
 pub mod mutation;
+pub mod purgatory;
 pub mod quorum;
 pub mod raft;
 pub mod records;

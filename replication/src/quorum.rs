@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::RaftError;
+use crate::purgatory::Purgatory;
 use crate::types::{Epoch, NodeId};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,14 +107,13 @@ pub struct ReplicaProgress {
     pub high_watermark_sent: Option<u64>,
 }
 
-/// A fetch with nothing to return yet, parked until data arrives, the high-watermark moves or
-/// `deadline_ms` passes (long-poll).
+/// A replica's fetch with nothing to return yet, parked in the leader's purgatory
+/// ([`Purgatory`]) until data arrives, the high-watermark moves or its wait ends (long-poll).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParkedFetch {
+pub struct ParkedReplicaFetch {
     pub correlation_id: u64,
     pub fetch_offset: u64,
     pub max_bytes: u32,
-    pub deadline_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,7 +128,8 @@ pub struct LeaderState {
     pub endorsed: BTreeSet<NodeId>,
     pub begin_quorum_resend_ms: u64,
     pub became_leader_ms: u64,
-    pub parked: BTreeMap<NodeId, ParkedFetch>,
+    /// Replica fetches waiting for records, a high-watermark move or their `max_wait_ms`.
+    pub parked: Purgatory<NodeId, ParkedReplicaFetch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -331,7 +332,7 @@ mod tests {
             endorsed: BTreeSet::new(),
             begin_quorum_resend_ms: 0,
             became_leader_ms: 0,
-            parked: BTreeMap::new(),
+            parked: Purgatory::new(),
         })
     }
     fn follower(epoch: Epoch) -> EpochState {

@@ -366,15 +366,18 @@ fn the_core_s_other_mutations_are_caught_through_the_host() {
 }
 
 /// The core's own-epoch commit rule broken (Raft §5.4.2): a committed batch is later truncated.
-/// It needs a cut fetch answer, a crash and an election in a precise order: seed 177 was the
-/// only one of 0..300 to catch it when measured (the deleted model simulator's first was 501 of 1,000).
+/// It needs a cut fetch answer, a crash and an election in a precise order: one seed in about a
+/// thousand catches it. Seed 177 was the only one of 0..300 until 2026-12-02, when a flush of one
+/// write became one dsync write (one operation instead of two changes every history after the
+/// first flush); since then seed 485 is the only one of 0..1,000 (`sim --mutation
+/// skip-own-epoch-commit --seeds 1000`). The deleted model simulator's first was 501 of 1,000.
 #[test]
 fn skipping_the_own_epoch_commit_rule_is_caught() {
     let caught = first_caught_core(
         Mutation::SkipOwnEpochCommitRule,
         false,
-        170..200,
+        480..490,
         "truncated committed batch",
     );
-    assert!(caught.is_some(), "no seed of 170..200 caught it");
+    assert!(caught.is_some(), "no seed of 480..490 caught it");
 }

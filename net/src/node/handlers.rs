@@ -23,7 +23,8 @@ use crate::server::ListenerRole;
 
 mod consumer_fetch;
 
-use consumer_fetch::ParkedFetch;
+use consumer_fetch::ParkedConsumerFetch;
+use ringlog_replication::purgatory::Purgatory;
 
 /// The APIs this node answers, at every version the codec speaks. ApiVersions advertises
 /// exactly these: a client must never pick an API we would answer with an empty body.
@@ -87,7 +88,9 @@ pub(super) struct State {
     produces: std::collections::HashMap<u64, PendingProduce>,
     next_produce_id: u64,
     waiters: Vec<Waiter>,
-    parked: Vec<ParkedFetch>,
+    /// Consumer fetches waiting for committed records or their `max_wait_ms`, in arrival order.
+    parked: Purgatory<u64, ParkedConsumerFetch>,
+    next_parked_id: u64,
     pub(super) producers: super::idempotence::Producers,
     pub(super) topics: super::topics::Topics,
     pub(super) groups: super::groups::GroupsState,
@@ -105,12 +108,7 @@ impl State {
             .map(|p| p.deadline_ms)
             .min()
             .unwrap_or(u64::MAX);
-        let parked = self
-            .parked
-            .iter()
-            .map(|p| p.deadline_ms)
-            .min()
-            .unwrap_or(u64::MAX);
+        let parked = self.parked.next_deadline_ms();
         produce
             .min(parked)
             .min(self.topics.next_deadline_ms())
@@ -643,15 +641,9 @@ impl Node {
                 tracing::warn!(%error, "answering an expired produce");
             }
         }
-        let mut index = 0;
-        while index < self.handlers.parked.len() {
-            if self.handlers.parked[index].deadline_ms <= now {
-                let parked = self.handlers.parked.swap_remove(index);
-                if let Err(error) = self.answer_parked(parked) {
-                    tracing::warn!(%error, "answering a parked fetch");
-                }
-            } else {
-                index += 1;
+        for (_, parked) in self.handlers.parked.take_due(now, |_, _| false) {
+            if let Err(error) = self.answer_parked(parked) {
+                tracing::warn!(%error, "answering a parked fetch");
             }
         }
     }
@@ -695,7 +687,7 @@ impl Node {
         for id in ids {
             self.maybe_complete_produce(id)?;
         }
-        for parked in std::mem::take(&mut self.handlers.parked) {
+        for (_, parked) in self.handlers.parked.take_all() {
             self.answer_parked(parked)?;
         }
         self.fail_voter_changes(code)?;

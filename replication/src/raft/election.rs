@@ -313,7 +313,7 @@ impl Raft {
             endorsed: BTreeSet::new(),
             begin_quorum_resend_ms: self.now_ms + self.config.request_timeout_ms,
             became_leader_ms: self.now_ms,
-            parked: BTreeMap::new(),
+            parked: crate::purgatory::Purgatory::new(),
         });
         self.set_election(
             ElectionState {

@@ -6,7 +6,7 @@ use crate::error::{ErrorCode, RaftError};
 use crate::log_state::ValidatedOffset;
 use crate::message::{FetchRequest, FetchResponse, Message};
 use crate::mutation::Mutation;
-use crate::quorum::{EpochState, ParkedFetch};
+use crate::quorum::{EpochState, ParkedReplicaFetch};
 use crate::types::NodeId;
 use crate::work::Work;
 
@@ -110,7 +110,7 @@ impl Raft {
                 if request.fetch_offset >= log_end_offset {
                     progress.last_caught_up_ms = Some(now);
                 }
-                leader.parked.remove(&from);
+                leader.parked.take(&from);
                 let max_bytes = request.max_bytes.min(self.config.fetch_max_bytes);
                 // Nothing new to send, but a commit it has not heard of: answer now.
                 let high_watermark_news = progress
@@ -127,14 +127,14 @@ impl Raft {
                         max_bytes,
                     });
                 } else {
-                    leader.parked.insert(
+                    leader.parked.park(
                         from,
-                        ParkedFetch {
+                        ParkedReplicaFetch {
                             correlation_id: request.correlation_id,
                             fetch_offset: request.fetch_offset,
                             max_bytes,
-                            deadline_ms: now + max_wait_ms,
                         },
+                        now + max_wait_ms,
                     );
                 }
                 if is_voter {
@@ -229,7 +229,7 @@ impl Raft {
         let EpochState::Leader(leader) = &mut self.state else {
             return;
         };
-        let Some(parked) = leader.parked.remove(&replica) else {
+        let Some(parked) = leader.parked.take(&replica) else {
             return;
         };
         self.note_high_watermark_sent(replica);
@@ -249,18 +249,7 @@ impl Raft {
         let EpochState::Leader(leader) = &mut self.state else {
             return;
         };
-        let ready: Vec<NodeId> = leader
-            .parked
-            .iter()
-            .filter(|(_, p)| !only_expired || now >= p.deadline_ms)
-            .map(|(id, _)| *id)
-            .collect();
-        let mut answers = Vec::with_capacity(ready.len());
-        for id in ready {
-            if let Some(parked) = leader.parked.remove(&id) {
-                answers.push((id, parked));
-            }
-        }
+        let answers = leader.parked.take_due(now, |_, _| !only_expired);
         for (to, parked) in answers {
             self.note_high_watermark_sent(to);
             let response = self.fetch_response(parked.correlation_id, ErrorCode::None);

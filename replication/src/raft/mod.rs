@@ -552,12 +552,7 @@ impl Raft {
                 .backoff_until_ms
                 .unwrap_or(s.election_deadline_ms.min(s.vote_resend_ms)),
             EpochState::Leader(s) => {
-                let parked = s
-                    .parked
-                    .values()
-                    .map(|p| p.deadline_ms)
-                    .min()
-                    .unwrap_or(u64::MAX);
+                let parked = s.parked.next_deadline_ms();
                 let local = self.config.node_id;
                 let unendorsed = self
                     .voter_set()

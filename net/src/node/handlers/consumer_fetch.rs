@@ -1,5 +1,6 @@
-//! Consumer Fetch (replica id -1): read up to the high-watermark, and long-polled (parked) until
-//! a partition it asks for gains committed records or its wait ends.
+//! Consumer Fetch (replica id -1): read up to the high-watermark, and long-polled (parked in the
+//! node's [`Purgatory`](ringlog_replication::purgatory::Purgatory), the type the core parks
+//! replica fetches in) until a partition it asks for gains committed records or its wait ends.
 
 use bytes::Bytes;
 
@@ -15,11 +16,10 @@ use crate::protocol::{ErrorCode, RequestHeader, Response, fetch_request, fetch_r
 use crate::server::{RecordsSource, Reply};
 
 /// A consumer Fetch waiting for committed records or its `max_wait_ms`.
-pub(super) struct ParkedFetch {
+pub(super) struct ParkedConsumerFetch {
     pub(super) responder: Responder,
     pub(super) version: i16,
     pub(super) request: fetch_request::FetchRequest,
-    pub(super) deadline_ms: u64,
 }
 
 impl Node {
@@ -34,12 +34,18 @@ impl Node {
         let (response, has_data, regions) = self.read_for_consumer(&request, version)?;
         let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
         if !has_data && may_park && max_wait_ms > 0 && self.shutdown_until_ms.is_none() {
-            self.handlers.parked.push(ParkedFetch {
-                responder,
-                version,
-                request,
-                deadline_ms: self.now_ms() + max_wait_ms,
-            });
+            let id = self.handlers.next_parked_id;
+            self.handlers.next_parked_id += 1;
+            let deadline_ms = self.now_ms() + max_wait_ms;
+            self.handlers.parked.park(
+                id,
+                ParkedConsumerFetch {
+                    responder,
+                    version,
+                    request,
+                },
+                deadline_ms,
+            );
             return Ok(());
         }
         responder.reply(Reply::WithRecords {
@@ -49,7 +55,7 @@ impl Node {
         Ok(())
     }
 
-    pub(super) fn answer_parked(&mut self, parked: ParkedFetch) -> Result<(), NodeError> {
+    pub(super) fn answer_parked(&mut self, parked: ParkedConsumerFetch) -> Result<(), NodeError> {
         let (response, _, regions) = self.read_for_consumer(&parked.request, parked.version)?;
         parked.responder.reply(Reply::WithRecords {
             response: Response::Fetch(response),
@@ -60,31 +66,24 @@ impl Node {
 
     /// Parked fetches whose partitions gained committed records are answered.
     pub(super) fn wake_parked_fetches(&mut self) -> Result<(), NodeError> {
-        let mut index = 0;
-        while index < self.handlers.parked.len() {
-            let p = &self.handlers.parked[index];
-            let ready = p.request.topics.iter().any(|t| {
+        let (table, host) = (&self.table, &self.host);
+        let ready = self.handlers.parked.take_ready(|_, p| {
+            p.request.topics.iter().any(|t| {
                 t.partitions.iter().any(|part| {
                     let id = if p.version >= 13 {
-                        self.table.find_by_id(t.topic_id, part.partition)
+                        table.find_by_id(t.topic_id, part.partition)
                     } else {
-                        self.table.find(&t.topic, part.partition)
+                        table.find(&t.topic, part.partition)
                     };
                     id.is_some_and(|id| {
-                        self.host
-                            .store(id)
-                            .expect("hosted partition")
-                            .high_watermark as i64
+                        host.store(id).expect("hosted partition").high_watermark as i64
                             > part.fetch_offset
                     })
                 })
-            });
-            if ready {
-                let parked = self.handlers.parked.swap_remove(index);
-                self.answer_parked(parked)?;
-            } else {
-                index += 1;
-            }
+            })
+        });
+        for (_, parked) in ready {
+            self.answer_parked(parked)?;
         }
         Ok(())
     }
