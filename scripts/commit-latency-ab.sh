@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # One acks=all record at a time on a fresh `ringlog dev` quorum (three voters and an observer on
-# 127.0.0.1, fsync on), for two ringlog binaries in alternation, ROUNDS times each, in one run:
-# the p50/p99 commit latency of each run and the median per binary. Used to judge a change to
-# the commit path against the binary before it on the same machine in the same minutes.
+# 127.0.0.1, fsync on), for two or more ringlog binaries in alternation, ROUNDS times each, in
+# one run: the p50/p99 commit latency and records/s of each run, the medians per binary, and
+# each over the first binary's (CLIENTS and BATCH_RECORDS make it a throughput run). Used to judge a change to the commit path against the binary before
+# it on the same machine in the same minutes.
 #
-#   scripts/commit-latency-ab.sh OLD_BINARY NEW_BINARY [folder]
-#   ROUNDS=3 DURATION_SECS=8 RECORD_SIZE=1024 scripts/commit-latency-ab.sh a/ringlog b/ringlog
+#   scripts/commit-latency-ab.sh LABEL=BINARY LABEL=BINARY [...]
+#   ROUNDS=3 DURATION_SECS=8 RECORD_SIZE=1024 CLIENTS=1 BATCH_RECORDS=1 FOLDER=/tmp/x \
+#     scripts/commit-latency-ab.sh \
+#     old=a/ringlog new=b/ringlog
 set -euo pipefail
-old="$1"; new="$2"
-folder="${3:-$(mktemp -d /tmp/commit-latency-ab.XXXXXX)}"
+folder="${FOLDER:-$(mktemp -d /tmp/commit-latency-ab.XXXXXX)}"
 mkdir -p "$folder"
 rounds="${ROUNDS:-3}"; duration="${DURATION_SECS:-8}"; record_size="${RECORD_SIZE:-1024}"
+clients="${CLIENTS:-1}"; batch_records="${BATCH_RECORDS:-1}"
 port=19193
 
 run_one() { # binary label round
@@ -20,7 +23,7 @@ run_one() { # binary label round
     >"$data/dev.log" 2>&1 &
   local dev=$!
   for _ in $(seq 1 100); do grep -q '^leader:' "$data/dev.log" 2>/dev/null && break; sleep 0.1; done
-  "$bin" perf append --bootstrap "127.0.0.1:$port" --clients 1 --batch-records 1 \
+  "$bin" perf append --bootstrap "127.0.0.1:$port" --clients "$clients" --batch-records "$batch_records" \
     --record-size "$record_size" --warmup-secs 2 --duration-secs "$duration" --json \
     >"$data/perf.json" 2>"$data/perf.err" || true
   kill -TERM "$dev" 2>/dev/null || true
@@ -34,16 +37,21 @@ PY
 }
 
 for round in $(seq 1 "$rounds"); do
-  run_one "$old" old "$round" | tee -a "$folder/results.txt"
-  run_one "$new" new "$round" | tee -a "$folder/results.txt"
+  for pair in "$@"; do
+    run_one "${pair#*=}" "${pair%%=*}" "$round" | tee -a "$folder/results.txt"
+  done
 done
-python3 - "$folder/results.txt" <<'PY'
+python3 - "$folder/results.txt" "${1%%=*}" <<'PY'
 import re, statistics, sys
-p50 = {"old": [], "new": []}
+p50, rate = {}, {}
 for line in open(sys.argv[1]):
-    m = re.match(r"(old|new) round \d+: p50 ([\d.]+)", line)
+    m = re.match(r"(\S+) round \d+: p50 ([\d.]+) ms .* ([\d]+) records/s", line)
     if m:
-        p50[m.group(1)].append(float(m.group(2)))
-o, n = statistics.median(p50["old"]), statistics.median(p50["new"])
-print(f"median p50: old {o:.3f} ms, new {n:.3f} ms, new/old {n/o:.2f}")
+        p50.setdefault(m.group(1), []).append(float(m.group(2)))
+        rate.setdefault(m.group(1), []).append(float(m.group(3)))
+base, base_rate = statistics.median(p50[sys.argv[2]]), statistics.median(rate[sys.argv[2]])
+for label in p50:
+    median, median_rate = statistics.median(p50[label]), statistics.median(rate[label])
+    print(f"median {label}: p50 {median:.3f} ms ({median / base:.2f} of {sys.argv[2]}), "
+          f"{median_rate:.0f} records/s ({median_rate / base_rate:.2f} of {sys.argv[2]})")
 PY
