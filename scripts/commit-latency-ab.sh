@@ -28,6 +28,8 @@ run_one() { # binary label round
     >"$data/perf.json" 2>"$data/perf.err" || true
   kill -TERM "$dev" 2>/dev/null || true
   wait "$dev" 2>/dev/null || true
+  # A loaded run writes gigabytes per node: keep only the logs and the figures.
+  rm -rf "$data/nodes"
   python3 - "$data/perf.json" "$label" "$round" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
