@@ -23,6 +23,7 @@ mod create_partitions;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
+mod fetch_sessions;
 mod fetch_snapshot;
 mod group_metadata;
 mod group_offsets;
@@ -216,6 +217,8 @@ pub(crate) struct Node {
     peer_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     next_peer_correlation_id: i32,
     peer_pending: HashMap<(NodeId, i32), PeerPending>,
+    /// One replica Fetch of ours waiting at each leader (fetch_sessions.rs).
+    fetch_sessions: fetch_sessions::FetchSessions,
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
     /// leader gets one wire request with all of them (`send_fetches`).
     snapshot_fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchSnapshotRequest)>>,
@@ -344,6 +347,7 @@ impl Node {
             peer_tls,
             next_peer_correlation_id: 1,
             peer_pending: HashMap::new(),
+            fetch_sessions: Default::default(),
             snapshot_fetches: BTreeMap::new(),
             pending: HashMap::new(),
             next_pending_id: 1,
@@ -533,7 +537,9 @@ impl Node {
                     if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
                         self.lookup_ended(partitions);
                     }
-                    if let Some(PeerPending::Fetch(fetches)) = pending {
+                    if let Some(PeerPending::Fetch(fetches)) = pending
+                        && self.fetch_sessions.take_answer(peer, id)
+                    {
                         // The core only learns of a lost fetch at its request timeout, and an
                         // observer looking for the leader would keep asking the same dead
                         // voter: answer the fetch as failed (BROKER_NOT_AVAILABLE) so it backs

@@ -317,6 +317,10 @@ impl Node {
                 correlation_id,
                 version,
             } => return Node::relay_forwarded(responder, correlation_id, version, &response),
+            PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
+                // Superseded by a later Fetch that carries the same partitions' fetches.
+                return Ok(());
+            }
             other => other,
         };
         let parts = match (&pending, &response) {
@@ -507,17 +511,21 @@ impl Node {
         fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
     ) -> Result<(), NodeError> {
         for (to, list) in fetches {
+            // One fetch session per leader (fetch_sessions.rs): the wire Fetch carries every
+            // partition outstanding to `to` and supersedes the one before it.
+            let list = self.fetch_sessions.request(to, list);
             let hosted: Vec<_> = list.iter().map(|(p, f)| (self.table.get(*p), f)).collect();
             let request = convert::fetch_request(&self.cluster_id, self.config.node_id, &hosted);
             let pending =
                 PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
-            self.send_to_peer(
+            let sent = self.send_to_peer_with_id(
                 to,
                 Request::Fetch(request),
                 convert::PEER_FETCH_VERSION,
                 pending,
                 true,
             )?;
+            self.fetch_sessions.sent(to, sent);
         }
         for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
             let hosted: Vec<_> = list.iter().map(|(p, r)| (self.table.get(*p), r)).collect();
@@ -594,6 +602,20 @@ impl Node {
         pending: PeerPending,
         fetch_lane: bool,
     ) -> Result<(), NodeError> {
+        self.send_to_peer_with_id(to, request, version, pending, fetch_lane)
+            .map(|_| ())
+    }
+
+    /// [`Node::send_to_peer`], returning the wire correlation id of the request it queued
+    /// (`None` when the peer has no lane or its lane is gone).
+    fn send_to_peer_with_id(
+        &mut self,
+        to: NodeId,
+        request: Request,
+        version: i16,
+        pending: PeerPending,
+        fetch_lane: bool,
+    ) -> Result<Option<i32>, NodeError> {
         let moved = self.voter_set_endpoint(to).is_some_and(|endpoint| {
             self.peers.get(&to).is_none_or(|lanes| {
                 !lanes.address.rsplit_once(':').is_some_and(|(host, port)| {
@@ -606,7 +628,7 @@ impl Node {
         }
         let Some(super::PeerLanes { control, fetch, .. }) = self.peers.get(&to) else {
             tracing::warn!(to, "no address for this peer (not a voter)");
-            return Ok(());
+            return Ok(None);
         };
         let correlation_id = self.next_peer_correlation_id;
         self.next_peer_correlation_id = self.next_peer_correlation_id.wrapping_add(1).max(1);
@@ -626,7 +648,8 @@ impl Node {
             frame,
         }) {
             self.peer_pending.insert((to, correlation_id), pending);
+            return Ok(Some(correlation_id));
         }
-        Ok(())
+        Ok(None)
     }
 }

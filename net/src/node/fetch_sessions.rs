@@ -1,0 +1,158 @@
+//! A follower's fetch session per leader: at most one replica Fetch of ours waits at each peer.
+//!
+//! A Kafka server answers one connection's requests in order, and a leader parks a replica
+//! Fetch with nothing new for up to `fetch.max.wait.ms`. The cores of the partitions a peer
+//! leads ask to fetch at different moments (each after its own flush), so before this each
+//! such moment sent one more wire Fetch on the peer's fetch lane: with many partitions a
+//! dozen were outstanding, each parked behind the one before it, and the server stops reading
+//! a connection with 8 requests in flight. A partition's fetch, the one that carries its
+//! durable offset and moves its high-watermark, waited for the long polls of the others, past
+//! the 2 s fetch timeout: elections, and 100 partitions ran at a tenth of one partition's rate.
+//!
+//! Now every wire Fetch to a peer carries *every* partition whose fetch to that peer is
+//! outstanding (the core's request as it sent it: same offsets, same correlation id) and
+//! supersedes the one before it. The leader's core takes a replica's new fetch of a partition
+//! in place of its parked one (whose slot the node answers at once), so the superseded wire
+//! request is answered right away and only the newest waits. Its answer is the one delivered
+//! to the cores; a superseded request's answer (or failure) is dropped, since each of its
+//! partitions is in the newest request too. This is Kafka's one fetch session per leader
+//! (KIP-227) without its incremental encoding.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ringlog_replication::{self as core, NodeId, PartitionId};
+
+#[derive(Default)]
+pub(super) struct FetchSessions {
+    peers: HashMap<NodeId, Session>,
+}
+
+#[derive(Default)]
+struct Session {
+    /// The cores' fetches to this peer not yet answered, by partition.
+    outstanding: BTreeMap<PartitionId, core::FetchRequest>,
+    /// The wire correlation id of the newest Fetch sent with them.
+    newest: Option<i32>,
+}
+
+impl FetchSessions {
+    /// The cores ask to fetch `list` from `to`: returns what the next wire Fetch to `to`
+    /// carries, every partition outstanding there with these (a partition's new fetch replaces
+    /// its older one; a partition now fetching from `to` no longer fetches elsewhere).
+    pub(super) fn request(
+        &mut self,
+        to: NodeId,
+        list: Vec<(PartitionId, core::FetchRequest)>,
+    ) -> Vec<(PartitionId, core::FetchRequest)> {
+        for (peer, session) in self.peers.iter_mut() {
+            if *peer != to {
+                for (partition, _) in &list {
+                    session.outstanding.remove(partition);
+                }
+            }
+        }
+        let session = self.peers.entry(to).or_default();
+        for (partition, request) in list {
+            session.outstanding.insert(partition, request);
+        }
+        session
+            .outstanding
+            .iter()
+            .map(|(partition, request)| (*partition, request.clone()))
+            .collect()
+    }
+
+    /// The wire Fetch carrying them left as `correlation_id` (`None`: it could not be queued).
+    pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>) {
+        let session = self.peers.entry(to).or_default();
+        match correlation_id {
+            Some(id) => session.newest = Some(id),
+            // Nothing is in flight to this peer: its cores learn of it at their fetch timeout.
+            None => {
+                session.newest = None;
+                session.outstanding.clear();
+            }
+        }
+    }
+
+    /// The answer (or failure) of wire Fetch `correlation_id` from `peer`: `true` when it is
+    /// the newest, whose partitions are then no longer outstanding; `false` when a later
+    /// Fetch superseded it (drop it: its partitions are in the later one).
+    pub(super) fn take_answer(&mut self, peer: NodeId, correlation_id: i32) -> bool {
+        let Some(session) = self.peers.get_mut(&peer) else {
+            return true;
+        };
+        match session.newest {
+            Some(newest) if newest == correlation_id => {
+                session.newest = None;
+                session.outstanding.clear();
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetch(correlation_id: u64, fetch_offset: u64) -> core::FetchRequest {
+        core::FetchRequest {
+            correlation_id,
+            replica_id: 1,
+            current_leader_epoch: 1,
+            fetch_offset,
+            last_fetched_epoch: 1,
+            max_bytes: 1 << 20,
+            max_wait_ms: 500,
+        }
+    }
+
+    #[test]
+    fn each_wire_fetch_carries_every_outstanding_partition_and_supersedes_the_last() {
+        let mut sessions = FetchSessions::default();
+        let first = sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))]);
+        assert_eq!(
+            first.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        sessions.sent(3, Some(100));
+        // Partition 4's core asks later: the next wire Fetch carries 1 and 2 again, unchanged.
+        let second = sessions.request(3, vec![(4, fetch(12, 9))]);
+        assert_eq!(
+            second
+                .iter()
+                .map(|(p, f)| (*p, f.correlation_id, f.fetch_offset))
+                .collect::<Vec<_>>(),
+            vec![(1, 10, 5), (2, 11, 7), (4, 12, 9)]
+        );
+        sessions.sent(3, Some(101));
+        assert!(!sessions.take_answer(3, 100), "superseded: dropped");
+        assert!(sessions.take_answer(3, 101), "the newest is delivered");
+        assert!(
+            sessions.request(3, vec![]).is_empty(),
+            "nothing outstanding"
+        );
+    }
+
+    #[test]
+    fn a_partition_that_fetches_from_a_new_leader_leaves_the_old_session() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))]);
+        sessions.sent(2, Some(1));
+        sessions.request(3, vec![(1, fetch(12, 5))]);
+        let to_old = sessions.request(2, vec![]);
+        assert_eq!(to_old.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![7]);
+    }
+
+    #[test]
+    fn a_fetch_that_could_not_be_queued_leaves_nothing_outstanding() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(2, vec![(1, fetch(10, 5))]);
+        sessions.sent(2, None);
+        assert!(sessions.request(2, vec![]).is_empty());
+        assert!(sessions.take_answer(2, 5));
+    }
+}
