@@ -292,11 +292,18 @@ fn idempotent_produce_detects_duplicates_also_after_a_leader_change() {
             producer_epoch,
             ..Default::default()
         });
-        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
-            panic!("not an InitProducerId answer")
-        };
-        assert_eq!(r.error_code, 0);
-        (r.producer_id, r.producer_epoch)
+        // COORDINATOR_LOAD_IN_PROGRESS while the node gets its first block of ids from the
+        // controller (net/src/node/producer_ids.rs): retried, as clients do.
+        quorum::eventually(Duration::from_secs(10), "an InitProducerId answer", || {
+            let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+                panic!("not an InitProducerId answer")
+            };
+            if r.error_code == 14 {
+                return None;
+            }
+            assert_eq!(r.error_code, 0);
+            Some((r.producer_id, r.producer_epoch))
+        })
     };
     let (pid, epoch) = init(&mut client, -1, -1);
     assert!(pid >= 0);

@@ -5,16 +5,13 @@
 //! executes updates it (`track_*`, called from `Node::execute`).
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatch};
 use ringlog_replication::PartitionId;
 use ringlog_replication::host::StorageError;
 
-use super::producer_state::{
-    PartitionProducers, ProducerBatch, ProducerIdAllocator, SequenceCheck,
-};
+use super::producer_state::{PartitionProducers, ProducerBatch, SequenceCheck};
 use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, init_producer_id_request as ipi_req, init_producer_id_response as ipi_resp,
@@ -32,7 +29,6 @@ pub(crate) struct Producers {
     /// State read at start-up from partitions recovered before serving (`preopen_partitions`),
     /// by folder, until the partition starts and takes it.
     preopened: HashMap<std::path::PathBuf, PartitionProducers>,
-    ids: ProducerIdAllocator,
 }
 
 /// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
@@ -349,14 +345,12 @@ impl Node {
                 ..Default::default()
             };
         }
-        let wall_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let producer_id = self
-            .handlers
-            .producers
-            .ids
-            .next(self.config.node_id, wall_ms);
+        // A block of ids unique across the cluster (producer_ids.rs); none here yet: the
+        // client retries COORDINATOR_LOAD_IN_PROGRESS, as with Kafka's brokers.
+        let producer_id = match self.claim_producer_id() {
+            Ok(id) => id,
+            Err(code) => return refused(code),
+        };
         ipi_resp::InitProducerIdResponse {
             producer_id,
             producer_epoch: 0,

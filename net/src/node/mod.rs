@@ -36,6 +36,7 @@ mod offset_expiry;
 mod own_endpoint;
 pub mod placement;
 mod produce_validation;
+mod producer_ids;
 mod producer_state;
 mod pump;
 mod remote_leaders;
@@ -533,6 +534,9 @@ impl Node {
                     let pending = self.peer_pending.remove(&(peer, id));
                     if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
                         self.lookup_ended(partitions);
+                    }
+                    if let Some(PeerPending::ProducerIdBlock) = &pending {
+                        self.producer_id_block_answered(None);
                     }
                     if let Some(PeerPending::Fetch(fetches)) = pending {
                         // The core only learns of a lost fetch at its request timeout, and an

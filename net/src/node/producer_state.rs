@@ -218,40 +218,6 @@ impl ProducerStateTable {
     }
 }
 
-/// Allocates producer ids unique across the cluster without a round trip through the quorum:
-/// the wall-clock millisecond (from 2020) in the high bits, the node id and a counter in the
-/// low 16. Ids only grow on one node, and two nodes never share one; a node whose clock went
-/// back across a restart by more than the ids it handed out could repeat one (documented in
-/// docs/clients.md).
-#[derive(Debug, Default)]
-pub struct ProducerIdAllocator {
-    last: i64,
-}
-
-const EPOCH_2020_MS: u64 = 1_577_836_800_000;
-
-impl ProducerIdAllocator {
-    pub fn next(&mut self, node_id: i32, wall_ms: u64) -> i64 {
-        let millis = wall_ms.saturating_sub(EPOCH_2020_MS) as i64;
-        let node = i64::from(node_id & 0xff) << 8;
-        let candidate = (millis << 16) | node;
-        // Same millisecond (or a clock step back): count up in the low byte, carrying into
-        // the millisecond bits, so the node's ids stay strictly increasing.
-        let next = if candidate > self.last {
-            candidate
-        } else {
-            let counter = (self.last & 0xff) + 1;
-            if counter > 0xff {
-                (((self.last >> 16) + 1) << 16) | node
-            } else {
-                (self.last & !0xff) | counter
-            }
-        };
-        self.last = next;
-        next
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,25 +324,5 @@ mod tests {
         assert_eq!(p.current().check(7, 0, 1, 1), SequenceCheck::Append);
         // Below the high-watermark: not a Raft truncation, the state must be read again.
         assert!(!p.truncated(0));
-    }
-
-    #[test]
-    fn producer_ids_grow_and_never_collide_across_nodes() {
-        let mut a = ProducerIdAllocator::default();
-        let mut b = ProducerIdAllocator::default();
-        let now = 1_800_000_000_000;
-        let mut seen = std::collections::HashSet::new();
-        for i in 0..600 {
-            let wall = now + i / 300;
-            assert!(seen.insert(a.next(1, wall)));
-            assert!(seen.insert(b.next(2, wall)));
-        }
-        let mut previous = 0;
-        let mut c = ProducerIdAllocator::default();
-        for _ in 0..1000 {
-            let id = c.next(3, now);
-            assert!(id > previous && id > 0);
-            previous = id;
-        }
     }
 }
