@@ -5,6 +5,7 @@
 //! executes updates it (`track_*`, called from `Node::execute`).
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatch};
@@ -12,6 +13,7 @@ use ringlog_replication::PartitionId;
 use ringlog_replication::host::StorageError;
 
 use super::producer_state::{PartitionProducers, ProducerBatch, SequenceCheck};
+use super::producer_state_file;
 use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, init_producer_id_request as ipi_req, init_producer_id_response as ipi_resp,
@@ -32,15 +34,41 @@ pub(crate) struct Producers {
 }
 
 /// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
-/// offset).
+/// offset), starting from the partition folder's producer-state file where it can be trusted
+/// (the table in producer_state_file.rs).
 fn rebuild(
     mut read: impl FnMut(u64) -> Result<Bytes, StorageError>,
+    dir: &Path,
     start: u64,
     end: u64,
     high_watermark: u64,
 ) -> Result<PartitionProducers, StorageError> {
-    let mut offset = start;
-    let mut rebuilt = PartitionProducers::new(high_watermark);
+    let saved = match producer_state_file::read(dir) {
+        Ok(Some(saved)) if (start..=end).contains(&saved.offset) => Some(saved),
+        Ok(Some(saved)) => {
+            tracing::warn!(
+                dir = %dir.display(),
+                saved_offset = saved.offset,
+                log_start_offset = start,
+                log_end_offset = end,
+                "producer-state file outside the log: not used, the state is read from the log"
+            );
+            None
+        }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(%error, "producer-state file not trusted: the state is read from the log");
+            None
+        }
+    };
+    let (mut offset, mut rebuilt) = match &saved {
+        Some(saved) => (
+            saved.offset,
+            PartitionProducers::from_saved(saved, high_watermark),
+        ),
+        None => (start, PartitionProducers::new(high_watermark)),
+    };
+    let first = offset;
     while offset < end {
         let bytes = read(offset)?;
         if bytes.is_empty() {
@@ -50,7 +78,9 @@ fn rebuild(
         for batch in BatchIter::new(bytes) {
             let Ok(batch) = batch else { break };
             offset = batch.next_offset() as u64;
-            if let Some(f) = producer_fields(&batch) {
+            // A read from the saved offset may start with the batch holding it, which the
+            // file already has if it ends below that offset.
+            if let Some(f) = producer_fields(&batch).filter(|f| f.base_offset >= first) {
                 rebuilt.appended(f);
             }
         }
@@ -259,6 +289,7 @@ impl Node {
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read_preopened(dir, offset, REBUILD_CHUNK_BYTES),
+            dir,
             start,
             end,
             high_watermark,
@@ -296,9 +327,11 @@ impl Node {
         let start = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
         let high_watermark = store.high_watermark;
+        let dir = store.dir.clone();
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read(partition, offset, REBUILD_CHUNK_BYTES),
+            &dir,
             start,
             end,
             high_watermark,
@@ -312,6 +345,49 @@ impl Node {
             "producer state read from the log"
         );
         self.handlers.producers.tables.insert(partition, rebuilt);
+        Ok(())
+    }
+
+    /// Saves `partition`'s committed producer state in its folder (producer_state_file.rs),
+    /// durably, before its log start may move: called before a KIP-630 snapshot is recorded
+    /// or generated. Internal topics (no client produces to them) and partitions that never
+    /// saw an idempotent producer and have no file are skipped.
+    ///
+    /// A save that fails is logged and the log start moves anyway: the file left behind is
+    /// then below the log start and not trusted at the next read, and the producers whose
+    /// batches go are unknown, which Kafka's rule accepts at any sequence (producer_state.rs).
+    /// Only their duplicate check is lost; the process and the partition go on.
+    pub(super) fn save_producer_state(&mut self, partition: PartitionId) -> Result<(), NodeError> {
+        let Some(dir) = self.host.store(partition).map(|s| s.dir.clone()) else {
+            return Ok(());
+        };
+        if super::topics::is_internal_topic(&self.table.get(partition).topic) {
+            return Ok(());
+        }
+        // The batches about to be removed are read while they are still here.
+        self.ensure_producer_state(partition)?;
+        let saved = self
+            .handlers
+            .producers
+            .tables
+            .get(&partition)
+            .expect("built above")
+            .saved();
+        if saved.batches.is_empty() && !producer_state_file::exists(&dir) {
+            return Ok(());
+        }
+        let began = std::time::Instant::now();
+        if let Err(error) = producer_state_file::write(&dir, &saved) {
+            tracing::error!(partition, %error, "saving the producer state failed");
+            return Ok(());
+        }
+        self.stall.part(began, "producer state saved");
+        tracing::debug!(
+            partition,
+            offset = saved.offset,
+            batches = saved.batches.len(),
+            "producer state saved"
+        );
         Ok(())
     }
 

@@ -38,6 +38,7 @@ pub mod placement;
 mod produce_validation;
 mod producer_ids;
 mod producer_state;
+mod producer_state_file;
 mod pump;
 mod remote_leaders;
 mod shutdown;
@@ -664,7 +665,11 @@ impl Node {
                         partition,
                         dir,
                         job,
-                    } => self.spawn_snapshot_writer(partition, dir, job)?,
+                    } => {
+                        // Before the log start can move to the snapshot (producer_state_file.rs).
+                        self.save_producer_state(partition)?;
+                        self.spawn_snapshot_writer(partition, dir, job)?
+                    }
                 }
             }
         }

@@ -10,11 +10,20 @@
 //! | same sequence range as a remembered batch    | not appended; NONE with that batch's base offset (Kafka's answer to a retried batch) |
 //! | base sequence = last sequence + 1            | appended                                  |
 //! | anything else (a gap, or an old range)       | OUT_OF_ORDER_SEQUENCE_NUMBER              |
-//! | unknown producer id, base sequence 0         | appended (a new producer)                 |
-//! | unknown producer id, base sequence ≠ 0       | OUT_OF_ORDER_SEQUENCE_NUMBER              |
+//! | unknown producer id, any base sequence       | appended (a new producer, or one whose batches were all removed) |
 //!
-//! The state lives only in memory ([`PartitionProducers`]). It is read from the log's batch
-//! headers once per process (when the partition is opened, or at its first idempotent Produce)
+//! The last row is Kafka's since KIP-360 (`ProducerAppendInfo.checkSequence`: "if there is no
+//! current producer epoch (possibly because all producer records have been deleted due to
+//! retention or the DeleteRecords API) accept writes with any sequence number"); Kafka's
+//! brokers no longer answer UNKNOWN_PRODUCER_ID to a Produce, and neither does this node.
+//! Before, an unknown producer's batch at a sequence other than 0 was refused as out of order,
+//! so a producer whose batches retention removed got OUT_OF_ORDER_SEQUENCE_NUMBER forever.
+//!
+//! The state lives in memory ([`PartitionProducers`]), and its committed part is saved in the
+//! partition's folder before the log start can move (producer_state_file.rs), so producers
+//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts.
+//! It is read from that file and the log's batch headers after it once per process (when the
+//! partition is opened, or at its first idempotent Produce)
 //! and from then on kept up to date as batches are appended, as leader or as follower, so a
 //! follower that becomes leader already knows what the old leader appended: a producer retrying
 //! such a batch gets the duplicate answer, never a second copy. It used to be rebuilt by reading
@@ -27,6 +36,8 @@
 //! which are held in memory until the high-watermark passes them (a few dozen bytes a batch).
 
 use std::collections::{HashMap, VecDeque};
+
+use super::producer_state_file::SavedProducerState;
 
 /// How many batches per producer are remembered for duplicate detection (Kafka's
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, and the client's max in-flight requests).
@@ -139,6 +150,32 @@ impl PartitionProducers {
         true
     }
 
+    /// The committed state, to be saved (producer_state_file.rs): every remembered batch
+    /// below the high-watermark, in log order.
+    pub fn saved(&self) -> SavedProducerState {
+        let mut batches: Vec<ProducerBatch> = self
+            .committed
+            .producers
+            .values()
+            .flat_map(|entry| entry.batches.iter().copied())
+            .collect();
+        batches.sort_by_key(|b| b.base_offset);
+        SavedProducerState {
+            offset: self.high_watermark,
+            batches,
+        }
+    }
+
+    /// The state a saved file holds, in a log whose high-watermark is `high_watermark`; the
+    /// log's batches from `saved.offset` on are to be [`PartitionProducers::appended`] next.
+    pub fn from_saved(saved: &SavedProducerState, high_watermark: u64) -> PartitionProducers {
+        let mut producers = PartitionProducers::new(high_watermark);
+        for batch in &saved.batches {
+            producers.appended(*batch);
+        }
+        producers
+    }
+
     /// How many batches wait for the high-watermark (for tests and logs).
     #[cfg(test)]
     pub fn uncommitted_batches(&self) -> usize {
@@ -165,11 +202,8 @@ impl ProducerStateTable {
         last_sequence: i32,
     ) -> SequenceCheck {
         let Some(entry) = self.producers.get(&producer_id) else {
-            return if base_sequence == 0 {
-                SequenceCheck::Append
-            } else {
-                SequenceCheck::OutOfOrder
-            };
+            // Kafka (KIP-360): an unknown producer is taken at any sequence (module doc).
+            return SequenceCheck::Append;
         };
         if producer_epoch < entry.producer_epoch {
             return SequenceCheck::InvalidProducerEpoch;
@@ -236,7 +270,8 @@ mod tests {
     #[test]
     fn kip_98_sequence_table() {
         let mut t = ProducerStateTable::default();
-        assert_eq!(t.check(7, 0, 3, 4), SequenceCheck::OutOfOrder);
+        // Unknown: any sequence (Kafka since KIP-360: its batches may all have been removed).
+        assert_eq!(t.check(7, 0, 3, 4), SequenceCheck::Append);
         assert_eq!(t.check(7, 0, 0, 4), SequenceCheck::Append);
         t.record(batch(0, 0, 4, 10));
         // The next in line is appended; a retry of the same range is a duplicate.
@@ -324,5 +359,36 @@ mod tests {
         assert_eq!(p.current().check(7, 0, 1, 1), SequenceCheck::Append);
         // Below the high-watermark: not a Raft truncation, the state must be read again.
         assert!(!p.truncated(0));
+    }
+
+    /// The saved state holds what the log held: read back, a producer's retry of a batch
+    /// removed from the log is still a duplicate and its next batch follows on.
+    #[test]
+    fn the_saved_committed_state_reads_back_without_the_log() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 4, 0));
+        p.appended(batch(0, 5, 9, 5));
+        let mut other = batch(0, 0, 0, 10);
+        other.producer_id = 8;
+        p.appended(other);
+        p.high_watermark_advanced(10);
+        let saved = p.saved();
+        // Only what is below the high-watermark.
+        assert_eq!(saved.offset, 10);
+        assert_eq!(saved.batches.len(), 2);
+        let back = PartitionProducers::from_saved(&saved, 10);
+        assert_eq!(
+            back.current().check(7, 0, 5, 9),
+            SequenceCheck::Duplicate {
+                base_offset: 5,
+                last_offset: 9
+            }
+        );
+        assert_eq!(back.current().check(7, 0, 10, 10), SequenceCheck::Append);
+        assert_eq!(
+            back.current().check(7, 0, 12, 12),
+            SequenceCheck::OutOfOrder
+        );
+        assert_eq!(back.current().producer_count(), 1);
     }
 }

@@ -144,7 +144,9 @@ impl Node {
                 .map(|e| e.epoch)
                 .unwrap_or(0);
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
-            // Empty: a delete topic carries no state across the cut.
+            // Empty: a delete topic carries no state across the cut; its producers' state is
+            // saved first (producer_state_file.rs).
+            self.save_producer_state(id)?;
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms)?;
             tracing::info!(
