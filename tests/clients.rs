@@ -309,8 +309,14 @@ fn idempotent_produce_detects_duplicates_also_after_a_leader_change() {
     assert!(pid >= 0);
     let idem = |epoch: i16, seq: i32, values: &[&[u8]]| {
         let mut builder = RecordBatchBuilder::new(0).with_producer(pid, epoch, seq);
+        // Now, as a client stamps them: a producer whose newest batch is older than
+        // producer.id.expiration.ms (a day) is forgotten, as in Kafka.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
         for v in values {
-            builder.append(0, None, Some(v), &[]);
+            builder.append(now_ms, None, Some(v), &[]);
         }
         builder.build().into_bytes().to_vec()
     };

@@ -23,18 +23,45 @@ use quorum::{
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 
-/// A batch of `count` records from producer `producer_id` (epoch 0) starting at `sequence`.
+/// A batch of `count` records from producer `producer_id` (epoch 0) starting at `sequence`,
+/// stamped now (as a client stamps them: `producer.id.expiration.ms` goes by the batches'
+/// timestamps).
 fn idempotent_batch(producer_id: i64, sequence: i32, count: usize) -> Bytes {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let mut builder = RecordBatchBuilder::new(0).with_producer(producer_id, 0, sequence);
     for i in 0..count {
         builder.append(
-            0,
+            now_ms,
             None,
             Some(format!("s{}", sequence as usize + i).as_bytes()),
             &[],
         );
     }
     builder.build().into_bytes()
+}
+
+/// A new producer id from `client`, retried while the node gets its first block.
+fn new_producer_id(client: &mut Client) -> i64 {
+    eventually(Duration::from_secs(20), "a producer id", || {
+        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            ..Default::default()
+        });
+        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+            panic!("not an InitProducerId answer")
+        };
+        match r.error_code {
+            0 => Some(r.producer_id),
+            COORDINATOR_LOAD_IN_PROGRESS => None,
+            other => panic!("InitProducerId answered {other}"),
+        }
+    })
 }
 
 /// A client of `topic`-0's leader once every node agrees on it.
@@ -107,23 +134,7 @@ fn a_producer_whose_batches_were_deleted_stays_known_across_a_restart() {
     // restart then cannot read them back from a segment still on disk below the log start.
     quorum.create_topic(topic, 1, &[("segment.bytes", "65536")]);
     let mut client = leader_client(&quorum, topic);
-    let producer_id = eventually(Duration::from_secs(20), "a producer id", || {
-        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
-            transactional_id: None,
-            transaction_timeout_ms: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        });
-        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
-            panic!("not an InitProducerId answer")
-        };
-        match r.error_code {
-            0 => Some(r.producer_id),
-            COORDINATOR_LOAD_IN_PROGRESS => None,
-            other => panic!("InitProducerId answered {other}"),
-        }
-    });
+    let producer_id = new_producer_id(&mut client);
     // The leader's own first record (its epoch's LeaderChange) comes before them.
     let (code, first) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 0, 5));
     assert_eq!(code, 0);
@@ -242,4 +253,38 @@ fn confluent_kafka_idempotent_producer_goes_on_after_delete_records_and_a_restar
         },
     );
     assert!(restarted, "the script never asked for the restart");
+}
+
+/// Kafka's `producer.id.expiration.ms`: a producer not seen for that long is forgotten, and
+/// its next batch, whatever its sequence, is taken as an unknown producer's. Before it
+/// expires, the same batch is out of order.
+#[test]
+fn a_producer_not_seen_for_the_expiration_time_is_forgotten() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "producer.id.expiration.ms=2000");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let topic = "expiring";
+    quorum.create_topic(topic, 1, &[]);
+    let mut client = leader_client(&quorum, topic);
+    let producer_id = new_producer_id(&mut client);
+    assert_eq!(
+        produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 0, 5)).0,
+        0
+    );
+    assert_eq!(
+        produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 7, 1)).0,
+        OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "known: a gap is out of order"
+    );
+    // Each probe is either refused (still known) or appended (forgotten).
+    let at = eventually(Duration::from_secs(20), "the producer to expire", || {
+        let (code, at) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 7, 1));
+        match code {
+            0 => Some(at),
+            OUT_OF_ORDER_SEQUENCE_NUMBER => None,
+            other => panic!("Produce answered {other}"),
+        }
+    });
+    assert!(at > 0);
 }

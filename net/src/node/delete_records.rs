@@ -234,10 +234,7 @@ impl Node {
         if target > latest {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
             // The producers' state outlives their batches (producer_state_file.rs).
-            if let Err(error) = self.save_producer_state(partition) {
-                tracing::error!(partition, %error, "DeleteRecords: reading the producer state");
-                return Err(ErrorCode::KafkaStorageError);
-            }
+            self.save_producer_state(partition);
             self.host
                 .record_empty_snapshot(partition, snapshot_id, now_wall_ms())
                 .map_err(|error| {
@@ -352,7 +349,7 @@ impl Node {
             }
             let snapshot_id =
                 OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
-            self.save_producer_state(id)?;
+            self.save_producer_state(id);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms())?;
             tracing::info!(

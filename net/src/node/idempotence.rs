@@ -117,6 +117,7 @@ fn producer_fields(batch: &RecordBatch) -> Option<ProducerBatch> {
         last_sequence: h.base_sequence().wrapping_add(h.last_offset_delta()) & i32::MAX,
         base_offset,
         last_offset: base_offset + h.last_offset_delta().max(0) as u64,
+        max_timestamp: h.max_timestamp(),
     })
 }
 
@@ -353,19 +354,23 @@ impl Node {
     /// or generated. Internal topics (no client produces to them) and partitions that never
     /// saw an idempotent producer and have no file are skipped.
     ///
-    /// A save that fails is logged and the log start moves anyway: the file left behind is
-    /// then below the log start and not trusted at the next read, and the producers whose
-    /// batches go are unknown, which Kafka's rule accepts at any sequence (producer_state.rs).
-    /// Only their duplicate check is lost; the process and the partition go on.
-    pub(super) fn save_producer_state(&mut self, partition: PartitionId) -> Result<(), NodeError> {
+    /// A save that fails (reading the log for the state, or writing the file) is logged and
+    /// the log start moves anyway: the file left behind is then below the log start and not
+    /// trusted at the next read, and the producers whose batches go are unknown, which Kafka's
+    /// rule accepts at any sequence (producer_state.rs). Only their duplicate check is lost;
+    /// the process and the partition go on.
+    pub(super) fn save_producer_state(&mut self, partition: PartitionId) {
         let Some(dir) = self.host.store(partition).map(|s| s.dir.clone()) else {
-            return Ok(());
+            return;
         };
         if super::topics::is_internal_topic(&self.table.get(partition).topic) {
-            return Ok(());
+            return;
         }
         // The batches about to be removed are read while they are still here.
-        self.ensure_producer_state(partition)?;
+        if let Err(error) = self.ensure_producer_state(partition) {
+            tracing::error!(partition, %error, "reading the producer state to save it failed");
+            return;
+        }
         let saved = self
             .handlers
             .producers
@@ -374,12 +379,12 @@ impl Node {
             .expect("built above")
             .saved();
         if saved.batches.is_empty() && !producer_state_file::exists(&dir) {
-            return Ok(());
+            return;
         }
         let began = std::time::Instant::now();
         if let Err(error) = producer_state_file::write(&dir, &saved) {
             tracing::error!(partition, %error, "saving the producer state failed");
-            return Ok(());
+            return;
         }
         self.stall.part(began, "producer state saved");
         tracing::debug!(
@@ -388,7 +393,25 @@ impl Node {
             batches = saved.batches.len(),
             "producer state saved"
         );
-        Ok(())
+    }
+
+    /// Kafka's `producer.id.expiration.ms`: every partition forgets the producers it has not
+    /// seen for that long (producer_state.rs `PartitionProducers::expire`). Runs with the
+    /// retention check, once a second.
+    pub(super) fn expire_producers(&mut self, now_wall_ms: u64) {
+        let expiration_ms =
+            i64::try_from(self.config.producer_id_expiration_ms).unwrap_or(i64::MAX);
+        let now = i64::try_from(now_wall_ms).unwrap_or(i64::MAX);
+        for (partition, table) in &mut self.handlers.producers.tables {
+            let expired = table.expire(now, expiration_ms);
+            if expired > 0 {
+                tracing::info!(
+                    partition,
+                    expired,
+                    "idempotent producers expired (producer.id.expiration.ms)"
+                );
+            }
+        }
     }
 
     /// InitProducerId for idempotent producers (no transactional id). KIP-360: a producer that

@@ -667,7 +667,7 @@ impl Node {
                         job,
                     } => {
                         // Before the log start can move to the snapshot (producer_state_file.rs).
-                        self.save_producer_state(partition)?;
+                        self.save_producer_state(partition);
                         self.spawn_snapshot_writer(partition, dir, job)?
                     }
                 }

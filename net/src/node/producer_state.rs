@@ -21,7 +21,8 @@
 //!
 //! The state lives in memory ([`PartitionProducers`]), and its committed part is saved in the
 //! partition's folder before the log start can move (producer_state_file.rs), so producers
-//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts.
+//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts,
+//! until they have not been seen for `producer.id.expiration.ms` ([`PartitionProducers::expire`]).
 //! It is read from that file and the log's batch headers after it once per process (when the
 //! partition is opened, or at its first idempotent Produce)
 //! and from then on kept up to date as batches are appended, as leader or as follower, so a
@@ -52,6 +53,9 @@ pub struct ProducerBatch {
     pub last_sequence: i32,
     pub base_offset: u64,
     pub last_offset: u64,
+    /// The batch's MaxTimestamp: when the producer was last seen, for
+    /// `producer.id.expiration.ms`.
+    pub max_timestamp: i64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -176,6 +180,19 @@ impl PartitionProducers {
         producers
     }
 
+    /// Kafka's `producer.id.expiration.ms`: forgets the producers whose newest batch's
+    /// MaxTimestamp is `expiration_ms` or more before `now_ms` (`ProducerStateManager.
+    /// removeExpiredProducers`). A producer with a batch above the high-watermark is kept (a
+    /// truncation could bring back its older state). An expired producer is unknown, and its
+    /// next batch is taken at any sequence. Returns how many were forgotten.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let expired_at_ms = now_ms.saturating_sub(expiration_ms);
+        let keep: std::collections::HashSet<i64> =
+            self.uncommitted.iter().map(|b| b.producer_id).collect();
+        self.committed.expire(expired_at_ms, &keep);
+        self.current.expire(expired_at_ms, &keep)
+    }
+
     /// How many batches wait for the high-watermark (for tests and logs).
     #[cfg(test)]
     pub fn uncommitted_batches(&self) -> usize {
@@ -250,6 +267,20 @@ impl ProducerStateTable {
     pub fn producer_count(&self) -> usize {
         self.producers.len()
     }
+
+    /// Forgets the producers last seen (their newest batch's MaxTimestamp) at or before
+    /// `expired_at_ms`, except those in `keep`; returns how many.
+    fn expire(&mut self, expired_at_ms: i64, keep: &std::collections::HashSet<i64>) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|producer_id, entry| {
+            keep.contains(producer_id)
+                || entry
+                    .batches
+                    .back()
+                    .is_some_and(|last| last.max_timestamp > expired_at_ms)
+        });
+        before - self.producers.len()
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +295,7 @@ mod tests {
             last_sequence: last,
             base_offset: offset,
             last_offset: offset + (last - base) as u64,
+            max_timestamp: 1_000 + offset as i64,
         }
     }
 
@@ -390,5 +422,32 @@ mod tests {
             SequenceCheck::OutOfOrder
         );
         assert_eq!(back.current().producer_count(), 1);
+    }
+
+    /// Kafka's `producer.id.expiration.ms`: a producer not seen for that long is forgotten
+    /// (then taken at any sequence), in the state checked and the state saved; one with a batch
+    /// above the high-watermark is kept.
+    #[test]
+    fn producers_not_seen_for_the_expiration_time_are_forgotten() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 0, 0)); // seen at 1000
+        let mut other = batch(0, 0, 0, 1);
+        other.producer_id = 8;
+        other.max_timestamp = 5_000;
+        p.appended(other);
+        let mut pending = batch(0, 0, 0, 2);
+        pending.producer_id = 9;
+        pending.max_timestamp = 0;
+        p.high_watermark_advanced(2);
+        p.appended(pending);
+        assert_eq!(p.expire(3_000, 1_000), 1);
+        assert_eq!(p.current().producer_count(), 2);
+        assert_eq!(p.current().check(7, 0, 9, 9), SequenceCheck::Append);
+        assert_eq!(p.current().check(8, 0, 9, 9), SequenceCheck::OutOfOrder);
+        assert!(p.saved().batches.iter().all(|b| b.producer_id == 8));
+        // Producer 9's batch is above the high-watermark: kept however old.
+        assert_eq!(p.current().check(9, 0, 5, 5), SequenceCheck::OutOfOrder);
+        assert_eq!(p.expire(6_000, 1_000), 1);
+        assert_eq!(p.current().producer_count(), 1);
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! magic "RLPS" | version u16 = 1 | offset u64 | batch count u32
 //! count × ( producer_id i64 | producer_epoch i16 | base_sequence i32 | last_sequence i32
-//!           | base_offset u64 | last_offset u64 )          (34 bytes each, log order)
+//!           | base_offset u64 | last_offset u64 | max_timestamp i64 )   (42 bytes each, log order)
 //! crc32c u32 of everything before it                       (all big-endian)
 //! ```
 //!
@@ -43,7 +43,7 @@ pub const PRODUCER_STATE_FILE: &str = "producer-state";
 const MAGIC: &[u8; 4] = b"RLPS";
 const VERSION: u16 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 8 + 4;
-const BATCH_BYTES: usize = 8 + 2 + 4 + 4 + 8 + 8;
+const BATCH_BYTES: usize = 8 + 2 + 4 + 4 + 8 + 8 + 8;
 const CRC_BYTES: usize = 4;
 
 /// The state a file holds: the offset it stands at and the remembered batches below it.
@@ -80,6 +80,7 @@ pub fn encode(state: &SavedProducerState) -> Vec<u8> {
         bytes.extend_from_slice(&b.last_sequence.to_be_bytes());
         bytes.extend_from_slice(&b.base_offset.to_be_bytes());
         bytes.extend_from_slice(&b.last_offset.to_be_bytes());
+        bytes.extend_from_slice(&b.max_timestamp.to_be_bytes());
     }
     let crc = crc32c::crc32c(&bytes);
     bytes.extend_from_slice(&crc.to_be_bytes());
@@ -122,6 +123,7 @@ pub fn decode(bytes: &[u8]) -> Result<SavedProducerState, &'static str> {
         let last_sequence = i32::from_be_bytes(take(4).try_into().expect("4 bytes"));
         let base_offset = u64::from_be_bytes(take(8).try_into().expect("8 bytes"));
         let last_offset = u64::from_be_bytes(take(8).try_into().expect("8 bytes"));
+        let max_timestamp = i64::from_be_bytes(take(8).try_into().expect("8 bytes"));
         // What the checksum cannot vouch for: a writer's bug. The state is only trusted whole.
         if producer_id < 0
             || base_sequence < 0
@@ -141,6 +143,7 @@ pub fn decode(bytes: &[u8]) -> Result<SavedProducerState, &'static str> {
             last_sequence,
             base_offset,
             last_offset,
+            max_timestamp,
         });
     }
     Ok(SavedProducerState { offset, batches })
@@ -197,6 +200,7 @@ mod tests {
             last_sequence: base_sequence + 4,
             base_offset,
             last_offset: base_offset + 4,
+            max_timestamp: 1_800_000_000_000 + base_offset as i64,
         };
         SavedProducerState {
             offset: 100,
