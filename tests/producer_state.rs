@@ -126,13 +126,32 @@ fn producer_batches_from(client: &mut Client, topic: &str, mut offset: i64) -> V
 /// sequence), and the next batch in line is appended.
 #[test]
 fn a_producer_whose_batches_were_deleted_stays_known_across_a_restart() {
+    producer_known_after_delete_records_and_a_restart("delete");
+}
+
+/// The same on a `cleanup.policy=snapshot` topic, whose DeleteRecords at the high-watermark
+/// generates a snapshot of its state machine on every replica (the snapshot writer's path
+/// saves the producer state, not the empty snapshot's).
+#[test]
+fn a_producer_whose_batches_a_snapshot_replaced_stays_known_across_a_restart() {
+    producer_known_after_delete_records_and_a_restart("snapshot");
+}
+
+fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
     let _serial = serial();
     let mut quorum = Quorum::start(3);
     quorum.wait_for_leader(Duration::from_secs(30));
     let topic = "kept";
     // Small segments, so the producer's batches are in a segment that the cut deletes: a
     // restart then cannot read them back from a segment still on disk below the log start.
-    quorum.create_topic(topic, 1, &[("segment.bytes", "65536")]);
+    quorum.create_topic(
+        topic,
+        1,
+        &[
+            ("segment.bytes", "65536"),
+            ("cleanup.policy", cleanup_policy),
+        ],
+    );
     let mut client = leader_client(&quorum, topic);
     let producer_id = new_producer_id(&mut client);
     // The leader's own first record (its epoch's LeaderChange) comes before them.
