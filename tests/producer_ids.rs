@@ -124,3 +124,17 @@ fn producer_ids_never_repeat_across_nodes_and_restarts() {
     // Every node handed out ids in each phase it ran: 4 * 1100 + 3 * 300 + 4 * 300 + 4 * 300.
     assert_eq!(seen.len(), 4 * 1100 + 3 * 300 + 4 * 300 + 4 * 300);
 }
+
+/// With a separate controller listener (`controller.listener.names`), AllocateProducerIds is a
+/// quorum API: the nodes ask the controller on its controller listener, and ids still never
+/// repeat across nodes.
+#[test]
+fn producer_id_blocks_are_asked_for_on_the_controller_listener() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with_controller_listeners(3, "");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let mut seen = HashMap::new();
+    take_ids(&quorum, &[1, 2, 3], 1100, &mut seen, "controller listeners");
+    assert_eq!(seen.len(), 3 * 1100);
+}
