@@ -292,18 +292,31 @@ fn idempotent_produce_detects_duplicates_also_after_a_leader_change() {
             producer_epoch,
             ..Default::default()
         });
-        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
-            panic!("not an InitProducerId answer")
-        };
-        assert_eq!(r.error_code, 0);
-        (r.producer_id, r.producer_epoch)
+        // COORDINATOR_LOAD_IN_PROGRESS while the node gets its first block of ids from the
+        // controller (net/src/node/producer_ids.rs): retried, as clients do.
+        quorum::eventually(Duration::from_secs(10), "an InitProducerId answer", || {
+            let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+                panic!("not an InitProducerId answer")
+            };
+            if r.error_code == 14 {
+                return None;
+            }
+            assert_eq!(r.error_code, 0);
+            Some((r.producer_id, r.producer_epoch))
+        })
     };
     let (pid, epoch) = init(&mut client, -1, -1);
     assert!(pid >= 0);
     let idem = |epoch: i16, seq: i32, values: &[&[u8]]| {
         let mut builder = RecordBatchBuilder::new(0).with_producer(pid, epoch, seq);
+        // Now, as a client stamps them: a producer whose newest batch is older than
+        // producer.id.expiration.ms (a day) is forgotten, as in Kafka.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
         for v in values {
-            builder.append(0, None, Some(v), &[]);
+            builder.append(now_ms, None, Some(v), &[]);
         }
         builder.build().into_bytes().to_vec()
     };

@@ -65,6 +65,8 @@ pub struct NodeConfig {
     pub election_backoff_max_ms: u64,
     pub fetch_timeout_ms: u64,
     pub request_timeout_ms: u64,
+    /// `producer.id.expiration.ms` (producer_state.rs).
+    pub producer_id_expiration_ms: u64,
     pub retry_backoff_ms: u64,
     pub fetch_max_wait_ms: u64,
     pub segment_size_bytes: u64,
@@ -317,6 +319,7 @@ impl NodeConfig {
                 .positive("controller.quorum.election.backoff.max.ms")?,
             fetch_timeout_ms: values.positive("controller.quorum.fetch.timeout.ms")?,
             request_timeout_ms: values.positive("controller.quorum.request.timeout.ms")?,
+            producer_id_expiration_ms: values.positive("producer.id.expiration.ms")?,
             retry_backoff_ms: values.positive("controller.quorum.retry.backoff.ms")?,
             fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
             segment_size_bytes: values.positive("metadata.log.segment.bytes")?,

@@ -294,6 +294,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The longest metadata string an OffsetCommit may store with an offset (OFFSET_METADATA_TOO_LARGE above it).",
     },
     KeyDefinition {
+        name: "producer.id.expiration.ms",
+        aliases: &[],
+        default: Some("86400000"),
+        doc: "An idempotent producer whose newest batch in a partition is older than this (by the batch's MaxTimestamp) is forgotten there: its state is dropped, from memory and from the partition's producer-state file at the next save, and its next batch is taken at any sequence (Kafka's rule for an unknown producer). Checked every second.",
+    },
+    KeyDefinition {
         name: "offsets.retention.minutes",
         aliases: &[],
         default: Some("10080"),

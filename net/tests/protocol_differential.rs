@@ -267,6 +267,12 @@ conv! {
         throttle_time_ms, error_code, producer_id, producer_epoch, ongoing_txn_producer_id,
         ongoing_txn_producer_epoch }
 
+    // AllocateProducerIds (KIP-730)
+    kp::allocate_producer_ids_request::AllocateProducerIdsRequest => ours::allocate_producer_ids_request::AllocateProducerIdsRequest {
+        broker_id, broker_epoch }
+    kp::allocate_producer_ids_response::AllocateProducerIdsResponse => ours::allocate_producer_ids_response::AllocateProducerIdsResponse {
+        throttle_time_ms, error_code, producer_id_start, producer_id_len }
+
     // ListOffsets
     kp::list_offsets_request::ListOffsetsRequest => ours::list_offsets_request::ListOffsetsRequest {
         replica_id, isolation_level, topics, timeout_ms }
@@ -628,6 +634,7 @@ differential! {
     CreatePartitions => kp::CreatePartitionsRequest, kp::CreatePartitionsResponse;
     IncrementalAlterConfigs => kp::IncrementalAlterConfigsRequest, kp::IncrementalAlterConfigsResponse;
     DescribeCluster => kp::DescribeClusterRequest, kp::DescribeClusterResponse;
+    AllocateProducerIds => kp::AllocateProducerIdsRequest, kp::AllocateProducerIdsResponse;
     AddRaftVoter => kp::AddRaftVoterRequest, kp::AddRaftVoterResponse;
     RemoveRaftVoter => kp::RemoveRaftVoterRequest, kp::RemoveRaftVoterResponse;
     UpdateRaftVoter => kp::UpdateRaftVoterRequest, kp::UpdateRaftVoterResponse;
@@ -764,6 +771,7 @@ fn reset_to_default_request(r: &mut Request) {
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster,
+        AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,
         UpdateRaftVoter
@@ -810,6 +818,7 @@ fn reset_to_default_response(r: &mut Response) {
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster,
+        AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,
         UpdateRaftVoter

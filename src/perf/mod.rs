@@ -24,7 +24,7 @@ use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use ringlog_net::client::{self, Client};
-use ringlog_net::node::convert::METADATA_TOPIC;
+use ringlog_net::protocol::METADATA_TOPIC;
 use ringlog_net::protocol::{Request, Response, fetch_request, fetch_response};
 
 mod append;

@@ -59,6 +59,7 @@ pub(crate) const QUORUM_APIS: &[ApiKey] = &[
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::FetchSnapshot,
+    ApiKey::AllocateProducerIds,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
     ApiKey::UpdateRaftVoter,

@@ -233,6 +233,8 @@ impl Node {
         }
         if target > latest {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
+            // The producers' state outlives their batches (producer_state_file.rs).
+            self.save_producer_state(partition);
             self.host
                 .record_empty_snapshot(partition, snapshot_id, now_wall_ms())
                 .map_err(|error| {
@@ -347,6 +349,7 @@ impl Node {
             }
             let snapshot_id =
                 OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
+            self.save_producer_state(id);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms())?;
             tracing::info!(

@@ -59,6 +59,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
+    ApiKey::AllocateProducerIds,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
     ApiKey::UpdateRaftVoter,
@@ -92,6 +93,10 @@ pub(super) struct State {
     parked: Purgatory<u64, ParkedConsumerFetch>,
     next_parked_id: u64,
     pub(super) producers: super::idempotence::Producers,
+    /// This node's producer id blocks, and the blocks it proposed as controller
+    /// (producer_ids.rs).
+    pub(super) producer_ids: super::producer_ids::ProducerIdManager,
+    pub(super) producer_id_control: super::producer_ids::ProducerIdControl,
     pub(super) topics: super::topics::Topics,
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
@@ -183,6 +188,9 @@ impl Node {
             Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
             Request::DescribeCluster(r) => {
                 Response::DescribeCluster(self.handle_describe_cluster(&r))
+            }
+            Request::AllocateProducerIds(r) => {
+                return self.handle_allocate_producer_ids(responder, &header, &r);
             }
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             r @ (Request::AddRaftVoter(_)
@@ -479,6 +487,7 @@ impl Node {
         self.stall.part(began, "pump: groups");
         self.answer_delete_records()?;
         self.answer_voter_changes()?;
+        self.answer_producer_id_blocks()?;
         let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;

@@ -5,16 +5,15 @@
 //! executes updates it (`track_*`, called from `Node::execute`).
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatch};
 use ringlog_replication::PartitionId;
 use ringlog_replication::host::StorageError;
 
-use super::producer_state::{
-    PartitionProducers, ProducerBatch, ProducerIdAllocator, SequenceCheck,
-};
+use super::producer_state::{PartitionProducers, ProducerBatch, SequenceCheck};
+use super::producer_state_file;
 use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, init_producer_id_request as ipi_req, init_producer_id_response as ipi_resp,
@@ -32,19 +31,44 @@ pub(crate) struct Producers {
     /// State read at start-up from partitions recovered before serving (`preopen_partitions`),
     /// by folder, until the partition starts and takes it.
     preopened: HashMap<std::path::PathBuf, PartitionProducers>,
-    ids: ProducerIdAllocator,
 }
 
 /// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
-/// offset).
+/// offset), starting from the partition folder's producer-state file where it can be trusted
+/// (the table in producer_state_file.rs).
 fn rebuild(
     mut read: impl FnMut(u64) -> Result<Bytes, StorageError>,
+    dir: &Path,
     start: u64,
     end: u64,
     high_watermark: u64,
 ) -> Result<PartitionProducers, StorageError> {
-    let mut offset = start;
-    let mut rebuilt = PartitionProducers::new(high_watermark);
+    let saved = match producer_state_file::read(dir) {
+        Ok(Some(saved)) if (start..=end).contains(&saved.offset) => Some(saved),
+        Ok(Some(saved)) => {
+            tracing::warn!(
+                dir = %dir.display(),
+                saved_offset = saved.offset,
+                log_start_offset = start,
+                log_end_offset = end,
+                "producer-state file outside the log: not used, the state is read from the log"
+            );
+            None
+        }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(%error, "producer-state file not trusted: the state is read from the log");
+            None
+        }
+    };
+    let (mut offset, mut rebuilt) = match &saved {
+        Some(saved) => (
+            saved.offset,
+            PartitionProducers::from_saved(saved, high_watermark),
+        ),
+        None => (start, PartitionProducers::new(high_watermark)),
+    };
+    let first = offset;
     while offset < end {
         let bytes = read(offset)?;
         if bytes.is_empty() {
@@ -54,7 +78,9 @@ fn rebuild(
         for batch in BatchIter::new(bytes) {
             let Ok(batch) = batch else { break };
             offset = batch.next_offset() as u64;
-            if let Some(f) = producer_fields(&batch) {
+            // A read from the saved offset may start with the batch holding it, which the
+            // file already has if it ends below that offset.
+            if let Some(f) = producer_fields(&batch).filter(|f| f.base_offset >= first) {
                 rebuilt.appended(f);
             }
         }
@@ -91,6 +117,7 @@ fn producer_fields(batch: &RecordBatch) -> Option<ProducerBatch> {
         last_sequence: h.base_sequence().wrapping_add(h.last_offset_delta()) & i32::MAX,
         base_offset,
         last_offset: base_offset + h.last_offset_delta().max(0) as u64,
+        max_timestamp: h.max_timestamp(),
     })
 }
 
@@ -263,6 +290,7 @@ impl Node {
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read_preopened(dir, offset, REBUILD_CHUNK_BYTES),
+            dir,
             start,
             end,
             high_watermark,
@@ -300,9 +328,11 @@ impl Node {
         let start = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
         let high_watermark = store.high_watermark;
+        let dir = store.dir.clone();
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read(partition, offset, REBUILD_CHUNK_BYTES),
+            &dir,
             start,
             end,
             high_watermark,
@@ -317,6 +347,71 @@ impl Node {
         );
         self.handlers.producers.tables.insert(partition, rebuilt);
         Ok(())
+    }
+
+    /// Saves `partition`'s committed producer state in its folder (producer_state_file.rs),
+    /// durably, before its log start may move: called before a KIP-630 snapshot is recorded
+    /// or generated. Internal topics (no client produces to them) and partitions that never
+    /// saw an idempotent producer and have no file are skipped.
+    ///
+    /// A save that fails (reading the log for the state, or writing the file) is logged and
+    /// the log start moves anyway: the file left behind is then below the log start and not
+    /// trusted at the next read, and the producers whose batches go are unknown, which Kafka's
+    /// rule accepts at any sequence (producer_state.rs). Only their duplicate check is lost;
+    /// the process and the partition go on.
+    pub(super) fn save_producer_state(&mut self, partition: PartitionId) {
+        let Some(dir) = self.host.store(partition).map(|s| s.dir.clone()) else {
+            return;
+        };
+        if super::topics::is_internal_topic(&self.table.get(partition).topic) {
+            return;
+        }
+        // The batches about to be removed are read while they are still here.
+        if let Err(error) = self.ensure_producer_state(partition) {
+            tracing::error!(partition, %error, "reading the producer state to save it failed");
+            return;
+        }
+        let saved = self
+            .handlers
+            .producers
+            .tables
+            .get(&partition)
+            .expect("built above")
+            .saved();
+        if saved.batches.is_empty() && !producer_state_file::exists(&dir) {
+            return;
+        }
+        let began = std::time::Instant::now();
+        if let Err(error) = producer_state_file::write(&dir, &saved) {
+            tracing::error!(partition, %error, "saving the producer state failed");
+            return;
+        }
+        self.stall.part(began, "producer state saved");
+        tracing::debug!(
+            partition,
+            offset = saved.offset,
+            batches = saved.batches.len(),
+            "producer state saved"
+        );
+    }
+
+    /// Kafka's `producer.id.expiration.ms`: every partition forgets the producers it has not
+    /// seen for that long (producer_state.rs `PartitionProducers::expire`). Runs with the
+    /// retention check, once a second.
+    pub(super) fn expire_producers(&mut self, now_wall_ms: u64) {
+        let expiration_ms =
+            i64::try_from(self.config.producer_id_expiration_ms).unwrap_or(i64::MAX);
+        let now = i64::try_from(now_wall_ms).unwrap_or(i64::MAX);
+        for (partition, table) in &mut self.handlers.producers.tables {
+            let expired = table.expire(now, expiration_ms);
+            if expired > 0 {
+                tracing::info!(
+                    partition,
+                    expired,
+                    "idempotent producers expired (producer.id.expiration.ms)"
+                );
+            }
+        }
     }
 
     /// InitProducerId for idempotent producers (no transactional id). KIP-360: a producer that
@@ -349,14 +444,12 @@ impl Node {
                 ..Default::default()
             };
         }
-        let wall_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let producer_id = self
-            .handlers
-            .producers
-            .ids
-            .next(self.config.node_id, wall_ms);
+        // A block of ids unique across the cluster (producer_ids.rs); none here yet: the
+        // client retries COORDINATOR_LOAD_IN_PROGRESS, as with Kafka's brokers.
+        let producer_id = match self.claim_producer_id() {
+            Ok(id) => id,
+            Err(code) => return refused(code),
+        };
         ipi_resp::InitProducerIdResponse {
             producer_id,
             producer_epoch: 0,

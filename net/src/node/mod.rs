@@ -36,7 +36,9 @@ mod offset_expiry;
 mod own_endpoint;
 pub mod placement;
 mod produce_validation;
+mod producer_ids;
 mod producer_state;
+mod producer_state_file;
 mod pump;
 mod remote_leaders;
 mod shutdown;
@@ -537,6 +539,9 @@ impl Node {
                     if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
                         self.lookup_ended(partitions);
                     }
+                    if let Some(PeerPending::ProducerIdBlock) = &pending {
+                        self.producer_id_block_answered(None);
+                    }
                     if let Some(PeerPending::Fetch(fetches)) = pending
                         && self.fetch_sessions.take_answer(peer, id)
                     {
@@ -665,7 +670,11 @@ impl Node {
                         partition,
                         dir,
                         job,
-                    } => self.spawn_snapshot_writer(partition, dir, job)?,
+                    } => {
+                        // Before the log start can move to the snapshot (producer_state_file.rs).
+                        self.save_producer_state(partition);
+                        self.spawn_snapshot_writer(partition, dir, job)?
+                    }
                 }
             }
         }

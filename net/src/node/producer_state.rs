@@ -10,11 +10,21 @@
 //! | same sequence range as a remembered batch    | not appended; NONE with that batch's base offset (Kafka's answer to a retried batch) |
 //! | base sequence = last sequence + 1            | appended                                  |
 //! | anything else (a gap, or an old range)       | OUT_OF_ORDER_SEQUENCE_NUMBER              |
-//! | unknown producer id, base sequence 0         | appended (a new producer)                 |
-//! | unknown producer id, base sequence ≠ 0       | OUT_OF_ORDER_SEQUENCE_NUMBER              |
+//! | unknown producer id, any base sequence       | appended (a new producer, or one whose batches were all removed) |
 //!
-//! The state lives only in memory ([`PartitionProducers`]). It is read from the log's batch
-//! headers once per process (when the partition is opened, or at its first idempotent Produce)
+//! The last row is Kafka's since KIP-360 (`ProducerAppendInfo.checkSequence`: "if there is no
+//! current producer epoch (possibly because all producer records have been deleted due to
+//! retention or the DeleteRecords API) accept writes with any sequence number"); Kafka's
+//! brokers no longer answer UNKNOWN_PRODUCER_ID to a Produce, and neither does this node.
+//! Before, an unknown producer's batch at a sequence other than 0 was refused as out of order,
+//! so a producer whose batches retention removed got OUT_OF_ORDER_SEQUENCE_NUMBER forever.
+//!
+//! The state lives in memory ([`PartitionProducers`]), and its committed part is saved in the
+//! partition's folder before the log start can move (producer_state_file.rs), so producers
+//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts,
+//! until they have not been seen for `producer.id.expiration.ms` ([`PartitionProducers::expire`]).
+//! It is read from that file and the log's batch headers after it once per process (when the
+//! partition is opened, or at its first idempotent Produce)
 //! and from then on kept up to date as batches are appended, as leader or as follower, so a
 //! follower that becomes leader already knows what the old leader appended: a producer retrying
 //! such a batch gets the duplicate answer, never a second copy. It used to be rebuilt by reading
@@ -27,6 +37,8 @@
 //! which are held in memory until the high-watermark passes them (a few dozen bytes a batch).
 
 use std::collections::{HashMap, VecDeque};
+
+use super::producer_state_file::SavedProducerState;
 
 /// How many batches per producer are remembered for duplicate detection (Kafka's
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, and the client's max in-flight requests).
@@ -41,6 +53,9 @@ pub struct ProducerBatch {
     pub last_sequence: i32,
     pub base_offset: u64,
     pub last_offset: u64,
+    /// The batch's MaxTimestamp: when the producer was last seen, for
+    /// `producer.id.expiration.ms`.
+    pub max_timestamp: i64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -139,6 +154,45 @@ impl PartitionProducers {
         true
     }
 
+    /// The committed state, to be saved (producer_state_file.rs): every remembered batch
+    /// below the high-watermark, in log order.
+    pub fn saved(&self) -> SavedProducerState {
+        let mut batches: Vec<ProducerBatch> = self
+            .committed
+            .producers
+            .values()
+            .flat_map(|entry| entry.batches.iter().copied())
+            .collect();
+        batches.sort_by_key(|b| b.base_offset);
+        SavedProducerState {
+            offset: self.high_watermark,
+            batches,
+        }
+    }
+
+    /// The state a saved file holds, in a log whose high-watermark is `high_watermark`; the
+    /// log's batches from `saved.offset` on are to be [`PartitionProducers::appended`] next.
+    pub fn from_saved(saved: &SavedProducerState, high_watermark: u64) -> PartitionProducers {
+        let mut producers = PartitionProducers::new(high_watermark);
+        for batch in &saved.batches {
+            producers.appended(*batch);
+        }
+        producers
+    }
+
+    /// Kafka's `producer.id.expiration.ms`: forgets the producers whose newest batch's
+    /// MaxTimestamp is `expiration_ms` or more before `now_ms` (`ProducerStateManager.
+    /// removeExpiredProducers`). A producer with a batch above the high-watermark is kept (a
+    /// truncation could bring back its older state). An expired producer is unknown, and its
+    /// next batch is taken at any sequence. Returns how many were forgotten.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let expired_at_ms = now_ms.saturating_sub(expiration_ms);
+        let keep: std::collections::HashSet<i64> =
+            self.uncommitted.iter().map(|b| b.producer_id).collect();
+        self.committed.expire(expired_at_ms, &keep);
+        self.current.expire(expired_at_ms, &keep)
+    }
+
     /// How many batches wait for the high-watermark (for tests and logs).
     #[cfg(test)]
     pub fn uncommitted_batches(&self) -> usize {
@@ -165,11 +219,8 @@ impl ProducerStateTable {
         last_sequence: i32,
     ) -> SequenceCheck {
         let Some(entry) = self.producers.get(&producer_id) else {
-            return if base_sequence == 0 {
-                SequenceCheck::Append
-            } else {
-                SequenceCheck::OutOfOrder
-            };
+            // Kafka (KIP-360): an unknown producer is taken at any sequence (module doc).
+            return SequenceCheck::Append;
         };
         if producer_epoch < entry.producer_epoch {
             return SequenceCheck::InvalidProducerEpoch;
@@ -216,39 +267,19 @@ impl ProducerStateTable {
     pub fn producer_count(&self) -> usize {
         self.producers.len()
     }
-}
 
-/// Allocates producer ids unique across the cluster without a round trip through the quorum:
-/// the wall-clock millisecond (from 2020) in the high bits, the node id and a counter in the
-/// low 16. Ids only grow on one node, and two nodes never share one; a node whose clock went
-/// back across a restart by more than the ids it handed out could repeat one (documented in
-/// docs/clients.md).
-#[derive(Debug, Default)]
-pub struct ProducerIdAllocator {
-    last: i64,
-}
-
-const EPOCH_2020_MS: u64 = 1_577_836_800_000;
-
-impl ProducerIdAllocator {
-    pub fn next(&mut self, node_id: i32, wall_ms: u64) -> i64 {
-        let millis = wall_ms.saturating_sub(EPOCH_2020_MS) as i64;
-        let node = i64::from(node_id & 0xff) << 8;
-        let candidate = (millis << 16) | node;
-        // Same millisecond (or a clock step back): count up in the low byte, carrying into
-        // the millisecond bits, so the node's ids stay strictly increasing.
-        let next = if candidate > self.last {
-            candidate
-        } else {
-            let counter = (self.last & 0xff) + 1;
-            if counter > 0xff {
-                (((self.last >> 16) + 1) << 16) | node
-            } else {
-                (self.last & !0xff) | counter
-            }
-        };
-        self.last = next;
-        next
+    /// Forgets the producers last seen (their newest batch's MaxTimestamp) at or before
+    /// `expired_at_ms`, except those in `keep`; returns how many.
+    fn expire(&mut self, expired_at_ms: i64, keep: &std::collections::HashSet<i64>) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|producer_id, entry| {
+            keep.contains(producer_id)
+                || entry
+                    .batches
+                    .back()
+                    .is_some_and(|last| last.max_timestamp > expired_at_ms)
+        });
+        before - self.producers.len()
     }
 }
 
@@ -264,13 +295,15 @@ mod tests {
             last_sequence: last,
             base_offset: offset,
             last_offset: offset + (last - base) as u64,
+            max_timestamp: 1_000 + offset as i64,
         }
     }
 
     #[test]
     fn kip_98_sequence_table() {
         let mut t = ProducerStateTable::default();
-        assert_eq!(t.check(7, 0, 3, 4), SequenceCheck::OutOfOrder);
+        // Unknown: any sequence (Kafka since KIP-360: its batches may all have been removed).
+        assert_eq!(t.check(7, 0, 3, 4), SequenceCheck::Append);
         assert_eq!(t.check(7, 0, 0, 4), SequenceCheck::Append);
         t.record(batch(0, 0, 4, 10));
         // The next in line is appended; a retry of the same range is a duplicate.
@@ -360,23 +393,61 @@ mod tests {
         assert!(!p.truncated(0));
     }
 
+    /// The saved state holds what the log held: read back, a producer's retry of a batch
+    /// removed from the log is still a duplicate and its next batch follows on.
     #[test]
-    fn producer_ids_grow_and_never_collide_across_nodes() {
-        let mut a = ProducerIdAllocator::default();
-        let mut b = ProducerIdAllocator::default();
-        let now = 1_800_000_000_000;
-        let mut seen = std::collections::HashSet::new();
-        for i in 0..600 {
-            let wall = now + i / 300;
-            assert!(seen.insert(a.next(1, wall)));
-            assert!(seen.insert(b.next(2, wall)));
-        }
-        let mut previous = 0;
-        let mut c = ProducerIdAllocator::default();
-        for _ in 0..1000 {
-            let id = c.next(3, now);
-            assert!(id > previous && id > 0);
-            previous = id;
-        }
+    fn the_saved_committed_state_reads_back_without_the_log() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 4, 0));
+        p.appended(batch(0, 5, 9, 5));
+        let mut other = batch(0, 0, 0, 10);
+        other.producer_id = 8;
+        p.appended(other);
+        p.high_watermark_advanced(10);
+        let saved = p.saved();
+        // Only what is below the high-watermark.
+        assert_eq!(saved.offset, 10);
+        assert_eq!(saved.batches.len(), 2);
+        let back = PartitionProducers::from_saved(&saved, 10);
+        assert_eq!(
+            back.current().check(7, 0, 5, 9),
+            SequenceCheck::Duplicate {
+                base_offset: 5,
+                last_offset: 9
+            }
+        );
+        assert_eq!(back.current().check(7, 0, 10, 10), SequenceCheck::Append);
+        assert_eq!(
+            back.current().check(7, 0, 12, 12),
+            SequenceCheck::OutOfOrder
+        );
+        assert_eq!(back.current().producer_count(), 1);
+    }
+
+    /// Kafka's `producer.id.expiration.ms`: a producer not seen for that long is forgotten
+    /// (then taken at any sequence), in the state checked and the state saved; one with a batch
+    /// above the high-watermark is kept.
+    #[test]
+    fn producers_not_seen_for_the_expiration_time_are_forgotten() {
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 0, 0)); // seen at 1000
+        let mut other = batch(0, 0, 0, 1);
+        other.producer_id = 8;
+        other.max_timestamp = 5_000;
+        p.appended(other);
+        let mut pending = batch(0, 0, 0, 2);
+        pending.producer_id = 9;
+        pending.max_timestamp = 0;
+        p.high_watermark_advanced(2);
+        p.appended(pending);
+        assert_eq!(p.expire(3_000, 1_000), 1);
+        assert_eq!(p.current().producer_count(), 2);
+        assert_eq!(p.current().check(7, 0, 9, 9), SequenceCheck::Append);
+        assert_eq!(p.current().check(8, 0, 9, 9), SequenceCheck::OutOfOrder);
+        assert!(p.saved().batches.iter().all(|b| b.producer_id == 8));
+        // Producer 9's batch is above the high-watermark: kept however old.
+        assert_eq!(p.current().check(9, 0, 5, 5), SequenceCheck::OutOfOrder);
+        assert_eq!(p.expire(6_000, 1_000), 1);
+        assert_eq!(p.current().producer_count(), 1);
     }
 }

@@ -344,6 +344,14 @@ impl Node {
                 );
                 return Ok(());
             }
+            (PeerPending::ProducerIdBlock, response) => {
+                let answer = match response {
+                    Response::AllocateProducerIds(r) => Some(r),
+                    _ => None,
+                };
+                self.producer_id_block_answered(answer);
+                return Ok(());
+            }
             (PeerPending::LeaderLookup(asked), _) => {
                 self.lookup_ended(asked);
                 self.learn_remote_leaders(&response);

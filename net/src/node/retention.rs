@@ -99,6 +99,7 @@ impl Node {
         let now_wall_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        self.expire_producers(now_wall_ms);
         let ids: Vec<PartitionId> = self.table.ids().collect();
         for id in ids {
             let Some(config) = self.topic_config(id).copied() else {
@@ -144,7 +145,9 @@ impl Node {
                 .map(|e| e.epoch)
                 .unwrap_or(0);
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
-            // Empty: a delete topic carries no state across the cut.
+            // Empty: a delete topic carries no state across the cut; its producers' state is
+            // saved first (producer_state_file.rs).
+            self.save_producer_state(id);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms)?;
             tracing::info!(

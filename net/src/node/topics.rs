@@ -289,11 +289,21 @@ impl Node {
         topic: &str,
         value: Option<&[u8]>,
     ) -> Result<u64, ErrorCode> {
+        self.propose_metadata_entry(&topic_record_key(topic), value)
+    }
+
+    /// Proposes one record under `key` to `__cluster_metadata-0` (this node leads it); returns
+    /// its offset.
+    pub(super) fn propose_metadata_entry(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<u64, ErrorCode> {
         let mut builder = RecordBatchBuilder::new(0);
         let now_wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        builder.append(now_wall, Some(&topic_record_key(topic)), value, &[]);
+        builder.append(now_wall, Some(key), value, &[]);
         let bytes = builder.build().into_bytes();
         let batches = super::produce_validation::validate_produce_records(Some(&bytes), usize::MAX)
             .map_err(|(code, _)| code)?;

@@ -394,6 +394,8 @@ pub(super) enum PeerPending {
         correlation_id: i32,
         version: i16,
     },
+    /// This node's AllocateProducerIds to the controller (producer_ids.rs).
+    ProducerIdBlock,
     /// A DescribeQuorum asking a replica for the leaders of these partitions, which this node
     /// does not run (remote_leaders.rs).
     LeaderLookup(Vec<(String, i32)>),

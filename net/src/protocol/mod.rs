@@ -207,6 +207,8 @@ apis! {
     DescribeQuorum = 55 { versions: 0..=2, flexible: 0.. } => DescribeQuorumRequest, DescribeQuorumResponse;
     FetchSnapshot = 59 { versions: 0..=1, flexible: 0.. } => FetchSnapshotRequest, FetchSnapshotResponse;
     DescribeCluster = 60 { versions: 0..=1, flexible: 0.. } => DescribeClusterRequest, DescribeClusterResponse;
+    AllocateProducerIds = 67 { versions: 0..=0, flexible: 0.. }
+        => AllocateProducerIdsRequest, AllocateProducerIdsResponse;
     AddRaftVoter = 80 { versions: 0..=1, flexible: 0.. } => AddRaftVoterRequest, AddRaftVoterResponse;
     RemoveRaftVoter = 81 { versions: 0..=0, flexible: 0.. } => RemoveRaftVoterRequest, RemoveRaftVoterResponse;
     UpdateRaftVoter = 82 { versions: 0..=0, flexible: 0.. } => UpdateRaftVoterRequest, UpdateRaftVoterResponse;

@@ -37,8 +37,9 @@ pub use metadata::{
     api_versions_request, api_versions_response, metadata_request, metadata_response,
 };
 pub use offsets::{
-    init_producer_id_request, init_producer_id_response, list_offsets_request,
-    list_offsets_response, offset_for_leader_epoch_request, offset_for_leader_epoch_response,
+    allocate_producer_ids_request, allocate_producer_ids_response, init_producer_id_request,
+    init_producer_id_response, list_offsets_request, list_offsets_response,
+    offset_for_leader_epoch_request, offset_for_leader_epoch_response,
 };
 pub use produce::{produce_request, produce_response};
 pub use raft::{
@@ -51,6 +52,8 @@ pub use raft::{
 
 pub use add_raft_voter_request::AddRaftVoterRequest;
 pub use add_raft_voter_response::AddRaftVoterResponse;
+pub use allocate_producer_ids_request::AllocateProducerIdsRequest;
+pub use allocate_producer_ids_response::AllocateProducerIdsResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
 pub use api_versions_request::ApiVersionsRequest;

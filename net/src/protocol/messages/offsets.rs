@@ -1,5 +1,6 @@
-//! ListOffsets (2), OffsetForLeaderEpoch (23, KIP-101/KIP-320) and InitProducerId (22,
-//! idempotent producers).
+//! ListOffsets (2), OffsetForLeaderEpoch (23, KIP-101/KIP-320), InitProducerId (22,
+//! idempotent producers) and AllocateProducerIds (67: a node asks the controller for a block of
+//! producer ids, KIP-730).
 
 pub mod list_offsets_request {
     use crate::protocol::dsl::message;
@@ -137,6 +138,33 @@ pub mod init_producer_id_response {
             producer_epoch: i16 { versions: 0.. },
             ongoing_txn_producer_id: i64 { versions: 6.., default: -1 },
             ongoing_txn_producer_epoch: i16 { versions: 6.., default: -1 },
+        }
+    }
+}
+
+pub mod allocate_producer_ids_request {
+    use crate::protocol::dsl::message;
+
+    message! {
+        /// KIP-730: a node asks the controller for its next block of producer ids.
+        pub struct AllocateProducerIdsRequest {
+            broker_id: i32 { versions: 0.. },
+            broker_epoch: i64 { versions: 0.., default: -1 },
+        }
+    }
+}
+
+pub mod allocate_producer_ids_response {
+    use crate::protocol::dsl::message;
+
+    message! {
+        pub struct AllocateProducerIdsResponse {
+            throttle_time_ms: i32 { versions: 0.. },
+            error_code: i16 { versions: 0.. },
+            /// The first producer id of the block, inclusive.
+            producer_id_start: i64 { versions: 0.. },
+            /// How many ids the block holds.
+            producer_id_len: i32 { versions: 0.. },
         }
     }
 }
