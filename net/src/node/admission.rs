@@ -52,13 +52,13 @@ use crate::protocol::{
 
 /// The quorum's APIs, served only where [`crate::server::ListenerRole::serves_quorum`]:
 /// Kafka's controller-only APIs that a node of this quorum answers. Fetch and FetchSnapshot
-/// are client APIs too (`ringlog consume --full-state` reads a snapshot topic's snapshot);
-/// only a replica's (ReplicaId >= 0) is the quorum's.
+/// are not listed: they are client APIs too (`ringlog consume --full-state` reads a snapshot
+/// topic's snapshot), served and advertised on every listener; only a replica's
+/// (ReplicaId >= 0) is the quorum's ([`is_quorum_request`]).
 pub(crate) const QUORUM_APIS: &[ApiKey] = &[
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
-    ApiKey::FetchSnapshot,
     ApiKey::AllocateProducerIds,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,

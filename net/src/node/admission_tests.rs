@@ -286,6 +286,53 @@ fn a_refused_request_is_answered_with_its_error_everywhere() {
     assert!(refused_response(&Request::ApiVersions(Default::default()), code).is_none());
 }
 
+/// Every API the node answers is in ApiVersions on the listeners that serve it: the client
+/// listener lists Fetch and FetchSnapshot (consumers and the full-state read use both) and no
+/// quorum API; the controller listener lists all. Ringlog's own clients refuse to send a
+/// version a peer does not list (`crate::client::Exchange`), so a missing row is an outage:
+/// FetchSnapshot was missing until 2026-12-02 and no follower could fetch a snapshot.
+#[test]
+fn api_versions_lists_every_served_api_on_the_listeners_that_serve_it() {
+    use crate::server::ListenerRole;
+    let listed = |role| -> Vec<i16> {
+        crate::node::handlers::served_api_versions(role)
+            .iter()
+            .map(|v| v.api_key)
+            .collect()
+    };
+    let client = listed(ListenerRole::Client);
+    let controller = listed(ListenerRole::Controller);
+    for api in [
+        ApiKey::Fetch,
+        ApiKey::FetchSnapshot,
+        ApiKey::Produce,
+        ApiKey::Metadata,
+    ] {
+        assert!(
+            client.contains(&api.key()),
+            "{api:?} on the client listener"
+        );
+        assert!(
+            controller.contains(&api.key()),
+            "{api:?} on the controller listener"
+        );
+    }
+    for api in [
+        ApiKey::Vote,
+        ApiKey::BeginQuorumEpoch,
+        ApiKey::AllocateProducerIds,
+    ] {
+        assert!(
+            !client.contains(&api.key()),
+            "{api:?} not on the client listener"
+        );
+        assert!(
+            controller.contains(&api.key()),
+            "{api:?} on the controller listener"
+        );
+    }
+}
+
 /// A stranger picks the version: the refusal encodes at every version the codec speaks for
 /// each refused API (a failed encoding would close the connection, never end the node).
 #[test]

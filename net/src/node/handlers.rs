@@ -42,6 +42,7 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::DescribeQuorum,
+    ApiKey::FetchSnapshot,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,
     ApiKey::SyncGroup,
