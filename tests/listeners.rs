@@ -164,8 +164,14 @@ fn a_quorum_with_separate_controller_listeners_commits() {
             "{api:?} on the controller listener"
         );
     }
-    assert!(!on_client.contains(&ApiKey::FetchSnapshot.key()));
-    for api in [ApiKey::Produce, ApiKey::Fetch, ApiKey::Metadata] {
+    // Fetch and FetchSnapshot are served on both: a consumer's (ReplicaId -1, the full-state
+    // read) on the client listener, a replica's only on the controller listener.
+    for api in [
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::FetchSnapshot,
+        ApiKey::Metadata,
+    ] {
         assert!(
             on_client.contains(&api.key()),
             "{api:?} on the client listener"

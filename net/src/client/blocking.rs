@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::exchange::{API_VERSIONS_VERSION, Exchange};
+use super::exchange::Exchange;
 use super::{ClientError, METADATA_TOPIC};
 use crate::protocol::wire::Records;
 use crate::protocol::{
@@ -57,7 +57,9 @@ impl Client {
             stream,
             exchange: Exchange::new("ringlog-cli", RESPONSE_BYTES_MAX),
         };
-        let answer = client.request(&Exchange::handshake_request(), API_VERSIONS_VERSION)?;
+        let (_, frame) = client.exchange.encode_handshake()?;
+        client.write(&frame)?;
+        let (_, answer) = client.read_response()?;
         client.exchange.on_api_versions(answer)?;
         Ok(client)
     }

@@ -53,12 +53,29 @@ impl Exchange {
 
     /// Frames `request` at `version` and records it as in flight; returns its correlation id
     /// and the frame to write. A version outside what the broker advertised (after the
-    /// handshake) is refused here.
+    /// handshake) is refused here. Correlation ids run from 1 (wrapping back to 1).
     pub fn encode(&mut self, request: &Request, version: i16) -> Result<(i32, Bytes), ClientError> {
-        let api = request.api_key();
-        self.check_version(api, version)?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        self.encode_as(correlation_id, request, version)
+    }
+
+    /// The ApiVersions request that opens a connection, framed under correlation id 0, which
+    /// no other request of ours uses: the node numbers its peer requests itself from 1
+    /// ([`Exchange::expect`]), and a reused id on one connection confuses readers that pair
+    /// answers by id (Wireshark's Kafka dissector took a Vote answer for the handshake's).
+    pub fn encode_handshake(&mut self) -> Result<(i32, Bytes), ClientError> {
+        self.encode_as(0, &Exchange::handshake_request(), API_VERSIONS_VERSION)
+    }
+
+    fn encode_as(
+        &mut self,
+        correlation_id: i32,
+        request: &Request,
+        version: i16,
+    ) -> Result<(i32, Bytes), ClientError> {
+        let api = request.api_key();
+        self.check_version(api, version)?;
         let header = RequestHeader {
             api_key: api.key(),
             api_version: version,
@@ -215,6 +232,14 @@ mod tests {
     use crate::protocol::{api_versions_response, encode_response};
 
     fn api_versions_answer(correlation_id: i32, rows: &[(ApiKey, i16, i16)]) -> Bytes {
+        api_versions_answer_at(correlation_id, 0, rows)
+    }
+
+    fn api_versions_answer_at(
+        correlation_id: i32,
+        version: i16,
+        rows: &[(ApiKey, i16, i16)],
+    ) -> Bytes {
         let response = api_versions_response::ApiVersionsResponse {
             api_keys: rows
                 .iter()
@@ -226,16 +251,17 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        encode_response(correlation_id, 0, &Response::ApiVersions(response)).unwrap()
+        encode_response(correlation_id, version, &Response::ApiVersions(response)).unwrap()
     }
 
     fn handshake(exchange: &mut Exchange, rows: &[(ApiKey, i16, i16)]) {
         let (id, _) = exchange
-            .encode(&Exchange::handshake_request(), 0)
-            .expect("ApiVersions v0 before any handshake");
+            .encode_handshake()
+            .expect("ApiVersions before any handshake");
+        assert_eq!(id, 0, "the handshake's own correlation id");
         exchange
             .received_mut()
-            .extend_from_slice(&api_versions_answer(id, rows));
+            .extend_from_slice(&api_versions_answer_at(id, API_VERSIONS_VERSION, rows));
         let (answered, response) = exchange.next_response().unwrap().expect("a whole frame");
         assert_eq!(answered, id);
         exchange.on_api_versions(response).unwrap();

@@ -35,7 +35,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
-use crate::client::exchange::{API_VERSIONS_VERSION, Exchange};
+use crate::client::exchange::Exchange;
 use crate::protocol::{ApiKey, Request, RequestHeader, Response};
 use crate::server::{ConnectionInfo, ListenerRole, LocalBoxFuture, Reply, RequestHandler};
 
@@ -229,9 +229,7 @@ async fn handshake(
     stream: &mut Box<dyn PeerStream>,
     exchange: &mut Exchange,
 ) -> Result<(), String> {
-    let (_, frame) = exchange
-        .encode(&Exchange::handshake_request(), API_VERSIONS_VERSION)
-        .map_err(|e| e.to_string())?;
+    let (_, frame) = exchange.encode_handshake().map_err(|e| e.to_string())?;
     stream.write_all(&frame).await.map_err(|e| e.to_string())?;
     stream.flush().await.map_err(|e| e.to_string())?;
     loop {
