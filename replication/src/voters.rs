@@ -26,6 +26,10 @@ use std::collections::BTreeMap;
 use crate::error::RaftError;
 use crate::types::NodeId;
 
+/// KIP-853's "no directory id" (`Uuid.ZERO`): a replica or voter entry that names none, which
+/// matches any directory id.
+pub const NO_DIRECTORY_ID: [u8; 16] = [0; 16];
+
 /// A KIP-853 listener endpoint of a voter (`Endpoints` in `VotersRecord`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -70,6 +74,21 @@ impl VoterSet {
 
     pub fn contains(&self, id: NodeId) -> bool {
         self.voters.contains_key(&id)
+    }
+
+    /// The directory id this set records for voter `id` (`None`: not a voter).
+    pub fn directory_id_of(&self, id: NodeId) -> Option<[u8; 16]> {
+        self.voters.get(&id).map(|info| info.directory_id)
+    }
+
+    /// KIP-853 `VoterSet.isVoter(ReplicaKey)`: replica `id` with disk `directory_id` is this
+    /// set's voter `id` when the set records no directory id for it, or the same one. A replica
+    /// whose disk was replaced (same id, new directory id) is not that voter: it is an
+    /// observer until it is removed and added again with its new directory id.
+    pub fn is_voter_key(&self, id: NodeId, directory_id: [u8; 16]) -> bool {
+        self.voters.get(&id).is_some_and(|info| {
+            info.directory_id == NO_DIRECTORY_ID || info.directory_id == directory_id
+        })
     }
 
     pub fn len(&self) -> usize {

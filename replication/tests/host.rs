@@ -229,6 +229,8 @@ fn vote_run(seed: u64, mutation: Option<HostMutation>) -> bool {
         last_offset_epoch: 0,
         last_offset: 0,
         pre_vote: false,
+        candidate_directory_id: [0; 16],
+        voter_directory_id: [0; 16],
     };
     let message = PartitionMessage {
         partition: PARTITION,

@@ -18,7 +18,13 @@ fn set(ids: &[NodeId]) -> VoterSet {
 
 /// Node 1, the only bootstrap voter, leads epoch 1 with its LeaderChange committed (HW 1).
 fn lone_leader() -> Raft {
-    let config = QuorumConfig::new(1, &[1]).unwrap();
+    lone_leader_on_disk([0; 16])
+}
+
+/// [`lone_leader`] whose directory id is `directory_id`.
+fn lone_leader_on_disk(directory_id: [u8; 16]) -> Raft {
+    let mut config = QuorumConfig::new(1, &[1]).unwrap();
+    config.directory_id = directory_id;
     let mut raft = Raft::new(config, &RecoveredState::default(), 7, 0).unwrap();
     raft.tick(5_000).unwrap();
     let election = raft.election_state();
@@ -49,6 +55,7 @@ fn fetch_from(raft: &mut Raft, now_ms: u64, replica: NodeId, fetch_offset: u64) 
         last_fetched_epoch: 1,
         max_bytes: 1024,
         max_wait_ms: 500,
+        replica_directory_id: [0; 16],
     };
     raft.step(now_ms, replica, Message::FetchRequest(request))
         .unwrap()
@@ -169,6 +176,7 @@ fn follower_2() -> Raft {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 1,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();
@@ -325,7 +333,8 @@ fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_v
 #[test]
 fn update_voter_replaces_endpoints_and_keeps_the_ids() {
     use crate::voters::{Endpoint, VoterInfo};
-    let mut raft = lone_leader();
+    // The leader's own disk is the one it records (KIP-853: another would make it an observer).
+    let mut raft = lone_leader_on_disk([7; 16]);
     let info = |port: u16| VoterInfo {
         directory_id: [7; 16],
         endpoints: vec![Endpoint {
