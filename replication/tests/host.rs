@@ -328,7 +328,9 @@ impl Cluster {
     }
 
     fn start(&mut self, id: NodeId, io: MemoryIo) {
-        let quorum = QuorumConfig::new(id, &self.bootstrap).expect("voters");
+        let mut quorum = QuorumConfig::new(id, &self.bootstrap).expect("voters");
+        // KIP-853: node `id`'s disk, the directory id `add_voter` records for it.
+        quorum.directory_id = [id as u8; 16];
         let config = HostConfig::new(
             "host-test".into(),
             self.bootstrap.clone(),
