@@ -648,3 +648,64 @@ fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
     cluster.crash_and_restart_all();
     assert_eq!(cluster.voters_of(3), vec![1, 2], "node 3 after its restart");
 }
+
+/// The quorum-state file node `id` last wrote for the partition.
+fn quorum_state_of(
+    cluster: &mut Cluster,
+    id: NodeId,
+) -> ringlog_engine::quorum_state::QuorumStateData {
+    let path = std::path::Path::new("/data/metadata-0/quorum-state");
+    ringlog_engine::quorum_state::QuorumStateData::load(cluster.host_mut(id).io_mut(), path)
+        .expect("readable")
+        .expect("written")
+}
+
+/// KIP-595's quorum-state `appliedOffset`: the offset the node had applied when it wrote the
+/// file (the end of what its state machine applied), carried by the writes elections make. The
+/// first election writes 0 (nothing applied); after records commit, the next election's writes
+/// name their end on both nodes.
+#[test]
+fn the_quorum_state_names_the_applied_offset() {
+    let mut cluster = Cluster::new(&[1, 2], &[1, 2], false);
+    cluster.run_until("a leader", |c| c.leader().is_some());
+    let first = cluster.leader().expect("leader");
+    assert_eq!(quorum_state_of(&mut cluster, first).applied_offset, 0);
+    let mut last = 0;
+    for key in ["a", "b", "c"] {
+        last = cluster.append_committed(key);
+    }
+    // The leader steps down; the next election rewrites both files.
+    let now = cluster.now;
+    cluster
+        .host_mut(first)
+        .resign(now, PARTITION)
+        .expect("resign");
+    let epoch = cluster.host(first).raft(PARTITION).unwrap().epoch();
+    cluster.run_until("a leader in a later epoch", |c| {
+        c.leader()
+            .is_some_and(|l| c.host(l).raft(PARTITION).unwrap().epoch() > epoch)
+    });
+    cluster.run_until("both quorum-states of the new epoch", |c| {
+        c.nodes
+            .keys()
+            .all(|&id| c.host(id).raft(PARTITION).unwrap().election_state().epoch > epoch)
+    });
+    for id in [1, 2] {
+        let state = quorum_state_of(&mut cluster, id);
+        assert!(state.leader_epoch as u32 > epoch, "node {id}: {state:?}");
+        assert!(
+            state.applied_offset > last as i64,
+            "node {id} had applied past {last}: {state:?}"
+        );
+        let log_end = cluster
+            .host(id)
+            .raft(PARTITION)
+            .unwrap()
+            .log()
+            .log_end_offset();
+        assert!(
+            state.applied_offset as u64 <= log_end,
+            "node {id}: {state:?}"
+        );
+    }
+}

@@ -243,6 +243,7 @@ impl PartitionStore {
         state: ElectionState,
     ) -> Result<(), StorageError> {
         let mut data = QuorumStateData::initial(&self.cluster_id, &self.voters);
+        data.applied_offset = self.applied_offset() as i64;
         data.leader_epoch = state.epoch as i32;
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
@@ -254,6 +255,22 @@ impl PartitionStore {
         self.quorum_state
             .write(io, self.quorum_state_issued, &data)?;
         Ok(())
+    }
+
+    /// KIP-595's quorum-state `appliedOffset`: the offset from which a restart would scan the
+    /// log forward (everything below it is applied): the end offset of what the partition's
+    /// state machine has applied (`last_applied_offset() + 1`) where it runs one, else the
+    /// high-watermark (a `delete` topic's records are applied by being served once committed).
+    /// Written only with the quorum-state writes elections make anyway, never per commit, so it
+    /// trails; it is informative: recovery reads every voter set record from the log start
+    /// (`scan_voter_records`) and does not trust it.
+    pub fn applied_offset(&self) -> u64 {
+        if self.keeps_snapshots {
+            use crate::state_machine::StateMachine;
+            (self.snapshots.state_machine.last_applied_offset() + 1).max(0) as u64
+        } else {
+            self.high_watermark
+        }
     }
 
     /// The ticket of the latest quorum-state write issued (held messages wait for it).
