@@ -693,13 +693,13 @@ fn disk_of(quorum: &Quorum, id: i32) -> [u8; 16] {
         .expect("ringlog format writes a directory.id")
 }
 
-/// KIP-853: a voter is its node id *and* its disk. Voter 3's data folder is deleted and
-/// formatted again under the same node id (a new `directory.id`): the leader lists node 3 as an
-/// observer with its new directory id, beside voter 3 with the old one, and node 3 counts
+/// KIP-853: a voter is its node id *and* its disk. A voter's data folder is deleted and
+/// formatted again under the same node id (a new `directory.id`): the leader lists that node as
+/// an observer with its new directory id, beside the voter with the old one, and it counts
 /// neither toward the high-watermark nor in elections (with one more voter stopped, the two
 /// real voters left of four are no majority: the leader resigns and nobody is elected). Once
-/// node 3 is removed and added again, its new disk is voter 3: the leader is killed, and the
-/// three left, node 3 among them, elect a leader and commit a new topic.
+/// it is removed and added again, its new disk is the voter: the leader is killed, and the
+/// three left, the replaced node among them, elect a leader and commit a new topic.
 #[test]
 fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
     let _serial = serial();
@@ -734,22 +734,59 @@ fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
         },
     );
 
-    // Node 3's disk is replaced: deleted, formatted again under node id 3, started.
-    quorum.kill(3);
-    quorum.wipe(3);
-    let new_disk = disk_of(&quorum, 3);
-    assert_ne!(new_disk, disks[2]);
-    quorum.start_node(3);
+    // KIP-853: the first voter set in the log follows a KRaftVersionRecord (kraft.version 1),
+    // as `ringlog dump --print-records` of the leader's metadata log shows.
+    let leader = metadata_quorum_at_leader(&addresses)
+        .expect("a leader")
+        .leader_id;
+    let segment = quorum
+        .data_dir(leader)
+        .join("__cluster_metadata-0")
+        .join(format!("{:020}.log", 0));
+    let dumped = ringlog(&["dump", segment.to_str().unwrap(), "--print-records"]).expect("dump");
+    let controls: Vec<&str> = dumped
+        .lines()
+        .filter(|l| l.contains("control: KRaft"))
+        .collect();
+    assert!(
+        controls.len() >= 2
+            && controls[0].contains("KRaftVersion kraft.version: 1")
+            && controls[1].contains("KRaftVoters voters: [1 (directory"),
+        "{dumped}"
+    );
+
+    // The disk replaced is that of a configured voter that does not lead, while a configured
+    // voter leads: a fresh disk finds the leader only through `controller.quorum.voters` (its
+    // empty log does not name node 4's endpoint yet).
+    let mut leader = metadata_quorum_at_leader(&addresses)
+        .expect("a leader")
+        .leader_id;
+    if leader == 4 {
+        quorum.kill(4);
+        leader = eventually(Duration::from_secs(30), "a leader among 1..=3", || {
+            Some(metadata_quorum_at_leader(&addresses[..3])?.leader_id)
+        });
+        quorum.start_node(4);
+    }
+    let replaced = (1..=3).find(|&id| id != leader).unwrap();
+    let old_disk = disks[replaced as usize - 1];
+
+    // Its data folder is deleted and formatted again under the same node id; it starts.
+    quorum.kill(replaced);
+    quorum.wipe(replaced);
+    let new_disk = disk_of(&quorum, replaced);
+    assert_ne!(new_disk, old_disk);
+    quorum.start_node(replaced);
     let described = eventually(
         Duration::from_secs(30),
-        "node 3 fetching as an observer with its new directory id",
+        "the replaced node fetching as an observer with its new directory id",
         || {
             let p = metadata_quorum_at_leader(&addresses)?;
-            let voter_3 = p.current_voters.iter().find(|v| v.replica_id == 3)?;
-            let observer_3 = p.observers.iter().find(|o| o.replica_id == 3)?;
-            (voter_3.replica_directory_id.0 == disks[2]
-                && observer_3.replica_directory_id.0 == new_disk
-                && observer_3.log_end_offset >= 0)
+            let voter = p.current_voters.iter().find(|v| v.replica_id == replaced)?;
+            let observer = p.observers.iter().find(|o| o.replica_id == replaced)?;
+            (voter.replica_directory_id.0 == old_disk
+                && observer.replica_directory_id.0 == new_disk
+                && observer.log_end_offset >= 0)
                 .then_some(p)
         },
     );
@@ -762,15 +799,14 @@ fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
     assert!(
         text.lines()
             .skip_while(|l| !l.starts_with("ObserverId"))
-            .any(|l| l.starts_with("3 ") && l.contains(&new_disk_text)),
+            .any(|l| l.starts_with(&format!("{replaced} ")) && l.contains(&new_disk_text)),
         "{text}"
     );
 
-    // With another voter stopped, leader plus one voter are two of four: node 3 on its new disk
+    // With another voter stopped, leader plus one voter are two of four: the replaced node
     // does not make the third, so the leader resigns (check quorum) and nobody is elected.
-    let stopped = [1, 2, 4]
-        .into_iter()
-        .find(|&id| id != described.leader_id)
+    let stopped = (1..=4)
+        .find(|&id| id != described.leader_id && id != replaced)
         .unwrap();
     quorum.kill(stopped);
     let live: Vec<String> = (1..=4)
@@ -779,41 +815,46 @@ fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
         .collect();
     eventually(
         Duration::from_secs(30),
-        "the leader resigned: the replaced disk is not voter 3",
+        "the leader resigned: the replaced disk is not the voter",
         || metadata_quorum_at_leader(&live).is_none().then_some(()),
     );
 
-    // Back to three real voters; node 3 is removed and added again with its new disk.
+    // Back to three real voters; the node is removed and added again with its new disk.
     quorum.start_node(stopped);
     eventually(Duration::from_secs(30), "a metadata leader again", || {
         metadata_quorum_at_leader(&addresses)
     });
+    let replaced_id = replaced.to_string();
     change_voters(
         &addresses,
         "remove-voter",
-        &["--node-id", "3"],
-        "node 3 (its old disk) removed",
+        &["--node-id", &replaced_id],
+        "the old disk's voter removed",
     );
+    let replaced_address = address_of(replaced);
     change_voters(
         &addresses,
         "add-voter",
-        &["--node-id", "3", "--endpoint", &addresses[2]],
-        "node 3 added again",
+        &["--node-id", &replaced_id, "--endpoint", &replaced_address],
+        "the replaced node added again",
     );
     let p = eventually(
         Duration::from_secs(30),
-        "voter 3 recorded with its new directory id",
+        "the voter recorded with its new directory id",
         || {
             let p = metadata_quorum_at_leader(&addresses)?;
-            let voter_3 = p.current_voters.iter().find(|v| v.replica_id == 3)?;
-            (voter_3.replica_directory_id.0 == new_disk).then_some(p)
+            let voter = p.current_voters.iter().find(|v| v.replica_id == replaced)?;
+            (voter.replica_directory_id.0 == new_disk).then_some(p)
         },
     );
 
-    // Now it counts: the leader is killed (node 3 is not it: the set just named it a voter
-    // again, it may already lead; then another voter goes), and the three voters left, node 3
-    // among them, elect a leader and commit.
-    let stopped = if p.leader_id == 3 { 1 } else { p.leader_id };
+    // Now it counts: the leader is killed (if the replaced node leads already, another voter
+    // goes), and the three voters left, the replaced node among them, elect and commit.
+    let stopped = if p.leader_id == replaced {
+        (1..=4).find(|&id| id != replaced).unwrap()
+    } else {
+        p.leader_id
+    };
     quorum.kill(stopped);
     let live: Vec<String> = (1..=4)
         .filter(|&id| id != stopped)
@@ -821,7 +862,7 @@ fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
         .collect();
     eventually(
         Duration::from_secs(30),
-        "a metadata leader among three voters, node 3 on its new disk among them",
+        "a metadata leader among three voters, the replaced node among them",
         || quorum::agreed_leader(&live, "__cluster_metadata", 0),
     );
     quorum::create_topic_at(&live, "after-the-new-disk", 1, &[]);

@@ -346,6 +346,46 @@ impl VoterSet {
     }
 }
 
+// ---- the KRaftVersionRecord value (KIP-853, control type 5) ----
+
+/// `kraft.version` 1: the voter set lives in the log (VotersRecord). Version 0 is the static
+/// `controller.quorum.voters` set, which has no record.
+pub const KRAFT_VERSION_DYNAMIC: i16 = 1;
+/// `KRaftVersionRecord` schema version written here.
+pub const KRAFT_VERSION_RECORD_VERSION: i16 = 0;
+
+/// Encodes KIP-853's `KRaftVersionRecord` v0 (flexible): Version int16, KRaftVersion int16,
+/// tagged fields.
+pub fn encode_kraft_version_record(kraft_version: i16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5);
+    out.extend_from_slice(&KRAFT_VERSION_RECORD_VERSION.to_be_bytes());
+    out.extend_from_slice(&kraft_version.to_be_bytes());
+    out.push(0); // tagged fields
+    out
+}
+
+/// Decodes a `KRaftVersionRecord` value: its `KRaftVersion`. Malformed bytes are a typed error.
+pub fn decode_kraft_version_record(value: &[u8]) -> Result<i16, RaftError> {
+    let malformed = RaftError::MalformedVotersRecord;
+    let mut reader = ValueReader { data: value, at: 0 };
+    let version = reader
+        .i16()
+        .map_err(|_| malformed("KRaftVersionRecord truncated"))?;
+    if version < 0 {
+        return Err(malformed("KRaftVersionRecord negative version"));
+    }
+    let kraft_version = reader
+        .i16()
+        .map_err(|_| malformed("KRaftVersionRecord truncated"))?;
+    reader
+        .skip_tagged_fields()
+        .map_err(|_| malformed("KRaftVersionRecord tagged fields"))?;
+    if reader.at != value.len() || kraft_version < 0 {
+        return Err(malformed("KRaftVersionRecord malformed"));
+    }
+    Ok(kraft_version)
+}
+
 fn malformed(reason: &'static str) -> RaftError {
     RaftError::MalformedVotersRecord(reason)
 }
@@ -474,6 +514,19 @@ mod tests {
         assert_eq!(a.id_difference(&set(&[1, 2, 4])), 2);
         assert!(set(&[1]).without_voter(1).is_none());
         assert_eq!(set(&[1, 2, 3, 4]).majority(), 3);
+    }
+
+    #[test]
+    fn kraft_version_record_round_trips_and_rejects_garbage() {
+        let value = encode_kraft_version_record(KRAFT_VERSION_DYNAMIC);
+        // Kafka's bytes: Version 0, KRaftVersion 1, no tagged fields.
+        assert_eq!(value, vec![0, 0, 0, 1, 0]);
+        assert_eq!(decode_kraft_version_record(&value), Ok(1));
+        for cut in 0..value.len() {
+            assert!(decode_kraft_version_record(&value[..cut]).is_err(), "{cut}");
+        }
+        assert!(decode_kraft_version_record(&[0, 0, 0, 1, 0, 0]).is_err());
+        assert!(decode_kraft_version_record(&[0, 0, 0xff, 0xff, 0]).is_err());
     }
 
     #[test]

@@ -558,11 +558,17 @@ impl Cluster {
 fn an_added_voter_survives_a_restart_of_every_node() {
     let mut cluster = Cluster::new(&[1, 2], &[1], false);
     cluster.append_committed("a");
+    // A static voter set: kraft.version 0, no record.
+    assert_eq!(cluster.host(1).store(PARTITION).unwrap().kraft_version, 0);
     let record = cluster.add_voter(2);
     assert_eq!(cluster.voters_of(1), vec![1, 2]);
     assert_eq!(cluster.voters_of(2), vec![1, 2]);
     cluster.crash_and_restart_all();
     for id in [1, 2] {
+        // KIP-853: the KRaftVersionRecord written before the first VotersRecord is read back.
+        let store = cluster.host(id).store(PARTITION).unwrap();
+        assert_eq!(store.kraft_version, 1, "node {id}");
+        assert_eq!(store.kraft_version_offset, Some(record - 1), "node {id}");
         assert_eq!(
             cluster.voters_of(id),
             vec![1, 2],
@@ -632,6 +638,13 @@ fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
             vec![1, 2],
             "node {id} after its restart (log starts at {})",
             store.log.log_start_offset()
+        );
+        // The log no longer holds the KRaftVersionRecord: the snapshot's header carries it.
+        assert_eq!(store.kraft_version, 1, "node {id} from its snapshot");
+        assert_eq!(
+            store.snapshots.recovered_kraft_version,
+            Some(1),
+            "node {id}"
         );
     }
     cluster.append_committed("c");

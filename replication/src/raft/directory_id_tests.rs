@@ -44,6 +44,12 @@ fn fetch_from(
         .unwrap()
 }
 
+/// A fetch at the leader's log end.
+fn fetch_to_end(raft: &mut Raft, now_ms: u64, replica: NodeId, directory_id: [u8; 16]) {
+    let end = raft.log().log_end_offset();
+    fetch_from(raft, now_ms, replica, directory_id, end);
+}
+
 fn flush_all(raft: &mut Raft, now_ms: u64) {
     let end_offset = raft.log().log_end_offset();
     let generation = raft.log().generation();
@@ -72,20 +78,21 @@ fn leader_of_three_disks() -> Raft {
     assert!(raft.is_leader());
     flush_all(&mut raft, 5_000);
     assert_eq!(raft.high_watermark(), 1);
+    // The first voter set in the log: a KRaftVersionRecord and the VotersRecord (offsets 1, 2).
     raft.update_voter(5_001, 1, disk(DISK_1)).unwrap().unwrap();
     flush_all(&mut raft, 5_001);
-    assert_eq!(raft.high_watermark(), 2);
-    fetch_from(&mut raft, 5_002, 2, DISK_2, 2);
+    assert_eq!(raft.high_watermark(), 3);
+    fetch_to_end(&mut raft, 5_002, 2, DISK_2);
     raft.add_voter_with_info(5_003, 2, disk(DISK_2)).unwrap();
     flush_all(&mut raft, 5_003);
-    fetch_from(&mut raft, 5_004, 2, DISK_2, 3);
-    assert_eq!(raft.high_watermark(), 3);
-    fetch_from(&mut raft, 5_005, 3, DISK_3, 3);
+    fetch_to_end(&mut raft, 5_004, 2, DISK_2);
+    assert_eq!(raft.high_watermark(), raft.log().log_end_offset());
+    fetch_to_end(&mut raft, 5_005, 3, DISK_3);
     raft.add_voter_with_info(5_006, 3, disk(DISK_3)).unwrap();
     flush_all(&mut raft, 5_006);
-    fetch_from(&mut raft, 5_007, 2, DISK_2, 4);
-    fetch_from(&mut raft, 5_008, 3, DISK_3, 4);
-    assert_eq!(raft.high_watermark(), 4);
+    fetch_to_end(&mut raft, 5_007, 2, DISK_2);
+    fetch_to_end(&mut raft, 5_008, 3, DISK_3);
+    assert_eq!(raft.high_watermark(), raft.log().log_end_offset());
     raft
 }
 

@@ -227,9 +227,21 @@ impl Raft {
             "a voter change adds or removes at most one voter"
         );
         let base_offset = self.log.log_end_offset();
-        let batch: Bytes = crate::records::voters_batch(&next, self.now_ms as i64);
-        self.log.append(base_offset, base_offset, leader_epoch);
-        self.voters.add_at(base_offset, next);
+        // The first voter set in the log moves the quorum to kraft.version 1: as Kafka's
+        // leader does, a KRaftVersionRecord goes first, in the same batch (KIP-853).
+        let (batch, voters_offset): (Bytes, u64) = if self.voters.latest_offset().is_none() {
+            (
+                crate::records::first_voters_batch(&next, self.now_ms as i64),
+                base_offset + 1,
+            )
+        } else {
+            (
+                crate::records::voters_batch(&next, self.now_ms as i64),
+                base_offset,
+            )
+        };
+        self.log.append(base_offset, voters_offset, leader_epoch);
+        self.voters.add_at(voters_offset, next);
         let mut out = self.new_out();
         out.push(Work::AppendAsLeader {
             base_offset,
@@ -242,7 +254,7 @@ impl Raft {
         (
             AppendResult {
                 base_offset,
-                last_offset: base_offset,
+                last_offset: voters_offset,
                 leader_epoch,
             },
             out.finish(),
