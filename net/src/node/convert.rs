@@ -544,7 +544,6 @@ pub fn peer_request(
                         pre_vote: r.pre_vote,
                         replica_directory_id: Uuid(r.candidate_directory_id),
                         voter_directory_id: Uuid(r.voter_directory_id),
-                        ..Default::default()
                     }],
                 }],
                 ..Default::default()

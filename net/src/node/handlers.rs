@@ -225,7 +225,6 @@ impl Node {
             log_end_offset: r.log_end_offset.map_or(-1, |o| o as i64),
             last_fetch_timestamp: wall(r.last_fetch_timestamp_ms),
             last_caught_up_timestamp: wall(r.last_caught_up_timestamp_ms),
-            ..Default::default()
         };
         let topics = request
             .topics
