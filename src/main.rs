@@ -437,6 +437,66 @@ pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String
 
 // ---- dump -----------------------------------------------------------------------------------
 
+/// `ringlog dump --print-records` of a control batch: each control record by its KIP name,
+/// with the KRaft ones decoded (kraft.version, the voter set with its directory ids).
+fn print_control_records(batch: &ringlog_engine::batch::RecordBatch) {
+    use ringlog_engine::batch::control::{ControlRecord, ControlRecordType};
+    let records = match batch.control_records() {
+        Ok(records) => records,
+        Err(e) => {
+            println!("| control records not readable: {e}");
+            return;
+        }
+    };
+    for record in records {
+        let (offset, record) = match record {
+            Ok(found) => found,
+            Err(e) => {
+                println!("| bad control record: {e}");
+                return;
+            }
+        };
+        let text = match &record {
+            ControlRecord::LeaderChange(m) => format!(
+                "LeaderChange leaderId: {} voters: {:?} grantingVoters: {:?}",
+                m.leader_id, m.voters, m.granting_voters
+            ),
+            ControlRecord::SnapshotHeader(_) => "SnapshotHeader".to_string(),
+            ControlRecord::SnapshotFooter(_) => "SnapshotFooter".to_string(),
+            ControlRecord::Other { key, value } => {
+                let value = value.as_deref().unwrap_or_default();
+                match key.record_type {
+                    ControlRecordType::KRaftVersion => {
+                        match ringlog_replication::voters::decode_kraft_version_record(value) {
+                            Ok(version) => format!("KRaftVersion kraft.version: {version}"),
+                            Err(e) => format!("KRaftVersion (malformed: {e})"),
+                        }
+                    }
+                    ControlRecordType::KRaftVoters => {
+                        match ringlog_replication::voters::VoterSet::decode_record_value(value) {
+                            Ok(voters) => format!(
+                                "KRaftVoters voters: [{}]",
+                                voters
+                                    .voters()
+                                    .iter()
+                                    .map(|(id, info)| format!(
+                                        "{id} (directory {})",
+                                        ringlog_net::meta_properties::uuid_text(&info.directory_id)
+                                    ))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            Err(e) => format!("KRaftVoters (malformed: {e})"),
+                        }
+                    }
+                    other => format!("{other:?}"),
+                }
+            }
+        };
+        println!("| offset: {offset} control: {text}");
+    }
+}
+
 fn dump(file: &Path, print_records: bool) -> Result<(), String> {
     let error = |e: std::io::Error| format!("{}: {e}", file.display());
     // A segment file ends with its slot region (docs/log.md): read the batches up to the newest
@@ -478,6 +538,9 @@ fn dump(file: &Path, print_records: bool) -> Result<(), String> {
                     ringlog_engine::batch::compression::codec_name(batch.compression()),
                     header.crc(),
                 );
+                if print_records && batch.is_control() {
+                    print_control_records(&batch);
+                }
                 if print_records && !batch.is_control() {
                     match batch.records() {
                         Ok(records) => {

@@ -143,6 +143,19 @@ pub(crate) fn describe_quorum(bootstrap: &str, topic: &str, partition: i32) -> R
             endpoints
         );
     }
+    // An observer's directory id is the one it fetches with: a voter's node id on a replaced
+    // disk is listed here under its new one until it is removed and added again.
+    if !p.observers.is_empty() {
+        println!();
+        println!("{:<10} DirectoryId", "ObserverId");
+        for r in &p.observers {
+            println!(
+                "{:<10} {}",
+                r.replica_id,
+                ringlog_net::meta_properties::uuid_text(&r.replica_directory_id.0)
+            );
+        }
+    }
     println!();
     println!(
         "{:<8} {:<14} {:<8} {:<20} {:<23} Status",

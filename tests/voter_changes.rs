@@ -413,7 +413,8 @@ fn removing_the_leader_makes_it_resign_without_losing_records() {
     );
 
     // UpdateRaftVoter: voter 2 names its directory id and listener; DescribeQuorum shows them.
-    let directory_id = [42u8; 16];
+    // (Its own: a voter set naming another disk for node 2 would make it an observer, KIP-853.)
+    let directory_id = disk_of(&quorum, 2);
     let update = Request::UpdateRaftVoter(update_raft_voter_request::UpdateRaftVoterRequest {
         cluster_id: Some(cluster_id.clone()),
         current_leader_epoch: -1,
@@ -668,4 +669,201 @@ fn dev_grows_to_five_voters_and_shrinks_back_under_load() {
     load.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
     assert_nothing_lost(&addresses, &addresses[..3], &acknowledged);
+}
+
+/// The metadata quorum as its leader describes it, asked at each of `addresses` in turn:
+/// `None` while none of them leads.
+fn metadata_quorum_at_leader(
+    addresses: &[String],
+) -> Option<ringlog_net::protocol::describe_quorum_response::PartitionData> {
+    addresses.iter().find_map(|address| {
+        let view = Client::connect(address, Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        (view.partition.error_code == 0 && view.partition.leader_id >= 0).then_some(view.partition)
+    })
+}
+
+/// The directory id `ringlog format` wrote into node `id`'s `meta.properties`.
+fn disk_of(quorum: &Quorum, id: i32) -> [u8; 16] {
+    ringlog_net::meta_properties::MetaProperties::read(&quorum.data_dir(id))
+        .unwrap()
+        .directory_id
+        .expect("ringlog format writes a directory.id")
+}
+
+/// KIP-853: a voter is its node id *and* its disk. A voter's data folder is deleted and
+/// formatted again under the same node id (a new `directory.id`): the leader lists that node as
+/// an observer with its new directory id, beside the voter with the old one, and it counts
+/// neither toward the high-watermark nor in elections (with one more voter stopped, the two
+/// real voters left of four are no majority: the leader resigns and nobody is elected). Once
+/// it is removed and added again, its new disk is the voter: the leader is killed, and the
+/// three left, the replaced node among them, elect a leader and commit a new topic.
+#[test]
+fn a_voter_on_a_replaced_disk_is_an_observer_until_it_is_added_again() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "controller.quorum.observers=4");
+    quorum.add_node(4, "controller.quorum.observers=4");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let addresses: Vec<String> = (1..=4).map(|id| quorum.address(id)).collect();
+    let address_of = |id: i32| addresses[id as usize - 1].clone();
+
+    // The voter set goes into the log (Kafka's kraft.version 1) with node 4's addition; then
+    // each voter has the leader record its directory id (UpdateRaftVoter, own_endpoint.rs).
+    change_voters(
+        &addresses,
+        "add-voter",
+        &["--node-id", "4", "--endpoint", &addresses[3]],
+        "node 4 added",
+    );
+    let disks: Vec<[u8; 16]> = (1..=4).map(|id| disk_of(&quorum, id)).collect();
+    eventually(
+        Duration::from_secs(30),
+        "every voter's directory id in the voter set",
+        || {
+            let p = metadata_quorum_at_leader(&addresses)?;
+            let recorded: Vec<(i32, [u8; 16])> = p
+                .current_voters
+                .iter()
+                .map(|v| (v.replica_id, v.replica_directory_id.0))
+                .collect();
+            let expected: Vec<(i32, [u8; 16])> = (1..=4).zip(disks.iter().copied()).collect();
+            (recorded == expected).then_some(())
+        },
+    );
+
+    // KIP-853: the first voter set in the log follows a KRaftVersionRecord (kraft.version 1),
+    // as `ringlog dump --print-records` of the leader's metadata log shows.
+    let leader = metadata_quorum_at_leader(&addresses)
+        .expect("a leader")
+        .leader_id;
+    let segment = quorum
+        .data_dir(leader)
+        .join("__cluster_metadata-0")
+        .join(format!("{:020}.log", 0));
+    let dumped = ringlog(&["dump", segment.to_str().unwrap(), "--print-records"]).expect("dump");
+    let controls: Vec<&str> = dumped
+        .lines()
+        .filter(|l| l.contains("control: KRaft"))
+        .collect();
+    assert!(
+        controls.len() >= 2
+            && controls[0].contains("KRaftVersion kraft.version: 1")
+            && controls[1].contains("KRaftVoters voters: [1 (directory"),
+        "{dumped}"
+    );
+
+    // The disk replaced is that of a configured voter that does not lead, while a configured
+    // voter leads: a fresh disk finds the leader only through `controller.quorum.voters` (its
+    // empty log does not name node 4's endpoint yet).
+    let mut leader = metadata_quorum_at_leader(&addresses)
+        .expect("a leader")
+        .leader_id;
+    if leader == 4 {
+        quorum.kill(4);
+        leader = eventually(Duration::from_secs(30), "a leader among 1..=3", || {
+            Some(metadata_quorum_at_leader(&addresses[..3])?.leader_id)
+        });
+        quorum.start_node(4);
+    }
+    let replaced = (1..=3).find(|&id| id != leader).unwrap();
+    let old_disk = disks[replaced as usize - 1];
+
+    // Its data folder is deleted and formatted again under the same node id; it starts.
+    quorum.kill(replaced);
+    quorum.wipe(replaced);
+    let new_disk = disk_of(&quorum, replaced);
+    assert_ne!(new_disk, old_disk);
+    quorum.start_node(replaced);
+    let described = eventually(
+        Duration::from_secs(30),
+        "the replaced node fetching as an observer with its new directory id",
+        || {
+            let p = metadata_quorum_at_leader(&addresses)?;
+            let voter = p.current_voters.iter().find(|v| v.replica_id == replaced)?;
+            let observer = p.observers.iter().find(|o| o.replica_id == replaced)?;
+            (voter.replica_directory_id.0 == old_disk
+                && observer.replica_directory_id.0 == new_disk
+                && observer.log_end_offset >= 0)
+                .then_some(p)
+        },
+    );
+    // `ringlog describe-quorum` shows it the same way.
+    let leader_address = address_of(described.leader_id);
+    let text = eventually(Duration::from_secs(10), "describe-quorum", || {
+        ringlog(&["describe-quorum", "--bootstrap", &leader_address])
+    });
+    let new_disk_text = ringlog_net::meta_properties::uuid_text(&new_disk);
+    assert!(
+        text.lines()
+            .skip_while(|l| !l.starts_with("ObserverId"))
+            .any(|l| l.starts_with(&format!("{replaced} ")) && l.contains(&new_disk_text)),
+        "{text}"
+    );
+
+    // With another voter stopped, leader plus one voter are two of four: the replaced node
+    // does not make the third, so the leader resigns (check quorum) and nobody is elected.
+    let stopped = (1..=4)
+        .find(|&id| id != described.leader_id && id != replaced)
+        .unwrap();
+    quorum.kill(stopped);
+    let live: Vec<String> = (1..=4)
+        .filter(|&id| id != stopped)
+        .map(address_of)
+        .collect();
+    eventually(
+        Duration::from_secs(30),
+        "the leader resigned: the replaced disk is not the voter",
+        || metadata_quorum_at_leader(&live).is_none().then_some(()),
+    );
+
+    // Back to three real voters; the node is removed and added again with its new disk.
+    quorum.start_node(stopped);
+    eventually(Duration::from_secs(30), "a metadata leader again", || {
+        metadata_quorum_at_leader(&addresses)
+    });
+    let replaced_id = replaced.to_string();
+    change_voters(
+        &addresses,
+        "remove-voter",
+        &["--node-id", &replaced_id],
+        "the old disk's voter removed",
+    );
+    let replaced_address = address_of(replaced);
+    change_voters(
+        &addresses,
+        "add-voter",
+        &["--node-id", &replaced_id, "--endpoint", &replaced_address],
+        "the replaced node added again",
+    );
+    let p = eventually(
+        Duration::from_secs(30),
+        "the voter recorded with its new directory id",
+        || {
+            let p = metadata_quorum_at_leader(&addresses)?;
+            let voter = p.current_voters.iter().find(|v| v.replica_id == replaced)?;
+            (voter.replica_directory_id.0 == new_disk).then_some(p)
+        },
+    );
+
+    // Now it counts: the leader is killed (if the replaced node leads already, another voter
+    // goes), and the three voters left, the replaced node among them, elect and commit.
+    let stopped = if p.leader_id == replaced {
+        (1..=4).find(|&id| id != replaced).unwrap()
+    } else {
+        p.leader_id
+    };
+    quorum.kill(stopped);
+    let live: Vec<String> = (1..=4)
+        .filter(|&id| id != stopped)
+        .map(address_of)
+        .collect();
+    eventually(
+        Duration::from_secs(30),
+        "a metadata leader among three voters, the replaced node among them",
+        || quorum::agreed_leader(&live, "__cluster_metadata", 0),
+    );
+    quorum::create_topic_at(&live, "after-the-new-disk", 1, &[]);
 }

@@ -98,6 +98,10 @@ pub struct NodeConfig {
     pub groups: crate::groups::GroupConfig,
     /// Every key of [`KEYS`] as this node resolved it, for DescribeConfigs of the node.
     pub properties: Vec<ResolvedProperty>,
+    /// Not a key: the data folder's `directory.id` (KIP-853) from `meta.properties`, set by
+    /// the node at start (`None`: a folder formatted without one, or not read yet). Every
+    /// partition's core carries it in its Fetch and Vote requests.
+    pub directory_id: Option<[u8; 16]>,
 }
 
 /// One node property as resolved at start: its value (`None`: unset and without a default)
@@ -342,6 +346,7 @@ impl NodeConfig {
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             num_partitions: values.positive("num.partitions")?,
             properties: values.resolved(),
+            directory_id: None,
             default_replication_factor,
             default_replication_factor_follows_voters,
             groups: crate::groups::GroupConfig {

@@ -26,6 +26,9 @@ pub enum ErrorCode {
     SnapshotNotFound = 98,
     PositionOutOfRange = 99,
     InconsistentClusterId = 104,
+    /// KIP-853: the request names this replica with another directory id than its own (its
+    /// disk was replaced since the sender's voter set recorded it).
+    InvalidVoterKey = 125,
 }
 
 impl ErrorCode {
@@ -49,6 +52,7 @@ impl ErrorCode {
             98 => ErrorCode::SnapshotNotFound,
             99 => ErrorCode::PositionOutOfRange,
             104 => ErrorCode::InconsistentClusterId,
+            125 => ErrorCode::InvalidVoterKey,
             other => return Err(RaftError::UnknownErrorCode(other)),
         })
     }

@@ -26,6 +26,12 @@ pub struct VoteRequest {
     /// KIP-996: a Prospective voter asking whether we would vote for it, in its current epoch
     /// (`candidate_epoch` is not raised); granting binds nothing and is not persisted.
     pub pre_vote: bool,
+    /// KIP-853 `ReplicaDirectoryId` (Vote v1+): the candidate's own directory id (zero: none).
+    pub candidate_directory_id: [u8; 16],
+    /// KIP-853 `VoterDirectoryId` (Vote v1+): the directory id the candidate's voter set
+    /// records for the receiver (zero: none). A receiver with another directory id answers
+    /// INVALID_VOTER_KEY and grants nothing: its disk is not the one that voter had.
+    pub voter_directory_id: [u8; 16],
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +45,9 @@ pub struct VoteResponse {
 pub struct BeginQuorumEpochRequest {
     pub leader_id: NodeId,
     pub leader_epoch: Epoch,
+    /// KIP-853 `VoterDirectoryId` (BeginQuorumEpoch v1+): the receiver's directory id in the
+    /// leader's voter set (zero: none); another disk answers INVALID_VOTER_KEY.
+    pub voter_directory_id: [u8; 16],
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +63,10 @@ pub struct EndQuorumEpochRequest {
     pub leader_epoch: Epoch,
     /// Voters in the order the resigning node prefers them as successor: most caught up first.
     pub preferred_successors: Vec<NodeId>,
+    /// KIP-853 `CandidateDirectoryId` (EndQuorumEpoch v1+) of each preferred successor, in the
+    /// same order; empty from a sender that names none (v0). A replica named with another
+    /// directory id than its own is not the successor named.
+    pub preferred_successor_directory_ids: Vec<[u8; 16]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -76,6 +89,11 @@ pub struct FetchRequest {
     pub last_fetched_epoch: Epoch,
     pub max_bytes: u32,
     pub max_wait_ms: u64,
+    /// KIP-853 `ReplicaDirectoryId` (Fetch v17+): the fetching replica's directory id (zero:
+    /// none). A fetch whose directory id differs from the one the voter set in force records
+    /// for `replica_id` is an observer's: it counts neither toward the high-watermark nor as
+    /// that voter's liveness.
+    pub replica_directory_id: [u8; 16],
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -159,6 +177,9 @@ impl Message {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
     pub replica_id: NodeId,
+    /// KIP-853 `ReplicaDirectoryId`: a voter's from the voter set in force, an observer's from
+    /// its last fetch (zero: none).
+    pub replica_directory_id: [u8; 16],
     /// The last fetch offset the leader accepted from this replica (for the leader itself: its
     /// log end offset).
     pub log_end_offset: Option<u64>,

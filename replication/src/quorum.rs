@@ -95,6 +95,9 @@ pub fn record_vote(
 pub struct ReplicaProgress {
     /// The last validated fetch offset (the replica's durable log end).
     pub end_offset: Option<u64>,
+    /// KIP-853: the directory id of the replica's last fetch (zero: none named). For a voter
+    /// it matches the voter set in force (other fetches are an observer's).
+    pub directory_id: [u8; 16],
     pub last_fetch_ms: Option<u64>,
     pub last_caught_up_ms: Option<u64>,
     /// The high-watermark the last Fetch answer to this replica carried, in this epoch. A

@@ -198,13 +198,61 @@ pub fn voters_batch(voters: &crate::voters::VoterSet, timestamp_ms: i64) -> Byte
     build_batch(&[(Some(&key[..]), Some(&value[..]))], true, timestamp_ms)
 }
 
+/// The first voter set of a log (kraft.version 0 → 1, KIP-853): one control batch holding a
+/// `KRaftVersionRecord` (kraft.version 1) and then the `VotersRecord`, as Kafka's leader writes
+/// them when the voter set moves into the log. The VotersRecord is at the base offset + 1.
+pub fn first_voters_batch(voters: &crate::voters::VoterSet, timestamp_ms: i64) -> Bytes {
+    use ringlog_engine::batch::control::{ControlRecordKey, ControlRecordType};
+    let version_key = ControlRecordKey::new(ControlRecordType::KRaftVersion).encode();
+    let version_value =
+        crate::voters::encode_kraft_version_record(crate::voters::KRAFT_VERSION_DYNAMIC);
+    let voters_key = ControlRecordKey::new(ControlRecordType::KRaftVoters).encode();
+    let voters_value = voters.encode_record_value();
+    build_batch(
+        &[
+            (Some(&version_key[..]), Some(&version_value[..])),
+            (Some(&voters_key[..]), Some(&voters_value[..])),
+        ],
+        true,
+        timestamp_ms,
+    )
+}
+
+/// The `KRaftVersionRecord`s in `records` (as [`voter_sets_in`]): (offset, kraft.version).
+pub fn kraft_versions_in(records: &Bytes) -> Result<Vec<(u64, i16)>, RaftError> {
+    use ringlog_engine::batch::control::ControlRecordType;
+    let mut found = Vec::new();
+    for (offset, value) in control_values_in(records, ControlRecordType::KRaftVersion)? {
+        let value = value.ok_or(RaftError::MalformedVotersRecord("no value"))?;
+        found.push((offset, crate::voters::decode_kraft_version_record(&value)?));
+    }
+    Ok(found)
+}
+
 /// The voter sets in `records` (consecutive stamped batches, e.g. a Fetch response or a
 /// snapshot's batches), with the offset of each record. Only control batches are opened; a
 /// control batch that does not parse, or a `VotersRecord` that does not decode, is a typed
 /// error, so a response carrying one is rejected whole.
 pub fn voter_sets_in(records: &Bytes) -> Result<Vec<(u64, crate::voters::VoterSet)>, RaftError> {
+    use ringlog_engine::batch::control::ControlRecordType;
+    let mut found = Vec::new();
+    for (offset, value) in control_values_in(records, ControlRecordType::KRaftVoters)? {
+        let value = value.ok_or(RaftError::MalformedVotersRecord("no value"))?;
+        found.push((
+            offset,
+            crate::voters::VoterSet::decode_record_value(&value)?,
+        ));
+    }
+    Ok(found)
+}
+
+/// The (offset, value) of every control record of `record_type` in `records`.
+fn control_values_in(
+    records: &Bytes,
+    record_type: ringlog_engine::batch::control::ControlRecordType,
+) -> Result<Vec<(u64, Option<Bytes>)>, RaftError> {
     use ringlog_engine::batch::RecordBatch;
-    use ringlog_engine::batch::control::{ControlRecord, ControlRecordType};
+    use ringlog_engine::batch::control::ControlRecord;
     let mut found = Vec::new();
     let mut position = 0usize;
     for header in parse_batch_headers(records, false)? {
@@ -222,11 +270,9 @@ pub fn voter_sets_in(records: &Bytes) -> Result<Vec<(u64, crate::voters::VoterSe
         for record in parsed.control_records().map_err(unreadable)? {
             let (offset, record) = record.map_err(unreadable)?;
             if let ControlRecord::Other { key, value } = record
-                && key.record_type == ControlRecordType::KRaftVoters
+                && key.record_type == record_type
             {
-                let value = value.ok_or(RaftError::MalformedVotersRecord("no value"))?;
-                let voters = crate::voters::VoterSet::decode_record_value(&value)?;
-                found.push((offset as u64, voters));
+                found.push((offset as u64, value));
             }
         }
     }

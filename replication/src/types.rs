@@ -106,6 +106,10 @@ pub struct QuorumConfig {
     /// live replica to fetch past a snapshot's end offset before it advances its log start
     /// there anyway (a replica left behind then catches up through FetchSnapshot).
     pub max_replication_lag_ms: u64,
+    /// KIP-853: this replica's directory id (`directory.id` in meta.properties; zero: none).
+    /// With the node id it is the replica's key: a voter set entry naming another directory
+    /// id is not this replica, which then acts as an observer.
+    pub directory_id: [u8; 16],
     /// Test-only rule breakers for the simulator's mutation check.
     #[cfg(feature = "sim")]
     pub mutation: Option<crate::mutation::Mutation>,
@@ -131,6 +135,7 @@ impl QuorumConfig {
             retry_backoff_ms: 20,
             fetch_max_bytes: 1 << 20,
             max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
+            directory_id: [0; 16],
             #[cfg(feature = "sim")]
             mutation: None,
         })

@@ -26,6 +26,10 @@ use std::collections::BTreeMap;
 use crate::error::RaftError;
 use crate::types::NodeId;
 
+/// KIP-853's "no directory id" (`Uuid.ZERO`): a replica or voter entry that names none, which
+/// matches any directory id.
+pub const NO_DIRECTORY_ID: [u8; 16] = [0; 16];
+
 /// A KIP-853 listener endpoint of a voter (`Endpoints` in `VotersRecord`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -70,6 +74,21 @@ impl VoterSet {
 
     pub fn contains(&self, id: NodeId) -> bool {
         self.voters.contains_key(&id)
+    }
+
+    /// The directory id this set records for voter `id` (`None`: not a voter).
+    pub fn directory_id_of(&self, id: NodeId) -> Option<[u8; 16]> {
+        self.voters.get(&id).map(|info| info.directory_id)
+    }
+
+    /// KIP-853 `VoterSet.isVoter(ReplicaKey)`: replica `id` with disk `directory_id` is this
+    /// set's voter `id` when the set records no directory id for it, or the same one. A replica
+    /// whose disk was replaced (same id, new directory id) is not that voter: it is an
+    /// observer until it is removed and added again with its new directory id.
+    pub fn is_voter_key(&self, id: NodeId, directory_id: [u8; 16]) -> bool {
+        self.voters.get(&id).is_some_and(|info| {
+            info.directory_id == NO_DIRECTORY_ID || info.directory_id == directory_id
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -327,6 +346,46 @@ impl VoterSet {
     }
 }
 
+// ---- the KRaftVersionRecord value (KIP-853, control type 5) ----
+
+/// `kraft.version` 1: the voter set lives in the log (VotersRecord). Version 0 is the static
+/// `controller.quorum.voters` set, which has no record.
+pub const KRAFT_VERSION_DYNAMIC: i16 = 1;
+/// `KRaftVersionRecord` schema version written here.
+pub const KRAFT_VERSION_RECORD_VERSION: i16 = 0;
+
+/// Encodes KIP-853's `KRaftVersionRecord` v0 (flexible): Version int16, KRaftVersion int16,
+/// tagged fields.
+pub fn encode_kraft_version_record(kraft_version: i16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5);
+    out.extend_from_slice(&KRAFT_VERSION_RECORD_VERSION.to_be_bytes());
+    out.extend_from_slice(&kraft_version.to_be_bytes());
+    out.push(0); // tagged fields
+    out
+}
+
+/// Decodes a `KRaftVersionRecord` value: its `KRaftVersion`. Malformed bytes are a typed error.
+pub fn decode_kraft_version_record(value: &[u8]) -> Result<i16, RaftError> {
+    let malformed = RaftError::MalformedVotersRecord;
+    let mut reader = ValueReader { data: value, at: 0 };
+    let version = reader
+        .i16()
+        .map_err(|_| malformed("KRaftVersionRecord truncated"))?;
+    if version < 0 {
+        return Err(malformed("KRaftVersionRecord negative version"));
+    }
+    let kraft_version = reader
+        .i16()
+        .map_err(|_| malformed("KRaftVersionRecord truncated"))?;
+    reader
+        .skip_tagged_fields()
+        .map_err(|_| malformed("KRaftVersionRecord tagged fields"))?;
+    if reader.at != value.len() || kraft_version < 0 {
+        return Err(malformed("KRaftVersionRecord malformed"));
+    }
+    Ok(kraft_version)
+}
+
 fn malformed(reason: &'static str) -> RaftError {
     RaftError::MalformedVotersRecord(reason)
 }
@@ -455,6 +514,19 @@ mod tests {
         assert_eq!(a.id_difference(&set(&[1, 2, 4])), 2);
         assert!(set(&[1]).without_voter(1).is_none());
         assert_eq!(set(&[1, 2, 3, 4]).majority(), 3);
+    }
+
+    #[test]
+    fn kraft_version_record_round_trips_and_rejects_garbage() {
+        let value = encode_kraft_version_record(KRAFT_VERSION_DYNAMIC);
+        // Kafka's bytes: Version 0, KRaftVersion 1, no tagged fields.
+        assert_eq!(value, vec![0, 0, 0, 1, 0]);
+        assert_eq!(decode_kraft_version_record(&value), Ok(1));
+        for cut in 0..value.len() {
+            assert!(decode_kraft_version_record(&value[..cut]).is_err(), "{cut}");
+        }
+        assert!(decode_kraft_version_record(&[0, 0, 0, 1, 0, 0]).is_err());
+        assert!(decode_kraft_version_record(&[0, 0, 0xff, 0xff, 0]).is_err());
     }
 
     #[test]

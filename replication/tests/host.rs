@@ -229,6 +229,8 @@ fn vote_run(seed: u64, mutation: Option<HostMutation>) -> bool {
         last_offset_epoch: 0,
         last_offset: 0,
         pre_vote: false,
+        candidate_directory_id: [0; 16],
+        voter_directory_id: [0; 16],
     };
     let message = PartitionMessage {
         partition: PARTITION,
@@ -326,7 +328,9 @@ impl Cluster {
     }
 
     fn start(&mut self, id: NodeId, io: MemoryIo) {
-        let quorum = QuorumConfig::new(id, &self.bootstrap).expect("voters");
+        let mut quorum = QuorumConfig::new(id, &self.bootstrap).expect("voters");
+        // KIP-853: node `id`'s disk, the directory id `add_voter` records for it.
+        quorum.directory_id = [id as u8; 16];
         let config = HostConfig::new(
             "host-test".into(),
             self.bootstrap.clone(),
@@ -554,11 +558,17 @@ impl Cluster {
 fn an_added_voter_survives_a_restart_of_every_node() {
     let mut cluster = Cluster::new(&[1, 2], &[1], false);
     cluster.append_committed("a");
+    // A static voter set: kraft.version 0, no record.
+    assert_eq!(cluster.host(1).store(PARTITION).unwrap().kraft_version, 0);
     let record = cluster.add_voter(2);
     assert_eq!(cluster.voters_of(1), vec![1, 2]);
     assert_eq!(cluster.voters_of(2), vec![1, 2]);
     cluster.crash_and_restart_all();
     for id in [1, 2] {
+        // KIP-853: the KRaftVersionRecord written before the first VotersRecord is read back.
+        let store = cluster.host(id).store(PARTITION).unwrap();
+        assert_eq!(store.kraft_version, 1, "node {id}");
+        assert_eq!(store.kraft_version_offset, Some(record - 1), "node {id}");
         assert_eq!(
             cluster.voters_of(id),
             vec![1, 2],
@@ -629,6 +639,13 @@ fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
             "node {id} after its restart (log starts at {})",
             store.log.log_start_offset()
         );
+        // The log no longer holds the KRaftVersionRecord: the snapshot's header carries it.
+        assert_eq!(store.kraft_version, 1, "node {id} from its snapshot");
+        assert_eq!(
+            store.snapshots.recovered_kraft_version,
+            Some(1),
+            "node {id}"
+        );
     }
     cluster.append_committed("c");
 
@@ -643,4 +660,65 @@ fn an_added_voter_survives_a_restart_after_the_log_start_passed_its_record() {
     cluster.append_committed("d");
     cluster.crash_and_restart_all();
     assert_eq!(cluster.voters_of(3), vec![1, 2], "node 3 after its restart");
+}
+
+/// The quorum-state file node `id` last wrote for the partition.
+fn quorum_state_of(
+    cluster: &mut Cluster,
+    id: NodeId,
+) -> ringlog_engine::quorum_state::QuorumStateData {
+    let path = std::path::Path::new("/data/metadata-0/quorum-state");
+    ringlog_engine::quorum_state::QuorumStateData::load(cluster.host_mut(id).io_mut(), path)
+        .expect("readable")
+        .expect("written")
+}
+
+/// KIP-595's quorum-state `appliedOffset`: the offset the node had applied when it wrote the
+/// file (the end of what its state machine applied), carried by the writes elections make. The
+/// first election writes 0 (nothing applied); after records commit, the next election's writes
+/// name their end on both nodes.
+#[test]
+fn the_quorum_state_names_the_applied_offset() {
+    let mut cluster = Cluster::new(&[1, 2], &[1, 2], false);
+    cluster.run_until("a leader", |c| c.leader().is_some());
+    let first = cluster.leader().expect("leader");
+    assert_eq!(quorum_state_of(&mut cluster, first).applied_offset, 0);
+    let mut last = 0;
+    for key in ["a", "b", "c"] {
+        last = cluster.append_committed(key);
+    }
+    // The leader steps down; the next election rewrites both files.
+    let now = cluster.now;
+    cluster
+        .host_mut(first)
+        .resign(now, PARTITION)
+        .expect("resign");
+    let epoch = cluster.host(first).raft(PARTITION).unwrap().epoch();
+    cluster.run_until("a leader in a later epoch", |c| {
+        c.leader()
+            .is_some_and(|l| c.host(l).raft(PARTITION).unwrap().epoch() > epoch)
+    });
+    cluster.run_until("both quorum-states of the new epoch", |c| {
+        c.nodes
+            .keys()
+            .all(|&id| c.host(id).raft(PARTITION).unwrap().election_state().epoch > epoch)
+    });
+    for id in [1, 2] {
+        let state = quorum_state_of(&mut cluster, id);
+        assert!(state.leader_epoch as u32 > epoch, "node {id}: {state:?}");
+        assert!(
+            state.applied_offset > last as i64,
+            "node {id} had applied past {last}: {state:?}"
+        );
+        let log_end = cluster
+            .host(id)
+            .raft(PARTITION)
+            .unwrap()
+            .log()
+            .log_end_offset();
+        assert!(
+            state.applied_offset as u64 <= log_end,
+            "node {id}: {state:?}"
+        );
+    }
 }

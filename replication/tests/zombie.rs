@@ -150,6 +150,7 @@ fn fetch(
         last_fetched_epoch,
         max_bytes: 1 << 20,
         max_wait_ms: 0,
+        replica_directory_id: [0; 16],
     });
     let work = node
         .step(

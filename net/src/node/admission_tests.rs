@@ -195,6 +195,8 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
             last_offset_epoch: 2,
             last_offset: 10,
             pre_vote: false,
+            candidate_directory_id: [0; 16],
+            voter_directory_id: [0; 16],
         }),
         core::Message::VoteRequest(core::VoteRequest {
             candidate_epoch: 3,
@@ -202,15 +204,19 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
             last_offset_epoch: 2,
             last_offset: 10,
             pre_vote: true,
+            candidate_directory_id: [0; 16],
+            voter_directory_id: [0; 16],
         }),
         core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
             leader_id: 2,
             leader_epoch: 3,
+            voter_directory_id: [0; 16],
         }),
         core::Message::EndQuorumEpochRequest(core::EndQuorumEpochRequest {
             leader_id: 2,
             leader_epoch: 3,
             preferred_successors: vec![3],
+            preferred_successor_directory_ids: Vec::new(),
         }),
     ];
     for message in &messages {
@@ -229,6 +235,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         last_fetched_epoch: 2,
         max_bytes: 1 << 20,
         max_wait_ms: 500,
+        replica_directory_id: [0; 16],
     };
     let request = Request::Fetch(fetch_request(CLUSTER, 4, &[(hosted, &fetch)]));
     let received = through_the_wire(request, PEER_FETCH_VERSION);

@@ -6,11 +6,14 @@
 //! either a core message for a hosted partition or an error code to answer with. Outbound, the
 //! core's answers (or those error codes) are put back in the request's topic/partition order.
 //!
-//! Versions the node *sends* (peers accept them all, Kafka 3.x voters too): Vote v0,
-//! BeginQuorumEpoch v0, EndQuorumEpoch v0 and Fetch v12 (the first Raft-aware Fetch: topic
-//! names, DivergingEpoch, CurrentLeader, SnapshotId). Inbound, every version the codec speaks is
-//! accepted. Epochs are unsigned in the core and `int32` on the wire: a negative epoch in a peer
-//! request is INVALID_REQUEST, never a wrapped number.
+//! Versions the node *sends*: the first that carry KIP-853's directory ids, so the receiver
+//! can tell a voter's disk from a replacement under the same node id: Vote v1 (v2 for a
+//! pre-vote), BeginQuorumEpoch v1, EndQuorumEpoch v1 and Fetch v17 (topic ids from v13,
+//! ReplicaState from v15, the ReplicaDirectoryId tag from v17; Kafka 3.9's versions). Inbound,
+//! every version the codec speaks is accepted; a version without directory ids gives the core
+//! a zero one (none named: it matches any voter entry, as Kafka's `ReplicaKey` without a
+//! directory id does). Epochs are unsigned in the core and `int32` on the wire: a negative
+//! epoch in a peer request is INVALID_REQUEST, never a wrapped number.
 
 use bytes::Bytes;
 use ringlog_replication as core;
@@ -27,12 +30,12 @@ use crate::protocol::{
 pub use crate::protocol::{METADATA_TOPIC, METADATA_TOPIC_ID};
 
 /// Wire versions the node uses for the requests it sends to peers.
-pub const VOTE_VERSION: i16 = 0;
+pub const VOTE_VERSION: i16 = 1;
 /// KIP-996: the PreVote field exists from Vote v2 on.
 pub const PRE_VOTE_VERSION: i16 = 2;
-pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 0;
-pub const END_QUORUM_EPOCH_VERSION: i16 = 0;
-pub const PEER_FETCH_VERSION: i16 = 12;
+pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 1;
+pub const END_QUORUM_EPOCH_VERSION: i16 = 1;
+pub const PEER_FETCH_VERSION: i16 = 17;
 
 /// One hosted partition: its topic, index and (for Fetch v13+) topic id.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +204,8 @@ pub fn vote_request_parts(
                         last_offset: offset(p.last_offset)?,
                         // KIP-996: answered without binding us (replication/src/raft/pre_vote.rs).
                         pre_vote: p.pre_vote,
+                        candidate_directory_id: p.replica_directory_id.0,
+                        voter_directory_id: p.voter_directory_id.0,
                     }),
                 ))
             }));
@@ -222,6 +227,7 @@ pub fn begin_quorum_epoch_request_parts(
                     core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
                         leader_id: p.leader_id,
                         leader_epoch: epoch(p.leader_epoch)?,
+                        voter_directory_id: p.voter_directory_id.0,
                     }),
                 ))
             }));
@@ -238,14 +244,21 @@ pub fn end_quorum_epoch_request_parts(
     for topic in &request.topics {
         for p in &topic.partitions {
             parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                // v0 names ids only (no directory id: any disk), v1 ids with their disks.
                 let mut preferred_successors = p.preferred_successors.clone();
-                preferred_successors.extend(p.preferred_candidates.iter().map(|c| c.candidate_id));
+                let mut preferred_successor_directory_ids =
+                    vec![[0; 16]; p.preferred_successors.len()];
+                for candidate in &p.preferred_candidates {
+                    preferred_successors.push(candidate.candidate_id);
+                    preferred_successor_directory_ids.push(candidate.candidate_directory_id.0);
+                }
                 Ok((
                     p.leader_id,
                     core::Message::EndQuorumEpochRequest(core::EndQuorumEpochRequest {
                         leader_id: p.leader_id,
                         leader_epoch: epoch(p.leader_epoch)?,
                         preferred_successors,
+                        preferred_successor_directory_ids,
                     }),
                 ))
             }));
@@ -296,6 +309,8 @@ pub fn replica_fetch_parts(
                             last_fetched_epoch: Epoch::try_from(p.last_fetched_epoch).unwrap_or(0),
                             max_bytes: u32::try_from(p.partition_max_bytes).unwrap_or(0),
                             max_wait_ms,
+                            // KIP-853 (v17+; zero before): which disk fetches.
+                            replica_directory_id: p.replica_directory_id.0,
                         }),
                     ))
                 })(),
@@ -524,7 +539,8 @@ pub fn peer_request(
                         last_offset_epoch: r.last_offset_epoch as i32,
                         last_offset: r.last_offset as i64,
                         pre_vote: r.pre_vote,
-                        ..Default::default()
+                        replica_directory_id: Uuid(r.candidate_directory_id),
+                        voter_directory_id: Uuid(r.voter_directory_id),
                     }],
                 }],
                 ..Default::default()
@@ -544,7 +560,7 @@ pub fn peer_request(
                         partition_index: hosted.index,
                         leader_id: r.leader_id,
                         leader_epoch: r.leader_epoch as i32,
-                        ..Default::default()
+                        voter_directory_id: Uuid(r.voter_directory_id),
                     }],
                 }],
                 ..Default::default()
@@ -561,7 +577,20 @@ pub fn peer_request(
                         leader_id: r.leader_id,
                         leader_epoch: r.leader_epoch as i32,
                         preferred_successors: r.preferred_successors.clone(),
-                        ..Default::default()
+                        preferred_candidates: r
+                            .preferred_successors
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &candidate_id)| eqe_req::ReplicaInfo {
+                                candidate_id,
+                                candidate_directory_id: Uuid(
+                                    r.preferred_successor_directory_ids
+                                        .get(i)
+                                        .copied()
+                                        .unwrap_or([0; 16]),
+                                ),
+                            })
+                            .collect(),
                     }],
                 }],
                 ..Default::default()
@@ -592,6 +621,7 @@ pub fn fetch_request(
             last_fetched_epoch: f.last_fetched_epoch as i32,
             log_start_offset: -1,
             partition_max_bytes: i32::try_from(f.max_bytes).unwrap_or(i32::MAX),
+            replica_directory_id: Uuid(f.replica_directory_id),
             ..Default::default()
         };
         match topics.iter_mut().find(|t| t.topic == hosted.topic) {
@@ -605,7 +635,12 @@ pub fn fetch_request(
     }
     fetch_req::FetchRequest {
         cluster_id: Some(cluster_id.to_string()),
+        // Before v15 at the top, from v15 in ReplicaState: both set, each version sends its own.
         replica_id,
+        replica_state: fetch_req::ReplicaState {
+            replica_id,
+            replica_epoch: -1,
+        },
         max_wait_ms: i32::try_from(max_wait_ms).unwrap_or(i32::MAX),
         min_bytes: 1,
         max_bytes: i32::MAX,
@@ -701,7 +736,13 @@ pub fn peer_fetch_response_parts(
     let mut out = Vec::new();
     for t in &response.responses {
         for p in &t.partitions {
-            let Some(id) = table.find(&t.topic, p.partition_index) else {
+            // v13+ name topics by id, older versions by name.
+            let found = if t.topic.is_empty() {
+                table.find_by_id(t.topic_id, p.partition_index)
+            } else {
+                table.find(&t.topic, p.partition_index)
+            };
+            let Some(id) = found else {
                 continue;
             };
             let Some(correlation_id) = correlation_for(id) else {

@@ -22,17 +22,20 @@ fn round_trip_response(api: ApiKey, version: i16, response: Response) -> Respons
 }
 
 /// KIP-595 Vote and KIP-996 pre-vote: what the node sends decodes, on the other node, to the
-/// same core request (a pre-vote goes as Vote v2, the first version with PreVote).
+/// same core request (a pre-vote goes as Vote v2, the first version with PreVote), KIP-853's
+/// directory ids included (Vote v1+).
 #[test]
 fn vote_request_survives_the_wire() {
     let table = PartitionTable::metadata_only();
-    for (pre_vote, wire_version) in [(false, 0), (true, 2)] {
+    for (pre_vote, wire_version) in [(false, 1), (true, 2)] {
         let message = core::Message::VoteRequest(core::VoteRequest {
             candidate_epoch: 5,
             candidate_id: 2,
             last_offset_epoch: 4,
             last_offset: 17,
             pre_vote,
+            candidate_directory_id: [2; 16],
+            voter_directory_id: [6; 16],
         });
         let (request, version) = peer_request("c", table.get(0), &message).unwrap();
         assert_eq!(version, wire_version);
@@ -43,6 +46,39 @@ fn vote_request_survives_the_wire() {
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].target, Ok((0, 2, message)));
     }
+}
+
+/// KIP-853: BeginQuorumEpoch v1 carries the receiver's directory id, EndQuorumEpoch v1 each
+/// preferred successor's.
+#[test]
+fn leader_requests_carry_directory_ids_over_the_wire() {
+    let table = PartitionTable::metadata_only();
+    let begin = core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 3,
+        voter_directory_id: [4; 16],
+    });
+    let (request, version) = peer_request("c", table.get(0), &begin).unwrap();
+    assert_eq!(version, 1);
+    let Request::BeginQuorumEpoch(decoded) = round_trip_request(request, version) else {
+        panic!()
+    };
+    let parts = begin_quorum_epoch_request_parts(&decoded, &table);
+    assert_eq!(parts[0].target, Ok((0, 1, begin)));
+
+    let end = core::Message::EndQuorumEpochRequest(core::EndQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 3,
+        preferred_successors: vec![3, 2],
+        preferred_successor_directory_ids: vec![[3; 16], [2; 16]],
+    });
+    let (request, version) = peer_request("c", table.get(0), &end).unwrap();
+    assert_eq!(version, 1);
+    let Request::EndQuorumEpoch(decoded) = round_trip_request(request, version) else {
+        panic!()
+    };
+    let parts = end_quorum_epoch_request_parts(&decoded, &table);
+    assert_eq!(parts[0].target, Ok((0, 1, end)));
 }
 
 #[test]
@@ -82,6 +118,7 @@ fn fetch_round_trip_keeps_diverging_epoch_and_records() {
         last_fetched_epoch: 3,
         max_bytes: 1000,
         max_wait_ms: 500,
+        replica_directory_id: [3; 16],
     };
     let wire = fetch_request("c", 3, &[(table.get(0), &fetch)]);
     let Request::Fetch(decoded) = round_trip_request(Request::Fetch(wire), PEER_FETCH_VERSION)
@@ -94,6 +131,7 @@ fn fetch_round_trip_keeps_diverging_epoch_and_records() {
         panic!()
     };
     assert_eq!(seen.correlation_id, 100);
+    assert_eq!(seen.replica_directory_id, [3; 16], "KIP-853, Fetch v17");
     assert_eq!(
         (
             seen.fetch_offset,

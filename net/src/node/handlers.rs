@@ -223,12 +223,15 @@ impl Node {
         request: &describe_quorum_request::DescribeQuorumRequest,
     ) -> dq::DescribeQuorumResponse {
         let wall = |ms: Option<u64>| ms.map_or(-1, |ms| (self.started_wall_ms + ms) as i64);
+        // KIP-853: a voter's directory id is the one its voter set records, an observer's the
+        // one it fetched with (the core's `describe_quorum`): a voter's id fetching from a
+        // replaced disk shows as an observer with the new directory id.
         let replica = |r: &core::ReplicaState| dq::ReplicaState {
             replica_id: r.replica_id,
+            replica_directory_id: Uuid(r.replica_directory_id),
             log_end_offset: r.log_end_offset.map_or(-1, |o| o as i64),
             last_fetch_timestamp: wall(r.last_fetch_timestamp_ms),
             last_caught_up_timestamp: wall(r.last_caught_up_timestamp_ms),
-            ..Default::default()
         };
         let topics = request
             .topics
@@ -254,24 +257,13 @@ impl Node {
                             },
                             Some(raft) => {
                                 let d = raft.describe_quorum();
-                                // KIP-853: each voter's directory id, from the voter set.
-                                let voters = raft.voter_set();
-                                let voter = |r: &core::ReplicaState| dq::ReplicaState {
-                                    replica_directory_id: Uuid(
-                                        voters
-                                            .voters()
-                                            .get(&r.replica_id)
-                                            .map_or([0; 16], |v| v.directory_id),
-                                    ),
-                                    ..replica(r)
-                                };
                                 dq::PartitionData {
                                     partition_index: p.partition_index,
                                     error_code: d.error_code.code(),
                                     leader_id: d.leader_id.unwrap_or(-1),
                                     leader_epoch: d.leader_epoch as i32,
                                     high_watermark: d.high_watermark as i64,
-                                    current_voters: d.current_voters.iter().map(voter).collect(),
+                                    current_voters: d.current_voters.iter().map(replica).collect(),
                                     observers: d.observers.iter().map(replica).collect(),
                                     ..Default::default()
                                 }

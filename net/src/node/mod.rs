@@ -106,8 +106,10 @@ impl From<HostError> for NodeError {
 
 /// Starts a node from its configuration and runs it until SIGTERM or SIGINT (graceful: a leader
 /// resigns first). Blocks the calling thread.
-pub fn run(config: NodeConfig) -> Result<(), NodeError> {
+pub fn run(mut config: NodeConfig) -> Result<(), NodeError> {
     let meta = MetaProperties::check(&config.metadata_log_dir, config.node_id, None)?;
+    // KIP-853: this disk's directory id goes into every request the cores send.
+    config.directory_id = meta.directory_id;
     // tokio-uring's runtime is a current-thread tokio runtime with a LocalSet: the event loop,
     // the server's connections and the peer lanes all run on this one thread.
     let mut builder = tokio_uring::builder();

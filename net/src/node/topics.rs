@@ -215,6 +215,7 @@ pub(super) fn quorum_config(
     quorum.retry_backoff_ms = config.retry_backoff_ms;
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
     quorum.max_replication_lag_ms = config.max_replication_lag_ms;
+    quorum.directory_id = config.directory_id.unwrap_or([0; 16]);
     Ok(quorum)
 }
 

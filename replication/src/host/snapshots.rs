@@ -81,16 +81,42 @@ pub fn voters_of_snapshot(contents: &SnapshotContents) -> Result<Option<VoterSet
 
 /// The control records a snapshot ending after `voters`' offset starts with (KIP-853: the
 /// voter set in force at its end offset; none while only `controller.quorum.voters` applies).
+/// The control records after a snapshot's header (Kafka's layout): with a voter set in the log
+/// (kraft.version 1), the `KRaftVersionRecord` and then the `VotersRecord` in force.
 fn header_records(voters: Option<&VoterSet>) -> Vec<(ControlRecordType, Bytes)> {
-    voters
-        .map(|v| {
-            (
-                ControlRecordType::KRaftVoters,
-                Bytes::from(v.encode_record_value()),
-            )
+    let Some(voters) = voters else {
+        return Vec::new();
+    };
+    vec![
+        (
+            ControlRecordType::KRaftVersion,
+            Bytes::from(crate::voters::encode_kraft_version_record(
+                crate::voters::KRAFT_VERSION_DYNAMIC,
+            )),
+        ),
+        (
+            ControlRecordType::KRaftVoters,
+            Bytes::from(voters.encode_record_value()),
+        ),
+    ]
+}
+
+/// KIP-853: the kraft.version a snapshot's `KRaftVersionRecord` names, if it holds one.
+pub fn kraft_version_of_snapshot(contents: &SnapshotContents) -> Result<Option<i16>, StorageError> {
+    let Some((_, value)) = contents
+        .header_control_records
+        .iter()
+        .rev()
+        .find(|(record_type, _)| *record_type == ControlRecordType::KRaftVersion)
+    else {
+        return Ok(None);
+    };
+    crate::voters::decode_kraft_version_record(value.as_deref().unwrap_or_default())
+        .map(Some)
+        .map_err(|error| StorageError::Inconsistent {
+            path: contents.path.display().to_string(),
+            reason: format!("snapshot kraft.version: {error}"),
         })
-        .into_iter()
-        .collect()
 }
 
 fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> StorageError {
@@ -123,6 +149,8 @@ pub struct PartitionSnapshots {
     /// KIP-853: the voter set of the snapshot at the log start, found at start (the first of
     /// the voter set records the core is started with).
     pub recovered_voters: Option<VoterSetEntry>,
+    /// KIP-853: the kraft.version the newest snapshot's `KRaftVersionRecord` names, if any.
+    pub recovered_kraft_version: Option<i16>,
 }
 
 impl PartitionSnapshots {
@@ -165,6 +193,7 @@ impl PartitionSnapshots {
             .load_snapshot(&contents)
             .map_err(|e| state_machine_error(&dir, e))?;
         let voters = voters_of_snapshot(&contents)?;
+        snapshots.recovered_kraft_version = kraft_version_of_snapshot(&contents)?;
         snapshots.latest_snapshot_id = Some(id);
         let offset = id.offset as i64;
         let mut log_start_snapshot_id = None;

@@ -21,7 +21,7 @@ use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
 use ringlog_engine::snapshot::SnapshotError;
 
 use super::snapshots::PartitionSnapshots;
-use crate::records::{batch_headers, voter_sets_in};
+use crate::records::{batch_headers, kraft_versions_in, voter_sets_in};
 use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
 use crate::voters::VoterSetEntry;
 
@@ -106,6 +106,13 @@ pub struct PartitionStore {
     pub recovered_voter_entries: Vec<VoterSetEntry>,
     /// Whether the log was read for them ([`PartitionStore::scan_voter_records`]).
     pub voter_records_scanned: bool,
+    /// KIP-853 `kraft.version` read back at start ([`PartitionStore::scan_voter_records`]): the
+    /// newest `KRaftVersionRecord` of the log, else the newest snapshot's; 0 (the static
+    /// `controller.quorum.voters` set) when neither holds one.
+    pub kraft_version: i16,
+    /// The offset of the `KRaftVersionRecord` it was read from in the log (`None`: from the
+    /// snapshot, or none recorded).
+    pub kraft_version_offset: Option<u64>,
 }
 
 impl PartitionStore {
@@ -177,6 +184,8 @@ impl PartitionStore {
             keeps_snapshots,
             recovered_voter_entries: Vec::new(),
             voter_records_scanned: false,
+            kraft_version: 0,
+            kraft_version_offset: None,
         };
         let mut store = store;
         if keeps_snapshots {
@@ -195,6 +204,7 @@ impl PartitionStore {
             self.snapshots.recovered_voters.iter().cloned().collect();
         let end = self.log.log_end_offset().max(0) as u64;
         let mut offset = self.log.log_start_offset().max(0) as u64;
+        let mut kraft_version = self.snapshots.recovered_kraft_version;
         while offset < end {
             let bytes = self.read(io, offset, SCAN_CHUNK_BYTES)?;
             let headers =
@@ -211,11 +221,28 @@ impl PartitionStore {
                     voters,
                 });
             }
+            if let Some(&(at, version)) = kraft_versions_in(&bytes)
+                .map_err(|error| self.inconsistent(offset, error))?
+                .last()
+            {
+                kraft_version = Some(version);
+                self.kraft_version_offset = Some(at);
+            }
             assert!(next > offset, "the scan moves forward");
             offset = next;
         }
         if !entries.is_empty() {
             tracing::info!(dir = %self.dir.display(), records = entries.len(), latest = ?entries.last().map(|e| e.voters.ids()), "voter set records recovered");
+        }
+        // A voter set written before KRaftVersionRecords were (this node's earlier versions)
+        // still means kraft.version 1.
+        self.kraft_version = kraft_version.unwrap_or(if entries.is_empty() {
+            0
+        } else {
+            crate::voters::KRAFT_VERSION_DYNAMIC
+        });
+        if self.kraft_version > 0 {
+            tracing::info!(dir = %self.dir.display(), kraft_version = self.kraft_version, "kraft.version read back");
         }
         self.recovered_voter_entries = entries;
         self.voter_records_scanned = true;
@@ -243,6 +270,7 @@ impl PartitionStore {
         state: ElectionState,
     ) -> Result<(), StorageError> {
         let mut data = QuorumStateData::initial(&self.cluster_id, &self.voters);
+        data.applied_offset = self.applied_offset() as i64;
         data.leader_epoch = state.epoch as i32;
         data.leader_id = state.leader_id.unwrap_or(-1);
         data.voted_id = state.voted_for.unwrap_or(-1);
@@ -254,6 +282,22 @@ impl PartitionStore {
         self.quorum_state
             .write(io, self.quorum_state_issued, &data)?;
         Ok(())
+    }
+
+    /// KIP-595's quorum-state `appliedOffset`: the offset from which a restart would scan the
+    /// log forward (everything below it is applied): the end offset of what the partition's
+    /// state machine has applied (`last_applied_offset() + 1`) where it runs one, else the
+    /// high-watermark (a `delete` topic's records are applied by being served once committed).
+    /// Written only with the quorum-state writes elections make anyway, never per commit, so it
+    /// trails; it is informative: recovery reads every voter set record from the log start
+    /// (`scan_voter_records`) and does not trust it.
+    pub fn applied_offset(&self) -> u64 {
+        if self.keeps_snapshots {
+            use crate::state_machine::StateMachine;
+            (self.snapshots.state_machine.last_applied_offset() + 1).max(0) as u64
+        } else {
+            self.high_watermark
+        }
     }
 
     /// The ticket of the latest quorum-state write issued (held messages wait for it).

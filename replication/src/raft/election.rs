@@ -52,6 +52,13 @@ impl Raft {
             respond(self, out, ErrorCode::InconsistentVoterSet, false);
             return Ok(());
         }
+        // KIP-853 `isValidVoterKey`: the candidate asks the voter its set records; if that is
+        // another disk than ours (ours was replaced since), this replica is not that voter and
+        // its vote must not count as one, whatever its log holds.
+        if !self.is_own_key(request.voter_directory_id) {
+            respond(self, out, ErrorCode::InvalidVoterKey, false);
+            return Ok(());
+        }
         if request.candidate_epoch < self.epoch() {
             respond(self, out, ErrorCode::FencedLeaderEpoch, false);
             return Ok(());
@@ -137,6 +144,17 @@ impl Raft {
         let EpochState::Candidate(candidate) = &mut self.state else {
             return Ok(());
         };
+        if response.error_code == ErrorCode::InvalidVoterKey && from_is_voter {
+            // KIP-853: that voter's disk was replaced; the replica there is not the voter and
+            // never will be until it is added again: a refusal, not a reason to ask again.
+            crate::quorum::record_vote(
+                &mut candidate.granting,
+                &mut candidate.rejecting,
+                from,
+                false,
+            );
+            return Ok(());
+        }
         if response.error_code != ErrorCode::None && from_is_voter {
             // As for a pre-vote (`count_pre_vote`): ask again after the retry backoff.
             candidate.vote_resend_ms = candidate
@@ -239,10 +257,24 @@ impl Raft {
             last_offset_epoch: end.epoch,
             last_offset: end.offset,
             pre_vote,
+            candidate_directory_id: self.config.directory_id,
+            voter_directory_id: crate::voters::NO_DIRECTORY_ID,
         };
-        for voter in self.voter_set().iter_ids() {
+        let voters: Vec<(NodeId, [u8; 16])> = self
+            .voter_set()
+            .voters()
+            .iter()
+            .map(|(id, info)| (*id, info.directory_id))
+            .collect();
+        for (voter, voter_directory_id) in voters {
             if voter != self.config.node_id && !answered.contains(&voter) {
-                out.send(voter, Message::VoteRequest(request.clone()));
+                out.send(
+                    voter,
+                    Message::VoteRequest(VoteRequest {
+                        voter_directory_id,
+                        ..request.clone()
+                    }),
+                );
             }
         }
     }
@@ -347,6 +379,7 @@ impl Raft {
         let request = BeginQuorumEpochRequest {
             leader_id: self.config.node_id,
             leader_epoch: leader.epoch,
+            voter_directory_id: crate::voters::NO_DIRECTORY_ID,
         };
         let targets: Vec<NodeId> = self
             .voter_set()
@@ -354,8 +387,22 @@ impl Raft {
             .filter(|&v| v != self.config.node_id && !leader.endorsed.contains(&v))
             .collect();
         for voter in targets {
-            out.send(voter, Message::BeginQuorumEpochRequest(request.clone()));
+            let voter_directory_id = self.voter_directory_id(voter);
+            out.send(
+                voter,
+                Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                    voter_directory_id,
+                    ..request.clone()
+                }),
+            );
         }
+    }
+
+    /// KIP-853 `isValidVoterKey`: a request naming this replica's directory id, or none, is
+    /// meant for this disk.
+    pub(crate) fn is_own_key(&self, voter_directory_id: [u8; 16]) -> bool {
+        voter_directory_id == crate::voters::NO_DIRECTORY_ID
+            || voter_directory_id == self.config.directory_id
     }
 
     /// KIP-595's checks shared by BeginQuorumEpoch and EndQuorumEpoch: the sender must be the
@@ -394,6 +441,11 @@ impl Raft {
                 }),
             );
         };
+        // KIP-853: the leader announces itself to the disk its voter set names.
+        if !self.is_own_key(request.voter_directory_id) {
+            respond(self, out, ErrorCode::InvalidVoterKey);
+            return Ok(());
+        }
         if let Some(error_code) =
             self.reject_leader_request(from, request.leader_id, request.leader_epoch)
         {
@@ -550,6 +602,11 @@ impl Raft {
             leader_id: self.config.node_id,
             leader_epoch: resigned.epoch,
             preferred_successors: resigned.preferred_successors.clone(),
+            preferred_successor_directory_ids: resigned
+                .preferred_successors
+                .iter()
+                .map(|&id| self.voter_directory_id(id))
+                .collect(),
         };
         let targets: Vec<NodeId> = resigned
             .preferred_successors
@@ -609,10 +666,21 @@ impl Raft {
             self.transition_to_unattached(request.leader_epoch, out)?;
         }
         let local = self.config.node_id;
+        // KIP-853: named with another disk than ours, we are not the successor named.
+        let own_directory_id = self.config.directory_id;
         let position = request
             .preferred_successors
             .iter()
-            .position(|&id| id == local);
+            .enumerate()
+            .position(|(i, &id)| {
+                id == local
+                    && request
+                        .preferred_successor_directory_ids
+                        .get(i)
+                        .is_none_or(|d| {
+                            *d == crate::voters::NO_DIRECTORY_ID || *d == own_directory_id
+                        })
+            });
         let backoff_max = self.config.election_backoff_max_ms;
         let jitter = self.rng.below(backoff_max / 10 + 1);
         let timeout = match position {

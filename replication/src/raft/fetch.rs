@@ -92,7 +92,9 @@ impl Raft {
                 let now = self.now_ms;
                 let log_end_offset = self.log.log_end_offset();
                 let high_watermark = self.log.high_watermark();
-                let is_voter = self.is_voter(from);
+                // KIP-853: a voter is its id *and* its disk. A fetch from the voter's id with
+                // another directory id (its disk replaced) is an observer's.
+                let is_voter = self.is_voter_key(from, request.replica_directory_id);
                 let max_wait_ms = request.max_wait_ms.min(self.config.fetch_max_wait_ms);
                 let EpochState::Leader(leader) = &mut self.state else {
                     unreachable!("checked above")
@@ -106,6 +108,7 @@ impl Raft {
                     leader.observers.entry(from).or_default()
                 };
                 progress.end_offset = Some(request.fetch_offset);
+                progress.directory_id = request.replica_directory_id;
                 progress.last_fetch_ms = Some(now);
                 if request.fetch_offset >= log_end_offset {
                     progress.last_caught_up_ms = Some(now);
@@ -492,6 +495,7 @@ impl Raft {
             last_fetched_epoch: self.log.last_fetched_epoch(),
             max_bytes: self.config.fetch_max_bytes,
             max_wait_ms: self.config.fetch_max_wait_ms,
+            replica_directory_id: self.config.directory_id,
         };
         self.fetch_in_flight = Some(InFlightFetch {
             correlation_id,

@@ -520,12 +520,16 @@ impl Raft {
         };
         let replica = |(id, p): (&NodeId, &ReplicaProgress)| ReplicaState {
             replica_id: *id,
+            replica_directory_id: p.directory_id,
             log_end_offset: p.end_offset,
             last_fetch_timestamp_ms: p.last_fetch_ms,
             last_caught_up_timestamp_ms: p.last_caught_up_ms,
         };
         let mut current_voters: Vec<ReplicaState> = leader.voters.iter().map(replica).collect();
         for voter in &mut current_voters {
+            // A voter is shown with the disk its set names (its fetches with another are an
+            // observer's).
+            voter.replica_directory_id = self.voter_directory_id(voter.replica_id);
             if voter.replica_id == self.config.node_id {
                 voter.log_end_offset = Some(self.log.log_end_offset());
                 voter.last_fetch_timestamp_ms = Some(self.now_ms);
@@ -711,6 +715,8 @@ impl Raft {
     }
 }
 
+#[cfg(test)]
+mod directory_id_tests;
 #[cfg(test)]
 mod reconfig_tests;
 #[cfg(test)]

@@ -117,6 +117,12 @@ impl Raft {
         let EpochState::Prospective(p) = &mut self.state else {
             return Ok(());
         };
+        if response.error_code == ErrorCode::InvalidVoterKey && from_is_voter {
+            // KIP-853: that voter's disk was replaced; the replica there is not the voter and
+            // never will be until it is added again: a refusal, not a reason to ask again.
+            crate::quorum::record_vote(&mut p.granting, &mut p.rejecting, from, false);
+            return Ok(());
+        }
         if response.error_code != ErrorCode::None && from_is_voter {
             // No answer yet (it may not host the partition yet: a new topic's replicas open it
             // a moment apart): ask again soon, as Kafka's RequestManager retries a failed

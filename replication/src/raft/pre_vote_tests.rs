@@ -132,6 +132,7 @@ fn end_quorum_epoch_lets_the_followers_grant_the_successors_pre_votes() {
                 leader_id: 1,
                 leader_epoch: 1,
                 preferred_successors: vec![3, 2],
+                preferred_successor_directory_ids: Vec::new(),
             }),
         )
         .unwrap();

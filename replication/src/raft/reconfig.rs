@@ -67,8 +67,23 @@ impl Raft {
         self.voter_set().contains(id)
     }
 
+    /// This replica is a voter of the set in force: its id is there with its own directory id
+    /// (or none). A replica whose disk was replaced under the same id is an observer until it
+    /// is added again (KIP-853 `QuorumState.isVoter`, the local `ReplicaKey`).
     pub(crate) fn is_local_voter(&self) -> bool {
-        self.is_voter(self.config.node_id)
+        self.is_voter_key(self.config.node_id, self.config.directory_id)
+    }
+
+    /// KIP-853: replica `id` with disk `directory_id` is a voter of the set in force.
+    pub(crate) fn is_voter_key(&self, id: NodeId, directory_id: [u8; 16]) -> bool {
+        self.voter_set().is_voter_key(id, directory_id)
+    }
+
+    /// The directory id the set in force records for voter `id` (zero: none, or not a voter).
+    pub(crate) fn voter_directory_id(&self, id: NodeId) -> [u8; 16] {
+        self.voter_set()
+            .directory_id_of(id)
+            .unwrap_or(crate::voters::NO_DIRECTORY_ID)
     }
 
     pub(crate) fn majority(&self) -> usize {
@@ -212,9 +227,21 @@ impl Raft {
             "a voter change adds or removes at most one voter"
         );
         let base_offset = self.log.log_end_offset();
-        let batch: Bytes = crate::records::voters_batch(&next, self.now_ms as i64);
-        self.log.append(base_offset, base_offset, leader_epoch);
-        self.voters.add_at(base_offset, next);
+        // The first voter set in the log moves the quorum to kraft.version 1: as Kafka's
+        // leader does, a KRaftVersionRecord goes first, in the same batch (KIP-853).
+        let (batch, voters_offset): (Bytes, u64) = if self.voters.latest_offset().is_none() {
+            (
+                crate::records::first_voters_batch(&next, self.now_ms as i64),
+                base_offset + 1,
+            )
+        } else {
+            (
+                crate::records::voters_batch(&next, self.now_ms as i64),
+                base_offset,
+            )
+        };
+        self.log.append(base_offset, voters_offset, leader_epoch);
+        self.voters.add_at(voters_offset, next);
         let mut out = self.new_out();
         out.push(Work::AppendAsLeader {
             base_offset,
@@ -227,7 +254,7 @@ impl Raft {
         (
             AppendResult {
                 base_offset,
-                last_offset: base_offset,
+                last_offset: voters_offset,
                 leader_epoch,
             },
             out.finish(),
@@ -308,16 +335,30 @@ impl Raft {
             return;
         };
         let voters = self.voter_set();
+        let local = self.config.node_id;
+        // A voter whose recorded progress came from another disk than the one the set now
+        // names (UpdateRaftVoter recorded a directory id) starts over, as a new voter does.
+        let stale_disk = |id: NodeId, p: &crate::quorum::ReplicaProgress| {
+            id != local && p.end_offset.is_some() && !voters.is_voter_key(id, p.directory_id)
+        };
         if leader.voters.len() == voters.len()
             && leader.voters.keys().all(|id| voters.contains(*id))
+            && !leader.voters.iter().any(|(id, p)| stale_disk(*id, p))
         {
             return;
         }
         let voters = voters.clone();
-        let local = self.config.node_id;
         let EpochState::Leader(leader) = &mut self.state else {
             return;
         };
+        for (id, progress) in leader.voters.iter_mut() {
+            if *id != local
+                && progress.end_offset.is_some()
+                && !voters.is_voter_key(*id, progress.directory_id)
+            {
+                progress.end_offset = None;
+            }
+        }
         let removed: Vec<NodeId> = leader
             .voters
             .keys()
@@ -327,8 +368,10 @@ impl Raft {
         for id in removed {
             let progress = leader.voters.remove(&id).unwrap_or_default();
             leader.endorsed.remove(&id);
+            // A replica that already fetches as an observer (its disk replaced: same id, new
+            // directory id) keeps that newer progress.
             if id != local {
-                leader.observers.insert(id, progress);
+                leader.observers.entry(id).or_insert(progress);
             }
         }
         for id in voters.iter_ids() {

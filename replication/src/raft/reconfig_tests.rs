@@ -18,7 +18,13 @@ fn set(ids: &[NodeId]) -> VoterSet {
 
 /// Node 1, the only bootstrap voter, leads epoch 1 with its LeaderChange committed (HW 1).
 fn lone_leader() -> Raft {
-    let config = QuorumConfig::new(1, &[1]).unwrap();
+    lone_leader_on_disk([0; 16])
+}
+
+/// [`lone_leader`] whose directory id is `directory_id`.
+fn lone_leader_on_disk(directory_id: [u8; 16]) -> Raft {
+    let mut config = QuorumConfig::new(1, &[1]).unwrap();
+    config.directory_id = directory_id;
     let mut raft = Raft::new(config, &RecoveredState::default(), 7, 0).unwrap();
     raft.tick(5_000).unwrap();
     let election = raft.election_state();
@@ -49,6 +55,7 @@ fn fetch_from(raft: &mut Raft, now_ms: u64, replica: NodeId, fetch_offset: u64) 
         last_fetched_epoch: 1,
         max_bytes: 1024,
         max_wait_ms: 500,
+        replica_directory_id: [0; 16],
     };
     raft.step(now_ms, replica, Message::FetchRequest(request))
         .unwrap()
@@ -78,14 +85,20 @@ fn add_then_remove_the_leader_one_change_at_a_time() {
     // Node 2 catches up as an observer (its fetch reaches the leader's end).
     fetch_from(&mut raft, 5_002, 2, 1);
     let (appended, work) = raft.add_voter(5_003, 2).unwrap();
-    assert_eq!(appended.base_offset, 1);
+    assert_eq!((appended.base_offset, appended.last_offset), (1, 2));
     let Some(Work::AppendAsLeader { batches, .. }) = work.first() else {
         panic!("{work:?}")
     };
     let stamped = stamp_batch(&batches[0], 1, 1);
+    // KIP-853: the first voter set in the log comes after a KRaftVersionRecord (kraft.version
+    // 1) in the same batch, as Kafka's leader writes them.
+    assert_eq!(
+        crate::records::kraft_versions_in(&stamped).unwrap(),
+        vec![(1, 1)]
+    );
     assert_eq!(
         crate::records::voter_sets_in(&stamped).unwrap(),
-        vec![(1, set(&[1, 2]))]
+        vec![(2, set(&[1, 2]))]
     );
     // KIP-595: effective when appended, before it commits.
     assert_eq!(raft.voter_set(), &set(&[1, 2]));
@@ -93,23 +106,25 @@ fn add_then_remove_the_leader_one_change_at_a_time() {
     assert!(matches!(
         raft.remove_voter(5_004, 1),
         Err(RaftError::VoterChangeInFlight {
-            pending_offset: 1,
+            pending_offset: 2,
             high_watermark: 1
         })
     ));
     // With two voters the leader's own flush is no longer a majority.
     flush_all(&mut raft, 5_005);
     assert_eq!(raft.high_watermark(), 1);
-    fetch_from(&mut raft, 5_006, 2, 2);
-    assert_eq!(raft.high_watermark(), 2, "committed by both voters");
+    fetch_from(&mut raft, 5_006, 2, 3);
+    assert_eq!(raft.high_watermark(), 3, "committed by both voters");
     // The leader removes itself: it keeps leading, without counting itself, until that commits.
     raft.remove_voter(5_007, 1).unwrap();
     assert_eq!(raft.voter_set(), &set(&[2]));
     flush_all(&mut raft, 5_008);
     assert!(raft.is_leader());
-    assert_eq!(raft.high_watermark(), 2);
-    let work = fetch_from(&mut raft, 5_009, 2, 3);
     assert_eq!(raft.high_watermark(), 3);
+    // The next voter set is a VotersRecord alone.
+    assert_eq!(raft.voter_history().latest_offset(), Some(3));
+    let work = fetch_from(&mut raft, 5_009, 2, 4);
+    assert_eq!(raft.high_watermark(), 4);
     // KIP-595: once its removal is committed it steps down with EndQuorumEpoch.
     assert!(matches!(raft.state(), EpochState::Resigned(_)), "{work:?}");
     assert!(work.iter().any(|w| matches!(
@@ -169,6 +184,7 @@ fn follower_2() -> Raft {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 1,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();
@@ -289,32 +305,32 @@ fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_v
     fetch_from(&mut raft, 5_001, 2, 1);
     raft.add_voter(5_002, 2).unwrap();
     flush_all(&mut raft, 5_003);
-    fetch_from(&mut raft, 5_004, 2, 2);
+    fetch_from(&mut raft, 5_004, 2, 3);
     assert_eq!(raft.voter_set(), &set(&[1, 2]));
-    assert_eq!(raft.high_watermark(), 2);
-    // Voter 2 stops fetching at 2; the leader appends up to 5 and holds it durably.
+    assert_eq!(raft.high_watermark(), 3);
+    // Voter 2 stops fetching at 3; the leader appends up to 6 and holds it durably.
     let batch = build_batch(&[(None, Some(b"x"))], false, 0);
     raft.append(5_005, vec![batch.clone(), batch.clone(), batch])
         .unwrap();
     flush_all(&mut raft, 5_006);
-    assert_eq!(raft.high_watermark(), 2, "voter 2 is still at 2");
-    // Observer 3 reports the leader's end (5), then loses its disk, and is added.
-    fetch_from(&mut raft, 5_007, 3, 5);
+    assert_eq!(raft.high_watermark(), 3, "voter 2 is still at 3");
+    // Observer 3 reports the leader's end (6), then loses its disk, and is added.
+    fetch_from(&mut raft, 5_007, 3, 6);
     let (appended, _) = raft.add_voter(5_008, 3).unwrap();
-    assert_eq!(appended.base_offset, 5);
+    assert_eq!(appended.base_offset, 6);
     assert_eq!(raft.voter_set(), &set(&[1, 2, 3]));
     flush_all(&mut raft, 5_009);
-    // KIP-595: the set in force is {1, 2, 3}; offset 5 is durable on the leader only.
+    // KIP-595: the set in force is {1, 2, 3}; offset 6 is durable on the leader only.
     assert_eq!(
         raft.high_watermark(),
-        2,
+        3,
         "an observer's fetch offset from before the add must not count"
     );
     // Voter 3's first fetch as a voter (at what it holds now, the whole log) counts.
-    fetch_from(&mut raft, 5_010, 3, 6);
+    fetch_from(&mut raft, 5_010, 3, 7);
     assert_eq!(
         raft.high_watermark(),
-        6,
+        7,
         "leader and voter 3: a majority of 3"
     );
 }
@@ -325,7 +341,8 @@ fn a_new_voter_counts_toward_the_high_watermark_only_from_its_first_fetch_as_a_v
 #[test]
 fn update_voter_replaces_endpoints_and_keeps_the_ids() {
     use crate::voters::{Endpoint, VoterInfo};
-    let mut raft = lone_leader();
+    // The leader's own disk is the one it records (KIP-853: another would make it an observer).
+    let mut raft = lone_leader_on_disk([7; 16]);
     let info = |port: u16| VoterInfo {
         directory_id: [7; 16],
         endpoints: vec![Endpoint {

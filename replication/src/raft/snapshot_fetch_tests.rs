@@ -180,6 +180,7 @@ fn a_new_epoch_drops_the_download() {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 3,
                 leader_epoch: 2,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();

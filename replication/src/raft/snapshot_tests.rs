@@ -300,6 +300,7 @@ fn a_replica_restarted_on_a_snapshot_votes_and_fetches_with_the_snapshot_id() {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 2,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();

@@ -28,6 +28,8 @@ fn vote_request(
         last_offset_epoch,
         last_offset,
         pre_vote: false,
+        candidate_directory_id: [0; 16],
+        voter_directory_id: [0; 16],
     })
 }
 
@@ -105,6 +107,7 @@ pub(super) fn fetch(
         last_fetched_epoch,
         max_bytes: 1024,
         max_wait_ms: 500,
+        replica_directory_id: [0; 16],
     }
 }
 
@@ -362,6 +365,7 @@ fn a_majority_of_votes_makes_a_leader_that_appends_leader_change_and_begins_the_
     let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
         leader_id: 1,
         leader_epoch: 1,
+        voter_directory_id: [0; 16],
     });
     assert_eq!(
         work,
@@ -398,6 +402,7 @@ fn begin_quorum_epoch_makes_a_follower_that_fetches_after_the_quorum_state_write
     let begin = Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
         leader_id: 1,
         leader_epoch: 4,
+        voter_directory_id: [0; 16],
     });
     let work = raft.step(10, 1, begin).unwrap();
     let leader = LeaderIdAndEpoch {
@@ -467,6 +472,7 @@ fn leader_validates_fetch_epochs() {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 1,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();
@@ -773,6 +779,7 @@ fn follower_2() -> Raft {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 1,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();
@@ -1022,6 +1029,7 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
         leader_id: 1,
         leader_epoch: 1,
         preferred_successors: vec![3, 2],
+        preferred_successor_directory_ids: vec![[0; 16]; 2],
     };
     assert_eq!(
         work,
@@ -1045,6 +1053,7 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
             Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
                 leader_id: 1,
                 leader_epoch: 1,
+                voter_directory_id: [0; 16],
             }),
         )
         .unwrap();
@@ -1072,6 +1081,7 @@ fn a_late_answer_from_a_resigned_leader_does_not_hold_the_election_back() {
         leader_id: 1,
         leader_epoch: 1,
         preferred_successors: vec![2, 3],
+        preferred_successor_directory_ids: Vec::new(),
     };
     raft.step(20, 1, Message::EndQuorumEpochRequest(end))
         .unwrap();
