@@ -107,6 +107,7 @@ mod tests {
             last_fetched_epoch: 1,
             max_bytes: 1 << 20,
             max_wait_ms: 500,
+            replica_directory_id: Default::default(),
         }
     }
 
