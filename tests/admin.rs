@@ -407,3 +407,52 @@ fn describe_cluster_names_the_cluster_the_controller_and_every_node() {
         "{controllers:?}"
     );
 }
+
+/// A forwarded admin request whose controller never answers: the controller is stopped with
+/// SIGSTOP after a first forwarded request connected the lane to it, so that connection stays
+/// open and the forwarding node's lane never fails the request. After `controller.socket.timeout.ms` the node closes the client's connection (as
+/// when no controller is known) instead of holding it until the client gives up; before, the
+/// client's read timed out with the connection still open.
+#[test]
+fn a_forwarded_request_to_a_stopped_controller_closes_the_client_s_connection() {
+    use ringlog_net::client::ClientError;
+    use ringlog_net::protocol::create_partitions_request as cp_req;
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "controller.socket.timeout.ms=1000\n");
+    quorum.start_all();
+    let (controller, _) = quorum.wait_for_leader(Duration::from_secs(15));
+    quorum.create_topic("grown", 1, &[]);
+    let other = (1..=3).find(|id| *id != controller).unwrap();
+    let mut client = Client::connect(&quorum.address(other), Duration::from_secs(20)).unwrap();
+    // CreatePartitions on a node that is not the controller is forwarded to it. The first one
+    // is answered, so the forwarding node's lane to the controller is connected (a lane that
+    // must connect to a stopped process fails its handshake within its connect timeout).
+    let grow_to = |count: i32| {
+        Request::CreatePartitions(cp_req::CreatePartitionsRequest {
+            topics: vec![cp_req::CreatePartitionsTopic {
+                name: "grown".into(),
+                count,
+                assignments: None,
+            }],
+            timeout_ms: 60_000,
+            validate_only: false,
+        })
+    };
+    match client.request(&grow_to(2), 3) {
+        Ok(Response::CreatePartitions(r)) => assert_eq!(r.results[0].error_code, 0, "{r:?}"),
+        other => panic!("CreatePartitions forwarded: {other:?}"),
+    }
+    let pid = quorum.pid(controller) as i32;
+    // SAFETY: signals to a child process this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let answer = client.request(&grow_to(3), 3);
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    match answer {
+        Err(ClientError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        other => panic!(
+            "expected the connection closed, got {other:?}\n{}",
+            quorum.dump_logs()
+        ),
+    }
+}

@@ -67,6 +67,8 @@ pub struct NodeConfig {
     pub request_timeout_ms: u64,
     /// `producer.id.expiration.ms` (producer_state.rs).
     pub producer_id_expiration_ms: u64,
+    /// `controller.socket.timeout.ms`: how long a forwarded admin request waits (configs.rs).
+    pub controller_socket_timeout_ms: u64,
     pub retry_backoff_ms: u64,
     pub fetch_max_wait_ms: u64,
     pub segment_size_bytes: u64,
@@ -324,6 +326,7 @@ impl NodeConfig {
             fetch_timeout_ms: values.positive("controller.quorum.fetch.timeout.ms")?,
             request_timeout_ms: values.positive("controller.quorum.request.timeout.ms")?,
             producer_id_expiration_ms: values.positive("producer.id.expiration.ms")?,
+            controller_socket_timeout_ms: values.positive("controller.socket.timeout.ms")?,
             retry_backoff_ms: values.positive("controller.quorum.retry.backoff.ms")?,
             fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
             segment_size_bytes: values.positive("metadata.log.segment.bytes")?,

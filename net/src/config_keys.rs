@@ -294,6 +294,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The longest metadata string an OffsetCommit may store with an offset (OFFSET_METADATA_TOO_LARGE above it).",
     },
     KeyDefinition {
+        name: "controller.socket.timeout.ms",
+        aliases: &[],
+        default: Some("30000"),
+        doc: "How long a client's admin request this node forwarded to the controller (topic configs, CreatePartitions) may wait for the controller's answer; then the client's connection is closed, as when no controller is known, and the client retries (Kafka's broker-to-controller channel uses the same key).",
+    },
+    KeyDefinition {
         name: "producer.id.expiration.ms",
         aliases: &[],
         default: Some("86400000"),

@@ -582,6 +582,7 @@ impl Node {
                 responder,
                 correlation_id: header.correlation_id,
                 version: header.api_version,
+                deadline_ms: self.now_ms() + self.config.controller_socket_timeout_ms,
             },
             false,
         )

@@ -300,6 +300,32 @@ impl Node {
             }
         }
         self.handlers_expire(now);
+        self.expire_forwarded(now);
+    }
+
+    /// Forwarded admin requests the controller has not answered by their deadline (a paused
+    /// or cut-off controller keeps its connection open, so the lane never fails them): the
+    /// client's connection is closed, as when no controller is known, and the client retries.
+    fn expire_forwarded(&mut self, now: u64) {
+        let late: Vec<(NodeId, i32)> = self
+            .peer_pending
+            .iter()
+            .filter(|(_, pending)| {
+                matches!(pending, PeerPending::Forward { deadline_ms, .. } if *deadline_ms <= now)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        for key in late {
+            if let Some(PeerPending::Forward { correlation_id, .. }) =
+                self.peer_pending.remove(&key)
+            {
+                tracing::info!(
+                    controller = key.0,
+                    client_correlation_id = correlation_id,
+                    "a forwarded request timed out (controller.socket.timeout.ms); closing the client's connection"
+                );
+            }
+        }
     }
 
     pub(super) fn handle_peer_response(
@@ -316,6 +342,7 @@ impl Node {
                 responder,
                 correlation_id,
                 version,
+                ..
             } => return Node::relay_forwarded(responder, correlation_id, version, &response),
             PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
                 // Superseded by a later Fetch that carries the same partitions' fetches.

@@ -386,11 +386,13 @@ pub(super) enum PeerPending {
     /// KIP-630: partition and core correlation id of each partition in the FetchSnapshot.
     FetchSnapshot(Vec<(ringlog_replication::PartitionId, u64)>),
     /// A client's admin request forwarded to the controller (configs.rs): its answer goes
-    /// back to the client under the client's correlation id.
+    /// back to the client under the client's correlation id. Unanswered at `deadline_ms`
+    /// (`controller.socket.timeout.ms`), the client's connection is closed.
     Forward {
         responder: Responder,
         correlation_id: i32,
         version: i16,
+        deadline_ms: u64,
     },
     /// This node's AllocateProducerIds to the controller (producer_ids.rs).
     ProducerIdBlock,
