@@ -919,24 +919,10 @@ pub fn consumer_fetch_request(
 /// (error code, base offset) of an acks=all Produce (v9) of `records` to `topic`-`partition` at
 /// `client`; the request waits up to 10 s for the commit.
 pub fn produce_to(client: &mut Client, topic: &str, partition: i32, records: Bytes) -> (i16, i64) {
-    use ringlog_net::protocol::{Request, Response, produce_request};
-    let request = Request::Produce(produce_request::ProduceRequest {
-        acks: -1,
-        timeout_ms: 10_000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: topic.into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: partition,
-                records: Some(records),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let Response::Produce(r) = client.request(&request, 9).unwrap() else {
-        panic!("not a Produce answer")
-    };
-    let answer = &r.responses[0].partition_responses[0];
+    let answer = client
+        .produce(topic, partition, records, -1, 10_000)
+        .unwrap()
+        .expect("acks=all is answered");
     (answer.error_code, answer.base_offset)
 }
 

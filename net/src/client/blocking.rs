@@ -196,15 +196,7 @@ impl Client {
             .ok_or_else(|| {
                 ClientError::Protocol("DescribeQuorum answer without partition".into())
             })?;
-        let endpoints = r
-            .nodes
-            .iter()
-            .filter_map(|n| {
-                n.listeners
-                    .first()
-                    .map(|l| (n.node_id, format!("{}:{}", l.host, l.port)))
-            })
-            .collect();
+        let endpoints = node_endpoints(&r);
         Ok(QuorumView {
             partition,
             endpoints,
@@ -337,6 +329,18 @@ impl Client {
 }
 
 /// What DescribeQuorum tells a client.
+/// Each node's first listener in a DescribeQuorum answer, as `host:port` (KIP-853's Nodes).
+pub fn node_endpoints(r: &describe_quorum_response::DescribeQuorumResponse) -> Vec<(i32, String)> {
+    r.nodes
+        .iter()
+        .filter_map(|n| {
+            n.listeners
+                .first()
+                .map(|l| (n.node_id, format!("{}:{}", l.host, l.port)))
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug)]
 pub struct QuorumView {
     pub partition: describe_quorum_response::PartitionData,

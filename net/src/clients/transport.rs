@@ -286,15 +286,7 @@ fn describe_quorum_leader<T: Transport + ?Sized>(
     else {
         return Err(ClientError::Protocol("not a DescribeQuorum answer".into()));
     };
-    let brokers: Vec<(i32, String)> = r
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            n.listeners
-                .first()
-                .map(|l| (n.node_id, format!("{}:{}", l.host, l.port)))
-        })
-        .collect();
+    let brokers = crate::client::node_endpoints(&r);
     if !brokers.is_empty() {
         transport.set_brokers(brokers);
     }
