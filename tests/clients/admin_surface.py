@@ -82,7 +82,7 @@ def configs(bootstrap, topic):
     eventually("retention.ms to read back altered", altered)
 
     # What cannot be is refused by name, not ignored.
-    for name, value in (("segment.bytes", "1024"), ("cleanup.policy", "compact"),
+    for name, value in (("segment.bytes", "1024"), ("cleanup.policy", "compact,snapshot"),
                         ("no.such.config", "1"), ("retention.ms", "soon"),
                         ("snapshot.minimum.records", "10")):
         code = error_code_of(alter_topic(admin, topic, name, value))

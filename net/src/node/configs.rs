@@ -21,13 +21,19 @@
 //! | topic    | `retention.ms`, `retention.bytes`       | applied (SET, DELETE = default)   |
 //! | topic    | `snapshot.minimum.records`              | applied on a snapshot topic; INVALID_CONFIG on a delete topic |
 //! | topic    | `segment.bytes` (65536..=1 GiB)         | applied (next segment roll)       |
-//! | topic    | `cleanup.policy` `delete` <-> `snapshot` | applied (below)                  |
-//! | topic    | `cleanup.policy` `compact`, lists       | INVALID_CONFIG (not served)       |
-//! | topic    | `max.message.bytes`, any other name     | INVALID_CONFIG                    |
-//! | topic    | APPEND / SUBTRACT                       | INVALID_CONFIG                    |
+//! | topic    | `cleanup.policy` `delete`, `compact`, `compact,delete` <-> `snapshot` | applied (below) |
+//! | topic    | `cleanup.policy` APPEND / SUBTRACT      | applied to the list (`snapshot` combines with nothing) |
+//! | topic    | `max.message.bytes`                     | applied (the next Produce)        |
+//! | topic    | `message.format.version`                | accepted and ignored (Kafka 3.x: every batch is v2) |
+//! | topic    | any other name                          | INVALID_CONFIG                    |
+//! | topic    | APPEND / SUBTRACT on other configs      | INVALID_CONFIG                    |
 //! | node     | any                                     | INVALID_REQUEST (static file)     |
 //! | other    | (broker loggers, client metrics, …)     | INVALID_REQUEST                   |
 //! | internal topic | any                               | INVALID_REQUEST                   |
+//!
+//! Adding or removing `compact` changes only which records Produce accepts (keys required),
+//! whether retention deletes (`delete` in the list) and whether DeleteRecords is refused
+//! (`compact` alone): no state is rebuilt. Between those and `snapshot`, as for `delete`:
 //!
 //! Changing `cleanup.policy` is safe both ways, because each replica's state machine is its
 //! own (a snapshot is the state after the log below it, whatever that log held):
@@ -69,6 +75,8 @@ const TYPE_LIST: i8 = 7;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
 
 /// The alterable topic configs a legacy AlterConfigs returns to their defaults when it leaves
 /// them out (Kafka's AlterConfigs replaces a resource's whole dynamic config).
@@ -78,6 +86,7 @@ const RESET_WHEN_LEFT_OUT: &[&str] = &[
     "retention.ms",
     "segment.bytes",
     "snapshot.minimum.records",
+    "max.message.bytes",
 ];
 
 /// A legacy AlterConfigs resource as the IncrementalAlterConfigs one it amounts to.
@@ -199,9 +208,15 @@ pub fn describe_topic_configs(
         },
         DescribedConfig {
             name: "max.message.bytes",
-            value: Some(message_max_bytes.0.to_string()),
-            source: node_source(message_max_bytes.1),
-            read_only: true,
+            value: Some(
+                config
+                    .max_message_bytes
+                    .map_or(message_max_bytes.0.to_string(), |b| b.to_string()),
+            ),
+            source: config
+                .max_message_bytes
+                .map_or(node_source(message_max_bytes.1), |_| SOURCE_TOPIC),
+            read_only: false,
             config_type: TYPE_INT,
         },
         DescribedConfig {
@@ -220,8 +235,12 @@ pub fn describe_topic_configs(
 pub enum AlterConfigsError {
     #[error("{0} is named twice")]
     Duplicate(String),
-    #[error("{name}: operation {operation} is not supported (only SET and DELETE)")]
+    #[error(
+        "{name}: operation {operation} is not supported (SET and DELETE; APPEND and SUBTRACT on the list cleanup.policy)"
+    )]
     Operation { name: String, operation: i8 },
+    #[error("{0}: a list config cannot be left empty")]
+    EmptyList(String),
     #[error(transparent)]
     Config(#[from] super::topics::TopicConfigError),
 }
@@ -240,9 +259,31 @@ pub fn altered_topic_config(
         {
             return Err(AlterConfigsError::Duplicate(alteration.name.clone()));
         }
+        let listed;
         let value = match alteration.config_operation {
             OP_SET => alteration.value.as_deref(),
             OP_DELETE => None,
+            // Kafka's list configs take APPEND and SUBTRACT; of a topic's configs here only
+            // `cleanup.policy` is a list. The result must still be a policy (`snapshot`
+            // combines with nothing; subtracting the last item is refused, as Kafka does).
+            operation @ (OP_APPEND | OP_SUBTRACT) if alteration.name == "cleanup.policy" => {
+                let mut items: Vec<&str> = config.cleanup_policy.items().to_vec();
+                for item in alteration.value.as_deref().unwrap_or("").split(',') {
+                    let item = item.trim();
+                    if operation == OP_APPEND {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    } else {
+                        items.retain(|i| *i != item);
+                    }
+                }
+                if items.is_empty() {
+                    return Err(AlterConfigsError::EmptyList(alteration.name.clone()));
+                }
+                listed = items.join(",");
+                Some(listed.as_str())
+            }
             operation => {
                 return Err(AlterConfigsError::Operation {
                     name: alteration.name.clone(),
@@ -427,10 +468,24 @@ impl Node {
         if touches_topics && !self.controller_active() {
             return self.forward_to_controller(responder, header, Request::AlterConfigs(request));
         }
+        // A legacy AlterConfigs names a resource's whole config, and tools build it from
+        // DescribeConfigs (librdkafka's tests do): a read-only config named at the value it is
+        // described with is no change, and is dropped rather than refused.
         let resources: Vec<ia_req::AlterConfigsResource> = request
             .resources
             .iter()
-            .map(incremental_from_legacy)
+            .map(|resource| {
+                let described = self
+                    .described_configs(resource.resource_type, &resource.resource_name)
+                    .unwrap_or_default();
+                let mut resource = resource.clone();
+                resource.configs.retain(|c| {
+                    !described.iter().any(|d| {
+                        d.read_only && d.name == c.name && d.value.as_deref() == c.value.as_deref()
+                    })
+                });
+                incremental_from_legacy(&resource)
+            })
             .collect();
         self.answer_alter_configs(responder, header, &resources, request.validate_only, true)
     }
@@ -666,7 +721,7 @@ mod tests {
             altered_topic_config(&current, alterations).unwrap_err()
         };
         assert!(matches!(
-            refused(&[set("cleanup.policy", "compact")]),
+            refused(&[set("cleanup.policy", "compact,snapshot")]),
             AlterConfigsError::Config(_)
         ));
         assert!(matches!(
@@ -674,7 +729,7 @@ mod tests {
             AlterConfigsError::Config(_)
         ));
         assert!(matches!(
-            refused(&[set("max.message.bytes", "1000")]),
+            refused(&[set("max.message.bytes", "-5")]),
             AlterConfigsError::Config(_)
         ));
         assert!(matches!(
@@ -686,9 +741,9 @@ mod tests {
             AlterConfigsError::Duplicate("retention.ms".into())
         );
         let append = ia_req::AlterableConfig {
-            name: "cleanup.policy".into(),
-            config_operation: 2,
-            value: Some("delete".into()),
+            name: "retention.ms".into(),
+            config_operation: OP_APPEND,
+            value: Some("1".into()),
         };
         assert!(matches!(
             refused(&[append]),
@@ -696,6 +751,90 @@ mod tests {
         ));
         // Setting a config to the value it has is no change, and allowed.
         assert!(altered_topic_config(&current, &[set("cleanup.policy", "delete")]).is_ok());
+    }
+
+    #[test]
+    fn max_message_bytes_is_a_topic_config_and_message_format_version_is_ignored() {
+        let current = TopicConfig::default();
+        let altered = altered_topic_config(
+            &current,
+            &[
+                set("max.message.bytes", "2000000"),
+                set("message.format.version", "0.10.0.0"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(altered.max_message_bytes, Some(2_000_000));
+        assert_eq!(
+            TopicConfig {
+                max_message_bytes: None,
+                ..altered
+            },
+            current,
+            "message.format.version changes nothing"
+        );
+        assert!(
+            altered_topic_config(&current, &[set("message.format.version", "3.0-IV1")]).is_ok()
+        );
+        assert!(matches!(
+            altered_topic_config(&current, &[set("message.format.version", "newest")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+        // Left out of a legacy AlterConfigs, it returns to the node's message.max.bytes.
+        let legacy = incremental_from_legacy(&ac_req::AlterConfigsResource {
+            resource_type: RESOURCE_TOPIC,
+            resource_name: "t".into(),
+            configs: Vec::new(),
+        });
+        assert_eq!(
+            altered_topic_config(&altered, &legacy.configs)
+                .unwrap()
+                .max_message_bytes,
+            None
+        );
+    }
+
+    #[test]
+    fn cleanup_policy_is_a_list_that_append_and_subtract_change() {
+        let list_op = |operation, value: &str| ia_req::AlterableConfig {
+            name: "cleanup.policy".into(),
+            config_operation: operation,
+            value: Some(value.into()),
+        };
+        let delete = TopicConfig::default();
+        // librdkafka's 0011: APPEND compact to the default, then SUBTRACT it again.
+        let both = altered_topic_config(&delete, &[list_op(OP_APPEND, "compact")]).unwrap();
+        assert_eq!(both.cleanup_policy, CleanupPolicy::CompactDelete);
+        assert_eq!(both.cleanup_policy.as_str(), "compact,delete");
+        assert!(both.cleanup_policy.requires_keys() && both.cleanup_policy.deletes());
+        let back = altered_topic_config(&both, &[list_op(OP_SUBTRACT, "compact")]).unwrap();
+        assert_eq!(back.cleanup_policy, CleanupPolicy::Delete);
+        let compact = altered_topic_config(&both, &[list_op(OP_SUBTRACT, "delete")]).unwrap();
+        assert_eq!(compact.cleanup_policy, CleanupPolicy::Compact);
+        assert!(!compact.cleanup_policy.deletes());
+        // Appending what is there, or subtracting what is not, changes nothing.
+        let same = altered_topic_config(&both, &[list_op(OP_APPEND, "delete")]).unwrap();
+        assert_eq!(same.cleanup_policy, CleanupPolicy::CompactDelete);
+        let same = altered_topic_config(&delete, &[list_op(OP_SUBTRACT, "compact")]).unwrap();
+        assert_eq!(same.cleanup_policy, CleanupPolicy::Delete);
+        assert_eq!(
+            altered_topic_config(&compact, &[list_op(OP_SUBTRACT, "compact")]),
+            Err(AlterConfigsError::EmptyList("cleanup.policy".into()))
+        );
+        assert!(matches!(
+            altered_topic_config(&delete, &[list_op(OP_APPEND, "snapshot")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+        assert!(matches!(
+            altered_topic_config(&delete, &[list_op(OP_APPEND, "shred")]),
+            Err(AlterConfigsError::Config(_))
+        ));
+        // SET takes the list in any order, with spaces.
+        let set_both = altered_topic_config(&delete, &[set("cleanup.policy", "delete, compact")]);
+        assert_eq!(
+            set_both.unwrap().cleanup_policy,
+            CleanupPolicy::CompactDelete
+        );
     }
 
     #[test]

@@ -191,6 +191,11 @@ impl Node {
             .topic_config(partition)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?
             .cleanup_policy;
+        // Kafka refuses DeleteRecords on a topic whose policy does not delete
+        // (`cleanup.policy=compact`): its records go only by compaction.
+        if policy == CleanupPolicy::Compact {
+            return Err(ErrorCode::PolicyViolation);
+        }
         let store = self
             .host
             .store(partition)

@@ -8,7 +8,7 @@ use ringlog_replication::host::HostError;
 use ringlog_replication::{self as core, PartitionId, RaftError};
 
 use super::idempotence::SequenceOutcome;
-use super::produce_validation::validate_produce_records;
+use super::produce_validation::{keyless_records, validate_produce_records};
 use super::topics::is_internal_topic;
 use super::transport::Responder;
 use super::{Node, NodeError};
@@ -136,6 +136,8 @@ struct PendingProduce {
 struct ProduceAnswer {
     index: i32,
     answer: Option<(ErrorCode, i64, Option<String>)>,
+    /// Produce v8+'s RecordErrors: the records that made an INVALID_RECORD answer, by index.
+    record_errors: Vec<produce_response::BatchIndexAndErrorMessage>,
 }
 
 /// A produced batch range waiting for acks=1 (durable locally) or acks=all (committed).
@@ -333,6 +335,7 @@ impl Node {
                 let mut answer = ProduceAnswer {
                     index: data.index,
                     answer: None,
+                    record_errors: Vec::new(),
                 };
                 let partition = self.table.find(&topic.name, data.index);
                 let result: Result<(), (ErrorCode, Option<String>)> = (|| {
@@ -376,6 +379,34 @@ impl Node {
                         self.produce_max_batch_bytes(partition),
                     )
                     .map_err(|(code, message)| (code, Some(message)))?;
+                    // Kafka's rule for a compacted topic: no record without a key. The whole
+                    // Produce partition is refused, the keyless records named (librdkafka fails
+                    // those with INVALID_RECORD and the others with _INVALID_DIFFERENT_RECORD).
+                    if self
+                        .topic_config(partition)
+                        .is_some_and(|c| c.cleanup_policy.requires_keys())
+                    {
+                        let keyless = keyless_records(&batches)
+                            .map_err(|(code, message)| (code, Some(message)))?;
+                        if !keyless.is_empty() {
+                            let message = format!(
+                                "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                                topic.name, data.index
+                            );
+                            answer.record_errors = keyless
+                                .iter()
+                                .map(|&batch_index| produce_response::BatchIndexAndErrorMessage {
+                                    batch_index,
+                                    batch_index_error_message: Some(message.clone()),
+                                })
+                                .collect();
+                            let summary = format!(
+                                "One or more records have been rejected due to {} record errors in total",
+                                keyless.len()
+                            );
+                            return Err((ErrorCode::InvalidRecord, Some(summary)));
+                        }
+                    }
                     let leading = self.host.raft(partition).is_some_and(|r| r.is_leader());
                     if leading {
                         match self
@@ -582,6 +613,7 @@ impl Node {
                                 base_offset,
                                 log_start_offset: 0,
                                 error_message: message,
+                                record_errors: a.record_errors,
                                 current_leader: produce_response::LeaderIdAndEpoch {
                                     leader_id: leader.and_then(|l| l.leader_id).unwrap_or(-1),
                                     leader_epoch: leader.map_or(-1, |l| l.leader_epoch as i32),

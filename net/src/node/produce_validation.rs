@@ -63,6 +63,29 @@ pub(crate) fn validate_produce_records(
     Ok(batches)
 }
 
+/// The records without a key among a Produce partition's validated batches, by their index
+/// among its records (Kafka's BatchIndex): a topic whose `cleanup.policy` includes `compact`
+/// takes none of them, and Kafka answers INVALID_RECORD naming each in RecordErrors.
+pub(crate) fn keyless_records(batches: &[Bytes]) -> Result<Vec<i32>, (ErrorCode, String)> {
+    let mut keyless = Vec::new();
+    let mut index = 0i32;
+    for bytes in batches {
+        let batch = RecordBatch::parse(bytes.clone())
+            .map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+        let records = batch
+            .records()
+            .map_err(|e| (records_error_code(&e), e.to_string()))?;
+        for record in records {
+            let record = record.map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+            if record.key().is_none() {
+                keyless.push(index);
+            }
+            index += 1;
+        }
+    }
+    Ok(keyless)
+}
+
 /// The batch's offsets must add up (Kafka's inner-offset check): lastOffsetDelta is the record
 /// count minus one, and the records' offset deltas run 0, 1, … without a gap. Offsets are
 /// stamped from these numbers, so a batch that lies about them would shift every later

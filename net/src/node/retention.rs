@@ -27,7 +27,7 @@ use std::path::Path;
 
 use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
-use super::topics::{CleanupPolicy, TopicConfig};
+use super::topics::TopicConfig;
 use super::{Node, NodeError};
 
 /// How often the retention rules are checked.
@@ -52,7 +52,7 @@ pub fn retention_target(
     config: &TopicConfig,
     now_wall_ms: u64,
 ) -> Option<u64> {
-    if config.cleanup_policy != CleanupPolicy::Delete {
+    if !config.cleanup_policy.deletes() {
         return None;
     }
     let mut remaining_bytes: u64 = segments.iter().map(|s| s.size_bytes).sum();
@@ -105,7 +105,7 @@ impl Node {
             let Some(config) = self.topic_config(id).copied() else {
                 continue;
             };
-            if config.cleanup_policy != CleanupPolicy::Delete
+            if !config.cleanup_policy.deletes()
                 || (config.retention_bytes < 0 && config.retention_ms < 0)
             {
                 continue;
@@ -165,6 +165,7 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::topics::CleanupPolicy;
 
     fn segments(sizes: &[(u64, u64, u64)]) -> Vec<SegmentInfo> {
         sizes

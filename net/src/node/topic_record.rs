@@ -39,6 +39,17 @@ pub enum CleanupPolicy {
     /// The partition is a key-value state machine; its log is trimmed behind KIP-630 snapshots
     /// (snapshots.rs).
     Snapshot,
+    /// Kafka's `compact`: every record must have a key (Produce refuses a keyless one with
+    /// INVALID_RECORD, naming it in RecordErrors, as Kafka does), nothing is deleted by
+    /// retention, and DeleteRecords is refused. The log is kept whole: sealed segments are not
+    /// rewritten to drop the records a later one with the same key superseded (Kafka's log
+    /// cleaner), so a consumer from the start reads every record, the latest value of each key
+    /// included, and the partition grows with every record (docs/clients.md, "Compacted
+    /// topics").
+    Compact,
+    /// Kafka's `compact,delete`: keys required as for `compact`, and whole segments deleted by
+    /// `retention.bytes` / `retention.ms` as for `delete`.
+    CompactDelete,
 }
 
 impl CleanupPolicy {
@@ -46,7 +57,52 @@ impl CleanupPolicy {
         match self {
             CleanupPolicy::Delete => "delete",
             CleanupPolicy::Snapshot => "snapshot",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
         }
+    }
+
+    /// Kafka's list value (`delete`, `compact`, `compact,delete` in either order, with spaces
+    /// around the commas) or ringlog's `snapshot`, which combines with nothing.
+    pub fn parse(value: &str) -> Option<CleanupPolicy> {
+        let mut compact = false;
+        let mut delete = false;
+        let mut snapshot = false;
+        for item in value.split(',') {
+            match item.trim() {
+                "compact" if !compact => compact = true,
+                "delete" if !delete => delete = true,
+                "snapshot" if !snapshot => snapshot = true,
+                _ => return None,
+            }
+        }
+        match (compact, delete, snapshot) {
+            (false, true, false) => Some(CleanupPolicy::Delete),
+            (true, false, false) => Some(CleanupPolicy::Compact),
+            (true, true, false) => Some(CleanupPolicy::CompactDelete),
+            (false, false, true) => Some(CleanupPolicy::Snapshot),
+            _ => None,
+        }
+    }
+
+    /// The policy's items, as IncrementalAlterConfigs' APPEND and SUBTRACT see the list.
+    pub fn items(self) -> &'static [&'static str] {
+        match self {
+            CleanupPolicy::Delete => &["delete"],
+            CleanupPolicy::Snapshot => &["snapshot"],
+            CleanupPolicy::Compact => &["compact"],
+            CleanupPolicy::CompactDelete => &["compact", "delete"],
+        }
+    }
+
+    /// Whether retention deletes whole segments from the start (`delete` is in the list).
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+
+    /// Whether every record must have a key (`compact` is in the list).
+    pub fn requires_keys(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
     }
 }
 
@@ -66,6 +122,10 @@ pub struct TopicConfig {
     /// records between its partitions' snapshots; `None` takes the node's
     /// `controller.snapshot.minimum.records`.
     pub snapshot_minimum_records: Option<i64>,
+    /// `max.message.bytes`: the largest batch a Produce may bring to this topic; `None` takes
+    /// the node's `message.max.bytes`. Never more than the segment size (topics.rs,
+    /// `produce_max_batch_bytes`).
+    pub max_message_bytes: Option<i64>,
 }
 
 impl Default for TopicConfig {
@@ -76,6 +136,7 @@ impl Default for TopicConfig {
             retention_ms: DEFAULT_RETENTION_MS,
             segment_bytes: None,
             snapshot_minimum_records: None,
+            max_message_bytes: None,
         }
     }
 }
@@ -84,7 +145,7 @@ impl Default for TopicConfig {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicConfigError {
     #[error(
-        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, snapshot.minimum.records)"
+        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, max.message.bytes, snapshot.minimum.records; message.format.version accepted and ignored)"
     )]
     Unsupported { name: String },
     #[error("topic config {name}={value:?} is invalid: {reason}")]
@@ -140,9 +201,10 @@ impl TopicConfig {
         match name {
             "cleanup.policy" => {
                 self.cleanup_policy = match value {
-                    None | Some("delete") => CleanupPolicy::Delete,
-                    Some("snapshot") => CleanupPolicy::Snapshot,
-                    Some(_) => return Err(invalid("must be delete or snapshot")),
+                    None => CleanupPolicy::Delete,
+                    Some(value) => CleanupPolicy::parse(value).ok_or_else(|| {
+                        invalid("must be delete, compact, compact,delete or snapshot")
+                    })?,
                 }
             }
             "retention.bytes" => {
@@ -173,6 +235,31 @@ impl TopicConfig {
                     Some(_) => Some(number(1, i64::MAX, "must be at least 1")?),
                 }
             }
+            "max.message.bytes" => {
+                self.max_message_bytes = match value {
+                    None => None,
+                    Some(_) => Some(number(
+                        0,
+                        i64::from(i32::MAX),
+                        "must be a byte count from 0 to 2147483647",
+                    )?),
+                }
+            }
+            // Kafka 3.x takes `message.format.version` and ignores it (the message format
+            // follows the inter-broker protocol, RecordBatch v2 since 3.0; Kafka 4 removed the
+            // config). Here too: a version string is accepted, nothing is stored, every batch is
+            // v2. Anything else is refused as Kafka's validator refuses it.
+            "message.format.version" => {
+                let version = value.unwrap_or("3.0-IV1").trim();
+                let numbers = version.split('-').next().unwrap_or("");
+                let valid = !numbers.is_empty()
+                    && numbers
+                        .split('.')
+                        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if !valid {
+                    return Err(invalid("must be a Kafka version such as 0.10.0 or 3.0-IV1"));
+                }
+            }
             _ => {
                 return Err(TopicConfigError::Unsupported {
                     name: name.to_string(),
@@ -195,6 +282,9 @@ impl TopicConfig {
         }
         if let Some(records) = self.snapshot_minimum_records {
             entries.push(("snapshot.minimum.records", records.to_string()));
+        }
+        if let Some(bytes) = self.max_message_bytes {
+            entries.push(("max.message.bytes", bytes.to_string()));
         }
         entries
     }

@@ -261,15 +261,20 @@ impl Node {
             .map(|t| &t.config)
     }
 
-    /// The largest batch a Produce may bring to `partition`: `message.max.bytes`, and never
-    /// more than the partition's segment size (`segment.bytes`), because a batch must fit in
-    /// one segment (Kafka refuses such a batch too).
+    /// The largest batch a Produce may bring to `partition`: the topic's `max.message.bytes`,
+    /// else the node's `message.max.bytes`, and never more than the partition's segment size
+    /// (`segment.bytes`), because a batch must fit in one segment (Kafka refuses such a batch
+    /// too).
     pub(super) fn produce_max_batch_bytes(&self, partition: PartitionId) -> usize {
         let segment_bytes = self
             .host
             .store(partition)
             .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
-        (self.config.message_max_bytes as u64).min(segment_bytes) as usize
+        let max_message_bytes = self
+            .topic_config(partition)
+            .and_then(|c| c.max_message_bytes)
+            .map_or(self.config.message_max_bytes as u64, |b| b.max(0) as u64);
+        max_message_bytes.min(segment_bytes) as usize
     }
 
     // ---- proposing ----------------------------------------------------------------------------
@@ -332,6 +337,7 @@ impl Node {
             retention_ms: -1,
             segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
             snapshot_minimum_records: None,
+            max_message_bytes: None,
         }
     }
 

@@ -21,6 +21,7 @@ fn topic_records_round_trip_and_reject_junk() {
         retention_ms: -1,
         segment_bytes: Some(65536),
         snapshot_minimum_records: Some(100),
+        max_message_bytes: Some(2_000_000),
     };
     assert_eq!(
         TopicRecord::decode_value(&record.encode_value()),
@@ -32,7 +33,7 @@ fn topic_records_round_trip_and_reject_junk() {
         b"name=a\ttopic_id=zz\tpartitions=1",
         b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
         b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
-        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=compact",
+        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=shred",
         b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=1",
         b"\xff\xfe",
     ] {
@@ -77,11 +78,12 @@ fn create_configs_are_validated_by_name() {
     assert_eq!(config, TopicConfig::default());
 
     for (name, value) in [
-        ("cleanup.policy", Some("compact")),
+        ("cleanup.policy", Some("compact,snapshot")),
         ("retention.bytes", Some("-2")),
         ("retention.ms", Some("soon")),
         ("segment.bytes", Some("100")),
-        ("max.message.bytes", Some("1000")),
+        ("max.message.bytes", Some("-1")),
+        ("flush.ms", Some("1000")),
     ] {
         let error = TopicConfig::from_create_configs(&[creatable(name, value)]).unwrap_err();
         assert!(error.to_string().contains(name), "{error}");
