@@ -110,6 +110,14 @@ pub struct QuorumConfig {
     /// With the node id it is the replica's key: a voter set entry naming another directory
     /// id is not this replica, which then acts as an observer.
     pub directory_id: [u8; 16],
+    /// Whether a leader whose log is empty (its log end offset is its log start offset) still
+    /// appends the LeaderChangeMessage (default true, KRaft's metadata log). A Kafka topic
+    /// partition sets it false, so that its first record is at offset 0 as in Kafka: with
+    /// nothing in the log there is no earlier epoch's record for the LeaderChangeMessage to
+    /// commit, and the epoch's first record commits as any other. A partition whose voter set
+    /// can change must keep it: KIP-853 lets a leader change the voter set only once a record
+    /// of its epoch is committed.
+    pub leader_change_on_empty_log: bool,
     /// Test-only rule breakers for the simulator's mutation check.
     #[cfg(feature = "sim")]
     pub mutation: Option<crate::mutation::Mutation>,
@@ -136,6 +144,7 @@ impl QuorumConfig {
             fetch_max_bytes: 1 << 20,
             max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
             directory_id: [0; 16],
+            leader_change_on_empty_log: true,
             #[cfg(feature = "sim")]
             mutation: None,
         })

@@ -187,7 +187,13 @@ impl Node {
         let log_config = self.topic_log_config(topic);
         let id = self.table.add(hosted);
         let replicas = topic.replicas_of(index, &self.configured_voter_ids());
-        let quorum = quorum_config(&self.config, &replicas)?;
+        let mut quorum = quorum_config(&self.config, &replicas)?;
+        // A Kafka topic partition's first record is at offset 0, as in Kafka: a leader of an
+        // empty log appends no LeaderChangeMessage (QuorumConfig::leader_change_on_empty_log).
+        // `__consumer_offsets` keeps it: a coordinator serves once its state machine applied
+        // the record opening the leader's epoch (groups.rs, `caught_up_leader_epoch`), and in
+        // an empty partition that record is the LeaderChangeMessage.
+        quorum.leader_change_on_empty_log = topic.name == crate::groups::offsets::OFFSETS_TOPIC;
         let now = self.now_ms();
         let spec = PartitionSpec {
             id,

@@ -311,7 +311,8 @@ impl Raft {
     // ---- becoming leader and BeginQuorumEpoch ----
 
     /// A candidate with a majority becomes leader: it writes the quorum-state, appends a
-    /// LeaderChangeMessage (so the high-watermark has a record of its own epoch to commit) and
+    /// LeaderChangeMessage (so the high-watermark has a record of its own epoch to commit; not
+    /// into an empty log where `leader_change_on_empty_log` is off) and
     /// tells every voter with BeginQuorumEpoch.
     pub(crate) fn transition_to_leader(&mut self, out: &mut Out) -> Result<(), RaftError> {
         self.state.check_to_leader(self.majority())?;
@@ -356,16 +357,25 @@ impl Raft {
             out,
         );
         self.fetch_in_flight = None;
-        let batch =
-            crate::records::leader_change_batch(local, &self.voter_set().ids(), &granting_voters);
-        self.log
-            .append(epoch_start_offset, epoch_start_offset, epoch);
-        out.push(Work::AppendAsLeader {
-            base_offset: epoch_start_offset,
-            leader_epoch: epoch,
-            batches: vec![batch],
-        });
-        self.request_flush(out);
+        // An empty log has no earlier epoch's record to commit: a partition configured so
+        // (QuorumConfig::leader_change_on_empty_log, Kafka topic partitions) starts its epoch
+        // with the next client record, which the high-watermark commits as any other.
+        let log_is_empty = self.log.log_end_offset() == self.log.log_start_offset();
+        if self.config.leader_change_on_empty_log || !log_is_empty {
+            let batch = crate::records::leader_change_batch(
+                local,
+                &self.voter_set().ids(),
+                &granting_voters,
+            );
+            self.log
+                .append(epoch_start_offset, epoch_start_offset, epoch);
+            out.push(Work::AppendAsLeader {
+                base_offset: epoch_start_offset,
+                leader_epoch: epoch,
+                batches: vec![batch],
+            });
+            self.request_flush(out);
+        }
         self.send_begin_quorum_epoch(out);
         // A single-voter quorum commits on its own flush.
         self.on_leader_progress(out);

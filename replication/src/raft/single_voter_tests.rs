@@ -174,3 +174,82 @@ fn a_fetch_is_answered_with_a_new_epoch_only_once_that_epoch_is_durable() {
         "{work:?}"
     );
 }
+
+/// A Kafka topic partition (`leader_change_on_empty_log` off): the leader of an empty log
+/// appends no LeaderChangeMessage, so the first client record is at offset 0 as in Kafka, and
+/// commits on its own flush. Once the log holds a record, a new epoch opens with the
+/// LeaderChangeMessage again (it must commit the earlier epoch's records).
+#[test]
+fn a_topic_partition_s_first_record_is_at_offset_zero() {
+    let mut config = QuorumConfig::new(1, &[1]).unwrap();
+    config.leader_change_on_empty_log = false;
+    let mut raft = Raft::new(config.clone(), &RecoveredState::default(), 7, 0).unwrap();
+    raft.tick(5_000).unwrap();
+    let vote = ElectionState {
+        epoch: 1,
+        leader_id: None,
+        voted_for: Some(1),
+    };
+    let work = raft
+        .on_persisted(5_001, Persisted::QuorumState(vote))
+        .unwrap();
+    assert!(raft.is_leader());
+    assert!(
+        !work
+            .iter()
+            .any(|w| matches!(w, Work::AppendAsLeader { .. } | Work::Flush { .. })),
+        "nothing appended into the empty log: {work:?}"
+    );
+    assert_eq!(raft.log().log_end_offset(), 0);
+    let values: Vec<crate::records::KeyValue<'_>> = vec![(None, Some(&b"v"[..]))];
+    let (appended, _) = raft
+        .append(5_002, vec![crate::records::build_batch(&values, false, 0)])
+        .unwrap();
+    assert_eq!((appended.base_offset, appended.leader_epoch), (0, 1));
+    raft.on_persisted(
+        5_003,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(raft.high_watermark(), 1, "the epoch's first record commits");
+
+    // Restarted with that record: the next epoch opens with a LeaderChangeMessage at 1.
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 1,
+            leader_id: Some(1),
+            voted_for: Some(1),
+        },
+        log_start_offset: 0,
+        log_end_offset: 1,
+        epoch_cache: vec![OffsetAndEpoch {
+            offset: 0,
+            epoch: 1,
+        }],
+    };
+    let mut raft = Raft::new(config, &recovered, 7, 10_000).unwrap();
+    raft.tick(20_000).unwrap();
+    let vote = ElectionState {
+        epoch: 2,
+        leader_id: None,
+        voted_for: Some(1),
+    };
+    let work = raft
+        .on_persisted(20_001, Persisted::QuorumState(vote))
+        .unwrap();
+    assert!(raft.is_leader());
+    assert!(
+        work.iter().any(|w| matches!(
+            w,
+            Work::AppendAsLeader {
+                base_offset: 1,
+                leader_epoch: 2,
+                ..
+            }
+        )),
+        "{work:?}"
+    );
+}

@@ -171,6 +171,11 @@ impl Cluster {
             quorum.fetch_max_bytes = fetch_max_bytes;
             quorum.max_replication_lag_ms = max_replication_lag_ms;
             quorum.mutation = options.core_mutation;
+            // A quarter of the runs lead empty logs as Kafka topic partitions do: no
+            // LeaderChangeMessage until the log holds a record (a voter-change run keeps it,
+            // as KIP-853 needs it). Chosen from the seed without a draw, so every other run's
+            // history, and the mutation tests' seeds, stay as they were.
+            quorum.leader_change_on_empty_log = options.reconfig || options.seed % 4 != 2;
             nodes.insert(
                 id,
                 Node {
