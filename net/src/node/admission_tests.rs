@@ -250,6 +250,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         snapshot_id: core::OffsetAndEpoch::new(10, 2),
         position: 0,
         max_bytes: 1 << 20,
+        replica_directory_id: [4; 16],
     };
     let request =
         Request::FetchSnapshot(fetch_snapshot::request(CLUSTER, 4, &[(hosted, &snapshot)]));
