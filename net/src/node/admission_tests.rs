@@ -220,7 +220,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         }),
     ];
     for message in &messages {
-        let (request, version) = peer_request(CLUSTER, hosted, message).unwrap();
+        let (request, version) = peer_request(CLUSTER, hosted, message, 1).unwrap();
         let received = through_the_wire(request, version);
         assert_eq!(
             admit(&received, version, CLUSTER, &config, &all_voters),

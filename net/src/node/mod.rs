@@ -734,9 +734,12 @@ impl Node {
             core::Message::VoteRequest(_)
             | core::Message::BeginQuorumEpochRequest(_)
             | core::Message::EndQuorumEpochRequest(_) => {
-                let Some((request, version)) =
-                    convert::peer_request(&self.cluster_id, self.table.get(partition), &message)
-                else {
+                let Some((request, version)) = convert::peer_request(
+                    &self.cluster_id,
+                    self.table.get(partition),
+                    &message,
+                    to,
+                ) else {
                     return Ok(());
                 };
                 self.send_to_peer(to, request, version, PeerPending::Control, false)

@@ -55,11 +55,12 @@ impl Node {
         }
         match request {
             Request::Vote(r) => {
-                let parts = convert::vote_request_parts(&r, &self.table);
+                let parts = convert::vote_request_parts(&r, &self.table, self.config.node_id);
                 self.start_raft_request(responder, &header, ApiKey::Vote, parts)
             }
             Request::BeginQuorumEpoch(r) => {
-                let parts = convert::begin_quorum_epoch_request_parts(&r, &self.table);
+                let parts =
+                    convert::begin_quorum_epoch_request_parts(&r, &self.table, self.config.node_id);
                 self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
             }
             Request::EndQuorumEpoch(r) => {
