@@ -51,6 +51,9 @@ pub struct VoterAddress {
 pub struct NodeConfig {
     pub node_id: i32,
     pub quorum_voters: Vec<VoterAddress>,
+    /// KIP-853 `controller.quorum.bootstrap.servers` (host, port): set only when
+    /// `quorum_voters` is empty.
+    pub quorum_bootstrap_servers: Vec<(String, u16)>,
     /// `controller.quorum.observers`: the non-voting replicas allowed to fetch.
     pub quorum_observers: Vec<i32>,
     /// `listeners`, `controller.listener.names`, `listener.security.protocol.map`.
@@ -162,9 +165,27 @@ impl NodeConfig {
     /// Parse properties text; `origin` names the source in error messages.
     pub fn parse(origin: &str, text: &str) -> Result<NodeConfig, ConfigError> {
         let values = Properties::parse(origin, text)?;
-        let voters_text = values.required("controller.quorum.voters")?;
-        let quorum_voters = parse_voters(voters_text)
-            .map_err(|reason| values.invalid("controller.quorum.voters", reason))?;
+        // KIP-853: a node either knows the bootstrap voter set or servers to ask who leads.
+        let quorum_bootstrap_servers =
+            parse_bootstrap_servers(values.get("controller.quorum.bootstrap.servers"))
+                .map_err(|reason| values.invalid("controller.quorum.bootstrap.servers", reason))?;
+        let quorum_voters = match values.get("controller.quorum.voters") {
+            "" if quorum_bootstrap_servers.is_empty() => {
+                return Err(ConfigError::Missing {
+                    path: values.origin.clone(),
+                    key: "controller.quorum.voters",
+                });
+            }
+            "" => Vec::new(),
+            _ if !quorum_bootstrap_servers.is_empty() => {
+                return Err(values.invalid(
+                    "controller.quorum.bootstrap.servers",
+                    "set either controller.quorum.voters or controller.quorum.bootstrap.servers, not both".into(),
+                ));
+            }
+            text => parse_voters(text)
+                .map_err(|reason| values.invalid("controller.quorum.voters", reason))?,
+        };
         let node_id: i32 = values.number("node.id")?;
         if node_id < 0 {
             return Err(values.invalid("node.id", "must not be negative".into()));
@@ -183,7 +204,8 @@ impl NodeConfig {
         // A node outside both lists would be refused by every leader it fetches from: say so
         // at start-up instead of letting it retry forever.
         let is_voter = quorum_voters.iter().any(|voter| voter.node_id == node_id);
-        if !is_voter && !quorum_observers.contains(&node_id) {
+        if !is_voter && !quorum_observers.contains(&node_id) && quorum_bootstrap_servers.is_empty()
+        {
             return Err(values.invalid(
                 "node.id",
                 "is neither in controller.quorum.voters nor in controller.quorum.observers".into(),
@@ -296,10 +318,11 @@ impl NodeConfig {
         let default_replication_factor_follows_voters =
             values.get("default.replication.factor").is_empty();
         let default_replication_factor = match values.get("default.replication.factor") {
-            "" => quorum_voters.len().min(3) as i16,
+            "" => quorum_voters.len().clamp(1, 3) as i16,
             _ => {
                 let factor: i16 = values.positive("default.replication.factor")?;
-                if factor as usize > quorum_voters.len() {
+                // With bootstrap servers only, the voters are not known before the log is.
+                if !quorum_voters.is_empty() && factor as usize > quorum_voters.len() {
                     return Err(values.invalid(
                         "default.replication.factor",
                         format!(
@@ -314,6 +337,7 @@ impl NodeConfig {
         let config = NodeConfig {
             node_id,
             quorum_voters,
+            quorum_bootstrap_servers,
             quorum_observers,
             listeners,
             advertised_listener,
@@ -649,6 +673,15 @@ fn split_host_port(text: &str) -> Result<(String, u16), String> {
             .to_string(),
         port,
     ))
+}
+
+/// Parse `host:port,host:port` (`controller.quorum.bootstrap.servers`); empty: none.
+fn parse_bootstrap_servers(text: &str) -> Result<Vec<(String, u16)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(split_host_port)
+        .collect()
 }
 
 /// Parse `1@host:port,2@host:port`: ids unique, at least one voter.

@@ -20,8 +20,14 @@ pub const KEYS: &[KeyDefinition] = &[
     KeyDefinition {
         name: "controller.quorum.voters",
         aliases: &["quorum.voters"],
-        default: None,
-        doc: "The voters as id@host:port, comma separated: the bootstrap voter set, in force until the metadata log holds a voter change (KIP-853, `ringlog add-voter`/`remove-voter`), and what a topic record without a placement means. Every node, voter or observer, lists the same set.",
+        default: Some(""),
+        doc: "The voters as id@host:port, comma separated: the bootstrap voter set, in force until the metadata log holds a voter change (KIP-853, `ringlog add-voter`/`remove-voter`), and what a topic record without a placement means. Every node, voter or observer, lists the same set. Required unless controller.quorum.bootstrap.servers is set.",
+    },
+    KeyDefinition {
+        name: "controller.quorum.bootstrap.servers",
+        aliases: &[],
+        default: Some(""),
+        doc: "KIP-853: quorum listeners to ask who leads, as host:port, comma separated, for a node started without controller.quorum.voters (set exactly one of the two). The node is an observer: it fetches from a bootstrap server, follows the leader that server names (at the endpoint the answer gives), and learns the voter set from the metadata log or snapshot; it may then be added with `ringlog add-voter`. Every voter must list it in controller.quorum.observers.",
     },
     KeyDefinition {
         name: "controller.quorum.observers",

@@ -532,3 +532,41 @@ fn ssl_listeners_take_kafkas_pem_keys() {
     // Without an SSL listener the keys are not needed.
     assert_eq!(NodeConfig::parse("p", SEPARATED).unwrap().tls, None);
 }
+
+/// KIP-853: a node may know servers to ask who leads instead of the voters; it is then an
+/// observer (not listed in `controller.quorum.observers` itself), and one of the two keys is
+/// required, never both.
+#[test]
+fn bootstrap_servers_replace_the_voters() {
+    let text = "node.id=4\ncontroller.quorum.bootstrap.servers=127.0.0.1:9093, 127.0.0.1:9094\n\
+                listeners=127.0.0.1:9096\nmetadata.log.dir=/tmp/x\n";
+    let config = NodeConfig::parse("p", text).unwrap();
+    assert!(config.quorum_voters.is_empty());
+    assert!(!config.is_voter());
+    assert_eq!(
+        config.quorum_bootstrap_servers,
+        vec![
+            ("127.0.0.1".to_string(), 9093),
+            ("127.0.0.1".to_string(), 9094)
+        ]
+    );
+    let both = format!("{MINIMAL}controller.quorum.bootstrap.servers=127.0.0.1:9093\n");
+    assert!(matches!(
+        NodeConfig::parse("p", &both),
+        Err(ConfigError::Invalid {
+            key: "controller.quorum.bootstrap.servers",
+            ..
+        })
+    ));
+    let neither = "node.id=4\nlisteners=127.0.0.1:9096\nmetadata.log.dir=/tmp/x\n";
+    assert!(matches!(
+        NodeConfig::parse("p", neither),
+        Err(ConfigError::Missing {
+            key: "controller.quorum.voters",
+            ..
+        })
+    ));
+    let bad = "node.id=4\ncontroller.quorum.bootstrap.servers=nohost\n\
+               listeners=127.0.0.1:9096\nmetadata.log.dir=/tmp/x\n";
+    assert!(NodeConfig::parse("p", bad).is_err());
+}

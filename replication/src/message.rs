@@ -123,6 +123,10 @@ pub struct FetchSnapshotRequest {
     pub snapshot_id: OffsetAndEpoch,
     pub position: u64,
     pub max_bytes: u32,
+    /// KIP-853 `ReplicaDirectoryId` (FetchSnapshot v1+): the downloading replica's directory
+    /// id (zero: none), checked like a Fetch's: a download from a voter's id on another disk is
+    /// an observer's.
+    pub replica_directory_id: [u8; 16],
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

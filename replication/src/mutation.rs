@@ -26,10 +26,14 @@ pub enum Mutation {
     /// KIP-595 reassignment: replicas act on a voter set only once it is committed, instead of
     /// as soon as it is appended.
     ActOnCommittedVoterSet,
+    /// KIP-853: a replica whose disk was replaced answers a Vote (or pre-vote) meant for the
+    /// voter on its old disk as that voter, so the candidate counts the new disk's vote as the
+    /// old voter's (`isValidVoterKey` skipped).
+    VoteIgnoresDirectoryId,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::DoubleVote,
         Mutation::HighWatermarkWithoutMajority,
         Mutation::SkipOwnEpochCommitRule,
@@ -37,6 +41,7 @@ impl Mutation {
         Mutation::LogStartWithoutSnapshot,
         Mutation::SecondVoterChangeInFlight,
         Mutation::ActOnCommittedVoterSet,
+        Mutation::VoteIgnoresDirectoryId,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +53,7 @@ impl Mutation {
             Mutation::LogStartWithoutSnapshot => "log-start-without-snapshot",
             Mutation::SecondVoterChangeInFlight => "second-voter-change-in-flight",
             Mutation::ActOnCommittedVoterSet => "act-on-committed-voter-set",
+            Mutation::VoteIgnoresDirectoryId => "vote-ignores-directory-id",
         }
     }
 

@@ -118,6 +118,12 @@ pub struct QuorumConfig {
     /// can change must keep it: KIP-853 lets a leader change the voter set only once a record
     /// of its epoch is committed.
     pub leader_change_on_empty_log: bool,
+    /// KIP-853 `controller.quorum.bootstrap.servers`, as the ids the host gives them (Kafka's:
+    /// -2, -3, …, never a node id). Non-empty only for a replica started without
+    /// `controller.quorum.voters` (`voters` is then empty): it learns its voter set from the
+    /// log or a snapshot, and while it knows no leader it asks these servers, whose answers
+    /// name the leader (`with_bootstrap_servers`).
+    pub bootstrap_servers: Vec<NodeId>,
     /// Test-only rule breakers for the simulator's mutation check.
     #[cfg(feature = "sim")]
     pub mutation: Option<crate::mutation::Mutation>,
@@ -145,9 +151,28 @@ impl QuorumConfig {
             max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
             directory_id: [0; 16],
             leader_change_on_empty_log: true,
+            bootstrap_servers: Vec::new(),
             #[cfg(feature = "sim")]
             mutation: None,
         })
+    }
+
+    /// KIP-853: a replica that knows no voter yet, only servers to ask who leads (Kafka's
+    /// `controller.quorum.bootstrap.servers` without `controller.quorum.voters`). Its voter set
+    /// is empty until its log or an installed snapshot holds one, so it starts as an observer
+    /// and never stands. `bootstrap_servers` are the ids its host gives those addresses:
+    /// negative (Kafka's -2, -3, …), so none is mistaken for a replica.
+    pub fn with_bootstrap_servers(
+        node_id: NodeId,
+        bootstrap_servers: &[NodeId],
+    ) -> Result<Self, RaftError> {
+        if bootstrap_servers.is_empty() || bootstrap_servers.iter().any(|&id| id >= 0) {
+            return Err(RaftError::InvalidVoterSet(bootstrap_servers.to_vec()));
+        }
+        let mut config = Self::new(node_id, &[node_id])?;
+        config.voters = Vec::new();
+        config.bootstrap_servers = bootstrap_servers.to_vec();
+        Ok(config)
     }
 
     pub fn is_voter(&self, id: NodeId) -> bool {

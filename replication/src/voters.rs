@@ -46,7 +46,7 @@ pub struct VoterInfo {
     pub endpoints: Vec<Endpoint>,
 }
 
-/// A set of voters: never empty.
+/// A set of voters: never empty, except [`VoterSet::unknown`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VoterSet {
     voters: BTreeMap<NodeId, VoterInfo>,
@@ -62,6 +62,15 @@ impl VoterSet {
             return Err(RaftError::InvalidVoterSet(ids.to_vec()));
         }
         Ok(Self { voters })
+    }
+
+    /// KIP-853: the set of a replica started with only `controller.quorum.bootstrap.servers`
+    /// before its log or a snapshot gave it one. Nobody is its voter, so that replica is an
+    /// observer and never stands; the first set it fetches may differ from it by any number.
+    pub fn unknown() -> Self {
+        Self {
+            voters: BTreeMap::new(),
+        }
     }
 
     /// A set from voters with their details. Rejects an empty one.
@@ -95,7 +104,7 @@ impl VoterSet {
         self.voters.len()
     }
 
-    /// Always false: a voter set has at least one voter.
+    /// False except for [`VoterSet::unknown`].
     pub fn is_empty(&self) -> bool {
         self.voters.is_empty()
     }

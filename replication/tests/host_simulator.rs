@@ -257,6 +257,7 @@ fn assert_voters_changed(reports: &[SimReport]) {
         "power-loss-majority",
         "snapshot-install",
         "wipe",
+        "voter-disk-replaced",
     ] {
         assert!(fired(reports, name) > 0, "{name} never fired");
     }
@@ -323,6 +324,23 @@ fn acting_on_a_committed_voter_set_only_is_caught() {
         "not on a majority of the voter set in force",
     );
     assert!(caught.is_some(), "no reconfig seed of 0..20 caught it");
+}
+
+/// KIP-853: a replica on a replaced disk that answers a Vote meant for the voter on its old disk
+/// lets a candidate count the new, empty disk's vote as that voter's: a leader is elected without
+/// a commit that rested on the old disk's copy, and a replica holding it is told to truncate below
+/// its high-watermark (the core's loud refusal). It needs a voter's disk replaced while the
+/// leader crashes and the other voter lags: seed 301 of the reconfig range, the only one of
+/// 0..600 (`sim --reconfig --seeds 600 --mutation vote-ignores-directory-id`, 2026-12-03).
+#[test]
+fn a_replaced_disk_voting_as_the_old_voter_is_caught() {
+    let caught = first_caught_core(
+        Mutation::VoteIgnoresDirectoryId,
+        true,
+        300..310,
+        "below the high-watermark",
+    );
+    assert!(caught.is_some(), "no reconfig seed of 300..310 caught it");
 }
 
 /// The core's commit rule broken (the largest end offset, not the majority's): caught by the

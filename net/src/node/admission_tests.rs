@@ -220,7 +220,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         }),
     ];
     for message in &messages {
-        let (request, version) = peer_request(CLUSTER, hosted, message).unwrap();
+        let (request, version) = peer_request(CLUSTER, hosted, message, 1).unwrap();
         let received = through_the_wire(request, version);
         assert_eq!(
             admit(&received, version, CLUSTER, &config, &all_voters),
@@ -250,6 +250,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         snapshot_id: core::OffsetAndEpoch::new(10, 2),
         position: 0,
         max_bytes: 1 << 20,
+        replica_directory_id: [4; 16],
     };
     let request =
         Request::FetchSnapshot(fetch_snapshot::request(CLUSTER, 4, &[(hosted, &snapshot)]));

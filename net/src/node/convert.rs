@@ -187,14 +187,28 @@ fn part(
 
 // ---- inbound requests -------------------------------------------------------------------
 
+/// KIP-853 `VoterId` (Vote and BeginQuorumEpoch v1+): the replica the sender means. A request
+/// meant for another node id is refused with INVALID_VOTER_KEY before it reaches the core, so
+/// it grants nothing and moves no epoch (Kafka's `isValidVoterKey`; -1, v0's default, names
+/// nobody and passes). The directory id beside it is the core's check (docs/raft.md).
+fn check_voter_id(voter_id: i32, local_id: NodeId) -> Result<(), ErrorCode> {
+    if voter_id >= 0 && voter_id != local_id {
+        Err(ErrorCode::InvalidVoterKey)
+    } else {
+        Ok(())
+    }
+}
+
 pub fn vote_request_parts(
     request: &vote_req::VoteRequest,
     table: &PartitionTable,
+    local_id: NodeId,
 ) -> Vec<InboundPart> {
     let mut parts = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
             parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                check_voter_id(request.voter_id, local_id)?;
                 Ok((
                     p.replica_id,
                     core::Message::VoteRequest(core::VoteRequest {
@@ -217,11 +231,13 @@ pub fn vote_request_parts(
 pub fn begin_quorum_epoch_request_parts(
     request: &bqe_req::BeginQuorumEpochRequest,
     table: &PartitionTable,
+    local_id: NodeId,
 ) -> Vec<InboundPart> {
     let mut parts = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
             parts.push(part(table, &topic.topic_name, p.partition_index, || {
+                check_voter_id(request.voter_id, local_id)?;
                 Ok((
                     p.leader_id,
                     core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
@@ -520,16 +536,20 @@ fn answer_error(answer: &PartAnswer) -> i16 {
 
 /// A core request for one partition as a single-partition wire request (Vote,
 /// BeginQuorumEpoch, EndQuorumEpoch). Fetches go through [`fetch_request`], which batches.
+/// A core request for peer `to` as a wire request and the version to send it at. Vote and
+/// BeginQuorumEpoch name `to` as their `VoterId` (KIP-853), which the receiver checks.
 pub fn peer_request(
     cluster_id: &str,
     hosted: &HostedPartition,
     message: &core::Message,
+    to: NodeId,
 ) -> Option<(crate::protocol::Request, i16)> {
     use crate::protocol::Request;
     Some(match message {
         core::Message::VoteRequest(r) => (
             Request::Vote(vote_req::VoteRequest {
                 cluster_id: Some(cluster_id.to_string()),
+                voter_id: to,
                 topics: vec![vote_req::TopicData {
                     topic_name: hosted.topic.clone(),
                     partitions: vec![vote_req::PartitionData {
@@ -543,7 +563,6 @@ pub fn peer_request(
                         voter_directory_id: Uuid(r.voter_directory_id),
                     }],
                 }],
-                ..Default::default()
             }),
             if r.pre_vote {
                 PRE_VOTE_VERSION
@@ -554,6 +573,7 @@ pub fn peer_request(
         core::Message::BeginQuorumEpochRequest(r) => (
             Request::BeginQuorumEpoch(bqe_req::BeginQuorumEpochRequest {
                 cluster_id: Some(cluster_id.to_string()),
+                voter_id: to,
                 topics: vec![bqe_req::TopicData {
                     topic_name: hosted.topic.clone(),
                     partitions: vec![bqe_req::PartitionData {

@@ -37,12 +37,12 @@ fn vote_request_survives_the_wire() {
             candidate_directory_id: [2; 16],
             voter_directory_id: [6; 16],
         });
-        let (request, version) = peer_request("c", table.get(0), &message).unwrap();
+        let (request, version) = peer_request("c", table.get(0), &message, 1).unwrap();
         assert_eq!(version, wire_version);
         let Request::Vote(decoded) = round_trip_request(request, version) else {
             panic!()
         };
-        let parts = vote_request_parts(&decoded, &table);
+        let parts = vote_request_parts(&decoded, &table, 1);
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].target, Ok((0, 2, message)));
     }
@@ -58,12 +58,12 @@ fn leader_requests_carry_directory_ids_over_the_wire() {
         leader_epoch: 3,
         voter_directory_id: [4; 16],
     });
-    let (request, version) = peer_request("c", table.get(0), &begin).unwrap();
+    let (request, version) = peer_request("c", table.get(0), &begin, 2).unwrap();
     assert_eq!(version, 1);
     let Request::BeginQuorumEpoch(decoded) = round_trip_request(request, version) else {
         panic!()
     };
-    let parts = begin_quorum_epoch_request_parts(&decoded, &table);
+    let parts = begin_quorum_epoch_request_parts(&decoded, &table, 2);
     assert_eq!(parts[0].target, Ok((0, 1, begin)));
 
     let end = core::Message::EndQuorumEpochRequest(core::EndQuorumEpochRequest {
@@ -72,13 +72,63 @@ fn leader_requests_carry_directory_ids_over_the_wire() {
         preferred_successors: vec![3, 2],
         preferred_successor_directory_ids: vec![[3; 16], [2; 16]],
     });
-    let (request, version) = peer_request("c", table.get(0), &end).unwrap();
+    let (request, version) = peer_request("c", table.get(0), &end, 2).unwrap();
     assert_eq!(version, 1);
     let Request::EndQuorumEpoch(decoded) = round_trip_request(request, version) else {
         panic!()
     };
     let parts = end_quorum_epoch_request_parts(&decoded, &table);
     assert_eq!(parts[0].target, Ok((0, 1, end)));
+}
+
+/// KIP-853: Vote and BeginQuorumEpoch v1 name the replica they are meant for (`VoterId`); a
+/// node refuses one meant for another node id with INVALID_VOTER_KEY (Kafka's
+/// `isValidVoterKey`), before its core sees it. -1 (v0's default) names nobody and passes.
+#[test]
+fn a_request_meant_for_another_voter_id_is_refused() {
+    let table = PartitionTable::metadata_only();
+    let vote = core::Message::VoteRequest(core::VoteRequest {
+        candidate_epoch: 5,
+        candidate_id: 2,
+        last_offset_epoch: 4,
+        last_offset: 17,
+        pre_vote: false,
+        candidate_directory_id: [0; 16],
+        voter_directory_id: [0; 16],
+    });
+    let (request, version) = peer_request("c", table.get(0), &vote, 3).unwrap();
+    let Request::Vote(mut decoded) = round_trip_request(request, version) else {
+        panic!()
+    };
+    assert_eq!(decoded.voter_id, 3, "the sender names the receiver");
+    assert_eq!(
+        vote_request_parts(&decoded, &table, 3)[0].target,
+        Ok((0, 2, vote.clone()))
+    );
+    assert_eq!(
+        vote_request_parts(&decoded, &table, 1)[0].target,
+        Err(ErrorCode::InvalidVoterKey)
+    );
+    decoded.voter_id = -1;
+    assert!(vote_request_parts(&decoded, &table, 1)[0].target.is_ok());
+
+    let begin = core::Message::BeginQuorumEpochRequest(core::BeginQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 3,
+        voter_directory_id: [0; 16],
+    });
+    let (request, version) = peer_request("c", table.get(0), &begin, 2).unwrap();
+    let Request::BeginQuorumEpoch(decoded) = round_trip_request(request, version) else {
+        panic!()
+    };
+    assert_eq!(
+        begin_quorum_epoch_request_parts(&decoded, &table, 2)[0].target,
+        Ok((0, 1, begin))
+    );
+    assert_eq!(
+        begin_quorum_epoch_request_parts(&decoded, &table, 3)[0].target,
+        Err(ErrorCode::InvalidVoterKey)
+    );
 }
 
 #[test]
@@ -101,7 +151,7 @@ fn unknown_partition_and_negative_epoch_are_errors() {
         }],
         ..Default::default()
     };
-    let parts = vote_request_parts(&request, &table);
+    let parts = vote_request_parts(&request, &table, 1);
     assert_eq!(parts[0].target, Err(ErrorCode::UnknownTopicOrPartition));
     assert_eq!(parts[1].target, Err(ErrorCode::InvalidRequest));
 }

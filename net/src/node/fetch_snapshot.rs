@@ -23,8 +23,9 @@ use crate::protocol::wire::{Records, Uuid};
 use crate::protocol::{ErrorCode, fetch_snapshot_request as req, fetch_snapshot_response as resp};
 use crate::server::{FileRegion, RecordsSource};
 
-/// The FetchSnapshot version the node sends (v0: no KIP-853 directory ids).
-pub const PEER_FETCH_SNAPSHOT_VERSION: i16 = 0;
+/// The FetchSnapshot version the node sends (v1: KIP-853's ReplicaDirectoryId, and the leader's
+/// NodeEndpoints in the answer).
+pub const PEER_FETCH_SNAPSHOT_VERSION: i16 = 1;
 
 fn non_negative<T: TryFrom<i64>>(value: i64) -> Result<T, ErrorCode> {
     T::try_from(value).map_err(|_| ErrorCode::InvalidRequest)
@@ -52,6 +53,8 @@ pub fn request_parts(
                         snapshot_id,
                         position: non_negative(p.position)?,
                         max_bytes: non_negative(i64::from(request.max_bytes)).unwrap_or(0),
+                        // KIP-853 (v1): checked by the core as a Fetch's is.
+                        replica_directory_id: p.replica_directory_id.0,
                     }),
                 ))
             };
@@ -192,7 +195,7 @@ pub fn request(
                 epoch: r.snapshot_id.epoch as i32,
             },
             position: r.position as i64,
-            ..Default::default()
+            replica_directory_id: Uuid(r.replica_directory_id),
         };
         match topics.iter_mut().find(|t| t.name == hosted.topic) {
             Some(topic) => topic.partitions.push(partition),
@@ -302,6 +305,7 @@ mod tests {
             snapshot_id: OffsetAndEpoch::new(end_offset, 2),
             position,
             max_bytes: 4096,
+            replica_directory_id: [7; 16],
         }
     }
 
@@ -350,6 +354,31 @@ mod tests {
                 .flat_map(|t| &t.partitions)
                 .all(|p| p.current_leader_epoch == 3 && p.snapshot_id.epoch == 2)
         );
+    }
+
+    // KIP-853: FetchSnapshot v1 carries the replica's directory id through the wire to the
+    // leader's core, which checks it against the voter set as a Fetch's.
+    #[test]
+    fn the_directory_id_survives_the_wire() {
+        use crate::protocol::{Request, RequestHeader, decode_request, encode_request};
+        let table = table();
+        let sent = core_request(1, 100, 0);
+        let wire = Request::FetchSnapshot(request("cluster", 7, &[(table.get(0), &sent)]));
+        let header = RequestHeader {
+            api_key: wire.api_key().key(),
+            api_version: PEER_FETCH_SNAPSHOT_VERSION,
+            correlation_id: 1,
+            client_id: None,
+        };
+        let frame = encode_request(&header, &wire).unwrap();
+        let Request::FetchSnapshot(decoded) = decode_request(frame.slice(4..)).unwrap().1 else {
+            panic!("not a FetchSnapshot")
+        };
+        let parts = request_parts(&decoded, &table);
+        let Ok((_, 7, core::Message::FetchSnapshotRequest(received))) = &parts[0].target else {
+            panic!("{:?}", parts[0].target)
+        };
+        assert_eq!(received.replica_directory_id, [7; 16]);
     }
 
     // The response is split back per partition, each with its own core correlation id; a

@@ -30,6 +30,7 @@ mod group_offsets;
 mod groups;
 mod handlers;
 mod idempotence;
+mod leader_endpoints;
 mod metadata;
 mod observe;
 mod offset_expiry;
@@ -215,6 +216,9 @@ pub(crate) struct Node {
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
     peers: BTreeMap<NodeId, PeerLanes>,
+    /// KIP-853: quorum endpoints of nodes this node has no configured or voter set address
+    /// for, as answers' `NodeEndpoints` gave them (leader_endpoints.rs).
+    learned_endpoints: BTreeMap<NodeId, (String, u16)>,
     /// Where peer lanes report; kept to open lanes to voters added since the start.
     peer_events: UnboundedSender<Event>,
     /// TLS towards peers when the quorum's listener is SSL.
@@ -305,14 +309,24 @@ impl Node {
             _ => None,
         };
         let mut peers = BTreeMap::new();
-        for voter in &config.quorum_voters {
-            if voter.node_id == config.node_id {
-                continue;
-            }
-            let address = format!("{}:{}", voter.host, voter.port);
+        // Lanes to the configured voters, or (KIP-853) to the bootstrap servers, under the ids
+        // the core knows them by (`topics::bootstrap_server_ids`).
+        let configured_peers: Vec<(NodeId, String)> = config
+            .quorum_voters
+            .iter()
+            .filter(|voter| voter.node_id != config.node_id)
+            .map(|voter| (voter.node_id, format!("{}:{}", voter.host, voter.port)))
+            .chain(
+                topics::bootstrap_server_ids(&config)
+                    .into_iter()
+                    .zip(&config.quorum_bootstrap_servers)
+                    .map(|(id, (host, port))| (id, format!("{host}:{port}"))),
+            )
+            .collect();
+        for (node_id, address) in configured_peers {
             let lane = |events: &UnboundedSender<Event>| {
                 PeerLane::spawn(
-                    voter.node_id,
+                    node_id,
                     address.clone(),
                     events.clone(),
                     max_frame,
@@ -321,7 +335,7 @@ impl Node {
                 )
             };
             peers.insert(
-                voter.node_id,
+                node_id,
                 PeerLanes {
                     control: lane(&events),
                     fetch: lane(&events),
@@ -347,6 +361,7 @@ impl Node {
             started: Instant::now(),
             started_wall_ms,
             peers,
+            learned_endpoints: BTreeMap::new(),
             peer_events: events.clone(),
             peer_tls,
             next_peer_correlation_id: 1,
@@ -719,9 +734,12 @@ impl Node {
             core::Message::VoteRequest(_)
             | core::Message::BeginQuorumEpochRequest(_)
             | core::Message::EndQuorumEpochRequest(_) => {
-                let Some((request, version)) =
-                    convert::peer_request(&self.cluster_id, self.table.get(partition), &message)
-                else {
+                let Some((request, version)) = convert::peer_request(
+                    &self.cluster_id,
+                    self.table.get(partition),
+                    &message,
+                    to,
+                ) else {
                     return Ok(());
                 };
                 self.send_to_peer(to, request, version, PeerPending::Control, false)

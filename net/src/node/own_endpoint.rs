@@ -49,7 +49,7 @@ pub(super) struct OwnEndpoint {
 }
 
 /// The endpoint of this node's quorum listener that the voter set should hold.
-fn quorum_endpoint(config: &crate::config::NodeConfig) -> (String, u16) {
+pub(super) fn quorum_endpoint(config: &crate::config::NodeConfig) -> (String, u16) {
     match &config.listeners.controller {
         Some(controller) => (
             controller.address.ip().to_string(),

@@ -55,11 +55,12 @@ impl Node {
         }
         match request {
             Request::Vote(r) => {
-                let parts = convert::vote_request_parts(&r, &self.table);
+                let parts = convert::vote_request_parts(&r, &self.table, self.config.node_id);
                 self.start_raft_request(responder, &header, ApiKey::Vote, parts)
             }
             Request::BeginQuorumEpoch(r) => {
-                let parts = convert::begin_quorum_epoch_request_parts(&r, &self.table);
+                let parts =
+                    convert::begin_quorum_epoch_request_parts(&r, &self.table, self.config.node_id);
                 self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
             }
             Request::EndQuorumEpoch(r) => {
@@ -200,7 +201,7 @@ impl Node {
             .into_iter()
             .map(|a| a.expect("all answered"))
             .collect();
-        let response = match pending.api {
+        let mut response = match pending.api {
             ApiKey::Vote => Response::Vote(convert::vote_response(&pending.parts, &answers)),
             ApiKey::BeginQuorumEpoch => Response::BeginQuorumEpoch(
                 convert::begin_quorum_epoch_response(&pending.parts, &answers),
@@ -212,14 +213,15 @@ impl Node {
             ApiKey::Fetch => {
                 let mut response = convert::fetch_response(&pending.parts, &answers);
                 let regions = self.attach_fetch_regions(&pending.parts, &answers, &mut response);
+                let mut response = Response::Fetch(response);
+                self.fill_node_endpoints(&mut response);
                 if !regions.is_empty() {
-                    pending.responder.reply(Reply::WithRecords {
-                        response: Response::Fetch(response),
-                        regions,
-                    });
+                    pending
+                        .responder
+                        .reply(Reply::WithRecords { response, regions });
                     return Ok(());
                 }
-                Response::Fetch(response)
+                response
             }
             ApiKey::FetchSnapshot => {
                 let (response, regions) = super::fetch_snapshot::response(
@@ -228,17 +230,20 @@ impl Node {
                     pending.snapshot_regions,
                     u64::from(self.config.fetch_snapshot_response_max_bytes),
                 );
+                let mut response = Response::FetchSnapshot(response);
+                self.fill_node_endpoints(&mut response);
                 if !regions.is_empty() {
-                    pending.responder.reply(Reply::WithRecords {
-                        response: Response::FetchSnapshot(response),
-                        regions,
-                    });
+                    pending
+                        .responder
+                        .reply(Reply::WithRecords { response, regions });
                     return Ok(());
                 }
-                Response::FetchSnapshot(response)
+                response
             }
             other => unreachable!("{other:?} is not a quorum request"),
         };
+        // KIP-853 NodeEndpoints: the leaders named, where they listen (leader_endpoints.rs).
+        self.fill_node_endpoints(&mut response);
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
         pending.responder.send(Some(frame));
         Ok(())
@@ -337,6 +342,9 @@ impl Node {
         let Some(pending) = self.peer_pending.remove(&(peer, correlation_id)) else {
             return Ok(());
         };
+        // KIP-853: where the leaders this answer names listen (a node started with bootstrap
+        // servers dials the leader there).
+        self.learn_node_endpoints(&response);
         let pending = match pending {
             PeerPending::Forward {
                 responder,
@@ -600,15 +608,20 @@ impl Node {
     /// address, and a voter that moved told the leader its new one with UpdateRaftVoter
     /// (own_endpoint.rs). Lanes to the old address are dropped (their task ends; requests in
     /// flight on them go unanswered, as after a lost connection, and the core resends).
+    /// KIP-853: a peer with no lanes and no voter set endpoint whose endpoint an answer gave
+    /// (leader_endpoints.rs: a leader found through a bootstrap server) gets lanes there.
     fn open_lanes_from_voter_set(&mut self, to: NodeId) {
-        let Some(endpoint) = self.voter_set_endpoint(to) else {
-            return;
+        let address = match self.voter_set_endpoint(to) {
+            Some(endpoint) => format!("{}:{}", endpoint.host, endpoint.port),
+            None => match self.learned_endpoints.get(&to) {
+                Some((host, port)) if !self.peers.contains_key(&to) => format!("{host}:{port}"),
+                _ => return,
+            },
         };
-        let address = format!("{}:{}", endpoint.host, endpoint.port);
         if self.peers.get(&to).is_some_and(|l| l.address == address) {
             return;
         }
-        tracing::info!(to, %address, "opening lanes to a voter at its voter set endpoint");
+        tracing::info!(to, %address, "opening lanes to a peer at its voter set (or answered) endpoint");
         let max_frame = self.config.socket_request_max_bytes as usize;
         let connect_timeout = Duration::from_millis(self.config.request_timeout_ms.min(1000));
         let lane = || {
@@ -658,7 +671,7 @@ impl Node {
                 })
             })
         });
-        if moved {
+        if moved || !self.peers.contains_key(&to) {
             self.open_lanes_from_voter_set(to);
         }
         let Some(super::PeerLanes { control, fetch, .. }) = self.peers.get(&to) else {

@@ -207,7 +207,12 @@ pub(super) fn quorum_config(
     config: &NodeConfig,
     voters: &[NodeId],
 ) -> Result<QuorumConfig, NodeError> {
-    let mut quorum = QuorumConfig::new(config.node_id, voters)?;
+    let mut quorum = if voters.is_empty() && !config.quorum_bootstrap_servers.is_empty() {
+        // KIP-853: no voter known yet; the core asks the bootstrap servers who leads.
+        QuorumConfig::with_bootstrap_servers(config.node_id, &bootstrap_server_ids(config))?
+    } else {
+        QuorumConfig::new(config.node_id, voters)?
+    };
     quorum.election_timeout_ms = config.election_timeout_ms;
     quorum.election_backoff_max_ms = config.election_backoff_max_ms;
     quorum.fetch_timeout_ms = config.fetch_timeout_ms;
@@ -217,6 +222,14 @@ pub(super) fn quorum_config(
     quorum.max_replication_lag_ms = config.max_replication_lag_ms;
     quorum.directory_id = config.directory_id.unwrap_or([0; 16]);
     Ok(quorum)
+}
+
+/// The ids the core knows `controller.quorum.bootstrap.servers` by: Kafka's -2, -3, … (never a
+/// node id; -1 means "none" on the wire).
+pub(super) fn bootstrap_server_ids(config: &NodeConfig) -> Vec<NodeId> {
+    (0..config.quorum_bootstrap_servers.len() as NodeId)
+        .map(|index| -2 - index)
+        .collect()
 }
 
 /// A fresh topic id: random, so a topic deleted and created again under the same name gets

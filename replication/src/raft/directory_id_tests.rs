@@ -327,3 +327,70 @@ fn a_candidate_asks_each_voter_for_the_disk_its_set_names() {
     };
     assert!(p.rejecting.contains(&3), "counted as a refusal");
 }
+
+/// KIP-853: FetchSnapshot v1 carries the downloading replica's directory id, checked like a
+/// Fetch's: the replaced disk of voter 3 downloading a snapshot is an observer, and keeps
+/// neither voter 3 alive (check quorum) nor its old progress.
+#[test]
+fn a_replaced_disk_downloading_a_snapshot_is_an_observer() {
+    let mut raft = leader_of_three_disks();
+    let end = append_one(&mut raft, 6_000);
+    fetch_from(&mut raft, 6_001, 2, DISK_2, end);
+    assert_eq!(raft.high_watermark(), end);
+    let snapshot_id = OffsetAndEpoch::new(end, raft.epoch());
+    raft.on_snapshot_written(6_002, snapshot_id).unwrap();
+    let voter_3_before = raft
+        .describe_quorum()
+        .current_voters
+        .into_iter()
+        .find(|v| v.replica_id == 3)
+        .unwrap();
+    let epoch = raft.epoch();
+    let download = |directory_id: [u8; 16]| {
+        Message::FetchSnapshotRequest(crate::message::FetchSnapshotRequest {
+            correlation_id: 9,
+            replica_id: 3,
+            current_leader_epoch: epoch,
+            snapshot_id,
+            position: 0,
+            max_bytes: 100,
+            replica_directory_id: directory_id,
+        })
+    };
+    let mut same_disk = raft.clone();
+    let work = raft.step(6_500, 3, download(NEW_DISK_3)).unwrap();
+    assert!(
+        work.iter().any(|w| matches!(
+            w,
+            Work::SendFetchSnapshotResponse { response, .. } if response.error_code == ErrorCode::None
+        )),
+        "{work:?}"
+    );
+    let described = raft.describe_quorum();
+    let voter_3 = described
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == 3)
+        .unwrap();
+    assert_eq!(
+        voter_3.last_fetch_timestamp_ms, voter_3_before.last_fetch_timestamp_ms,
+        "the new disk's download is not voter 3's"
+    );
+    let observer_3 = described
+        .observers
+        .iter()
+        .find(|o| o.replica_id == 3)
+        .expect("the new disk downloads as an observer");
+    assert_eq!(observer_3.replica_directory_id, NEW_DISK_3);
+
+    // The same download from the disk the voter set names is voter 3's.
+    same_disk.step(6_500, 3, download(DISK_3)).unwrap();
+    let described = same_disk.describe_quorum();
+    let voter_3 = described
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == 3)
+        .unwrap();
+    assert_eq!(voter_3.last_fetch_timestamp_ms, Some(6_500));
+    assert!(described.observers.iter().all(|o| o.replica_id != 3));
+}

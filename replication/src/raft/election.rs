@@ -55,7 +55,9 @@ impl Raft {
         // KIP-853 `isValidVoterKey`: the candidate asks the voter its set records; if that is
         // another disk than ours (ours was replaced since), this replica is not that voter and
         // its vote must not count as one, whatever its log holds.
-        if !self.is_own_key(request.voter_directory_id) {
+        if !self.is_own_key(request.voter_directory_id)
+            && !self.config.mutated(Mutation::VoteIgnoresDirectoryId)
+        {
             respond(self, out, ErrorCode::InvalidVoterKey, false);
             return Ok(());
         }

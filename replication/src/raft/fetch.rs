@@ -468,17 +468,22 @@ impl Raft {
             EpochState::Follower(f) if self.is_local_voter() => f.leader_id,
             _ => {
                 // An observer fetches from the leader it knows; once that stops answering (or
-                // while it knows none) it asks the voters in turn.
+                // while it knows none) it asks the voters in turn, or, configured with
+                // `controller.quorum.bootstrap.servers` (KIP-853), those servers: their
+                // answers name the leader, and the node learns its address from them.
                 let known = if let EpochState::Follower(f) = &self.state {
                     Some(f.leader_id)
                 } else {
                     None
                 };
-                let others: Vec<NodeId> = self
-                    .voter_set()
-                    .iter_ids()
-                    .filter(|&v| v != self.config.node_id)
-                    .collect();
+                let others: Vec<NodeId> = if self.config.bootstrap_servers.is_empty() {
+                    self.voter_set()
+                        .iter_ids()
+                        .filter(|&v| v != self.config.node_id)
+                        .collect()
+                } else {
+                    self.config.bootstrap_servers.clone()
+                };
                 match (known, self.discovery_index) {
                     (Some(leader), 0) => leader,
                     _ if others.is_empty() => return,

@@ -164,7 +164,7 @@ impl Raft {
         now_ms: u64,
     ) -> Result<Self, RaftError> {
         let log = LogState::recovered(recovered)?;
-        let voters = VoterSetHistory::new(VoterSet::from_ids(&config.voters)?);
+        let voters = VoterSetHistory::new(bootstrap_voter_set(&config)?);
         Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
@@ -203,8 +203,7 @@ impl Raft {
                 "a voter set record past the log end",
             ));
         }
-        let bootstrap = VoterSet::from_ids(&config.voters)?;
-        let voters = VoterSetHistory::recovered(bootstrap, voter_records)?;
+        let voters = VoterSetHistory::recovered(bootstrap_voter_set(&config)?, voter_records)?;
         Self::from_log(config, recovered, log, voters, seed, now_ms)
     }
 
@@ -715,6 +714,18 @@ impl Raft {
     }
 }
 
+/// The voter set in force before any record: `controller.quorum.voters`, or none known yet for a
+/// replica started with bootstrap servers only (KIP-853).
+fn bootstrap_voter_set(config: &QuorumConfig) -> Result<VoterSet, RaftError> {
+    if config.voters.is_empty() && !config.bootstrap_servers.is_empty() {
+        Ok(VoterSet::unknown())
+    } else {
+        VoterSet::from_ids(&config.voters)
+    }
+}
+
+#[cfg(test)]
+mod bootstrap_servers_tests;
 #[cfg(test)]
 mod directory_id_tests;
 #[cfg(test)]

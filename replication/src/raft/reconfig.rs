@@ -285,7 +285,9 @@ impl Raft {
         let mut previous = self.voters.latest();
         for (offset, voters) in found {
             let difference = previous.id_difference(voters);
-            if difference > 1 {
+            // A replica started with bootstrap servers only knows no set yet: the first one it
+            // fetches is the quorum's, whatever its size (KIP-853).
+            if difference > 1 && !previous.is_empty() {
                 return Err(RaftError::VoterSetChangeTooLarge {
                     offset: *offset,
                     difference,

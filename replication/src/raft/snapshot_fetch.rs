@@ -102,6 +102,7 @@ impl Raft {
             snapshot_id: fetch.snapshot_id,
             position: fetch.position,
             max_bytes: self.config.fetch_max_bytes,
+            replica_directory_id: self.config.directory_id,
         };
         self.fetch_in_flight = Some(InFlightFetch {
             correlation_id,
@@ -144,7 +145,10 @@ impl Raft {
         if error_code == ErrorCode::None && from >= 0 {
             // A replica downloading a snapshot is alive and following us (check quorum).
             let now = self.now_ms;
-            let is_voter = self.is_voter(from);
+            // KIP-853: as for Fetch, a voter is its id *and* its disk: a download from the
+            // voter's id on another disk (a replaced one) is an observer's, and keeps neither
+            // that voter alive for check quorum nor its endorsement.
+            let is_voter = self.is_voter_key(from, request.replica_directory_id);
             if let EpochState::Leader(leader) = &mut self.state {
                 let progress = if is_voter {
                     leader.endorsed.insert(from);
@@ -154,6 +158,7 @@ impl Raft {
                     let progress = leader.observers.entry(from).or_default();
                     progress.end_offset = None;
                     progress.last_caught_up_ms = None;
+                    progress.directory_id = request.replica_directory_id;
                     progress
                 };
                 progress.last_fetch_ms = Some(now);

@@ -259,6 +259,7 @@ fn fetch_snapshot(epoch: Epoch, snapshot_id: OffsetAndEpoch) -> Message {
         snapshot_id,
         position: 2,
         max_bytes: 100,
+        replica_directory_id: [0; 16],
     })
 }
 

@@ -152,8 +152,8 @@ pub(super) struct Checks {
     voter_sets: BTreeMap<(NodeId, PartitionId), Vec<(u64, VoterSet)>>,
     /// The configured voters: the set in force before any VotersRecord.
     bootstrap: Option<VoterSet>,
-    /// Every node that was ever in a voter set of any log (never wiped, and the only ones that
-    /// may lead).
+    /// Every node that was ever in a voter set of any log (never wiped but for a voter's disk
+    /// replaced in reconfig runs, and the only ones that may lead).
     pub ever_voters: BTreeSet<NodeId>,
     pub violation: Option<String>,
 }
@@ -256,8 +256,9 @@ impl Checks {
         self.voter_sets.retain(|(n, _), _| *n != node);
     }
 
-    /// `node`'s disk was replaced by an empty one (an observer: it never voted and nothing
-    /// counted its copy toward a commit): nothing it held is expected back.
+    /// `node`'s disk was replaced by an empty one (an observer, or a voter whose every voter set
+    /// entry names the old disk, so the new one's votes and copies count for nothing until it is
+    /// added again, KIP-853): nothing it held is expected back.
     pub fn on_wipe(&mut self, node: NodeId) {
         self.durable_claims.retain(|(n, _), _| *n != node);
         self.votes.retain(|(n, _), _| *n != node);

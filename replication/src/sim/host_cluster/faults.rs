@@ -103,7 +103,43 @@ impl Cluster {
                     .copied()
                     .filter(|id| !self.checks.ever_voters.contains(id))
                     .collect();
-                if !observers.is_empty() {
+                // KIP-853, reconfig runs: a voter's disk is replaced instead whenever one may be
+                // (`replaceable_voter_disks`), and half the time a leader of a partition it votes
+                // in crashes with it (one rack lost): the voters left must elect a leader
+                // holding every commit without the old disk's copy, nor the new disk's vote.
+                let replaceable = if self.options.reconfig {
+                    self.replaceable_voter_disks()
+                } else {
+                    Vec::new()
+                };
+                if !replaceable.is_empty() {
+                    // The most caught-up of them: the copy commits most often rested on.
+                    let victim = replaceable
+                        .iter()
+                        .copied()
+                        .max_by_key(|&id| self.durable_ends_total(id))
+                        .expect("not empty");
+                    self.count("voter-disk-replaced");
+                    let leader = (0..self.partitions)
+                        .filter_map(|p| self.current_leader(p).map(|(leader, _)| (p, leader)))
+                        .find(|&(p, leader)| {
+                            leader != victim
+                                && self.checks.voter_set_in_force(leader, p).contains(victim)
+                        })
+                        .map(|(_, leader)| leader);
+                    self.wipe_node(victim);
+                    // A new disk is in place quickly: it may be asked to vote at once.
+                    let restart_at = self.now_ms + 50 + self.rng.below(300);
+                    self.schedule(restart_at, EventKind::Restart { node: victim });
+                    if let Some(leader) = leader
+                        && self.rng.chance(1, 2)
+                    {
+                        self.count("voter-disk-replaced-with-leader");
+                        self.crash_node(leader);
+                        let restart_at = self.now_ms + 50 + self.rng.below(1_500);
+                        self.schedule(restart_at, EventKind::Restart { node: leader });
+                    }
+                } else if !observers.is_empty() {
                     let victim = observers[self.rng.below(observers.len() as u64) as usize];
                     self.count("wipe");
                     self.wipe_node(victim);

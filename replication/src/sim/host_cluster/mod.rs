@@ -69,6 +69,16 @@ pub fn run_host_seed(options: &HostSimOptions) -> SimReport {
     cluster.report()
 }
 
+/// KIP-853: the directory id of node `id`'s `generation`-th disk; never zero, so a voter set
+/// that records it tells this disk from the next.
+fn directory_id_of_disk(id: NodeId, generation: u64) -> [u8; 16] {
+    let mut directory_id = [0u8; 16];
+    directory_id[0] = 0xd1;
+    directory_id[4..8].copy_from_slice(&id.to_le_bytes());
+    directory_id[8..16].copy_from_slice(&generation.to_le_bytes());
+    directory_id
+}
+
 /// Who asked for a fetch the host is answering: the runtime gives each request a correlation id
 /// of its own (requesters' ids collide), as the node's answer slots do.
 struct FetchOrigin {
@@ -93,7 +103,8 @@ struct Node {
     /// Fetch requests being answered, by the correlation id the host was given.
     fetches: BTreeMap<u64, FetchOrigin>,
     next_fetch_id: u64,
-    /// How many times its disk was replaced (observers only).
+    /// How many times its disk was replaced (observers, and in reconfig runs voters that were
+    /// added with their disk, `reconfig.rs`).
     wipes: u64,
     /// Pre-votes delivered and not yet answered, by (partition, candidate). The core answers a
     /// pre-vote at once (it binds nobody and is never persisted), so the next VoteResponse to
@@ -176,6 +187,7 @@ impl Cluster {
             // as KIP-853 needs it). Chosen from the seed without a draw, so every other run's
             // history, and the mutation tests' seeds, stay as they were.
             quorum.leader_change_on_empty_log = options.reconfig || options.seed % 4 != 2;
+            quorum.directory_id = directory_id_of_disk(id, 0);
             nodes.insert(
                 id,
                 Node {
@@ -563,17 +575,21 @@ impl Cluster {
         })
     }
 
-    /// An observer's disk is replaced: its process dies and it comes back empty, to catch up
-    /// in every partition from the leaders (by FetchSnapshot where their logs moved on).
+    /// A node's disk is replaced: its process dies and it comes back empty, with a new
+    /// directory id (KIP-853), to catch up in every partition from the leaders (by
+    /// FetchSnapshot where their logs moved on). An observer, or a voter whose every voter set
+    /// entry names its old disk (`reconfig.rs` `replaceable_voter_disks`): that voter's vote
+    /// and copies no longer count until it is removed and added again with the new disk.
     fn wipe_node(&mut self, id: NodeId) {
         assert!(
-            !self.checks.ever_voters.contains(&id),
-            "only nodes never in a voter set are wiped: a voter may not forget what it acknowledged"
+            !self.checks.ever_voters.contains(&id) || self.replaceable_voter_disks().contains(&id),
+            "only observers and voters recorded with their disk are wiped: a voter may not forget what it acknowledged"
         );
         self.crash_node(id);
         let node = self.nodes.get_mut(&id).expect("node");
         node.wipes += 1;
         let generation = node.wipes;
+        node.quorum.directory_id = directory_id_of_disk(id, generation);
         let disk = self.new_disk(id, generation);
         self.nodes.get_mut(&id).expect("node").disk = Some(disk);
         self.trace_event(10, id, generation);

@@ -9,7 +9,9 @@
 //! most; a leader appends a voter set only once the previous one in its log is committed; a
 //! leader's high-watermark is durable on a majority of the voter set in force in its own log;
 //! only a node that was ever a voter leads, and one that removed itself leads only until the
-//! removal is committed; nodes that were ever voters are never wiped.
+//! removal is committed; nodes that were ever voters are never wiped, except (KIP-853) a voter
+//! recorded with its disk, whose disk may be replaced (`replaceable_voter_disks`): the replaced
+//! voter is then removed first, and added again with its new disk once it caught up.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,7 @@ use crate::error::RaftError;
 use crate::host::HostError;
 use crate::raft::AppendResult;
 use crate::types::{Epoch, NodeId, PartitionId};
-use crate::voters::VoterInfo;
+use crate::voters::{NO_DIRECTORY_ID, VoterInfo, VoterSet};
 
 /// The voter set sizes a reconfiguration run moves between.
 const VOTERS_MIN: usize = 2;
@@ -47,6 +49,14 @@ impl Cluster {
         else {
             return;
         };
+        // KIP-853: a voter whose disk was replaced counts for nothing until it is removed and
+        // added again with its new disk (the add is a later random one, once it caught up).
+        if let Some(replaced) = self.replaced_voter_in(&current)
+            && current.len() > VOTERS_MIN
+        {
+            self.try_remove(leader, partition, replaced, "voter-replaced-disk-remove");
+            return;
+        }
         // A replacement's second half: remove the voter the earlier add replaces.
         if let Some(out) = self.pending_replace.get(&partition).copied() {
             if !current.contains(out) || current.len() <= VOTERS_MIN {
@@ -94,10 +104,90 @@ impl Cluster {
         counter: &'static str,
     ) -> bool {
         let now = self.now_ms;
-        let result = self
-            .host_mut(leader)
-            .add_voter(now, partition, id, VoterInfo::default());
+        // KIP-853: the voter is added with its disk (AddRaftVoter's VoterDirectoryId), so a
+        // replaced disk is told apart.
+        let info = VoterInfo {
+            directory_id: self.nodes[&id].quorum.directory_id,
+            endpoints: Vec::new(),
+        };
+        let result = self.host_mut(leader).add_voter(now, partition, id, info);
         self.voter_change_done(leader, partition, id, result, counter)
+    }
+
+    /// A voter of `voters` whose recorded disk is not its disk any more (replaced).
+    fn replaced_voter_in(&self, voters: &VoterSet) -> Option<NodeId> {
+        voters.voters().iter().find_map(|(id, info)| {
+            let disk = self.nodes.get(id)?.quorum.directory_id;
+            (info.directory_id != NO_DIRECTORY_ID && info.directory_id != disk).then_some(*id)
+        })
+    }
+
+    /// KIP-853: the voters whose disk may be replaced now, keeping every quorum able to commit
+    /// and elect once the other faults heal: a live node outside the bootstrap set (whose
+    /// entries carry no directory id: a new disk would pass as the voter, Kafka's kraft.version
+    /// 0), while no voter set in any live log names a replaced disk, and every such set that
+    /// names it has at least three voters (two of three stay valid until it is removed). And
+    /// every partition's leaders have committed all it holds durably: a leader keeps counting
+    /// what the old disk acknowledged (KIP-853 ignores the new disk's fetches, not the old
+    /// one's progress), so a commit that still needed that copy would rest on a copy that is
+    /// gone, a fault beyond what Raft tolerates (an acknowledged entry forgotten; seed 206 of
+    /// the reconfig range, until this rule).
+    pub(super) fn replaceable_voter_disks(&self) -> Vec<NodeId> {
+        let sets: Vec<VoterSet> = self
+            .nodes
+            .values()
+            .filter_map(|n| n.host.as_ref())
+            .flat_map(|host| {
+                (0..self.partitions).filter_map(|p| host.raft(p).map(|r| r.voter_set().clone()))
+            })
+            .collect();
+        if sets.iter().any(|set| self.replaced_voter_in(set).is_some()) {
+            return Vec::new();
+        }
+        self.checks
+            .ever_voters
+            .iter()
+            .copied()
+            .filter(|id| !self.voter_ids.contains(id))
+            .filter(|&id| self.acknowledged_all_committed(id))
+            .filter(|&id| {
+                sets.iter().all(|set| {
+                    set.directory_id_of(id)
+                        .is_none_or(|recorded| recorded != NO_DIRECTORY_ID && set.len() >= 3)
+                })
+            })
+            .collect()
+    }
+
+    /// The durable log ends of node `id` summed over its partitions (0 while it is down).
+    pub(super) fn durable_ends_total(&self, id: NodeId) -> u64 {
+        self.nodes
+            .get(&id)
+            .and_then(|n| n.host.as_ref())
+            .map_or(0, |host| {
+                (0..self.partitions)
+                    .filter_map(|p| host.raft(p).map(|r| r.log().durable_end_offset()))
+                    .sum()
+            })
+    }
+
+    /// Node `id` is up and, in every partition, every node that leads it has committed all
+    /// `id` holds durably.
+    fn acknowledged_all_committed(&self, id: NodeId) -> bool {
+        let Some(host) = self.nodes.get(&id).and_then(|n| n.host.as_ref()) else {
+            return false;
+        };
+        (0..self.partitions).all(|partition| {
+            let Some(durable_end) = host.raft(partition).map(|r| r.log().durable_end_offset())
+            else {
+                return false;
+            };
+            self.nodes
+                .values()
+                .filter_map(|n| n.host.as_ref()?.raft(partition))
+                .filter(|raft| raft.is_leader())
+                .all(|leader| leader.high_watermark() >= durable_end)
+        })
     }
 
     fn try_remove(
