@@ -48,7 +48,7 @@ fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
     quorum.produce(TOPIC, leader, RECORDS, "metric");
 
     // The leader: its state, its own id, the epoch, and a log that moved by at least the
-    // produced records (plus the leader's own LeaderChange control record).
+    // produced records (a new topic's leader appends no LeaderChange into its empty log).
     let leader_port = quorum.node(leader).metrics_port;
     let samples = eventually(
         Duration::from_secs(10),

@@ -154,7 +154,8 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
     );
     let mut client = leader_client(&quorum, topic);
     let producer_id = new_producer_id(&mut client);
-    // The leader's own first record (its epoch's LeaderChange) comes before them.
+    // A new topic's first record is at offset 0 (no LeaderChange into an empty log), but the
+    // offsets are read from the answers, not assumed.
     let (code, first) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 0, 5));
     assert_eq!(code, 0);
     assert_eq!(

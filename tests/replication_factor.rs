@@ -153,7 +153,7 @@ fn a_replication_factor_places_partitions_and_non_replicas_point_at_the_leader()
         fetch.responses[0].partitions[0].error_code,
         NOT_LEADER_OR_FOLLOWER
     );
-    // At the replica, acks=all is its own fsync (offset 0 holds its LeaderChange record).
+    // At the replica, acks=all is its own fsync.
     let mut leader = Client::connect(&quorum.address(replica), Duration::from_secs(2)).unwrap();
     assert_eq!(produce_to(&mut leader, "single", 0, batch_of("here")).0, 0);
 

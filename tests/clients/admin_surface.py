@@ -172,8 +172,8 @@ def configs(bootstrap, topic):
 
 def delete_records(bootstrap, topic):
     create_topic(bootstrap, topic, 1)
-    # One record per batch, so every offset is a batch boundary. The partition's first
-    # leader's LeaderChange record comes first (KIP-595), so record i is at offset base + i.
+    # One record per batch, so every offset is a batch boundary; record i is at offset base + i
+    # (base is 0: a new topic's first leader appends no LeaderChange into its empty log).
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                   "batch.num.messages": 1, "message.timeout.ms": 60000})
     offsets = []

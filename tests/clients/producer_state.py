@@ -33,7 +33,7 @@ def body(args):
         p.poll(0)
     left = p.flush(60)
     assert left == 0 and not failed, f"{left} unacknowledged, failures {failed[:3]}"
-    # The leader's own first record (its epoch's LeaderChange) comes before them.
+    # A new topic's first record is at offset 0; the offsets are read from the answers.
     first = acked[0][0]
     assert [o for o, _ in acked] == list(range(first, first + HALF)), "first half not contiguous"
     end = first + HALF

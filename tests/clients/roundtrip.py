@@ -42,8 +42,8 @@ def body(args):
         want = expected[p]
         middle = len(want) // 2
         for start in (0, middle):
-            # Offset 0 is before the first record (the leader's LeaderChange control record
-            # sits there); seeking to a record's own offset starts at that record.
+            # Offset 0 is the first record's (a new topic has no LeaderChange record before
+            # it); seeking to a record's own offset starts at that record.
             seek = 0 if start == 0 else want[start][0]
             wanted = want[start:]
             for name, consume in (("confluent", confluent_consume), ("kafka-python", kafka_python_consume)):
