@@ -29,6 +29,12 @@
 //! | offset above the log end (this log lost its unflushed tail) | any | not trusted: read from the log start |
 //! | log start ≤ offset ≤ log end | | the file's batches, then the log from `offset` |
 //!
+//! The same bytes, with `offset` = the snapshot's end offset, are the `ProducerState` record
+//! every KIP-630 snapshot of a topic partition carries (docs/snapshots.md). A read starts from
+//! the newer of the two that stands inside the log (log start ≤ offset ≤ log end): the file, or
+//! the state of the snapshot the host recovered or installed (a follower that installed its
+//! leader's snapshot has only that one); with neither, from the log start.
+//!
 //! A producer not in the state is unknown, and Kafka accepts an unknown producer's batch at any
 //! sequence (producer_state.rs), so a file not trusted never refuses a producer: it only loses
 //! the duplicate check of the batches that were removed from the log.
