@@ -441,52 +441,6 @@ impl Node {
         Some(Bytes::from(producer_state_file::encode(&state)))
     }
 
-    /// Saves `partition`'s committed producer state in its folder (producer_state_file.rs),
-    /// durably, before its log start may move: called before a KIP-630 snapshot is recorded
-    /// or generated. Internal topics (no client produces to them) and partitions that never
-    /// saw an idempotent producer and have no file are skipped.
-    ///
-    /// A save that fails (reading the log for the state, or writing the file) is logged and
-    /// the log start moves anyway: the file left behind is then below the log start and not
-    /// trusted at the next read, and the producers whose batches go are unknown, which Kafka's
-    /// rule accepts at any sequence (producer_state.rs). Only their duplicate check is lost;
-    /// the process and the partition go on.
-    pub(super) fn save_producer_state(&mut self, partition: PartitionId) {
-        let Some(dir) = self.host.store(partition).map(|s| s.dir.clone()) else {
-            return;
-        };
-        if super::topics::is_internal_topic(&self.table.get(partition).topic) {
-            return;
-        }
-        // The batches about to be removed are read while they are still here.
-        if let Err(error) = self.ensure_producer_state(partition) {
-            tracing::error!(partition, %error, "reading the producer state to save it failed");
-            return;
-        }
-        let saved = self
-            .handlers
-            .producers
-            .tables
-            .get(&partition)
-            .expect("built above")
-            .saved();
-        if saved.batches.is_empty() && !producer_state_file::exists(&dir) {
-            return;
-        }
-        let began = std::time::Instant::now();
-        if let Err(error) = producer_state_file::write(&dir, &saved) {
-            tracing::error!(partition, %error, "saving the producer state failed");
-            return;
-        }
-        self.stall.part(began, "producer state saved");
-        tracing::debug!(
-            partition,
-            offset = saved.offset,
-            batches = saved.batches.len(),
-            "producer state saved"
-        );
-    }
-
     /// Kafka's `producer.id.expiration.ms`: every partition forgets the producers it has not
     /// seen for that long (producer_state.rs `PartitionProducers::expire`). Runs with the
     /// retention check, once a second.

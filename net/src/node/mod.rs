@@ -673,10 +673,8 @@ impl Node {
                         dir,
                         mut job,
                     } => {
-                        // Before the log start can move to the snapshot (producer_state_file.rs).
-                        self.save_producer_state(partition);
                         // The snapshot carries the producer state at its end offset, for a
-                        // replica that installs it (docs/snapshots.md).
+                        // replica whose log starts there (docs/snapshots.md).
                         job.producer_state =
                             self.producer_state_record(partition, job.snapshot_id.offset);
                         self.spawn_snapshot_writer(partition, dir, job)?

@@ -19,12 +19,14 @@
 //! Before, an unknown producer's batch at a sequence other than 0 was refused as out of order,
 //! so a producer whose batches retention removed got OUT_OF_ORDER_SEQUENCE_NUMBER forever.
 //!
-//! The state lives in memory ([`PartitionProducers`]), and its committed part is saved in the
-//! partition's folder before the log start can move (producer_state_file.rs), so producers
-//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts,
-//! until they have not been seen for `producer.id.expiration.ms` ([`PartitionProducers::expire`]).
-//! It is read from that file and the log's batch headers after it once per process (when the
-//! partition is opened, or at its first idempotent Produce)
+//! The state lives in memory ([`PartitionProducers`]), and every KIP-630 snapshot carries its
+//! committed part at the snapshot's end offset ([`PartitionProducers::state_at`],
+//! producer_state_file.rs, docs/snapshots.md), so producers whose batches retention,
+//! DeleteRecords or a snapshot removed stay known across restarts and on a replica that
+//! installs the snapshot, until they have not been seen for `producer.id.expiration.ms`
+//! ([`PartitionProducers::expire`]).
+//! It is read from the snapshot's state and the log's batch headers after it once per process
+//! (when the partition is opened, or at its first idempotent Produce)
 //! and from then on kept up to date as batches are appended, as leader or as follower, so a
 //! follower that becomes leader already knows what the old leader appended: a producer retrying
 //! such a batch gets the duplicate answer, never a second copy. It used to be rebuilt by reading

@@ -146,9 +146,7 @@ impl Node {
                 .unwrap_or(0);
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
             // Empty: a delete topic carries no state machine state across the cut; its
-            // producers' state is saved first (producer_state_file.rs) and carried by the
-            // snapshot (docs/snapshots.md).
-            self.save_producer_state(id);
+            // producers' state crosses it in the snapshot (docs/snapshots.md).
             let producer_state = self.producer_state_record(id, target);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms, producer_state)?;
