@@ -489,6 +489,30 @@ fn print_control_records(batch: &ringlog_engine::batch::RecordBatch) {
                             Err(e) => format!("KRaftVoters (malformed: {e})"),
                         }
                     }
+                    ControlRecordType::ProducerState => {
+                        // ringlog's own: the producer state a snapshot carries (docs/snapshots.md).
+                        match ringlog_net::node::producer_state_file::decode(value) {
+                            Ok(state) => format!(
+                                "ProducerState offset: {} batches: [{}]",
+                                state.offset,
+                                state
+                                    .batches
+                                    .iter()
+                                    .map(|b| format!(
+                                        "producerId {} epoch {} sequences {}..={} offsets {}..={}",
+                                        b.producer_id,
+                                        b.producer_epoch,
+                                        b.base_sequence,
+                                        b.last_sequence,
+                                        b.base_offset,
+                                        b.last_offset
+                                    ))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            Err(e) => format!("ProducerState (malformed: {e})"),
+                        }
+                    }
                     other => format!("{other:?}"),
                 }
             }

@@ -11,8 +11,13 @@ use ringlog_engine::io::SyscallIo;
 use ringlog_engine::log::{LogConfig, PartitionLog};
 
 fn dump(file: &Path) -> String {
+    dump_with(file, &[])
+}
+
+fn dump_with(file: &Path, args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_ringlog"))
         .arg("dump")
+        .args(args)
         .arg(file)
         .output()
         .expect("ringlog runs");
@@ -65,4 +70,55 @@ fn dump_prints_the_batches_of_sealed_and_active_segments_up_to_the_mark() {
         batches, 25,
         "every batch, the active segment's last one included"
     );
+}
+
+/// `ringlog dump --print-records` on a snapshot: the producer state it carries after its header
+/// (docs/snapshots.md, "Producer state") is printed decoded, apart from the state machine's
+/// records.
+#[test]
+fn dump_prints_the_producer_state_a_snapshot_carries() {
+    use ringlog_net::node::producer_state::ProducerBatch;
+    use ringlog_net::node::producer_state_file::{SavedProducerState, encode};
+    use ringlog_replication::host::{SnapshotJob, write_snapshot_job};
+    use ringlog_replication::state_machine::{KeyValueStateMachine, StateMachine};
+    use ringlog_replication::types::OffsetAndEpoch;
+
+    let root = tempfile::tempdir().unwrap();
+    let mut io = SyscallIo::for_dir(root.path());
+    let state = SavedProducerState {
+        offset: 10,
+        batches: vec![ProducerBatch {
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+            last_sequence: 4,
+            base_offset: 3,
+            last_offset: 7,
+            max_timestamp: 1_000,
+        }],
+    };
+    let mut entries = std::collections::BTreeMap::new();
+    entries.insert(
+        bytes::Bytes::from_static(b"k"),
+        bytes::Bytes::from_static(b"v"),
+    );
+    let job = SnapshotJob {
+        snapshot_id: OffsetAndEpoch::new(10, 2),
+        format: KeyValueStateMachine::new().snapshot_format(),
+        entries,
+        voters: None,
+        producer_state: Some(bytes::Bytes::from(encode(&state))),
+    };
+    write_snapshot_job(&mut io, root.path(), &job, 1).unwrap();
+    let file = root
+        .path()
+        .join("checkpoints/00000000000000000010-00000000000000000002.checkpoint");
+    let text = dump_with(&file, &["--print-records"]);
+    assert!(
+        text.contains(
+            "control: ProducerState offset: 10 batches: [producerId 7 epoch 0 sequences 0..=4 offsets 3..=7]"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("key: k value: v"), "{text}");
 }

@@ -1,8 +1,11 @@
-//! Producer state that outlives the batches it came from (net/src/node/producer_state_file.rs),
-//! on real `ringlog serve` processes: after DeleteRecords removed every batch of an idempotent
-//! producer and every node restarted, the producer is still known (a retry of its last batch is
+//! Producer state that outlives the batches it came from (carried by KIP-630 snapshots,
+//! docs/snapshots.md "Producer state"), on real `ringlog serve` processes: after DeleteRecords
+//! removed every batch of an idempotent producer and every node restarted, the producer is
+//! still known (a retry of its last batch is
 //! answered as a duplicate, a gap is out of order) and a confluent-kafka producer carries on
-//! with no error and no duplicate.
+//! with no error and no duplicate; a follower that installed a snapshot fetched from its leader
+//! knows the producers the snapshot replaced (the snapshot carries their state) and, once it
+//! leads, answers a retry as a duplicate.
 
 use std::time::Duration;
 
@@ -16,8 +19,8 @@ use ringlog_net::protocol::{
 
 mod quorum;
 use quorum::{
-    Quorum, checkpoints, consumer_fetch_request, eventually, produce_to, run_client_script,
-    segment_bases, serial,
+    Quorum, agreed_leader, checkpoints, consumer_fetch_request, eventually, high_watermark,
+    produce_to, run_client_script, segment_bases, serial,
 };
 
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
@@ -92,6 +95,20 @@ fn earliest(client: &mut Client, topic: &str) -> i64 {
     p.offset
 }
 
+/// The producer id of each batch the newest snapshot of partition folder `dir` carries in its
+/// `ProducerState` record (docs/snapshots.md); the snapshot must end at `end_offset`.
+fn producers_in_snapshot(dir: &std::path::Path, end_offset: u64) -> Vec<i64> {
+    let mut io = ringlog_engine::io::SyscallIo::new();
+    let (contents, _) = ringlog_engine::snapshot::latest_valid_snapshot(&mut io, dir).unwrap();
+    let contents = contents.expect("a snapshot");
+    assert_eq!(contents.snapshot_id.end_offset, end_offset as i64);
+    let value = ringlog_replication::host::snapshots::producer_state_of_snapshot(&contents)
+        .expect("a ProducerState record");
+    let state = ringlog_net::node::producer_state_file::decode(&value).unwrap();
+    assert_eq!(state.offset, end_offset);
+    state.batches.iter().map(|b| b.producer_id).collect()
+}
+
 /// (base sequence, base offset) of every data batch of `topic`-0 from `offset` to the
 /// high-watermark, read with consumer Fetches at the leader `client`.
 fn producer_batches_from(client: &mut Client, topic: &str, mut offset: i64) -> Vec<(i32, i64)> {
@@ -130,8 +147,8 @@ fn a_producer_whose_batches_were_deleted_stays_known_across_a_restart() {
 }
 
 /// The same on a `cleanup.policy=snapshot` topic, whose DeleteRecords at the high-watermark
-/// generates a snapshot of its state machine on every replica (the snapshot writer's path
-/// saves the producer state, not the empty snapshot's).
+/// generates a snapshot of its state machine on every replica (the snapshot writer thread
+/// writes the producer state, not the empty snapshot's path).
 #[test]
 fn a_producer_whose_batches_a_snapshot_replaced_stays_known_across_a_restart() {
     producer_known_after_delete_records_and_a_restart("snapshot");
@@ -189,7 +206,7 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
         }
         other => panic!("answered {other:?}"),
     }
-    // Every replica cut its log at the end (an empty snapshot there), saved the state first,
+    // Every replica cut its log at the end (a snapshot there, carrying the producer state)
     // and deleted the segment that held the producer's batches.
     for node in &quorum.nodes {
         let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
@@ -207,7 +224,12 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
                 (cut && gone).then_some(())
             },
         );
-        assert!(dir.join("producer-state").exists(), "node {}", node.id);
+        assert_eq!(
+            producers_in_snapshot(&dir, end as u64),
+            vec![producer_id; 2],
+            "node {}: the snapshot at the cut carries the producer's two batches",
+            node.id
+        );
     }
 
     quorum.kill_all();
@@ -235,6 +257,174 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
     let (code, at) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 10, 1));
     assert_eq!(code, 0);
     // After the cut: the new leader's control record, then sequence 10 alone (the retry
+    // appended nothing).
+    assert_eq!(
+        producer_batches_from(&mut client, topic, end),
+        vec![(10, at)]
+    );
+}
+
+/// KIP-630 with KIP-360's producer state: a follower down while an idempotent producer writes
+/// two batches and DeleteRecords cuts the log past them comes back behind the leader's log
+/// start, so it installs the leader's snapshot (FetchSnapshot) instead of fetching the
+/// batches. The snapshot carries the producer state at its end offset: once that follower
+/// leads, the producer's retry of its second batch is answered with the batch's original
+/// offset and not stored again, a gap is out of order, and the next batch in line follows.
+/// Before snapshots carried the state, the follower did not know the producer and stored the
+/// retry a second time.
+#[test]
+fn a_follower_that_installed_a_snapshot_answers_a_retry_as_a_duplicate_once_it_leads() {
+    retry_at_a_follower_rebuilt_from_a_snapshot("delete");
+}
+
+/// The same on a `cleanup.policy=snapshot` topic, whose snapshot is its state machine's,
+/// written on the leader's snapshot-writer thread.
+#[test]
+fn a_follower_that_installed_a_state_machine_snapshot_answers_a_retry_as_a_duplicate() {
+    retry_at_a_follower_rebuilt_from_a_snapshot("snapshot");
+}
+
+fn retry_at_a_follower_rebuilt_from_a_snapshot(cleanup_policy: &str) {
+    let _serial = serial();
+    // A replica down for a second no longer holds the leader's log start back.
+    let mut quorum = Quorum::format_with(3, "max.replication.lag.ms=1000");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let topic = "moved";
+    let partition = format!("{topic}-0");
+    quorum.create_topic(
+        topic,
+        1,
+        &[
+            ("segment.bytes", "65536"),
+            ("cleanup.policy", cleanup_policy),
+        ],
+    );
+    let (leader, _) = quorum.wait_for_leader_of(topic, Duration::from_secs(30));
+    let behind = (1..=3).find(|id| *id != leader).unwrap();
+    quorum.kill(behind);
+
+    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    let producer_id = new_producer_id(&mut client);
+    let (code, first) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 0, 5));
+    assert_eq!(code, 0);
+    assert_eq!(
+        produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 5, 5)),
+        (0, first + 5)
+    );
+    // Plain records after them, enough to roll the first segment.
+    let mut end = first + 10;
+    for _ in 0..12 {
+        let mut filler = RecordBatchBuilder::new(0);
+        filler.append(0, None, Some(&[b'f'; 8000]), &[]);
+        let (code, at) = produce_to(&mut client, topic, 0, filler.build().into_bytes());
+        assert_eq!(code, 0);
+        end = at + 1;
+    }
+    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
+        topics: vec![dr_req::DeleteRecordsTopic {
+            name: topic.to_string(),
+            partitions: vec![dr_req::DeleteRecordsPartition {
+                partition_index: 0,
+                offset: -1,
+            }],
+        }],
+        timeout_ms: 20_000,
+    });
+    match client.request(&request, 2).unwrap() {
+        Response::DeleteRecords(r) => {
+            let p = &r.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.low_watermark), (0, end), "{r:?}");
+        }
+        other => panic!("answered {other:?}"),
+    }
+    let leader_dir = quorum.data_dir(leader).join(&partition);
+    eventually(
+        Duration::from_secs(30),
+        "the leader's log to start at the cut without the producer's segment",
+        || {
+            let cut = checkpoints(&leader_dir).last() == Some(&(end as u64));
+            let gone = segment_bases(&leader_dir)
+                .first()
+                .is_some_and(|&base| base > first as u64 + 9);
+            (cut && gone).then_some(())
+        },
+    );
+
+    // The replica that was down ends below the leader's log start: it installs the snapshot.
+    quorum.start_node(behind);
+    let behind_dir = quorum.data_dir(behind).join(&partition);
+    eventually(
+        Duration::from_secs(60),
+        "the replica behind to install the leader's snapshot",
+        || {
+            // Its own log held nothing past the leader's first records: a snapshot at the
+            // cut and no segment below it can only come from the leader's snapshot.
+            let installed = checkpoints(&behind_dir).contains(&(end as u64))
+                && segment_bases(&behind_dir)
+                    .iter()
+                    .all(|&base| base >= end as u64);
+            installed.then_some(())
+        },
+    );
+    eventually(
+        Duration::from_secs(30),
+        "the replica behind to catch up",
+        || (high_watermark(quorum.node(behind), &partition)? >= end).then_some(()),
+    );
+
+    // Leadership moves to it: the others are kill -9'd in turn (one of the two down at a
+    // time, brought back before the next) until it is the one elected.
+    let mut down = leader;
+    quorum.kill(down);
+    for round in 0.. {
+        assert!(round < 20, "the rebuilt replica never led");
+        let running: Vec<String> = [1, 2, 3]
+            .into_iter()
+            .filter(|id| *id != down)
+            .map(|id| quorum.address(id))
+            .collect();
+        let (elected, _) = eventually(Duration::from_secs(30), "a new leader", || {
+            agreed_leader(&running, topic, 0).filter(|(id, _)| *id != down)
+        });
+        if elected == behind {
+            break;
+        }
+        quorum.wait_for_ports_released(down);
+        quorum.start_node(down);
+        eventually(
+            Duration::from_secs(30),
+            "the restarted node to catch up",
+            || {
+                let theirs = high_watermark(quorum.node(elected), &partition)?;
+                let ours = high_watermark(quorum.node(down), &partition)?;
+                (ours >= theirs).then_some(())
+            },
+        );
+        quorum.kill(elected);
+        down = elected;
+    }
+
+    let mut client = Client::connect(&quorum.address(behind), Duration::from_secs(2)).unwrap();
+    // Produce is answered by the new leader once its epoch is committed: retried until then.
+    let retry = eventually(Duration::from_secs(30), "the retry answered", || {
+        let answer = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 5, 5));
+        (answer.0 == 0).then_some(answer)
+    });
+    assert_eq!(
+        retry,
+        (0, first + 5),
+        "a retry of a batch the installed snapshot replaced is a duplicate, answered with its offset"
+    );
+    assert_eq!(earliest(&mut client, topic), end);
+    assert_eq!(
+        produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 12, 1)).0,
+        OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "the producer is known: a gap is out of order"
+    );
+    let (code, at) = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 10, 1));
+    assert_eq!(code, 0);
+    // After the cut: the leaders' control records, then sequence 10 alone (the retry
     // appended nothing).
     assert_eq!(
         producer_batches_from(&mut client, topic, end),

@@ -309,7 +309,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "producer.id.expiration.ms",
         aliases: &[],
         default: Some("86400000"),
-        doc: "An idempotent producer whose newest batch in a partition is older than this (by the batch's MaxTimestamp) is forgotten there: its state is dropped, from memory and from the partition's producer-state file at the next save, and its next batch is taken at any sequence (Kafka's rule for an unknown producer). Checked every second.",
+        doc: "An idempotent producer whose newest batch in a partition is older than this (by the batch's MaxTimestamp) is forgotten there: its state is dropped, from memory and from the next snapshot of the partition, and its next batch is taken at any sequence (Kafka's rule for an unknown producer). Checked every second.",
     },
     KeyDefinition {
         name: "offsets.retention.minutes",

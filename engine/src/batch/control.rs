@@ -38,6 +38,11 @@ pub enum ControlRecordType {
     SnapshotFooter,
     KRaftVersion,
     KRaftVoters,
+    /// ringlog's own (not Kafka's): a partition's idempotent-producer state at a snapshot's end
+    /// offset, carried after the SnapshotHeader (docs/snapshots.md). Its id,
+    /// [`PRODUCER_STATE_CONTROL_TYPE`], is far above Kafka's 0–6 so that no type Kafka adds
+    /// collides with it; the value is opaque here (the node encodes it).
+    ProducerState,
     /// A type this code does not know: kept by number so it can be skipped or passed on.
     Unknown(i16),
 }
@@ -52,6 +57,7 @@ impl ControlRecordType {
             4 => ControlRecordType::SnapshotFooter,
             5 => ControlRecordType::KRaftVersion,
             6 => ControlRecordType::KRaftVoters,
+            PRODUCER_STATE_CONTROL_TYPE => ControlRecordType::ProducerState,
             other => ControlRecordType::Unknown(other),
         }
     }
@@ -65,10 +71,14 @@ impl ControlRecordType {
             ControlRecordType::SnapshotFooter => 4,
             ControlRecordType::KRaftVersion => 5,
             ControlRecordType::KRaftVoters => 6,
+            ControlRecordType::ProducerState => PRODUCER_STATE_CONTROL_TYPE,
             ControlRecordType::Unknown(id) => id,
         }
     }
 }
+
+/// The id of [`ControlRecordType::ProducerState`] (ringlog's own control record type).
+pub const PRODUCER_STATE_CONTROL_TYPE: i16 = 20_000;
 
 /// The version of the control record key schema Kafka writes.
 pub const CONTROL_RECORD_KEY_VERSION: i16 = 0;

@@ -238,10 +238,10 @@ impl Node {
         }
         if target > latest {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
-            // The producers' state outlives their batches (producer_state_file.rs).
-            self.save_producer_state(partition);
+            // The producers' state outlives their batches: the snapshot carries it.
+            let producer_state = self.producer_state_record(partition, target);
             self.host
-                .record_empty_snapshot(partition, snapshot_id, now_wall_ms())
+                .record_empty_snapshot(partition, snapshot_id, now_wall_ms(), producer_state)
                 .map_err(|error| {
                     tracing::error!(partition, %error, "DeleteRecords: recording the empty snapshot");
                     ErrorCode::KafkaStorageError
@@ -354,9 +354,9 @@ impl Node {
             }
             let snapshot_id =
                 OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
-            self.save_producer_state(id);
+            let producer_state = self.producer_state_record(id, target);
             self.host
-                .record_empty_snapshot(id, snapshot_id, now_wall_ms())?;
+                .record_empty_snapshot(id, snapshot_id, now_wall_ms(), producer_state)?;
             tracing::info!(
                 partition = id,
                 log_start_offset = target,

@@ -9,11 +9,11 @@ use std::path::Path;
 
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatch};
-use ringlog_replication::PartitionId;
 use ringlog_replication::host::StorageError;
+use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
 use super::producer_state::{PartitionProducers, ProducerBatch, SequenceCheck};
-use super::producer_state_file;
+use super::producer_state_file::{self, SavedProducerState};
 use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, init_producer_id_request as ipi_req, init_producer_id_response as ipi_resp,
@@ -34,16 +34,19 @@ pub(crate) struct Producers {
 }
 
 /// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
-/// offset), starting from the partition folder's producer-state file where it can be trusted
-/// (the table in producer_state_file.rs).
+/// offset), starting from the newest saved state that stands inside the log (the table in
+/// producer_state_file.rs): the partition folder's producer-state file, or the state carried
+/// by the snapshot the log starts at (`snapshot_state`, docs/snapshots.md), whichever stands
+/// at the higher offset.
 fn rebuild(
     mut read: impl FnMut(u64) -> Result<Bytes, StorageError>,
     dir: &Path,
+    snapshot_state: Option<SavedProducerState>,
     start: u64,
     end: u64,
     high_watermark: u64,
 ) -> Result<PartitionProducers, StorageError> {
-    let saved = match producer_state_file::read(dir) {
+    let file = match producer_state_file::read(dir) {
         Ok(Some(saved)) if (start..=end).contains(&saved.offset) => Some(saved),
         Ok(Some(saved)) => {
             tracing::warn!(
@@ -51,16 +54,21 @@ fn rebuild(
                 saved_offset = saved.offset,
                 log_start_offset = start,
                 log_end_offset = end,
-                "producer-state file outside the log: not used, the state is read from the log"
+                "producer-state file outside the log: not used"
             );
             None
         }
         Ok(None) => None,
         Err(error) => {
-            tracing::warn!(%error, "producer-state file not trusted: the state is read from the log");
+            tracing::warn!(%error, "producer-state file not trusted");
             None
         }
     };
+    let snapshot_state = snapshot_state.filter(|s| (start..=end).contains(&s.offset));
+    let saved = [file, snapshot_state]
+        .into_iter()
+        .flatten()
+        .max_by_key(|s| s.offset);
     let (mut offset, mut rebuilt) = match &saved {
         Some(saved) => (
             saved.offset,
@@ -89,6 +97,28 @@ fn rebuild(
         }
     }
     Ok(rebuilt)
+}
+
+/// The producer state a partition's snapshot carries (its `ProducerState` record, kept by the
+/// host as `PartitionSnapshots::producer_state`), decoded. One that does not decode, or that
+/// stands elsewhere than its snapshot's end offset, is not trusted (warned): the state is then
+/// read as if the snapshot carried none.
+fn snapshot_producer_state(
+    dir: &Path,
+    carried: Option<&(OffsetAndEpoch, Bytes)>,
+) -> Option<SavedProducerState> {
+    let (snapshot_id, bytes) = carried?;
+    match producer_state_file::decode(bytes) {
+        Ok(state) if state.offset == snapshot_id.offset => Some(state),
+        Ok(state) => {
+            tracing::warn!(dir = %dir.display(), ?snapshot_id, state_offset = state.offset, "a snapshot's producer state stands elsewhere: not used");
+            None
+        }
+        Err(reason) => {
+            tracing::warn!(dir = %dir.display(), ?snapshot_id, reason, "a snapshot's producer state not trusted");
+            None
+        }
+    }
 }
 
 /// What a Produce partition's batches get.
@@ -259,14 +289,37 @@ impl Node {
         }
     }
 
-    /// The log now ends at `end_offset` (a truncation), or was replaced by a snapshot
-    /// (`replaced`): the state goes back to the high-watermark's, or is read again.
+    /// The log now ends at `end_offset` (a truncation), or was replaced by a snapshot fetched
+    /// from the leader (`replaced`): the state goes back to the high-watermark's, or is the
+    /// one the snapshot carries (its appends tracked from here on, so this replica answers a
+    /// retry of a batch the snapshot replaced as the leader would), or is read again.
     pub(super) fn track_truncation(
         &mut self,
         partition: PartitionId,
         end_offset: u64,
         replaced: bool,
     ) {
+        if replaced && let Some(store) = self.host.store(partition) {
+            let carried = store
+                .snapshots
+                .producer_state
+                .as_ref()
+                .filter(|(snapshot_id, _)| snapshot_id.offset == end_offset);
+            if let Some(state) = snapshot_producer_state(&store.dir, carried) {
+                let high_watermark = store.high_watermark.max(state.offset);
+                tracing::info!(
+                    partition,
+                    offset = state.offset,
+                    batches = state.batches.len(),
+                    "producer state taken from the installed snapshot"
+                );
+                self.handlers.producers.tables.insert(
+                    partition,
+                    PartitionProducers::from_saved(&state, high_watermark),
+                );
+                return;
+            }
+        }
         let tables = &mut self.handlers.producers.tables;
         let Some(producers) = tables.get_mut(&partition) else {
             return;
@@ -287,10 +340,17 @@ impl Node {
         let Some((start, end, high_watermark)) = self.host.preopened_bounds(dir) else {
             return Ok(());
         };
+        let snapshot_state = snapshot_producer_state(
+            dir,
+            self.host
+                .preopened_store(dir)
+                .and_then(|store| store.snapshots.producer_state.as_ref()),
+        );
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read_preopened(dir, offset, REBUILD_CHUNK_BYTES),
             dir,
+            snapshot_state,
             start,
             end,
             high_watermark,
@@ -329,10 +389,12 @@ impl Node {
         let end = store.log.log_end_offset() as u64;
         let high_watermark = store.high_watermark;
         let dir = store.dir.clone();
+        let snapshot_state = snapshot_producer_state(&dir, store.snapshots.producer_state.as_ref());
         let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read(partition, offset, REBUILD_CHUNK_BYTES),
             &dir,
+            snapshot_state,
             start,
             end,
             high_watermark,
@@ -349,50 +411,34 @@ impl Node {
         Ok(())
     }
 
-    /// Saves `partition`'s committed producer state in its folder (producer_state_file.rs),
-    /// durably, before its log start may move: called before a KIP-630 snapshot is recorded
-    /// or generated. Internal topics (no client produces to them) and partitions that never
-    /// saw an idempotent producer and have no file are skipped.
-    ///
-    /// A save that fails (reading the log for the state, or writing the file) is logged and
-    /// the log start moves anyway: the file left behind is then below the log start and not
-    /// trusted at the next read, and the producers whose batches go are unknown, which Kafka's
-    /// rule accepts at any sequence (producer_state.rs). Only their duplicate check is lost;
-    /// the process and the partition go on.
-    pub(super) fn save_producer_state(&mut self, partition: PartitionId) {
-        let Some(dir) = self.host.store(partition).map(|s| s.dir.clone()) else {
-            return;
-        };
+    /// The producer state a KIP-630 snapshot of `partition` ending at `end_offset` carries
+    /// (docs/snapshots.md): `PartitionProducers::state_at`, encoded as the producer-state
+    /// file's bytes, for the host to write as the snapshot's `ProducerState` record. Read from
+    /// the log first if this process has not read it yet (the batches the snapshot replaces
+    /// are still there). Internal topics (no client produces to them) carry none, so the
+    /// metadata partition's snapshots keep Kafka's layout. `None` too when the state cannot be
+    /// read (logged): the snapshot then goes without it, as snapshots written before it existed,
+    /// and a replica that installs it reads the state from the log after it.
+    pub(super) fn producer_state_record(
+        &mut self,
+        partition: PartitionId,
+        end_offset: u64,
+    ) -> Option<Bytes> {
         if super::topics::is_internal_topic(&self.table.get(partition).topic) {
-            return;
+            return None;
         }
-        // The batches about to be removed are read while they are still here.
         if let Err(error) = self.ensure_producer_state(partition) {
-            tracing::error!(partition, %error, "reading the producer state to save it failed");
-            return;
+            tracing::error!(partition, %error, "reading the producer state for a snapshot failed");
+            return None;
         }
-        let saved = self
+        let state = self
             .handlers
             .producers
             .tables
             .get(&partition)
             .expect("built above")
-            .saved();
-        if saved.batches.is_empty() && !producer_state_file::exists(&dir) {
-            return;
-        }
-        let began = std::time::Instant::now();
-        if let Err(error) = producer_state_file::write(&dir, &saved) {
-            tracing::error!(partition, %error, "saving the producer state failed");
-            return;
-        }
-        self.stall.part(began, "producer state saved");
-        tracing::debug!(
-            partition,
-            offset = saved.offset,
-            batches = saved.batches.len(),
-            "producer state saved"
-        );
+            .state_at(end_offset);
+        Some(Bytes::from(producer_state_file::encode(&state)))
     }
 
     /// Kafka's `producer.id.expiration.ms`: every partition forgets the producers it has not
@@ -455,5 +501,120 @@ impl Node {
             producer_epoch: 0,
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog_engine::batch::RecordBatchBuilder;
+
+    /// Producer 7's batches of five records: sequences 0–4 at offsets 10–14, 5–9 at 15–19.
+    fn log() -> Vec<Bytes> {
+        [(0, 10), (5, 15)]
+            .into_iter()
+            .map(|(sequence, base_offset)| {
+                let mut builder =
+                    RecordBatchBuilder::new(base_offset).with_producer(7, 0, sequence);
+                for _ in 0..5 {
+                    builder.append(1_000, None, Some(b"v"), &[]);
+                }
+                builder.build().into_bytes()
+            })
+            .collect()
+    }
+
+    /// The log read from `offset`: every batch that ends at or after it.
+    fn read_from(log: &[Bytes], offset: u64) -> Result<Bytes, StorageError> {
+        let mut bytes = Vec::new();
+        for batch in log {
+            let parsed = RecordBatch::parse(batch.clone()).unwrap();
+            if parsed.last_offset() as u64 >= offset {
+                bytes.extend_from_slice(batch);
+            }
+        }
+        Ok(Bytes::from(bytes))
+    }
+
+    fn saved(offset: u64, batches: &[Bytes]) -> SavedProducerState {
+        SavedProducerState {
+            offset,
+            batches: batches
+                .iter()
+                .map(|b| producer_fields(&RecordBatch::parse(b.clone()).unwrap()).unwrap())
+                .collect(),
+        }
+    }
+
+    /// Where a partition's producer state is read from (producer_state_file.rs): the newer of
+    /// the file and the state its log-start snapshot carries, each only when it stands inside
+    /// the log, then the log after it; with neither, the log from its start. Whatever the
+    /// source, both batches are known (the log below the log start is gone: only a saved
+    /// state can tell the first one).
+    #[test]
+    fn the_state_is_read_from_the_newest_saved_state_inside_the_log() {
+        let log = log();
+        let both = |state: &PartitionProducers| {
+            assert_eq!(
+                state.current().check(7, 0, 0, 4),
+                SequenceCheck::Duplicate {
+                    base_offset: 10,
+                    last_offset: 14
+                }
+            );
+            assert_eq!(
+                state.current().check(7, 0, 5, 9),
+                SequenceCheck::Duplicate {
+                    base_offset: 15,
+                    last_offset: 19
+                }
+            );
+        };
+        let dir = tempfile::tempdir().unwrap();
+        // Neither: the whole log from its start.
+        let state = rebuild(|o| read_from(&log, o), dir.path(), None, 10, 20, 20).unwrap();
+        both(&state);
+        // A follower that installed a snapshot at 15: the first batch only in the snapshot.
+        let (_, after) = log.split_at(1);
+        let snapshot = saved(15, &log[..1]);
+        let state = rebuild(
+            |o| read_from(after, o),
+            dir.path(),
+            Some(snapshot.clone()),
+            15,
+            20,
+            20,
+        )
+        .unwrap();
+        both(&state);
+        // The file stands higher (20, both batches; no log read needed): it wins.
+        producer_state_file::write(dir.path(), &saved(20, &log)).unwrap();
+        let state = rebuild(
+            |_| Ok(Bytes::new()),
+            dir.path(),
+            Some(snapshot.clone()),
+            15,
+            20,
+            20,
+        )
+        .unwrap();
+        both(&state);
+        // A file below the log start (written before the install) is not used; the
+        // snapshot's state is.
+        producer_state_file::write(dir.path(), &saved(12, &log[..1])).unwrap();
+        let state = rebuild(
+            |o| read_from(after, o),
+            dir.path(),
+            Some(snapshot),
+            15,
+            20,
+            20,
+        )
+        .unwrap();
+        both(&state);
+        // Without a saved state the first batch is gone with the log below 15: the producer
+        // is known from its second batch only.
+        let state = rebuild(|o| read_from(after, o), dir.path(), None, 15, 20, 20).unwrap();
+        assert_eq!(state.current().check(7, 0, 0, 4), SequenceCheck::OutOfOrder);
     }
 }

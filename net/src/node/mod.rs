@@ -38,8 +38,8 @@ mod own_endpoint;
 pub mod placement;
 mod produce_validation;
 mod producer_ids;
-mod producer_state;
-mod producer_state_file;
+pub mod producer_state;
+pub mod producer_state_file;
 mod pump;
 mod remote_leaders;
 mod shutdown;
@@ -686,10 +686,12 @@ impl Node {
                     Output::GenerateSnapshot {
                         partition,
                         dir,
-                        job,
+                        mut job,
                     } => {
-                        // Before the log start can move to the snapshot (producer_state_file.rs).
-                        self.save_producer_state(partition);
+                        // The snapshot carries the producer state at its end offset, for a
+                        // replica whose log starts there (docs/snapshots.md).
+                        job.producer_state =
+                            self.producer_state_record(partition, job.snapshot_id.offset);
                         self.spawn_snapshot_writer(partition, dir, job)?
                     }
                 }

@@ -19,12 +19,14 @@
 //! Before, an unknown producer's batch at a sequence other than 0 was refused as out of order,
 //! so a producer whose batches retention removed got OUT_OF_ORDER_SEQUENCE_NUMBER forever.
 //!
-//! The state lives in memory ([`PartitionProducers`]), and its committed part is saved in the
-//! partition's folder before the log start can move (producer_state_file.rs), so producers
-//! whose batches retention, DeleteRecords or a snapshot removed stay known across restarts,
-//! until they have not been seen for `producer.id.expiration.ms` ([`PartitionProducers::expire`]).
-//! It is read from that file and the log's batch headers after it once per process (when the
-//! partition is opened, or at its first idempotent Produce)
+//! The state lives in memory ([`PartitionProducers`]), and every KIP-630 snapshot carries its
+//! committed part at the snapshot's end offset ([`PartitionProducers::state_at`],
+//! producer_state_file.rs, docs/snapshots.md), so producers whose batches retention,
+//! DeleteRecords or a snapshot removed stay known across restarts and on a replica that
+//! installs the snapshot, until they have not been seen for `producer.id.expiration.ms`
+//! ([`PartitionProducers::expire`]).
+//! It is read from the snapshot's state and the log's batch headers after it once per process
+//! (when the partition is opened, or at its first idempotent Produce)
 //! and from then on kept up to date as batches are appended, as leader or as follower, so a
 //! follower that becomes leader already knows what the old leader appended: a producer retrying
 //! such a batch gets the duplicate answer, never a second copy. It used to be rebuilt by reading
@@ -58,7 +60,7 @@ pub struct ProducerBatch {
     pub max_timestamp: i64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct ProducerEntry {
     producer_epoch: i16,
     batches: VecDeque<ProducerBatch>,
@@ -79,7 +81,7 @@ pub enum SequenceCheck {
 }
 
 /// The producer state of one partition.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerStateTable {
     producers: HashMap<i64, ProducerEntry>,
 }
@@ -168,6 +170,36 @@ impl PartitionProducers {
             offset: self.high_watermark,
             batches,
         }
+    }
+
+    /// The state a KIP-630 snapshot ending at `end_offset` carries (docs/snapshots.md): every
+    /// remembered batch below `end_offset`, replayed in log order under the five-batch and
+    /// epoch rules, standing at `end_offset`.
+    ///
+    /// When the state has moved past `end_offset` (a retention or DeleteRecords cut below the
+    /// high-watermark), a producer's older batches may already have left its window, or its
+    /// older epoch may be forgotten: the state is then a part of the one after every batch
+    /// below `end_offset`, but only in what the batches from `end_offset` on replace anyway.
+    /// A replica that takes it and applies the log from `end_offset` (every snapshot is
+    /// followed by that log, committed, up to at least this node's high-watermark) ends with
+    /// exactly this state: a producer's last five batches of its last epoch are the same
+    /// whether the older ones were dropped before or while replaying. Tested by
+    /// `a_snapshot_state_plus_the_log_after_it_is_the_state_after_the_log`.
+    pub fn state_at(&self, end_offset: u64) -> SavedProducerState {
+        let mut below: Vec<ProducerBatch> = self
+            .committed
+            .producers
+            .values()
+            .flat_map(|entry| entry.batches.iter().copied())
+            .chain(self.uncommitted.iter().copied())
+            .filter(|b| b.last_offset < end_offset)
+            .collect();
+        below.sort_by_key(|b| b.base_offset);
+        let mut at = PartitionProducers::new(end_offset);
+        for batch in below {
+            at.appended(batch);
+        }
+        at.saved()
     }
 
     /// The state a saved file holds, in a log whose high-watermark is `high_watermark`; the
@@ -422,6 +454,82 @@ mod tests {
             SequenceCheck::OutOfOrder
         );
         assert_eq!(back.current().producer_count(), 1);
+    }
+
+    /// KIP-630 snapshots carry the producer state at their end offset (`state_at`): for every
+    /// cut at or below the high-watermark (a retention or DeleteRecords cut is usually below
+    /// it), the snapshot's state plus the log's batches from the cut on is the state after the
+    /// whole log, in every answer a leader gives: duplicates, next in line, epochs.
+    #[test]
+    fn a_snapshot_state_plus_the_log_after_it_is_the_state_after_the_log() {
+        // Three producers, bumps of epoch, batches of 1–3 records, interleaved.
+        let mut log = Vec::new();
+        let mut next_sequence = [0i32; 3];
+        let mut epochs = [0i16; 3];
+        let mut offset = 0u64;
+        for step in 0..60u64 {
+            let producer = (step * 7 % 3) as usize;
+            if step % 17 == 16 {
+                epochs[producer] += 1;
+                next_sequence[producer] = 0;
+            }
+            let records = 1 + (step % 3) as i32;
+            let base = next_sequence[producer];
+            log.push(ProducerBatch {
+                producer_id: 7 + producer as i64,
+                producer_epoch: epochs[producer],
+                base_sequence: base,
+                last_sequence: base + records - 1,
+                base_offset: offset,
+                last_offset: offset + records as u64 - 1,
+                max_timestamp: 1_000 + step as i64,
+            });
+            next_sequence[producer] += records;
+            offset += records as u64 + 1; // a control record between batches, say
+        }
+        // Cuts and high-watermarks fall between batches, never inside one.
+        let inside_a_batch = |at: u64| {
+            log.iter()
+                .any(|b: &ProducerBatch| b.base_offset < at && at <= b.last_offset)
+        };
+        for high_watermark in (0..=offset).step_by(13) {
+            if inside_a_batch(high_watermark) {
+                continue;
+            }
+            let mut whole = PartitionProducers::new(0);
+            for batch in &log {
+                whole.appended(*batch);
+            }
+            whole.high_watermark_advanced(high_watermark);
+            for end_offset in (0..=high_watermark).filter(|&at| !inside_a_batch(at)) {
+                let snapshot = whole.state_at(end_offset);
+                assert_eq!(snapshot.offset, end_offset);
+                assert!(snapshot.batches.iter().all(|b| b.last_offset < end_offset));
+                let mut replica = PartitionProducers::from_saved(&snapshot, end_offset);
+                for batch in log.iter().filter(|b| b.base_offset >= end_offset) {
+                    replica.appended(*batch);
+                }
+                assert_eq!(
+                    replica.current(),
+                    whole.current(),
+                    "cut at {end_offset}, high-watermark {high_watermark}"
+                );
+            }
+        }
+        // At the end offset itself, nothing of a later batch: a producer first seen above the
+        // cut is unknown in the snapshot.
+        let mut p = PartitionProducers::new(0);
+        p.appended(batch(0, 0, 0, 0));
+        let mut later = batch(0, 0, 0, 5);
+        later.producer_id = 8;
+        p.appended(later);
+        p.high_watermark_advanced(6);
+        let snapshot = PartitionProducers::from_saved(&p.state_at(5), 5);
+        assert_eq!(snapshot.current().producer_count(), 1);
+        assert!(matches!(
+            snapshot.current().check(7, 0, 0, 0),
+            SequenceCheck::Duplicate { base_offset: 0, .. }
+        ));
     }
 
     /// Kafka's `producer.id.expiration.ms`: a producer not seen for that long is forgotten

@@ -1,39 +1,38 @@
-//! The producer-state file: a partition's committed producer state (producer_state.rs) saved
-//! in its folder, so the state outlives the batches it was read from (Kafka's producer-state
-//! snapshots, `ProducerStateManager.takeSnapshot`, one file instead of one per segment).
+//! The producer-state encoding: a partition's committed producer state (producer_state.rs) at
+//! an offset, as the `ProducerState` record every KIP-630 snapshot of a topic partition carries
+//! (docs/snapshots.md, "Producer state"), and as the `producer-state` file that partition
+//! folders held before 2026-12-03 (Kafka's producer-state snapshots,
+//! `ProducerStateManager.takeSnapshot`, one file instead of one per segment).
 //!
 //! ```text
-//! <metadata.log.dir>/<topic>-<partition>/producer-state
-//!
 //! magic "RLPS" | version u16 = 1 | offset u64 | batch count u32
 //! count × ( producer_id i64 | producer_epoch i16 | base_sequence i32 | last_sequence i32
 //!           | base_offset u64 | last_offset u64 | max_timestamp i64 )   (42 bytes each, log order)
 //! crc32c u32 of everything before it                       (all big-endian)
 //! ```
 //!
-//! `offset` is the high-watermark the state stands at: the file holds every producer's
-//! remembered batches (up to five, producer_state.rs) among the batches below it. It is written
-//! (temporary file, fsync, rename, folder fsync) before the partition's log start can move:
-//! before a KIP-630 snapshot is recorded or generated (retention, DeleteRecords, a follower
-//! following its leader's log start, a snapshot topic's policy), with the high-watermark at or
-//! above that snapshot's end offset. So the file's offset is never below the log start.
+//! `offset` is where the state stands: it holds every producer's remembered batches (up to
+//! five, producer_state.rs) among the batches below it. In a snapshot it is the snapshot's end
+//! offset; the snapshot is frozen before the log start can move to it, so the state is durable
+//! before the batches it was read from go, and it is written with the snapshot (the writer
+//! thread for a state machine's, the empty snapshot's write for a cut) rather than with a
+//! write and two fsyncs of its own on the event loop, as the file was until 2026-12-03.
 //!
 //! Read when the partition's producer state is read (start-up, or its first idempotent
-//! Produce):
+//! Produce), from the newer of the two that stands inside the log:
 //!
-//! | file | log | state |
-//! | --- | --- | --- |
-//! | absent | any | read from the log start (as before this file existed) |
-//! | bad magic, version, length or checksum | any | not trusted: read from the log start (warned) |
-//! | offset below the log start (a snapshot installed from the leader replaced the log) | any | not trusted: read from the log start |
-//! | offset above the log end (this log lost its unflushed tail) | any | not trusted: read from the log start |
-//! | log start ≤ offset ≤ log end | | the file's batches, then the log from `offset` |
+//! | snapshot's state / file (`<topic>-<partition>/producer-state`, if an older node left one) | state |
+//! | --- | --- |
+//! | absent, or bad magic, version, length or checksum (warned) | not trusted |
+//! | offset below the log start (a snapshot installed from the leader replaced the log) | not trusted |
+//! | offset above the log end (this log lost its unflushed tail) | not trusted |
+//! | log start ≤ offset ≤ log end | its batches, then the log from `offset` |
+//! | neither trusted | read from the log start |
 //!
 //! A producer not in the state is unknown, and Kafka accepts an unknown producer's batch at any
-//! sequence (producer_state.rs), so a file not trusted never refuses a producer: it only loses
+//! sequence (producer_state.rs), so a state not trusted never refuses a producer: it only loses
 //! the duplicate check of the batches that were removed from the log.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::producer_state::ProducerBatch;
@@ -150,7 +149,9 @@ pub fn decode(bytes: &[u8]) -> Result<SavedProducerState, &'static str> {
 }
 
 /// Writes `state` into partition folder `dir`, durably: a temporary file, fsynced, renamed over
-/// the old one, the folder fsynced.
+/// the old one, the folder fsynced. The node no longer writes the file (the snapshots carry
+/// the state); tests write one as an older node left it.
+#[cfg(test)]
 pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerStateFileError> {
     let path = dir.join(PRODUCER_STATE_FILE);
     let part = dir.join(format!("{PRODUCER_STATE_FILE}.part"));
@@ -158,6 +159,7 @@ pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerState
         path: path.clone(),
         source,
     };
+    use std::io::Write;
     let bytes = encode(state);
     let mut file = std::fs::File::create(&part).map_err(io)?;
     file.write_all(&bytes).map_err(io)?;
@@ -181,11 +183,6 @@ pub fn read(dir: &Path) -> Result<Option<SavedProducerState>, ProducerStateFileE
     decode(&bytes)
         .map(Some)
         .map_err(|reason| ProducerStateFileError::Corrupt { path, reason })
-}
-
-/// Whether partition folder `dir` has a producer-state file.
-pub fn exists(dir: &Path) -> bool {
-    dir.join(PRODUCER_STATE_FILE).exists()
 }
 
 #[cfg(test)]

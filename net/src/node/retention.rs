@@ -145,11 +145,11 @@ impl Node {
                 .map(|e| e.epoch)
                 .unwrap_or(0);
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
-            // Empty: a delete topic carries no state across the cut; its producers' state is
-            // saved first (producer_state_file.rs).
-            self.save_producer_state(id);
+            // Empty: a delete topic carries no state machine state across the cut; its
+            // producers' state crosses it in the snapshot (docs/snapshots.md).
+            let producer_state = self.producer_state_record(id, target);
             self.host
-                .record_empty_snapshot(id, snapshot_id, now_wall_ms)?;
+                .record_empty_snapshot(id, snapshot_id, now_wall_ms, producer_state)?;
             tracing::info!(
                 partition = id,
                 log_start_offset = target,

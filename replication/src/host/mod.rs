@@ -331,6 +331,11 @@ impl<I: Io> Host<I> {
         })
     }
 
+    /// A preopened partition's store (its recovered snapshots, say).
+    pub fn preopened_store(&self, dir: &std::path::Path) -> Option<&PartitionStore> {
+        self.preopened.get(dir).map(|(store, _)| store)
+    }
+
     /// Whole batches of a preopened partition from `offset` (see [`Host::read`]).
     pub fn read_preopened(
         &mut self,

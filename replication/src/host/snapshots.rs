@@ -79,26 +79,43 @@ pub fn voters_of_snapshot(contents: &SnapshotContents) -> Result<Option<VoterSet
         })
 }
 
-/// The control records a snapshot ending after `voters`' offset starts with (KIP-853: the
-/// voter set in force at its end offset; none while only `controller.quorum.voters` applies).
 /// The control records after a snapshot's header (Kafka's layout): with a voter set in the log
-/// (kraft.version 1), the `KRaftVersionRecord` and then the `VotersRecord` in force.
-fn header_records(voters: Option<&VoterSet>) -> Vec<(ControlRecordType, Bytes)> {
-    let Some(voters) = voters else {
-        return Vec::new();
-    };
-    vec![
-        (
+/// (kraft.version 1), the `KRaftVersionRecord` and then the `VotersRecord` in force at its end
+/// offset (KIP-853; none while only `controller.quorum.voters` applies); then the partition's
+/// producer state at its end offset, when the runtime gave one (a `ProducerState` record,
+/// ringlog's own: docs/snapshots.md).
+fn header_records(
+    voters: Option<&VoterSet>,
+    producer_state: Option<&Bytes>,
+) -> Vec<(ControlRecordType, Bytes)> {
+    let mut records = Vec::new();
+    if let Some(voters) = voters {
+        records.push((
             ControlRecordType::KRaftVersion,
             Bytes::from(crate::voters::encode_kraft_version_record(
                 crate::voters::KRAFT_VERSION_DYNAMIC,
             )),
-        ),
-        (
+        ));
+        records.push((
             ControlRecordType::KRaftVoters,
             Bytes::from(voters.encode_record_value()),
-        ),
-    ]
+        ));
+    }
+    if let Some(producer_state) = producer_state {
+        records.push((ControlRecordType::ProducerState, producer_state.clone()));
+    }
+    records
+}
+
+/// The producer state a snapshot carries (its `ProducerState` record's value, opaque here: the
+/// runtime encodes and reads it), if any: snapshots written before it existed have none.
+pub fn producer_state_of_snapshot(contents: &SnapshotContents) -> Option<Bytes> {
+    contents
+        .header_control_records
+        .iter()
+        .rev()
+        .find(|(record_type, _)| *record_type == ControlRecordType::ProducerState)
+        .map(|(_, value)| value.clone().unwrap_or_default())
 }
 
 /// KIP-853: the kraft.version a snapshot's `KRaftVersionRecord` names, if it holds one.
@@ -151,6 +168,11 @@ pub struct PartitionSnapshots {
     pub recovered_voters: Option<VoterSetEntry>,
     /// KIP-853: the kraft.version the newest snapshot's `KRaftVersionRecord` names, if any.
     pub recovered_kraft_version: Option<i16>,
+    /// The producer state carried by the snapshot recovered at start or installed from the
+    /// leader (the newest then), with that snapshot's id: what the runtime reads a partition's
+    /// producer state from when its log starts there. Snapshots this node generates later are
+    /// not read back (the runtime's state is current by then).
+    pub producer_state: Option<(OffsetAndEpoch, Bytes)>,
 }
 
 impl PartitionSnapshots {
@@ -194,6 +216,7 @@ impl PartitionSnapshots {
             .map_err(|e| state_machine_error(&dir, e))?;
         let voters = voters_of_snapshot(&contents)?;
         snapshots.recovered_kraft_version = kraft_version_of_snapshot(&contents)?;
+        snapshots.producer_state = producer_state_of_snapshot(&contents).map(|state| (id, state));
         snapshots.latest_snapshot_id = Some(id);
         let offset = id.offset as i64;
         let mut log_start_snapshot_id = None;
@@ -258,6 +281,9 @@ pub struct SnapshotJob {
     /// KIP-853: the voter set in force at the end offset, written after the header (`None`:
     /// only `controller.quorum.voters` applies there).
     pub voters: Option<VoterSet>,
+    /// The partition's producer state at the end offset, encoded by the runtime (which keeps
+    /// it), written as a `ProducerState` record after the header; `None`: none written.
+    pub producer_state: Option<Bytes>,
 }
 
 /// How a generation ended, for the log.
@@ -331,6 +357,7 @@ impl PartitionSnapshots {
             format: self.state_machine.snapshot_format(),
             entries: self.state_machine.entries().clone(),
             voters: None,
+            producer_state: None,
         };
         self.state_machine.on_snapshot_taken();
         self.last_snapshot_ms = now_ms;
@@ -411,7 +438,7 @@ pub fn write_snapshot_job<I: Io>(
         engine_id(job.snapshot_id),
         &job.format,
         now_ms as i64,
-        &header_records(job.voters.as_ref()),
+        &header_records(job.voters.as_ref(), job.producer_state.as_ref()),
         |sink| {
             for (key, value) in &job.entries {
                 sink.append_record(Some(key), Some(value));
@@ -611,13 +638,15 @@ impl<I: Io> Host<I> {
     }
 
     /// Records an empty snapshot at `snapshot_id` (a `cleanup.policy=delete` topic's retention
-    /// cut: no state crosses it; a header and a footer, a few hundred bytes), reported to the
-    /// core at the next `pump` so the log start follows it.
+    /// cut: no state machine state crosses it; a header and a footer, a few hundred bytes, and
+    /// the runtime's `producer_state` at the cut when given), reported to the core at the next
+    /// `pump` so the log start follows it.
     pub fn record_empty_snapshot(
         &mut self,
         partition: PartitionId,
         snapshot_id: OffsetAndEpoch,
         now_wall_ms: u64,
+        producer_state: Option<Bytes>,
     ) -> Result<(), StorageError> {
         let voters = self.snapshot_voters(partition, snapshot_id);
         let store = self.stores.get_mut(&partition).expect("hosted partition");
@@ -628,7 +657,7 @@ impl<I: Io> Host<I> {
             engine_id(snapshot_id),
             &format,
             now_wall_ms as i64,
-            &header_records(voters.as_ref()),
+            &header_records(voters.as_ref(), producer_state.as_ref()),
             |_| {},
         )?;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);

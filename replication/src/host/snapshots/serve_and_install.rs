@@ -106,6 +106,7 @@ impl<I: Io> Host<I> {
         };
         let contents = writer.freeze(&mut self.io)?;
         let voters = voters_of_snapshot(&contents)?;
+        let producer_state = producer_state_of_snapshot(&contents);
         store
             .snapshots
             .state_machine
@@ -119,6 +120,7 @@ impl<I: Io> Host<I> {
         store.flush_target = offset;
         store.reported_durable_end_offset = offset;
         store.snapshots.latest_snapshot_id = Some(snapshot_id);
+        store.snapshots.producer_state = producer_state.map(|state| (snapshot_id, state));
         store.snapshots.last_snapshot_ms = self.now_ms;
         store.snapshots.fetched_total += 1;
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;

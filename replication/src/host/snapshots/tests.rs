@@ -184,3 +184,38 @@ fn a_failed_or_superseded_generation_leaves_the_latest_snapshot_alone() {
         "the core is told only of the latest"
     );
 }
+
+/// A snapshot carries the runtime's producer state after its header, as a `ProducerState`
+/// control record (docs/snapshots.md): it reads back apart from the state machine's records,
+/// which load as before; a snapshot without one (as written before it existed) still loads and
+/// carries none.
+#[test]
+fn a_snapshot_carries_the_producer_state_apart_from_the_state_machines_records() {
+    let folder = tempfile::tempdir().unwrap();
+    let mut io = ringlog_engine::io::SyscallIo::new();
+    let mut entries = std::collections::BTreeMap::new();
+    entries.insert(Bytes::from_static(b"k"), Bytes::from_static(b"v"));
+    let state = Bytes::from_static(b"the runtime's encoding");
+    for (end_offset, producer_state) in [(5, None), (9, Some(state))] {
+        let job = SnapshotJob {
+            snapshot_id: OffsetAndEpoch::new(end_offset, 2),
+            format: KeyValueStateMachine::new().snapshot_format(),
+            entries: entries.clone(),
+            voters: None,
+            producer_state,
+        };
+        write_snapshot_job(&mut io, folder.path(), &job, 1).unwrap();
+        let (contents, skipped) = latest_valid_snapshot(&mut io, folder.path()).unwrap();
+        assert!(skipped.is_empty());
+        let contents = contents.expect("the snapshot just written");
+        assert_eq!(contents.snapshot_id, engine_id(job.snapshot_id));
+        assert_eq!(producer_state_of_snapshot(&contents), job.producer_state);
+        assert_eq!(
+            contents.records_count, 1,
+            "the record is not the state machine's"
+        );
+        let mut state_machine = KeyValueStateMachine::new();
+        state_machine.load_snapshot(&contents).unwrap();
+        assert_eq!(state_machine.entries(), &entries);
+    }
+}
