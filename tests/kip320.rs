@@ -474,7 +474,7 @@ fn unclean_recovery_is_detected_as_log_truncation_by_the_consumer() {
             .collect();
         let leader_end = ends.iter().find(|(id, _)| *id == leader)?.1;
         let survivor_end = ends.iter().find(|(id, _)| *id == survivor)?.1;
-        (leader_end == survivor_end && leader_end > first.len() as i64).then_some(leader_end)
+        (leader_end == survivor_end && leader_end >= first.len() as i64).then_some(leader_end)
     });
     cluster.signal(survivor, libc::SIGSTOP);
 
