@@ -25,11 +25,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ringlog_net::client::Client;
+use ringlog_net::clients::TopicPartition;
+use ringlog_net::clients::producer::{Producer, ProducerConfig};
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
-use quorum::{
-    Quorum, agreed_leader, batch_of, eventually, read_partition_values, scrape_metrics, serial,
-};
+use quorum::{Quorum, agreed_leader, eventually, read_partition_values, scrape_metrics, serial};
 
 /// The topic whose partition folder fails on node 3.
 const FAULTY: &str = "eio-a";
@@ -37,7 +37,6 @@ const FAULTY: &str = "eio-a";
 const HEALTHY: &str = "eio-b";
 /// The node whose data folder is on the faulty filesystem.
 const FAULTY_NODE: i32 = 3;
-const KAFKA_STORAGE_ERROR: i16 = 56;
 /// Records per topic in each phase.
 const PHASE_RECORDS: usize = 20;
 
@@ -145,38 +144,38 @@ fn build_eiofs() -> PathBuf {
     program
 }
 
-/// Produces `value` to `topic`-0 with acks=all at whichever node Metadata names the leader,
-/// retrying until it is acknowledged (a leader going offline or being elected answers
-/// KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE or REQUEST_TIMED_OUT;
-/// a record so answered may still be committed, so the log may hold it twice).
-fn produce_acknowledged(quorum: &Quorum, topic: &str, value: &str) {
-    eventually(
-        Duration::from_secs(30),
-        &format!("{value} acknowledged by {topic}"),
-        || {
-            let (mut client, _) = quorum.partition_leader(topic)?;
-            let answer = client
-                .produce(topic, 0, batch_of(value), -1, 5_000)
-                .ok()?
-                .expect("acks=all is answered");
-            match answer.error_code {
-                0 => Some(()),
-                5 | 6 | 7 | KAFKA_STORAGE_ERROR => None,
-                other => panic!("Produce {value} to {topic} answered {other}"),
-            }
+/// Produces `PHASE_RECORDS` records to each topic, alternating, with ringlog's producer
+/// (acks=all, each record sent on its own and acknowledged before the next). A leader going
+/// offline answers KAFKA_STORAGE_ERROR, which the producer retries at the leader Metadata names
+/// next, as Kafka's does (KafkaStorageException is an InvalidMetadataException); a record so
+/// answered may still be committed, so the log may hold it twice.
+fn produce_phase(quorum: &Quorum, a: &mut Vec<String>, b: &mut Vec<String>, phase: &str) {
+    let mut producer = Producer::connect(
+        &quorum.bootstrap(),
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 0,
+            retries: 100,
+            retry_backoff_ms: 100,
+            request_timeout_ms: 5_000,
+            ..ProducerConfig::default()
         },
     );
-}
-
-/// Produces `PHASE_RECORDS` records to each topic, alternating, each acknowledged.
-fn produce_phase(quorum: &Quorum, a: &mut Vec<String>, b: &mut Vec<String>, phase: &str) {
     for n in 0..PHASE_RECORDS {
-        let value = format!("{FAULTY}-{phase}-{n}");
-        produce_acknowledged(quorum, FAULTY, &value);
-        a.push(value);
-        let value = format!("{HEALTHY}-{phase}-{n}");
-        produce_acknowledged(quorum, HEALTHY, &value);
-        b.push(value);
+        for (topic, acknowledged) in [(FAULTY, &mut *a), (HEALTHY, &mut *b)] {
+            let value = format!("{topic}-{phase}-{n}");
+            let partition = TopicPartition::new(topic, 0);
+            producer
+                .send(&partition, None, Some(value.as_bytes()))
+                .and_then(|()| producer.flush())
+                .unwrap_or_else(|e| panic!("producing {value}: {e}\n{}", quorum.dump_logs()));
+            assert_eq!(
+                producer.take_acknowledged().len(),
+                1,
+                "{value} acknowledged"
+            );
+            acknowledged.push(value);
+        }
     }
 }
 
