@@ -6,8 +6,9 @@
  *
  * Every operation on MOUNTPOINT is done on the same path under BACKING. While TRIGGER_FILE
  * exists (a path outside the mount, checked on every call), every write, fsync, fdatasync,
- * fallocate and truncate of a path under MOUNTPOINT/FAULTY_FOLDER answers EIO, as a failing
- * disk would; reads, listings, everything else, and every other path go through. Each
+ * fallocate, truncate, folder fsync and rename onto a path under MOUNTPOINT/FAULTY_FOLDER
+ * answers EIO, as a failing disk would; reads, listings, everything else, and every other path
+ * go through. Each
  * refused call is logged to stderr ("eiofs: EIO write /A-0/0.log"), so the test can tell the
  * fault was met.
  *
