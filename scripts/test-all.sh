@@ -12,6 +12,12 @@ need_apt=()
 for tool in kcat:kcat tshark:tshark ip:iproute2; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
+# tests/disk_errors.rs builds a FUSE filesystem (tests/disk_errors/eiofs.c) with gcc against
+# libfuse3 (its headers, pkg-config to find them; fuse3 its mount helper fusermount3).
+for tool in gcc:gcc pkg-config:pkg-config fusermount3:fuse3; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
+done
+[ -f /usr/include/fuse3/fuse.h ] || need_apt+=(libfuse3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   echo "test-all: installing ${need_apt[*]}"
@@ -31,6 +37,7 @@ sys.exit(0 if (confluent_kafka.__version__, kafka.__version__, lz4.__version__) 
 fi
 
 # Run as root: tests/disk_full.rs mounts a 64 MiB tmpfs for a node's data folder (mount(8)),
-# and tests/netns_partitions.rs creates network namespaces.
+# tests/disk_errors.rs mounts a FUSE filesystem (/dev/fuse) over one, and
+# tests/netns_partitions.rs creates network namespaces.
 # Optimised code with every assertion on: the simulator runs thousands of seeds.
 cargo test --workspace --profile ci --no-fail-fast "$@"

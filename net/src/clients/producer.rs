@@ -300,7 +300,11 @@ impl<T: Transport> Producer<T> {
                 ErrorCode::from_code(answer.error_code).unwrap_or(ErrorCode::UnknownServerError);
             match error {
                 ErrorCode::None => self.acknowledge(&batch, answer.base_offset),
-                ErrorCode::NotLeaderOrFollower
+                // KAFKA_STORAGE_ERROR: the leader's replica went offline (issue 17) or waits
+                // for disk space; another replica may lead by now. Retriable in Kafka too
+                // (KafkaStorageException is an InvalidMetadataException: refresh, retry).
+                ErrorCode::KafkaStorageError
+                | ErrorCode::NotLeaderOrFollower
                 | ErrorCode::LeaderNotAvailable
                 | ErrorCode::NotEnoughReplicas
                 | ErrorCode::NotEnoughReplicasAfterAppend
