@@ -48,6 +48,21 @@ fn rebuild(
 ) -> Result<PartitionProducers, StorageError> {
     let file = match producer_state_file::read(dir) {
         Ok(Some(saved)) if (start..=end).contains(&saved.offset) => Some(saved),
+        // Left by a node from before the snapshots carried the state (2026-12-03), and passed
+        // by the log start since: it can never stand inside the log again. Removed, so it is
+        // neither read nor warned about at every start.
+        Ok(Some(saved)) if saved.offset < start => {
+            match producer_state_file::remove(dir) {
+                Ok(()) => tracing::info!(
+                    dir = %dir.display(),
+                    saved_offset = saved.offset,
+                    log_start_offset = start,
+                    "producer-state file below the log start removed"
+                ),
+                Err(error) => tracing::warn!(%error, "producer-state file below the log start"),
+            }
+            None
+        }
         Ok(Some(saved)) => {
             tracing::warn!(
                 dir = %dir.display(),
@@ -599,9 +614,9 @@ mod tests {
         )
         .unwrap();
         both(&state);
-        // A file below the log start (written before the install) is not used; the
-        // snapshot's state is.
-        producer_state_file::write(dir.path(), &saved(12, &log[..1])).unwrap();
+        // A file below the log start (written before the install) is not used, and removed;
+        // the snapshot's state is.
+        producer_state_file::write(dir.path(), &saved(12, &[])).unwrap();
         let state = rebuild(
             |o| read_from(after, o),
             dir.path(),
@@ -612,6 +627,10 @@ mod tests {
         )
         .unwrap();
         both(&state);
+        assert!(
+            producer_state_file::read(dir.path()).unwrap().is_none(),
+            "a file below the log start is removed"
+        );
         // Without a saved state the first batch is gone with the log below 15: the producer
         // is known from its second batch only.
         let state = rebuild(|o| read_from(after, o), dir.path(), None, 15, 20, 20).unwrap();

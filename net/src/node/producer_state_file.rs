@@ -172,6 +172,17 @@ pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerState
     Ok(())
 }
 
+/// Removes the file of partition folder `dir` (none there is no error): a file the log start
+/// passed can never be used again, since the log start only moves up.
+pub fn remove(dir: &Path) -> Result<(), ProducerStateFileError> {
+    let path = dir.join(PRODUCER_STATE_FILE);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(ProducerStateFileError::Io { path, source }),
+    }
+}
+
 /// Reads the file of partition folder `dir`: `Ok(None)` when there is none.
 pub fn read(dir: &Path) -> Result<Option<SavedProducerState>, ProducerStateFileError> {
     let path = dir.join(PRODUCER_STATE_FILE);
