@@ -35,6 +35,7 @@ mod metadata;
 mod observe;
 mod offset_expiry;
 mod own_endpoint;
+mod partition_table;
 pub mod placement;
 mod produce_validation;
 mod producer_ids;
