@@ -23,6 +23,7 @@ mod create_partitions;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
+mod error;
 mod fetch_sessions;
 mod fetch_snapshot;
 mod group_metadata;
@@ -60,51 +61,21 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ringlog_engine::io::{AnyIo, BackendChoiceError, Io};
+use ringlog_engine::io::{AnyIo, Io};
 use ringlog_engine::log::LogConfig;
 use ringlog_replication::host::{Host, HostConfig, HostError, Output, PartitionSpec, StorageError};
-use ringlog_replication::{self as core, NodeId, PartitionId, RaftError};
+use ringlog_replication::{self as core, NodeId, PartitionId};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::{NodeConfig, SecurityProtocol};
-use crate::meta_properties::{MetaProperties, MetaPropertiesError};
+use crate::meta_properties::MetaProperties;
 use crate::metrics::MetricsServer;
-use crate::protocol::{ApiKey, EncodeError};
+use crate::protocol::ApiKey;
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use transport::{Event, NodeHandler, PeerLane, PeerLanes, PeerPending, Responder};
 
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    #[error(transparent)]
-    Meta(#[from] MetaPropertiesError),
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-    #[error(transparent)]
-    IoBackend(#[from] BackendChoiceError),
-    #[error("replication core: {0}")]
-    Raft(#[from] RaftError),
-    #[error("cannot listen on {address}: {source}")]
-    Bind {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error("runtime: {0}")]
-    Runtime(std::io::Error),
-    #[error("encoding a message: {0}")]
-    Encode(#[from] EncodeError),
-    #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::TlsError),
-}
-
-impl From<HostError> for NodeError {
-    fn from(error: HostError) -> Self {
-        match error {
-            HostError::Raft(e) => NodeError::Raft(e),
-            HostError::Storage(e) => NodeError::Storage(e),
-        }
-    }
-}
+pub use error::NodeError;
 
 /// Starts a node from its configuration and runs it until SIGTERM or SIGINT (graceful: a leader
 /// resigns first). Blocks the calling thread.
