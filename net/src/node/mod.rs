@@ -16,6 +16,7 @@
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
 mod admission;
+mod broker_configs;
 mod configs;
 mod controller;
 pub mod convert;
