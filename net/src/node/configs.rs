@@ -277,7 +277,12 @@ pub fn describe_topic_configs(
             defaults.flush_messages,
             ALWAYS_FLUSHED,
         ),
-        long("flush.ms", config.flush_ms, defaults.flush_ms, ALWAYS_FLUSHED),
+        long(
+            "flush.ms",
+            config.flush_ms,
+            defaults.flush_ms,
+            ALWAYS_FLUSHED,
+        ),
         long(
             "delete.retention.ms",
             config.delete_retention_ms,
