@@ -169,6 +169,23 @@ def body(args):
     assert (eight[6][1], eight[7][1]) == ([1, 3], [2, 3]), f"assigned partitions: {eight}"
     log(f"rf-two grown by assignment: {eight[6]}, {eight[7]}; bad assignments refused")
 
+    # A client's assignment on every node keeps its order: the first replica is the preferred
+    # leader, and Metadata names the replicas in the order given.
+    ordered = [[3, 2, 1], [1, 3, 2]]
+    future = admin.create_topics([NewTopic("rf-ordered", num_partitions=len(ordered),
+                                           replica_assignment=ordered)])
+    future["rf-ordered"].result(timeout=60)
+    admin.create_partitions([NewPartitions("rf-ordered", 3, [[2, 1, 3]])])["rf-ordered"] \
+        .result(timeout=60)
+    ordered.append([2, 1, 3])
+
+    def replica_order():
+        md = admin.list_topics("rf-ordered", timeout=5).topics["rf-ordered"]
+        got = [md.partitions[i].replicas for i in sorted(md.partitions)]
+        return got if got == ordered else None
+    eventually("rf-ordered's replicas in the assigned order", replica_order, timeout_s=60)
+    log(f"rf-ordered's replicas kept the assigned order: {ordered}")
+
     # A producer that knows only a node holding no replica of rf-one.
     elsewhere = [a for i, a in enumerate(addresses, start=1) if i != replica][0]
     values = [f"before-{i}".encode() for i in range(50)]

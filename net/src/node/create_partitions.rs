@@ -107,7 +107,7 @@ impl Node {
         }
         Ok(TopicRecord {
             partitions: count,
-            replicas: self.recorded_placement(placed),
+            replicas: self.recorded_assignment(placed),
             ..topic.clone()
         })
     }

@@ -531,7 +531,11 @@ impl Node {
                     if !(1..=10_000).contains(&partitions) {
                         return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                     }
-                    self.recorded_placement(placed)
+                    if topic.assignments.is_empty() {
+                        self.recorded_placement(placed)
+                    } else {
+                        self.recorded_assignment(placed)
+                    }
                 };
                 replication_factor = replicas
                     .as_ref()
