@@ -171,7 +171,7 @@ impl Node {
                 api_keys: served_api_versions(responder.listener()),
                 ..Default::default()
             }),
-            Request::Metadata(r) => Response::Metadata(self.handle_metadata(&r, version)),
+            Request::Metadata(r) => return self.answer_metadata(responder, &header, r),
             Request::ListOffsets(r) => Response::ListOffsets(self.handle_list_offsets(&r)),
             Request::OffsetForLeaderEpoch(r) => {
                 Response::OffsetForLeaderEpoch(self.handle_offset_for_leader_epoch(&r))
