@@ -50,6 +50,8 @@ mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
 mod retention;
+mod scram;
+pub mod scram_record;
 mod snapshots;
 mod topic_image;
 mod topic_record;
