@@ -464,10 +464,15 @@ impl Quorum {
         eventually(timeout, "one agreed leader", || {
             let mut seen = None;
             for node in &self.nodes {
-                let view = Client::connect(&self.address(node.id), Duration::from_millis(300))
-                    .ok()?
-                    .describe_quorum()
-                    .ok()?;
+                // The controller listener: a SASL client listener answers nothing but the
+                // exchange before a client authenticates (tests/scram.rs).
+                let view = Client::connect(
+                    &self.controller_address(node.id),
+                    Duration::from_millis(300),
+                )
+                .ok()?
+                .describe_quorum()
+                .ok()?;
                 let now = (view.partition.leader_id, view.partition.leader_epoch);
                 if now.0 < 0 || seen.is_some_and(|s| s != now) {
                     return None;

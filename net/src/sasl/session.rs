@@ -32,7 +32,8 @@ pub type CredentialLookup<'a> = &'a dyn Fn(&str, ScramMechanism) -> Option<Scram
 pub enum SaslSession {
     AwaitingHandshake,
     AwaitingClientFirst(ScramMechanism),
-    AwaitingClientFinal(ScramServer),
+    /// Boxed: the exchange's state is large and lives only between two requests.
+    AwaitingClientFinal(Box<ScramServer>),
     Authenticated(SaslUser),
     /// The exchange failed; the connection is closing.
     Failed,
@@ -117,7 +118,7 @@ impl SaslSession {
                     lookup(user, mechanism)
                 }) {
                     Ok((server, server_first)) => (
-                        SaslSession::AwaitingClientFinal(server),
+                        SaslSession::AwaitingClientFinal(Box::new(server)),
                         SessionStep::Answer(authenticated_response(server_first)),
                     ),
                     Err(error) => return self.fail(mechanism, Some(error)),
