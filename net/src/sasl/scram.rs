@@ -194,8 +194,9 @@ pub fn server_nonce() -> Result<String, getrandom::Error> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
-    // 256 is 4 * 64, not a multiple of 62: the small bias toward the first letters costs a
-    // fraction of a bit of the nonce's 190, and a nonce only has to be unique, not secret.
+    // 256 is not a multiple of 62, so the first 8 characters come up slightly more often
+    // (5 byte values each instead of 4): the 32 characters still carry over 180 random bits,
+    // and a nonce only has to be unpredictable and unique, not uniform.
     Ok(bytes
         .iter()
         .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
