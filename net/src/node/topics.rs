@@ -120,6 +120,12 @@ pub(super) enum AdminResults {
             Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
     },
     CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
+    /// AlterUserScramCredentials (scram.rs).
+    ScramCredentials(
+        Vec<
+            crate::protocol::alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
+        >,
+    ),
 }
 
 impl AdminResults {
@@ -129,6 +135,7 @@ impl AdminResults {
             AdminResults::Delete(r) => r[index].error_code = code.code(),
             AdminResults::AlterConfigs { results, .. } => results[index].error_code = code.code(),
             AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
+            AdminResults::ScramCredentials(r) => r[index].error_code = code.code(),
         }
     }
 
@@ -176,6 +183,12 @@ impl AdminResults {
                     results,
                 })
             }
+            AdminResults::ScramCredentials(results) => Response::AlterUserScramCredentials(
+                crate::protocol::AlterUserScramCredentialsResponse {
+                    throttle_time_ms: 0,
+                    results,
+                },
+            ),
         }
     }
 }
@@ -323,7 +336,12 @@ impl Node {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         builder.append(now_wall, Some(key), value, &[]);
-        let bytes = builder.build().into_bytes();
+        self.propose_metadata_batch(builder.build().into_bytes())
+    }
+
+    /// Proposes one record batch to `__cluster_metadata-0` (this node leads it); returns the
+    /// offset of its last record.
+    pub(super) fn propose_metadata_batch(&mut self, bytes: bytes::Bytes) -> Result<u64, ErrorCode> {
         let batches = super::produce_validation::validate_produce_records(Some(&bytes), usize::MAX)
             .map_err(|(code, _)| code)?;
         let partition = self.metadata_partition_id();

@@ -72,6 +72,10 @@ pub struct ConnectionInfo {
     pub local_addr: SocketAddr,
     /// Which listener accepted the connection.
     pub listener: ListenerRole,
+    /// On a SASL listener, the user the connection authenticated as (`User:<name>`); `None`
+    /// before that and on every other listener. Interned, so this stays `Copy`
+    /// ([`crate::sasl::SaslUser`]).
+    pub sasl_user: Option<crate::sasl::SaslUser>,
 }
 
 /// What a listener is for (`controller.listener.names`): the handler decides which APIs each
@@ -105,6 +109,16 @@ pub trait RequestHandler {
         header: RequestHeader,
         request: Request,
     ) -> LocalBoxFuture<'static, Reply>;
+
+    /// The stored SCRAM credential of `user` for `mechanism`, which a SASL listener's exchange
+    /// checks the client's proof against ([`crate::sasl::SaslSession`]); `None`: no such user.
+    fn scram_credential(
+        &self,
+        _user: &str,
+        _mechanism: crate::sasl::ScramMechanism,
+    ) -> Option<crate::sasl::ScramCredential> {
+        None
+    }
 }
 
 /// What to send back for one request.
@@ -202,6 +216,10 @@ pub struct ServerConfig {
     pub client_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// TLS on the controller listener.
     pub controller_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// SASL on the client listener (`SASL_PLAINTEXT`, or `SASL_SSL` with `client_tls`): the
+    /// mechanisms of `sasl.enabled.mechanisms`. Every connection must authenticate before any
+    /// request but ApiVersions and the exchange's own ([`crate::sasl::SaslSession`]).
+    pub client_sasl: Option<Vec<crate::sasl::ScramMechanism>>,
 }
 
 impl ServerConfig {
@@ -233,6 +251,7 @@ impl ServerConfig {
             metrics: ServerMetrics::default(),
             client_tls: None,
             controller_tls: None,
+            client_sasl: None,
         }
     }
 
@@ -309,6 +328,15 @@ impl Shared {
         match role {
             ListenerRole::Combined | ListenerRole::Client => self.config.client_tls.clone(),
             ListenerRole::Controller => self.config.controller_tls.clone(),
+        }
+    }
+
+    /// The SASL mechanisms of the listener with `role`, if it requires authentication (the
+    /// controller listener never does).
+    pub(crate) fn sasl_for(&self, role: ListenerRole) -> Option<&[crate::sasl::ScramMechanism]> {
+        match role {
+            ListenerRole::Combined | ListenerRole::Client => self.config.client_sasl.as_deref(),
+            ListenerRole::Controller => None,
         }
     }
 
@@ -533,6 +561,7 @@ async fn accept_loop(
                     peer_addr,
                     local_addr,
                     listener: role,
+                    sasl_user: None,
                 };
                 shared.next_connection_id.set(info.connection_id + 1);
                 tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));
