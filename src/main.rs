@@ -6,6 +6,7 @@ mod dev;
 mod perf;
 mod produce;
 mod quorum_commands;
+mod scram_user;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -124,6 +125,27 @@ enum Command {
         /// The voter's directory id; any when omitted.
         #[arg(long)]
         directory_id: Option<String>,
+    },
+    /// Set or delete a user's SASL/SCRAM credential (like kafka-configs --alter --entity-type
+    /// users --add-config 'SCRAM-SHA-256=[password=…]'). Point --bootstrap at a listener
+    /// without SASL (a node's controller listener) to create a cluster's first user.
+    ScramUser {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-256")]
+        mechanism: String,
+        /// The new password (never sent: the request carries the salted password).
+        #[arg(long, required_unless_present = "delete", conflicts_with = "delete")]
+        password: Option<String>,
+        /// 4096 to 16384, as Kafka's controller takes.
+        #[arg(long, default_value_t = 8192)]
+        iterations: i32,
+        /// Delete the user's credential for --mechanism instead.
+        #[arg(long)]
+        delete: bool,
     },
     /// Print a segment or snapshot file batch by batch (like kafka-dump-log).
     Dump {
@@ -293,6 +315,21 @@ fn run(cli: Cli) -> Result<(), String> {
             node_id,
             directory_id,
         } => remove_voter(&bootstrap_server, node_id, directory_id.as_deref()),
+        Command::ScramUser {
+            bootstrap,
+            user,
+            mechanism,
+            password,
+            iterations,
+            delete: _,
+        } => scram_user::scram_user(scram_user::ScramUser {
+            bootstrap: &bootstrap,
+            user: &user,
+            mechanism: &mechanism,
+            password: password.as_deref(),
+            iterations,
+        })
+        .map(|done| println!("{done}")),
         Command::Dump {
             file,
             print_records,

@@ -192,9 +192,11 @@ fn a_replication_factor_places_partitions_and_non_replicas_point_at_the_leader()
         create_topic_as(&quorum, "asked-once", -1, -1, &[(0, vec![2])]),
         (0, 1)
     );
-    eventually(Duration::from_secs(30), "asked-once led by its replica", || {
-        metadata_of(&quorum, 2, "asked-once").filter(|m| m.0 == 0 && m.1 == 2)
-    });
+    eventually(
+        Duration::from_secs(30),
+        "asked-once led by its replica",
+        || metadata_of(&quorum, 2, "asked-once").filter(|m| m.0 == 0 && m.1 == 2),
+    );
     assert_eq!(
         metadata_of(&quorum, 1, "asked-once"),
         Some((0, 2, vec![2], vec![2]))

@@ -2,8 +2,8 @@
 //! processes whose client listeners are SASL_PLAINTEXT (SCRAM-SHA-256 and SCRAM-SHA-512) and
 //! whose controller listeners are PLAINTEXT.
 //!
-//! - The first user is created over a controller listener (no SASL there) with ringlog's own
-//!   client; the errors confluent-kafka cannot send (an empty user name, describing a user
+//! - The first user is created over a controller listener (no SASL there) with
+//!   `ringlog scram-user`; the errors confluent-kafka cannot send (an empty user name, describing a user
 //!   twice) are checked the same way.
 //! - On a SASL listener, a request other than ApiVersions and the exchange's closes the
 //!   connection unanswered; SaslHandshake with a mechanism that is not enabled answers
@@ -25,7 +25,7 @@ use ringlog_net::protocol::{
 use ringlog_net::sasl::{ScramMechanism, hi};
 
 mod quorum;
-use quorum::{Quorum, eventually, run_client_script, serial};
+use quorum::{Quorum, eventually, run_client_script, run_ringlog, serial};
 
 /// Upserts `user`'s credential through the controller listeners (any node forwards to the
 /// controller); returns each result's error code.
@@ -126,15 +126,44 @@ fn scram_credentials_and_sasl_authentication_work_with_confluent_kafka() {
     quorum.start_all();
     quorum.wait_for_leader(Duration::from_secs(20));
 
-    // The first user, over a controller listener.
-    let created = alter(
-        &quorum,
-        &alter_req::AlterUserScramCredentialsRequest {
-            deletions: Vec::new(),
-            upsertions: vec![upsertion("admin", 2, 4096, b"admin-secret")],
-        },
+    // The first user, over a controller listener, with `ringlog scram-user` (a leader still
+    // catching up answers NOT_CONTROLLER: asked again).
+    let created = eventually(Duration::from_secs(30), "ringlog scram-user", || {
+        quorum.nodes.iter().find_map(|node| {
+            run_ringlog(&[
+                "scram-user",
+                "--bootstrap",
+                &quorum.controller_address(node.id),
+                "--user",
+                "admin",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password",
+                "admin-secret",
+                "--iterations",
+                "4096",
+            ])
+        })
+    });
+    assert_eq!(
+        created.trim(),
+        "admin: SCRAM-SHA-512 credential set (4096 iterations)"
     );
-    assert_eq!(created, vec![("admin".to_string(), 0)]);
+    // Kafka's bounds on iterations, from the CLI too.
+    assert!(
+        run_ringlog(&[
+            "scram-user",
+            "--bootstrap",
+            &quorum.controller_address(1),
+            "--user",
+            "admin",
+            "--password",
+            "x",
+            "--iterations",
+            "100",
+        ])
+        .is_none()
+    );
 
     // ScramControlManager's checks that confluent-kafka refuses to send.
     let refused = alter(
