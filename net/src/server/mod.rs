@@ -64,7 +64,7 @@ pub use thread::ServerThread;
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// Who sent a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionInfo {
     /// Unique for the life of the server, in accept order.
     pub connection_id: u64,
@@ -72,6 +72,9 @@ pub struct ConnectionInfo {
     pub local_addr: SocketAddr,
     /// Which listener accepted the connection.
     pub listener: ListenerRole,
+    /// The subject DN of the client certificate a TLS client presented (`CN=x,O=y`), for its
+    /// ACL principal (`crate::acl::principal::principal_of`); `None` on PLAINTEXT or without one.
+    pub tls_client_subject: Option<std::sync::Arc<str>>,
 }
 
 /// What a listener is for (`controller.listener.names`): the handler decides which APIs each
@@ -533,6 +536,7 @@ async fn accept_loop(
                     peer_addr,
                     local_addr,
                     listener: role,
+                    tls_client_subject: None,
                 };
                 shared.next_connection_id.set(info.connection_id + 1);
                 tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));
