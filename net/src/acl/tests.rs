@@ -525,3 +525,16 @@ fn a_certificate_subject_prints_as_kafka_prints_it() {
         Some("CN=client1,O=Example\\, Inc,C=DE")
     );
 }
+
+/// A group's operations are Kafka 3.9's, as librdkafka's 0081 expects of a 3.9 broker.
+#[test]
+fn a_group_s_authorized_operations_are_read_describe_delete() {
+    let bits = authorized_operations(
+        &AuthorizerConfig::default(),
+        &[],
+        ALICE,
+        ResourceType::Group,
+        "g",
+    );
+    assert_eq!(bits, (1 << 3) | (1 << 8) | (1 << 6));
+}

@@ -26,8 +26,8 @@ use crate::server::ListenerRole;
 
 /// The operation, and on which type of resource, each API needs (Kafka's `KafkaApis`). APIs
 /// not listed are not checked (ApiVersions, DescribeCluster, the quorum's APIs; and, not yet,
-/// OffsetForLeaderEpoch, CreatePartitions, DeleteRecords, InitProducerId, FindCoordinator,
-/// ListGroups: docs/clients.md, "ACLs and the authorizer").
+/// OffsetForLeaderEpoch, InitProducerId, FindCoordinator, ListGroups: docs/clients.md, "ACLs
+/// and the authorizer").
 #[rustfmt::skip]
 pub const API_ACTIONS: &[(ApiKey, ResourceType, AclOperation)] = &[
     (ApiKey::Produce,                 ResourceType::Topic,   AclOperation::Write),
@@ -37,6 +37,8 @@ pub const API_ACTIONS: &[(ApiKey, ResourceType, AclOperation)] = &[
     // CREATE on the cluster, or else on the topic (`Node::allowed`).
     (ApiKey::CreateTopics,            ResourceType::Topic,   AclOperation::Create),
     (ApiKey::DeleteTopics,            ResourceType::Topic,   AclOperation::Delete),
+    (ApiKey::DeleteRecords,           ResourceType::Topic,   AclOperation::Delete),
+    (ApiKey::CreatePartitions,        ResourceType::Topic,   AclOperation::Alter),
     // On the topic, or on the cluster for a node's configs (`Node::config_resource_allowed`).
     (ApiKey::DescribeConfigs,         ResourceType::Topic,   AclOperation::DescribeConfigs),
     (ApiKey::AlterConfigs,            ResourceType::Topic,   AclOperation::AlterConfigs),
