@@ -7,6 +7,8 @@ tests/acls.rs). Argument 2 is the mode:
   while B works; prints `RESTART` (every node restarted) and checks the ACLs are still there;
   prints `STRICT` (restarted with allow.everyone.if.no.acl.found=false): A, without ACLs, is
   refused, B with an ALLOW ALL binding works, the authorized operations are the granted ones;
+  with DESCRIBE only on A, CreatePartitions, DeleteRecords, DescribeConfigs and Fetch on A are
+  refused, and JoinGroup on a group without ACLs;
   prints `SUPER` (restarted with super.users=User:ANONYMOUS): A works.
 - `disabled`: no authorizer: the ACL APIs answer SECURITY_DISABLED, and the authorized
   operations of the cluster, a topic and a group are all of their type's.
@@ -67,6 +69,26 @@ def error_code(future):
     except KafkaException as error:
         return error.args[0].code()
     return None
+
+
+def first_consumer_error(bootstrap, assign=None, group="acl-reader", subscribe=None):
+    """The code of the first error a consumer of `assign` (no group) or of `subscribe` (in
+    `group`) reports within 30 s, or None."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        if assign is not None:
+            c.assign([assign])
+        else:
+            c.subscribe([subscribe])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                return msg.error().code()
+        return None
+    finally:
+        c.close()
 
 
 def create_topics(a, names):
@@ -188,6 +210,10 @@ def authorizer(bootstrap):
     resource = ConfigResource(ResourceType.TOPIC, A)
     assert error_code(a.describe_configs([resource])[resource]) == refused, "DescribeConfigs"
     assert produce_one(bootstrap, A) == "TOPIC_AUTHORIZATION_FAILED", "A with DESCRIBE only"
+    # A consumer: reading A needs READ (Fetch refused), joining a group READ on the group.
+    assert first_consumer_error(bootstrap, assign=TopicPartition(A, 0, 0)) == refused, "Fetch"
+    assert first_consumer_error(bootstrap, group="acl-strict", subscribe=B) == \
+        KafkaError.GROUP_AUTHORIZATION_FAILED, "JoinGroup"
     log("strict enforced")
 
     ask("SUPER")
