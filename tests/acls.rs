@@ -3,12 +3,16 @@
 //! metadata log and still there after every node restarted; StandardAuthorizer's rules
 //! enforced on Produce (a DENY wins, `allow.everyone.if.no.acl.found=false` refuses a topic
 //! without ACLs, a super user passes); and without an authorizer the ACL APIs answer
-//! SECURITY_DISABLED while the authorized operations are all of a resource type's.
+//! SECURITY_DISABLED while the authorized operations are all of a resource type's; on a TLS
+//! listener a client certificate's subject DN is the principal the ACLs name.
 
+use std::path::Path;
 use std::time::Duration;
 
+use ringlog_net::client::Client;
+
 mod quorum;
-use quorum::{Quorum, run_client_script, serial};
+use quorum::{Quorum, eventually, run_client_script, serial};
 
 const STANDARD_AUTHORIZER: &str =
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer";
@@ -89,6 +93,100 @@ fn without_an_authorizer_acl_apis_are_disabled_and_every_operation_is_authorized
         "acls.py",
         "disabled",
         Duration::from_secs(240),
+        |_, _| None,
+    );
+}
+
+/// PEM files in `dir`: a CA, the nodes' key and certificate (for 127.0.0.1), and two clients'
+/// certificates and keys, `O=ringlog, CN=admin` and `O=ringlog, CN=alice` (Kafka prints them
+/// last RDN first: `CN=admin,O=ringlog`). Returns the CA's and the keystore's paths.
+fn make_certificates(dir: &Path) -> (String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+        ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "ringlog ACL test CA");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let signed = |names: Vec<String>, organization: &str, common_name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(names).unwrap();
+        // A fresh name: the default one starts with a CommonName, which a push would replace
+        // in first place (the DER order would then be CN, O).
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, organization);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let certificate = params.signed_by(&key, &ca).unwrap();
+        (certificate.pem(), key.serialize_pem())
+    };
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let ca_path = write("ca.pem", &ca.pem());
+    let (node, node_key) = signed(
+        vec!["127.0.0.1".to_string(), "localhost".to_string()],
+        "ringlog",
+        "node",
+    );
+    let keystore = write("node.pem", &format!("{node_key}{node}"));
+    for user in ["admin", "alice"] {
+        let (certificate, key) = signed(Vec::new(), "ringlog", user);
+        write(&format!("{user}.pem"), &certificate);
+        write(&format!("{user}.key"), &key);
+    }
+    (ca_path, keystore)
+}
+
+/// A client certificate's subject is its principal: `User:CN=alice,O=ringlog` is refused a
+/// topic until an ACL names exactly that principal, and `User:CN=admin,O=ringlog` in
+/// `super.users` may do anything (tests/clients/acls.py `tls`).
+#[test]
+fn a_client_certificate_s_subject_dn_is_the_principal_acls_name() {
+    let _serial = serial();
+    let certificate_dir = tempfile::tempdir().unwrap();
+    let (ca, keystore) = make_certificates(certificate_dir.path());
+    let extra = format!(
+        "ssl.keystore.location={keystore}\nssl.truststore.location={ca}\n\
+         ssl.client.auth=required\n{STANDARD_AUTHORIZER}\n\
+         allow.everyone.if.no.acl.found=false\nsuper.users=User:CN=admin,O=ringlog"
+    );
+    // The SSL client listener requires certificates; the controller listener (PLAINTEXT) is
+    // not subject to ACLs.
+    let mut quorum = Quorum::format_with_client_listener_named(1, "SSL", &extra);
+    quorum.start_all();
+    eventually(Duration::from_secs(30), "a metadata leader", || {
+        let view = Client::connect(&quorum.controller_address(1), Duration::from_millis(500))
+            .ok()?
+            .describe_quorum()
+            .ok()?;
+        (view.partition.leader_id >= 0).then_some(())
+    });
+    let bootstrap = quorum.address(1);
+    let folder = certificate_dir.path().display().to_string();
+    run_client_script(
+        &mut quorum,
+        &bootstrap,
+        "acls.py",
+        &format!("tls:{folder}"),
+        Duration::from_secs(180),
         |_, _| None,
     );
 }

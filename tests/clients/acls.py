@@ -10,6 +10,9 @@ tests/acls.rs). Argument 2 is the mode:
   with DESCRIBE only on A, CreatePartitions, DeleteRecords, DescribeConfigs and Fetch on A are
   refused, and JoinGroup on a group without ACLs;
   prints `SUPER` (restarted with super.users=User:ANONYMOUS): A works.
+- `tls:<folder>`: the client listener speaks SSL and requires a client certificate: the
+  certificate's subject DN is the principal (alice refused until an ACL names
+  `User:CN=alice,O=ringlog`; admin a super user).
 - `disabled`: no authorizer: the ACL APIs answer SECURITY_DISABLED, and the authorized
   operations of the cluster, a topic and a group are all of their type's.
 
@@ -282,8 +285,54 @@ def disabled(bootstrap):
     log("authorized operations all")
 
 
+def tls(bootstrap, folder):
+    """The quorum's client listener speaks SSL and requires a client certificate; `folder`
+    holds ca.pem and admin/alice .pem/.key (tests/acls.rs). admin is a super user."""
+    def as_user(user):
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": f"{folder}/ca.pem",
+                "ssl.certificate.location": f"{folder}/{user}.pem",
+                "ssl.key.location": f"{folder}/{user}.key"}
+
+    admin_client = AdminClient(as_user("admin"))
+
+    def create():
+        code = error_code(admin_client.create_topics([NewTopic(A, 1)])[A])
+        return code in (None, KafkaError.TOPIC_ALREADY_EXISTS)
+
+    eventually("the topic created by the super user", create)
+
+    def produce_as(user):
+        p = Producer({**as_user(user), "acks": "all", "message.timeout.ms": 15000,
+                      "retries": 0})
+        outcome = []
+        p.produce(A, value=user.encode(), on_delivery=lambda error, _m: outcome.append(
+            error.name() if error else None))
+        p.flush(30)
+        return outcome[0] if outcome else "no report"
+
+    eventually("the super user produces", lambda: produce_as("admin") is None, timeout_s=60)
+    assert produce_as("alice") == "TOPIC_AUTHORIZATION_FAILED", "alice before her ACL"
+    alice = "User:CN=alice,O=ringlog"
+    write = acl(A, ResourcePatternType.LITERAL, alice, AclOperation.WRITE,
+                AclPermissionType.ALLOW)
+    for future in admin_client.create_acls([write]).values():
+        future.result(timeout=15)
+    assert bindings(admin_client, principal=alice) == [write]
+    # WRITE implies DESCRIBE, so her producer finds the topic's leader too.
+    eventually("alice produces with her ACL", lambda: produce_as("alice") is None)
+    # Her certificate gives her no right on the ACLs themselves.
+    alice_admin = AdminClient(as_user("alice"))
+    code = error_code(alice_admin.create_acls([write])[write])
+    assert code == KafkaError.CLUSTER_AUTHORIZATION_FAILED, f"alice's CreateAcls: {code}"
+    log("principal from the certificate")
+
+
 def run(args):
     bootstrap, mode = args
+    if mode.startswith("tls:"):
+        tls(bootstrap, mode[len("tls:"):])
+        return
     {"authorizer": authorizer, "disabled": disabled}[mode](bootstrap)
 
 
