@@ -190,3 +190,109 @@ fn a_client_certificate_s_subject_dn_is_the_principal_acls_name() {
         |_, _| None,
     );
 }
+
+/// CreateAcls and DeleteAcls sent to a node that is not the controller are forwarded to it and
+/// answered once applied; every node then describes the same bindings. CreateAcls refuses per
+/// binding, with INVALID_REQUEST, what Kafka's controller refuses (sent raw: Kafka's clients
+/// check these before sending).
+#[test]
+fn acl_writes_through_a_follower_reach_every_node_and_invalid_bindings_are_refused() {
+    use ringlog_net::protocol::{
+        Request, Response, create_acls_request as ca, delete_acls_request as da,
+        describe_acls_request as dsa,
+    };
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(
+        3,
+        &format!("{STANDARD_AUTHORIZER}\nallow.everyone.if.no.acl.found=true"),
+    );
+    quorum.start_all();
+    let (leader, _) = quorum.wait_for_leader(Duration::from_secs(20));
+    let follower = if leader == 1 { 2 } else { 1 };
+    let creation = |pattern_type: i8, principal: &str| ca::AclCreation {
+        resource_type: 2,
+        resource_name: "orders".into(),
+        resource_pattern_type: pattern_type,
+        principal: principal.into(),
+        host: "*".into(),
+        operation: 3,
+        permission_type: 3,
+    };
+    let request = Request::CreateAcls(ca::CreateAclsRequest {
+        creations: vec![
+            creation(3, "User:alice"),
+            // MATCH is a filter's pattern type, not a binding's.
+            creation(2, "User:bob"),
+            // A principal is Type:name.
+            creation(3, "carol"),
+        ],
+    });
+    let answer = eventually(
+        Duration::from_secs(30),
+        "CreateAcls through a follower",
+        || {
+            let mut client =
+                Client::connect(&quorum.address(follower), Duration::from_millis(500)).ok()?;
+            match client.request(&request, 3) {
+                Ok(Response::CreateAcls(r)) if r.results[0].error_code == 0 => Some(r),
+                _ => None,
+            }
+        },
+    );
+    let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [0, 42, 42], "{answer:?}");
+
+    let describe = Request::DescribeAcls(dsa::DescribeAclsRequest {
+        resource_type_filter: 1,
+        pattern_type_filter: 1,
+        operation: 1,
+        permission_type: 1,
+        ..Default::default()
+    });
+    let principals_at = |id: i32| -> Option<Vec<String>> {
+        let mut client = Client::connect(&quorum.address(id), Duration::from_millis(500)).ok()?;
+        let Ok(Response::DescribeAcls(r)) = client.request(&describe, 3) else {
+            return None;
+        };
+        Some(
+            r.resources
+                .iter()
+                .flat_map(|res| res.acls.iter().map(|a| a.principal.clone()))
+                .collect(),
+        )
+    };
+    for id in 1..=3 {
+        eventually(Duration::from_secs(30), "the binding on every node", || {
+            (principals_at(id)? == ["User:alice"]).then_some(())
+        });
+    }
+
+    let delete = Request::DeleteAcls(da::DeleteAclsRequest {
+        filters: vec![da::DeleteAclsFilter {
+            resource_type_filter: 2,
+            resource_name_filter: Some("orders".into()),
+            pattern_type_filter: 3,
+            principal_filter: None,
+            host_filter: None,
+            operation: 1,
+            permission_type: 1,
+        }],
+    });
+    let mut client = Client::connect(&quorum.address(follower), Duration::from_secs(5)).unwrap();
+    let Ok(Response::DeleteAcls(deleted)) = client.request(&delete, 3) else {
+        panic!("DeleteAcls through the follower answered");
+    };
+    let matched: Vec<&str> = deleted.filter_results[0]
+        .matching_acls
+        .iter()
+        .map(|a| a.principal.as_str())
+        .collect();
+    assert_eq!(matched, ["User:alice"], "{deleted:?}");
+    for id in 1..=3 {
+        eventually(
+            Duration::from_secs(30),
+            "the binding gone on every node",
+            || principals_at(id)?.is_empty().then_some(()),
+        );
+    }
+}
