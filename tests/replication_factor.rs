@@ -184,6 +184,24 @@ fn a_replication_factor_places_partitions_and_non_replicas_point_at_the_leader()
         );
     }
 
+    // A node that is not a replica answers its first Metadata of a topic with the leader: the
+    // request waits for the lookup it started (remote_leaders.rs) instead of answering
+    // LEADER_NOT_AVAILABLE, which admin clients act on (librdkafka's DeleteRecords fails such a
+    // partition). Node 1 was never asked about `asked-once` before.
+    assert_eq!(
+        create_topic_as(&quorum, "asked-once", -1, -1, &[(0, vec![2])]),
+        (0, 1)
+    );
+    eventually(
+        Duration::from_secs(30),
+        "asked-once led by its replica",
+        || metadata_of(&quorum, 2, "asked-once").filter(|m| m.0 == 0 && m.1 == 2),
+    );
+    assert_eq!(
+        metadata_of(&quorum, 1, "asked-once"),
+        Some((0, 2, vec![2], vec![2]))
+    );
+
     // The default factor places every partition on all three voters.
     let (_, _, replicas, _) = eventually(Duration::from_secs(30), "default-rf's metadata", || {
         metadata_of(&quorum, 1, "default-rf")

@@ -524,3 +524,64 @@ fn compressed_batches_agree_with_kafka_protocol_both_ways() {
         assert_eq!(decoded, wanted, "ours, {codec:?}");
     }
 }
+
+/// A topic's `compression.type` recompresses a batch: every pair of codecs (none included)
+/// keeps the records and every header field but the codec, batchLength and CRC, and the result
+/// is a valid batch (its CRC checks when it is parsed again).
+#[test]
+fn recompression_keeps_records_and_header_between_every_pair_of_codecs() {
+    use ringlog_engine::batch::record::recompressed;
+    let all = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+    for from in all {
+        let original = sample_builder(7)
+            .with_producer(42, 3, 100)
+            .with_compression(from)
+            .build();
+        let expected = fields(&records_of(&original));
+        for to in all {
+            let bytes = recompressed(&original, to).expect("recompressed");
+            let again = RecordBatch::parse(bytes).expect("a valid batch, CRC included");
+            assert_eq!(again.compression(), to, "{from:?} -> {to:?}");
+            assert_eq!(fields(&records_of(&again)), expected, "{from:?} -> {to:?}");
+            let (a, b) = (original.header(), again.header());
+            assert_eq!(
+                (
+                    a.base_offset(),
+                    a.partition_leader_epoch(),
+                    a.last_offset_delta(),
+                    a.base_timestamp(),
+                    a.max_timestamp(),
+                    a.producer_id(),
+                    a.producer_epoch(),
+                    a.base_sequence(),
+                    a.records_count(),
+                    a.timestamp_type(),
+                    a.is_transactional(),
+                ),
+                (
+                    b.base_offset(),
+                    b.partition_leader_epoch(),
+                    b.last_offset_delta(),
+                    b.base_timestamp(),
+                    b.max_timestamp(),
+                    b.producer_id(),
+                    b.producer_epoch(),
+                    b.base_sequence(),
+                    b.records_count(),
+                    b.timestamp_type(),
+                    b.is_transactional(),
+                ),
+                "{from:?} -> {to:?}"
+            );
+            if from == to {
+                assert_eq!(again.as_bytes(), original.as_bytes());
+            }
+        }
+    }
+}

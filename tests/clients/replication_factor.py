@@ -9,7 +9,8 @@ Against three voters:
 2. Metadata from every node, each asked alone (so the nodes that are no replica answer too):
    each partition's replicas and ISR have RF entries, every node names the same leader, and
    the leader is one of the replicas. CreatePartitions grows `rf-two` to 6 partitions, the new
-   ones with 2 replicas too.
+   ones with 2 replicas too, then to 8 with the client's own assignment (bad ones refused with
+   INVALID_REPLICA_ASSIGNMENT).
 3. A producer bootstrapped at a node that is not rf-one's replica finds the leader and produces
    (acks=all: fsynced on the one replica); a consumer reads the records back.
 4. The script prints `restart <id>` for rf-one's only replica; the test kills it (-9) and starts
@@ -150,6 +151,40 @@ def body(args):
     six = eventually("rf-two's six partitions agreed by every node",
                      lambda: agreed_placement(addresses, "rf-two", 6, 2), timeout_s=60)
     log(f"rf-two grown: {six}")
+
+    # CreatePartitions with the client's own assignment (librdkafka's 0081): the new partitions
+    # go on the nodes named, in that order; an assignment Kafka refuses is refused the same way.
+    for bad in ([[1, 2]], [[1], [2]], [[1, 1], [2, 3]], [[1, 9], [2, 3]]):
+        future = admin.create_partitions([NewPartitions("rf-two", 8, bad)])["rf-two"]
+        try:
+            future.result(timeout=60)
+            raise AssertionError(f"assignment {bad} was taken")
+        except KafkaException as error:
+            assert error.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, \
+                f"assignment {bad}: {error!r}"
+    grown = admin.create_partitions([NewPartitions("rf-two", 8, [[3, 1], [2, 3]])])["rf-two"]
+    grown.result(timeout=60)
+    eight = eventually("rf-two's eight partitions agreed by every node",
+                       lambda: agreed_placement(addresses, "rf-two", 8, 2), timeout_s=60)
+    assert (eight[6][1], eight[7][1]) == ([1, 3], [2, 3]), f"assigned partitions: {eight}"
+    log(f"rf-two grown by assignment: {eight[6]}, {eight[7]}; bad assignments refused")
+
+    # A client's assignment on every node keeps its order: the first replica is the preferred
+    # leader, and Metadata names the replicas in the order given.
+    ordered = [[3, 2, 1], [1, 3, 2]]
+    future = admin.create_topics([NewTopic("rf-ordered", num_partitions=len(ordered),
+                                           replica_assignment=ordered)])
+    future["rf-ordered"].result(timeout=60)
+    admin.create_partitions([NewPartitions("rf-ordered", 3, [[2, 1, 3]])])["rf-ordered"] \
+        .result(timeout=60)
+    ordered.append([2, 1, 3])
+
+    def replica_order():
+        md = admin.list_topics("rf-ordered", timeout=5).topics["rf-ordered"]
+        got = [md.partitions[i].replicas for i in sorted(md.partitions)]
+        return got if got == ordered else None
+    eventually("rf-ordered's replicas in the assigned order", replica_order, timeout_s=60)
+    log(f"rf-ordered's replicas kept the assigned order: {ordered}")
 
     # A producer that knows only a node holding no replica of rf-one.
     elsewhere = [a for i, a in enumerate(addresses, start=1) if i != replica][0]

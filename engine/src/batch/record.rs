@@ -352,6 +352,50 @@ fn decompress_records(batch: &RecordBatch, codec: Compression) -> Result<Bytes, 
     }
 }
 
+/// `batch` with its records section compressed with `codec` instead (Kafka's LogValidator
+/// when a topic's `compression.type` differs from the producer's codec): the records are the
+/// same bytes, only the section's encoding, the codec bits of attributes, batchLength and the
+/// CRC change; every other header field (offsets, timestamps, producer id, epoch and
+/// sequence, transactional flag) is kept. The batch itself when it already has `codec`.
+///
+/// Fails as [`RecordBatch::records`] does for a section that cannot be decompressed.
+pub fn recompressed(batch: &RecordBatch, codec: Compression) -> Result<Bytes, BatchError> {
+    let current = batch.compression();
+    if current == codec {
+        return Ok(batch.as_bytes().clone());
+    }
+    if let Compression::Unknown(id) = codec {
+        return Err(BatchError::UnsupportedCompression {
+            position: batch.position(),
+            codec: id,
+        });
+    }
+    let plain = match current {
+        Compression::None => batch.as_bytes().slice(RECORD_BATCH_OVERHEAD..),
+        other => decompress_records(batch, other)?,
+    };
+    let section = match codec {
+        Compression::None => plain.to_vec(),
+        other => compression::compress(other, &plain),
+    };
+    let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + section.len());
+    out.extend_from_slice(&batch.as_bytes()[..RECORD_BATCH_OVERHEAD]);
+    out.extend_from_slice(&section);
+    let batch_length = (out.len() - super::LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let attributes = (batch.header().attributes() & !ATTRIBUTES_CODEC_MASK)
+        | (i16::from(codec.id()) & ATTRIBUTES_CODEC_MASK);
+    out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = super::header::compute_crc(&out);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(Bytes::from(out))
+}
+
+/// Where a v2 batch header keeps attributes and the CRC, and attributes' codec bits.
+const ATTRIBUTES_OFFSET: usize = 21;
+const CRC_OFFSET: usize = 17;
+const ATTRIBUTES_CODEC_MASK: i16 = 0x07;
+
 /// `DefaultRecordBatch.incrementSequence`: sequences wrap from i32::MAX to 0.
 fn increment_sequence(sequence: i32, increment: i32) -> i32 {
     if sequence > i32::MAX - increment {

@@ -25,9 +25,13 @@
 //! | topic    | `cleanup.policy` APPEND / SUBTRACT      | applied to the list (`snapshot` combines with nothing) |
 //! | topic    | `max.message.bytes`                     | applied (the next Produce)        |
 //! | topic    | `message.format.version`                | accepted and ignored (Kafka 3.x: every batch is v2) |
+//! | topic    | `compression.type`                      | applied (the next Produce recompresses, produce_validation.rs) |
+//! | topic    | `flush.messages`, `flush.ms`            | stored; every batch is fsynced before its acknowledgement anyway |
+//! | topic    | `delete.retention.ms`, `min.compaction.lag.ms`, `max.compaction.lag.ms` | stored; no log cleaner yet (docs/clients.md) |
 //! | topic    | any other name                          | INVALID_CONFIG                    |
 //! | topic    | APPEND / SUBTRACT on other configs      | INVALID_CONFIG                    |
-//! | node     | any                                     | INVALID_REQUEST (static file)     |
+//! | node     | the dynamic ones (broker_configs.rs)    | applied (a metadata record per node, and for the cluster default) |
+//! | node     | any other                               | INVALID_REQUEST (static file)     |
 //! | other    | (broker loggers, client metrics, …)     | INVALID_REQUEST                   |
 //! | internal topic | any                               | INVALID_REQUEST                   |
 //!
@@ -48,6 +52,7 @@
 //!   `snapshot.minimum.records` must go in the same request (it applies to snapshot topics
 //!   only): else INVALID_CONFIG.
 
+use super::broker_configs::{DYNAMIC_BROKER_CONFIGS, dynamic_config};
 use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord};
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
@@ -87,6 +92,12 @@ const RESET_WHEN_LEFT_OUT: &[&str] = &[
     "segment.bytes",
     "snapshot.minimum.records",
     "max.message.bytes",
+    "compression.type",
+    "flush.messages",
+    "flush.ms",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
 ];
 
 /// A legacy AlterConfigs resource as the IncrementalAlterConfigs one it amounts to.
@@ -128,7 +139,16 @@ pub struct DescribedConfig {
     pub source: i8,
     pub read_only: bool,
     pub config_type: i8,
+    /// What a tool shows beside the value (DescribeConfigs v3+ `documentation`): said only
+    /// where ringlog takes a config that changes nothing here, so no tool makes it look as if
+    /// it did.
+    pub documentation: Option<&'static str>,
 }
+
+/// The documentation of the topic configs stored without effect.
+const NO_CLEANER: &str =
+    "Stored and validated as Kafka does; ringlog has no log cleaner yet, so this changes nothing.";
+const ALWAYS_FLUSHED: &str = "Stored and validated as Kafka does; ringlog fsyncs every batch on a majority before acknowledging it, whatever this says.";
 
 /// The node settings a topic's configs fall back to, each with whether the node's properties
 /// file set it (STATIC_BROKER_CONFIG) or it is the default (DEFAULT_CONFIG).
@@ -136,8 +156,9 @@ pub struct DescribedConfig {
 pub struct NodeTopicDefaults {
     /// `metadata.log.segment.bytes`
     pub segment_bytes: (u64, bool),
-    /// `message.max.bytes`
-    pub message_max_bytes: (u32, bool),
+    /// `message.max.bytes` in force, with its ConfigSource (it may be set dynamically,
+    /// broker_configs.rs).
+    pub message_max_bytes: (u32, i8),
     /// `controller.snapshot.minimum.records`
     pub snapshot_minimum_records: (u64, bool),
 }
@@ -177,6 +198,15 @@ pub fn describe_topic_configs(
             node_source(node.snapshot_minimum_records.1),
         ),
     };
+    let defaults = TopicConfig::default();
+    let long = |name: &'static str, value: i64, default: i64, documentation| DescribedConfig {
+        name,
+        value: Some(value.to_string()),
+        source: topic_or_default(value == default),
+        read_only: false,
+        config_type: TYPE_LONG,
+        documentation: Some(documentation),
+    };
     vec![
         DescribedConfig {
             name: "cleanup.policy",
@@ -184,6 +214,7 @@ pub fn describe_topic_configs(
             source: topic_or_default(config.cleanup_policy == CleanupPolicy::Delete),
             read_only: false,
             config_type: TYPE_LIST,
+            documentation: None,
         },
         DescribedConfig {
             name: "retention.bytes",
@@ -191,6 +222,7 @@ pub fn describe_topic_configs(
             source: topic_or_default(config.retention_bytes == -1),
             read_only: false,
             config_type: TYPE_LONG,
+            documentation: None,
         },
         DescribedConfig {
             name: "retention.ms",
@@ -198,6 +230,7 @@ pub fn describe_topic_configs(
             source: topic_or_default(config.retention_ms == DEFAULT_RETENTION_MS),
             read_only: false,
             config_type: TYPE_LONG,
+            documentation: None,
         },
         DescribedConfig {
             name: "segment.bytes",
@@ -205,6 +238,7 @@ pub fn describe_topic_configs(
             source: segment_source,
             read_only: false,
             config_type: TYPE_INT,
+            documentation: None,
         },
         DescribedConfig {
             name: "max.message.bytes",
@@ -215,9 +249,10 @@ pub fn describe_topic_configs(
             ),
             source: config
                 .max_message_bytes
-                .map_or(node_source(message_max_bytes.1), |_| SOURCE_TOPIC),
+                .map_or(message_max_bytes.1, |_| SOURCE_TOPIC),
             read_only: false,
             config_type: TYPE_INT,
+            documentation: None,
         },
         DescribedConfig {
             name: "snapshot.minimum.records",
@@ -226,7 +261,46 @@ pub fn describe_topic_configs(
             // Alterable on a snapshot topic only (TopicConfig::check).
             read_only: config.cleanup_policy != CleanupPolicy::Snapshot,
             config_type: TYPE_LONG,
+            documentation: None,
         },
+        DescribedConfig {
+            name: "compression.type",
+            value: Some(config.compression_type.as_str().to_string()),
+            source: topic_or_default(config.compression_type == defaults.compression_type),
+            read_only: false,
+            config_type: TYPE_STRING,
+            documentation: None,
+        },
+        long(
+            "flush.messages",
+            config.flush_messages,
+            defaults.flush_messages,
+            ALWAYS_FLUSHED,
+        ),
+        long(
+            "flush.ms",
+            config.flush_ms,
+            defaults.flush_ms,
+            ALWAYS_FLUSHED,
+        ),
+        long(
+            "delete.retention.ms",
+            config.delete_retention_ms,
+            defaults.delete_retention_ms,
+            NO_CLEANER,
+        ),
+        long(
+            "min.compaction.lag.ms",
+            config.min_compaction_lag_ms,
+            defaults.min_compaction_lag_ms,
+            NO_CLEANER,
+        ),
+        long(
+            "max.compaction.lag.ms",
+            config.max_compaction_lag_ms,
+            defaults.max_compaction_lag_ms,
+            NO_CLEANER,
+        ),
     ]
 }
 
@@ -346,7 +420,7 @@ impl Node {
                                 is_sensitive: false,
                                 synonyms: Vec::new(),
                                 config_type: c.config_type,
-                                documentation: None,
+                                documentation: c.documentation.map(str::to_string),
                             })
                             .collect();
                     }
@@ -375,6 +449,13 @@ impl Node {
                 .iter()
                 .any(|p| p.name == key && p.from_file)
         };
+        let node_source = |from_file: bool| {
+            if from_file {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            }
+        };
         match resource_type {
             RESOURCE_TOPIC => {
                 let topic = self.handlers.topics.image.get(name).ok_or((
@@ -386,10 +467,10 @@ impl Node {
                         self.config.segment_size_bytes,
                         from_file("metadata.log.segment.bytes"),
                     ),
-                    message_max_bytes: (
-                        self.config.message_max_bytes,
-                        from_file("message.max.bytes"),
-                    ),
+                    message_max_bytes: match self.node_message_max_bytes() {
+                        (bytes, Some(source)) => (bytes, source),
+                        (bytes, None) => (bytes, node_source(from_file("message.max.bytes"))),
+                    },
                     snapshot_minimum_records: (
                         self.config.snapshot_minimum_records,
                         from_file("controller.snapshot.minimum.records"),
@@ -399,22 +480,47 @@ impl Node {
             }
             RESOURCE_BROKER => {
                 self.check_node_resource(name)?;
-                Ok(self
+                // The properties file's settings, read-only, except those a BROKER resource
+                // may change at runtime (broker_configs.rs), which show the value in force and
+                // where it comes from; then the dynamic ones the file does not name.
+                let mut described: Vec<DescribedConfig> = self
                     .config
                     .properties
                     .iter()
-                    .map(|p| DescribedConfig {
-                        name: p.name,
-                        value: p.value.clone(),
-                        source: if p.from_file {
-                            SOURCE_STATIC_BROKER
-                        } else {
-                            SOURCE_DEFAULT
-                        },
-                        read_only: true,
-                        config_type: TYPE_STRING,
+                    .map(|p| {
+                        let dynamic = dynamic_config(p.name);
+                        let (value, source) = match self.dynamic_node_config(p.name) {
+                            Some((value, source)) if dynamic.is_some() => (Some(value), source),
+                            _ => (p.value.clone(), node_source(p.from_file)),
+                        };
+                        DescribedConfig {
+                            name: p.name,
+                            value,
+                            source,
+                            read_only: dynamic.is_none(),
+                            config_type: dynamic.map_or(TYPE_STRING, |d| d.kind.config_type()),
+                            documentation: dynamic.and_then(|d| d.no_effect),
+                        }
                     })
-                    .collect())
+                    .collect();
+                for config in DYNAMIC_BROKER_CONFIGS {
+                    if described.iter().any(|d| d.name == config.name) {
+                        continue;
+                    }
+                    let (value, source) = match self.dynamic_node_config(config.name) {
+                        Some((value, source)) => (Some(value), source),
+                        None => (config.default.map(str::to_string), SOURCE_DEFAULT),
+                    };
+                    described.push(DescribedConfig {
+                        name: config.name,
+                        value,
+                        source,
+                        read_only: false,
+                        config_type: config.kind.config_type(),
+                        documentation: config.no_effect,
+                    });
+                }
+                Ok(described)
             }
             other => Err((
                 ErrorCode::InvalidRequest,
@@ -447,11 +553,11 @@ impl Node {
         header: &RequestHeader,
         request: ia_req::IncrementalAlterConfigsRequest,
     ) -> Result<(), NodeError> {
-        let touches_topics = request
+        let writes_metadata = request
             .resources
             .iter()
-            .any(|r| r.resource_type == RESOURCE_TOPIC);
-        if touches_topics && !self.controller_active() {
+            .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
+        if writes_metadata && !self.controller_active() {
             return self.forward_to_controller(
                 responder,
                 header,
@@ -474,11 +580,11 @@ impl Node {
         header: &RequestHeader,
         request: ac_req::AlterConfigsRequest,
     ) -> Result<(), NodeError> {
-        let touches_topics = request
+        let writes_metadata = request
             .resources
             .iter()
-            .any(|r| r.resource_type == RESOURCE_TOPIC);
-        if touches_topics && !self.controller_active() {
+            .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
+        if writes_metadata && !self.controller_active() {
             return self.forward_to_controller(responder, header, Request::AlterConfigs(request));
         }
         // A legacy AlterConfigs names a resource's whole config, and tools build it from
@@ -573,16 +679,7 @@ impl Node {
     ) -> Result<Option<u64>, (ErrorCode, String)> {
         match resource.resource_type {
             RESOURCE_TOPIC => {}
-            RESOURCE_BROKER => {
-                self.check_node_resource(&resource.resource_name)?;
-                let names: Vec<&str> = resource.configs.iter().map(|c| c.name.as_str()).collect();
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    format!(
-                        "node configs are read from the properties file at start and cannot be updated dynamically: {names:?}"
-                    ),
-                ));
-            }
+            RESOURCE_BROKER => return self.alter_broker_resource(resource, validate_only),
             other => {
                 return Err((
                     ErrorCode::InvalidRequest,

@@ -227,7 +227,7 @@ fn sources_tell_topic_settings_from_defaults_and_node_settings() {
     };
     let node = NodeTopicDefaults {
         segment_bytes: (1 << 20, true),
-        message_max_bytes: (1 << 20, false),
+        message_max_bytes: (1 << 20, SOURCE_DEFAULT),
         snapshot_minimum_records: (16_384, false),
     };
     let described = describe_topic_configs(&config, &node);

@@ -2,13 +2,16 @@
 //!
 //! The controller proposes the topic's record again with the same topic id and the new
 //! partition count (`Node::with_partitions`, placing the new partitions with the topic's
-//! replication factor through placement.rs, as CreateTopics does); every node
+//! replication factor through placement.rs, as CreateTopics does, or where the request's
+//! assignments say, `Node::with_assigned_partitions`); every node
 //! applies it (topic_image.rs) by starting the added partitions, like a new topic's. A node that
 //! is not the controller forwards the request (configs.rs, `forward_to_controller`). Partition
 //! counts only grow (Kafka's rule), and the answer waits until the record is applied here.
 //!
 //! Kafka's errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than today, or
-//! above 10000), INVALID_REPLICA_ASSIGNMENT (assignments given: the controller places replicas),
+//! above 10000), INVALID_REPLICA_ASSIGNMENT (assignments that are not one list of distinct voters
+//! per new partition, each as long as the topic's replication factor; with valid assignments the
+//! new partitions go where the client said),
 //! INVALID_REQUEST (a topic named twice, an internal topic: `__consumer_offsets`' count is the
 //! groups' hashing and fixed by `offsets.topic.num.partitions`).
 
@@ -52,6 +55,59 @@ impl Node {
         Ok(TopicRecord {
             partitions: count,
             replicas,
+            ..topic.clone()
+        })
+    }
+
+    /// `topic` with `count` partitions, the new ones on the nodes the client named (one
+    /// assignment per new partition, in order), checked as Kafka's ReplicationControlManager
+    /// checks them: as many assignments as new partitions, each a list of distinct nodes of
+    /// the voter set in force, each as long as the topic's replication factor.
+    fn with_assigned_partitions(
+        &self,
+        topic: &TopicRecord,
+        count: i32,
+        assignments: &[cp_req::CreatePartitionsAssignment],
+    ) -> Result<TopicRecord, (ErrorCode, String)> {
+        let refused = |message: String| Err((ErrorCode::InvalidReplicaAssignment, message));
+        let added = count - topic.partitions;
+        if assignments.len() != added as usize {
+            return refused(format!(
+                "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                assignments.len()
+            ));
+        }
+        let configured = self.configured_voter_ids();
+        let existing: Vec<Vec<i32>> = (0..topic.partitions)
+            .map(|index| topic.replicas_of(index, &configured))
+            .collect();
+        let replication_factor = existing.first().map_or(0, Vec::len);
+        // check_assignment wants the whole topic from partition 0: the existing partitions
+        // (valid by construction) and the new ones after them.
+        let all = existing
+            .iter()
+            .cloned()
+            .chain(assignments.iter().map(|a| a.broker_ids.clone()));
+        let placed = super::placement::check_assignment(
+            &self.placement_nodes(),
+            all.enumerate().map(|(i, replicas)| (i as i32, replicas)),
+        );
+        let placed = match placed {
+            Ok(placed) => placed,
+            Err(error) => return refused(error.to_string()),
+        };
+        if let Some(bad) = assignments
+            .iter()
+            .find(|a| a.broker_ids.len() != replication_factor)
+        {
+            return refused(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
+                bad.broker_ids.len()
+            ));
+        }
+        Ok(TopicRecord {
+            partitions: count,
+            replicas: self.recorded_assignment(placed),
             ..topic.clone()
         })
     }
@@ -150,16 +206,16 @@ impl Node {
                 format!("at most {PARTITIONS_MAX} partitions"),
             ));
         }
-        if request.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            return Err((
-                ErrorCode::InvalidReplicaAssignment,
-                "the controller places the replicas; leave assignments out".into(),
-            ));
-        }
+        let assigned = request.assignments.as_ref().filter(|a| !a.is_empty());
+        let record = match assigned {
+            None => self.with_partitions(&topic, request.count)?,
+            Some(assignments) => {
+                self.with_assigned_partitions(&topic, request.count, assignments)?
+            }
+        };
         if validate_only {
             return Ok(None);
         }
-        let record = self.with_partitions(&topic, request.count)?;
         self.propose_topic_change(&record)
             .map(Some)
             .map_err(|code| (code, "metadata append failed".into()))

@@ -8,7 +8,7 @@ use ringlog_replication::host::HostError;
 use ringlog_replication::{self as core, PartitionId, RaftError};
 
 use super::idempotence::SequenceOutcome;
-use super::produce_validation::{keyless_records, validate_produce_records};
+use super::produce_validation::{keyless_records, recompress_batches, validate_produce_records};
 use super::topics::is_internal_topic;
 use super::transport::Responder;
 use super::{Node, NodeError};
@@ -104,6 +104,8 @@ pub(super) struct State {
     pub(super) topics: super::topics::Topics,
     /// The ACL image and the controller's ACL proposals (acls.rs).
     pub(super) acls: super::acls::AclState,
+    /// Dynamic node config records proposed and not yet applied (broker_configs.rs).
+    pub(super) broker_configs: super::broker_configs::PendingBrokerConfigs,
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
     pub(super) voter_changes: super::voter_changes::PendingVoterChanges,
@@ -181,9 +183,7 @@ impl Node {
                 api_keys: served_api_versions(responder.listener()),
                 ..Default::default()
             }),
-            Request::Metadata(r) => {
-                Response::Metadata(self.handle_metadata(&r, version, &requester))
-            }
+            Request::Metadata(r) => return self.answer_metadata(responder, &header, r),
             Request::ListOffsets(r) => {
                 Response::ListOffsets(self.handle_list_offsets(&r, &requester))
             }
@@ -430,6 +430,13 @@ impl Node {
                             return Err((ErrorCode::InvalidRecord, Some(summary)));
                         }
                     }
+                    // The topic's `compression.type`: batches stored in its codec.
+                    let codec = self
+                        .topic_config(partition)
+                        .and_then(|c| c.compression_type.codec());
+                    let batches =
+                        recompress_batches(batches, codec, self.produce_max_batch_bytes(partition))
+                            .map_err(|(code, message)| (code, Some(message)))?;
                     let leading = self.host.raft(partition).is_some_and(|r| r.is_leader());
                     if leading {
                         match self

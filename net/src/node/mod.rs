@@ -18,6 +18,7 @@
 mod acls;
 mod admission;
 mod authorize;
+mod broker_configs;
 mod configs;
 mod controller;
 pub mod convert;
@@ -436,6 +437,7 @@ impl Node {
             let mut wake_ms = next_deadline_ms
                 .min(self.handlers.next_deadline_ms())
                 .min(space_retry_ms.unwrap_or(u64::MAX))
+                .min(self.parked_metadata_deadline_ms().unwrap_or(u64::MAX))
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.

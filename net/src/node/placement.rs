@@ -227,6 +227,26 @@ pub fn check_assignment(
 /// `unclean-recover` that names a new voter set moves it with them, tests/kip320.rs); the
 /// lists otherwise, which pin each partition to its nodes: a placement on a voter set that
 /// changed since the bootstrap (an added voter, a removed one) is never `None`.
+/// A client's own placement (CreateTopics or CreatePartitions `assignments`) as the topic record
+/// keeps it: `None` only when every partition's list is, in order, what "every configured
+/// voter" reads back as ([`TopicRecord::replicas_of`](super::topic_record::TopicRecord::replicas_of):
+/// the configured voters rotated by the partition's index); the lists otherwise. The order is
+/// the client's: the first replica is the preferred leader, and Metadata reports the replicas
+/// in that order (librdkafka's 0081 checks it).
+pub fn recorded_assignment(
+    replicas: Vec<Vec<NodeId>>,
+    configured: &[NodeId],
+) -> Option<Vec<Vec<NodeId>>> {
+    let as_every_voter = replicas.iter().enumerate().all(|(index, r)| {
+        let mut rotated = configured.to_vec();
+        if !rotated.is_empty() {
+            rotated.rotate_left(index % configured.len());
+        }
+        *r == rotated
+    });
+    if as_every_voter { None } else { Some(replicas) }
+}
+
 pub fn recorded_placement(
     replicas: Vec<Vec<NodeId>>,
     configured: &[NodeId],
@@ -261,6 +281,14 @@ impl super::Node {
             .iter()
             .map(|v| v.node_id)
             .collect()
+    }
+
+    /// [`recorded_assignment`] against this node's configured voters.
+    pub(crate) fn recorded_assignment(
+        &self,
+        replicas: Vec<Vec<NodeId>>,
+    ) -> Option<Vec<Vec<NodeId>>> {
+        recorded_assignment(replicas, &self.configured_voter_ids())
     }
 
     /// [`recorded_placement`] against this node's configured voters.
@@ -375,6 +403,19 @@ mod tests {
         assert_eq!(recorded_placement(everywhere, &[3, 1, 2]), None);
         let two = assign_replicas(&[1, 2, 3], 0, 2, 2, 0, 0).unwrap();
         assert_eq!(recorded_placement(two.clone(), &[1, 2, 3]), Some(two));
+    }
+
+    /// A client's assignment keeps its order unless it is exactly what "every voter" reads
+    /// back as.
+    #[test]
+    fn a_client_s_assignment_keeps_its_order() {
+        let rotated = vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]];
+        assert_eq!(recorded_assignment(rotated, &[1, 2, 3]), None);
+        let reordered = vec![vec![1, 2, 3], vec![3, 2, 1], vec![3, 1, 2]];
+        assert_eq!(
+            recorded_assignment(reordered.clone(), &[1, 2, 3]),
+            Some(reordered)
+        );
     }
 
     /// KIP-853: after voter 3 is replaced by 4, a placement on every voter in force {1, 2, 4}

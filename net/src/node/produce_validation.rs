@@ -86,6 +86,42 @@ pub(crate) fn keyless_records(batches: &[Bytes]) -> Result<Vec<i32>, (ErrorCode,
     Ok(keyless)
 }
 
+/// A topic's `compression.type` applied to a Produce partition's validated batches: each batch
+/// not already in `codec` is recompressed (its records unchanged, engine `recompressed`), as
+/// Kafka's LogValidator does before the append; `codec` `None` (`producer`) keeps them as sent.
+/// A recompressed batch must still fit `message_max_bytes` (MESSAGE_TOO_LARGE otherwise).
+pub(crate) fn recompress_batches(
+    batches: Vec<Bytes>,
+    codec: Option<ringlog_engine::batch::Compression>,
+    message_max_bytes: usize,
+) -> Result<Vec<Bytes>, (ErrorCode, String)> {
+    let Some(codec) = codec else {
+        return Ok(batches);
+    };
+    batches
+        .into_iter()
+        .map(|bytes| {
+            let batch = RecordBatch::parse(bytes)
+                .map_err(|e| (ErrorCode::CorruptMessage, e.to_string()))?;
+            if batch.compression() == codec {
+                return Ok(batch.into_bytes());
+            }
+            let out = ringlog_engine::batch::record::recompressed(&batch, codec)
+                .map_err(|e| (records_error_code(&e), e.to_string()))?;
+            if out.len() > message_max_bytes {
+                return Err((
+                    ErrorCode::MessageTooLarge,
+                    format!(
+                        "batch of {} bytes after recompression exceeds message.max.bytes",
+                        out.len()
+                    ),
+                ));
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
 /// The batch's offsets must add up (Kafka's inner-offset check): lastOffsetDelta is the record
 /// count minus one, and the records' offset deltas run 0, 1, … without a gap. Offsets are
 /// stamped from these numbers, so a batch that lies about them would shift every later

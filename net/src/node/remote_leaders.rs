@@ -13,6 +13,14 @@
 //! | nothing yet | LEADER_NOT_AVAILABLE, leader -1 (a lookup leaves) |
 //! | a leader and epoch from a replica | that leader and epoch, ISR as the leader reported it (or the replicas when a follower answered) |
 //!
+//! A Metadata whose answer would say LEADER_NOT_AVAILABLE for a partition whose lookup just left
+//! waits for that lookup (parked, [`METADATA_WAIT_MS`] at most) and is answered once it ended,
+//! with what it learned: a client's first Metadata after a topic's creation names every leader
+//! a replica knows, as a Kafka broker's does. Admin clients act on the first answer (librdkafka's
+//! DeleteRecords fails a partition answered LEADER_NOT_AVAILABLE instead of asking again).
+//! Only the lookups the request itself needs are waited for, and the request is answered even
+//! if they fail (a dead replica), never parked twice.
+//!
 //! Produce, Fetch, ListOffsets and OffsetForLeaderEpoch for such a partition are answered
 //! NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata and goes to the leader.
 
@@ -21,11 +29,13 @@ use std::collections::BTreeMap;
 use ringlog_replication::NodeId;
 
 use super::topics::TopicRecord;
+use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
-    ErrorCode, Request, Response, describe_quorum_request as dq_req,
-    describe_quorum_response as dq_resp, metadata_response as md_resp,
+    ErrorCode, Request, RequestHeader, Response, describe_quorum_request as dq_req,
+    describe_quorum_response as dq_resp, encode_response, metadata_request as md_req,
+    metadata_response as md_resp,
 };
 
 /// How long a learned leader is answered without asking again.
@@ -33,12 +43,29 @@ const FRESH_MS: u64 = 200;
 /// The DescribeQuorum version a lookup sends (every version carries what a lookup reads).
 const DESCRIBE_QUORUM_VERSION: i16 = 1;
 
+/// The longest a Metadata waits for the leader lookups it started (one round trip to a
+/// replica normally; a replica that does not answer must not hold the client long).
+const METADATA_WAIT_MS: u64 = 500;
+
 /// What this node knows of the leaders of partitions it does not run.
 #[derive(Debug, Default)]
 pub(super) struct RemoteLeaders {
     known: BTreeMap<(String, i32), RemoteLeader>,
     /// Lookups to send once the current request is answered, by the replica to ask.
     queued: BTreeMap<NodeId, Vec<(String, i32)>>,
+    /// Metadata requests waiting for lookups (module doc).
+    parked: Vec<ParkedMetadata>,
+}
+
+#[derive(Debug)]
+struct ParkedMetadata {
+    responder: Responder,
+    correlation_id: i32,
+    version: i16,
+    request: md_req::MetadataRequest,
+    /// The partitions it answered LEADER_NOT_AVAILABLE whose lookups were in flight.
+    waiting: Vec<(String, i32)>,
+    deadline_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -255,6 +282,92 @@ impl Node {
                 entry.asked_ms = None;
             }
         }
+    }
+
+    /// Answers a Metadata request, or parks it while the leader lookups its answer started are
+    /// in flight (module doc).
+    pub(super) fn answer_metadata(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: md_req::MetadataRequest,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let response = self.handle_metadata(&request, version, &responder.requester());
+        let waiting: Vec<(String, i32)> = response
+            .topics
+            .iter()
+            .flat_map(|t| {
+                let name = t.name.clone().unwrap_or_default();
+                t.partitions
+                    .iter()
+                    .filter(|p| p.error_code == ErrorCode::LeaderNotAvailable.code())
+                    .map(move |p| (name.clone(), p.partition_index))
+            })
+            .filter(|key| self.lookup_in_flight(key))
+            .collect();
+        if waiting.is_empty() {
+            let frame = encode_response(
+                header.correlation_id,
+                version,
+                &Response::Metadata(response),
+            )?;
+            responder.send(Some(frame));
+            return Ok(());
+        }
+        let deadline_ms = self.now_ms() + METADATA_WAIT_MS;
+        self.remote_leaders.parked.push(ParkedMetadata {
+            responder,
+            correlation_id: header.correlation_id,
+            version,
+            request,
+            waiting,
+            deadline_ms,
+        });
+        Ok(())
+    }
+
+    fn lookup_in_flight(&self, key: &(String, i32)) -> bool {
+        self.remote_leaders
+            .known
+            .get(key)
+            .is_some_and(|entry| entry.asked_ms.is_some())
+    }
+
+    /// Answers the parked Metadata requests whose lookups ended or whose wait is over, with
+    /// what the node knows now (called every loop turn, after the turn's events).
+    pub(super) fn answer_parked_metadata(&mut self, now: u64) {
+        if self.remote_leaders.parked.is_empty() {
+            return;
+        }
+        let parked = std::mem::take(&mut self.remote_leaders.parked);
+        for entry in parked {
+            let ready = entry.deadline_ms <= now
+                || !entry.waiting.iter().any(|key| self.lookup_in_flight(key));
+            if !ready {
+                self.remote_leaders.parked.push(entry);
+                continue;
+            }
+            let response =
+                self.handle_metadata(&entry.request, entry.version, &entry.responder.requester());
+            match encode_response(
+                entry.correlation_id,
+                entry.version,
+                &Response::Metadata(response),
+            ) {
+                Ok(frame) => entry.responder.send(Some(frame)),
+                Err(error) => tracing::warn!(%error, "encoding a parked Metadata answer"),
+            }
+        }
+    }
+
+    /// When the loop must look at the parked Metadata requests again at the latest.
+    pub(super) fn parked_metadata_deadline_ms(&self) -> Option<u64> {
+        self.remote_leaders
+            .parked
+            .iter()
+            .map(|p| p.deadline_ms)
+            .min()
     }
 
     /// Forgets what was learned of a deleted topic's partitions.

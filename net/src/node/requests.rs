@@ -305,6 +305,7 @@ impl Node {
             }
         }
         self.handlers_expire(now);
+        self.answer_parked_metadata(now);
         self.expire_forwarded(now);
     }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use ringlog_engine::batch::Compression;
 use ringlog_replication::NodeId;
 
 use super::topics::validate_topic_name;
@@ -106,6 +107,64 @@ impl CleanupPolicy {
     }
 }
 
+/// `compression.type`: the codec a topic's batches are stored with. `producer` (Kafka's
+/// default) stores each batch as its producer compressed it; any other value makes the leader
+/// recompress a batch sent with another codec before it is appended (produce_validation.rs,
+/// `recompress_batches`), as Kafka's LogValidator does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicCompression {
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl TopicCompression {
+    pub fn parse(value: &str) -> Option<TopicCompression> {
+        Some(match value.trim() {
+            "producer" => TopicCompression::Producer,
+            "uncompressed" => TopicCompression::Uncompressed,
+            "gzip" => TopicCompression::Gzip,
+            "snappy" => TopicCompression::Snappy,
+            "lz4" => TopicCompression::Lz4,
+            "zstd" => TopicCompression::Zstd,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopicCompression::Producer => "producer",
+            TopicCompression::Uncompressed => "uncompressed",
+            TopicCompression::Gzip => "gzip",
+            TopicCompression::Snappy => "snappy",
+            TopicCompression::Lz4 => "lz4",
+            TopicCompression::Zstd => "zstd",
+        }
+    }
+
+    /// The codec every stored batch must have; `None`: the producer's, whatever it is.
+    pub fn codec(self) -> Option<Compression> {
+        match self {
+            TopicCompression::Producer => None,
+            TopicCompression::Uncompressed => Some(Compression::None),
+            TopicCompression::Gzip => Some(Compression::Gzip),
+            TopicCompression::Snappy => Some(Compression::Snappy),
+            TopicCompression::Lz4 => Some(Compression::Lz4),
+            TopicCompression::Zstd => Some(Compression::Zstd),
+        }
+    }
+}
+
+/// Kafka's defaults of the configs a topic record stores only when they differ.
+const DEFAULT_FLUSH_MESSAGES: i64 = i64::MAX;
+const DEFAULT_FLUSH_MS: i64 = i64::MAX;
+const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+const DEFAULT_MIN_COMPACTION_LAG_MS: i64 = 0;
+const DEFAULT_MAX_COMPACTION_LAG_MS: i64 = i64::MAX;
+
 /// A topic's configuration, as CreateTopics accepted it and the topic record stores it.
 /// Kafka's names and defaults; `-1` means "no limit" for both retention bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +185,20 @@ pub struct TopicConfig {
     /// the node's `message.max.bytes`. Never more than the segment size (topics.rs,
     /// `produce_max_batch_bytes`).
     pub max_message_bytes: Option<i64>,
+    /// `compression.type` ([`TopicCompression`]).
+    pub compression_type: TopicCompression,
+    /// `flush.messages` and `flush.ms`: Kafka's fsync interval. Stored and described; every
+    /// batch is fsynced on a majority before it is acknowledged whatever they say (durability
+    /// never waits for an interval here), so no value makes writes less durable.
+    pub flush_messages: i64,
+    pub flush_ms: i64,
+    /// `delete.retention.ms`, `min.compaction.lag.ms`, `max.compaction.lag.ms`: Kafka's log
+    /// cleaner's settings, validated as Kafka validates them, stored and described. ringlog has
+    /// no log cleaner yet (`cleanup.policy`, [`CleanupPolicy::Compact`]), so they change
+    /// nothing until it does.
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
 }
 
 impl Default for TopicConfig {
@@ -137,6 +210,12 @@ impl Default for TopicConfig {
             segment_bytes: None,
             snapshot_minimum_records: None,
             max_message_bytes: None,
+            compression_type: TopicCompression::Producer,
+            flush_messages: DEFAULT_FLUSH_MESSAGES,
+            flush_ms: DEFAULT_FLUSH_MS,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_compaction_lag_ms: DEFAULT_MIN_COMPACTION_LAG_MS,
+            max_compaction_lag_ms: DEFAULT_MAX_COMPACTION_LAG_MS,
         }
     }
 }
@@ -145,7 +224,7 @@ impl Default for TopicConfig {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicConfigError {
     #[error(
-        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, max.message.bytes, snapshot.minimum.records; message.format.version accepted and ignored)"
+        "topic config {name} is not supported (supported: cleanup.policy, retention.bytes, retention.ms, segment.bytes, max.message.bytes, snapshot.minimum.records, compression.type, flush.messages, flush.ms, delete.retention.ms, min.compaction.lag.ms, max.compaction.lag.ms; message.format.version accepted and ignored)"
     )]
     Unsupported { name: String },
     #[error("topic config {name}={value:?} is invalid: {reason}")]
@@ -172,6 +251,13 @@ impl TopicConfig {
     /// What one property alone cannot tell: `snapshot.minimum.records` applies only to a
     /// snapshot topic (on a delete topic it would do nothing, so it is refused).
     pub fn check(&self) -> Result<(), TopicConfigError> {
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(TopicConfigError::Invalid {
+                name: "min.compaction.lag.ms".into(),
+                value: Some(self.min_compaction_lag_ms.to_string()),
+                reason: "must not be greater than max.compaction.lag.ms",
+            });
+        }
         match self.snapshot_minimum_records {
             Some(records) if self.cleanup_policy != CleanupPolicy::Snapshot => {
                 Err(TopicConfigError::Invalid {
@@ -245,6 +331,44 @@ impl TopicConfig {
                     )?),
                 }
             }
+            "compression.type" => {
+                self.compression_type = match value {
+                    None => defaults.compression_type,
+                    Some(value) => TopicCompression::parse(value).ok_or_else(|| {
+                        invalid("must be uncompressed, zstd, lz4, snappy, gzip or producer")
+                    })?,
+                }
+            }
+            "flush.messages" => {
+                self.flush_messages = match value {
+                    None => defaults.flush_messages,
+                    Some(_) => number(1, i64::MAX, "must be at least 1")?,
+                }
+            }
+            "flush.ms" => {
+                self.flush_ms = match value {
+                    None => defaults.flush_ms,
+                    Some(_) => number(0, i64::MAX, "must be a duration in ms")?,
+                }
+            }
+            "delete.retention.ms" => {
+                self.delete_retention_ms = match value {
+                    None => defaults.delete_retention_ms,
+                    Some(_) => number(0, i64::MAX, "must be a duration in ms")?,
+                }
+            }
+            "min.compaction.lag.ms" => {
+                self.min_compaction_lag_ms = match value {
+                    None => defaults.min_compaction_lag_ms,
+                    Some(_) => number(0, i64::MAX, "must be a duration in ms")?,
+                }
+            }
+            "max.compaction.lag.ms" => {
+                self.max_compaction_lag_ms = match value {
+                    None => defaults.max_compaction_lag_ms,
+                    Some(_) => number(1, i64::MAX, "must be a duration of at least 1 ms")?,
+                }
+            }
             // Kafka 3.x takes `message.format.version` and ignores it (the message format
             // follows the inter-broker protocol, RecordBatch v2 since 3.0; Kafka 4 removed the
             // config). Here too: a version string is accepted, nothing is stored, every batch is
@@ -285,6 +409,42 @@ impl TopicConfig {
         }
         if let Some(bytes) = self.max_message_bytes {
             entries.push(("max.message.bytes", bytes.to_string()));
+        }
+        // The rest only when set away from Kafka's default: records written before they
+        // existed read back the same.
+        let defaults = TopicConfig::default();
+        if self.compression_type != defaults.compression_type {
+            entries.push((
+                "compression.type",
+                self.compression_type.as_str().to_string(),
+            ));
+        }
+        for (name, value, default) in [
+            (
+                "flush.messages",
+                self.flush_messages,
+                defaults.flush_messages,
+            ),
+            ("flush.ms", self.flush_ms, defaults.flush_ms),
+            (
+                "delete.retention.ms",
+                self.delete_retention_ms,
+                defaults.delete_retention_ms,
+            ),
+            (
+                "min.compaction.lag.ms",
+                self.min_compaction_lag_ms,
+                defaults.min_compaction_lag_ms,
+            ),
+            (
+                "max.compaction.lag.ms",
+                self.max_compaction_lag_ms,
+                defaults.max_compaction_lag_ms,
+            ),
+        ] {
+            if value != default {
+                entries.push((name, value.to_string()));
+            }
         }
         entries
     }

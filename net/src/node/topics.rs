@@ -303,7 +303,7 @@ impl Node {
         let max_message_bytes = self
             .topic_config(partition)
             .and_then(|c| c.max_message_bytes)
-            .map_or(self.config.message_max_bytes as u64, |b| b.max(0) as u64);
+            .map_or(self.node_message_max_bytes().0 as u64, |b| b.max(0) as u64);
         max_message_bytes.min(segment_bytes) as usize
     }
 
@@ -368,6 +368,7 @@ impl Node {
             segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
             snapshot_minimum_records: None,
             max_message_bytes: None,
+            ..TopicConfig::default()
         }
     }
 
@@ -561,7 +562,11 @@ impl Node {
                     if !(1..=10_000).contains(&partitions) {
                         return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                     }
-                    self.recorded_placement(placed)
+                    if topic.assignments.is_empty() {
+                        self.recorded_placement(placed)
+                    } else {
+                        self.recorded_assignment(placed)
+                    }
                 };
                 replication_factor = replicas
                     .as_ref()

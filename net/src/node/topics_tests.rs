@@ -22,6 +22,12 @@ fn topic_records_round_trip_and_reject_junk() {
         segment_bytes: Some(65536),
         snapshot_minimum_records: Some(100),
         max_message_bytes: Some(2_000_000),
+        compression_type: super::super::topics::TopicCompression::Zstd,
+        flush_messages: 10,
+        flush_ms: 1000,
+        delete_retention_ms: 900,
+        min_compaction_lag_ms: 5,
+        max_compaction_lag_ms: 3_600_000,
     };
     assert_eq!(
         TopicRecord::decode_value(&record.encode_value()),
@@ -34,7 +40,7 @@ fn topic_records_round_trip_and_reject_junk() {
         b"name=../x\ttopic_id=00000000000000000000000000000000\tpartitions=1",
         b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=0",
         b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tcleanup.policy=shred",
-        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=1",
+        b"name=a\ttopic_id=00000000000000000000000000000000\tpartitions=1\tflush.ms=-1",
         b"\xff\xfe",
     ] {
         assert!(TopicRecord::decode_value(junk).is_err(), "{junk:?}");
@@ -83,7 +89,9 @@ fn create_configs_are_validated_by_name() {
         ("retention.ms", Some("soon")),
         ("segment.bytes", Some("100")),
         ("max.message.bytes", Some("-1")),
-        ("flush.ms", Some("1000")),
+        ("flush.ms", Some("-5")),
+        ("compression.type", Some("brotli")),
+        ("unclean.leader.election.enable", Some("true")),
     ] {
         let error = TopicConfig::from_create_configs(&[creatable(name, value)]).unwrap_err();
         assert!(error.to_string().contains(name), "{error}");
