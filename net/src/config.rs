@@ -63,6 +63,8 @@ pub struct NodeConfig {
     pub voter_advertised_listeners: Vec<VoterAddress>,
     /// The `ssl.*` keys; `None` when no listener speaks SSL.
     pub tls: Option<crate::tls::TlsSettings>,
+    /// `sasl.enabled.mechanisms` of the SASL client listener; empty without one.
+    pub sasl_enabled_mechanisms: Vec<crate::sasl::ScramMechanism>,
     pub metadata_log_dir: PathBuf,
     pub election_timeout_ms: u64,
     pub election_backoff_max_ms: u64,
@@ -238,6 +240,12 @@ impl NodeConfig {
         } else {
             None
         };
+        let sasl_enabled_mechanisms = if listeners.client.security_protocol.uses_sasl() {
+            sasl_mechanisms(values.get("sasl.enabled.mechanisms"))
+                .map_err(|reason| values.invalid("sasl.enabled.mechanisms", reason))?
+        } else {
+            Vec::new()
+        };
         let voter_advertised_listeners = match values.get("voter.advertised.listeners") {
             "" => Vec::new(),
             text => parse_voters(text)
@@ -345,6 +353,7 @@ impl NodeConfig {
             advertised_listener,
             voter_advertised_listeners,
             tls,
+            sasl_enabled_mechanisms,
             metadata_log_dir: PathBuf::from(values.required("metadata.log.dir")?),
             election_timeout_ms: values.positive("controller.quorum.election.timeout.ms")?,
             election_backoff_max_ms: values
@@ -463,6 +472,23 @@ impl NodeConfig {
 
 /// The `ssl.*` keys of a node with an SSL listener: PEM only, a keystore either as a file or as
 /// text, never both.
+/// `sasl.enabled.mechanisms`: SCRAM-SHA-256 and SCRAM-SHA-512, at least one, each once.
+fn sasl_mechanisms(text: &str) -> Result<Vec<crate::sasl::ScramMechanism>, String> {
+    let mut mechanisms = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let mechanism = crate::sasl::ScramMechanism::from_name(name).ok_or_else(|| {
+            format!("{name} is not supported (SCRAM-SHA-256 and SCRAM-SHA-512 are)")
+        })?;
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err("name SCRAM-SHA-256 or SCRAM-SHA-512 for the SASL listener".into());
+    }
+    Ok(mechanisms)
+}
+
 fn tls_settings(values: &Properties) -> Result<crate::tls::TlsSettings, ConfigError> {
     use crate::tls::{ClientAuth, PemSource, TlsSettings};
     for key in ["ssl.keystore.type", "ssl.truststore.type"] {

@@ -51,7 +51,13 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "listener.security.protocol.map",
         aliases: &[],
         default: Some(crate::config::listeners::DEFAULT_SECURITY_PROTOCOL_MAP),
-        doc: "Each listener name's security protocol, NAME:PROTOCOL comma separated; PLAINTEXT or SSL (SASL is not supported). When the key is not set, the controller listener's name maps to PLAINTEXT as in Kafka.",
+        doc: "Each listener name's security protocol, NAME:PROTOCOL comma separated: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (SASL only on the client listener beside a separate controller listener). When the key is not set, the controller listener's name maps to PLAINTEXT as in Kafka.",
+    },
+    KeyDefinition {
+        name: "sasl.enabled.mechanisms",
+        aliases: &[],
+        default: Some("GSSAPI"),
+        doc: "The SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts, comma separated: SCRAM-SHA-256 and SCRAM-SHA-512 (Kafka's default GSSAPI, and PLAIN and OAUTHBEARER, are refused when a listener uses SASL).",
     },
     KeyDefinition {
         name: "advertised.listeners",

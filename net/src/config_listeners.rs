@@ -17,8 +17,12 @@
 //!
 //! An entry without `NAME://` is named PLAINTEXT. A name's protocol comes from the map;
 //! Kafka's default map gives PLAINTEXT and SSL their own protocol, and, as in Kafka, the
-//! controller listener's name defaults to PLAINTEXT when the map is not set at all. SASL
-//! protocols are refused: the node has no SASL.
+//! controller listener's name defaults to PLAINTEXT when the map is not set at all.
+//!
+//! SASL_PLAINTEXT and SASL_SSL (SASL/SCRAM, `sasl.enabled.mechanisms`; crate::sasl) are for the
+//! client listener of a node with a separate controller listener: peers do not authenticate
+//! with SASL, so a listener that serves the quorum (the controller listener, or the only
+//! listener) must be PLAINTEXT or SSL.
 
 use std::net::SocketAddr;
 
@@ -28,6 +32,10 @@ pub enum SecurityProtocol {
     Plaintext,
     /// TLS (Kafka calls it SSL): the `ssl.*` keys give the certificates.
     Ssl,
+    /// SASL authentication (SCRAM) in the clear.
+    SaslPlaintext,
+    /// SASL authentication (SCRAM) over TLS.
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -35,7 +43,8 @@ impl SecurityProtocol {
         match text {
             "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
             "SSL" => Ok(SecurityProtocol::Ssl),
-            "SASL_PLAINTEXT" | "SASL_SSL" => Err(format!("{text} is not supported (no SASL)")),
+            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
             other => Err(format!("{other:?} is not a security protocol")),
         }
     }
@@ -44,7 +53,22 @@ impl SecurityProtocol {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
             SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
         }
+    }
+
+    /// Whether the connections speak TLS (SSL, SASL_SSL).
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether the connections must authenticate with SASL first.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
     }
 }
 
@@ -72,19 +96,20 @@ impl Listeners {
 
     /// Whether any listener speaks TLS (the `ssl.keystore.*` keys are then required).
     pub fn any_ssl(&self) -> bool {
-        self.client.security_protocol == SecurityProtocol::Ssl
+        self.client.security_protocol.uses_tls()
             || self
                 .controller
                 .as_ref()
-                .is_some_and(|c| c.security_protocol == SecurityProtocol::Ssl)
+                .is_some_and(|c| c.security_protocol.uses_tls())
     }
 }
 
 /// Why the listener keys do not make a valid set: the key to blame and the reason.
 pub(crate) type ListenerError = (&'static str, String);
 
-/// Kafka's default `listener.security.protocol.map`, without the SASL protocols.
-pub const DEFAULT_SECURITY_PROTOCOL_MAP: &str = "PLAINTEXT:PLAINTEXT,SSL:SSL";
+/// Kafka's default `listener.security.protocol.map`.
+pub const DEFAULT_SECURITY_PROTOCOL_MAP: &str =
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
 
 /// Parses `listeners` against `controller.listener.names` and the protocol map
 /// (`map_from_file`: whether the map was set, not Kafka's default).
@@ -136,6 +161,7 @@ pub(crate) fn parse_listeners(
         ));
     }
     let mut parsed: Vec<Listener> = Vec::new();
+    let quorum_name = controller_name.or(named.first().map(|(name, _)| *name));
     for (name, address) in named {
         let security_protocol = match map.iter().find(|(mapped, _)| mapped == name) {
             Some((_, protocol)) => *protocol,
@@ -148,6 +174,15 @@ pub(crate) fn parse_listeners(
                 ));
             }
         };
+        if security_protocol.uses_sasl() && Some(name) == quorum_name {
+            return Err((
+                "listener.security.protocol.map",
+                format!(
+                    "listener {name} serves the quorum and cannot be {}: peers do not authenticate with SASL; put SASL on a client listener beside a PLAINTEXT or SSL controller listener",
+                    security_protocol.name()
+                ),
+            ));
+        }
         parsed.push(Listener {
             name: name.to_string(),
             address,

@@ -439,7 +439,8 @@ fn listener_keys_are_validated_by_name() {
         invalid(&SEPARATED.replace("1@127.0.0.1:9093", "1@127.0.0.1:9093,7@127.0.0.1:9097")),
         "voter.advertised.listeners"
     );
-    // A map that is set must name every listener; SASL is refused.
+    // A map that is set must name every listener; SASL on the controller listener is refused
+    // (peers do not authenticate with SASL).
     let mapped = format!("{SEPARATED}listener.security.protocol.map=PLAINTEXT:PLAINTEXT\n");
     assert_eq!(invalid(&mapped), "listener.security.protocol.map");
     let sasl = format!(
@@ -463,6 +464,48 @@ fn advertised_listeners_pick_the_client_listeners_entry() {
             ..
         })
     ));
+}
+
+/// SASL/SCRAM on the client listener: `sasl.enabled.mechanisms` names SCRAM mechanisms only;
+/// a listener that serves the quorum cannot be SASL.
+#[test]
+fn sasl_client_listeners_take_scram_mechanisms_only() {
+    use crate::sasl::ScramMechanism;
+    let invalid = |text: &str| match NodeConfig::parse("p", text) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid key, got {other:?}"),
+    };
+    let sasl = SEPARATED.replace(
+        "PLAINTEXT://127.0.0.1:9094",
+        "SASL_PLAINTEXT://127.0.0.1:9094",
+    );
+    let with = |mechanisms: &str| format!("{sasl}sasl.enabled.mechanisms={mechanisms}\n");
+    let config = NodeConfig::parse("p", &with("SCRAM-SHA-512, SCRAM-SHA-256")).unwrap();
+    assert_eq!(
+        config.listeners.client.security_protocol,
+        SecurityProtocol::SaslPlaintext
+    );
+    assert_eq!(
+        config.sasl_enabled_mechanisms,
+        vec![ScramMechanism::Sha512, ScramMechanism::Sha256]
+    );
+    // Kafka's default (GSSAPI) and the mechanisms ringlog does not have are refused by name.
+    assert_eq!(invalid(&sasl), "sasl.enabled.mechanisms");
+    assert_eq!(invalid(&with("PLAIN")), "sasl.enabled.mechanisms");
+    assert_eq!(
+        invalid(&with("SCRAM-SHA-256,OAUTHBEARER")),
+        "sasl.enabled.mechanisms"
+    );
+    // Without a SASL listener the key is not read.
+    let plain = NodeConfig::parse("p", &format!("{SEPARATED}sasl.enabled.mechanisms=PLAIN\n"));
+    assert!(plain.unwrap().sasl_enabled_mechanisms.is_empty());
+    // One listener for everything serves the quorum: it cannot be SASL.
+    let combined = MINIMAL.replace("PLAINTEXT://", "SASL_PLAINTEXT://")
+        + "sasl.enabled.mechanisms=SCRAM-SHA-256\n";
+    assert_eq!(invalid(&combined), "listener.security.protocol.map");
+    // SASL_SSL is TLS as well: the ssl.* keys become required.
+    let sasl_ssl = with("SCRAM-SHA-256").replace("SASL_PLAINTEXT://", "SASL_SSL://");
+    assert!(invalid(&sasl_ssl).starts_with("ssl."));
 }
 
 /// An SSL listener needs the `ssl.*` keys; what rustls cannot read is refused by name.

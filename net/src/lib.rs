@@ -8,5 +8,6 @@ pub mod meta_properties;
 pub mod metrics;
 pub mod node;
 pub mod protocol;
+pub mod sasl;
 pub mod server;
 pub mod tls;

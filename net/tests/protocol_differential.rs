@@ -120,6 +120,37 @@ macro_rules! conv {
 }
 
 conv! {
+    // SaslHandshake, SaslAuthenticate
+    kp::sasl_handshake_request::SaslHandshakeRequest => ours::sasl_handshake_request::SaslHandshakeRequest { mechanism }
+    kp::sasl_handshake_response::SaslHandshakeResponse => ours::sasl_handshake_response::SaslHandshakeResponse {
+        error_code, mechanisms }
+    kp::sasl_authenticate_request::SaslAuthenticateRequest => ours::sasl_authenticate_request::SaslAuthenticateRequest { auth_bytes }
+    kp::sasl_authenticate_response::SaslAuthenticateResponse => ours::sasl_authenticate_response::SaslAuthenticateResponse {
+        error_code, error_message, auth_bytes, session_lifetime_ms }
+    // DescribeUserScramCredentials, AlterUserScramCredentials
+    kp::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest
+        => ours::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest { users }
+    kp::describe_user_scram_credentials_request::UserName
+        => ours::describe_user_scram_credentials_request::UserName { name }
+    kp::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse
+        => ours::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse {
+        throttle_time_ms, error_code, error_message, results }
+    kp::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult
+        => ours::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult {
+        user, error_code, error_message, credential_infos }
+    kp::describe_user_scram_credentials_response::CredentialInfo
+        => ours::describe_user_scram_credentials_response::CredentialInfo { mechanism, iterations }
+    kp::alter_user_scram_credentials_request::AlterUserScramCredentialsRequest
+        => ours::alter_user_scram_credentials_request::AlterUserScramCredentialsRequest { deletions, upsertions }
+    kp::alter_user_scram_credentials_request::ScramCredentialDeletion
+        => ours::alter_user_scram_credentials_request::ScramCredentialDeletion { name, mechanism }
+    kp::alter_user_scram_credentials_request::ScramCredentialUpsertion
+        => ours::alter_user_scram_credentials_request::ScramCredentialUpsertion {
+        name, mechanism, iterations, salt, salted_password }
+    kp::alter_user_scram_credentials_response::AlterUserScramCredentialsResponse
+        => ours::alter_user_scram_credentials_response::AlterUserScramCredentialsResponse { throttle_time_ms, results }
+    kp::alter_user_scram_credentials_response::AlterUserScramCredentialsResult
+        => ours::alter_user_scram_credentials_response::AlterUserScramCredentialsResult { user, error_code, error_message }
     // ApiVersions
     kp::api_versions_request::ApiVersionsRequest => ours::api_versions_request::ApiVersionsRequest {
         client_software_name, client_software_version }
@@ -673,6 +704,10 @@ differential! {
     AddRaftVoter => kp::AddRaftVoterRequest, kp::AddRaftVoterResponse;
     RemoveRaftVoter => kp::RemoveRaftVoterRequest, kp::RemoveRaftVoterResponse;
     UpdateRaftVoter => kp::UpdateRaftVoterRequest, kp::UpdateRaftVoterResponse;
+    SaslHandshake => kp::SaslHandshakeRequest, kp::SaslHandshakeResponse;
+    SaslAuthenticate => kp::SaslAuthenticateRequest, kp::SaslAuthenticateResponse;
+    DescribeUserScramCredentials => kp::DescribeUserScramCredentialsRequest, kp::DescribeUserScramCredentialsResponse;
+    AlterUserScramCredentials => kp::AlterUserScramCredentialsRequest, kp::AlterUserScramCredentialsResponse;
 }
 
 fn all_versions() -> impl Iterator<Item = (ApiKey, i16)> {
@@ -881,7 +916,11 @@ fn reset_to_default_request(r: &mut Request) {
         AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,
-        UpdateRaftVoter
+        UpdateRaftVoter,
+        SaslHandshake,
+        SaslAuthenticate,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials
     );
 }
 
@@ -931,7 +970,11 @@ fn reset_to_default_response(r: &mut Response) {
         AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,
-        UpdateRaftVoter
+        UpdateRaftVoter,
+        SaslHandshake,
+        SaslAuthenticate,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials
     );
 }
 

@@ -134,7 +134,8 @@ def body(args):
     log(f"kafka-python created {kp} with configs {answered}")
 
     # kafka-python: a config we do not support, and a bad value, refused by name.
-    for bad in ({"compression.type": "gzip"}, {"retention.ms": "soon"}):
+    for bad in ({"unclean.leader.election.enable": "true"}, {"retention.ms": "soon"},
+                {"compression.type": "brotli"}):
         code, message = kp_refused(bootstrap, f"{prefix}-bad", bad)
         (name,) = bad
         assert code == INVALID_CONFIG, f"{bad}: error {code} {message!r}"

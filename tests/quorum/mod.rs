@@ -464,10 +464,17 @@ impl Quorum {
         eventually(timeout, "one agreed leader", || {
             let mut seen = None;
             for node in &self.nodes {
-                let view = Client::connect(&self.address(node.id), Duration::from_millis(300))
-                    .ok()?
-                    .describe_quorum()
-                    .ok()?;
+                // The client listener, else the controller listener: a SASL client listener
+                // answers nothing but the exchange before a client authenticates
+                // (tests/scram.rs), an SSL controller listener no plaintext client (tests/tls.rs).
+                let ask = |address: String| {
+                    Client::connect(&address, Duration::from_millis(300))
+                        .ok()?
+                        .describe_quorum()
+                        .ok()
+                };
+                let view =
+                    ask(self.address(node.id)).or_else(|| ask(self.controller_address(node.id)))?;
                 let now = (view.partition.leader_id, view.partition.leader_epoch);
                 if now.0 < 0 || seen.is_some_and(|s| s != now) {
                     return None;

@@ -6,10 +6,11 @@
 //! | PLAINTEXT                                    | `User:ANONYMOUS`                   |
 //! | SSL without a client certificate             | `User:ANONYMOUS`                   |
 //! | SSL with a client certificate                | `User:` + its subject DN (`CN=x,O=y`) |
+//! | SASL_PLAINTEXT / SASL_SSL, authenticated     | `User:<name>` (the SCRAM user)     |
 //!
 //! Kafka's default `DefaultKafkaPrincipalBuilder` gives the same (`ssl.principal.mapping.rules`
-//! DEFAULT: the DN as `X500Principal.getName()` prints it, RFC 2253). A SASL listener (being
-//! built apart) will add its authenticated `User:<name>` here, and nowhere else.
+//! DEFAULT: the DN as `X500Principal.getName()` prints it, RFC 2253). On a SASL listener the
+//! user the connection authenticated as comes first, as in Kafka.
 
 use crate::server::ConnectionInfo;
 
@@ -18,6 +19,9 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// The principal `connection`'s requests are authorized as (module doc).
 pub fn principal_of(connection: &ConnectionInfo) -> String {
+    if let Some(user) = &connection.sasl_user {
+        return user.principal().to_string();
+    }
     match &connection.tls_client_subject {
         Some(subject) => format!("User:{subject}"),
         None => ANONYMOUS.to_string(),

@@ -67,6 +67,10 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
     ApiKey::UpdateRaftVoter,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// ApiVersions' list on `listener`: the codec's versions of the APIs in [`SERVED_APIS`],
@@ -111,6 +115,9 @@ pub(super) struct State {
     pub(super) voter_changes: super::voter_changes::PendingVoterChanges,
     /// KIP-853: this voter's UpdateRaftVoter of its own listener (own_endpoint.rs).
     pub(super) own_endpoint: super::own_endpoint::OwnEndpoint,
+    /// The SCRAM credentials in force (scram_record.rs), shared with the server's SASL
+    /// exchanges.
+    pub(super) credentials: super::scram_record::CredentialImage,
 }
 
 impl State {
@@ -219,6 +226,15 @@ impl Node {
             | Request::RemoveRaftVoter(_)
             | Request::UpdateRaftVoter(_)) => {
                 return self.handle_voter_change(responder, &header, r);
+            }
+            Request::DescribeUserScramCredentials(r) => Response::DescribeUserScramCredentials(
+                self.handle_describe_user_scram_credentials(&r),
+            ),
+            Request::AlterUserScramCredentials(r) => {
+                return self.handle_alter_user_scram_credentials(responder, &header, r);
+            }
+            r @ (Request::SaslHandshake(_) | Request::SaslAuthenticate(_)) => {
+                super::scram::sasl_request_outside_the_exchange(&r)
             }
             r if super::groups::is_group_request(&r) => {
                 return self.handle_group_request(responder, header, r);

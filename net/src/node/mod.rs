@@ -53,6 +53,8 @@ mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
 mod requests;
 mod retention;
+mod scram;
+pub mod scram_record;
 mod snapshots;
 mod topic_image;
 mod topic_record;
@@ -95,7 +97,7 @@ pub fn run(mut config: NodeConfig) -> Result<(), NodeError> {
         let mut node = Node::open(config, meta.cluster_id, events_tx.clone())?;
         node.handlers.own_endpoint.directory_id = meta.directory_id;
         let listener_tls = |protocol: SecurityProtocol| match (&node.config.tls, protocol) {
-            (Some(tls), SecurityProtocol::Ssl) => tls.server_config().map(Some),
+            (Some(tls), protocol) if protocol.uses_tls() => tls.server_config().map(Some),
             _ => Ok(None),
         };
         let listeners = &node.config.listeners;
@@ -109,18 +111,24 @@ pub fn run(mut config: NodeConfig) -> Result<(), NodeError> {
             answer_api_versions: false,
             client_tls,
             controller_tls,
+            client_sasl: listeners
+                .client
+                .security_protocol
+                .uses_sasl()
+                .then(|| node.config.sasl_enabled_mechanisms.clone()),
             metrics: ServerMetrics::register(&node.observer.registry()),
             ..ServerConfig::from_node_config(&node.config)
         };
-        let server = Server::start(server_config, Rc::new(NodeHandler::new(events_tx))).map_err(
-            |error| match error {
+        let handler =
+            NodeHandler::new(events_tx).with_credentials(node.handlers.credentials.shared());
+        let server =
+            Server::start(server_config, Rc::new(handler)).map_err(|error| match error {
                 ServerError::Bind { address, source } => NodeError::Bind {
                     address: address.to_string(),
                     source,
                 },
                 other => NodeError::Runtime(std::io::Error::other(other.to_string())),
-            },
-        )?;
+            })?;
         let _metrics_server = match node.config.metrics_listener {
             Some(address) => Some(
                 MetricsServer::start(address, node.observer.registry()).map_err(|source| {

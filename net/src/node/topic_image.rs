@@ -35,6 +35,11 @@ impl Node {
             .snapshots
             .state_machine;
         let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
+        // SCRAM credentials are records of the same state (scram_record.rs), applied before
+        // the AlterUserScramCredentials waiting for them are answered below.
+        self.handlers
+            .credentials
+            .refresh(applied, state_machine.entries());
         if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
             return self.answer_creates();
         }

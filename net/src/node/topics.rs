@@ -123,6 +123,12 @@ pub(super) enum AdminResults {
     /// CreateAcls and DeleteAcls (acls.rs).
     CreateAcls(Vec<crate::protocol::create_acls_response::AclCreationResult>),
     DeleteAcls(Vec<crate::protocol::delete_acls_response::DeleteAclsFilterResult>),
+    /// AlterUserScramCredentials (scram.rs).
+    ScramCredentials(
+        Vec<
+            crate::protocol::alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
+        >,
+    ),
 }
 
 impl AdminResults {
@@ -134,6 +140,7 @@ impl AdminResults {
             AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
             AdminResults::CreateAcls(r) => r[index].error_code = code.code(),
             AdminResults::DeleteAcls(r) => r[index].error_code = code.code(),
+            AdminResults::ScramCredentials(r) => r[index].error_code = code.code(),
         }
     }
 
@@ -193,6 +200,12 @@ impl AdminResults {
                     filter_results,
                 })
             }
+            AdminResults::ScramCredentials(results) => Response::AlterUserScramCredentials(
+                crate::protocol::AlterUserScramCredentialsResponse {
+                    throttle_time_ms: 0,
+                    results,
+                },
+            ),
         }
     }
 }
@@ -340,7 +353,12 @@ impl Node {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         builder.append(now_wall, Some(key), value, &[]);
-        let bytes = builder.build().into_bytes();
+        self.propose_metadata_batch(builder.build().into_bytes())
+    }
+
+    /// Proposes one record batch to `__cluster_metadata-0` (this node leads it); returns the
+    /// offset of its last record.
+    pub(super) fn propose_metadata_batch(&mut self, bytes: bytes::Bytes) -> Result<u64, ErrorCode> {
         let batches = super::produce_validation::validate_produce_records(Some(&bytes), usize::MAX)
             .map_err(|(code, _)| code)?;
         let partition = self.metadata_partition_id();

@@ -129,6 +129,8 @@ pub struct NodeHandler {
     events: UnboundedSender<Event>,
     /// Quorum requests refused on the client listener, for a rate-limited warning.
     refused_on_client_listener: std::cell::Cell<u64>,
+    /// The node's SCRAM credential image, for the server's SASL exchanges.
+    credentials: super::scram_record::SharedCredentials,
 }
 
 impl NodeHandler {
@@ -136,7 +138,14 @@ impl NodeHandler {
         NodeHandler {
             events,
             refused_on_client_listener: std::cell::Cell::new(0),
+            credentials: Default::default(),
         }
+    }
+
+    /// Reads SASL credentials from `credentials` (the node's image, scram_record.rs).
+    pub fn with_credentials(mut self, credentials: super::scram_record::SharedCredentials) -> Self {
+        self.credentials = credentials;
+        self
     }
 }
 
@@ -186,6 +195,14 @@ impl RequestHandler for NodeHandler {
             }
             rx.await.unwrap_or(Reply::Close)
         })
+    }
+
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: crate::sasl::ScramMechanism,
+    ) -> Option<crate::sasl::ScramCredential> {
+        self.credentials.get(user, mechanism)
     }
 }
 

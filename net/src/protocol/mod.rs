@@ -187,6 +187,7 @@ apis! {
     SyncGroup = 14 { versions: 0..=5, flexible: 4.. } => SyncGroupRequest, SyncGroupResponse;
     DescribeGroups = 15 { versions: 0..=5, flexible: 5.. } => DescribeGroupsRequest, DescribeGroupsResponse;
     ListGroups = 16 { versions: 0..=5, flexible: 3.. } => ListGroupsRequest, ListGroupsResponse;
+    SaslHandshake = 17 { versions: 0..=1, flexible: 2.. } => SaslHandshakeRequest, SaslHandshakeResponse;
     ApiVersions = 18 { versions: 0..=4, flexible: 3.. } => ApiVersionsRequest, ApiVersionsResponse;
     CreateTopics = 19 { versions: 2..=7, flexible: 5.. } => CreateTopicsRequest, CreateTopicsResponse;
     DeleteTopics = 20 { versions: 1..=6, flexible: 4.. } => DeleteTopicsRequest, DeleteTopicsResponse;
@@ -199,11 +200,17 @@ apis! {
     DeleteAcls = 31 { versions: 0..=3, flexible: 2.. } => DeleteAclsRequest, DeleteAclsResponse;
     DescribeConfigs = 32 { versions: 1..=4, flexible: 4.. } => DescribeConfigsRequest, DescribeConfigsResponse;
     AlterConfigs = 33 { versions: 0..=2, flexible: 2.. } => AlterConfigsRequest, AlterConfigsResponse;
+    SaslAuthenticate = 36 { versions: 0..=2, flexible: 2.. }
+        => SaslAuthenticateRequest, SaslAuthenticateResponse;
     CreatePartitions = 37 { versions: 0..=3, flexible: 2.. } => CreatePartitionsRequest, CreatePartitionsResponse;
     DeleteGroups = 42 { versions: 0..=2, flexible: 2.. } => DeleteGroupsRequest, DeleteGroupsResponse;
     IncrementalAlterConfigs = 44 { versions: 0..=1, flexible: 1.. }
         => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
     OffsetDelete = 47 { versions: 0..=0, flexible: 1.. } => OffsetDeleteRequest, OffsetDeleteResponse;
+    DescribeUserScramCredentials = 50 { versions: 0..=0, flexible: 0.. }
+        => DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse;
+    AlterUserScramCredentials = 51 { versions: 0..=0, flexible: 0.. }
+        => AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
     Vote = 52 { versions: 0..=2, flexible: 0.. } => VoteRequest, VoteResponse;
     BeginQuorumEpoch = 53 { versions: 0..=1, flexible: 1.. } => BeginQuorumEpochRequest, BeginQuorumEpochResponse;
     EndQuorumEpoch = 54 { versions: 0..=1, flexible: 1.. } => EndQuorumEpochRequest, EndQuorumEpochResponse;

@@ -15,6 +15,10 @@
 //! | handler replies [`Reply::Close`], its task panics, or its reply does not encode | close |
 //! | a file region shorter than the response promised | close (the frame cannot be completed) |
 //!
+//! | on a SASL listener, any request but ApiVersions and the exchange's before authenticating | close ([`crate::sasl::SaslSession`]) |
+//! | on a SASL listener, a failed exchange | SASL_AUTHENTICATION_FAILED (or UNSUPPORTED_SASL_MECHANISM), then close |
+//! | on a SASL listener, before authenticating, a size prefix above 512 KiB | close before reading the body |
+//!
 //! "Close" always means: answer the requests read before the bad one, in order, then close.
 //! Nothing here can end the server: every error ends at most this connection.
 //!
@@ -40,6 +44,7 @@ use crate::protocol::{
     decode_request_frame, encode_response, encode_response_parts, supported_api_versions,
     unsupported_api_versions_response,
 };
+use crate::sasl::{SaslSession, SessionStep};
 
 /// One unanswered request, in the order it was read.
 enum Slot {
@@ -211,9 +216,14 @@ async fn serve_open(stream: Rc<TcpStream>, mut info: ConnectionInfo, shared: &Rc
     }
 }
 
+/// Kafka's `sasl.server.max.receive.size` default: the largest frame a SASL listener reads
+/// from a connection that has not authenticated yet, so that an unauthenticated client cannot
+/// make the node hold `socket.request.max.bytes` of its bytes.
+const SASL_UNAUTHENTICATED_MAX_FRAME_BYTES: usize = 512 * 1024;
+
 async fn read_loop(
     stream: &mut FrameSource,
-    info: ConnectionInfo,
+    mut info: ConnectionInfo,
     shared: &Shared,
     slots: mpsc::UnboundedSender<Slot>,
     peer_gone: &PeerGone,
@@ -226,6 +236,15 @@ async fn read_loop(
         config.socket_request_max_bytes as usize,
         Some(shared.memory_pool.clone()),
     );
+    // A SASL listener's connection authenticates first (crate::sasl's table).
+    let mut sasl = shared
+        .sasl_for(info.listener)
+        .map(|enabled| (enabled, SaslSession::new()));
+    if sasl.is_some() {
+        reader.set_max_frame_bytes(
+            SASL_UNAUTHENTICATED_MAX_FRAME_BYTES.min(config.socket_request_max_bytes as usize),
+        );
+    }
     loop {
         // At the in-flight limit, stop reading: the kernel buffers fill and TCP pushes back.
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -279,6 +298,52 @@ async fn read_loop(
                         ignored_trailing_bytes,
                         "ignoring bytes after the last field of the request"
                     );
+                }
+                let sasl_step = match sasl.as_mut() {
+                    Some((_, session)) if session.user().is_some() => None,
+                    Some((enabled, session)) => {
+                        let lookup = |user: &str, mechanism| {
+                            shared.handler.scram_credential(user, mechanism)
+                        };
+                        let step = session.on_request(enabled, &request, &lookup);
+                        if let Some(user) = session.user() {
+                            info.sasl_user = Some(user);
+                            reader.set_max_frame_bytes(config.socket_request_max_bytes as usize);
+                        }
+                        Some(step)
+                    }
+                    None => None,
+                };
+                let sasl_answer = match sasl_step {
+                    None | Some(SessionStep::Pass) => None,
+                    Some(SessionStep::Close) => Some((None, true)),
+                    Some(SessionStep::Answer(response)) => Some((Some(response), false)),
+                    Some(SessionStep::AnswerAndClose(response)) => Some((Some(response), true)),
+                };
+                if let Some((response, close_after)) = sasl_answer {
+                    let slot = match response
+                        .map(|r| encode_response(correlation_id, api_version, &r))
+                    {
+                        None => Slot::Close,
+                        Some(Ok(frame)) => Slot::Ready {
+                            frame,
+                            _permit: permit,
+                        },
+                        Some(Err(error)) => {
+                            tracing::error!(connection = id, %error, "SASL response does not encode");
+                            Slot::Close
+                        }
+                    };
+                    let close = close_after || matches!(slot, Slot::Close);
+                    activity.request_read();
+                    if slots.send(slot).is_err() {
+                        return;
+                    }
+                    if close {
+                        let _ = slots.send(Slot::Close);
+                        return;
+                    }
+                    continue;
                 }
                 if api_key == ApiKey::ApiVersions && config.answer_api_versions {
                     match api_versions_frame(correlation_id, api_version) {

@@ -115,6 +115,12 @@ pub(crate) struct FrameReader {
 }
 
 impl FrameReader {
+    /// Changes the largest frame accepted from the next size prefix on (a SASL listener reads
+    /// small frames until the client authenticated, connection.rs).
+    pub(crate) fn set_max_frame_bytes(&mut self, max_frame_bytes: usize) {
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
     pub(crate) fn new(max_frame_bytes: usize, pool: Option<Rc<RequestMemoryPool>>) -> FrameReader {
         FrameReader {
             buffer: BytesMut::with_capacity(READ_CHUNK_BYTES),

@@ -75,6 +75,10 @@ pub struct ConnectionInfo {
     /// The subject DN of the client certificate a TLS client presented (`CN=x,O=y`), for its
     /// ACL principal (`crate::acl::principal::principal_of`); `None` on PLAINTEXT or without one.
     pub tls_client_subject: Option<std::sync::Arc<str>>,
+    /// On a SASL listener, the user the connection authenticated as (`User:<name>`); `None`
+    /// before that and on every other listener. Interned, so this stays `Copy`
+    /// ([`crate::sasl::SaslUser`]).
+    pub sasl_user: Option<crate::sasl::SaslUser>,
 }
 
 /// What a listener is for (`controller.listener.names`): the handler decides which APIs each
@@ -108,6 +112,16 @@ pub trait RequestHandler {
         header: RequestHeader,
         request: Request,
     ) -> LocalBoxFuture<'static, Reply>;
+
+    /// The stored SCRAM credential of `user` for `mechanism`, which a SASL listener's exchange
+    /// checks the client's proof against ([`crate::sasl::SaslSession`]); `None`: no such user.
+    fn scram_credential(
+        &self,
+        _user: &str,
+        _mechanism: crate::sasl::ScramMechanism,
+    ) -> Option<crate::sasl::ScramCredential> {
+        None
+    }
 }
 
 /// What to send back for one request.
@@ -205,6 +219,10 @@ pub struct ServerConfig {
     pub client_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// TLS on the controller listener.
     pub controller_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// SASL on the client listener (`SASL_PLAINTEXT`, or `SASL_SSL` with `client_tls`): the
+    /// mechanisms of `sasl.enabled.mechanisms`. Every connection must authenticate before any
+    /// request but ApiVersions and the exchange's own ([`crate::sasl::SaslSession`]).
+    pub client_sasl: Option<Vec<crate::sasl::ScramMechanism>>,
 }
 
 impl ServerConfig {
@@ -236,6 +254,7 @@ impl ServerConfig {
             metrics: ServerMetrics::default(),
             client_tls: None,
             controller_tls: None,
+            client_sasl: None,
         }
     }
 
@@ -312,6 +331,15 @@ impl Shared {
         match role {
             ListenerRole::Combined | ListenerRole::Client => self.config.client_tls.clone(),
             ListenerRole::Controller => self.config.controller_tls.clone(),
+        }
+    }
+
+    /// The SASL mechanisms of the listener with `role`, if it requires authentication (the
+    /// controller listener never does).
+    pub(crate) fn sasl_for(&self, role: ListenerRole) -> Option<&[crate::sasl::ScramMechanism]> {
+        match role {
+            ListenerRole::Combined | ListenerRole::Client => self.config.client_sasl.as_deref(),
+            ListenerRole::Controller => None,
         }
     }
 
@@ -537,6 +565,7 @@ async fn accept_loop(
                     local_addr,
                     listener: role,
                     tls_client_subject: None,
+                    sasl_user: None,
                 };
                 shared.next_connection_id.set(info.connection_id + 1);
                 tokio_uring::spawn(connection::serve(stream, info, shared.clone(), slot));

@@ -12,6 +12,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod raft;
+mod sasl;
 
 pub use acls::{
     create_acls_request, create_acls_response, delete_acls_request, delete_acls_response,
@@ -55,12 +56,21 @@ pub use raft::{
     update_raft_voter_request, update_raft_voter_response, vote_request, vote_response,
 };
 
+pub use sasl::{
+    alter_user_scram_credentials_request, alter_user_scram_credentials_response,
+    describe_user_scram_credentials_request, describe_user_scram_credentials_response,
+    sasl_authenticate_request, sasl_authenticate_response, sasl_handshake_request,
+    sasl_handshake_response,
+};
+
 pub use add_raft_voter_request::AddRaftVoterRequest;
 pub use add_raft_voter_response::AddRaftVoterResponse;
 pub use allocate_producer_ids_request::AllocateProducerIdsRequest;
 pub use allocate_producer_ids_response::AllocateProducerIdsResponse;
 pub use alter_configs_request::AlterConfigsRequest;
 pub use alter_configs_response::AlterConfigsResponse;
+pub use alter_user_scram_credentials_request::AlterUserScramCredentialsRequest;
+pub use alter_user_scram_credentials_response::AlterUserScramCredentialsResponse;
 pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
@@ -89,6 +99,8 @@ pub use describe_groups_request::DescribeGroupsRequest;
 pub use describe_groups_response::DescribeGroupsResponse;
 pub use describe_quorum_request::DescribeQuorumRequest;
 pub use describe_quorum_response::DescribeQuorumResponse;
+pub use describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest;
+pub use describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
 pub use end_quorum_epoch_request::EndQuorumEpochRequest;
 pub use end_quorum_epoch_response::EndQuorumEpochResponse;
 pub use fetch_request::FetchRequest;
@@ -125,6 +137,10 @@ pub use produce_request::ProduceRequest;
 pub use produce_response::ProduceResponse;
 pub use remove_raft_voter_request::RemoveRaftVoterRequest;
 pub use remove_raft_voter_response::RemoveRaftVoterResponse;
+pub use sasl_authenticate_request::SaslAuthenticateRequest;
+pub use sasl_authenticate_response::SaslAuthenticateResponse;
+pub use sasl_handshake_request::SaslHandshakeRequest;
+pub use sasl_handshake_response::SaslHandshakeResponse;
 pub use sync_group_request::SyncGroupRequest;
 pub use sync_group_response::SyncGroupResponse;
 pub use update_raft_voter_request::UpdateRaftVoterRequest;
