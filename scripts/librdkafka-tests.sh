@@ -78,11 +78,15 @@ source "$ROOT/scripts/lib-quorum.sh"
 # What the suite expects of a broker: auto-created topics with several partitions (librdkafka's
 # tests default to 4 when they create or expect one). Segments are preallocated, and the suite
 # creates hundreds of partitions on each of the three nodes: 1 MiB segments keep that to a few
-# GiB (16 MiB segments filled the disk of a shared machine).
+# GiB (16 MiB segments filled the disk of a shared machine). The ACL tests (0081) need a broker
+# with an authorizer; allowing everyone where no ACL names a resource keeps every other test
+# as without one, as a Kafka broker configured so would.
 EXTRA_PROPS="num.partitions=4
 metadata.log.segment.bytes=1048576
 auto.create.topics.enable=true
-group.initial.rebalance.delay.ms=0"
+group.initial.rebalance.delay.ms=0
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true"
 export EXTRA_PROPS
 WORK="$(mktemp -d /tmp/ringlog-librdkafka.XXXXXX)"
 cleanup() {

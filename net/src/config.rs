@@ -94,6 +94,8 @@ pub struct NodeConfig {
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
+    /// `authorizer.class.name`, `allow.everyone.if.no.acl.found`, `super.users`.
+    pub authorizer: crate::acl::AuthorizerConfig,
     pub num_partitions: u32,
     /// `default.replication.factor`: the replication factor of a topic created with -1.
     pub default_replication_factor: i16,
@@ -380,6 +382,12 @@ impl NodeConfig {
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
+            authorizer: crate::acl::AuthorizerConfig::parse(
+                values.get("authorizer.class.name"),
+                values.boolean("allow.everyone.if.no.acl.found")?,
+                values.get("super.users"),
+            )
+            .map_err(|(key, reason)| values.invalid(key, reason))?,
             num_partitions: values.positive("num.partitions")?,
             properties: values.resolved(),
             directory_id: None,

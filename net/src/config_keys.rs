@@ -270,6 +270,24 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "Create a topic when a client's Metadata request names it and allows auto-creation (Kafka's producers do; a Produce to an unknown topic does not create it).",
     },
     KeyDefinition {
+        name: "authorizer.class.name",
+        aliases: &[],
+        default: Some(""),
+        doc: "The authorizer of client requests: empty (no authorizer: every request allowed, the ACL APIs answer SECURITY_DISABLED), or org.apache.kafka.metadata.authorizer.StandardAuthorizer (kafka.security.authorizer.AclAuthorizer is taken as the same): ACLs stored in the metadata log decide (docs/clients.md, \"ACLs and the authorizer\").",
+    },
+    KeyDefinition {
+        name: "allow.everyone.if.no.acl.found",
+        aliases: &[],
+        default: Some("false"),
+        doc: "With an authorizer: allow an operation on a resource that no ACL names at all (LITERAL, PREFIXED or the * wildcard of its type).",
+    },
+    KeyDefinition {
+        name: "super.users",
+        aliases: &[],
+        default: Some(""),
+        doc: "With an authorizer: principals allowed everything whatever the ACLs say, as Type:name separated by ';' (User:admin;User:CN=node1,O=example).",
+    },
+    KeyDefinition {
         name: "num.partitions",
         aliases: &[],
         default: Some("1"),

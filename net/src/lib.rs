@@ -1,4 +1,5 @@
 //! ringlog-net
+pub mod acl;
 pub mod client;
 pub mod clients;
 pub mod config;

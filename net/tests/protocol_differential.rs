@@ -536,6 +536,38 @@ conv! {
     kp::create_partitions_response::CreatePartitionsTopicResult => ours::create_partitions_response::CreatePartitionsTopicResult {
         name, error_code, error_message }
 
+    // DescribeAcls, CreateAcls, DeleteAcls
+    kp::describe_acls_request::DescribeAclsRequest => ours::describe_acls_request::DescribeAclsRequest {
+        resource_type_filter, resource_name_filter, pattern_type_filter, principal_filter,
+        host_filter, operation, permission_type }
+    kp::describe_acls_response::DescribeAclsResponse => ours::describe_acls_response::DescribeAclsResponse {
+        throttle_time_ms, error_code, error_message, resources }
+    kp::describe_acls_response::DescribeAclsResource => ours::describe_acls_response::DescribeAclsResource {
+        resource_type, resource_name, pattern_type, acls }
+    kp::describe_acls_response::AclDescription => ours::describe_acls_response::AclDescription {
+        principal, host, operation, permission_type }
+    kp::create_acls_request::CreateAclsRequest => ours::create_acls_request::CreateAclsRequest {
+        creations }
+    kp::create_acls_request::AclCreation => ours::create_acls_request::AclCreation {
+        resource_type, resource_name, resource_pattern_type, principal, host, operation,
+        permission_type }
+    kp::create_acls_response::CreateAclsResponse => ours::create_acls_response::CreateAclsResponse {
+        throttle_time_ms, results }
+    kp::create_acls_response::AclCreationResult => ours::create_acls_response::AclCreationResult {
+        error_code, error_message }
+    kp::delete_acls_request::DeleteAclsRequest => ours::delete_acls_request::DeleteAclsRequest {
+        filters }
+    kp::delete_acls_request::DeleteAclsFilter => ours::delete_acls_request::DeleteAclsFilter {
+        resource_type_filter, resource_name_filter, pattern_type_filter, principal_filter,
+        host_filter, operation, permission_type }
+    kp::delete_acls_response::DeleteAclsResponse => ours::delete_acls_response::DeleteAclsResponse {
+        throttle_time_ms, filter_results }
+    kp::delete_acls_response::DeleteAclsFilterResult => ours::delete_acls_response::DeleteAclsFilterResult {
+        error_code, error_message, matching_acls }
+    kp::delete_acls_response::DeleteAclsMatchingAcl => ours::delete_acls_response::DeleteAclsMatchingAcl {
+        error_code, error_message, resource_type, resource_name, pattern_type, principal, host,
+        operation, permission_type }
+
     // DescribeCluster
     kp::describe_cluster_request::DescribeClusterRequest => ours::describe_cluster_request::DescribeClusterRequest {
         include_cluster_authorized_operations, endpoint_type, include_fenced_brokers }
@@ -665,6 +697,9 @@ differential! {
     CreatePartitions => kp::CreatePartitionsRequest, kp::CreatePartitionsResponse;
     IncrementalAlterConfigs => kp::IncrementalAlterConfigsRequest, kp::IncrementalAlterConfigsResponse;
     DescribeCluster => kp::DescribeClusterRequest, kp::DescribeClusterResponse;
+    DescribeAcls => kp::DescribeAclsRequest, kp::DescribeAclsResponse;
+    CreateAcls => kp::CreateAclsRequest, kp::CreateAclsResponse;
+    DeleteAcls => kp::DeleteAclsRequest, kp::DeleteAclsResponse;
     AllocateProducerIds => kp::AllocateProducerIdsRequest, kp::AllocateProducerIdsResponse;
     AddRaftVoter => kp::AddRaftVoterRequest, kp::AddRaftVoterResponse;
     RemoveRaftVoter => kp::RemoveRaftVoterRequest, kp::RemoveRaftVoterResponse;
@@ -685,10 +720,79 @@ fn all_versions() -> impl Iterator<Item = (ApiKey, i16)> {
         .filter(|&(api, version)| !beyond_kafka_protocol(api, version))
 }
 
-/// Versions the kafka-protocol crate does not know yet: AddRaftVoter v1 (KIP-853's
-/// AckWhenCommitted, Kafka 4.1). Checked against the schema by hand below instead.
+/// Versions the kafka-protocol crate does not know: AddRaftVoter v1 (KIP-853's
+/// AckWhenCommitted, Kafka 4.1, not yet) and the ACL APIs' v0 (no longer: Kafka 4.0 removed
+/// them, KIP-896; Kafka 3.x brokers and librdkafka against brokers before 2.0 still speak it).
+/// Checked against the schema by hand below instead.
 fn beyond_kafka_protocol(api: ApiKey, version: i16) -> bool {
-    api == ApiKey::AddRaftVoter && version >= 1
+    (api == ApiKey::AddRaftVoter && version >= 1)
+        || (matches!(
+            api,
+            ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls
+        ) && version == 0)
+}
+
+/// The ACL APIs' v0 is v1 without the pattern type fields (one int8 per filter, creation or
+/// binding; v0 means LITERAL, the field's default 3): with every pattern type at 3, a message
+/// encodes at v0 to its v1 bytes less one byte per such field, and reads back unchanged.
+#[test]
+fn acl_apis_v0_is_v1_without_pattern_types() {
+    fn check<T: Wire + PartialEq + std::fmt::Debug>(
+        name: &str,
+        message: &T,
+        pattern_fields: usize,
+    ) {
+        let encode = |version: i16| {
+            let mut e = Encoder::new();
+            message
+                .encode(&mut e, Ctx::new(version, false))
+                .expect("encodes");
+            e.into_bytes()
+        };
+        let (v0, v1) = (encode(0), encode(1));
+        assert_eq!(v0.len() + pattern_fields, v1.len(), "{name}");
+        let back = T::decode(&mut Decoder::new(v0), Ctx::new(0, false)).expect("decodes");
+        assert_eq!(&back, message, "{name}");
+    }
+    for seed in 0..SEEDS_PER_VERSION {
+        let mut g = Generator::new(seed ^ 0xac1);
+        // Generated at v0: the pattern type fields keep their default, 3.
+        match Request::generate(ApiKey::DescribeAcls, 0, &mut g) {
+            Request::DescribeAcls(r) => {
+                check("DescribeAclsRequest", &r, 1);
+                // The byte layout: the pattern type sits right after the resource name filter.
+                let mut e = Encoder::new();
+                r.encode(&mut e, Ctx::new(1, false)).unwrap();
+                let v1 = e.into_bytes();
+                let name_bytes = r.resource_name_filter.as_ref().map_or(0, String::len);
+                assert_eq!(v1[1 + 2 + name_bytes], 3, "PatternTypeFilter at v1");
+            }
+            other => unreachable!("{other:?}"),
+        }
+        match Request::generate(ApiKey::CreateAcls, 0, &mut g) {
+            Request::CreateAcls(r) => check("CreateAclsRequest", &r, r.creations.len()),
+            other => unreachable!("{other:?}"),
+        }
+        match Request::generate(ApiKey::DeleteAcls, 0, &mut g) {
+            Request::DeleteAcls(r) => check("DeleteAclsRequest", &r, r.filters.len()),
+            other => unreachable!("{other:?}"),
+        }
+        match Response::generate(ApiKey::DescribeAcls, 0, &mut g) {
+            Response::DescribeAcls(r) => check("DescribeAclsResponse", &r, r.resources.len()),
+            other => unreachable!("{other:?}"),
+        }
+        match Response::generate(ApiKey::CreateAcls, 0, &mut g) {
+            Response::CreateAcls(r) => check("CreateAclsResponse", &r, 0),
+            other => unreachable!("{other:?}"),
+        }
+        match Response::generate(ApiKey::DeleteAcls, 0, &mut g) {
+            Response::DeleteAcls(r) => {
+                let bindings = r.filter_results.iter().map(|f| f.matching_acls.len()).sum();
+                check("DeleteAclsResponse", &r, bindings);
+            }
+            other => unreachable!("{other:?}"),
+        }
+    }
 }
 
 /// AddRaftVoter v1 is v0 with AckWhenCommitted (a bool, default true) after Listeners, before
@@ -806,6 +910,9 @@ fn reset_to_default_request(r: &mut Request) {
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster,
+        DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
         AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,
@@ -857,6 +964,9 @@ fn reset_to_default_response(r: &mut Response) {
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster,
+        DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
         AllocateProducerIds,
         AddRaftVoter,
         RemoveRaftVoter,

@@ -57,7 +57,7 @@ use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecor
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::protocol::{
-    ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
+    ApiKey, ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
     describe_configs_request as dc_req, describe_configs_response as dc_resp, encode_response,
     incremental_alter_configs_request as ia_req, incremental_alter_configs_response as ia_resp,
 };
@@ -377,6 +377,7 @@ impl Node {
     pub(super) fn handle_describe_configs(
         &self,
         request: &dc_req::DescribeConfigsRequest,
+        requester: &super::authorize::Requester,
     ) -> dc_resp::DescribeConfigsResponse {
         let results = request
             .resources
@@ -388,7 +389,18 @@ impl Node {
                     resource_name: resource.resource_name.clone(),
                     ..Default::default()
                 };
-                match self.described_configs(resource.resource_type, &resource.resource_name) {
+                let described = self
+                    .config_resource_allowed(
+                        requester,
+                        ApiKey::DescribeConfigs,
+                        resource.resource_type,
+                        &resource.resource_name,
+                    )
+                    .map_err(|code| (code, "Authorization failed.".to_string()))
+                    .and_then(|()| {
+                        self.described_configs(resource.resource_type, &resource.resource_name)
+                    });
+                match described {
                     Ok(configs) => {
                         result.configs = configs
                             .into_iter()
@@ -552,12 +564,13 @@ impl Node {
                 Request::IncrementalAlterConfigs(request),
             );
         }
+        let requester = responder.requester();
         self.answer_alter_configs(
-            responder,
+            (responder, &requester),
             header,
             &request.resources,
             request.validate_only,
-            false,
+            ApiKey::IncrementalAlterConfigs,
         )
     }
 
@@ -593,19 +606,27 @@ impl Node {
                 incremental_from_legacy(&resource)
             })
             .collect();
-        self.answer_alter_configs(responder, header, &resources, request.validate_only, true)
+        let requester = responder.requester();
+        self.answer_alter_configs(
+            (responder, &requester),
+            header,
+            &resources,
+            request.validate_only,
+            ApiKey::AlterConfigs,
+        )
     }
 
-    /// Alters each resource and answers once the proposed records are applied (as
-    /// AlterConfigs when `legacy`, else IncrementalAlterConfigs).
+    /// Alters each resource and answers once the proposed records are applied (as `api`:
+    /// AlterConfigs, the legacy form, or IncrementalAlterConfigs).
     fn answer_alter_configs(
         &mut self,
-        responder: Responder,
+        (responder, requester): (Responder, &super::authorize::Requester),
         header: &RequestHeader,
         resources: &[ia_req::AlterConfigsResource],
         validate_only: bool,
-        legacy: bool,
+        api: ApiKey,
     ) -> Result<(), NodeError> {
+        let legacy = api == ApiKey::AlterConfigs;
         let mut results = Vec::new();
         let mut waiting = Vec::new();
         for (index, resource) in resources.iter().enumerate() {
@@ -622,7 +643,14 @@ impl Node {
             let outcome = if duplicate {
                 Err((ErrorCode::InvalidRequest, "resource named twice".into()))
             } else {
-                self.alter_resource(resource, validate_only)
+                self.config_resource_allowed(
+                    requester,
+                    api,
+                    resource.resource_type,
+                    &resource.resource_name,
+                )
+                .map_err(|code| (code, "Authorization failed.".to_string()))
+                .and_then(|()| self.alter_resource(resource, validate_only))
             };
             match outcome {
                 Ok(Some(offset)) => waiting.push((results.len(), offset)),

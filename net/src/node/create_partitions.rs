@@ -125,6 +125,7 @@ impl Node {
                 Request::CreatePartitions(request),
             );
         }
+        let requester = responder.requester();
         let mut results = Vec::new();
         let mut waiting = Vec::new();
         for (index, topic) in request.topics.iter().enumerate() {
@@ -136,6 +137,15 @@ impl Node {
             let duplicate = request.topics[..index].iter().any(|t| t.name == topic.name);
             let outcome = if duplicate {
                 Err((ErrorCode::InvalidRequest, "topic named twice".into()))
+            } else if !self.allowed(
+                &requester,
+                crate::protocol::ApiKey::CreatePartitions,
+                &topic.name,
+            ) {
+                Err((
+                    ErrorCode::TopicAuthorizationFailed,
+                    "Authorization failed.".into(),
+                ))
             } else {
                 self.grow_topic(topic, request.validate_only)
             };

@@ -123,7 +123,13 @@ impl Node {
     ) -> Result<(), NodeError> {
         let mut response = dr_resp::DeleteRecordsResponse::default();
         let mut parts = Vec::new();
+        let requester = responder.requester();
         for (t, topic) in request.topics.iter().enumerate() {
+            let allowed = self.allowed(
+                &requester,
+                crate::protocol::ApiKey::DeleteRecords,
+                &topic.name,
+            );
             let mut result = dr_resp::DeleteRecordsTopicResult {
                 name: topic.name.clone(),
                 partitions: Vec::new(),
@@ -134,11 +140,16 @@ impl Node {
                     low_watermark: -1,
                     error_code: 0,
                 };
-                match self.delete_records_below(
-                    &topic.name,
-                    partition.partition_index,
-                    partition.offset,
-                ) {
+                let outcome = if allowed {
+                    self.delete_records_below(
+                        &topic.name,
+                        partition.partition_index,
+                        partition.offset,
+                    )
+                } else {
+                    Err(ErrorCode::TopicAuthorizationFailed)
+                };
+                match outcome {
                     Ok(Outcome::Done(low_watermark)) => answer.low_watermark = low_watermark,
                     Ok(Outcome::Wait {
                         partition,

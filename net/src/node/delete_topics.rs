@@ -190,6 +190,7 @@ impl Node {
     ) -> Result<(), NodeError> {
         // A leader still applying what earlier epochs committed is not the controller yet.
         let leading = self.controller_active();
+        let requester = responder.requester();
         // v0-5 name topics; v6 names or ids.
         let asked: Vec<(Option<String>, Uuid)> = if header.api_version >= 6 {
             request
@@ -227,6 +228,15 @@ impl Node {
             let outcome: Result<u64, (ErrorCode, String)> = (|| {
                 if !leading {
                     return Err((ErrorCode::NotController, "ask the controller".into()));
+                }
+                let named = name.as_ref().or(found.as_ref().map(|t| &t.name));
+                if let Some(named) = named
+                    && !self.allowed(&requester, crate::protocol::ApiKey::DeleteTopics, named)
+                {
+                    return Err((
+                        ErrorCode::TopicAuthorizationFailed,
+                        "Authorization failed.".into(),
+                    ));
                 }
                 // By name, or by the id of an internal topic (__consumer_offsets): internal
                 // topics are the node's own state.

@@ -16,6 +16,7 @@ impl Node {
     pub(super) fn handle_describe_cluster(
         &self,
         request: &dcl_req::DescribeClusterRequest,
+        requester: &super::authorize::Requester,
     ) -> dcl_resp::DescribeClusterResponse {
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
             return dcl_resp::DescribeClusterResponse {
@@ -45,7 +46,16 @@ impl Node {
             cluster_id: self.cluster_id.clone(),
             controller_id: self.metadata_raft().leader_id().unwrap_or(-1),
             brokers,
-            cluster_authorized_operations: i32::MIN,
+            // Kafka's: the operations on the cluster the requester may perform, when asked.
+            cluster_authorized_operations: if request.include_cluster_authorized_operations {
+                self.authorized_operations(
+                    requester,
+                    crate::acl::ResourceType::Cluster,
+                    crate::acl::binding::CLUSTER_RESOURCE_NAME,
+                )
+            } else {
+                i32::MIN
+            },
         }
     }
 }

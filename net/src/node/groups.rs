@@ -167,7 +167,9 @@ impl Node {
             Request::Heartbeat(r) => Response::Heartbeat(self.handle_heartbeat(&r)),
             Request::LeaveGroup(r) => Response::LeaveGroup(self.handle_leave_group(&r, version)),
             Request::ListGroups(r) => Response::ListGroups(self.handle_list_groups(&r)),
-            Request::DescribeGroups(r) => Response::DescribeGroups(self.handle_describe_groups(&r)),
+            Request::DescribeGroups(r) => {
+                Response::DescribeGroups(self.handle_describe_groups(&r, &responder.requester()))
+            }
             Request::OffsetFetch(r) => Response::OffsetFetch(self.handle_offset_fetch(&r, version)),
             Request::JoinGroup(r) => return self.handle_join_group(responder, &header, r),
             Request::SyncGroup(r) => return self.handle_sync_group(responder, &header, r),
@@ -552,6 +554,7 @@ impl Node {
     fn handle_describe_groups(
         &mut self,
         request: &dg_req::DescribeGroupsRequest,
+        requester: &super::authorize::Requester,
     ) -> dg_resp::DescribeGroupsResponse {
         let groups = request
             .groups
@@ -561,6 +564,18 @@ impl Node {
                     group_id: group_id.clone(),
                     ..Default::default()
                 };
+                if !self.allowed(requester, crate::protocol::ApiKey::DescribeGroups, group_id) {
+                    described.error_code = ErrorCode::GroupAuthorizationFailed.code();
+                    return described;
+                }
+                // v3+: the operations on the group the requester may perform, when asked.
+                if request.include_authorized_operations {
+                    described.authorized_operations = self.authorized_operations(
+                        requester,
+                        crate::acl::ResourceType::Group,
+                        group_id,
+                    );
+                }
                 let partition = match self.group_coordinator(group_id) {
                     Ok((_, partition)) => partition,
                     Err(code) => {

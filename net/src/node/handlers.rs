@@ -58,6 +58,9 @@ const SERVED_APIS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterConfigs,
     ApiKey::DeleteRecords,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
     ApiKey::AllocateProducerIds,
@@ -103,6 +106,8 @@ pub(super) struct State {
     pub(super) producer_ids: super::producer_ids::ProducerIdManager,
     pub(super) producer_id_control: super::producer_ids::ProducerIdControl,
     pub(super) topics: super::topics::Topics,
+    /// The ACL image and the controller's ACL proposals (acls.rs).
+    pub(super) acls: super::acls::AclState,
     /// Dynamic node config records proposed and not yet applied (broker_configs.rs).
     pub(super) broker_configs: super::broker_configs::PendingBrokerConfigs,
     pub(super) groups: super::groups::GroupsState,
@@ -169,6 +174,13 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
+        // The requests whose one resource the requester may not touch stop here (authorize.rs).
+        let requester = responder.requester();
+        if let Some(refused) = self.refuse_unauthorized(&requester, &request) {
+            let frame = encode_response(header.correlation_id, version, &refused)?;
+            responder.send(Some(frame));
+            return Ok(());
+        }
         let response = match request {
             Request::InitProducerId(r) => {
                 Response::InitProducerId(self.handle_init_producer_id(&r))
@@ -179,7 +191,9 @@ impl Node {
                 ..Default::default()
             }),
             Request::Metadata(r) => return self.answer_metadata(responder, &header, r),
-            Request::ListOffsets(r) => Response::ListOffsets(self.handle_list_offsets(&r)),
+            Request::ListOffsets(r) => {
+                Response::ListOffsets(self.handle_list_offsets(&r, &requester))
+            }
             Request::OffsetForLeaderEpoch(r) => {
                 Response::OffsetForLeaderEpoch(self.handle_offset_for_leader_epoch(&r))
             }
@@ -188,7 +202,7 @@ impl Node {
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::DescribeConfigs(r) => {
-                Response::DescribeConfigs(self.handle_describe_configs(&r))
+                Response::DescribeConfigs(self.handle_describe_configs(&r, &requester))
             }
             Request::IncrementalAlterConfigs(r) => {
                 return self.handle_incremental_alter_configs(responder, &header, r);
@@ -198,8 +212,11 @@ impl Node {
                 return self.handle_create_partitions(responder, &header, r);
             }
             Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
+            Request::DescribeAcls(r) => Response::DescribeAcls(self.handle_describe_acls(&r)),
+            Request::CreateAcls(r) => return self.handle_create_acls(responder, &header, r),
+            Request::DeleteAcls(r) => return self.handle_delete_acls(responder, &header, r),
             Request::DescribeCluster(r) => {
-                Response::DescribeCluster(self.handle_describe_cluster(&r))
+                Response::DescribeCluster(self.handle_describe_cluster(&r, &requester))
             }
             Request::AllocateProducerIds(r) => {
                 return self.handle_allocate_producer_ids(responder, &header, &r);
@@ -343,6 +360,7 @@ impl Node {
         request: produce_request::ProduceRequest,
     ) -> Result<(), NodeError> {
         let acks = request.acks;
+        let requester = responder.requester();
         let id = self.handlers.next_produce_id;
         self.handlers.next_produce_id += 1;
         let mut topics = Vec::new();
@@ -359,6 +377,9 @@ impl Node {
                 let result: Result<(), (ErrorCode, Option<String>)> = (|| {
                     if !matches!(acks, -1..=1) {
                         return Err((ErrorCode::InvalidRequiredAcks, None));
+                    }
+                    if !self.allowed(&requester, ApiKey::Produce, &topic.name) {
+                        return Err((ErrorCode::TopicAuthorizationFailed, None));
                     }
                     // Internal state is written only by the node: a topic record produced to
                     // `__cluster_metadata` would create, replace or delete a topic on every

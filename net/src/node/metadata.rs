@@ -11,8 +11,10 @@ use ringlog_engine::batch::BatchIter;
 use ringlog_replication::{OffsetAndEpoch, PartitionId, Raft};
 
 use super::Node;
+use crate::acl::ResourceType;
+use crate::acl::binding::CLUSTER_RESOURCE_NAME;
 use crate::protocol::{
-    ErrorCode, list_offsets_request as lo_req, list_offsets_response as lo_resp,
+    ApiKey, ErrorCode, list_offsets_request as lo_req, list_offsets_response as lo_resp,
     metadata_request as md_req, metadata_response as md_resp,
     offset_for_leader_epoch_request as ofle_req, offset_for_leader_epoch_response as ofle_resp,
 };
@@ -313,6 +315,7 @@ impl Node {
         &mut self,
         request: &md_req::MetadataRequest,
         version: i16,
+        requester: &super::authorize::Requester,
     ) -> md_resp::MetadataResponse {
         // v0: an empty list means every topic; v1+: null does.
         let requested: Option<Vec<md_req::MetadataRequestTopic>> = match &request.topics {
@@ -320,12 +323,20 @@ impl Node {
             Some(list) if list.is_empty() && version == 0 => None,
             Some(list) => Some(list.clone()),
         };
-        let topics = match requested {
-            None => self
-                .known_topic_names()
-                .iter()
-                .filter_map(|name| self.metadata_topic(name))
-                .collect(),
+        let describable = |node: &Self, name: &str| node.allowed(requester, ApiKey::Metadata, name);
+        let mut topics: Vec<md_resp::MetadataResponseTopic> = match requested {
+            // Every topic the requester may describe; the others are left out (Kafka's).
+            None => {
+                let names: Vec<String> = self
+                    .known_topic_names()
+                    .into_iter()
+                    .filter(|name| describable(self, name))
+                    .collect();
+                names
+                    .iter()
+                    .filter_map(|name| self.metadata_topic(name))
+                    .collect()
+            }
             Some(list) => {
                 let mut topics = Vec::with_capacity(list.len());
                 for t in &list {
@@ -345,12 +356,31 @@ impl Node {
                                     .map(|id| self.table.get(id).topic.clone())
                             }),
                     };
+                    // A topic the requester may not describe is answered so, whether it exists
+                    // or not, and is not created (Kafka's).
+                    if let Some(denied) = name.as_deref().filter(|n| !describable(self, n)) {
+                        topics.push(md_resp::MetadataResponseTopic {
+                            error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                            name: Some(denied.to_string()),
+                            topic_id: t.topic_id,
+                            topic_authorized_operations: i32::MIN,
+                            ..Default::default()
+                        });
+                        continue;
+                    }
                     if let Some(found) = name.as_deref().and_then(|n| self.metadata_topic(n)) {
                         topics.push(found);
                         continue;
                     }
                     let auto_create = version < 4 || request.allow_auto_topic_creation;
-                    let error = self.metadata_unknown_topic(name.as_deref(), auto_create);
+                    let may_create = name
+                        .as_deref()
+                        .is_none_or(|n| self.allowed(requester, ApiKey::CreateTopics, n));
+                    let error = if may_create {
+                        self.metadata_unknown_topic(name.as_deref(), auto_create)
+                    } else {
+                        ErrorCode::TopicAuthorizationFailed
+                    };
                     topics.push(md_resp::MetadataResponseTopic {
                         error_code: error.code(),
                         name: name.or_else(|| t.name.clone()),
@@ -373,13 +403,27 @@ impl Node {
         if let Err(error) = self.send_leader_lookups() {
             tracing::warn!(%error, "asking replicas for their leaders");
         }
+        // v8+: the operations the requester may perform, when asked (Kafka's bitfields).
+        if request.include_topic_authorized_operations {
+            for topic in &mut topics {
+                if let (0, Some(name)) = (topic.error_code, &topic.name) {
+                    topic.topic_authorized_operations =
+                        self.authorized_operations(requester, ResourceType::Topic, name);
+                }
+            }
+        }
+        let cluster_authorized_operations = if request.include_cluster_authorized_operations {
+            self.authorized_operations(requester, ResourceType::Cluster, CLUSTER_RESOURCE_NAME)
+        } else {
+            i32::MIN
+        };
         md_resp::MetadataResponse {
             throttle_time_ms: 0,
             brokers: self.metadata_brokers(),
             cluster_id: Some(self.cluster_id.clone()),
             controller_id,
             topics,
-            cluster_authorized_operations: i32::MIN,
+            cluster_authorized_operations,
             error_code: 0,
         }
     }
@@ -400,6 +444,7 @@ impl Node {
     pub(super) fn handle_list_offsets(
         &mut self,
         request: &lo_req::ListOffsetsRequest,
+        requester: &super::authorize::Requester,
     ) -> lo_resp::ListOffsetsResponse {
         let topics = request
             .topics
@@ -410,7 +455,11 @@ impl Node {
                     .partitions
                     .iter()
                     .map(|p| {
-                        let answer = self.list_offset(&t.name, p);
+                        let answer = if self.allowed(requester, ApiKey::ListOffsets, &t.name) {
+                            self.list_offset(&t.name, p)
+                        } else {
+                            Err(ErrorCode::TopicAuthorizationFailed)
+                        };
                         let (error, timestamp, offset, leader_epoch) = match answer {
                             Ok((timestamp, offset, epoch)) => {
                                 (ErrorCode::None, timestamp, offset, epoch)

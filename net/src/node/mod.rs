@@ -15,7 +15,9 @@
 //! before what follows it, messages held behind flushes, durability reported only after an
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
+mod acls;
 mod admission;
+mod authorize;
 mod broker_configs;
 mod configs;
 mod controller;

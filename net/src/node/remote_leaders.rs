@@ -293,7 +293,7 @@ impl Node {
         request: md_req::MetadataRequest,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        let response = self.handle_metadata(&request, version);
+        let response = self.handle_metadata(&request, version, &responder.requester());
         let waiting: Vec<(String, i32)> = response
             .topics
             .iter()
@@ -348,7 +348,8 @@ impl Node {
                 self.remote_leaders.parked.push(entry);
                 continue;
             }
-            let response = self.handle_metadata(&entry.request, entry.version);
+            let response =
+                self.handle_metadata(&entry.request, entry.version, &entry.responder.requester());
             match encode_response(
                 entry.correlation_id,
                 entry.version,

@@ -26,6 +26,7 @@ impl Node {
         // Between work lists, like the rest of this: retention's snapshots are reported to
         // the core by the same pump round.
         self.maybe_enforce_retention()?;
+        self.apply_acl_records();
         let partition = self.metadata_partition_id();
         let state_machine = &self
             .host

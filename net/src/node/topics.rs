@@ -120,6 +120,9 @@ pub(super) enum AdminResults {
             Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
     },
     CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
+    /// CreateAcls and DeleteAcls (acls.rs).
+    CreateAcls(Vec<crate::protocol::create_acls_response::AclCreationResult>),
+    DeleteAcls(Vec<crate::protocol::delete_acls_response::DeleteAclsFilterResult>),
     /// AlterUserScramCredentials (scram.rs).
     ScramCredentials(
         Vec<
@@ -135,6 +138,8 @@ impl AdminResults {
             AdminResults::Delete(r) => r[index].error_code = code.code(),
             AdminResults::AlterConfigs { results, .. } => results[index].error_code = code.code(),
             AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
+            AdminResults::CreateAcls(r) => r[index].error_code = code.code(),
+            AdminResults::DeleteAcls(r) => r[index].error_code = code.code(),
             AdminResults::ScramCredentials(r) => r[index].error_code = code.code(),
         }
     }
@@ -181,6 +186,18 @@ impl AdminResults {
                 Response::CreatePartitions(crate::protocol::CreatePartitionsResponse {
                     throttle_time_ms: 0,
                     results,
+                })
+            }
+            AdminResults::CreateAcls(results) => {
+                Response::CreateAcls(crate::protocol::CreateAclsResponse {
+                    throttle_time_ms: 0,
+                    results,
+                })
+            }
+            AdminResults::DeleteAcls(filter_results) => {
+                Response::DeleteAcls(crate::protocol::DeleteAclsResponse {
+                    throttle_time_ms: 0,
+                    filter_results,
                 })
             }
             AdminResults::ScramCredentials(results) => Response::AlterUserScramCredentials(
@@ -464,6 +481,7 @@ impl Node {
         // A leader still applying what earlier epochs committed is not the controller yet.
         let leading = self.controller_active();
         let catching_up = !leading && self.metadata_raft().is_leader();
+        let requester = responder.requester();
         let mut results = Vec::new();
         let mut waiting = Vec::new();
         let mut seen = BTreeSet::new();
@@ -497,6 +515,19 @@ impl Node {
                         "ask the controller"
                     };
                     return Err((ErrorCode::NotController, why.into()));
+                }
+                // `__consumer_offsets` is asked for by the nodes themselves (groups.rs).
+                if !offsets_topic
+                    && !self.allowed(
+                        &requester,
+                        crate::protocol::ApiKey::CreateTopics,
+                        &topic.name,
+                    )
+                {
+                    return Err((
+                        ErrorCode::TopicAuthorizationFailed,
+                        "Authorization failed.".into(),
+                    ));
                 }
                 if !offsets_topic {
                     validate_topic_name(&topic.name)

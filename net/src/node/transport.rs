@@ -69,10 +69,19 @@ pub struct Responder {
     tx: oneshot::Sender<Reply>,
     /// The server's id of the connection the request came on (answers leave it in order).
     connection_id: u64,
-    /// The client's address (DescribeGroups names each member's host).
-    peer_addr: std::net::SocketAddr,
+    /// Who sent it (behind a pointer: every event of the loop is as large as this).
+    peer: std::sync::Arc<Peer>,
     /// The listener the request came on (ApiVersions lists what that listener serves).
     listener: ListenerRole,
+}
+
+/// The sender of a request.
+#[derive(Debug)]
+struct Peer {
+    /// The client's address (DescribeGroups names each member's host).
+    addr: std::net::SocketAddr,
+    /// The connection's ACL principal (`crate::acl::principal::principal_of`).
+    principal: std::sync::Arc<str>,
 }
 
 impl Responder {
@@ -83,12 +92,17 @@ impl Responder {
 
     /// The address of the client that sent the request.
     pub fn peer_addr(&self) -> std::net::SocketAddr {
-        self.peer_addr
+        self.peer.addr
     }
 
     /// The listener the request came on.
     pub fn listener(&self) -> ListenerRole {
         self.listener
+    }
+
+    /// Who asks, for the authorizer (authorize.rs).
+    pub fn requester(&self) -> super::authorize::Requester {
+        super::authorize::Requester::new(self.peer.principal.clone(), self.peer.addr, self.listener)
     }
 
     /// Answers with an encoded frame (size prefix included); `None` answers nothing (Produce
@@ -165,7 +179,10 @@ impl RequestHandler for NodeHandler {
                 responder: Responder {
                     tx,
                     connection_id: connection.connection_id,
-                    peer_addr: connection.peer_addr,
+                    peer: std::sync::Arc::new(Peer {
+                        addr: connection.peer_addr,
+                        principal: crate::acl::principal::principal_of(&connection).into(),
+                    }),
                     listener: connection.listener,
                 },
                 header,

@@ -195,6 +195,9 @@ apis! {
     InitProducerId = 22 { versions: 0..=4, flexible: 2.. } => InitProducerIdRequest, InitProducerIdResponse;
     OffsetForLeaderEpoch = 23 { versions: 2..=4, flexible: 4.. }
         => OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse;
+    DescribeAcls = 29 { versions: 0..=3, flexible: 2.. } => DescribeAclsRequest, DescribeAclsResponse;
+    CreateAcls = 30 { versions: 0..=3, flexible: 2.. } => CreateAclsRequest, CreateAclsResponse;
+    DeleteAcls = 31 { versions: 0..=3, flexible: 2.. } => DeleteAclsRequest, DeleteAclsResponse;
     DescribeConfigs = 32 { versions: 1..=4, flexible: 4.. } => DescribeConfigsRequest, DescribeConfigsResponse;
     AlterConfigs = 33 { versions: 0..=2, flexible: 2.. } => AlterConfigsRequest, AlterConfigsResponse;
     SaslAuthenticate = 36 { versions: 0..=2, flexible: 2.. }

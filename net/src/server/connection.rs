@@ -166,12 +166,20 @@ pub(crate) async fn serve(
 
 /// Serves a connection registered in the server's table, through TLS if its listener speaks
 /// it; the caller unregisters it after.
-async fn serve_open(stream: Rc<TcpStream>, info: ConnectionInfo, shared: &Rc<Shared>) {
+async fn serve_open(stream: Rc<TcpStream>, mut info: ConnectionInfo, shared: &Rc<Shared>) {
     let id = info.connection_id;
     let (mut source, tls_writer) = match shared.tls_for(info.listener) {
         None => (FrameSource::Plain(stream.clone()), None),
         Some(config) => match tls_stream::accept(&stream, config).await {
             Ok(tls) => {
+                // The client certificate's subject names the connection's ACL principal.
+                info.tls_client_subject = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .and_then(|leaf| crate::acl::principal::subject_dn(leaf.as_ref()))
+                    .map(std::sync::Arc::from);
                 let (reader, writer) = tokio::io::split(tls);
                 let fd = stream.as_raw_fd();
                 (FrameSource::Tls { reader, fd }, Some(writer))
@@ -350,7 +358,7 @@ async fn read_loop(
                     }
                 } else {
                     let (reply_tx, reply_rx) = oneshot::channel();
-                    let future = shared.handler.handle(info, header, request);
+                    let future = shared.handler.handle(info.clone(), header, request);
                     let task = tokio_uring::spawn(async move {
                         let reply = future.await;
                         // Answered: the request's bytes go back to the budget (an aborted

@@ -64,7 +64,7 @@ pub use thread::ServerThread;
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// Who sent a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionInfo {
     /// Unique for the life of the server, in accept order.
     pub connection_id: u64,
@@ -72,6 +72,9 @@ pub struct ConnectionInfo {
     pub local_addr: SocketAddr,
     /// Which listener accepted the connection.
     pub listener: ListenerRole,
+    /// The subject DN of the client certificate a TLS client presented (`CN=x,O=y`), for its
+    /// ACL principal (`crate::acl::principal::principal_of`); `None` on PLAINTEXT or without one.
+    pub tls_client_subject: Option<std::sync::Arc<str>>,
     /// On a SASL listener, the user the connection authenticated as (`User:<name>`); `None`
     /// before that and on every other listener. Interned, so this stays `Copy`
     /// ([`crate::sasl::SaslUser`]).
@@ -561,6 +564,7 @@ async fn accept_loop(
                     peer_addr,
                     local_addr,
                     listener: role,
+                    tls_client_subject: None,
                     sasl_user: None,
                 };
                 shared.next_connection_id.set(info.connection_id + 1);

@@ -31,7 +31,35 @@ impl Node {
         may_park: bool,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        let (response, has_data, regions) = self.read_for_consumer(&request, version)?;
+        // Topics the requester may not read are answered TOPIC_AUTHORIZATION_FAILED now and
+        // never parked (authorize.rs).
+        let mut request = request;
+        let requester = responder.requester();
+        let mut refused = Vec::new();
+        request.topics.retain(|t| {
+            let name = self.fetch_topic_name(t, version);
+            let allowed = self.allowed(&requester, crate::protocol::ApiKey::Fetch, &name);
+            if !allowed {
+                refused.push(fetch_response::FetchableTopicResponse {
+                    topic: t.topic.clone(),
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            convert::fetch_partition_error(
+                                p.partition,
+                                ErrorCode::TopicAuthorizationFailed,
+                            )
+                        })
+                        .collect(),
+                });
+            }
+            allowed
+        });
+        let (mut response, has_data, regions) = self.read_for_consumer(&request, version)?;
+        let has_data = has_data || !refused.is_empty();
+        response.responses.extend(refused);
         let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
         if !has_data && may_park && max_wait_ms > 0 && self.shutdown_until_ms.is_none() {
             let id = self.handlers.next_parked_id;
@@ -62,6 +90,20 @@ impl Node {
             regions,
         });
         Ok(())
+    }
+
+    /// A Fetch topic's name: as sent before v13, from its topic id after (empty when unknown).
+    fn fetch_topic_name(&self, topic: &fetch_request::FetchTopic, version: i16) -> String {
+        if version < 13 {
+            return topic.topic.clone();
+        }
+        self.handlers
+            .topics
+            .image
+            .values()
+            .find(|t| t.topic_id == topic.topic_id)
+            .map(|t| t.name.clone())
+            .unwrap_or_default()
     }
 
     /// Parked fetches whose partitions gained committed records are answered.

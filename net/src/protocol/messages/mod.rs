@@ -2,6 +2,7 @@
 //! Kafka JSON schemas' field lists; module names follow Kafka's message names so that
 //! `vote_request::PartitionData` and `vote_response::PartitionData` can both exist.
 
+mod acls;
 mod admin;
 mod admin_cluster;
 mod admin_configs;
@@ -13,6 +14,10 @@ mod produce;
 mod raft;
 mod sasl;
 
+pub use acls::{
+    create_acls_request, create_acls_response, delete_acls_request, delete_acls_response,
+    describe_acls_request, describe_acls_response,
+};
 pub use admin::{
     create_topics_request, create_topics_response, delete_topics_request, delete_topics_response,
 };
@@ -70,16 +75,22 @@ pub use api_versions_request::ApiVersionsRequest;
 pub use api_versions_response::ApiVersionsResponse;
 pub use begin_quorum_epoch_request::BeginQuorumEpochRequest;
 pub use begin_quorum_epoch_response::BeginQuorumEpochResponse;
+pub use create_acls_request::CreateAclsRequest;
+pub use create_acls_response::CreateAclsResponse;
 pub use create_partitions_request::CreatePartitionsRequest;
 pub use create_partitions_response::CreatePartitionsResponse;
 pub use create_topics_request::CreateTopicsRequest;
 pub use create_topics_response::CreateTopicsResponse;
+pub use delete_acls_request::DeleteAclsRequest;
+pub use delete_acls_response::DeleteAclsResponse;
 pub use delete_groups_request::DeleteGroupsRequest;
 pub use delete_groups_response::DeleteGroupsResponse;
 pub use delete_records_request::DeleteRecordsRequest;
 pub use delete_records_response::DeleteRecordsResponse;
 pub use delete_topics_request::DeleteTopicsRequest;
 pub use delete_topics_response::DeleteTopicsResponse;
+pub use describe_acls_request::DescribeAclsRequest;
+pub use describe_acls_response::DescribeAclsResponse;
 pub use describe_cluster_request::DescribeClusterRequest;
 pub use describe_cluster_response::DescribeClusterResponse;
 pub use describe_configs_request::DescribeConfigsRequest;
