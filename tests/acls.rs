@@ -296,3 +296,113 @@ fn acl_writes_through_a_follower_reach_every_node_and_invalid_bindings_are_refus
         );
     }
 }
+
+/// A node restarted while the rest of the quorum is stopped holds only the ACLs of its own
+/// log, which miss the DENY created while it was down. With an authorizer it serves no client
+/// request before its ACL image is loaded (the connection is closed unanswered, node/acls.rs
+/// `acls_loaded`), so it never lets the DENY be bypassed, though it leads a partition on its own;
+/// once the quorum is back its image loads and the DENY is enforced. Before the latch the
+/// produce below was written.
+#[test]
+fn a_restarted_node_authorizes_nothing_before_its_acls_are_loaded() {
+    use ringlog_net::protocol::{
+        Request, Response, create_acls_request as ca, create_topics_request as ct,
+    };
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(
+        3,
+        &format!("{STANDARD_AUTHORIZER}\nallow.everyone.if.no.acl.found=true"),
+    );
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(20));
+    // `guarded`'s only replica is node 3: it leads it alone whatever the others do.
+    let create = Request::CreateTopics(ct::CreateTopicsRequest {
+        topics: vec![ct::CreatableTopic {
+            name: "guarded".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![ct::CreatableReplicaAssignment {
+                partition_index: 0,
+                broker_ids: vec![3],
+            }],
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        validate_only: false,
+    });
+    eventually(Duration::from_secs(30), "CreateTopics guarded", || {
+        (1..=3).find_map(|id| {
+            let mut client = Client::connect(&quorum.address(id), Duration::from_secs(2)).ok()?;
+            let Ok(Response::CreateTopics(r)) = client.request(&create, 7) else {
+                return None;
+            };
+            (r.topics[0].error_code == 0).then_some(())
+        })
+    });
+    let produce = |client: &mut Client| -> Option<i16> {
+        let answer = client
+            .produce("guarded", 0, quorum::batch_of("v"), -1, 5_000)
+            .ok()??;
+        Some(answer.error_code)
+    };
+    eventually(Duration::from_secs(30), "a first record at node 3", || {
+        let mut client = Client::connect(&quorum.address(3), Duration::from_secs(2)).ok()?;
+        (produce(&mut client)? == 0).then_some(())
+    });
+
+    // Node 3 down, a DENY of every write to `guarded` created and applied by nodes 1 and 2.
+    quorum.kill(3);
+    let deny = Request::CreateAcls(ca::CreateAclsRequest {
+        creations: vec![ca::AclCreation {
+            resource_type: 2,
+            resource_name: "guarded".into(),
+            resource_pattern_type: 3,
+            principal: "User:*".into(),
+            host: "*".into(),
+            operation: 4,
+            permission_type: 2,
+        }],
+    });
+    eventually(Duration::from_secs(30), "CreateAcls DENY", || {
+        (1..=2).find_map(|id| {
+            let mut client = Client::connect(&quorum.address(id), Duration::from_secs(2)).ok()?;
+            match client.request(&deny, 3) {
+                Ok(Response::CreateAcls(r)) if r.results[0].error_code == 0 => Some(()),
+                _ => None,
+            }
+        })
+    });
+    // CreateAcls is answered once the controller applied the binding: committed on nodes 1
+    // and 2, the majority node 3 was not part of.
+
+    // Nodes 1 and 2 stopped, node 3 back alone: it cannot learn the DENY.
+    let stopped: Vec<i32> = [1, 2].iter().map(|id| quorum.pid(*id) as i32).collect();
+    for pid in &stopped {
+        // SAFETY: signals to child processes this test started.
+        unsafe { libc::kill(*pid, libc::SIGSTOP) };
+    }
+    quorum.start_node(3);
+    let mut connected = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(mut client) = Client::connect(&quorum.address(3), Duration::from_millis(500)) {
+            connected += 1;
+            let answer = produce(&mut client);
+            assert_eq!(
+                answer, None,
+                "node 3 answered a produce before its ACLs were loaded"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for pid in &stopped {
+        unsafe { libc::kill(*pid, libc::SIGCONT) };
+    }
+    assert!(connected > 0, "node 3 never accepted a connection");
+    // The quorum back: node 3 loads its ACLs and the DENY is enforced there.
+    let code = eventually(Duration::from_secs(30), "node 3 to answer", || {
+        let mut client = Client::connect(&quorum.address(3), Duration::from_secs(2)).ok()?;
+        produce(&mut client)
+    });
+    assert_eq!(code, 29, "TOPIC_AUTHORIZATION_FAILED");
+}

@@ -33,18 +33,18 @@ fn compacted_topics_list_policies_and_topic_message_limits_work_with_confluent_k
 }
 
 /// The codecs of `topic`-0's batches as its leader serves them (as stored: a consumer Fetch
-/// returns the log's bytes).
-fn stored_codecs(quorum: &Quorum, topic: &str) -> Vec<(Compression, i32)> {
+/// returns the log's bytes), once it serves at least `records` records (a leader elected
+/// after the restart serves nothing until its high-watermark is known again).
+fn stored_codecs(quorum: &Quorum, topic: &str, records: i32) -> Vec<(Compression, i32)> {
     eventually(Duration::from_secs(30), "the partition's batches", || {
         let (mut client, _) = quorum.partition_leader(topic)?;
         let batches = read_partition_batches(&mut client, topic).ok()?;
-        Some(
-            batches
-                .iter()
-                .filter(|b| !b.is_control())
-                .map(|b| (b.compression(), b.records_count()))
-                .collect(),
-        )
+        let codecs: Vec<(Compression, i32)> = batches
+            .iter()
+            .filter(|b| !b.is_control())
+            .map(|b| (b.compression(), b.records_count()))
+            .collect();
+        (codecs.iter().map(|(_, n)| n).sum::<i32>() >= records).then_some(codecs)
     })
 }
 
@@ -71,7 +71,7 @@ fn compression_type_recompresses_and_node_configs_change_at_runtime() {
         },
     );
     // 20 records sent uncompressed to the lz4 topic, then 20 with snappy after it became zstd.
-    let lz4 = stored_codecs(&quorum, "codec-lz4");
+    let lz4 = stored_codecs(&quorum, "codec-lz4", 40);
     let count = |codec| -> i32 {
         lz4.iter()
             .filter(|(c, _)| *c == codec)
@@ -90,7 +90,7 @@ fn compression_type_recompresses_and_node_configs_change_at_runtime() {
             .count()
     );
     // 20 records sent with gzip to the uncompressed topic (and the 30000-byte ones).
-    let plain = stored_codecs(&quorum, "codec-plain");
+    let plain = stored_codecs(&quorum, "codec-plain", 20);
     assert!(
         !plain.is_empty() && plain.iter().all(|(c, _)| *c == Compression::None),
         "{plain:?}"

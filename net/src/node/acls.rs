@@ -103,6 +103,9 @@ pub(super) struct AclState {
     /// Proposed by this node as controller: the binding created (`None`: deleted), the
     /// record's offset and the metadata epoch it was proposed in.
     pending: BTreeMap<AclId, (Option<AclBinding>, u64, u32)>,
+    /// Whether the image has been caught up once: it applied every metadata record committed
+    /// before the current metadata epoch ([`Node::acls_loaded`]). Latched.
+    loaded: bool,
 }
 
 impl AclState {
@@ -136,6 +139,31 @@ impl Node {
         acls.applied_offset = Some(applied);
         acls.pending
             .retain(|_, (_, offset, _)| *offset as i64 > applied);
+        self.acls_loaded();
+    }
+
+    /// Whether this node's ACL image can be used: with an authorizer, a node that has just
+    /// started holds the bindings of its own snapshot and log, which may miss the latest ones
+    /// (a DENY added while it was down). Kafka's StandardAuthorizer refuses to authorize until
+    /// its initial load is complete; here the image counts as loaded once the metadata state
+    /// machine has applied past the first record of the current metadata epoch (the leader's
+    /// LeaderChange, which every epoch of `__cluster_metadata` starts with): it then holds
+    /// every binding committed before this epoch, as the controller's image does
+    /// (controller.rs, `applied_past_epoch_start`). Once loaded, it stays so.
+    pub(super) fn acls_loaded(&mut self) -> bool {
+        if self.handlers.acls.loaded {
+            return true;
+        }
+        let raft = self.metadata_raft();
+        let (epoch, leader) = (raft.epoch(), raft.leader_id());
+        let applied = self.handlers.acls.applied_offset.unwrap_or(-1);
+        let loaded = leader.is_some()
+            && super::controller::applied_past_epoch_start(raft.log(), epoch, applied);
+        if loaded {
+            tracing::info!(epoch, applied, "ACL image loaded; authorizing requests");
+            self.handlers.acls.loaded = true;
+        }
+        loaded
     }
 
     /// The bindings as the controller's next change must see them: the image with this

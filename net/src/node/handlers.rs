@@ -174,6 +174,17 @@ impl Node {
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
+        // With an authorizer, nothing is authorized before the ACL image is loaded (acls.rs,
+        // `acls_loaded`): the connection is closed unanswered (a Kafka broker does not serve
+        // before its authorizer's initial load either) and the client reconnects and retries.
+        if self.config.authorizer.settings.is_some()
+            && !matches!(request, Request::ApiVersions(_))
+            && responder.listener() != ListenerRole::Controller
+            && !self.acls_loaded()
+        {
+            tracing::debug!(api = ?request.api_key(), "ACL image not loaded yet; connection closed");
+            return Ok(());
+        }
         // The requests whose one resource the requester may not touch stop here (authorize.rs).
         let requester = responder.requester();
         if let Some(refused) = self.refuse_unauthorized(&requester, &request) {
