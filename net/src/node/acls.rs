@@ -119,13 +119,7 @@ impl Node {
     /// Brings the ACL image up to the metadata state machine (called with every look at the
     /// applied metadata records, topic_image.rs); nothing to do when it has not moved.
     pub(super) fn apply_acl_records(&mut self) {
-        let partition = self.metadata_partition_id();
-        let state_machine = &self
-            .host
-            .store(partition)
-            .expect("hosted partition")
-            .snapshots
-            .state_machine;
+        let state_machine = self.metadata_state();
         let applied = state_machine.last_applied_offset();
         if self.handlers.acls.applied_offset == Some(applied) {
             return;

@@ -6,8 +6,9 @@
 //! [`BROKER_CONFIG_KEY_PREFIX`] + the resource name, its value the resource's whole dynamic set
 //! as tab-separated `name=value` (the topic record's format); a resource with none left is a
 //! tombstone. So they are replicated to every node, kept by the metadata snapshot and read
-//! back at restart like topic records, and every node reads them from the metadata
-//! partition's key-value state when it needs them (no separate image). A value resolves as
+//! back at restart like topic records; every node keeps an image of them ([`BrokerConfigs`]),
+//! rebuilt from the metadata partition's key-value state when its applied offset moves, so a
+//! Produce reads its limit from a map rather than decoding a record. A value resolves as
 //! Kafka resolves it: this node's dynamic value, else the cluster default's, else the
 //! properties file's, else the built-in default (DescribeConfigs names which one with its
 //! ConfigSource).
@@ -254,50 +255,64 @@ fn check_value(
     }
 }
 
-/// The value in force for `name` on node `node_id`: its dynamic value, else the cluster
-/// default's; with the ConfigSource DescribeConfigs reports (2 DYNAMIC_BROKER_CONFIG, 3
-/// DYNAMIC_DEFAULT_BROKER_CONFIG). `None`: no dynamic value.
-pub fn dynamic_value(
-    entries: &BTreeMap<Bytes, Bytes>,
-    node_id: i32,
-    name: &str,
-) -> Option<(String, i8)> {
-    let lookup = |resource: &str, source: i8| {
-        entries
-            .get(broker_config_key(resource).as_slice())
-            .map(|value| decode_broker_configs(value))
-            .and_then(|configs| configs.get(name).cloned())
-            .map(|value| (value, source))
-    };
-    lookup(&node_id.to_string(), SOURCE_DYNAMIC_BROKER)
-        .or_else(|| lookup("", SOURCE_DYNAMIC_DEFAULT_BROKER))
-}
-
 /// Kafka's `DescribeConfigsResponse.ConfigSource` of a dynamic value.
 pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
 pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 
-/// Each BROKER resource's dynamic configs as last proposed by this node as controller, with
-/// the record's offset and the epoch it was proposed in: the next alteration starts from them,
-/// not from the applied state, so two alterations in flight do not undo each other.
+/// The dynamic node configs of every BROKER resource as applied on this node (derived from the
+/// metadata state when its applied offset moves, as the SCRAM credentials are), and those this
+/// node proposed as controller and has not applied yet, with the record's offset and the epoch
+/// it was proposed in: the next alteration starts from them, so two in flight do not undo each
+/// other.
 #[derive(Debug, Default)]
-pub struct PendingBrokerConfigs(BTreeMap<String, (BTreeMap<String, String>, u64, u32)>);
+pub struct BrokerConfigs {
+    applied_offset: Option<u64>,
+    /// Resource name (a node id, `""` the cluster default) → its dynamic configs.
+    image: BTreeMap<String, BTreeMap<String, String>>,
+    pending: BTreeMap<String, (BTreeMap<String, String>, u64, u32)>,
+}
 
-impl Node {
-    /// The metadata partition's key-value state: the applied records of every kind.
-    fn metadata_entries(&self) -> &BTreeMap<Bytes, Bytes> {
-        let partition = self.metadata_partition_id();
-        self.host
-            .store(partition)
-            .expect("the metadata partition is always hosted")
-            .snapshots
-            .state_machine
-            .entries()
+impl BrokerConfigs {
+    /// Rebuilds the image from the metadata key-value state when the applied offset moved:
+    /// one range scan of the few broker-config keys, so a Produce reads its limit from a map.
+    pub fn refresh(&mut self, applied_offset: u64, entries: &BTreeMap<Bytes, Bytes>) {
+        if self.applied_offset == Some(applied_offset) {
+            return;
+        }
+        self.applied_offset = Some(applied_offset);
+        self.image = entries
+            .range(Bytes::from_static(BROKER_CONFIG_KEY_PREFIX)..)
+            .take_while(|(key, _)| key.starts_with(BROKER_CONFIG_KEY_PREFIX))
+            .filter_map(|(key, value)| {
+                let resource = std::str::from_utf8(&key[BROKER_CONFIG_KEY_PREFIX.len()..]).ok()?;
+                Some((resource.to_string(), decode_broker_configs(value)))
+            })
+            .collect();
+        self.pending
+            .retain(|_, (_, offset, _)| *offset >= applied_offset);
     }
 
+    /// The value in force for `name` on node `node_id`: its dynamic value, else the cluster
+    /// default's; with the ConfigSource DescribeConfigs reports (2 DYNAMIC_BROKER_CONFIG, 3
+    /// DYNAMIC_DEFAULT_BROKER_CONFIG). `None`: no dynamic value.
+    pub fn value(&self, node_id: i32, name: &str) -> Option<(String, i8)> {
+        let lookup = |resource: &str, source: i8| {
+            self.image
+                .get(resource)
+                .and_then(|configs| configs.get(name).cloned())
+                .map(|value| (value, source))
+        };
+        lookup(&node_id.to_string(), SOURCE_DYNAMIC_BROKER)
+            .or_else(|| lookup("", SOURCE_DYNAMIC_DEFAULT_BROKER))
+    }
+}
+
+impl Node {
     /// `name`'s dynamic value on this node and its ConfigSource, if one is set.
     pub(super) fn dynamic_node_config(&self, name: &str) -> Option<(String, i8)> {
-        dynamic_value(self.metadata_entries(), self.config.node_id, name)
+        self.handlers
+            .broker_configs
+            .value(self.config.node_id, name)
     }
 
     /// `message.max.bytes` in force: the dynamic value, else the properties file's.
@@ -337,15 +352,12 @@ impl Node {
         }
         let epoch = self.metadata_raft().epoch();
         let applied = self.handlers.topics.applied_offset;
-        let current = match self.handlers.broker_configs.0.get(name) {
+        let configs = &self.handlers.broker_configs;
+        let current = match configs.pending.get(name) {
             Some((configs, offset, proposed_in)) if *offset >= applied && *proposed_in == epoch => {
                 configs.clone()
             }
-            _ => self
-                .metadata_entries()
-                .get(broker_config_key(name).as_slice())
-                .map(|value| decode_broker_configs(value))
-                .unwrap_or_default(),
+            _ => configs.image.get(name).cloned().unwrap_or_default(),
         };
         let configs =
             altered_broker_configs(&current, &resource.configs, self.message_max_bytes_limit())?;
@@ -364,7 +376,7 @@ impl Node {
         );
         self.handlers
             .broker_configs
-            .0
+            .pending
             .insert(name.to_string(), (configs, offset, epoch));
         Ok(Some(offset))
     }
@@ -437,19 +449,21 @@ mod tests {
             Bytes::from(broker_config_key("")),
             Bytes::from(encode_broker_configs(&default).unwrap()),
         );
+        let mut image = BrokerConfigs::default();
+        image.refresh(7, &entries);
         assert_eq!(
-            dynamic_value(&entries, 1, "message.max.bytes"),
+            image.value(1, "message.max.bytes"),
             Some(("2000".into(), SOURCE_DYNAMIC_BROKER))
         );
         assert_eq!(
-            dynamic_value(&entries, 2, "message.max.bytes"),
+            image.value(2, "message.max.bytes"),
             Some(("3000".into(), SOURCE_DYNAMIC_DEFAULT_BROKER))
         );
         assert_eq!(
-            dynamic_value(&entries, 1, "num.io.threads"),
+            image.value(1, "num.io.threads"),
             Some(("2".into(), SOURCE_DYNAMIC_DEFAULT_BROKER))
         );
-        assert_eq!(dynamic_value(&entries, 1, "num.network.threads"), None);
+        assert_eq!(image.value(1, "num.network.threads"), None);
 
         // DELETE returns to the next source down; the last one gone leaves a tombstone.
         let deleted = altered_broker_configs(

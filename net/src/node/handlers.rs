@@ -108,8 +108,8 @@ pub(super) struct State {
     pub(super) topics: super::topics::Topics,
     /// The ACL image and the controller's ACL proposals (acls.rs).
     pub(super) acls: super::acls::AclState,
-    /// Dynamic node config records proposed and not yet applied (broker_configs.rs).
-    pub(super) broker_configs: super::broker_configs::PendingBrokerConfigs,
+    /// Dynamic node configs as applied, and those proposed not yet applied (broker_configs.rs).
+    pub(super) broker_configs: super::broker_configs::BrokerConfigs,
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
     pub(super) voter_changes: super::voter_changes::PendingVoterChanges,

@@ -437,13 +437,8 @@ impl Node {
     ) -> Result<(), super::NodeError> {
         let raft = self.metadata_raft();
         let leader_epoch = raft.epoch();
-        let partition = self.metadata_partition_id();
         let applied = self
-            .host
-            .store(partition)
-            .expect("hosted partition")
-            .snapshots
-            .state_machine
+            .metadata_state()
             .entries()
             .get(PRODUCER_IDS_RECORD_KEY)
             .cloned();

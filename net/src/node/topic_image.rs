@@ -27,6 +27,7 @@ impl Node {
         // the core by the same pump round.
         self.maybe_enforce_retention()?;
         self.apply_acl_records();
+        // The fields, not `metadata_state()`: the images below are refreshed while it is read.
         let partition = self.metadata_partition_id();
         let state_machine = &self
             .host
@@ -35,10 +36,14 @@ impl Node {
             .snapshots
             .state_machine;
         let applied = (state_machine.last_applied_offset() + 1).max(0) as u64;
-        // SCRAM credentials are records of the same state (scram_record.rs), applied before
-        // the AlterUserScramCredentials waiting for them are answered below.
+        // SCRAM credentials and dynamic node configs are records of the same state
+        // (scram_record.rs, broker_configs.rs), applied before the admin requests waiting for
+        // them are answered below.
         self.handlers
             .credentials
+            .refresh(applied, state_machine.entries());
+        self.handlers
+            .broker_configs
             .refresh(applied, state_machine.entries());
         if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
             return self.answer_creates();

@@ -286,6 +286,19 @@ impl Node {
             .expect("hosted")
     }
 
+    /// `__cluster_metadata-0`'s key-value state: every kind of metadata record as applied
+    /// (topics, ACLs, SCRAM credentials, dynamic node configs, producer id blocks).
+    pub(super) fn metadata_state(
+        &self,
+    ) -> &ringlog_replication::state_machine::KeyValueStateMachine {
+        &self
+            .host
+            .store(self.metadata_partition_id())
+            .expect("the metadata partition is always hosted")
+            .snapshots
+            .state_machine
+    }
+
     pub(super) fn topic_exists(&self, name: &str) -> bool {
         self.handlers.topics.image.contains_key(name)
     }
