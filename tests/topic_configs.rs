@@ -48,6 +48,31 @@ fn stored_codecs(quorum: &Quorum, topic: &str, records: i32) -> Vec<(Compression
     })
 }
 
+/// Waits until `topic`-0's leader describes `name` as `value` (it applied the config change).
+fn wait_for_leader_config(quorum: &Quorum, topic: &str, name: &str, value: &str) {
+    use ringlog_net::protocol::{Request, Response, describe_configs_request as dc};
+    let request = Request::DescribeConfigs(dc::DescribeConfigsRequest {
+        resources: vec![dc::DescribeConfigsResource {
+            resource_type: 2,
+            resource_name: topic.into(),
+            configuration_keys: Some(vec![name.into()]),
+        }],
+        ..Default::default()
+    });
+    eventually(
+        Duration::from_secs(30),
+        "the leader to apply the config",
+        || {
+            let (mut client, _) = quorum.partition_leader(topic)?;
+            let Ok(Response::DescribeConfigs(r)) = client.request(&request, 4) else {
+                return None;
+            };
+            let config = r.results.first()?.configs.first()?;
+            (config.value.as_deref() == Some(value)).then_some(())
+        },
+    );
+}
+
 #[test]
 fn compression_type_recompresses_and_node_configs_change_at_runtime() {
     let _serial = serial();
@@ -61,6 +86,10 @@ fn compression_type_recompresses_and_node_configs_change_at_runtime() {
         "codec",
         Duration::from_secs(300),
         |quorum, line| {
+            if line.trim() == "wait-zstd" {
+                wait_for_leader_config(quorum, "codec-lz4", "compression.type", "zstd");
+                return Some("applied\n".into());
+            }
             if line.trim() == "restart" {
                 quorum.kill_all();
                 quorum.start_all();
