@@ -456,3 +456,107 @@ fn a_forwarded_request_to_a_stopped_controller_closes_the_client_s_connection() 
         ),
     }
 }
+
+/// DeleteRecords at an offset inside a batch (what librdkafka's 0081 asks: offset 50 of one
+/// 100-record batch): the answer, ListOffsets' earliest and Fetch's LogStartOffset are the asked
+/// offset, as in Kafka, not the batch's first offset; a Fetch below it is OFFSET_OUT_OF_RANGE and
+/// a Fetch from it returns the batch (the client skips the records below). Every replica writes
+/// it down before the answer, so a new leader and a restarted quorum answer the same.
+#[test]
+fn delete_records_inside_a_batch_cuts_at_the_asked_offset_on_every_replica() {
+    use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
+    let _serial = serial();
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(30));
+    let topic = "mid-batch";
+    quorum.create_topic(topic, 1, &[]);
+    quorum.wait_for_leader_of(topic, Duration::from_secs(30));
+    let (mut client, leader) = eventually(Duration::from_secs(20), "the topic's leader", || {
+        quorum.partition_leader(topic)
+    });
+    let batch_of = |count: usize| {
+        let mut builder = RecordBatchBuilder::new(0);
+        for i in 0..count {
+            builder.append(i as i64, None, Some(format!("r{i}").as_bytes()), &[]);
+        }
+        builder.build().into_bytes()
+    };
+    let (code, base) = quorum::produce_to(&mut client, topic, 0, batch_of(100));
+    assert_eq!(code, 0);
+    let (code, _) = quorum::produce_to(&mut client, topic, 0, batch_of(10));
+    assert_eq!(code, 0);
+    let cut = base + 50;
+
+    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
+        topics: vec![dr_req::DeleteRecordsTopic {
+            name: topic.to_string(),
+            partitions: vec![dr_req::DeleteRecordsPartition {
+                partition_index: 0,
+                offset: cut,
+            }],
+        }],
+        timeout_ms: 20_000,
+    });
+    match client.request(&request, 2).unwrap() {
+        Response::DeleteRecords(r) => {
+            let answer = &r.topics[0].partitions[0];
+            assert_eq!((answer.error_code, answer.low_watermark), (0, cut), "{r:?}");
+        }
+        other => panic!("answered {other:?}"),
+    }
+    assert_eq!(earliest_at(&quorum, leader, topic), Some(cut));
+
+    let fetch_at = |client: &mut Client, offset: i64| {
+        let request = quorum::consumer_fetch_request(topic, offset, 0);
+        let Response::Fetch(f) = client.request(&request, 12).unwrap() else {
+            panic!("not a Fetch answer");
+        };
+        f.responses[0].partitions[0].clone()
+    };
+    let below = fetch_at(&mut client, cut - 1);
+    assert_eq!(below.error_code, 1, "a fetch below the cut: {below:?}");
+    let from = fetch_at(&mut client, cut);
+    assert_eq!((from.error_code, from.log_start_offset), (0, cut));
+    let first = BatchIter::new(ringlog_net::client::fetched_records(&from))
+        .next()
+        .expect("a batch")
+        .unwrap();
+    assert_eq!(
+        (first.base_offset(), first.next_offset()),
+        (base, base + 100)
+    );
+
+    // Every replica wrote it down before the answer.
+    for node in &quorum.nodes {
+        let file = quorum
+            .data_dir(node.id)
+            .join(format!("{topic}-0"))
+            .join("log-start-offset-checkpoint");
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("node {}: {}: {e}", node.id, file.display()));
+        assert_eq!(
+            text.lines().nth(1),
+            Some(cut.to_string().as_str()),
+            "node {}",
+            node.id
+        );
+    }
+
+    // A new leader answers the same earliest offset, and so does the quorum after kill -9 of all.
+    quorum.kill(leader);
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let earliest = eventually(Duration::from_secs(30), "a new leader's earliest", || {
+        survivors
+            .iter()
+            .find_map(|id| earliest_at(&quorum, *id, topic))
+    });
+    assert_eq!(earliest, cut);
+    quorum.kill_all();
+    quorum.start_all();
+    let earliest = eventually(
+        Duration::from_secs(60),
+        "the restarted leader's earliest",
+        || (1..=3).find_map(|id| earliest_at(&quorum, id, topic)),
+    );
+    assert_eq!(earliest, cut);
+}

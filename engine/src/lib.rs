@@ -4,6 +4,7 @@ pub mod batch;
 pub mod epoch_cache;
 pub mod io;
 pub mod log;
+pub mod offset_checkpoint;
 pub mod quorum_state;
 pub mod quorum_state_writer;
 pub mod snapshot;

@@ -7,12 +7,20 @@
 //! which its core moves its log start too. The answer (`low_watermark`, the leader's new log
 //! start) waits until the leader's log start has moved, as Kafka's waits for its replicas.
 //!
-//! The cut is on a batch boundary: a replica appends whole batches, so a log start inside a
-//! batch would leave a follower that catches up through FetchSnapshot unable to append the
-//! batch the leader sends from there. An offset inside a batch cuts at that batch's first
-//! offset, so no record at or above the asked offset is deleted, and `low_watermark` says where
-//! the log starts (at most the asked offset; Kafka cuts exactly there). A producer's batch is
-//! typically one `produce()` flush.
+//! The log start stays on a batch boundary: a replica appends whole batches, so a log start
+//! inside a batch would leave a follower that catches up through FetchSnapshot unable to append
+//! the batch the leader sends from there. An offset inside a batch moves the log start to that
+//! batch's first offset and records the asked offset as the **client log start**
+//! (`PartitionStore::client_log_start_offset`, durable in the partition's
+//! `log-start-offset-checkpoint`): Kafka's logStartOffset as clients see it, exactly where
+//! Kafka cuts. Fetch answers it as LogStartOffset and refuses offsets below it
+//! (OFFSET_OUT_OF_RANGE), ListOffsets answers it as the earliest offset, and a fetch from it
+//! returns the whole batch, whose records below it the client skips (as it does for any fetch
+//! inside a batch). Followers take it from their leader's Fetch responses' LogStartOffset
+//! ([`Node::follow_leader_log_starts`]) and write it down too, and report their own in their
+//! Fetch requests' LogStartOffset; the answer waits until every replica that fetched within
+//! the fetch timeout has reported it (Kafka's DelayedDeleteRecords waits for its replicas'
+//! low watermarks), so a new leader answers the same earliest offset.
 //!
 //! A `cleanup.policy=snapshot` topic's partition is a key-value state machine, and KIP-630
 //! lets its log start only be the end offset of one of its snapshots (the state below the log
@@ -45,13 +53,13 @@
 //! | offset -1                                    | up to the high-watermark                    |
 //! | offset < -1, or above the high-watermark     | OFFSET_OUT_OF_RANGE                         |
 //! | at or below the log start                    | the log start, at once                      |
-//! | `cleanup.policy=delete`                      | the new log start, once the leader's moved  |
+//! | `cleanup.policy=delete`                      | the asked offset, once the leader's log start reached its batch and every live replica reported it |
 //! | `cleanup.policy=snapshot`, at the state machine's offset | the new log start (there), once the snapshot is written and the leader's log start moved |
 //! | `cleanup.policy=snapshot`, elsewhere         | the leader's latest snapshot once its log start moved there, or the log start at once if no snapshot is above it |
 //! | leadership lost while waiting                | NOT_LEADER_OR_FOLLOWER                      |
 //! | `timeout_ms` passed                          | REQUEST_TIMED_OUT                           |
 
-use ringlog_replication::{OffsetAndEpoch, PartitionId};
+use ringlog_replication::{NodeId, OffsetAndEpoch, PartitionId};
 
 use super::topics::CleanupPolicy;
 use super::transport::Responder;
@@ -65,6 +73,12 @@ use crate::protocol::{
 #[derive(Default)]
 pub(super) struct PendingDeletes {
     waiting: Vec<PendingDelete>,
+    /// The client log starts replicas reported in their Fetch requests (LogStartOffset), by
+    /// (partition, replica), while some answer waits ([`Node::note_replica_log_starts`]).
+    replica_log_starts: std::collections::HashMap<(PartitionId, NodeId), u64>,
+    /// A leader's LogStartOffset changed in a Fetch response: follow it in this loop turn
+    /// rather than at the next retention check ([`Node::follow_leader_log_starts`]).
+    pub(super) follow_due: bool,
 }
 
 struct PendingDelete {
@@ -72,8 +86,7 @@ struct PendingDelete {
     correlation_id: i32,
     version: i16,
     response: dr_resp::DeleteRecordsResponse,
-    /// (topic index, partition index in the response, partition, target, leader epoch).
-    parts: Vec<(usize, usize, PartitionId, u64, u32)>,
+    parts: Vec<WaitingPart>,
     deadline_ms: u64,
 }
 
@@ -87,14 +100,33 @@ impl PendingDeletes {
     }
 }
 
+/// One partition of a DeleteRecords whose answer waits.
+#[derive(Clone, Copy)]
+struct WaitingPart {
+    /// Where its answer is in the response: topic index, partition index.
+    topic: usize,
+    index: usize,
+    partition: PartitionId,
+    /// The leader's log start must reach this (a batch's first offset, or a snapshot's end).
+    log_start: u64,
+    /// The client log start the leader and every live replica must stand at (`log_start`,
+    /// or the asked offset inside the batch starting there).
+    client_log_start: u64,
+    /// The leader epoch the cut was made in: leadership lost meanwhile answers
+    /// NOT_LEADER_OR_FOLLOWER.
+    epoch: u32,
+}
+
 /// What one partition of a DeleteRecords does.
 enum Outcome {
     /// The log already starts at or above the target: answer this low watermark.
     Done(i64),
-    /// Wait for the leader's log start to reach `target`.
+    /// Wait for the leader's log start to reach `log_start` and the replicas'
+    /// client log starts `client_log_start`.
     Wait {
         partition: PartitionId,
-        target: u64,
+        log_start: u64,
+        client_log_start: u64,
         epoch: u32,
     },
 }
@@ -153,9 +185,17 @@ impl Node {
                     Ok(Outcome::Done(low_watermark)) => answer.low_watermark = low_watermark,
                     Ok(Outcome::Wait {
                         partition,
-                        target,
+                        log_start,
+                        client_log_start,
                         epoch,
-                    }) => parts.push((t, p, partition, target, epoch)),
+                    }) => parts.push(WaitingPart {
+                        topic: t,
+                        index: p,
+                        partition,
+                        log_start,
+                        client_log_start,
+                        epoch,
+                    }),
                     Err(code) => answer.error_code = code.code(),
                 }
                 result.partitions.push(answer);
@@ -217,17 +257,19 @@ impl Node {
             o if o < 0 || o as u64 > high_watermark => return Err(ErrorCode::OffsetOutOfRange),
             o => o as u64,
         };
-        // On a batch boundary (module doc): the start of the batch holding `asked`.
+        // The log start on a batch boundary (module doc): the start of the batch holding
+        // `asked`.
         let target = store
             .log
             .batch_base_offset(asked as i64)
             .map_or(asked, |base| base.max(0) as u64);
         let log_start = store.log_start_offset();
-        if target <= log_start {
-            return Ok(Outcome::Done(log_start as i64));
-        }
+        let client_log_start = store.client_log_start_offset();
         let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
         if policy == CleanupPolicy::Snapshot {
+            if target <= log_start {
+                return Ok(Outcome::Done(log_start as i64));
+            }
             // KIP-630: only to a snapshot's end offset (module doc).
             let target = if self.host.generate_snapshot_at(partition, target) {
                 tracing::info!(
@@ -243,31 +285,99 @@ impl Node {
             };
             return Ok(Outcome::Wait {
                 partition,
-                target,
+                log_start: target,
+                client_log_start: target,
                 epoch,
             });
         }
-        if target > latest {
+        if asked <= client_log_start {
+            return Ok(Outcome::Done(client_log_start as i64));
+        }
+        let storage_error = |error| {
+            tracing::error!(partition, %error, "DeleteRecords: recording the cut");
+            ErrorCode::KafkaStorageError
+        };
+        if asked > target {
+            // Inside a batch: durable before the log start moves to the batch's first offset
+            // (a restart in between must not show the batch's records below `asked`).
+            self.host
+                .record_delete_records_offset(partition, asked)
+                .map_err(storage_error)?;
+        }
+        if target > latest.max(log_start) {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
             // The producers' state outlives their batches: the snapshot carries it.
             let producer_state = self.producer_state_record(partition, target);
             self.host
                 .record_empty_snapshot(partition, snapshot_id, now_wall_ms(), producer_state)
-                .map_err(|error| {
-                    tracing::error!(partition, %error, "DeleteRecords: recording the empty snapshot");
-                    ErrorCode::KafkaStorageError
-                })?;
+                .map_err(storage_error)?;
             tracing::info!(
                 partition,
                 log_start_offset = target,
+                client_log_start_offset = asked,
                 "DeleteRecords: empty snapshot recorded, the log start follows it"
             );
         }
         Ok(Outcome::Wait {
             partition,
-            target,
+            log_start: target,
+            client_log_start: asked,
             epoch,
         })
+    }
+
+    /// Notes the client log starts a replica's Fetch reports (LogStartOffset, for each
+    /// partition it fetches), while some DeleteRecords answer waits for them.
+    pub(super) fn note_replica_log_starts(
+        &mut self,
+        request: &crate::protocol::fetch_request::FetchRequest,
+        replica: NodeId,
+    ) {
+        let deletes = &mut self.handlers.delete_records;
+        if deletes.waiting.is_empty() {
+            deletes.replica_log_starts.clear();
+            return;
+        }
+        for topic in &request.topics {
+            for p in &topic.partitions {
+                let found = if topic.topic.is_empty() {
+                    self.table.find_by_id(topic.topic_id, p.partition)
+                } else {
+                    self.table.find(&topic.topic, p.partition)
+                };
+                if let (Some(id), Ok(offset)) = (found, u64::try_from(p.log_start_offset)) {
+                    deletes.replica_log_starts.insert((id, replica), offset);
+                }
+            }
+        }
+    }
+
+    /// Whether every replica of `partition` other than this node that fetched within the
+    /// fetch timeout reported a client log start of at least `offset`.
+    fn live_replicas_reported(
+        &self,
+        raft: &ringlog_replication::Raft,
+        partition: PartitionId,
+        offset: u64,
+        now_ms: u64,
+    ) -> bool {
+        let quorum = raft.describe_quorum();
+        let live_since = now_ms.saturating_sub(self.config.fetch_timeout_ms);
+        let local = self.config.node_id;
+        quorum
+            .current_voters
+            .iter()
+            .chain(quorum.observers.iter())
+            .filter(|r| {
+                r.replica_id != local && r.last_fetch_timestamp_ms.is_some_and(|t| t >= live_since)
+            })
+            .all(|r| {
+                self.handlers
+                    .delete_records
+                    .replica_log_starts
+                    .get(&(partition, r.replica_id))
+                    .is_some_and(|&reported| reported >= offset)
+            })
     }
 
     /// Answers the DeleteRecords whose leaders' log starts reached their targets (or that lost
@@ -278,21 +388,27 @@ impl Node {
         while index < self.handlers.delete_records.waiting.len() {
             let pending = &mut self.handlers.delete_records.waiting[index];
             let expired = now >= pending.deadline_ms;
-            let host = &self.host;
-            pending.parts.retain(|&(t, p, partition, target, epoch)| {
-                let answer = &mut pending.response.topics[t].partitions[p];
-                let (Some(raft), Some(store)) = (host.raft(partition), host.store(partition))
-                else {
+            let mut parts = std::mem::take(&mut pending.parts);
+            let mut response = std::mem::take(&mut pending.response);
+            parts.retain(|part| {
+                let answer = &mut response.topics[part.topic].partitions[part.index];
+                let (Some(raft), Some(store)) = (
+                    self.host.raft(part.partition),
+                    self.host.store(part.partition),
+                ) else {
                     answer.error_code = ErrorCode::UnknownTopicOrPartition.code();
                     return false;
                 };
-                if !raft.is_leader() || raft.epoch() != epoch {
+                if !raft.is_leader() || raft.epoch() != part.epoch {
                     answer.error_code = ErrorCode::NotLeaderOrFollower.code();
                     return false;
                 }
-                let log_start = store.log_start_offset();
-                if log_start >= target {
-                    answer.low_watermark = log_start as i64;
+                let client_log_start = store.client_log_start_offset();
+                if store.log_start_offset() >= part.log_start
+                    && client_log_start >= part.client_log_start
+                    && self.live_replicas_reported(raft, part.partition, part.client_log_start, now)
+                {
+                    answer.low_watermark = client_log_start as i64;
                     return false;
                 }
                 if expired {
@@ -301,6 +417,9 @@ impl Node {
                 }
                 true
             });
+            let pending = &mut self.handlers.delete_records.waiting[index];
+            pending.parts = parts;
+            pending.response = response;
             if pending.parts.is_empty() {
                 let pending = self.handlers.delete_records.waiting.swap_remove(index);
                 let frame = encode_response(
@@ -338,39 +457,51 @@ impl Node {
             if raft.is_leader() || raft.leader_id().is_none() {
                 continue;
             }
-            let target = raft.leader_log_start_offset();
-            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
-            if target <= store.log_start_offset() || target <= latest {
-                continue;
-            }
+            let leader_start = raft.leader_log_start_offset();
             if policy == CleanupPolicy::Snapshot {
-                if self.host.generate_snapshot_at(id, target) {
+                let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+                if leader_start > store.log_start_offset()
+                    && leader_start > latest
+                    && self.host.generate_snapshot_at(id, leader_start)
+                {
                     tracing::info!(
                         partition = id,
-                        log_start_offset = target,
+                        log_start_offset = leader_start,
                         "the leader's log start moved: snapshot of the state machine there asked for"
                     );
                 }
                 continue;
             }
-            // Only where this replica's log holds committed records up to the cut, and on one
-            // of its batch boundaries (the leader's log is the same up to its high-watermark).
-            if target > store.high_watermark
-                || store
-                    .log
-                    .batch_base_offset(target as i64)
-                    .is_some_and(|base| base as u64 != target)
+            // Only where this replica's log holds committed records up to the cut (the
+            // leader's log is the same up to its high-watermark, batch for batch).
+            if leader_start <= store.client_log_start_offset()
+                || leader_start > store.high_watermark
             {
                 continue;
             }
+            // The log start on the batch boundary at or below the leader's client log start,
+            // which is recorded as this replica's own when it lies inside that batch.
+            let target = store
+                .log
+                .batch_base_offset(leader_start as i64)
+                .map_or(leader_start, |base| base.max(0) as u64);
+            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+            let cut = target > latest.max(store.log_start_offset());
             let snapshot_id =
                 OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
+            if leader_start > target {
+                self.host.record_delete_records_offset(id, leader_start)?;
+            }
+            if !cut {
+                continue;
+            }
             let producer_state = self.producer_state_record(id, target);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms(), producer_state)?;
             tracing::info!(
                 partition = id,
                 log_start_offset = target,
+                client_log_start_offset = leader_start,
                 "the leader's log start moved: empty snapshot recorded, the log start follows it"
             );
         }

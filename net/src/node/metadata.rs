@@ -500,7 +500,8 @@ impl Node {
         let epoch = raft.epoch() as i32;
         let store = self.host.store(id).expect("hosted partition");
         let high_watermark = store.high_watermark;
-        let log_start_offset = store.log_start_offset();
+        // Kafka's logStartOffset (delete_records.rs): the earliest offset a client may read.
+        let log_start_offset = store.client_log_start_offset();
         match p.timestamp {
             LATEST_TIMESTAMP => Ok((-1, high_watermark as i64, epoch)),
             EARLIEST_TIMESTAMP => Ok((
@@ -545,9 +546,10 @@ impl Node {
         };
         let batch = BatchIter::new(bytes).next()?.ok()?;
         let epoch = batch.partition_leader_epoch();
-        let mut found = (max_timestamp, batch.base_offset(), epoch);
+        // `from` may be inside this batch (a DeleteRecords cut there): no record below it.
+        let mut found = (max_timestamp, batch.base_offset().max(from as i64), epoch);
         if let Ok(records) = batch.records() {
-            for record in records.flatten() {
+            for record in records.flatten().filter(|r| r.offset() >= from as i64) {
                 let hit = match target {
                     Some(t) => record.timestamp() >= t,
                     None => record.timestamp() == max_timestamp,

@@ -68,6 +68,7 @@ impl Node {
                 self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
             }
             Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
+                self.note_replica_log_starts(&r, convert::fetch_replica_id(&r, version));
                 let mut next = self.next_core_correlation_id;
                 let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
                     next += 1;
@@ -212,6 +213,7 @@ impl Node {
             )),
             ApiKey::Fetch => {
                 let mut response = convert::fetch_response(&pending.parts, &answers);
+                self.raise_to_client_log_starts(&pending.parts, &mut response);
                 let regions = self.attach_fetch_regions(&pending.parts, &answers, &mut response);
                 let mut response = Response::Fetch(response);
                 self.fill_node_endpoints(&mut response);
@@ -247,6 +249,32 @@ impl Node {
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
         pending.responder.send(Some(frame));
         Ok(())
+    }
+
+    /// A replica Fetch answers each partition's client log start as its LogStartOffset (the
+    /// core knows its log start, on a batch boundary; a DeleteRecords inside the batch is
+    /// above it), which the followers take as theirs (delete_records.rs).
+    fn raise_to_client_log_starts(
+        &self,
+        parts: &[InboundPart],
+        response: &mut fetch_response::FetchResponse,
+    ) {
+        // `fetch_response` gives one partition entry per part, in order.
+        let entries = response
+            .responses
+            .iter_mut()
+            .flat_map(|t| t.partitions.iter_mut());
+        for (data, part) in entries.zip(parts) {
+            debug_assert_eq!(data.partition_index, part.index);
+            if let Ok((id, _, _)) = &part.target
+                && let Some(store) = self.host.store(*id)
+                && data.error_code == 0
+            {
+                data.log_start_offset = data
+                    .log_start_offset
+                    .max(store.client_log_start_offset() as i64);
+            }
+        }
     }
 
     /// Puts the file regions read for this replica fetch's partitions into the wire response
@@ -395,6 +423,18 @@ impl Node {
             }
             _ => Vec::new(),
         };
+        // A leader's LogStartOffset that moved (a DeleteRecords, its retention) is followed
+        // in this loop turn (delete_records.rs).
+        for (partition, message) in &parts {
+            if let core::Message::FetchResponse(r) = message
+                && self
+                    .host
+                    .raft(*partition)
+                    .is_some_and(|raft| raft.leader_log_start_offset() != r.log_start_offset)
+            {
+                self.handlers.delete_records.follow_due = true;
+            }
+        }
         // Every partition's answer is stepped before the host's output is delivered, so the
         // requests they lead to (the next FetchSnapshot of each partition downloading from
         // this peer) leave together, in one wire request per peer.
@@ -559,7 +599,20 @@ impl Node {
             // partition outstanding to `to` and supersedes the one before it.
             let list = self.fetch_sessions.request(to, list);
             let hosted: Vec<_> = list.iter().map(|(p, f)| (self.table.get(*p), f)).collect();
-            let request = convert::fetch_request(&self.cluster_id, self.config.node_id, &hosted);
+            let mut request =
+                convert::fetch_request(&self.cluster_id, self.config.node_id, &hosted);
+            // Each partition's client log start, which a leader's DeleteRecords waits for.
+            for topic in &mut request.topics {
+                for partition in &mut topic.partitions {
+                    if let Some(store) = self
+                        .table
+                        .find(&topic.topic, partition.partition)
+                        .and_then(|id| self.host.store(id))
+                    {
+                        partition.log_start_offset = store.client_log_start_offset() as i64;
+                    }
+                }
+            }
             let pending =
                 PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
             let sent = self.send_to_peer_with_id(

@@ -90,6 +90,9 @@ impl Node {
     /// `report_snapshots_written`.
     pub(super) fn maybe_enforce_retention(&mut self) -> Result<(), NodeError> {
         let now = self.now_ms();
+        if std::mem::take(&mut self.handlers.delete_records.follow_due) {
+            self.follow_leader_log_starts()?;
+        }
         if now < self.handlers.topics.next_retention_check_ms {
             return Ok(());
         }

@@ -645,6 +645,21 @@ impl<I: Io> Host<I> {
         self.stores.get(&partition)
     }
 
+    /// DeleteRecords inside a batch: clients read `partition` from `offset` on, durably
+    /// ([`PartitionStore::record_delete_records_offset`]). The log start itself moves with
+    /// an empty snapshot at the batch's first offset ([`Host::record_empty_snapshot`]).
+    pub fn record_delete_records_offset(
+        &mut self,
+        partition: PartitionId,
+        offset: u64,
+    ) -> Result<(), StorageError> {
+        let store = self
+            .stores
+            .get_mut(&partition)
+            .ok_or(StorageError::NotHosted(partition))?;
+        store.record_delete_records_offset(&mut self.io, offset)
+    }
+
     /// A topic's `segment.bytes` changed at runtime: the partition's next segment takes it
     /// (`PartitionLog::set_segment_size_bytes`).
     pub fn set_segment_size_bytes(&mut self, partition: PartitionId, segment_size_bytes: u64) {

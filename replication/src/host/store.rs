@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{Completion, Io};
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
+use ringlog_engine::offset_checkpoint::{self, OffsetCheckpointError};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
 use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
 use ringlog_engine::snapshot::SnapshotError;
@@ -24,6 +25,9 @@ use super::snapshots::PartitionSnapshots;
 use crate::records::{batch_headers, kraft_versions_in, voter_sets_in};
 use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
 use crate::voters::VoterSetEntry;
+
+/// The file of a partition folder holding [`PartitionStore::delete_records_offset`].
+pub const LOG_START_OFFSET_CHECKPOINT_FILE_NAME: &str = "log-start-offset-checkpoint";
 
 /// How much of the log one read of the voter set scan takes.
 const SCAN_CHUNK_BYTES: u32 = 1 << 20;
@@ -39,6 +43,8 @@ pub enum StorageError {
     QuorumState(#[from] QuorumStateError),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    OffsetCheckpoint(#[from] OffsetCheckpointError),
     #[error("{path}: {reason}")]
     Inconsistent { path: String, reason: String },
 }
@@ -49,6 +55,7 @@ impl StorageError {
         match self {
             StorageError::Log(error) => error.is_no_space(),
             StorageError::QuorumState(QuorumStateError::Io(error)) => error.is_no_space(),
+            StorageError::OffsetCheckpoint(OffsetCheckpointError::Io(error)) => error.is_no_space(),
             _ => false,
         }
     }
@@ -113,6 +120,11 @@ pub struct PartitionStore {
     /// The offset of the `KRaftVersionRecord` it was read from in the log (`None`: from the
     /// snapshot, or none recorded).
     pub kraft_version_offset: Option<u64>,
+    /// Where a DeleteRecords cut inside a batch (0: none): the first offset clients may read
+    /// when it is above the log start ([`PartitionStore::client_log_start_offset`]). The log
+    /// start itself stays on the batch's first offset, because replicas append whole batches.
+    /// Durable in `log-start-offset-checkpoint` ([`PartitionStore::record_delete_records_offset`]).
+    delete_records_offset: u64,
 }
 
 impl PartitionStore {
@@ -163,6 +175,17 @@ impl PartitionStore {
             epoch_cache,
         };
         let durable = log.durable_end_offset() as u64;
+        let checkpoint_path = dir.join(LOG_START_OFFSET_CHECKPOINT_FILE_NAME);
+        let delete_records_offset = match offset_checkpoint::load(io, &checkpoint_path) {
+            Ok(offset) => offset.unwrap_or(0),
+            // An untrusted cut is no cut: the records above the log start stay readable (none
+            // is lost; a DeleteRecords may be repeated), the next cut rewrites the file.
+            Err(OffsetCheckpointError::Malformed { path, reason }) => {
+                tracing::warn!(%path, reason, "offset checkpoint not trusted, ignored");
+                0
+            }
+            Err(error) => return Err(error.into()),
+        };
         let store = PartitionStore {
             dir: dir.to_path_buf(),
             log,
@@ -186,6 +209,7 @@ impl PartitionStore {
             voter_records_scanned: false,
             kraft_version: 0,
             kraft_version_offset: None,
+            delete_records_offset,
         };
         let mut store = store;
         if keeps_snapshots {
@@ -423,6 +447,31 @@ impl PartitionStore {
     /// waits for idle I/O to delete its segments (node/mod.rs), whichever is later.
     pub fn log_start_offset(&self) -> u64 {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
+    }
+
+    /// The first offset clients may read (Kafka's logStartOffset, what Fetch answers as
+    /// LogStartOffset and ListOffsets as the earliest offset): the log start, or above it the
+    /// offset a DeleteRecords named inside the log start's batch. Never past the log end.
+    pub fn client_log_start_offset(&self) -> u64 {
+        let log_end = self.log.log_end_offset().max(0) as u64;
+        self.log_start_offset()
+            .max(self.delete_records_offset.min(log_end))
+    }
+
+    /// Records durably that clients may read from `offset` on (DeleteRecords inside a batch;
+    /// [`PartitionStore::client_log_start_offset`]). Never moves it back.
+    pub fn record_delete_records_offset<I: Io>(
+        &mut self,
+        io: &mut I,
+        offset: u64,
+    ) -> Result<(), StorageError> {
+        if offset <= self.delete_records_offset {
+            return Ok(());
+        }
+        let path = self.dir.join(LOG_START_OFFSET_CHECKPOINT_FILE_NAME);
+        offset_checkpoint::persist(io, &path, offset)?;
+        self.delete_records_offset = offset;
+        Ok(())
     }
 
     /// Whether the log's flush or the quorum-state write waits for disk space (ENOSPC,

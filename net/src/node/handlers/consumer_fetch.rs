@@ -175,7 +175,9 @@ impl Node {
                     });
                 let store = self.host.store(id).expect("hosted partition");
                 let high_watermark = store.high_watermark;
-                let log_start_offset = store.log_start_offset();
+                // Kafka's logStartOffset: above the log start where a DeleteRecords cut
+                // inside a batch (delete_records.rs).
+                let log_start_offset = store.client_log_start_offset();
                 let mut data = fetch_response::PartitionData {
                     partition_index: p.partition,
                     high_watermark: high_watermark as i64,
