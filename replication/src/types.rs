@@ -60,6 +60,9 @@ pub struct RecoveredState {
     /// Entries `(epoch, start_offset)` sorted by epoch; `OffsetAndEpoch.offset` is the epoch's
     /// first offset.
     pub epoch_cache: Vec<OffsetAndEpoch>,
+    /// The log was cut below damaged records at a start and has not caught up with a leader
+    /// since (`Raft::repair_pending`).
+    pub repair_pending: bool,
 }
 
 /// The snapshots the host recovered for one partition (KIP-630), kept apart from

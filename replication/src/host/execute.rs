@@ -49,7 +49,32 @@ impl<I: Io> Host<I> {
                 Err(error) => tracing::warn!(partition, %error, "snapshot installed"),
             }
         }
+        self.finish_repairs();
         Ok(())
+    }
+
+    /// Removes the `repair-pending` marker of every partition whose core has caught up with a
+    /// leader since its log was repaired (store.rs, `open_repairing`).
+    fn finish_repairs(&mut self) {
+        let done: Vec<PartitionId> = self
+            .stores
+            .iter()
+            .filter(|(id, store)| {
+                store.repair_pending
+                    && self
+                        .multi
+                        .partition(**id)
+                        .is_some_and(|raft| !raft.repair_pending())
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for partition in done {
+            let store = self.stores.get_mut(&partition).expect("listed above");
+            match store.finish_repair(&mut self.io) {
+                Ok(()) => tracing::info!(partition, "repaired: caught up with the leader"),
+                Err(error) => self.take_offline(partition, &error),
+            }
+        }
     }
 
     fn execute_one(&mut self, partition: PartitionId, work: Work) -> Result<(), StorageError> {

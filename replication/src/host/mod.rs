@@ -264,6 +264,8 @@ impl<I: Io> Host<I> {
                 &config.cluster_id,
                 &config.voters,
                 spec.keeps_snapshots,
+                // A repair fetches the records again from a peer: a lone voter has none.
+                config.voters.len() > 1,
             )?;
             tracing::info!(partition = spec.id, ?state, "recovered");
             recovered_snapshots.insert(spec.id, store.recovered_snapshots);
@@ -314,6 +316,9 @@ impl<I: Io> Host<I> {
             log_config,
             &self.config.cluster_id,
             &self.config.voters,
+            false,
+            // Damage is repaired when the partition starts, where its replicas are known
+            // (`add_partition`): a topic partition with one replica has no peer to repair from.
             false,
         )?;
         self.preopened.insert(dir, (store, recovered));
@@ -395,6 +400,7 @@ impl<I: Io> Host<I> {
                 &self.config.cluster_id,
                 &quorum.voters,
                 spec.keeps_snapshots,
+                quorum.voters.len() > 1,
             )?,
         };
         store.keeps_snapshots = spec.keeps_snapshots;

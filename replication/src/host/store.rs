@@ -29,6 +29,14 @@ use crate::voters::VoterSetEntry;
 /// The file of a partition folder holding [`PartitionStore::delete_records_offset`].
 pub const LOG_START_OFFSET_CHECKPOINT_FILE_NAME: &str = "log-start-offset-checkpoint";
 
+/// A partition folder's marker that its log was cut below damaged records at start
+/// ([`PartitionStore::open`] with `repair`): until it has caught up with a leader, its core grants
+/// no vote and does not stand (`Raft::repair_pending`). Removed once the core says so.
+pub const REPAIR_PENDING_FILE_NAME: &str = "repair-pending";
+/// Where a repair sets the damaged segment files aside (for an operator to look at; nothing
+/// reads them again).
+pub const DAMAGED_DIR_NAME: &str = "damaged";
+
 /// How much of the log one read of the voter set scan takes.
 const SCAN_CHUNK_BYTES: u32 = 1 << 20;
 
@@ -125,6 +133,9 @@ pub struct PartitionStore {
     /// start itself stays on the batch's first offset, because replicas append whole batches.
     /// Durable in `log-start-offset-checkpoint` ([`PartitionStore::record_delete_records_offset`]).
     delete_records_offset: u64,
+    /// Whether `repair-pending` is in the folder: the log lost damaged records at a start and
+    /// has not caught up with a leader since ([`REPAIR_PENDING_FILE_NAME`]).
+    pub repair_pending: bool,
 }
 
 impl PartitionStore {
@@ -137,9 +148,11 @@ impl PartitionStore {
         cluster_id: &str,
         voters: &[i32],
         keeps_snapshots: bool,
+        repair: bool,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
-        let (mut log, report) = PartitionLog::open(io, dir, log_config)?;
+        let (mut log, report) = open_repairing(io, dir, log_config, repair)?;
         tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+        let repair_pending = io.exists(&dir.join(REPAIR_PENDING_FILE_NAME));
         let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log)?;
         let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
         let state = QuorumStateData::load(io, &quorum_state_path)?;
@@ -173,6 +186,7 @@ impl PartitionStore {
             log_start_offset: log.log_start_offset() as u64,
             log_end_offset: log.log_end_offset() as u64,
             epoch_cache,
+            repair_pending,
         };
         let durable = log.durable_end_offset() as u64;
         let checkpoint_path = dir.join(LOG_START_OFFSET_CHECKPOINT_FILE_NAME);
@@ -210,6 +224,7 @@ impl PartitionStore {
             kraft_version: 0,
             kraft_version_offset: None,
             delete_records_offset,
+            repair_pending,
         };
         let mut store = store;
         if keeps_snapshots {
@@ -449,6 +464,16 @@ impl PartitionStore {
         (self.log.log_start_offset().max(0) as u64).max(self.deferred_log_start_offset.unwrap_or(0))
     }
 
+    /// The core caught up after a repair: the marker goes (durably: a restart before this
+    /// keeps the core's caution, which is safe).
+    pub fn finish_repair<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
+        let path = self.dir.join(REPAIR_PENDING_FILE_NAME);
+        io.remove_file(&path).map_err(LogError::from)?;
+        io.sync_dir(&self.dir).map_err(LogError::from)?;
+        self.repair_pending = false;
+        Ok(())
+    }
+
     /// The first offset clients may read (Kafka's logStartOffset, what Fetch answers as
     /// LogStartOffset and ListOffsets as the earliest offset): the log start, or above it the
     /// offset a DeleteRecords named inside the log start's batch. Never past the log end.
@@ -532,6 +557,85 @@ pub fn route_completions<I: Io>(
     failures
 }
 
+/// Opens a partition log; with `repair`, a segment that recovery refuses as damaged
+/// (`LogError::Corruption`: acknowledged bytes that no longer read back) is set aside with every
+/// later segment, into the folder's `damaged/`, and the log opened again without them: it ends
+/// where the intact segments end, and the records after are fetched again from the leader.
+/// The folder gets `repair-pending` first, so the core learns it holds less than it may have
+/// acknowledged (it grants no vote and does not stand until it has caught up with a leader,
+/// `Raft::repair_pending`): a voter that forgot acknowledged records must not help elect a
+/// leader that lacks them. Without `repair` (a single replica: no peer holds the records) the
+/// damage is refused as before.
+fn open_repairing<I: Io>(
+    io: &mut I,
+    dir: &Path,
+    log_config: LogConfig,
+    repair: bool,
+) -> Result<(PartitionLog, ringlog_engine::log::RecoveryReport), StorageError> {
+    loop {
+        match PartitionLog::open(io, dir, log_config.clone()) {
+            Ok(opened) => return Ok(opened),
+            Err(LogError::Corruption {
+                path,
+                position,
+                reason,
+            }) if repair && segment_base_of(&path).is_some() => {
+                let base = segment_base_of(&path).expect("checked");
+                tracing::error!(
+                    path = %path.display(),
+                    position,
+                    reason,
+                    "damaged segment: it and every later one are set aside in damaged/, and the records are fetched again from the leader"
+                );
+                let marker = dir.join(REPAIR_PENDING_FILE_NAME);
+                if !io.exists(&marker) {
+                    ringlog_engine::offset_checkpoint::persist(io, &marker, base)?;
+                }
+                set_aside_segments_from(io, dir, base)?;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// The base offset of a segment file's path (`<20 digits>.log`).
+fn segment_base_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".log")?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
+/// Moves every segment file (`.log`, `.index`) whose base offset is at least `base` into
+/// `damaged/` under a name not taken there yet, durably.
+fn set_aside_segments_from<I: Io>(io: &mut I, dir: &Path, base: u64) -> Result<(), StorageError> {
+    let damaged = dir.join(DAMAGED_DIR_NAME);
+    io.create_dir_all(&damaged).map_err(LogError::from)?;
+    for name in io.list_dir(dir).map_err(LogError::from)? {
+        let Some((stem, _)) = name.split_once('.') else {
+            continue;
+        };
+        let is_segment_file = (name.ends_with(".log") || name.ends_with(".index"))
+            && stem.len() == 20
+            && stem.bytes().all(|b| b.is_ascii_digit());
+        if !is_segment_file || stem.parse::<u64>().map_or(true, |b| b < base) {
+            continue;
+        }
+        let mut target = damaged.join(&name);
+        let mut n = 1;
+        while io.exists(&target) {
+            target = damaged.join(format!("{name}.{n}"));
+            n += 1;
+        }
+        io.rename(&dir.join(&name), &target)
+            .map_err(LogError::from)?;
+    }
+    io.sync_dir(&damaged).map_err(LogError::from)?;
+    io.sync_dir(dir).map_err(LogError::from)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,7 +644,7 @@ mod tests {
 
     fn open(io: &mut AnyIo, dir: &Path) -> PartitionStore {
         let (store, _) =
-            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1], false)
+            PartitionStore::open(io, dir, LogConfig::default(), "cluster", &[1], false, false)
                 .expect("open");
         store
     }

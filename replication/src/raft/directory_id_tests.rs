@@ -169,6 +169,7 @@ fn replaced_replica_3() -> Raft {
         .with_voter(2, disk(DISK_2))
         .with_voter(3, disk(DISK_3));
     let recovered = RecoveredState {
+        repair_pending: false,
         election: ElectionState {
             epoch: 1,
             leader_id: None,
@@ -278,6 +279,7 @@ fn a_candidate_asks_each_voter_for_the_disk_its_set_names() {
         .with_voter(2, disk(DISK_2))
         .with_voter(3, disk(DISK_3));
     let recovered = RecoveredState {
+        repair_pending: false,
         election: ElectionState {
             epoch: 1,
             leader_id: None,

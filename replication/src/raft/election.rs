@@ -20,8 +20,10 @@ impl Raft {
     /// Raft's election restriction, for votes and pre-votes alike: the requester's log ends
     /// at an (epoch, offset) at least as large as ours.
     pub(crate) fn candidate_log_is_up_to_date(&self, request: &VoteRequest) -> bool {
-        OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch)
-            >= self.log.end_offset_and_epoch()
+        // A replica repairing its log cannot tell (repair.rs): it grants nothing.
+        !self.repair_pending
+            && OffsetAndEpoch::new(request.last_offset, request.last_offset_epoch)
+                >= self.log.end_offset_and_epoch()
     }
 
     /// KIP-595: a voter grants at most one vote per epoch, only to a candidate whose log

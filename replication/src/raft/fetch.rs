@@ -426,6 +426,7 @@ impl Raft {
         }
         self.leader_log_start_offset = response.log_start_offset;
         self.maybe_advance_log_start_offset(out);
+        self.note_repair_progress(response.high_watermark);
         Ok(())
     }
 

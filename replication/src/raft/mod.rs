@@ -16,6 +16,7 @@ mod election;
 mod fetch;
 mod pre_vote;
 mod reconfig;
+mod repair;
 mod snapshot;
 mod snapshot_fetch;
 mod transitions;
@@ -151,6 +152,14 @@ pub struct Raft {
     /// resigned) or a peer that has not heard yet (a pre-vote refusal naming it) must not send
     /// us back to it: that reset our fetch timeout and held the election back a full timeout.
     resigned_leader: Option<(Epoch, NodeId)>,
+    /// The log was cut below damaged records at a start (the host's repair) and may hold less
+    /// than this replica acknowledged: until it has caught up with a leader, it grants no vote
+    /// (pre-vote or vote) and does not stand, so it never helps elect a leader that lacks a
+    /// record committed with its acknowledgement (`repair.rs`).
+    repair_pending: bool,
+    /// The high-watermark this repair must reach durably: the first one a leader reported
+    /// after it had committed in its own epoch (so it covers every record committed before).
+    repair_target: Option<u64>,
 }
 
 impl Raft {
@@ -240,6 +249,8 @@ impl Raft {
             last_fetch_response_ms: None,
             fetched_from_leader: false,
             resigned_leader: None,
+            repair_pending: recovered.repair_pending,
+            repair_target: None,
         };
         let local = raft.config.node_id;
         let is_voter = raft.is_local_voter();
@@ -381,6 +392,7 @@ impl Raft {
                 {
                     self.on_leader_progress(&mut out);
                 }
+                self.maybe_finish_repair();
             }
         }
         self.maybe_send_fetch(&mut out);
@@ -730,5 +742,7 @@ mod bootstrap_servers_tests;
 mod directory_id_tests;
 #[cfg(test)]
 mod reconfig_tests;
+#[cfg(test)]
+mod repair_tests;
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,11 @@ impl Raft {
     /// A timer expired (a follower's fetch timeout, an unattached or voted voter's election
     /// timeout, a lost candidacy, a resignation nobody took over): ask for pre-votes.
     pub(crate) fn transition_to_prospective(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        if self.repair_pending {
+            // It may not stand (repair.rs): its timer starts again, and it waits for a leader.
+            self.postpone_standing();
+            return Ok(());
+        }
         self.state.check_to_prospective(self.is_local_voter())?;
         let retained_leader_id = match &self.state {
             EpochState::Follower(f) => Some(f.leader_id),

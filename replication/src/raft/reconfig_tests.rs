@@ -260,6 +260,7 @@ fn a_follower_refuses_a_voter_set_that_changes_two_voters_at_once() {
 fn a_restarted_replica_rebuilds_its_voter_set_from_snapshot_and_log() {
     // The host found the snapshot's set {1, 2} and a record {1, 2, 4} at offset 7 in the log.
     let recovered = RecoveredState {
+        repair_pending: false,
         election: ElectionState {
             epoch: 2,
             leader_id: Some(1),

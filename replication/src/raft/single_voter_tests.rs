@@ -218,6 +218,7 @@ fn a_topic_partition_s_first_record_is_at_offset_zero() {
 
     // Restarted with that record: the next epoch opens with a LeaderChangeMessage at 1.
     let recovered = RecoveredState {
+        repair_pending: false,
         election: ElectionState {
             epoch: 1,
             leader_id: Some(1),

@@ -240,6 +240,7 @@ fn follower_keeps_records_its_snapshot_does_not_cover() {
 
 fn recovered_at_snapshot_3() -> RecoveredState {
     RecoveredState {
+        repair_pending: false,
         election: ElectionState {
             epoch: 1,
             leader_id: None,
