@@ -24,6 +24,8 @@ use crate::log::blocking;
 pub const QUORUM_STATE_FILE_NAME: &str = "quorum-state";
 /// The only `data_version` this file format writes and reads.
 pub const QUORUM_STATE_DATA_VERSION: i16 = 0;
+/// The line after the JSON that carries its CRC32C ([`QuorumStateData::encode_file`]).
+const CHECKSUM_PREFIX: &str = "# crc32c ";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -59,12 +61,46 @@ impl QuorumStateData {
         }
     }
 
+    /// Kafka's JSON alone.
     pub fn encode(&self) -> String {
         serde_json::to_string(self).expect("plain data always serialises")
     }
 
-    /// Parse the file's bytes; `path` only labels errors.
+    /// The file's content: Kafka's JSON, then a line with its CRC32C, so that a bit flipped at
+    /// rest is caught rather than read as another epoch or vote (a JSON digit flips into
+    /// another valid digit).
+    pub fn encode_file(&self) -> String {
+        let json = self.encode();
+        let crc = crc32c::crc32c(json.as_bytes());
+        format!("{json}\n{CHECKSUM_PREFIX}{crc}\n")
+    }
+
+    /// Parse the file's bytes; `path` only labels errors. A file with the checksum line must
+    /// match it; one without (written before 2026-12-03) is Kafka's JSON alone.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, QuorumStateError> {
+        let malformed = |reason: String| QuorumStateError::Malformed {
+            path: path.display().to_string(),
+            reason,
+        };
+        let marker = format!("\n{CHECKSUM_PREFIX}");
+        let bytes = match bytes
+            .windows(marker.len())
+            .position(|w| w == marker.as_bytes())
+        {
+            None => bytes,
+            Some(at) => {
+                let (json, rest) = bytes.split_at(at);
+                let crc = std::str::from_utf8(&rest[marker.len()..])
+                    .ok()
+                    .and_then(|t| t.strip_suffix('\n'))
+                    .and_then(|t| t.parse::<u32>().ok())
+                    .ok_or_else(|| malformed("unreadable checksum line".into()))?;
+                if crc32c::crc32c(json) != crc {
+                    return Err(malformed("checksum mismatch: the file is damaged".into()));
+                }
+                json
+            }
+        };
         let state: QuorumStateData =
             serde_json::from_slice(bytes).map_err(|error| QuorumStateError::Malformed {
                 path: path.display().to_string(),
@@ -99,7 +135,7 @@ impl QuorumStateData {
     /// Replace `path` atomically and durably with this state. Returns only after the folder
     /// fsync, so the caller may then send the vote.
     pub fn persist<I: Io>(&self, io: &mut I, path: &Path) -> Result<(), QuorumStateError> {
-        blocking::write_file_atomically(io, path, self.encode().as_bytes())?;
+        blocking::write_file_atomically(io, path, self.encode_file().as_bytes())?;
         Ok(())
     }
 }
@@ -158,5 +194,36 @@ mod tests {
             let error = QuorumStateData::decode(bytes, Path::new("/d/quorum-state")).unwrap_err();
             assert!(error.to_string().contains("/d/quorum-state"), "{error}");
         }
+    }
+
+    #[test]
+    fn every_flipped_bit_of_the_file_is_detected() {
+        let state = QuorumStateData {
+            cluster_id: "rl-1".into(),
+            leader_id: 2,
+            leader_epoch: 7,
+            voted_id: 2,
+            applied_offset: 0,
+            current_voters: Some(vec![Voter { voter_id: 1 }, Voter { voter_id: 2 }]),
+            data_version: 0,
+        };
+        let good = state.encode_file().into_bytes();
+        assert_eq!(
+            QuorumStateData::decode(&good, Path::new("q")).unwrap(),
+            state
+        );
+        for byte in 0..good.len() {
+            for bit in 0..8 {
+                let mut flipped = good.clone();
+                flipped[byte] ^= 1 << bit;
+                let decoded = QuorumStateData::decode(&flipped, Path::new("q"));
+                assert!(decoded.is_err(), "byte {byte} bit {bit}: {decoded:?}");
+            }
+        }
+        // The file of a node before the checksum line still reads.
+        assert_eq!(
+            QuorumStateData::decode(state.encode().as_bytes(), Path::new("q")).unwrap(),
+            state
+        );
     }
 }

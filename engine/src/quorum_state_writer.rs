@@ -105,7 +105,7 @@ impl QuorumStateWriter {
             ticket > self.durable_ticket && self.queued.as_ref().is_none_or(|(t, _)| ticket > *t),
             "quorum-state tickets must increase"
         );
-        let bytes = data.encode().into_bytes();
+        let bytes = data.encode_file().into_bytes();
         if self.waiting_for_space.is_some() {
             // The newest state replaces the one waiting; `retry` writes it.
             self.waiting_for_space = Some((ticket, bytes));

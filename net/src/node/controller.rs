@@ -112,6 +112,7 @@ mod caught_up_tests {
                 .iter()
                 .map(|(offset, epoch)| OffsetAndEpoch::new(*offset, *epoch))
                 .collect(),
+            repair_pending: false,
         };
         let snapshot = snapshot_epoch.map(|epoch| OffsetAndEpoch::new(start, epoch));
         let snapshots = RecoveredSnapshots {

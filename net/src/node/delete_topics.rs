@@ -89,15 +89,37 @@ fn parse_hex_id(text: &str) -> Option<Uuid> {
 }
 
 impl PartitionMetadata {
+    /// Kafka's two lines, ringlog's creation offset, and a CRC32C of the lines above it (a
+    /// flipped bit must not name another topic: the folder would be taken for a deleted
+    /// topic's and removed).
     fn encode(&self) -> String {
-        format!(
+        let body = format!(
             "version: 0\ntopic_id: {}\ncreated.below.metadata.offset: {}\n",
             hex(self.topic_id),
             self.created_below_offset
-        )
+        );
+        let crc = crc32c::crc32c(body.as_bytes());
+        format!("{body}crc32c: {crc}\n")
     }
 
+    /// `None` for a file that does not parse or whose checksum does not match; a file without
+    /// the checksum line (written before 2026-12-03) is read as it is.
     fn decode(text: &str) -> Option<PartitionMetadata> {
+        let text = match text.find("crc32c:") {
+            None => text,
+            Some(at) => {
+                let (body, line) = text.split_at(at);
+                let crc: u32 = line
+                    .strip_prefix("crc32c: ")?
+                    .strip_suffix('\n')?
+                    .parse()
+                    .ok()?;
+                if crc32c::crc32c(body.as_bytes()) != crc {
+                    return None;
+                }
+                body
+            }
+        };
         let mut topic_id = None;
         let mut created_below_offset = None;
         for line in text.lines() {
@@ -391,10 +413,13 @@ impl Node {
                     remove_partition_dir(dir, found.topic_id).map_err(NodeError::Runtime)?;
                 }
                 None if dir.join(PARTITION_METADATA_FILE).exists() => {
-                    return Err(NodeError::Runtime(std::io::Error::other(format!(
-                        "{}: unreadable {PARTITION_METADATA_FILE}",
-                        dir.display()
-                    ))));
+                    // Damaged (its checksum does not match): the folder has this topic
+                    // partition's name, and a deleted topic's folder is renamed before the
+                    // topic goes, so it is this topic's. Written again from the image below.
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "damaged {PARTITION_METADATA_FILE}: written again from the metadata image"
+                    );
                 }
                 None => {}
             }
@@ -484,6 +509,26 @@ mod tests {
             "version: 0\ntopic_id: abababababababababababababababab\n",
         ] {
             assert_eq!(PartitionMetadata::decode(junk), None, "{junk:?}");
+        }
+        // Every bit flipped is caught: none reads as another topic (or offset).
+        let good = PartitionMetadata {
+            topic_id: Uuid([0xab; 16]),
+            created_below_offset: 42,
+        }
+        .encode()
+        .into_bytes();
+        for byte in 0..good.len() {
+            for bit in 0..8 {
+                let mut flipped = good.clone();
+                flipped[byte] ^= 1 << bit;
+                if let Ok(text) = std::str::from_utf8(&flipped) {
+                    assert_eq!(
+                        PartitionMetadata::decode(text),
+                        None,
+                        "byte {byte} bit {bit}: {text:?}"
+                    );
+                }
+            }
         }
     }
 
