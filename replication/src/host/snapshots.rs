@@ -191,7 +191,7 @@ impl PartitionSnapshots {
         tracing::debug!(dir = %dir.display(), ?report, "snapshot folder recovered");
         let (latest, skipped) = latest_valid_snapshot(io, &dir)?;
         for skipped in skipped.iter() {
-            tracing::error!(?skipped, "invalid snapshot skipped (left on disk)");
+            tracing::error!(dir = %dir.display(), ?skipped, "invalid snapshot skipped (left on disk)");
         }
         let mut snapshots = PartitionSnapshots {
             state_machine: KeyValueStateMachine::new(),

@@ -150,10 +150,36 @@ impl PartitionStore {
         keeps_snapshots: bool,
         repair: bool,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
-        let (mut log, report) = open_repairing(io, dir, log_config, repair)?;
-        tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+        let (log, snapshots, recovered_snapshots) = loop {
+            let (mut log, report) = open_repairing(io, dir, log_config.clone(), repair)?;
+            tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+            match PartitionSnapshots::recover(io, &mut log) {
+                Ok((snapshots, recovered)) => break (log, snapshots, recovered),
+                // The snapshot the log starts at no longer reads back (the log cannot start
+                // without it): with a peer, everything is fetched again, the snapshot first.
+                // (Only where a snapshot file is there and does not read back: a log start
+                // with no snapshot at all is a bug, not damage, and stays refused; the
+                // simulator's log-start-without-snapshot mutation is caught by it.)
+                Err(StorageError::Inconsistent { path, reason })
+                    if repair && log.log_start_offset() > 0 && has_snapshot_files(io, dir) =>
+                {
+                    tracing::error!(
+                        %path,
+                        reason,
+                        "no valid snapshot at the log start: the log and the snapshots are set aside in damaged/, and fetched again from the leader"
+                    );
+                    log.close(io)?;
+                    let marker = dir.join(REPAIR_PENDING_FILE_NAME);
+                    if !io.exists(&marker) {
+                        offset_checkpoint::persist(io, &marker, 0)?;
+                    }
+                    set_aside_segments_from(io, dir, 0)?;
+                    set_aside_snapshots(io, dir)?;
+                }
+                Err(error) => return Err(error),
+            }
+        };
         let repair_pending = io.exists(&dir.join(REPAIR_PENDING_FILE_NAME));
-        let (snapshots, recovered_snapshots) = PartitionSnapshots::recover(io, &mut log)?;
         let quorum_state_path = dir.join(QUORUM_STATE_FILE_NAME);
         let state = QuorumStateData::load(io, &quorum_state_path)?;
         let election = match &state {
@@ -596,6 +622,38 @@ fn open_repairing<I: Io>(
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Whether the folder's `checkpoints/` holds a frozen snapshot file (valid or not).
+fn has_snapshot_files<I: Io>(io: &mut I, dir: &Path) -> bool {
+    let checkpoints = ringlog_engine::snapshot::naming::checkpoints_dir(dir);
+    io.exists(&checkpoints)
+        && io
+            .list_dir(&checkpoints)
+            .is_ok_and(|names| names.iter().any(|n| n.ends_with(".checkpoint")))
+}
+
+/// Moves every file of the folder's `checkpoints/` into `damaged/`, durably.
+fn set_aside_snapshots<I: Io>(io: &mut I, dir: &Path) -> Result<(), StorageError> {
+    let checkpoints = ringlog_engine::snapshot::naming::checkpoints_dir(dir);
+    if !io.exists(&checkpoints) {
+        return Ok(());
+    }
+    let damaged = dir.join(DAMAGED_DIR_NAME);
+    io.create_dir_all(&damaged).map_err(LogError::from)?;
+    for name in io.list_dir(&checkpoints).map_err(LogError::from)? {
+        let mut target = damaged.join(&name);
+        let mut n = 1;
+        while io.exists(&target) {
+            target = damaged.join(format!("{name}.{n}"));
+            n += 1;
+        }
+        io.rename(&checkpoints.join(&name), &target)
+            .map_err(LogError::from)?;
+    }
+    io.sync_dir(&damaged).map_err(LogError::from)?;
+    io.sync_dir(&checkpoints).map_err(LogError::from)?;
+    Ok(())
 }
 
 /// The base offset of a segment file's path (`<20 digits>.log`).

@@ -1,0 +1,415 @@
+//! Issue 17's bit-flip sweep on real processes: one bit flipped at a time in each on-disk
+//! structure of a stopped follower's topic partition (sealed and active segment data, the slot
+//! region, the index, the leader-epoch-checkpoint, the quorum-state, partition.metadata, the
+//! snapshot at the log start, the log-start-offset-checkpoint of a DeleteRecords cut inside a
+//! batch), then the node started again. Each flip must be detected or never read, the node must
+//! come back (repairing from the leader where the flip hit acknowledged data), and at the end
+//! every acknowledged record must read back from the cluster and the follower's batches equal
+//! the leader's: nothing corrupt kept, nothing lost.
+//!
+//! `RINGLOG_SWEEP_FLIPS=N` flips N bits per structure (default 2, what CI runs);
+//! docs/node.md ("Storage faults") has the counts of a longer run. The bits are drawn from a
+//! fixed seed (`RINGLOG_SWEEP_SEED` to change it), so a run can be repeated.
+//!
+//! A quorum-state whose checksum fails is refused (the node does not start): a forgotten vote
+//! cannot be taken back from a peer (docs/node.md). The sweep counts that as detected, puts
+//! the file back as an operator restoring it would, and goes on.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_net::protocol::{Request, Response, delete_records_request as dr_req};
+
+mod quorum;
+use quorum::{Quorum, eventually, produce_to, segment_bases, serial};
+
+const TOPIC: &str = "sweep";
+/// Where the DeleteRecords cuts: inside the batch at 1000, the second segment's first.
+const CUT: i64 = 1050;
+
+/// SplitMix64: the positions of the flips.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// What the follower's log said about one flip.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+enum Outcome {
+    /// Damaged acknowledged data set aside and fetched again from the leader.
+    RepairedFromLeader,
+    /// A derived structure found wrong and rebuilt from the data (index, epoch checkpoint,
+    /// partition.metadata from the metadata image).
+    Rebuilt,
+    /// The node refused to start (the quorum-state).
+    Refused,
+    /// Recovery found the newest flush unfinished (its slot damaged, no confirmation naming
+    /// it) and dropped it: the replica fetches it again like any record it lacks.
+    DroppedUnconfirmedFlush,
+    /// Nothing said: the flip was in bytes recovery never reads (past a durable mark, an older
+    /// slot, a preallocated tail); the final comparison shows nothing corrupt was kept.
+    NotRead,
+}
+
+/// Every batch line of `ringlog dump` over the partition folder's segments, without the byte
+/// position: offsets, count, epoch, CRC.
+fn batches_of(partition_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for base in segment_bases(partition_dir) {
+        let output = Command::new(quorum::RINGLOG)
+            .arg("dump")
+            .arg(partition_dir.join(format!("{base:020}.log")))
+            .output()
+            .expect("ringlog dump runs");
+        assert!(output.status.success(), "{output:?}");
+        for line in String::from_utf8(output.stdout).unwrap().lines() {
+            if line.starts_with("baseOffset: ") {
+                let head = line.split(" position: ").next().unwrap();
+                let crc = line.split(" crc: ").nth(1).unwrap_or("");
+                out.push(format!("{head} crc: {crc}"));
+            }
+        }
+    }
+    out
+}
+
+/// The byte range of a segment file recovery reads: its data area up to the durable mark
+/// (`ringlog dump`'s first line), and its slot region (the last 5 blocks of 4 KiB).
+fn segment_ranges(file: &Path) -> (std::ops::Range<u64>, std::ops::Range<u64>) {
+    let output = Command::new(quorum::RINGLOG)
+        .arg("dump")
+        .arg(file)
+        .output()
+        .expect("ringlog dump runs");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mark: u64 = text
+        .split("marks the batches' end at byte ")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no durable mark in {text}"));
+    let region: u64 = text
+        .split("slot region at byte ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no slot region in {text}"));
+    let len = std::fs::metadata(file).unwrap().len();
+    (0..mark, region..len)
+}
+
+fn flip(file: &Path, byte: u64, bit: u32) -> Vec<u8> {
+    let original = std::fs::read(file).unwrap();
+    let mut bytes = original.clone();
+    bytes[byte as usize] ^= 1 << bit;
+    std::fs::write(file, &bytes).unwrap();
+    original
+}
+
+fn log_since(log: &Path, from: u64) -> String {
+    let bytes = std::fs::read(log).unwrap_or_default();
+    String::from_utf8_lossy(&bytes[(from as usize).min(bytes.len())..]).into_owned()
+}
+
+/// Whether node `replica` holds every committed record of the topic (DescribeQuorum at the
+/// leader).
+fn caught_up(quorum: &Quorum, replica: i32) -> Option<()> {
+    let (mut leader, _) = quorum.partition_leader(TOPIC)?;
+    let view = leader.describe_quorum_of(TOPIC, 0).ok()?;
+    let state = view
+        .partition
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == replica)?;
+    (view.partition.high_watermark > 0 && state.log_end_offset >= view.partition.high_watermark)
+        .then_some(())
+}
+
+#[test]
+fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_lost() {
+    let flips: u64 = std::env::var("RINGLOG_SWEEP_FLIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let mut draw = Draw(
+        std::env::var("RINGLOG_SWEEP_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(17),
+    );
+    let _serial = serial();
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(30));
+    quorum.create_topic(TOPIC, 1, &[("segment.bytes", "1048576")]);
+    quorum.wait_for_leader_of(TOPIC, Duration::from_secs(30));
+    let (mut client, leader) = eventually(Duration::from_secs(20), "the topic's leader", || {
+        quorum.partition_leader(TOPIC)
+    });
+    // ~2.5 MiB acknowledged (acks=all) in batches of 100 records: three 1 MiB segments.
+    let mut acknowledged = Vec::new();
+    for batch in 0..25 {
+        let mut builder = RecordBatchBuilder::new(0);
+        let values: Vec<String> = (0..100)
+            .map(|i| format!("{batch}-{i}-{}", "v".repeat(1000)))
+            .collect();
+        for (i, value) in values.iter().enumerate() {
+            builder.append(i as i64, None, Some(value.as_bytes()), &[]);
+        }
+        let (code, _) = produce_to(&mut client, TOPIC, 0, builder.build().into_bytes());
+        assert_eq!(code, 0, "batch {batch}");
+        acknowledged.extend(values);
+    }
+    // A DeleteRecords inside the batch that starts the second segment: an empty snapshot at
+    // 1000 (the log then starts there, the first segment goes, so a restart needs the
+    // snapshot) and the checkpoint at 1050, on every replica.
+    let delete = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
+        topics: vec![dr_req::DeleteRecordsTopic {
+            name: TOPIC.into(),
+            partitions: vec![dr_req::DeleteRecordsPartition {
+                partition_index: 0,
+                offset: CUT,
+            }],
+        }],
+        timeout_ms: 20_000,
+    });
+    match client.request(&delete, 2).unwrap() {
+        Response::DeleteRecords(r) => {
+            let p = &r.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.low_watermark), (0, CUT), "{r:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let acknowledged: Vec<String> = acknowledged.split_off(CUT as usize);
+
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let dir = quorum.data_dir(follower).join(format!("{TOPIC}-0"));
+    eventually(Duration::from_secs(30), "the follower's files", || {
+        (segment_bases(&dir).first() == Some(&1000)
+            && segment_bases(&dir).len() >= 2
+            && dir.join("log-start-offset-checkpoint").exists()
+            && dir.join("checkpoints").read_dir().ok()?.count() > 0)
+            .then_some(())
+    });
+
+    let structures: [&str; 9] = [
+        "sealed segment data",
+        "active segment data",
+        "slot region",
+        "index",
+        "leader-epoch-checkpoint",
+        "quorum-state",
+        "partition.metadata",
+        "snapshot",
+        "log-start-offset-checkpoint",
+    ];
+    let mut table: Vec<(&str, Outcome)> = Vec::new();
+    for structure in structures {
+        for _ in 0..flips {
+            caught_up_or_fail(&quorum, follower);
+            quorum.kill(follower);
+            let bases = segment_bases(&dir);
+            assert!(
+                bases.len() >= 2,
+                "{structure}: segments {bases:?} of {}: {:?}",
+                dir.display(),
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| (e.file_name(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+                    .collect::<Vec<_>>()
+            );
+            let sealed = dir.join(format!("{:020}.log", bases[bases.len() - 2]));
+            let active = dir.join(format!("{:020}.log", bases[bases.len() - 1]));
+            let (file, range): (PathBuf, std::ops::Range<u64>) = match structure {
+                "sealed segment data" => (sealed.clone(), segment_ranges(&sealed).0),
+                "active segment data" => (active.clone(), segment_ranges(&active).0),
+                "slot region" => (active.clone(), segment_ranges(&active).1),
+                "index" => {
+                    let index = sealed.with_extension("index");
+                    let len = std::fs::metadata(&index).unwrap().len();
+                    (index, 0..len)
+                }
+                "snapshot" => {
+                    let snapshot = dir
+                        .join("checkpoints")
+                        .read_dir()
+                        .unwrap()
+                        .flatten()
+                        .map(|e| e.path())
+                        .find(|p| p.extension().is_some_and(|e| e == "checkpoint"))
+                        .expect("a snapshot");
+                    let len = std::fs::metadata(&snapshot).unwrap().len();
+                    (snapshot, 0..len)
+                }
+                name => {
+                    let file = dir.join(name);
+                    let len = std::fs::metadata(&file).unwrap().len();
+                    (file, 0..len)
+                }
+            };
+            assert!(!range.is_empty(), "{structure}: {}", file.display());
+            let byte = range.start + draw.below(range.end - range.start);
+            let bit = draw.below(8) as u32;
+            let original = flip(&file, byte, bit);
+            let log = quorum.node(follower).log.clone();
+            let from = std::fs::metadata(&log).map_or(0, |m| m.len());
+            quorum.start_node(follower);
+            let outcome = outcome_of(&mut quorum, follower, &log, from, &file, &original);
+            eprintln!(
+                "sweep: {structure}: {} byte {byte} bit {bit}: {outcome:?}",
+                file.display()
+            );
+            table.push((structure, outcome));
+        }
+    }
+    caught_up_or_fail(&quorum, follower);
+    assert!(quorum.exited().is_empty(), "{:?}", quorum.exited());
+
+    // Every acknowledged record above the cut, from the leader; then, stopped, the follower's
+    // batches are the leader's.
+    let read = eventually(Duration::from_secs(30), "the topic read back", || {
+        let (mut client, _) = quorum.partition_leader(TOPIC)?;
+        values_from(&mut client, CUT)
+    });
+    assert_eq!(
+        read.len(),
+        acknowledged.len(),
+        "acknowledged records read back"
+    );
+    assert!(read == acknowledged, "the records read back differ");
+    let leader_dir = quorum.data_dir(leader).join(format!("{TOPIC}-0"));
+    quorum.kill_all();
+    assert_eq!(batches_of(&dir), batches_of(&leader_dir));
+
+    let mut counts = std::collections::BTreeMap::<(&str, Outcome), usize>::new();
+    for entry in &table {
+        *counts.entry(*entry).or_default() += 1;
+    }
+    eprintln!("sweep: {} flips, seed as set; outcomes:", table.len());
+    for ((structure, outcome), n) in &counts {
+        eprintln!("sweep: | {structure} | {outcome:?} | {n} |");
+    }
+}
+
+/// The values of the topic's records from `from` to the high-watermark (consumer Fetch at
+/// the leader; the records of a batch below `from` skipped, as a consumer does).
+fn values_from(client: &mut ringlog_net::client::Client, from: i64) -> Option<Vec<String>> {
+    use ringlog_engine::batch::BatchIter;
+    let mut values = Vec::new();
+    let mut offset = from;
+    loop {
+        let Response::Fetch(f) = client
+            .request(&quorum::consumer_fetch_request(TOPIC, offset, 0), 12)
+            .ok()?
+        else {
+            return None;
+        };
+        let data = f.responses.first()?.partitions.first()?;
+        if data.error_code != 0 {
+            return None;
+        }
+        if offset >= data.high_watermark {
+            return Some(values);
+        }
+        let before = offset;
+        for batch in BatchIter::new(ringlog_net::client::fetched_records(data)) {
+            let batch = batch.ok()?;
+            for record in batch.records().ok()? {
+                let record = record.ok()?;
+                if record.offset() >= offset {
+                    values.push(String::from_utf8(record.value()?.to_vec()).ok()?);
+                }
+            }
+            offset = batch.next_offset();
+        }
+        if offset == before {
+            return None;
+        }
+    }
+}
+
+fn caught_up_or_fail(quorum: &Quorum, follower: i32) {
+    eventually(
+        Duration::from_secs(60),
+        &format!("node {follower} caught up"),
+        || caught_up(quorum, follower),
+    );
+}
+
+/// Waits for the restarted follower to come back (or to refuse), and reads what its log said.
+fn outcome_of(
+    quorum: &mut Quorum,
+    follower: i32,
+    log: &Path,
+    from: u64,
+    file: &Path,
+    original: &[u8],
+) -> Outcome {
+    let partition_dir = quorum.data_dir(follower).join(format!("{TOPIC}-0"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if quorum.exited().iter().any(|(id, _)| *id == follower) {
+            let said = log_since(log, from);
+            assert!(
+                said.contains("quorum-state"),
+                "node {follower} exited on a flip in {}: {}",
+                file.display(),
+                said.lines().rev().take(5).collect::<Vec<_>>().join("\n")
+            );
+            // The operator restores the file.
+            quorum.kill(follower);
+            std::fs::write(file, original).unwrap();
+            quorum.start_node(follower);
+            caught_up_or_fail(quorum, follower);
+            return Outcome::Refused;
+        }
+        let started = log_since(log, from)
+            .lines()
+            .any(|l| l.contains("partition started") && l.contains(&format!("{TOPIC}-0")));
+        if started
+            && caught_up(quorum, follower).is_some()
+            && !partition_dir.join("repair-pending").exists()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {follower} did not come back after a flip in {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What the node said of this partition's files.
+    let said: String = log_since(log, from)
+        .lines()
+        .filter(|l| l.contains(&format!("{TOPIC}-0")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if said.contains("set aside in damaged/") {
+        Outcome::RepairedFromLeader
+    } else if said.contains("truncated: Some(") {
+        Outcome::DroppedUnconfirmedFlush
+    } else if (said.contains("indexes_rebuilt: [") && !said.contains("indexes_rebuilt: []"))
+        || said.contains("epoch_checkpoint_rewritten: true")
+        || said.contains("written again from the metadata image")
+        || said.contains("offset checkpoint not trusted")
+        || said.contains("invalid snapshot skipped")
+    {
+        Outcome::Rebuilt
+    } else {
+        Outcome::NotRead
+    }
+}
