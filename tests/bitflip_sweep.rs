@@ -11,9 +11,9 @@
 //! docs/node.md ("Storage faults") has the counts of a longer run. The bits are drawn from a
 //! fixed seed (`RINGLOG_SWEEP_SEED` to change it), so a run can be repeated.
 //!
-//! A quorum-state whose checksum fails is refused (the node does not start): a forgotten vote
-//! cannot be taken back from a peer (docs/node.md). The sweep counts that as detected, puts
-//! the file back as an operator restoring it would, and goes on.
+//! The quorum-state holds two copies (a forgotten vote cannot be taken back from a peer); a
+//! flip in one is read from the other. Were both damaged the node would refuse to start: the
+//! sweep would count that, put the file back as an operator restoring it would, and go on.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,10 +51,11 @@ impl Draw {
 enum Outcome {
     /// Damaged acknowledged data set aside and fetched again from the leader.
     RepairedFromLeader,
-    /// A derived structure found wrong and rebuilt from the data (index, epoch checkpoint,
-    /// partition.metadata from the metadata image).
+    /// Found wrong and rebuilt locally: from the data (index, epoch checkpoint), from the
+    /// metadata image (partition.metadata), from the file's other copy (quorum-state), or
+    /// left unused and taken again from the leader (snapshot skipped, DeleteRecords cut).
     Rebuilt,
-    /// The node refused to start (the quorum-state).
+    /// The node refused to start (both copies of the quorum-state damaged: not swept).
     Refused,
     /// Recovery found the newest flush unfinished (its slot damaged, no confirmation naming
     /// it) and dropped it: the replica fetches it again like any record it lacks.
@@ -369,6 +370,11 @@ fn outcome_of(
                 file.display(),
                 said.lines().rev().take(5).collect::<Vec<_>>().join("\n")
             );
+            eprintln!(
+                "sweep: refused: {}; file {:?}",
+                said.lines().rev().take(1).collect::<Vec<_>>().join(" / "),
+                String::from_utf8_lossy(&std::fs::read(file).unwrap())
+            );
             // The operator restores the file.
             quorum.kill(follower);
             std::fs::write(file, original).unwrap();
@@ -407,6 +413,7 @@ fn outcome_of(
         || said.contains("written again from the metadata image")
         || said.contains("offset checkpoint not trusted")
         || said.contains("invalid snapshot skipped")
+        || said.contains("copy is damaged")
     {
         Outcome::Rebuilt
     } else {

@@ -10,9 +10,13 @@
 //!  "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}
 //! ```
 //!
-//! The file is replaced atomically: write `quorum-state.tmp`, fdatasync it, rename it over
-//! `quorum-state`, fsync the folder. A crash leaves the old or the new state, never a mix; a
-//! garbage file is a typed error, never a panic and never a silently reset vote.
+//! The file holds that JSON twice, each copy followed by a `# crc32c <n>` line
+//! ([`QuorumStateData::encode_file`]): a bit flipped at rest is caught by the checksum and the
+//! state read from the other copy (and the file written whole again), since a forgotten vote
+//! cannot be taken back from a peer. The file is replaced atomically: write
+//! `quorum-state.tmp`, fdatasync it, rename it over `quorum-state`, fsync the folder. A crash
+//! leaves the old or the new state, never a mix; a garbage file (both copies) is a typed error,
+//! never a panic and never a silently reset vote.
 
 use std::path::Path;
 
@@ -66,18 +70,62 @@ impl QuorumStateData {
         serde_json::to_string(self).expect("plain data always serialises")
     }
 
-    /// The file's content: Kafka's JSON, then a line with its CRC32C, so that a bit flipped at
-    /// rest is caught rather than read as another epoch or vote (a JSON digit flips into
-    /// another valid digit).
+    /// The file's content: two identical copies of Kafka's JSON followed by a line with its
+    /// CRC32C. The checksum catches a bit flipped at rest rather than reading it as another
+    /// epoch or vote (a JSON digit flips into another valid digit), and the second copy
+    /// repairs it: both are written in one atomic replace, so at rest they are always equal,
+    /// and a vote forgotten to damage could not be taken back from a peer.
     pub fn encode_file(&self) -> String {
         let json = self.encode();
         let crc = crc32c::crc32c(json.as_bytes());
-        format!("{json}\n{CHECKSUM_PREFIX}{crc}\n")
+        format!("{json}\n{CHECKSUM_PREFIX}{crc}\n").repeat(2)
     }
 
-    /// Parse the file's bytes; `path` only labels errors. A file with the checksum line must
-    /// match it; one without (written before 2026-12-03) is Kafka's JSON alone.
+    /// Parse the file's bytes; `path` only labels errors. The file's two halves are its two
+    /// copies ([`QuorumStateData::encode_file`]): the first that passes its checksum is read
+    /// (a damaged one is warned about); a file that is one copy (written earlier on
+    /// 2026-12-03) or Kafka's JSON alone (before) is read whole.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, QuorumStateError> {
+        Self::decode_and_check(bytes, path).map(|(state, _)| state)
+    }
+
+    /// [`QuorumStateData::decode`], and whether one of the two copies was damaged.
+    fn decode_and_check(bytes: &[u8], path: &Path) -> Result<(Self, bool), QuorumStateError> {
+        if bytes.len().is_multiple_of(2) && !bytes.is_empty() {
+            let (first, second) = bytes.split_at(bytes.len() / 2);
+            match Self::decode_copy(first, path) {
+                Ok(state) => {
+                    if first != second
+                        && let Err(error) = Self::decode_copy(second, path)
+                    {
+                        tracing::warn!(
+                            path = %path.display(),
+                            %error,
+                            "quorum-state: the second copy is damaged, the first is read"
+                        );
+                        return Ok((state, true));
+                    }
+                    return Ok((state, false));
+                }
+                Err(first_error) => match Self::decode_copy(second, path) {
+                    Ok(state) => {
+                        tracing::warn!(
+                            path = %path.display(),
+                            error = %first_error,
+                            "quorum-state: the first copy is damaged, the second is read"
+                        );
+                        return Ok((state, true));
+                    }
+                    Err(_) if first == second => return Err(first_error),
+                    Err(_) => {}
+                },
+            }
+        }
+        Self::decode_copy(bytes, path).map(|state| (state, false))
+    }
+
+    /// One copy: Kafka's JSON, with or without its checksum line.
+    fn decode_copy(bytes: &[u8], path: &Path) -> Result<Self, QuorumStateError> {
         let malformed = |reason: String| QuorumStateError::Malformed {
             path: path.display().to_string(),
             reason,
@@ -128,7 +176,16 @@ impl QuorumStateData {
     pub fn load<I: Io>(io: &mut I, path: &Path) -> Result<Option<Self>, QuorumStateError> {
         match blocking::read_whole_file(io, path)? {
             None => Ok(None),
-            Some(bytes) => Self::decode(&bytes, path).map(Some),
+            Some(bytes) => {
+                let (state, damaged) = Self::decode_and_check(&bytes, path)?;
+                if damaged {
+                    // Both copies whole again before anything else happens, so damage does not
+                    // accumulate until a later flip meets the other copy.
+                    state.persist(io, path)?;
+                    tracing::warn!(path = %path.display(), "quorum-state: written again whole");
+                }
+                Ok(Some(state))
+            }
         }
     }
 
@@ -197,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn every_flipped_bit_of_the_file_is_detected() {
+    fn every_flipped_bit_of_the_file_is_detected_and_read_from_the_other_copy() {
         let state = QuorumStateData {
             cluster_id: "rl-1".into(),
             leader_id: 2,
@@ -217,9 +274,25 @@ mod tests {
                 let mut flipped = good.clone();
                 flipped[byte] ^= 1 << bit;
                 let decoded = QuorumStateData::decode(&flipped, Path::new("q"));
-                assert!(decoded.is_err(), "byte {byte} bit {bit}: {decoded:?}");
+                assert_eq!(decoded.ok(), Some(state.clone()), "byte {byte} bit {bit}");
+                // One copy alone (as written earlier that day): every flip is refused.
+                let half = good.len() / 2;
+                let mut one = good[..half].to_vec();
+                if byte < half {
+                    one[byte] ^= 1 << bit;
+                    let decoded = QuorumStateData::decode(&one, Path::new("q"));
+                    assert!(
+                        decoded.is_err(),
+                        "one copy, byte {byte} bit {bit}: {decoded:?}"
+                    );
+                }
             }
         }
+        // Both copies damaged: refused.
+        let mut both = good.clone();
+        both[3] ^= 1;
+        both[good.len() / 2 + 3] ^= 1;
+        assert!(QuorumStateData::decode(&both, Path::new("q")).is_err());
         // The file of a node before the checksum line still reads.
         assert_eq!(
             QuorumStateData::decode(state.encode().as_bytes(), Path::new("q")).unwrap(),
