@@ -2,7 +2,7 @@
 //! structure of a stopped follower's topic partition (sealed and active segment data, the slot
 //! region, the index, the leader-epoch-checkpoint, the quorum-state, partition.metadata, the
 //! snapshot at the log start, the log-start-offset-checkpoint of a DeleteRecords cut inside a
-//! batch), then the node started again. Each flip must be detected or never read, the node must
+//! batch), and in its metadata partition's segment, then the node started again. Each flip must be detected or never read, the node must
 //! come back (repairing from the leader where the flip hit acknowledged data), and at the end
 //! every acknowledged record must read back from the cluster and the follower's batches equal
 //! the leader's: nothing corrupt kept, nothing lost.
@@ -195,6 +195,12 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
     }
     let acknowledged: Vec<String> = acknowledged.split_off(CUT as usize);
 
+    // Enough topics that the metadata log holds full blocks (its partial last block is read
+    // from the slot, so flips in the data area's copy of it are never read).
+    let addresses: Vec<String> = (1..=3).map(|id| quorum.address(id)).collect();
+    for i in 0..50 {
+        quorum::create_topic_at(&addresses, &format!("pad-{i}"), 1, &[]);
+    }
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let dir = quorum.data_dir(follower).join(format!("{TOPIC}-0"));
     eventually(Duration::from_secs(30), "the follower's files", || {
@@ -205,7 +211,8 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
             .then_some(())
     });
 
-    let structures: [&str; 9] = [
+    let structures: [&str; 10] = [
+        "metadata partition segment data",
         "sealed segment data",
         "active segment data",
         "slot region",
@@ -235,6 +242,14 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
             let sealed = dir.join(format!("{:020}.log", bases[bases.len() - 2]));
             let active = dir.join(format!("{:020}.log", bases[bases.len() - 1]));
             let (file, range): (PathBuf, std::ops::Range<u64>) = match structure {
+                "metadata partition segment data" => {
+                    let metadata = quorum.data_dir(follower).join("__cluster_metadata-0");
+                    let last = *segment_bases(&metadata).last().expect("a segment");
+                    let file = metadata.join(format!("{last:020}.log"));
+                    // Its full blocks.
+                    let range = segment_ranges(&file).0;
+                    (file, 0..range.end / 4096 * 4096)
+                }
                 "sealed segment data" => (sealed.clone(), segment_ranges(&sealed).0),
                 "active segment data" => (active.clone(), segment_ranges(&active).0),
                 "slot region" => (active.clone(), segment_ranges(&active).1),
@@ -328,6 +343,11 @@ fn values_from(client: &mut ringlog_net::client::Client, from: i64) -> Option<Ve
         let before = offset;
         for batch in BatchIter::new(ringlog_net::client::fetched_records(data)) {
             let batch = batch.ok()?;
+            if batch.is_control() {
+                // A leader's LeaderChange: no client record.
+                offset = batch.next_offset();
+                continue;
+            }
             for record in batch.records().ok()? {
                 let record = record.ok()?;
                 if record.offset() >= offset {
@@ -398,10 +418,19 @@ fn outcome_of(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // What the node said of this partition's files.
+    // What the node said of the flipped partition's files.
+    let folder = file
+        .ancestors()
+        .find(|a| {
+            a.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("-0"))
+        })
+        .and_then(|a| a.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("a partition folder");
     let said: String = log_since(log, from)
         .lines()
-        .filter(|l| l.contains(&format!("{TOPIC}-0")))
+        .filter(|l| l.contains(&folder))
         .collect::<Vec<_>>()
         .join("\n");
     if said.contains("set aside in damaged/") {
