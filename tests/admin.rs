@@ -487,23 +487,10 @@ fn delete_records_inside_a_batch_cuts_at_the_asked_offset_on_every_replica() {
     assert_eq!(code, 0);
     let cut = base + 50;
 
-    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
-        topics: vec![dr_req::DeleteRecordsTopic {
-            name: topic.to_string(),
-            partitions: vec![dr_req::DeleteRecordsPartition {
-                partition_index: 0,
-                offset: cut,
-            }],
-        }],
-        timeout_ms: 20_000,
-    });
-    match client.request(&request, 2).unwrap() {
-        Response::DeleteRecords(r) => {
-            let answer = &r.topics[0].partitions[0];
-            assert_eq!((answer.error_code, answer.low_watermark), (0, cut), "{r:?}");
-        }
-        other => panic!("answered {other:?}"),
-    }
+    assert_eq!(
+        quorum::delete_records(&mut client, topic, cut, 20_000),
+        (0, cut)
+    );
     assert_eq!(earliest_at(&quorum, leader, topic), Some(cut));
 
     let fetch_at = |client: &mut Client, offset: i64| {

@@ -17,13 +17,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_net::protocol::{Request, Response, delete_records_request as dr_req};
 
 mod quorum;
-use quorum::{Quorum, eventually, produce_to, segment_bases, serial};
+use quorum::{
+    Quorum, dumped_batches, eventually, produce_to, read_partition_batches_from, segment_bases,
+    serial,
+};
 
 const TOPIC: &str = "sweep";
 /// Where the DeleteRecords cuts: inside the batch at 1000, the second segment's first.
@@ -65,28 +67,6 @@ enum Outcome {
     NotRead,
 }
 
-/// Every batch line of `ringlog dump` over the partition folder's segments, without the byte
-/// position: offsets, count, epoch, CRC.
-fn batches_of(partition_dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for base in segment_bases(partition_dir) {
-        let output = Command::new(quorum::RINGLOG)
-            .arg("dump")
-            .arg(partition_dir.join(format!("{base:020}.log")))
-            .output()
-            .expect("ringlog dump runs");
-        assert!(output.status.success(), "{output:?}");
-        for line in String::from_utf8(output.stdout).unwrap().lines() {
-            if line.starts_with("baseOffset: ") {
-                let head = line.split(" position: ").next().unwrap();
-                let crc = line.split(" crc: ").nth(1).unwrap_or("");
-                out.push(format!("{head} crc: {crc}"));
-            }
-        }
-    }
-    out
-}
-
 /// The byte range of a segment file recovery reads: its data area up to the durable mark
 /// (`ringlog dump`'s first line), and its slot region (the last 5 blocks of 4 KiB).
 fn segment_ranges(file: &Path) -> (std::ops::Range<u64>, std::ops::Range<u64>) {
@@ -96,18 +76,15 @@ fn segment_ranges(file: &Path) -> (std::ops::Range<u64>, std::ops::Range<u64>) {
         .output()
         .expect("ringlog dump runs");
     let text = String::from_utf8(output.stdout).unwrap();
-    let mark: u64 = text
-        .split("marks the batches' end at byte ")
-        .nth(1)
-        .and_then(|t| t.split(')').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no durable mark in {text}"));
-    let region: u64 = text
-        .split("slot region at byte ")
-        .nth(1)
-        .and_then(|t| t.split(',').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no slot region in {text}"));
+    let number_after = |marker: &str, end: char| -> u64 {
+        text.split(marker)
+            .nth(1)
+            .and_then(|t| t.split(end).next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no {marker:?} in {text}"))
+    };
+    let mark = number_after("marks the batches' end at byte ", ')');
+    let region = number_after("slot region at byte ", ',');
     let len = std::fs::metadata(file).unwrap().len();
     (0..mark, region..len)
 }
@@ -176,23 +153,10 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
     // A DeleteRecords inside the batch that starts the second segment: an empty snapshot at
     // 1000 (the log then starts there, the first segment goes, so a restart needs the
     // snapshot) and the checkpoint at 1050, on every replica.
-    let delete = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
-        topics: vec![dr_req::DeleteRecordsTopic {
-            name: TOPIC.into(),
-            partitions: vec![dr_req::DeleteRecordsPartition {
-                partition_index: 0,
-                offset: CUT,
-            }],
-        }],
-        timeout_ms: 20_000,
-    });
-    match client.request(&delete, 2).unwrap() {
-        Response::DeleteRecords(r) => {
-            let p = &r.topics[0].partitions[0];
-            assert_eq!((p.error_code, p.low_watermark), (0, CUT), "{r:?}");
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        quorum::delete_records(&mut client, TOPIC, CUT, 20_000),
+        (0, CUT)
+    );
     let acknowledged: Vec<String> = acknowledged.split_off(CUT as usize);
 
     // Enough topics that the metadata log holds full blocks (its partial last block is read
@@ -308,7 +272,7 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
     assert!(read == acknowledged, "the records read back differ");
     let leader_dir = quorum.data_dir(leader).join(format!("{TOPIC}-0"));
     quorum.kill_all();
-    assert_eq!(batches_of(&dir), batches_of(&leader_dir));
+    assert_eq!(dumped_batches(&dir), dumped_batches(&leader_dir));
 
     let mut counts = std::collections::BTreeMap::<(&str, Outcome), usize>::new();
     for entry in &table {
@@ -320,46 +284,22 @@ fn every_flipped_bit_of_a_stopped_follower_is_detected_or_unread_and_nothing_is_
     }
 }
 
-/// The values of the topic's records from `from` to the high-watermark (consumer Fetch at
-/// the leader; the records of a batch below `from` skipped, as a consumer does).
+/// The values of the topic's records from `from` to the high-watermark, from its leader (the
+/// records of a batch below `from` skipped, as a consumer does; control batches hold none).
 fn values_from(client: &mut ringlog_net::client::Client, from: i64) -> Option<Vec<String>> {
-    use ringlog_engine::batch::BatchIter;
     let mut values = Vec::new();
-    let mut offset = from;
-    loop {
-        let Response::Fetch(f) = client
-            .request(&quorum::consumer_fetch_request(TOPIC, offset, 0), 12)
-            .ok()?
-        else {
-            return None;
-        };
-        let data = f.responses.first()?.partitions.first()?;
-        if data.error_code != 0 {
-            return None;
+    for batch in read_partition_batches_from(client, TOPIC, from).ok()? {
+        if batch.is_control() {
+            continue;
         }
-        if offset >= data.high_watermark {
-            return Some(values);
-        }
-        let before = offset;
-        for batch in BatchIter::new(ringlog_net::client::fetched_records(data)) {
-            let batch = batch.ok()?;
-            if batch.is_control() {
-                // A leader's LeaderChange: no client record.
-                offset = batch.next_offset();
-                continue;
+        for record in batch.records().ok()? {
+            let record = record.ok()?;
+            if record.offset() >= from {
+                values.push(String::from_utf8(record.value()?.to_vec()).ok()?);
             }
-            for record in batch.records().ok()? {
-                let record = record.ok()?;
-                if record.offset() >= offset {
-                    values.push(String::from_utf8(record.value()?.to_vec()).ok()?);
-                }
-            }
-            offset = batch.next_offset();
-        }
-        if offset == before {
-            return None;
         }
     }
+    Some(values)
 }
 
 fn caught_up_or_fail(quorum: &Quorum, follower: i32) {
@@ -380,43 +320,37 @@ fn outcome_of(
     original: &[u8],
 ) -> Outcome {
     let partition_dir = quorum.data_dir(follower).join(format!("{TOPIC}-0"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if quorum.exited().iter().any(|(id, _)| *id == follower) {
-            let said = log_since(log, from);
-            assert!(
-                said.contains("quorum-state"),
-                "node {follower} exited on a flip in {}: {}",
-                file.display(),
-                said.lines().rev().take(5).collect::<Vec<_>>().join("\n")
-            );
-            eprintln!(
-                "sweep: refused: {}; file {:?}",
-                said.lines().rev().take(1).collect::<Vec<_>>().join(" / "),
-                String::from_utf8_lossy(&std::fs::read(file).unwrap())
-            );
-            // The operator restores the file.
-            quorum.kill(follower);
-            std::fs::write(file, original).unwrap();
-            quorum.start_node(follower);
-            caught_up_or_fail(quorum, follower);
-            return Outcome::Refused;
-        }
-        let started = log_since(log, from)
-            .lines()
-            .any(|l| l.contains("partition started") && l.contains(&format!("{TOPIC}-0")));
-        if started
-            && caught_up(quorum, follower).is_some()
-            && !partition_dir.join("repair-pending").exists()
-        {
-            break;
-        }
+    // Back serving and caught up, or exited.
+    let exited = eventually(
+        Duration::from_secs(60),
+        &format!("node {follower} back after a flip in {}", file.display()),
+        || {
+            if quorum.exited().iter().any(|(id, _)| *id == follower) {
+                return Some(true);
+            }
+            let started = log_since(log, from)
+                .lines()
+                .any(|l| l.contains("partition started") && l.contains(&format!("{TOPIC}-0")));
+            (started
+                && caught_up(quorum, follower).is_some()
+                && !partition_dir.join("repair-pending").exists())
+            .then_some(false)
+        },
+    );
+    if exited {
+        let said = log_since(log, from);
         assert!(
-            Instant::now() < deadline,
-            "node {follower} did not come back after a flip in {}",
-            file.display()
+            said.contains("quorum-state"),
+            "node {follower} exited on a flip in {}: {}",
+            file.display(),
+            said.lines().rev().take(5).collect::<Vec<_>>().join("\n")
         );
-        std::thread::sleep(Duration::from_millis(100));
+        // The operator restores the file.
+        quorum.kill(follower);
+        std::fs::write(file, original).unwrap();
+        quorum.start_node(follower);
+        caught_up_or_fail(quorum, follower);
+        return Outcome::Refused;
     }
     // What the node said of the flipped partition's files.
     let folder = file

@@ -13,8 +13,7 @@ use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::client::{Client, fetched_records};
 use ringlog_net::protocol::{
-    Request, Response, delete_records_request as dr_req, init_producer_id_request,
-    list_offsets_request as lo_req,
+    Request, Response, init_producer_id_request, list_offsets_request as lo_req,
 };
 
 mod quorum;
@@ -189,23 +188,10 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
         end = at + 1;
     }
 
-    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
-        topics: vec![dr_req::DeleteRecordsTopic {
-            name: topic.to_string(),
-            partitions: vec![dr_req::DeleteRecordsPartition {
-                partition_index: 0,
-                offset: -1,
-            }],
-        }],
-        timeout_ms: 10_000,
-    });
-    match client.request(&request, 2).unwrap() {
-        Response::DeleteRecords(r) => {
-            let p = &r.topics[0].partitions[0];
-            assert_eq!((p.error_code, p.low_watermark), (0, end), "{r:?}");
-        }
-        other => panic!("answered {other:?}"),
-    }
+    assert_eq!(
+        quorum::delete_records(&mut client, topic, -1, 10_000),
+        (0, end)
+    );
     // Every replica cut its log at the end (a snapshot there, carrying the producer state)
     // and deleted the segment that held the producer's batches.
     for node in &quorum.nodes {
@@ -321,23 +307,10 @@ fn retry_at_a_follower_rebuilt_from_a_snapshot(cleanup_policy: &str) {
         assert_eq!(code, 0);
         end = at + 1;
     }
-    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
-        topics: vec![dr_req::DeleteRecordsTopic {
-            name: topic.to_string(),
-            partitions: vec![dr_req::DeleteRecordsPartition {
-                partition_index: 0,
-                offset: -1,
-            }],
-        }],
-        timeout_ms: 20_000,
-    });
-    match client.request(&request, 2).unwrap() {
-        Response::DeleteRecords(r) => {
-            let p = &r.topics[0].partitions[0];
-            assert_eq!((p.error_code, p.low_watermark), (0, end), "{r:?}");
-        }
-        other => panic!("answered {other:?}"),
-    }
+    assert_eq!(
+        quorum::delete_records(&mut client, topic, -1, 20_000),
+        (0, end)
+    );
     let leader_dir = quorum.data_dir(leader).join(&partition);
     eventually(
         Duration::from_secs(30),

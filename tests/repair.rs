@@ -5,40 +5,12 @@
 //! meanwhile (the metadata partition here). Until it has caught up it grants no vote
 //! (replication/src/raft/repair.rs; the rule itself is unit-tested there).
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use ringlog_engine::batch::RecordBatchBuilder;
 
 mod quorum;
-use quorum::{Quorum, eventually, produce_to, segment_bases, serial};
-
-/// Every batch line of `ringlog dump` over the partition folder's segments, without the byte
-/// position (segments may be cut at other bytes on two replicas): offsets, count, epoch, CRC.
-fn batches_of(partition_dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for base in segment_bases(partition_dir) {
-        let file = partition_dir.join(format!("{base:020}.log"));
-        let output = Command::new(quorum::RINGLOG)
-            .arg("dump")
-            .arg(&file)
-            .output()
-            .expect("ringlog dump runs");
-        assert!(output.status.success(), "{output:?}");
-        for line in String::from_utf8(output.stdout).unwrap().lines() {
-            if line.starts_with("baseOffset: ") {
-                let kept: Vec<&str> = line
-                    .split(" position: ")
-                    .take(1)
-                    .chain(line.split(" compresscodec: ").skip(1))
-                    .collect();
-                out.push(kept.join(" "));
-            }
-        }
-    }
-    out
-}
+use quorum::{Quorum, dumped_batches, eventually, produce_to, segment_bases, serial};
 
 #[test]
 fn a_follower_with_a_flipped_bit_in_a_sealed_segment_repairs_from_its_leader() {
@@ -110,8 +82,8 @@ fn a_follower_with_a_flipped_bit_in_a_sealed_segment_repairs_from_its_leader() {
 
     // Stopped, the follower's log holds the leader's batches, every one.
     quorum.kill_all();
-    let repaired = batches_of(&dir);
-    let expected = batches_of(&leader_dir);
+    let repaired = dumped_batches(&dir);
+    let expected = dumped_batches(&leader_dir);
     assert!(expected.len() >= 30, "{expected:?}");
     assert_eq!(repaired, expected);
 }

@@ -857,10 +857,20 @@ pub fn read_partition_batches(
     client: &mut Client,
     topic: &str,
 ) -> Result<Vec<ringlog_engine::batch::RecordBatch>, String> {
+    read_partition_batches_from(client, topic, 0)
+}
+
+/// [`read_partition_batches`] from `from` (the first batch may start below it, as a fetch
+/// inside a batch returns the whole batch).
+pub fn read_partition_batches_from(
+    client: &mut Client,
+    topic: &str,
+    from: i64,
+) -> Result<Vec<ringlog_engine::batch::RecordBatch>, String> {
     use ringlog_engine::batch::BatchIter;
     use ringlog_net::protocol::Response;
     let mut batches = Vec::new();
-    let mut offset = 0i64;
+    let mut offset = from;
     loop {
         let request = consumer_fetch_request(topic, offset, 0);
         let response = client
@@ -893,6 +903,56 @@ pub fn read_partition_batches(
             ));
         }
     }
+}
+
+/// DeleteRecords (v2) of `topic`-0 below `offset` through `client` (the leader), waiting up to
+/// `timeout_ms`: the partition's (error code, low watermark).
+pub fn delete_records(
+    client: &mut Client,
+    topic: &str,
+    offset: i64,
+    timeout_ms: i32,
+) -> (i16, i64) {
+    use ringlog_net::protocol::{Request, Response, delete_records_request as dr_req};
+    let request = Request::DeleteRecords(dr_req::DeleteRecordsRequest {
+        topics: vec![dr_req::DeleteRecordsTopic {
+            name: topic.to_string(),
+            partitions: vec![dr_req::DeleteRecordsPartition {
+                partition_index: 0,
+                offset,
+            }],
+        }],
+        timeout_ms,
+    });
+    match client.request(&request, 2).unwrap() {
+        Response::DeleteRecords(r) => {
+            let p = &r.topics[0].partitions[0];
+            (p.error_code, p.low_watermark)
+        }
+        other => panic!("DeleteRecords answered {other:?}"),
+    }
+}
+
+/// Every batch line of `ringlog dump` over a partition folder's segments, without the byte
+/// position (two replicas may cut segments at other bytes): offsets, count, epoch, CRC.
+pub fn dumped_batches(partition_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for base in segment_bases(partition_dir) {
+        let output = Command::new(RINGLOG)
+            .arg("dump")
+            .arg(partition_dir.join(format!("{base:020}.log")))
+            .output()
+            .expect("ringlog dump runs");
+        assert!(output.status.success(), "{output:?}");
+        for line in String::from_utf8(output.stdout).unwrap().lines() {
+            if line.starts_with("baseOffset: ") {
+                let head = line.split(" position: ").next().unwrap();
+                let crc = line.split(" crc: ").nth(1).unwrap_or("");
+                out.push(format!("{head} crc: {crc}"));
+            }
+        }
+    }
+    out
 }
 
 /// A consumer Fetch (v12 fields: replica id -1, no epochs, 1 MiB) of `topic`-0 at `offset`.

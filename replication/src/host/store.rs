@@ -169,10 +169,7 @@ impl PartitionStore {
                         "no valid snapshot at the log start: the log and the snapshots are set aside in damaged/, and fetched again from the leader"
                     );
                     log.close(io)?;
-                    let marker = dir.join(REPAIR_PENDING_FILE_NAME);
-                    if !io.exists(&marker) {
-                        offset_checkpoint::persist(io, &marker, 0)?;
-                    }
+                    mark_repair_pending(io, dir, 0)?;
                     set_aside_segments_from(io, dir, 0)?;
                     set_aside_snapshots(io, dir)?;
                 }
@@ -613,10 +610,7 @@ fn open_repairing<I: Io>(
                     reason,
                     "damaged segment: it and every later one are set aside in damaged/, and the records are fetched again from the leader"
                 );
-                let marker = dir.join(REPAIR_PENDING_FILE_NAME);
-                if !io.exists(&marker) {
-                    ringlog_engine::offset_checkpoint::persist(io, &marker, base)?;
-                }
+                mark_repair_pending(io, dir, base)?;
                 set_aside_segments_from(io, dir, base)?;
             }
             Err(error) => return Err(error.into()),
@@ -639,20 +633,41 @@ fn set_aside_snapshots<I: Io>(io: &mut I, dir: &Path) -> Result<(), StorageError
     if !io.exists(&checkpoints) {
         return Ok(());
     }
+    let names = io.list_dir(&checkpoints).map_err(LogError::from)?;
+    set_aside(io, dir, &checkpoints, names)
+}
+
+/// Writes `repair-pending` (naming the first offset set aside) unless a repair already did.
+fn mark_repair_pending<I: Io>(io: &mut I, dir: &Path, offset: u64) -> Result<(), StorageError> {
+    let marker = dir.join(REPAIR_PENDING_FILE_NAME);
+    if !io.exists(&marker) {
+        offset_checkpoint::persist(io, &marker, offset)?;
+    }
+    Ok(())
+}
+
+/// Moves the files `names` of folder `from` into the partition folder's `damaged/`, each under
+/// a name not taken there yet, and makes both folders durable.
+fn set_aside<I: Io>(
+    io: &mut I,
+    dir: &Path,
+    from: &Path,
+    names: Vec<String>,
+) -> Result<(), StorageError> {
     let damaged = dir.join(DAMAGED_DIR_NAME);
     io.create_dir_all(&damaged).map_err(LogError::from)?;
-    for name in io.list_dir(&checkpoints).map_err(LogError::from)? {
+    for name in names {
         let mut target = damaged.join(&name);
         let mut n = 1;
         while io.exists(&target) {
             target = damaged.join(format!("{name}.{n}"));
             n += 1;
         }
-        io.rename(&checkpoints.join(&name), &target)
+        io.rename(&from.join(&name), &target)
             .map_err(LogError::from)?;
     }
     io.sync_dir(&damaged).map_err(LogError::from)?;
-    io.sync_dir(&checkpoints).map_err(LogError::from)?;
+    io.sync_dir(from).map_err(LogError::from)?;
     Ok(())
 }
 
@@ -666,32 +681,22 @@ fn segment_base_of(path: &Path) -> Option<u64> {
 }
 
 /// Moves every segment file (`.log`, `.index`) whose base offset is at least `base` into
-/// `damaged/` under a name not taken there yet, durably.
+/// `damaged/`, durably.
 fn set_aside_segments_from<I: Io>(io: &mut I, dir: &Path, base: u64) -> Result<(), StorageError> {
-    let damaged = dir.join(DAMAGED_DIR_NAME);
-    io.create_dir_all(&damaged).map_err(LogError::from)?;
-    for name in io.list_dir(dir).map_err(LogError::from)? {
-        let Some((stem, _)) = name.split_once('.') else {
-            continue;
-        };
-        let is_segment_file = (name.ends_with(".log") || name.ends_with(".index"))
-            && stem.len() == 20
-            && stem.bytes().all(|b| b.is_ascii_digit());
-        if !is_segment_file || stem.parse::<u64>().map_or(true, |b| b < base) {
-            continue;
-        }
-        let mut target = damaged.join(&name);
-        let mut n = 1;
-        while io.exists(&target) {
-            target = damaged.join(format!("{name}.{n}"));
-            n += 1;
-        }
-        io.rename(&dir.join(&name), &target)
-            .map_err(LogError::from)?;
-    }
-    io.sync_dir(&damaged).map_err(LogError::from)?;
-    io.sync_dir(dir).map_err(LogError::from)?;
-    Ok(())
+    let names = io
+        .list_dir(dir)
+        .map_err(LogError::from)?
+        .into_iter()
+        .filter(|name| {
+            let Some((stem, ext)) = name.split_once('.') else {
+                return false;
+            };
+            (ext == "log" || ext == "index")
+                && stem.len() == 20
+                && stem.parse::<u64>().is_ok_and(|b| b >= base)
+        })
+        .collect();
+    set_aside(io, dir, dir, names)
 }
 
 #[cfg(test)]

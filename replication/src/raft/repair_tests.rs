@@ -1,5 +1,6 @@
 //! The repair rules (repair.rs), one input at a time.
 
+use super::tests::{asks_for_votes, persist_quorum_state};
 use super::*;
 use crate::error::ErrorCode;
 use crate::message::*;
@@ -61,30 +62,6 @@ fn granted(work: &[Work]) -> bool {
             }
         )
     })
-}
-
-fn asks_for_votes(work: &[Work]) -> bool {
-    work.iter().any(|w| {
-        matches!(
-            w,
-            Work::Send {
-                message: Message::VoteRequest(_),
-                ..
-            } | Work::SendAfterPersist {
-                message: Message::VoteRequest(_),
-                ..
-            }
-        )
-    })
-}
-
-fn persist_quorum_state(raft: &mut Raft, now_ms: u64, work: &[Work]) {
-    for item in work {
-        if let Work::WriteQuorumState(state) = item {
-            raft.on_persisted(now_ms, Persisted::QuorumState(*state))
-                .unwrap();
-        }
-    }
 }
 
 #[test]

@@ -84,7 +84,7 @@ fn leader_1() -> Raft {
 }
 
 /// Reports every quorum-state write in `work` as durable (the host finished them).
-fn persist_quorum_state(raft: &mut Raft, now_ms: u64, work: &[Work]) {
+pub(super) fn persist_quorum_state(raft: &mut Raft, now_ms: u64, work: &[Work]) {
     for item in work {
         if let Work::WriteQuorumState(state) = item {
             raft.on_persisted(now_ms, Persisted::QuorumState(*state))
@@ -304,7 +304,7 @@ fn stand_first_asks_at_once_only_on_a_fresh_voter() {
     assert!(!asks_for_votes(&observer.stand_first(5).unwrap()));
 }
 
-fn asks_for_votes(work: &[Work]) -> bool {
+pub(super) fn asks_for_votes(work: &[Work]) -> bool {
     work.iter().any(|w| {
         matches!(
             w,
