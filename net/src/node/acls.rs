@@ -28,11 +28,13 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use ringlog_replication::Raft;
 use ringlog_replication::state_machine::StateMachine;
 
-use super::topics::AdminResults;
+use super::NodeError;
+use super::admin_answers::AdminResults;
+use super::context::Cx;
 use super::transport::Responder;
-use super::{Node, NodeError};
 use crate::acl::binding::AclRecordError;
 use crate::acl::{
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
@@ -94,46 +96,55 @@ fn decode_id(hex: &[u8]) -> Result<AclId, AclRecordError> {
     Ok(id)
 }
 
-/// The node's ACL image and the controller's proposals not applied yet.
+/// The node's ACL image: the bindings in force, as the metadata state machine has applied
+/// them. Every node derives it; the authorizer reads it (authorize.rs).
 #[derive(Default)]
-pub(super) struct AclState {
+pub(super) struct AclImage {
     /// The metadata state machine's last applied offset the image was derived at.
     applied_offset: Option<i64>,
     image: BTreeMap<AclId, AclBinding>,
-    /// Proposed by this node as controller: the binding created (`None`: deleted), the
-    /// record's offset and the metadata epoch it was proposed in.
-    pending: BTreeMap<AclId, (Option<AclBinding>, u64, u32)>,
     /// Whether the image has been caught up once: it applied every metadata record committed
-    /// before the current metadata epoch ([`Node::acls_loaded`]). Latched.
+    /// before the current metadata epoch ([`AclImage::loaded`]). Latched.
     loaded: bool,
 }
 
-impl AclState {
+/// The controller's ACL proposals not applied yet, and the ACL APIs.
+#[derive(Default)]
+pub(super) struct AclState {
+    /// Proposed by this node as controller: the binding created (`None`: deleted), the
+    /// record's offset and the metadata epoch it was proposed in.
+    pending: BTreeMap<AclId, (Option<AclBinding>, u64, u32)>,
+}
+
+impl AclImage {
     /// The bindings in force on this node (applied).
     pub(super) fn bindings(&self) -> impl Iterator<Item = &AclBinding> + Clone {
         self.image.values()
     }
-}
 
-impl Node {
-    /// Brings the ACL image up to the metadata state machine (called with every look at the
-    /// applied metadata records, topic_image.rs); nothing to do when it has not moved.
-    pub(super) fn apply_acl_records(&mut self) {
-        let state_machine = self.metadata_state();
+    /// Brings the image up to the metadata state machine (called with every look at the
+    /// applied metadata records, topic_image.rs); nothing to do when it has not moved. The
+    /// controller's proposals applied meanwhile leave `proposals`.
+    pub(super) fn apply(
+        &mut self,
+        state_machine: &ringlog_replication::state_machine::KeyValueStateMachine,
+        metadata: &Raft,
+        proposals: &mut AclState,
+    ) {
         let applied = state_machine.last_applied_offset();
-        if self.handlers.acls.applied_offset == Some(applied) {
+        if self.applied_offset == Some(applied) {
             return;
         }
         let image = acl_image(state_machine.entries());
-        let acls = &mut self.handlers.acls;
-        if acls.image != image {
+        if self.image != image {
             tracing::info!(bindings = image.len(), "ACLs changed");
         }
-        acls.image = image;
-        acls.applied_offset = Some(applied);
-        acls.pending
+        self.image = image;
+        self.applied_offset = Some(applied);
+        proposals
+            .pending
             .retain(|_, (_, offset, _)| *offset as i64 > applied);
-        self.acls_loaded();
+        self.loaded(metadata);
     }
 
     /// Whether this node's ACL image can be used: with an authorizer, a node that has just
@@ -144,28 +155,29 @@ impl Node {
     /// LeaderChange, which every epoch of `__cluster_metadata` starts with): it then holds
     /// every binding committed before this epoch, as the controller's image does
     /// (controller.rs, `applied_past_epoch_start`). Once loaded, it stays so.
-    pub(super) fn acls_loaded(&mut self) -> bool {
-        if self.handlers.acls.loaded {
+    pub(super) fn loaded(&mut self, metadata: &Raft) -> bool {
+        if self.loaded {
             return true;
         }
-        let raft = self.metadata_raft();
-        let (epoch, leader) = (raft.epoch(), raft.leader_id());
-        let applied = self.handlers.acls.applied_offset.unwrap_or(-1);
+        let (epoch, leader) = (metadata.epoch(), metadata.leader_id());
+        let applied = self.applied_offset.unwrap_or(-1);
         let loaded = leader.is_some()
-            && super::controller::applied_past_epoch_start(raft.log(), epoch, applied);
+            && super::controller::applied_past_epoch_start(metadata.log(), epoch, applied);
         if loaded {
             tracing::info!(epoch, applied, "ACL image loaded; authorizing requests");
-            self.handlers.acls.loaded = true;
+            self.loaded = true;
         }
         loaded
     }
+}
 
+impl AclState {
     /// The bindings as the controller's next change must see them: the image with this
     /// controller's proposals of its current epoch that are not applied yet.
-    fn latest_acls(&self) -> BTreeMap<AclId, AclBinding> {
-        let epoch = self.metadata_raft().epoch();
-        let mut latest = self.handlers.acls.image.clone();
-        for (id, (binding, _, proposed_in)) in &self.handlers.acls.pending {
+    fn latest_acls(&self, cx: &Cx) -> BTreeMap<AclId, AclBinding> {
+        let epoch = cx.metadata_raft().epoch();
+        let mut latest = cx.acls.image.clone();
+        for (id, (binding, _, proposed_in)) in &self.pending {
             if *proposed_in != epoch {
                 continue;
             }
@@ -179,17 +191,15 @@ impl Node {
 
     fn propose_acl_record(
         &mut self,
+        cx: &mut Cx,
         id: AclId,
         binding: Option<AclBinding>,
     ) -> Result<u64, ErrorCode> {
         let value = binding.as_ref().map(AclBinding::encode_value);
-        let offset = self.propose_metadata_entry(&acl_record_key(&id), value.as_deref())?;
-        let epoch = self.metadata_raft().epoch();
+        let offset = cx.propose_metadata_entry(&acl_record_key(&id), value.as_deref())?;
+        let epoch = cx.metadata_raft().epoch();
         tracing::info!(?binding, offset, "ACL change proposed");
-        self.handlers
-            .acls
-            .pending
-            .insert(id, (binding, offset, epoch));
+        self.pending.insert(id, (binding, offset, epoch));
         Ok(offset)
     }
 
@@ -197,11 +207,12 @@ impl Node {
 
     pub(super) fn handle_create_acls(
         &mut self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: ca_req::CreateAclsRequest,
     ) -> Result<(), NodeError> {
-        if !self.config.authorizer.enabled() {
+        if !cx.config.authorizer.enabled() {
             let results = request
                 .creations
                 .iter()
@@ -216,10 +227,10 @@ impl Node {
             });
             return send(responder, header, &response);
         }
-        if !self.controller_active() {
-            return self.forward_to_controller(responder, header, Request::CreateAcls(request));
+        if !cx.controller_active() {
+            return cx.forward_to_controller(responder, header, Request::CreateAcls(request));
         }
-        let mut latest = self.latest_acls();
+        let mut latest = self.latest_acls(cx);
         let mut results = Vec::with_capacity(request.creations.len());
         let mut waiting = Vec::new();
         for creation in &request.creations {
@@ -231,7 +242,7 @@ impl Node {
                 Ok(()) => {
                     let id = random_acl_id();
                     latest.insert(id, binding.clone());
-                    self.propose_acl_record(id, Some(binding))
+                    self.propose_acl_record(cx, id, Some(binding))
                         .map(Some)
                         .map_err(|code| (code, "metadata append failed".to_string()))
                 }
@@ -249,7 +260,7 @@ impl Node {
                 error_message,
             });
         }
-        self.park_admin_answer(
+        cx.park_admin_answer(
             responder,
             header,
             ACL_WRITE_TIMEOUT_MS,
@@ -262,11 +273,12 @@ impl Node {
 
     pub(super) fn handle_delete_acls(
         &mut self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: da_req::DeleteAclsRequest,
     ) -> Result<(), NodeError> {
-        if !self.config.authorizer.enabled() {
+        if !cx.config.authorizer.enabled() {
             let filter_results = request
                 .filters
                 .iter()
@@ -282,10 +294,10 @@ impl Node {
             });
             return send(responder, header, &response);
         }
-        if !self.controller_active() {
-            return self.forward_to_controller(responder, header, Request::DeleteAcls(request));
+        if !cx.controller_active() {
+            return cx.forward_to_controller(responder, header, Request::DeleteAcls(request));
         }
-        let latest = self.latest_acls();
+        let latest = self.latest_acls(cx);
         // The tombstones proposed by this request, by id: a binding two filters match is
         // deleted once and listed by both.
         let mut deleted: BTreeMap<AclId, u64> = BTreeMap::new();
@@ -314,7 +326,7 @@ impl Node {
             for (id, binding) in latest.iter().filter(|(_, b)| filter.matches(b)) {
                 let offset = match deleted.get(id) {
                     Some(offset) => Ok(*offset),
-                    None => self.propose_acl_record(*id, None),
+                    None => self.propose_acl_record(cx, *id, None),
                 };
                 match offset {
                     Ok(offset) => {
@@ -334,7 +346,7 @@ impl Node {
             }
             results.push(result);
         }
-        self.park_admin_answer(
+        cx.park_admin_answer(
             responder,
             header,
             ACL_WRITE_TIMEOUT_MS,
@@ -346,7 +358,7 @@ impl Node {
     // ---- DescribeAcls -------------------------------------------------------------------------
 
     pub(super) fn handle_describe_acls(
-        &self,
+        cx: &Cx,
         request: &dsa_req::DescribeAclsRequest,
     ) -> dsa_resp::DescribeAclsResponse {
         let refused = |code: ErrorCode, message: &str| dsa_resp::DescribeAclsResponse {
@@ -354,7 +366,7 @@ impl Node {
             error_message: Some(message.to_string()),
             ..Default::default()
         };
-        if !self.config.authorizer.enabled() {
+        if !cx.config.authorizer.enabled() {
             return refused(ErrorCode::SecurityDisabled, SECURITY_DISABLED_MESSAGE);
         }
         let filter = AclBindingFilter {
@@ -370,7 +382,7 @@ impl Node {
             return refused(ErrorCode::InvalidRequest, message);
         }
         dsa_resp::DescribeAclsResponse {
-            resources: describe_matching(self.handlers.acls.bindings(), &filter),
+            resources: describe_matching(cx.acls.bindings(), &filter),
             ..Default::default()
         }
     }

@@ -4,10 +4,10 @@
 //!
 //! Two shapes of check:
 //! - one resource per request (a group's JoinGroup, the cluster for the ACL APIs): refused
-//!   whole before the handler runs ([`Node::refuse_unauthorized`]), with the API's error on
+//!   whole before the handler runs ([`Authorizer::refuse_unauthorized`]), with the API's error on
 //!   every result (GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED);
 //! - one resource per item (Produce's topics, Metadata's topics, DescribeGroups' groups): the
-//!   handler asks [`Node::allowed`] for each item and answers that item with
+//!   handler asks [`Authorizer::allowed`] for each item and answers that item with
 //!   TOPIC_AUTHORIZATION_FAILED (or the group/cluster error) while the others proceed.
 //!
 //! Not subject to ACLs: requests on the controller listener (`controller.listener.names`:
@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::Node;
+use super::acls::AclImage;
 use crate::acl::{
     AclOperation, Action, Asker, Decision, ResourceType, authorize, authorized_operations,
     binding::CLUSTER_RESOURCE_NAME,
@@ -34,12 +34,12 @@ pub const API_ACTIONS: &[(ApiKey, ResourceType, AclOperation)] = &[
     (ApiKey::Fetch,                   ResourceType::Topic,   AclOperation::Read),
     (ApiKey::ListOffsets,             ResourceType::Topic,   AclOperation::Describe),
     (ApiKey::Metadata,                ResourceType::Topic,   AclOperation::Describe),
-    // CREATE on the cluster, or else on the topic (`Node::allowed`).
+    // CREATE on the cluster, or else on the topic (`Authorizer::allowed`).
     (ApiKey::CreateTopics,            ResourceType::Topic,   AclOperation::Create),
     (ApiKey::DeleteTopics,            ResourceType::Topic,   AclOperation::Delete),
     (ApiKey::DeleteRecords,           ResourceType::Topic,   AclOperation::Delete),
     (ApiKey::CreatePartitions,        ResourceType::Topic,   AclOperation::Alter),
-    // On the topic, or on the cluster for a node's configs (`Node::config_resource_allowed`).
+    // On the topic, or on the cluster for a node's configs (`Authorizer::config_resource_allowed`).
     (ApiKey::DescribeConfigs,         ResourceType::Topic,   AclOperation::DescribeConfigs),
     (ApiKey::AlterConfigs,            ResourceType::Topic,   AclOperation::AlterConfigs),
     (ApiKey::IncrementalAlterConfigs, ResourceType::Topic,   AclOperation::AlterConfigs),
@@ -99,7 +99,15 @@ impl Requester {
     }
 }
 
-impl Node {
+/// The authorization checks of one call: the node's authorizer settings and its applied ACL
+/// image (acls.rs), lent by the node to the API handlers.
+#[derive(Clone, Copy)]
+pub(super) struct Authorizer<'a> {
+    pub(super) config: &'a crate::acl::AuthorizerConfig,
+    pub(super) image: &'a AclImage,
+}
+
+impl Authorizer<'_> {
     /// Decides `operation` on one resource for `requester`.
     pub(super) fn authorize_action(
         &self,
@@ -112,8 +120,8 @@ impl Node {
             return Decision::NoAuthorizer;
         }
         let decision = authorize(
-            &self.config.authorizer,
-            self.handlers.acls.bindings(),
+            self.config,
+            self.image.bindings(),
             requester.asker(),
             Action {
                 operation,
@@ -200,11 +208,11 @@ impl Node {
         let config = if requester.exempt {
             &crate::acl::AuthorizerConfig::default()
         } else {
-            &self.config.authorizer
+            self.config
         };
         authorized_operations(
             config,
-            self.handlers.acls.bindings(),
+            self.image.bindings(),
             requester.asker(),
             resource_type,
             name,
@@ -299,14 +307,14 @@ impl Node {
                         .collect(),
                 })
             }
-            Request::DescribeAcls(_) if self.config.authorizer.enabled() && cluster() => {
+            Request::DescribeAcls(_) if self.config.enabled() && cluster() => {
                 Response::DescribeAcls(DescribeAclsResponse {
                     error_code: cluster_code,
                     error_message: Some("Cluster authorization failed.".into()),
                     ..Default::default()
                 })
             }
-            Request::CreateAcls(r) if self.config.authorizer.enabled() && cluster() => {
+            Request::CreateAcls(r) if self.config.enabled() && cluster() => {
                 Response::CreateAcls(CreateAclsResponse {
                     throttle_time_ms: 0,
                     results: r
@@ -319,7 +327,7 @@ impl Node {
                         .collect(),
                 })
             }
-            Request::DeleteAcls(r) if self.config.authorizer.enabled() && cluster() => {
+            Request::DeleteAcls(r) if self.config.enabled() && cluster() => {
                 Response::DeleteAcls(DeleteAclsResponse {
                     throttle_time_ms: 0,
                     filter_results: r

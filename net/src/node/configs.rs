@@ -55,7 +55,7 @@
 use super::broker_configs::{DYNAMIC_BROKER_CONFIGS, dynamic_config};
 use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord};
 use super::transport::Responder;
-use super::{Node, NodeError, PeerPending};
+use super::{Node, NodeError};
 use crate::protocol::{
     ApiKey, ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
     describe_configs_request as dc_req, describe_configs_response as dc_resp, encode_response,
@@ -390,6 +390,7 @@ impl Node {
                     ..Default::default()
                 };
                 let described = self
+                    .authorizer()
                     .config_resource_allowed(
                         requester,
                         ApiKey::DescribeConfigs,
@@ -643,14 +644,15 @@ impl Node {
             let outcome = if duplicate {
                 Err((ErrorCode::InvalidRequest, "resource named twice".into()))
             } else {
-                self.config_resource_allowed(
-                    requester,
-                    api,
-                    resource.resource_type,
-                    &resource.resource_name,
-                )
-                .map_err(|code| (code, "Authorization failed.".to_string()))
-                .and_then(|()| self.alter_resource(resource, validate_only))
+                self.authorizer()
+                    .config_resource_allowed(
+                        requester,
+                        api,
+                        resource.resource_type,
+                        &resource.resource_name,
+                    )
+                    .map_err(|code| (code, "Authorization failed.".to_string()))
+                    .and_then(|()| self.alter_resource(resource, validate_only))
             };
             match outcome {
                 Ok(Some(offset)) => waiting.push((results.len(), offset)),
@@ -666,7 +668,7 @@ impl Node {
             responder,
             header,
             30_000,
-            super::topics::AdminResults::AlterConfigs { legacy, results },
+            super::admin_answers::AdminResults::AlterConfigs { legacy, results },
             waiting,
         )
     }
@@ -735,37 +737,6 @@ impl Node {
             .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
         tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
         Ok(offset)
-    }
-
-    /// Sends a client's request to the controller and relays its answer under the client's
-    /// correlation id (Kafka's brokers forward admin requests the same way, KIP-590). With no
-    /// controller known, or when this node leads but has not caught up, the connection is
-    /// closed (the responder dropped), and the client retries as after any broken connection.
-    pub(super) fn forward_to_controller(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: Request,
-    ) -> Result<(), NodeError> {
-        let raft = self.metadata_raft();
-        let controller = raft.leader_id().filter(|&id| id != self.config.node_id);
-        let Some(controller) = controller else {
-            tracing::info!(api = ?request.api_key(), "no controller to forward to; closing");
-            return Ok(());
-        };
-        tracing::debug!(api = ?request.api_key(), controller, "forwarded to the controller");
-        self.send_to_peer(
-            controller,
-            request,
-            header.api_version,
-            PeerPending::Forward {
-                responder,
-                correlation_id: header.correlation_id,
-                version: header.api_version,
-                deadline_ms: self.now_ms() + self.config.controller_socket_timeout_ms,
-            },
-            false,
-        )
     }
 
     /// The controller's answer to a forwarded request, relayed to the client.

@@ -5,26 +5,6 @@
 //! auto-creation LEADER_NOT_AVAILABLE, which clients retry. The group coordinator's twin rule
 //! (`applied_past_epoch_start`, for `__consumer_offsets` partitions) lives here too.
 
-use super::Node;
-
-impl Node {
-    /// Whether this node acts as the controller: it leads `__cluster_metadata-0` and its topic
-    /// image has applied every record committed before its epoch ([`controller_caught_up`]).
-    pub(super) fn controller_active(&self) -> bool {
-        let raft = self.metadata_raft();
-        raft.is_leader()
-            && controller_caught_up(
-                raft.epoch(),
-                raft.log().epoch_cache(),
-                LogStart {
-                    offset: raft.log().log_start_offset(),
-                    epoch: raft.log().last_fetched_epoch(),
-                },
-                self.handlers.topics.applied_offset,
-            )
-    }
-}
-
 /// Whether a leader of `__cluster_metadata-0` in `epoch` has applied (`applied_offset`: the
 /// offset after the last record its image applied) every record committed before its epoch.
 ///

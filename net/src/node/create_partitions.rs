@@ -15,7 +15,8 @@
 //! INVALID_REQUEST (a topic named twice, an internal topic: `__consumer_offsets`' count is the
 //! groups' hashing and fixed by `offsets.topic.num.partitions`).
 
-use super::topics::{AdminResults, TopicRecord, is_internal_topic};
+use super::admin_answers::AdminResults;
+use super::topics::{TopicRecord, is_internal_topic};
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::{

@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 
 use ringlog_replication::PartitionId;
 
-use super::topics::{AdminResults, TopicRecord, validate_topic_name};
+use super::admin_answers::AdminResults;
+use super::topics::{TopicRecord, validate_topic_name};
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::wire::Uuid;

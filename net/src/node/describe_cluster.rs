@@ -48,7 +48,7 @@ impl Node {
             brokers,
             // Kafka's: the operations on the cluster the requester may perform, when asked.
             cluster_authorized_operations: if request.include_cluster_authorized_operations {
-                self.authorized_operations(
+                self.authorizer().authorized_operations(
                     requester,
                     crate::acl::ResourceType::Cluster,
                     crate::acl::binding::CLUSTER_RESOURCE_NAME,

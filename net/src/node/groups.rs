@@ -570,7 +570,7 @@ impl Node {
                 }
                 // v3+: the operations on the group the requester may perform, when asked.
                 if request.include_authorized_operations {
-                    described.authorized_operations = self.authorized_operations(
+                    described.authorized_operations = self.authorizer().authorized_operations(
                         requester,
                         crate::acl::ResourceType::Group,
                         group_id,

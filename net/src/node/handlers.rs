@@ -106,8 +106,12 @@ pub(super) struct State {
     pub(super) producer_ids: super::producer_ids::ProducerIdManager,
     pub(super) producer_id_control: super::producer_ids::ProducerIdControl,
     pub(super) topics: super::topics::Topics,
-    /// The ACL image and the controller's ACL proposals (acls.rs).
+    /// The ACL image (acls.rs), read by the authorizer.
+    pub(super) acl_image: super::acls::AclImage,
+    /// The controller's ACL proposals and the ACL APIs (acls.rs).
     pub(super) acls: super::acls::AclState,
+    /// Admin answers parked until their metadata records apply (admin_answers.rs).
+    pub(super) admin: super::admin_answers::AdminAnswers,
     /// Dynamic node configs as applied, and those proposed not yet applied (broker_configs.rs).
     pub(super) broker_configs: super::broker_configs::BrokerConfigs,
     pub(super) groups: super::groups::GroupsState,
@@ -131,7 +135,7 @@ impl State {
         let parked = self.parked.next_deadline_ms();
         produce
             .min(parked)
-            .min(self.topics.next_deadline_ms())
+            .min(self.admin.next_deadline_ms())
             .min(self.groups.next_deadline_ms())
             .min(self.delete_records.next_deadline_ms())
             .min(self.voter_changes.next_deadline_ms())
@@ -180,14 +184,17 @@ impl Node {
         if self.config.authorizer.settings.is_some()
             && !matches!(request, Request::ApiVersions(_))
             && responder.listener() != ListenerRole::Controller
-            && !self.acls_loaded()
+            && !self
+                .handlers
+                .acl_image
+                .loaded(super::context::metadata_raft(&self.host, &self.table))
         {
             tracing::debug!(api = ?request.api_key(), "ACL image not loaded yet; connection closed");
             return Ok(());
         }
         // The requests whose one resource the requester may not touch stop here (authorize.rs).
         let requester = responder.requester();
-        if let Some(refused) = self.refuse_unauthorized(&requester, &request) {
+        if let Some(refused) = self.authorizer().refuse_unauthorized(&requester, &request) {
             let frame = encode_response(header.correlation_id, version, &refused)?;
             responder.send(Some(frame));
             return Ok(());
@@ -223,9 +230,23 @@ impl Node {
                 return self.handle_create_partitions(responder, &header, r);
             }
             Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
-            Request::DescribeAcls(r) => Response::DescribeAcls(self.handle_describe_acls(&r)),
-            Request::CreateAcls(r) => return self.handle_create_acls(responder, &header, r),
-            Request::DeleteAcls(r) => return self.handle_delete_acls(responder, &header, r),
+            Request::DescribeAcls(r) => {
+                Response::DescribeAcls(super::acls::AclState::handle_describe_acls(&cx!(self), &r))
+            }
+            Request::CreateAcls(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .acls
+                    .handle_create_acls(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
+            Request::DeleteAcls(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .acls
+                    .handle_delete_acls(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
             Request::DescribeCluster(r) => {
                 Response::DescribeCluster(self.handle_describe_cluster(&r, &requester))
             }

@@ -407,13 +407,20 @@ impl Node {
         if request.include_topic_authorized_operations {
             for topic in &mut topics {
                 if let (0, Some(name)) = (topic.error_code, &topic.name) {
-                    topic.topic_authorized_operations =
-                        self.authorized_operations(requester, ResourceType::Topic, name);
+                    topic.topic_authorized_operations = self.authorizer().authorized_operations(
+                        requester,
+                        ResourceType::Topic,
+                        name,
+                    );
                 }
             }
         }
         let cluster_authorized_operations = if request.include_cluster_authorized_operations {
-            self.authorized_operations(requester, ResourceType::Cluster, CLUSTER_RESOURCE_NAME)
+            self.authorizer().authorized_operations(
+                requester,
+                ResourceType::Cluster,
+                CLUSTER_RESOURCE_NAME,
+            )
         } else {
             i32::MIN
         };

@@ -16,10 +16,13 @@
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
 mod acls;
+mod admin_answers;
 mod admission;
 mod authorize;
 mod broker_configs;
 mod configs;
+#[macro_use]
+mod context;
 mod controller;
 pub mod convert;
 mod create_partitions;
@@ -245,6 +248,9 @@ pub(crate) struct Node {
     space_retry: storage_faults::SpaceRetry,
     /// Partitions taken offline by a storage error (storage_faults.rs).
     offline: storage_faults::OfflinePartitions,
+    /// Requests for peers the handlers queued in their last call (context.rs), sent by
+    /// `after_call`.
+    to_peers: Vec<context::PeerRequest>,
 }
 
 impl Node {
@@ -368,6 +374,7 @@ impl Node {
             observer,
             space_retry: storage_faults::SpaceRetry::default(),
             offline: storage_faults::OfflinePartitions::default(),
+            to_peers: Vec::new(),
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
         // then follows every append: never a scan of the log on the loop when this node becomes
@@ -383,6 +390,113 @@ impl Node {
 
     fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
+    }
+
+    /// After a handler's call with a [`context::Cx`]: sends the requests it queued for peers,
+    /// answers the admin requests whose records are applied, and moves the host's output on
+    /// (what its appends produced).
+    fn after_call(&mut self) -> Result<(), NodeError> {
+        for r in std::mem::take(&mut self.to_peers) {
+            self.send_to_peer(r.to, r.request, r.version, r.pending, r.fetch_lane)?;
+        }
+        self.answer_admin()?;
+        if self.host.has_output() {
+            self.deliver()?;
+        }
+        Ok(())
+    }
+
+    /// Answers the parked admin requests whose metadata records are applied (admin_answers.rs).
+    fn answer_admin(&mut self) -> Result<(), NodeError> {
+        let metadata = context::metadata_raft(&self.host, &self.table);
+        let (epoch, leading) = (metadata.epoch(), metadata.is_leader());
+        let now = self.now_ms();
+        self.handlers
+            .admin
+            .answer_ready(self.handlers.topics.applied_offset, epoch, leading, now)
+    }
+
+    // ---- services of context.rs, for the handlers still reached through the node ----------
+
+    fn metadata_partition_id(&self) -> PartitionId {
+        context::metadata_partition_id(&self.table)
+    }
+
+    fn metadata_raft(&self) -> &core::Raft {
+        context::metadata_raft(&self.host, &self.table)
+    }
+
+    fn metadata_state(&self) -> &ringlog_replication::state_machine::KeyValueStateMachine {
+        context::metadata_state(&self.host, &self.table)
+    }
+
+    fn controller_active(&self) -> bool {
+        context::controller_active(self.metadata_raft(), self.handlers.topics.applied_offset)
+    }
+
+    fn authorizer(&self) -> authorize::Authorizer<'_> {
+        authorize::Authorizer {
+            config: &self.config.authorizer,
+            image: &self.handlers.acl_image,
+        }
+    }
+
+    fn allowed(&self, requester: &authorize::Requester, api: ApiKey, name: &str) -> bool {
+        self.authorizer().allowed(requester, api, name)
+    }
+
+    fn propose_metadata_record(
+        &mut self,
+        topic: &str,
+        value: Option<&[u8]>,
+    ) -> Result<u64, crate::protocol::ErrorCode> {
+        let offset = cx!(self).propose_metadata_record(topic, value)?;
+        self.deliver()
+            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
+        Ok(offset)
+    }
+
+    fn propose_metadata_entry(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<u64, crate::protocol::ErrorCode> {
+        let offset = cx!(self).propose_metadata_entry(key, value)?;
+        self.deliver()
+            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
+        Ok(offset)
+    }
+
+    fn propose_metadata_batch(
+        &mut self,
+        bytes: bytes::Bytes,
+    ) -> Result<u64, crate::protocol::ErrorCode> {
+        let offset = cx!(self).propose_metadata_batch(bytes)?;
+        self.deliver()
+            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
+        Ok(offset)
+    }
+
+    fn forward_to_controller(
+        &mut self,
+        responder: Responder,
+        header: &crate::protocol::RequestHeader,
+        request: crate::protocol::Request,
+    ) -> Result<(), NodeError> {
+        cx!(self).forward_to_controller(responder, header, request)?;
+        self.after_call()
+    }
+
+    fn park_admin_answer(
+        &mut self,
+        responder: Responder,
+        header: &crate::protocol::RequestHeader,
+        request_timeout_ms: i32,
+        results: admin_answers::AdminResults,
+        waiting: Vec<(usize, u64)>,
+    ) -> Result<(), NodeError> {
+        cx!(self).park_admin_answer(responder, header, request_timeout_ms, results, waiting)?;
+        self.answer_admin()
     }
 
     /// The event loop. Returns after a graceful shutdown.

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 
 use ringlog_engine::batch::RecordBatchBuilder;
 
+use super::admin_answers::AdminResults;
 use super::scram_record::{encode_scram_record_value, scram_record_key};
-use super::topics::AdminResults;
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::{

@@ -26,7 +26,11 @@ impl Node {
         // Between work lists, like the rest of this: retention's snapshots are reported to
         // the core by the same pump round.
         self.maybe_enforce_retention()?;
-        self.apply_acl_records();
+        self.handlers.acl_image.apply(
+            super::context::metadata_state(&self.host, &self.table),
+            super::context::metadata_raft(&self.host, &self.table),
+            &mut self.handlers.acls,
+        );
         // The fields, not `metadata_state()`: the images below are refreshed while it is read.
         let partition = self.metadata_partition_id();
         let state_machine = &self
@@ -46,7 +50,7 @@ impl Node {
             .broker_configs
             .refresh(applied, state_machine.entries());
         if applied == self.handlers.topics.applied_offset && self.handlers.topics.swept.is_some() {
-            return self.answer_creates();
+            return self.answer_admin();
         }
         let mut present = Vec::new();
         let prefix = Bytes::from_static(TOPIC_RECORD_KEY_PREFIX);
@@ -124,7 +128,7 @@ impl Node {
             .changed
             .retain(|_, (_, offset, proposed_in)| *offset >= applied && *proposed_in == epoch);
         self.sweep_leftovers()?;
-        self.answer_creates()
+        self.answer_admin()
     }
 
     /// A topic's `segment.bytes` or `cleanup.policy` changed (configs.rs): its partitions

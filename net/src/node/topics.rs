@@ -42,18 +42,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ringlog_engine::batch::RecordBatchBuilder;
-use ringlog_replication::{NodeId, PartitionId, QuorumConfig, Raft};
+use ringlog_replication::{NodeId, PartitionId, QuorumConfig};
 
-use super::convert;
+use super::admin_answers::AdminResults;
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
 use crate::config::NodeConfig;
 use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
-    ErrorCode, Request, RequestHeader, Response, create_topics_request as ct_req,
-    create_topics_response as ct_resp, encode_response,
+    ErrorCode, Request, RequestHeader, create_topics_request as ct_req,
+    create_topics_response as ct_resp,
 };
 
 /// Kafka's limit on a topic name's length.
@@ -96,8 +95,6 @@ pub(super) struct Topics {
     pub(super) image: BTreeMap<String, TopicRecord>,
     /// Names proposed by this node (as controller) and not yet applied.
     pub(super) proposed: BTreeSet<String>,
-    /// CreateTopics and DeleteTopics waiting for their records to be applied.
-    pub(super) creates: Vec<PendingCreate>,
     /// Set once the leftovers of earlier runs were looked at (delete_topics.rs).
     pub(super) swept: Option<super::delete_topics::Leftovers>,
     /// When retention.rs looks at the delete topics' logs next (node clock).
@@ -107,128 +104,6 @@ pub(super) struct Topics {
     /// delete_topics.rs; `None`: a tombstone). The next change of the topic starts from it, so
     /// two changes in flight do not undo each other, and nothing changes a topic being deleted.
     pub(super) changed: BTreeMap<String, (Option<TopicRecord>, u64, u32)>,
-}
-
-/// The per-topic answers of a CreateTopics or a DeleteTopics.
-pub(super) enum AdminResults {
-    Create(Vec<ct_resp::CreatableTopicResult>),
-    Delete(Vec<crate::protocol::delete_topics_response::DeletableTopicResult>),
-    /// IncrementalAlterConfigs, or the legacy AlterConfigs when `legacy` (same answers).
-    AlterConfigs {
-        legacy: bool,
-        results:
-            Vec<crate::protocol::incremental_alter_configs_response::AlterConfigsResourceResponse>,
-    },
-    CreatePartitions(Vec<crate::protocol::create_partitions_response::CreatePartitionsTopicResult>),
-    /// CreateAcls and DeleteAcls (acls.rs).
-    CreateAcls(Vec<crate::protocol::create_acls_response::AclCreationResult>),
-    DeleteAcls(Vec<crate::protocol::delete_acls_response::DeleteAclsFilterResult>),
-    /// AlterUserScramCredentials (scram.rs).
-    ScramCredentials(
-        Vec<
-            crate::protocol::alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
-        >,
-    ),
-}
-
-impl AdminResults {
-    fn set_error(&mut self, index: usize, code: ErrorCode) {
-        match self {
-            AdminResults::Create(r) => r[index].error_code = code.code(),
-            AdminResults::Delete(r) => r[index].error_code = code.code(),
-            AdminResults::AlterConfigs { results, .. } => results[index].error_code = code.code(),
-            AdminResults::CreatePartitions(r) => r[index].error_code = code.code(),
-            AdminResults::CreateAcls(r) => r[index].error_code = code.code(),
-            AdminResults::DeleteAcls(r) => r[index].error_code = code.code(),
-            AdminResults::ScramCredentials(r) => r[index].error_code = code.code(),
-        }
-    }
-
-    fn into_response(self) -> Response {
-        match self {
-            AdminResults::Create(topics) => Response::CreateTopics(ct_resp::CreateTopicsResponse {
-                throttle_time_ms: 0,
-                topics,
-            }),
-            AdminResults::Delete(responses) => Response::DeleteTopics(
-                crate::protocol::delete_topics_response::DeleteTopicsResponse {
-                    throttle_time_ms: 0,
-                    responses,
-                },
-            ),
-            AdminResults::AlterConfigs {
-                legacy: false,
-                results,
-            } => Response::IncrementalAlterConfigs(
-                crate::protocol::IncrementalAlterConfigsResponse {
-                    throttle_time_ms: 0,
-                    responses: results,
-                },
-            ),
-            AdminResults::AlterConfigs {
-                legacy: true,
-                results,
-            } => Response::AlterConfigs(crate::protocol::AlterConfigsResponse {
-                throttle_time_ms: 0,
-                responses: results
-                    .into_iter()
-                    .map(|r| {
-                        crate::protocol::alter_configs_response::AlterConfigsResourceResponse {
-                            error_code: r.error_code,
-                            error_message: r.error_message,
-                            resource_type: r.resource_type,
-                            resource_name: r.resource_name,
-                        }
-                    })
-                    .collect(),
-            }),
-            AdminResults::CreatePartitions(results) => {
-                Response::CreatePartitions(crate::protocol::CreatePartitionsResponse {
-                    throttle_time_ms: 0,
-                    results,
-                })
-            }
-            AdminResults::CreateAcls(results) => {
-                Response::CreateAcls(crate::protocol::CreateAclsResponse {
-                    throttle_time_ms: 0,
-                    results,
-                })
-            }
-            AdminResults::DeleteAcls(filter_results) => {
-                Response::DeleteAcls(crate::protocol::DeleteAclsResponse {
-                    throttle_time_ms: 0,
-                    filter_results,
-                })
-            }
-            AdminResults::ScramCredentials(results) => Response::AlterUserScramCredentials(
-                crate::protocol::AlterUserScramCredentialsResponse {
-                    throttle_time_ms: 0,
-                    results,
-                },
-            ),
-        }
-    }
-}
-
-pub(super) struct PendingCreate {
-    pub(super) responder: Responder,
-    pub(super) correlation_id: i32,
-    pub(super) version: i16,
-    pub(super) results: AdminResults,
-    /// (result index, metadata-log offset of its record).
-    pub(super) waiting: Vec<(usize, u64)>,
-    pub(super) metadata_epoch: u32,
-    pub(super) deadline_ms: u64,
-}
-
-impl Topics {
-    pub(super) fn next_deadline_ms(&self) -> u64 {
-        self.creates
-            .iter()
-            .map(|c| c.deadline_ms)
-            .min()
-            .unwrap_or(u64::MAX)
-    }
 }
 
 /// The quorum settings of a partition whose Raft group's voters are `voters` (the configured
@@ -274,31 +149,6 @@ fn random_topic_id() -> Uuid {
 }
 
 impl Node {
-    pub(super) fn metadata_partition_id(&self) -> PartitionId {
-        self.table
-            .find(convert::METADATA_TOPIC, 0)
-            .expect("every node hosts the metadata partition")
-    }
-
-    pub(super) fn metadata_raft(&self) -> &Raft {
-        self.host
-            .raft(self.metadata_partition_id())
-            .expect("hosted")
-    }
-
-    /// `__cluster_metadata-0`'s key-value state: every kind of metadata record as applied
-    /// (topics, ACLs, SCRAM credentials, dynamic node configs, producer id blocks).
-    pub(super) fn metadata_state(
-        &self,
-    ) -> &ringlog_replication::state_machine::KeyValueStateMachine {
-        &self
-            .host
-            .store(self.metadata_partition_id())
-            .expect("the metadata partition is always hosted")
-            .snapshots
-            .state_machine
-    }
-
     pub(super) fn topic_exists(&self, name: &str) -> bool {
         self.handlers.topics.image.contains_key(name)
     }
@@ -342,51 +192,6 @@ impl Node {
         self.handlers.topics.proposed.insert(record.name.clone());
         tracing::info!(topic = %record.name, partitions = record.partitions, offset, "topic proposed");
         Ok(offset)
-    }
-
-    /// Appends one record under `topic`'s key to the metadata log (this node must lead it):
-    /// a topic record, or a tombstone (`value` None) deleting the topic. Returns its offset.
-    pub(super) fn propose_metadata_record(
-        &mut self,
-        topic: &str,
-        value: Option<&[u8]>,
-    ) -> Result<u64, ErrorCode> {
-        self.propose_metadata_entry(&topic_record_key(topic), value)
-    }
-
-    /// Proposes one record under `key` to `__cluster_metadata-0` (this node leads it); returns
-    /// its offset.
-    pub(super) fn propose_metadata_entry(
-        &mut self,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<u64, ErrorCode> {
-        let mut builder = RecordBatchBuilder::new(0);
-        let now_wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        builder.append(now_wall, Some(key), value, &[]);
-        self.propose_metadata_batch(builder.build().into_bytes())
-    }
-
-    /// Proposes one record batch to `__cluster_metadata-0` (this node leads it); returns the
-    /// offset of its last record.
-    pub(super) fn propose_metadata_batch(&mut self, bytes: bytes::Bytes) -> Result<u64, ErrorCode> {
-        let batches = super::produce_validation::validate_produce_records(Some(&bytes), usize::MAX)
-            .map_err(|(code, _)| code)?;
-        let partition = self.metadata_partition_id();
-        let now = self.now_ms();
-        let appended = match self.host.append(now, partition, batches) {
-            Ok(appended) => appended,
-            Err(ringlog_replication::host::HostError::Raft(_)) => {
-                return Err(ErrorCode::NotController);
-            }
-            Err(ringlog_replication::host::HostError::Storage(_)) => {
-                return Err(ErrorCode::KafkaStorageError);
-            }
-        };
-        self.deliver().map_err(|_| ErrorCode::KafkaStorageError)?;
-        Ok(appended.last_offset)
     }
 
     /// `__consumer_offsets`' config: a snapshot topic (its state is the committed offsets, its
@@ -661,69 +466,6 @@ impl Node {
             AdminResults::Create(results),
             waiting,
         )
-    }
-
-    /// Parks an admin answer (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
-    /// CreatePartitions) until the records it waits for are committed
-    /// in this metadata epoch (or the request's timeout passes), then answers what is ready.
-    pub(super) fn park_admin_answer(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request_timeout_ms: i32,
-        results: AdminResults,
-        waiting: Vec<(usize, u64)>,
-    ) -> Result<(), NodeError> {
-        let timeout_ms = u64::try_from(request_timeout_ms).unwrap_or(0).max(1);
-        self.handlers.topics.creates.push(PendingCreate {
-            responder,
-            correlation_id: header.correlation_id,
-            version: header.api_version,
-            results,
-            waiting,
-            metadata_epoch: self.metadata_raft().epoch(),
-            deadline_ms: self.now_ms() + timeout_ms,
-        });
-        self.answer_creates()
-    }
-
-    /// Answers CreateTopics and DeleteTopics whose records are applied; fails those whose
-    /// controller lost its epoch (the record may be replaced) or whose timeout passed.
-    pub(super) fn answer_creates(&mut self) -> Result<(), NodeError> {
-        let applied = self.handlers.topics.applied_offset;
-        let epoch = self.metadata_raft().epoch();
-        let leading = self.metadata_raft().is_leader();
-        let now = self.now_ms();
-        let mut index = 0;
-        while index < self.handlers.topics.creates.len() {
-            let c = &mut self.handlers.topics.creates[index];
-            let lost = !leading || c.metadata_epoch != epoch;
-            let expired = now >= c.deadline_ms;
-            c.waiting.retain(|(i, offset)| {
-                if *offset < applied {
-                    return false;
-                }
-                if lost || expired {
-                    let code = if lost {
-                        ErrorCode::NotController
-                    } else {
-                        ErrorCode::RequestTimedOut
-                    };
-                    c.results.set_error(*i, code);
-                    return false;
-                }
-                true
-            });
-            if c.waiting.is_empty() {
-                let c = self.handlers.topics.creates.swap_remove(index);
-                let response = c.results.into_response();
-                let frame = encode_response(c.correlation_id, c.version, &response)?;
-                c.responder.send(Some(frame));
-            } else {
-                index += 1;
-            }
-        }
-        Ok(())
     }
 }
 
