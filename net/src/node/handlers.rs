@@ -257,7 +257,11 @@ impl Node {
             r @ (Request::AddRaftVoter(_)
             | Request::RemoveRaftVoter(_)
             | Request::UpdateRaftVoter(_)) => {
-                return self.handle_voter_change(responder, &header, r);
+                let mut cx = cx!(self);
+                self.handlers
+                    .voter_changes
+                    .handle(&mut cx, responder, &header, r)?;
+                return self.after_call();
             }
             Request::DescribeUserScramCredentials(r) => Response::DescribeUserScramCredentials(
                 self.handle_describe_user_scram_credentials(&r),
@@ -738,7 +742,11 @@ impl Node {
         if let Err(error) = self.answer_voter_changes() {
             tracing::warn!(%error, "voter change deadlines");
         }
-        self.maybe_send_own_endpoint_update(now);
+        let mut cx = cx!(self);
+        self.handlers.own_endpoint.maybe_send_update(&mut cx);
+        if let Err(error) = self.after_call() {
+            tracing::warn!(%error, "sending UpdateRaftVoter");
+        }
         let expired: Vec<u64> = self
             .handlers
             .produces
@@ -802,7 +810,7 @@ impl Node {
         for (_, parked) in self.handlers.parked.take_all() {
             self.answer_parked(parked)?;
         }
-        self.fail_voter_changes(code)?;
+        self.handlers.voter_changes.fail_all(code)?;
         self.groups_fail_all()
     }
 }

@@ -43,6 +43,7 @@ mod observe;
 mod offset_expiry;
 mod own_endpoint;
 mod partition_table;
+mod peers;
 pub mod placement;
 mod produce_validation;
 mod producer_ids;
@@ -78,10 +79,10 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::config::{NodeConfig, SecurityProtocol};
 use crate::meta_properties::MetaProperties;
 use crate::metrics::MetricsServer;
-use crate::protocol::ApiKey;
+use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
 use convert::{InboundPart, PartAnswer, PartitionTable};
-use transport::{Event, NodeHandler, PeerLane, PeerLanes, PeerPending, Responder};
+use transport::{Event, NodeHandler, PeerPending, Responder};
 
 pub use error::NodeError;
 
@@ -190,9 +191,9 @@ struct PendingRequest {
 
 pub(crate) struct Node {
     config: NodeConfig,
-    /// Snapshot writer threads report completion here (snapshots.rs); the loop takes the
-    /// receiver when it starts.
-    snapshot_done_tx: UnboundedSender<snapshots::SnapshotDone>,
+    /// Starts snapshot writer threads (snapshots.rs); they report on `snapshot_done_rx`,
+    /// which the loop takes when it starts.
+    snapshot_writers: snapshots::SnapshotWriters,
     snapshot_done_rx: Option<UnboundedReceiver<snapshots::SnapshotDone>>,
     cluster_id: String,
     table: PartitionTable,
@@ -201,16 +202,8 @@ pub(crate) struct Node {
     started: Instant,
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
-    peers: BTreeMap<NodeId, PeerLanes>,
-    /// KIP-853: quorum endpoints of nodes this node has no configured or voter set address
-    /// for, as answers' `NodeEndpoints` gave them (leader_endpoints.rs).
-    learned_endpoints: BTreeMap<NodeId, (String, u16)>,
-    /// Where peer lanes report; kept to open lanes to voters added since the start.
-    peer_events: UnboundedSender<Event>,
-    /// TLS towards peers when the quorum's listener is SSL.
-    peer_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-    next_peer_correlation_id: i32,
-    peer_pending: HashMap<(NodeId, i32), PeerPending>,
+    /// The lanes to the peers and what each request sent on them waits for (peers.rs).
+    peers: peers::Peers,
     /// One replica Fetch of ours waiting at each leader (fetch_sessions.rs).
     fetch_sessions: fetch_sessions::FetchSessions,
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
@@ -287,51 +280,7 @@ impl Node {
         let mut host = Host::open(io, host_config, &quorum, specs, random_seed(), 0)?;
         let stall = observe::StallWatch::new(config.fetch_timeout_ms);
         host.set_probe(Box::new(stall.probe()));
-        let max_frame = config.socket_request_max_bytes as usize;
-        let connect_timeout = Duration::from_millis(config.request_timeout_ms.min(1000));
-        // Peers are reached on their quorum listener; TLS when ours speaks it (every voter's
-        // controller listener is configured alike).
-        let peer_tls = match &config.tls {
-            Some(tls) if config.listeners.quorum().security_protocol == SecurityProtocol::Ssl => {
-                Some(tls.client_config()?)
-            }
-            _ => None,
-        };
-        let mut peers = BTreeMap::new();
-        // Lanes to the configured voters, or (KIP-853) to the bootstrap servers, under the ids
-        // the core knows them by (`topics::bootstrap_server_ids`).
-        let configured_peers: Vec<(NodeId, String)> = config
-            .quorum_voters
-            .iter()
-            .filter(|voter| voter.node_id != config.node_id)
-            .map(|voter| (voter.node_id, format!("{}:{}", voter.host, voter.port)))
-            .chain(
-                topics::bootstrap_server_ids(&config)
-                    .into_iter()
-                    .zip(&config.quorum_bootstrap_servers)
-                    .map(|(id, (host, port))| (id, format!("{host}:{port}"))),
-            )
-            .collect();
-        for (node_id, address) in configured_peers {
-            let lane = |events: &UnboundedSender<Event>| {
-                PeerLane::spawn(
-                    node_id,
-                    address.clone(),
-                    events.clone(),
-                    max_frame,
-                    connect_timeout,
-                    peer_tls.clone(),
-                )
-            };
-            peers.insert(
-                node_id,
-                PeerLanes {
-                    control: lane(&events),
-                    fetch: lane(&events),
-                    address: address.clone(),
-                },
-            );
-        }
+        let peers = peers::Peers::open(&config, events.clone())?;
         let observer = observe::Observer::new(table.ids().map(|id| {
             let dir = config.metadata_log_dir.join(table.dir_name(id));
             (id, table.dir_name(id), dir)
@@ -339,9 +288,9 @@ impl Node {
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let (snapshot_done_tx, snapshot_done_rx) = unbounded_channel();
+        let (snapshot_writers, snapshot_done_rx) = snapshots::SnapshotWriters::new();
         let mut node = Node {
-            snapshot_done_tx,
+            snapshot_writers,
             snapshot_done_rx: Some(snapshot_done_rx),
             config,
             cluster_id,
@@ -350,11 +299,6 @@ impl Node {
             started: Instant::now(),
             started_wall_ms,
             peers,
-            learned_endpoints: BTreeMap::new(),
-            peer_events: events.clone(),
-            peer_tls,
-            next_peer_correlation_id: 1,
-            peer_pending: HashMap::new(),
             fetch_sessions: Default::default(),
             snapshot_fetches: BTreeMap::new(),
             pending: HashMap::new(),
@@ -605,7 +549,7 @@ impl Node {
                 }
                 Wake::SnapshotDone(done) => {
                     let began = Instant::now();
-                    self.on_snapshot_generated(done);
+                    done.report_to(&mut self.host);
                     self.stall.step(began, "snapshot generated", "");
                 }
                 Wake::Timer => self.stall.woke_after_timer(due),
@@ -650,7 +594,7 @@ impl Node {
                 correlation_ids,
             } => {
                 for id in correlation_ids {
-                    let pending = self.peer_pending.remove(&(peer, id));
+                    let pending = self.peers.pending.remove(&(peer, id));
                     if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
                         self.lookup_ended(partitions);
                     }
@@ -790,7 +734,10 @@ impl Node {
                         // replica whose log starts there (docs/snapshots.md).
                         job.producer_state =
                             self.producer_state_record(partition, job.snapshot_id.offset);
-                        self.spawn_snapshot_writer(partition, dir, job)?
+                        {
+                            let now = self.now_ms();
+                            self.snapshot_writers.spawn(partition, dir, job, now)?
+                        }
                     }
                 }
             }
@@ -872,9 +819,118 @@ impl Node {
     }
 
     fn control_requests_pending(&self) -> bool {
-        self.peer_pending
-            .values()
-            .any(|p| matches!(p, PeerPending::Control))
+        self.peers.control_requests_pending()
+    }
+
+    // ---- storage faults (storage_faults.rs) -----------------------------------------------
+
+    /// Runs the retry of flushes waiting for space when it is due, and takes in the partitions
+    /// the host took offline. Returns the retry's deadline, for the loop's sleep.
+    fn watch_storage_faults(&mut self, now_ms: u64) -> Result<Option<u64>, NodeError> {
+        let waiting = self.host.partitions_waiting_for_space();
+        if self.space_retry.due(!waiting.is_empty(), now_ms) {
+            let asked = self.host.retry_flushes();
+            tracing::debug!(
+                asked,
+                "asking the partitions waiting for space to flush again"
+            );
+        }
+        // Requests waiting on a partition that waits for space are answered now rather than
+        // at their timeout (their records may still become durable and committed later, as
+        // after any error following an append; an idempotent producer's retry is answered as
+        // the duplicate it is).
+        for partition in &waiting {
+            self.fail_partition_waiters(*partition, ErrorCode::KafkaStorageError)?;
+        }
+        self.adopt_offline_partitions()?;
+        self.observer.observe_storage_faults(
+            self.offline.by_name.len(),
+            self.host.partitions_waiting_for_space().len(),
+        );
+        Ok(self.space_retry.deadline_ms())
+    }
+
+    /// Forgets every partition the host took offline since the last call: its requests are
+    /// answered KAFKA_STORAGE_ERROR, lookups skip it, Metadata reports it offline. Called after
+    /// every host call (`deliver`), before anything looks the partition up again.
+    fn adopt_offline_partitions(&mut self) -> Result<(), NodeError> {
+        for (id, name, error) in self.offline.take_new(&self.host, &self.table)? {
+            self.forget_partition(id, ErrorCode::KafkaStorageError)?;
+            self.offline.record(name, error);
+        }
+        Ok(())
+    }
+
+    /// The error of an offline partition of this node, if `topic`-`index` is one.
+    fn offline_partition_error(&self, topic: &str, index: i32) -> Option<&str> {
+        self.offline.error_of(topic, index)
+    }
+
+    /// The voter ids of the metadata partition's quorum in force (KIP-853: from its log, else
+    /// `controller.quorum.voters`).
+    fn metadata_voter_ids(&self) -> Vec<NodeId> {
+        self.metadata_raft().voter_set().ids()
+    }
+
+    /// Answers the voter changes whose record committed, was truncated, or ran out of time.
+    fn answer_voter_changes(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        self.handlers
+            .voter_changes
+            .answer(&self.host, &self.table, now)
+    }
+
+    // ---- peers ------------------------------------------------------------------------------
+
+    fn send_to_peer(
+        &mut self,
+        to: NodeId,
+        request: crate::protocol::Request,
+        version: i16,
+        pending: PeerPending,
+        fetch_lane: bool,
+    ) -> Result<(), NodeError> {
+        self.send_to_peer_with_id(to, request, version, pending, fetch_lane)
+            .map(|_| ())
+    }
+
+    /// [`Node::send_to_peer`], returning the wire correlation id of the request it queued
+    /// (`None` when the peer has no lane or its lane is gone).
+    fn send_to_peer_with_id(
+        &mut self,
+        to: NodeId,
+        request: crate::protocol::Request,
+        version: i16,
+        pending: PeerPending,
+        fetch_lane: bool,
+    ) -> Result<Option<i32>, NodeError> {
+        let metadata = context::metadata_raft(&self.host, &self.table);
+        self.peers.send(
+            &self.config,
+            metadata,
+            to,
+            request,
+            version,
+            pending,
+            fetch_lane,
+        )
+    }
+
+    /// What this node knows of quorum endpoints (leader_endpoints.rs).
+    fn endpoints(&self) -> leader_endpoints::Endpoints<'_> {
+        leader_endpoints::Endpoints {
+            config: &self.config,
+            metadata: context::metadata_raft(&self.host, &self.table),
+            learned: &self.peers.learned,
+        }
+    }
+
+    fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
+        leader_endpoints::voter_set_endpoint(
+            &self.config,
+            context::metadata_raft(&self.host, &self.table),
+            to,
+        )
     }
 
     fn log_leader_changes(&mut self) {

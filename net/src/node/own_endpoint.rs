@@ -28,7 +28,8 @@
 
 use ringlog_replication::{Endpoint, VoterInfo};
 
-use super::{Node, PeerPending};
+use super::PeerPending;
+use super::context::Cx;
 use crate::protocol::wire::Uuid;
 use crate::protocol::{Request, update_raft_voter_request as urv};
 
@@ -59,26 +60,25 @@ pub(super) fn quorum_endpoint(config: &crate::config::NodeConfig) -> (String, u1
     }
 }
 
-impl Node {
+impl OwnEndpoint {
     /// The table in the module doc; called on every turn of the event loop.
-    pub(super) fn maybe_send_own_endpoint_update(&mut self, now: u64) {
-        let own = self.config.node_id;
-        if self.handlers.own_endpoint.quorum_endpoint.is_none() {
-            self.handlers.own_endpoint.quorum_endpoint = Some(quorum_endpoint(&self.config));
+    pub(super) fn maybe_send_update(&mut self, cx: &mut Cx) {
+        let now = cx.now_ms;
+        let own = cx.config.node_id;
+        if self.quorum_endpoint.is_none() {
+            self.quorum_endpoint = Some(quorum_endpoint(cx.config));
         }
-        let raft = self.metadata_raft();
+        let raft = cx.metadata_raft();
         let Some(info) = raft.voter_set().voters().get(&own) else {
             return;
         };
         // Compared by reference: this runs on every turn of the loop.
         let (host, port) = self
-            .handlers
-            .own_endpoint
             .quorum_endpoint
             .as_ref()
             .map(|(host, port)| (host, *port))
             .expect("computed above");
-        let listener_name = self.config.controller_listener_name();
+        let listener_name = cx.config.controller_listener_name();
         let endpoint_matches = match info
             .endpoints
             .iter()
@@ -86,7 +86,7 @@ impl Node {
             .or(info.endpoints.first())
         {
             Some(e) => e.host == *host && e.port == port,
-            None => self
+            None => cx
                 .config
                 .quorum_voters
                 .iter()
@@ -101,19 +101,19 @@ impl Node {
         let epoch = raft.epoch();
         let leading = raft.is_leader();
         let leader = raft.leader_id();
-        let own_directory = self.handlers.own_endpoint.directory_id;
+        let own_directory = self.directory_id;
         let directory_id = match own_directory {
             Some(own) if recorded_directory == [0; 16] && dynamic => own,
             Some(_) if recorded_directory == [0; 16] => recorded_directory,
             Some(own) if recorded_directory != own => {
-                if !self.handlers.own_endpoint.warned_other_directory {
+                if !self.warned_other_directory {
                     tracing::warn!(
                         recorded = %crate::meta_properties::uuid_text(&recorded_directory),
                         own = %crate::meta_properties::uuid_text(&own),
                         "the voter set names this node id with another directory id (another \
                          disk): remove that voter and add this one"
                     );
-                    self.handlers.own_endpoint.warned_other_directory = true;
+                    self.warned_other_directory = true;
                 }
                 return;
             }
@@ -127,37 +127,35 @@ impl Node {
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified())
         {
-            if !self.handlers.own_endpoint.warned_unspecified {
+            if !self.warned_unspecified {
                 tracing::warn!(
                     %host,
                     "the advertised listener is unspecified: not sent to the voter set (set \
                      advertised.listeners)"
                 );
-                self.handlers.own_endpoint.warned_unspecified = true;
+                self.warned_unspecified = true;
             }
             return;
         }
         if self
-            .handlers
-            .own_endpoint
             .asked_ms
-            .is_some_and(|asked| now < asked + self.config.request_timeout_ms)
+            .is_some_and(|asked| now < asked + cx.config.request_timeout_ms)
         {
             return;
         }
         let endpoint = Endpoint {
-            name: self.config.controller_listener_name().to_string(),
+            name: cx.config.controller_listener_name().to_string(),
             host: host.clone(),
             port,
         };
         if leading {
-            self.handlers.own_endpoint.asked_ms = Some(now);
-            let partition = self.metadata_partition_id();
+            self.asked_ms = Some(now);
+            let partition = cx.metadata_partition_id();
             let info = VoterInfo {
                 directory_id,
                 endpoints: vec![endpoint],
             };
-            match self.host.update_voter(now, partition, own, info) {
+            match cx.host.update_voter(now, partition, own, info) {
                 Ok(appended) => tracing::info!(
                     endpoint_matches,
                     offset = appended.map(|a| a.last_offset),
@@ -171,9 +169,9 @@ impl Node {
         let Some(leader) = leader.filter(|leader| *leader != own) else {
             return;
         };
-        self.handlers.own_endpoint.asked_ms = Some(now);
+        self.asked_ms = Some(now);
         let request = urv::UpdateRaftVoterRequest {
-            cluster_id: Some(self.cluster_id.clone()),
+            cluster_id: Some(cx.cluster_id.to_string()),
             current_leader_epoch: i32::try_from(epoch).unwrap_or(i32::MAX),
             voter_id: own,
             voter_directory_id: Uuid(directory_id),
@@ -194,14 +192,12 @@ impl Node {
             listener = %format!("{host}:{port}"),
             "asking the leader to record this voter's listener (UpdateRaftVoter)"
         );
-        if let Err(error) = self.send_to_peer(
+        cx.send_to_peer(
             leader,
             Request::UpdateRaftVoter(request),
             UPDATE_RAFT_VOTER_VERSION,
             PeerPending::OwnEndpointUpdate,
             false,
-        ) {
-            tracing::warn!(%error, "sending UpdateRaftVoter");
-        }
+        );
     }
 }

@@ -5,18 +5,15 @@
 //! the peers' answers become core steps.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use ringlog_replication::host::HostError;
 use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
 
 use super::convert::{self, InboundPart, PartAnswer};
-use super::transport::{Outgoing, PeerLane, Responder};
+use super::transport::Responder;
 use super::{Node, NodeError, PeerPending, PendingRequest};
 use crate::protocol::wire::Records;
-use crate::protocol::{
-    ApiKey, Request, RequestHeader, Response, encode_request, encode_response, fetch_response,
-};
+use crate::protocol::{ApiKey, Request, RequestHeader, Response, encode_response, fetch_response};
 use crate::server::{FileRegion, RecordsSource, Reply};
 
 impl Node {
@@ -216,7 +213,7 @@ impl Node {
                 self.raise_to_client_log_starts(&pending.parts, &mut response);
                 let regions = self.attach_fetch_regions(&pending.parts, &answers, &mut response);
                 let mut response = Response::Fetch(response);
-                self.fill_node_endpoints(&mut response);
+                self.endpoints().fill_node_endpoints(&mut response);
                 if !regions.is_empty() {
                     pending
                         .responder
@@ -233,7 +230,7 @@ impl Node {
                     u64::from(self.config.fetch_snapshot_response_max_bytes),
                 );
                 let mut response = Response::FetchSnapshot(response);
-                self.fill_node_endpoints(&mut response);
+                self.endpoints().fill_node_endpoints(&mut response);
                 if !regions.is_empty() {
                     pending
                         .responder
@@ -245,7 +242,7 @@ impl Node {
             other => unreachable!("{other:?} is not a quorum request"),
         };
         // KIP-853 NodeEndpoints: the leaders named, where they listen (leader_endpoints.rs).
-        self.fill_node_endpoints(&mut response);
+        self.endpoints().fill_node_endpoints(&mut response);
         let frame = encode_response(pending.correlation_id, pending.version, &response)?;
         pending.responder.send(Some(frame));
         Ok(())
@@ -334,32 +331,7 @@ impl Node {
         }
         self.handlers_expire(now);
         self.answer_parked_metadata(now);
-        self.expire_forwarded(now);
-    }
-
-    /// Forwarded admin requests the controller has not answered by their deadline (a paused
-    /// or cut-off controller keeps its connection open, so the lane never fails them): the
-    /// client's connection is closed, as when no controller is known, and the client retries.
-    fn expire_forwarded(&mut self, now: u64) {
-        let late: Vec<(NodeId, i32)> = self
-            .peer_pending
-            .iter()
-            .filter(|(_, pending)| {
-                matches!(pending, PeerPending::Forward { deadline_ms, .. } if *deadline_ms <= now)
-            })
-            .map(|(key, _)| *key)
-            .collect();
-        for key in late {
-            if let Some(PeerPending::Forward { correlation_id, .. }) =
-                self.peer_pending.remove(&key)
-            {
-                tracing::info!(
-                    controller = key.0,
-                    client_correlation_id = correlation_id,
-                    "a forwarded request timed out (controller.socket.timeout.ms); closing the client's connection"
-                );
-            }
-        }
+        self.peers.expire_forwarded(now);
     }
 
     pub(super) fn handle_peer_response(
@@ -368,12 +340,17 @@ impl Node {
         correlation_id: i32,
         response: Response,
     ) -> Result<(), NodeError> {
-        let Some(pending) = self.peer_pending.remove(&(peer, correlation_id)) else {
+        let Some(pending) = self.peers.pending.remove(&(peer, correlation_id)) else {
             return Ok(());
         };
         // KIP-853: where the leaders this answer names listen (a node started with bootstrap
         // servers dials the leader there).
-        self.learn_node_endpoints(&response);
+        super::leader_endpoints::learn_node_endpoints(
+            &mut self.peers.learned,
+            &self.config,
+            super::context::metadata_raft(&self.host, &self.table),
+            &response,
+        );
         let pending = match pending {
             PeerPending::Forward {
                 responder,
@@ -645,113 +622,5 @@ impl Node {
             )?;
         }
         Ok(())
-    }
-
-    /// KIP-853: a voter's endpoint in the metadata quorum's voter set in force (the one named
-    /// like our controller listener first), when its VotersRecord gave one.
-    pub(super) fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
-        let info = self.metadata_raft().voter_set().voters().get(&to)?;
-        info.endpoints
-            .iter()
-            .find(|e| e.name == self.config.controller_listener_name())
-            .or(info.endpoints.first())
-    }
-
-    /// KIP-853: lanes to a peer at the endpoint the voter set in force gives it, when that is
-    /// not where its lanes dial: a voter added since the start has no `controller.quorum.voters`
-    /// address, and a voter that moved told the leader its new one with UpdateRaftVoter
-    /// (own_endpoint.rs). Lanes to the old address are dropped (their task ends; requests in
-    /// flight on them go unanswered, as after a lost connection, and the core resends).
-    /// KIP-853: a peer with no lanes and no voter set endpoint whose endpoint an answer gave
-    /// (leader_endpoints.rs: a leader found through a bootstrap server) gets lanes there.
-    fn open_lanes_from_voter_set(&mut self, to: NodeId) {
-        let address = match self.voter_set_endpoint(to) {
-            Some(endpoint) => format!("{}:{}", endpoint.host, endpoint.port),
-            None => match self.learned_endpoints.get(&to) {
-                Some((host, port)) if !self.peers.contains_key(&to) => format!("{host}:{port}"),
-                _ => return,
-            },
-        };
-        if self.peers.get(&to).is_some_and(|l| l.address == address) {
-            return;
-        }
-        tracing::info!(to, %address, "opening lanes to a peer at its voter set (or answered) endpoint");
-        let max_frame = self.config.socket_request_max_bytes as usize;
-        let connect_timeout = Duration::from_millis(self.config.request_timeout_ms.min(1000));
-        let lane = || {
-            PeerLane::spawn(
-                to,
-                address.clone(),
-                self.peer_events.clone(),
-                max_frame,
-                connect_timeout,
-                self.peer_tls.clone(),
-            )
-        };
-        let lanes = super::PeerLanes {
-            control: lane(),
-            fetch: lane(),
-            address,
-        };
-        self.peers.insert(to, lanes);
-    }
-
-    pub(super) fn send_to_peer(
-        &mut self,
-        to: NodeId,
-        request: Request,
-        version: i16,
-        pending: PeerPending,
-        fetch_lane: bool,
-    ) -> Result<(), NodeError> {
-        self.send_to_peer_with_id(to, request, version, pending, fetch_lane)
-            .map(|_| ())
-    }
-
-    /// [`Node::send_to_peer`], returning the wire correlation id of the request it queued
-    /// (`None` when the peer has no lane or its lane is gone).
-    fn send_to_peer_with_id(
-        &mut self,
-        to: NodeId,
-        request: Request,
-        version: i16,
-        pending: PeerPending,
-        fetch_lane: bool,
-    ) -> Result<Option<i32>, NodeError> {
-        let moved = self.voter_set_endpoint(to).is_some_and(|endpoint| {
-            self.peers.get(&to).is_none_or(|lanes| {
-                !lanes.address.rsplit_once(':').is_some_and(|(host, port)| {
-                    host == endpoint.host && port.parse() == Ok(endpoint.port)
-                })
-            })
-        });
-        if moved || !self.peers.contains_key(&to) {
-            self.open_lanes_from_voter_set(to);
-        }
-        let Some(super::PeerLanes { control, fetch, .. }) = self.peers.get(&to) else {
-            tracing::warn!(to, "no address for this peer (not a voter)");
-            return Ok(None);
-        };
-        let correlation_id = self.next_peer_correlation_id;
-        self.next_peer_correlation_id = self.next_peer_correlation_id.wrapping_add(1).max(1);
-        let api = request.api_key();
-        let header = RequestHeader {
-            api_key: api.key(),
-            api_version: version,
-            correlation_id,
-            client_id: Some(format!("ringlog-node-{}", self.config.node_id)),
-        };
-        let frame = encode_request(&header, &request)?;
-        let lane = if fetch_lane { fetch } else { control };
-        if lane.send(Outgoing {
-            correlation_id,
-            api,
-            version,
-            frame,
-        }) {
-            self.peer_pending.insert((to, correlation_id), pending);
-            return Ok(Some(correlation_id));
-        }
-        Ok(None)
     }
 }

@@ -13,8 +13,10 @@ use ringlog_replication::host::{SnapshotJob, write_snapshot_job};
 use ringlog_replication::state_machine::SnapshotPolicyConfig;
 use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::NodeError;
 use super::topics::CleanupPolicy;
-use super::{Node, NodeError};
 
 /// A writer thread's report: the snapshot is frozen (renamed, fsynced), or the error.
 #[derive(Debug)]
@@ -46,16 +48,26 @@ pub(super) fn keeps_snapshots(topic: &str, cleanup_policy: Option<CleanupPolicy>
     topic == super::convert::METADATA_TOPIC || cleanup_policy == Some(CleanupPolicy::Snapshot)
 }
 
-impl Node {
+/// Starts the writer threads; their reports come back on the receiver `new` returns.
+pub(super) struct SnapshotWriters {
+    done: UnboundedSender<SnapshotDone>,
+}
+
+impl SnapshotWriters {
+    pub(super) fn new() -> (SnapshotWriters, UnboundedReceiver<SnapshotDone>) {
+        let (done, reports) = unbounded_channel();
+        (SnapshotWriters { done }, reports)
+    }
+
     /// Writes the host's snapshot job on a thread of its own (the loop's ring is not shared).
-    pub(super) fn spawn_snapshot_writer(
-        &mut self,
+    pub(super) fn spawn(
+        &self,
         partition: PartitionId,
         dir: PathBuf,
         job: SnapshotJob,
+        now_ms: u64,
     ) -> Result<(), NodeError> {
-        let done = self.snapshot_done_tx.clone();
-        let now_ms = self.now_ms();
+        let done = self.done.clone();
         std::thread::Builder::new()
             .name("snapshot-writer".into())
             .spawn(move || {
@@ -71,17 +83,16 @@ impl Node {
             .map_err(NodeError::Runtime)?;
         Ok(())
     }
+}
 
+impl SnapshotDone {
     /// A writer thread finished: the host reports a frozen snapshot to the core at its next
     /// `pump`; a failed one is logged and the policy decides again later.
-    pub(super) fn on_snapshot_generated(&mut self, done: SnapshotDone) {
-        let SnapshotDone {
-            partition,
-            snapshot_id,
-            result,
-        } = done;
-        self.host
-            .on_snapshot_generated(partition, snapshot_id, result);
+    pub(super) fn report_to(
+        self,
+        host: &mut ringlog_replication::host::Host<ringlog_engine::io::AnyIo>,
+    ) {
+        host.on_snapshot_generated(self.partition, self.snapshot_id, self.result);
     }
 }
 

@@ -12,10 +12,12 @@
 
 use std::collections::BTreeSet;
 
+use ringlog_engine::io::AnyIo;
 use ringlog_replication::PartitionId;
+use ringlog_replication::host::Host;
 
-use super::{Node, NodeError};
-use crate::protocol::ErrorCode;
+use super::NodeError;
+use super::convert::PartitionTable;
 
 /// The first retry of a flush waiting for space, after the disk refused it.
 pub(super) const SPACE_RETRY_INITIAL_MS: u64 = 100;
@@ -75,68 +77,48 @@ pub(super) struct OfflinePartitions {
     seen: BTreeSet<PartitionId>,
 }
 
-impl Node {
-    /// Runs the retry of flushes waiting for space when it is due, and takes in the partitions
-    /// the host took offline. Returns the retry's deadline, for the loop's sleep.
-    pub(super) fn watch_storage_faults(&mut self, now_ms: u64) -> Result<Option<u64>, NodeError> {
-        let waiting = self.host.partitions_waiting_for_space();
-        if self.space_retry.due(!waiting.is_empty(), now_ms) {
-            let asked = self.host.retry_flushes();
-            tracing::debug!(
-                asked,
-                "asking the partitions waiting for space to flush again"
-            );
+impl OfflinePartitions {
+    /// The partitions the host took offline since the last call, with their (topic, index)
+    /// and error, marked seen: the node forgets each everywhere it keeps it and then
+    /// [`OfflinePartitions::record`]s it. The metadata partition going offline is an error: every
+    /// topic, config and group lives in it, so without it the node cannot serve.
+    pub(super) fn take_new(
+        &mut self,
+        host: &Host<AnyIo>,
+        table: &PartitionTable,
+    ) -> Result<Vec<(PartitionId, (String, i32), String)>, NodeError> {
+        if host.offline_partitions().len() == self.seen.len() {
+            return Ok(Vec::new());
         }
-        // Requests waiting on a partition that waits for space are answered now rather than
-        // at their timeout (their records may still become durable and committed later, as
-        // after any error following an append; an idempotent producer's retry is answered as
-        // the duplicate it is).
-        for partition in &waiting {
-            self.fail_partition_waiters(*partition, ErrorCode::KafkaStorageError)?;
-        }
-        self.adopt_offline_partitions()?;
-        self.observer.observe_storage_faults(
-            self.offline.by_name.len(),
-            self.host.partitions_waiting_for_space().len(),
-        );
-        Ok(self.space_retry.deadline_ms())
-    }
-
-    /// Forgets every partition the host took offline since the last call: its requests are
-    /// answered KAFKA_STORAGE_ERROR, lookups skip it, Metadata reports it offline. Called after
-    /// every host call (`deliver`), before anything looks the partition up again.
-    pub(super) fn adopt_offline_partitions(&mut self) -> Result<(), NodeError> {
-        if self.host.offline_partitions().len() == self.offline.seen.len() {
-            return Ok(());
-        }
-        let new: Vec<(PartitionId, String)> = self
-            .host
-            .offline_partitions()
-            .iter()
-            .filter(|(id, _)| !self.offline.seen.contains(id))
-            .map(|(id, offline)| (*id, offline.error.clone()))
-            .collect();
-        for (id, error) in new {
-            self.offline.seen.insert(id);
-            let hosted = self.table.get(id).clone();
+        let mut new = Vec::new();
+        for (id, offline) in host.offline_partitions() {
+            if !self.seen.insert(*id) {
+                continue;
+            }
+            let hosted = table.get(*id);
             if hosted.topic == super::convert::METADATA_TOPIC {
-                // Every topic, config and group lives in it: without it the node cannot serve.
                 return Err(NodeError::Runtime(std::io::Error::other(format!(
-                    "the metadata partition went offline: {error}"
+                    "the metadata partition went offline: {}",
+                    offline.error
                 ))));
             }
-            self.forget_partition(id, ErrorCode::KafkaStorageError)?;
-            self.offline
-                .by_name
-                .insert((hosted.topic.clone(), hosted.index), error);
+            new.push((
+                *id,
+                (hosted.topic.clone(), hosted.index),
+                offline.error.clone(),
+            ));
         }
-        Ok(())
+        Ok(new)
+    }
+
+    /// Reports `topic`-`index` offline from now on (Metadata, metrics).
+    pub(super) fn record(&mut self, name: (String, i32), error: String) {
+        self.by_name.insert(name, error);
     }
 
     /// The error of an offline partition of this node, if `topic`-`index` is one.
-    pub(super) fn offline_partition_error(&self, topic: &str, index: i32) -> Option<&str> {
-        self.offline
-            .by_name
+    pub(super) fn error_of(&self, topic: &str, index: i32) -> Option<&str> {
+        self.by_name
             .get(&(topic.to_string(), index))
             .map(String::as_str)
     }

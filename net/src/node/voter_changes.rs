@@ -20,11 +20,14 @@
 //! Kafka answers from the leader only too; its admin client finds the leader first. Ours
 //! (`ringlog add-voter`) asks DescribeQuorum for the leader and sends the request there.
 
-use ringlog_replication::host::HostError;
-use ringlog_replication::{Endpoint, NodeId, RaftError, VoterInfo, VoterSet};
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::{Host, HostError};
+use ringlog_replication::{Endpoint, RaftError, VoterInfo, VoterSet};
 
+use super::NodeError;
+use super::context::Cx;
+use super::convert::PartitionTable;
 use super::transport::Responder;
-use super::{Node, NodeError};
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiKey, ErrorCode, Request, RequestHeader, Response, add_raft_voter_request,
@@ -122,17 +125,18 @@ fn send_now(
     Ok(())
 }
 
-impl Node {
+impl PendingVoterChanges {
     /// AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: see the module doc.
-    pub(super) fn handle_voter_change(
+    pub(super) fn handle(
         &mut self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: Request,
     ) -> Result<(), NodeError> {
         let api = request.api_key();
-        let now = self.now_ms();
-        let partition = self.metadata_partition_id();
+        let now = cx.now_ms;
+        let partition = cx.metadata_partition_id();
         let (cluster_id, voter_id, directory_id, timeout_ms, ack_when_committed) = match &request {
             Request::AddRaftVoter(r) => (
                 r.cluster_id.clone(),
@@ -145,19 +149,19 @@ impl Node {
                 r.cluster_id.clone(),
                 r.voter_id,
                 r.voter_directory_id,
-                self.config.request_timeout_ms,
+                cx.config.request_timeout_ms,
                 true,
             ),
             Request::UpdateRaftVoter(r) => (
                 r.cluster_id.clone(),
                 r.voter_id,
                 r.voter_directory_id,
-                self.config.request_timeout_ms,
+                cx.config.request_timeout_ms,
                 true,
             ),
             _ => unreachable!("only voter changes are routed here"),
         };
-        if cluster_id.as_ref().is_some_and(|c| *c != self.cluster_id) {
+        if cluster_id.as_ref().is_some_and(|c| *c != cx.cluster_id) {
             return send_now(
                 responder,
                 header,
@@ -177,13 +181,13 @@ impl Node {
                         (l.name.as_str(), l.host.as_str(), l.port)
                     },
                 ));
-                self.host
+                cx.host
                     .add_voter(now, partition, voter_id, info(listeners))
                     .map(Some)
             }
             Request::RemoveRaftVoter(_) => {
                 // KIP-853: the voter is named with its disk; a zero directory id names any.
-                let known = self
+                let known = cx
                     .metadata_raft()
                     .voter_set()
                     .voters()
@@ -197,7 +201,7 @@ impl Node {
                     {
                         Err(HostError::Raft(RaftError::UnknownVoter(voter_id)))
                     }
-                    _ => self.host.remove_voter(now, partition, voter_id).map(Some),
+                    _ => cx.host.remove_voter(now, partition, voter_id).map(Some),
                 }
             }
             Request::UpdateRaftVoter(r) => {
@@ -206,7 +210,7 @@ impl Node {
                         .iter()
                         .map(|l| (l.name.as_str(), l.host.as_str(), l.port)),
                 );
-                self.host
+                cx.host
                     .update_voter(now, partition, voter_id, info(listeners))
             }
             _ => unreachable!("only voter changes are routed here"),
@@ -229,7 +233,7 @@ impl Node {
             // UpdateRaftVoter with nothing to change.
             return send_now(responder, header, api, ErrorCode::None, None);
         };
-        let voters = self.metadata_raft().voter_set().clone();
+        let voters = cx.metadata_raft().voter_set().clone();
         tracing::info!(
             ?api,
             voter_id,
@@ -240,33 +244,34 @@ impl Node {
         if !ack_when_committed {
             return send_now(responder, header, api, ErrorCode::None, None);
         }
-        self.handlers
-            .voter_changes
-            .waiting
-            .push(PendingVoterChange {
-                responder,
-                correlation_id: header.correlation_id,
-                version: header.api_version,
-                api,
-                record_offset: appended.last_offset,
-                voters,
-                deadline_ms: now + timeout_ms.max(1),
-            });
-        self.answer_voter_changes()
+        self.waiting.push(PendingVoterChange {
+            responder,
+            correlation_id: header.correlation_id,
+            version: header.api_version,
+            api,
+            record_offset: appended.last_offset,
+            voters,
+            deadline_ms: now + timeout_ms.max(1),
+        });
+        self.answer(cx.host, cx.table, now)
     }
 
     /// Answers the voter changes whose record committed, was truncated, or ran out of time.
-    pub(super) fn answer_voter_changes(&mut self) -> Result<(), NodeError> {
-        if self.handlers.voter_changes.waiting.is_empty() {
+    pub(super) fn answer(
+        &mut self,
+        host: &Host<AnyIo>,
+        table: &PartitionTable,
+        now: u64,
+    ) -> Result<(), NodeError> {
+        if self.waiting.is_empty() {
             return Ok(());
         }
-        let now = self.now_ms();
-        let partition = self.metadata_partition_id();
+        let partition = super::context::metadata_partition_id(table);
         let mut index = 0;
-        while index < self.handlers.voter_changes.waiting.len() {
-            let pending = &self.handlers.voter_changes.waiting[index];
-            let raft = self.host.raft(partition).expect("hosted");
-            let high_watermark = self.host.store(partition).expect("hosted").high_watermark;
+        while index < self.waiting.len() {
+            let pending = &self.waiting[index];
+            let raft = host.raft(partition).expect("hosted");
+            let high_watermark = host.store(partition).expect("hosted").high_watermark;
             let ours = raft
                 .voter_history()
                 .entries()
@@ -287,7 +292,7 @@ impl Node {
                 index += 1;
                 continue;
             };
-            let pending = self.handlers.voter_changes.waiting.swap_remove(index);
+            let pending = self.waiting.swap_remove(index);
             tracing::info!(api = ?pending.api, offset = pending.record_offset, ?code, "voter change answered");
             let frame = encode_response(
                 pending.correlation_id,
@@ -300,8 +305,8 @@ impl Node {
     }
 
     /// Shutdown: every waiting voter change is answered now.
-    pub(super) fn fail_voter_changes(&mut self, code: ErrorCode) -> Result<(), NodeError> {
-        for pending in std::mem::take(&mut self.handlers.voter_changes.waiting) {
+    pub(super) fn fail_all(&mut self, code: ErrorCode) -> Result<(), NodeError> {
+        for pending in std::mem::take(&mut self.waiting) {
             let frame = encode_response(
                 pending.correlation_id,
                 pending.version,
@@ -310,11 +315,5 @@ impl Node {
             pending.responder.send(Some(frame));
         }
         Ok(())
-    }
-
-    /// The voter ids of the metadata partition's quorum in force (KIP-853: from its log, else
-    /// `controller.quorum.voters`).
-    pub(super) fn metadata_voter_ids(&self) -> Vec<NodeId> {
-        self.metadata_raft().voter_set().ids()
     }
 }
