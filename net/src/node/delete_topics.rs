@@ -349,52 +349,6 @@ impl Node {
         Ok(())
     }
 
-    /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
-    /// took it offline): what waits on it is answered `code`, lookups skip it.
-    pub(super) fn forget_partition(
-        &mut self,
-        id: PartitionId,
-        code: ErrorCode,
-    ) -> Result<(), NodeError> {
-        self.fail_partition_waiters(id, code)?;
-        self.observer.remove_partition(id);
-        // Lookups skip it from now on: peer messages and client requests for it are answered
-        // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
-        self.table.remove(id);
-        self.last_leader.remove(&id);
-        self.latest_replica_fetch.retain(|(_, p), _| *p != id);
-        self.fifo.retain(|(_, _, p), _| *p != id);
-        // Peer requests (a replica's Fetch long-polling in the core, a Vote) that carry this
-        // partition among others would otherwise wait for an answer that never comes, holding
-        // back the other partitions' answers until the peer's request timeout.
-        let waiting: Vec<(u64, usize)> = self
-            .pending
-            .iter()
-            .flat_map(|(pid, pending)| {
-                pending
-                    .parts
-                    .iter()
-                    .enumerate()
-                    .filter(move |(slot, part)| {
-                        pending.answers[*slot].is_none()
-                            && part.target.as_ref().is_ok_and(|(p, _, _)| *p == id)
-                    })
-                    .map(move |(slot, _)| (*pid, slot))
-            })
-            .collect();
-        for (pid, slot) in &waiting {
-            self.fill(*pid, *slot, super::convert::PartAnswer::Error(code));
-        }
-        for pid in waiting
-            .iter()
-            .map(|(pid, _)| *pid)
-            .collect::<std::collections::BTreeSet<_>>()
-        {
-            self.maybe_complete(pid)?;
-        }
-        Ok(())
-    }
-
     // ---- folders on disk ------------------------------------------------------------------------
 
     /// Makes `dir` ready for a partition of the topic `topic_id` (see the module's table).

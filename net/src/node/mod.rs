@@ -51,10 +51,10 @@ pub mod producer_state;
 pub mod producer_state_file;
 mod pump;
 mod remote_leaders;
-mod shutdown;
 mod storage_faults;
 mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
+mod answer_slots;
 mod requests;
 mod retention;
 mod scram;
@@ -66,7 +66,7 @@ mod topics;
 pub mod transport;
 pub mod unclean;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -79,7 +79,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::config::{NodeConfig, SecurityProtocol};
 use crate::meta_properties::MetaProperties;
 use crate::metrics::MetricsServer;
-use crate::protocol::{ApiKey, ErrorCode};
+use crate::protocol::{ApiKey, ErrorCode, Request, RequestHeader, Response, encode_response};
 use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
 use convert::{InboundPart, PartAnswer, PartitionTable};
 use transport::{Event, NodeHandler, PeerPending, Responder};
@@ -170,25 +170,6 @@ enum Wake {
     Timer,
 }
 
-/// A request from a peer waiting for the core's answers (one per partition).
-struct PendingRequest {
-    responder: Responder,
-    correlation_id: i32,
-    api: ApiKey,
-    version: i16,
-    parts: Vec<InboundPart>,
-    answers: Vec<Option<PartAnswer>>,
-    /// KIP-630: per answer slot, the snapshot file region holding that FetchSnapshot answer's
-    /// bytes (sent with sendfile).
-    snapshot_regions: Vec<Option<FileRegion>>,
-    started_ms: u64,
-    /// The core is still being stepped with this request's parts (`start_raft_request`).
-    stepping: bool,
-    /// A replica Fetch's parked parts were asked to answer early, because another part of the
-    /// same request had an answer (`requests.rs`, `release_parked_parts`).
-    released: bool,
-}
-
 pub(crate) struct Node {
     config: NodeConfig,
     /// Starts snapshot writer threads (snapshots.rs); they report on `snapshot_done_rx`,
@@ -209,20 +190,8 @@ pub(crate) struct Node {
     /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
     /// leader gets one wire request with all of them (`send_fetches`).
     snapshot_fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchSnapshotRequest)>>,
-    pending: HashMap<u64, PendingRequest>,
-    next_pending_id: u64,
-    /// Vote/BeginQuorumEpoch/EndQuorumEpoch answer slots, oldest first, by (sender, API, partition).
-    fifo: HashMap<(NodeId, ApiKey, PartitionId), VecDeque<(u64, usize)>>,
-    /// Replica fetch answer slots by the core correlation id we gave the fetch.
-    fetch_slots: HashMap<u64, (u64, usize)>,
-    /// File regions of replica fetch answers, by core correlation id, until their wire
-    /// response is sent.
-    fetch_regions: HashMap<u64, FileRegion>,
-    /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
-    latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
-    next_core_correlation_id: u64,
-    /// Replica Fetch requests whose parked parts are to be answered now (requests.rs).
-    parked_releases: Vec<u64>,
+    /// The answer slots of the quorum requests peers sent (answer_slots.rs).
+    slots: answer_slots::AnswerSlots,
     handlers: handlers::State,
     /// Leaders of partitions this node is not a replica of, as replicas reported them.
     remote_leaders: remote_leaders::RemoteLeaders,
@@ -301,14 +270,7 @@ impl Node {
             peers,
             fetch_sessions: Default::default(),
             snapshot_fetches: BTreeMap::new(),
-            pending: HashMap::new(),
-            next_pending_id: 1,
-            fifo: HashMap::new(),
-            fetch_slots: HashMap::new(),
-            fetch_regions: HashMap::new(),
-            latest_replica_fetch: HashMap::new(),
-            next_core_correlation_id: 1,
-            parked_releases: Vec::new(),
+            slots: answer_slots::AnswerSlots::default(),
             handlers: handlers::State::default(),
             remote_leaders: remote_leaders::RemoteLeaders::default(),
             refusals: admission::RefusalLog::default(),
@@ -666,18 +628,17 @@ impl Node {
                         mut response,
                         records,
                     } => {
+                        let mut region = None;
                         match records.map(|range| self.open_range(&range)) {
                             None => {}
-                            Some(Ok(RecordsSource::File(region))) => {
-                                self.fetch_regions.insert(response.correlation_id, region);
-                            }
+                            Some(Ok(RecordsSource::File(file))) => region = Some(file),
                             Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
                             Some(Err(error)) => {
                                 tracing::error!(%error, "log read failed");
                                 response.error_code = core::ErrorCode::UnknownServerError;
                             }
                         }
-                        self.answer_fetch(response)?;
+                        self.answer_fetch(response, region)?;
                     }
                     Output::FetchSnapshotResponse {
                         partition,
@@ -800,7 +761,7 @@ impl Node {
             core::Message::EndQuorumEpochResponse(_) => {
                 self.answer_fifo(to, ApiKey::EndQuorumEpoch, partition, message)
             }
-            core::Message::FetchResponse(r) => self.answer_fetch(r),
+            core::Message::FetchResponse(r) => self.answer_fetch(r, None),
             core::Message::FetchSnapshotRequest(r) => {
                 // Sent with every other partition's for the same leader (send_fetches).
                 self.snapshot_fetches
@@ -820,6 +781,76 @@ impl Node {
 
     fn control_requests_pending(&self) -> bool {
         self.peers.control_requests_pending()
+    }
+
+    // ---- storage completions (pump.rs) -------------------------------------------------------
+
+    // The node's half of storage completions: the host drains the ring, reports durability to
+    // the core and releases what waited on it (`Host::pump`); the node then delivers the host's
+    // output, answers produce waiters and releases parked replica fetches, until nothing is
+    // left to do. What a routed completion queued reaches the kernel before the event loop
+    // sleeps on the ring's readiness fd.
+
+    /// Drains storage completions through the host and acts on everything that follows from
+    /// them, until nothing is left to do.
+    fn pump(&mut self) -> Result<(), NodeError> {
+        let mut first = true;
+        loop {
+            let now = self.now_ms();
+            let began = Instant::now();
+            let progressed = self.host.pump(now)?;
+            self.stall.part(began, "pump: host");
+            // One more round after anything happened: what the waiters' check did (retention's
+            // snapshot, a topic's partitions started) is reported to the core in it.
+            if !first && !progressed && !self.host.has_output() && !self.slots.has_releases() {
+                return Ok(());
+            }
+            first = false;
+            self.deliver()?;
+            // Its stages are timed inside (handlers.rs).
+            self.check_produce_waiters()?;
+            if !!self.slots.has_releases() {
+                self.release_parked_fetches()?;
+            }
+        }
+    }
+
+    // ---- graceful shutdown (SIGTERM/SIGINT) ---------------------------------------------------
+
+    // Every partition this node leads resigns with EndQuorumEpoch, the loop runs until the
+    // resignations are delivered or the deadline passes, then every log is flushed and closed.
+
+    /// KIP-595 graceful shutdown: a leader (or candidate) resigns, so the voters elect a
+    /// successor at once instead of waiting for the fetch timeout.
+    fn begin_shutdown(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        tracing::info!("shutting down");
+        let ids: Vec<PartitionId> = self.table.ids().collect();
+        for partition in ids {
+            match self.host.resign(now, partition) {
+                Ok(()) => {
+                    tracing::info!(partition, "resigning");
+                    self.deliver()?;
+                }
+                Err(HostError::Raft(core::RaftError::NothingToResign)) => {}
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => tracing::warn!(partition, %error, "resign failed"),
+            }
+        }
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        // Wait for the EndQuorumEpoch answers, but not longer than a request may take.
+        self.shutdown_until_ms = Some(now + self.config.request_timeout_ms.min(1000));
+        Ok(())
+    }
+
+    async fn finish_shutdown(mut self) -> Result<(), NodeError> {
+        self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
+        for id in self.slots.fail_all(ErrorCode::NotLeaderOrFollower) {
+            self.maybe_complete(id)?;
+        }
+        self.host.close();
+        tracing::info!("stopped");
+        Ok(())
     }
 
     // ---- storage faults (storage_faults.rs) -----------------------------------------------
@@ -857,6 +888,21 @@ impl Node {
         for (id, name, error) in self.offline.take_new(&self.host, &self.table)? {
             self.forget_partition(id, ErrorCode::KafkaStorageError)?;
             self.offline.record(name, error);
+        }
+        Ok(())
+    }
+
+    /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
+    /// took it offline): what waits on it is answered `code`, lookups skip it.
+    fn forget_partition(&mut self, id: PartitionId, code: ErrorCode) -> Result<(), NodeError> {
+        self.fail_partition_waiters(id, code)?;
+        self.observer.remove_partition(id);
+        // Lookups skip it from now on: peer messages and client requests for it are answered
+        // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
+        self.table.remove(id);
+        self.last_leader.remove(&id);
+        for request in self.slots.forget_partition(id, code) {
+            self.maybe_complete(request)?;
         }
         Ok(())
     }
@@ -951,6 +997,348 @@ impl Node {
                 }
             }
         }
+    }
+
+    // ---- quorum requests (answer_slots.rs, requests.rs) ------------------------------------
+
+    fn handle_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        let version = header.api_version;
+        let replicas =
+            |topic: admission::TopicRef<'_>, index: i32| self.partition_replicas(topic, index);
+        let metadata_voters = self.metadata_voter_ids();
+        let admitted = admission::admit_with_voters(
+            &request,
+            version,
+            &self.cluster_id,
+            &self.config,
+            &metadata_voters,
+            &replicas,
+        );
+        if let Err(refusal) = admitted {
+            let now = self.now_ms();
+            self.refusals.note(now, request.api_key(), &refusal);
+            // An answer that cannot be encoded closes the connection (the responder dropped
+            // unanswered): a stranger's request must never end the process.
+            let frame = admission::refused_response(&request, refusal.error_code())
+                .map(|response| encode_response(header.correlation_id, version, &response));
+            match frame {
+                Some(Ok(frame)) => responder.send(Some(frame)),
+                Some(Err(error)) => tracing::warn!(%error, "encoding a refusal"),
+                None => {}
+            }
+            return Ok(());
+        }
+        match request {
+            Request::Vote(r) => {
+                let parts = convert::vote_request_parts(&r, &self.table, self.config.node_id);
+                self.start_raft_request(responder, &header, ApiKey::Vote, parts)
+            }
+            Request::BeginQuorumEpoch(r) => {
+                let parts =
+                    convert::begin_quorum_epoch_request_parts(&r, &self.table, self.config.node_id);
+                self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
+            }
+            Request::EndQuorumEpoch(r) => {
+                let parts = convert::end_quorum_epoch_request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
+            }
+            Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
+                self.note_replica_log_starts(&r, convert::fetch_replica_id(&r, version));
+                let slots = &mut self.slots;
+                let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
+                    slots.next_fetch_correlation_id()
+                });
+                self.start_raft_request(responder, &header, ApiKey::Fetch, parts)
+            }
+            Request::FetchSnapshot(r) => {
+                let parts = fetch_snapshot::request_parts(&r, &self.table);
+                self.start_raft_request(responder, &header, ApiKey::FetchSnapshot, parts)
+            }
+            other => self.handle_client_request(responder, header, other),
+        }
+    }
+
+    /// Registers an answer slot per partition, then steps the core with each part.
+    fn start_raft_request(
+        &mut self,
+        responder: Responder,
+        header: &crate::protocol::RequestHeader,
+        api: ApiKey,
+        parts: Vec<InboundPart>,
+    ) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        let (id, steps, superseded) = self.slots.register(responder, header, api, parts, now);
+        for old in superseded {
+            // The core drops a parked fetch when the same replica fetches again; answer the
+            // old request so its connection moves on.
+            self.answer_slot_by_fetch_id(old, PartAnswer::Error(ErrorCode::RequestTimedOut));
+        }
+        for (slot, partition, from, message) in steps {
+            let now = self.now_ms();
+            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!("step", partition, epoch, from, kind = message.kind());
+            let _guard = span.enter();
+            match self
+                .host
+                .step(now, from, core::PartitionMessage { partition, message })
+            {
+                Ok(()) => self.deliver()?,
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
+                    tracing::warn!(%error, "request refused by the core");
+                    self.slots
+                        .fill(id, slot, PartAnswer::Error(ErrorCode::InvalidRequest));
+                }
+            }
+        }
+        self.slots.stepped(id);
+        self.maybe_complete(id)
+    }
+
+    fn answer_slot_by_fetch_id(&mut self, correlation_id: u64, answer: PartAnswer) {
+        if let Some(id) = self.slots.fill_by_fetch_id(correlation_id, answer)
+            && let Err(error) = self.maybe_complete(id)
+        {
+            tracing::warn!(%error, "answering a fetch");
+        }
+    }
+
+    /// Sends request `id`'s wire response once every partition is answered (requests.rs).
+    fn maybe_complete(&mut self, id: u64) -> Result<(), NodeError> {
+        let Some((pending, answers, regions)) = self.slots.take_complete(id) else {
+            return Ok(());
+        };
+        requests::send_response(
+            pending,
+            answers,
+            regions,
+            &self.host,
+            self.endpoints(),
+            u64::from(self.config.fetch_snapshot_response_max_bytes),
+        )
+    }
+
+    fn answer_fifo(
+        &mut self,
+        to: NodeId,
+        api: ApiKey,
+        partition: PartitionId,
+        message: core::Message,
+    ) -> Result<(), NodeError> {
+        self.answer_fifo_with_region(to, api, partition, message, None)
+    }
+
+    /// [`Node::answer_fifo`] for a FetchSnapshot answer whose bytes are `region` of the
+    /// snapshot file (dropped, closing its descriptor, if no request waits for the answer).
+    fn answer_fifo_with_region(
+        &mut self,
+        to: NodeId,
+        api: ApiKey,
+        partition: PartitionId,
+        message: core::Message,
+        region: Option<FileRegion>,
+    ) -> Result<(), NodeError> {
+        match self.slots.answer_fifo(to, api, partition, message, region) {
+            Some(id) => self.maybe_complete(id),
+            None => Ok(()),
+        }
+    }
+
+    /// The core's answer to a replica fetch part, with the file region of its records.
+    fn answer_fetch(
+        &mut self,
+        response: core::FetchResponse,
+        region: Option<FileRegion>,
+    ) -> Result<(), NodeError> {
+        match self.slots.answer_fetch(response, region) {
+            Some(id) => self.maybe_complete(id),
+            None => Ok(()),
+        }
+    }
+
+    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
+    /// answer (answer_slots.rs, `note_partial`).
+    fn release_parked_fetches(&mut self) -> Result<(), NodeError> {
+        for (partition, replica) in self.slots.take_releases() {
+            let now = self.now_ms();
+            self.host.complete_parked_fetch(now, partition, replica)?;
+            // Each answer fills its slot; the last one sends the wire response.
+            self.deliver()?;
+        }
+        Ok(())
+    }
+
+    /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
+    /// so their connections are not blocked forever, and runs the API layer's deadlines.
+    fn expire(&mut self, now: u64) {
+        let limit_ms = self.config.fetch_max_wait_ms + self.config.request_timeout_ms;
+        for id in self.slots.expire(now, limit_ms) {
+            if let Err(error) = self.maybe_complete(id) {
+                tracing::warn!(%error, "answering an expired request");
+            }
+        }
+        self.handlers_expire(now);
+        self.answer_parked_metadata(now);
+        self.peers.expire_forwarded(now);
+    }
+
+    fn handle_peer_response(
+        &mut self,
+        peer: NodeId,
+        correlation_id: i32,
+        response: Response,
+    ) -> Result<(), NodeError> {
+        let Some(pending) = self.peers.pending.remove(&(peer, correlation_id)) else {
+            return Ok(());
+        };
+        // KIP-853: where the leaders this answer names listen (a node started with bootstrap
+        // servers dials the leader there).
+        leader_endpoints::learn_node_endpoints(
+            &mut self.peers.learned,
+            &self.config,
+            context::metadata_raft(&self.host, &self.table),
+            &response,
+        );
+        let pending = match pending {
+            PeerPending::Forward {
+                responder,
+                correlation_id,
+                version,
+                ..
+            } => return Node::relay_forwarded(responder, correlation_id, version, &response),
+            PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
+                // Superseded by a later Fetch that carries the same partitions' fetches.
+                return Ok(());
+            }
+            other => other,
+        };
+        let parts = match (&pending, &response) {
+            (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
+                convert::peer_fetch_response_parts(r, &self.table, |partition| {
+                    fetches
+                        .iter()
+                        .find(|(p, _)| *p == partition)
+                        .map(|(_, id)| *id)
+                })
+            }
+            (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
+            (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
+                fetch_snapshot::peer_response_parts(r, &self.table, asked)
+            }
+            (PeerPending::OwnEndpointUpdate, Response::UpdateRaftVoter(r)) => {
+                tracing::info!(
+                    peer,
+                    error_code = r.error_code,
+                    "UpdateRaftVoter of this voter's listener answered"
+                );
+                return Ok(());
+            }
+            (PeerPending::ProducerIdBlock, response) => {
+                let answer = match response {
+                    Response::AllocateProducerIds(r) => Some(r),
+                    _ => None,
+                };
+                self.producer_id_block_answered(answer);
+                return Ok(());
+            }
+            (PeerPending::LeaderLookup(asked), _) => {
+                self.lookup_ended(asked);
+                self.learn_remote_leaders(&response);
+                return Ok(());
+            }
+            _ => Vec::new(),
+        };
+        // A leader's LogStartOffset that moved (a DeleteRecords, its retention) is followed
+        // in this loop turn (delete_records.rs).
+        for (partition, message) in &parts {
+            if let core::Message::FetchResponse(r) = message
+                && self
+                    .host
+                    .raft(*partition)
+                    .is_some_and(|raft| raft.leader_log_start_offset() != r.log_start_offset)
+            {
+                self.handlers.delete_records.follow_due = true;
+            }
+        }
+        // Every partition's answer is stepped before the host's output is delivered, so the
+        // requests they lead to (the next FetchSnapshot of each partition downloading from
+        // this peer) leave together, in one wire request per peer.
+        for (partition, message) in parts {
+            let now = self.now_ms();
+            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!(
+                "peer_response",
+                partition,
+                epoch,
+                peer,
+                kind = message.kind()
+            );
+            let _guard = span.enter();
+            match self
+                .host
+                .step(now, peer, core::PartitionMessage { partition, message })
+            {
+                Ok(()) => {}
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
+                    tracing::warn!(peer, partition, %error, "peer response refused by the core")
+                }
+            }
+        }
+        self.deliver()
+    }
+
+    fn send_fetches(
+        &mut self,
+        fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
+    ) -> Result<(), NodeError> {
+        for (to, list) in fetches {
+            // One fetch session per leader (fetch_sessions.rs): the wire Fetch carries every
+            // partition outstanding to `to` and supersedes the one before it.
+            let list = self.fetch_sessions.request(to, list);
+            let request = requests::fetch_request(
+                &self.host,
+                &self.table,
+                &self.cluster_id,
+                self.config.node_id,
+                &list,
+            );
+            let pending =
+                PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
+            let sent = self.send_to_peer_with_id(
+                to,
+                Request::Fetch(request),
+                convert::PEER_FETCH_VERSION,
+                pending,
+                true,
+            )?;
+            self.fetch_sessions.sent(to, sent);
+        }
+        for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
+            let hosted: Vec<_> = list.iter().map(|(p, r)| (self.table.get(*p), r)).collect();
+            let request = fetch_snapshot::request(&self.cluster_id, self.config.node_id, &hosted);
+            tracing::debug!(
+                to,
+                partitions = list.len(),
+                "FetchSnapshot request (KIP-630)"
+            );
+            let pending = PeerPending::FetchSnapshot(
+                list.iter().map(|(p, r)| (*p, r.correlation_id)).collect(),
+            );
+            self.send_to_peer(
+                to,
+                Request::FetchSnapshot(request),
+                fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
+                pending,
+                true,
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -1,38 +1,6 @@
-//! The node's half of storage completions (`pump`): the host drains the ring, reports
-//! durability to the core and releases what waited on it (`Host::pump`); the node then
-//! delivers the host's output, answers produce waiters and releases parked replica fetches,
-//! until nothing is left to do. What a routed completion queued reaches the kernel before the
-//! event loop sleeps on the ring's readiness fd.
-
-use std::time::Instant;
-
-use super::{Node, NodeError};
-
-impl Node {
-    /// Drains storage completions through the host and acts on everything that follows from
-    /// them, until nothing is left to do.
-    pub(super) fn pump(&mut self) -> Result<(), NodeError> {
-        let mut first = true;
-        loop {
-            let now = self.now_ms();
-            let began = Instant::now();
-            let progressed = self.host.pump(now)?;
-            self.stall.part(began, "pump: host");
-            // One more round after anything happened: what the waiters' check did (retention's
-            // snapshot, a topic's partitions started) is reported to the core in it.
-            if !first && !progressed && !self.host.has_output() && self.parked_releases.is_empty() {
-                return Ok(());
-            }
-            first = false;
-            self.deliver()?;
-            // Its stages are timed inside (handlers.rs).
-            self.check_produce_waiters()?;
-            if !self.parked_releases.is_empty() {
-                self.release_parked_fetches()?;
-            }
-        }
-    }
-}
+//! The event loop's wait on storage completions: the ring's readiness fd, which the loop
+//! awaits beside its sockets and timers (`Node::run`), then drains through the host
+//! (`Node::pump`).
 
 /// The storage backend's readiness fd (owned by the backend; this only names it for tokio).
 pub(super) struct ReadinessFd(pub(super) std::os::fd::RawFd);
