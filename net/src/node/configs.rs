@@ -738,18 +738,6 @@ impl Node {
         tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
         Ok(offset)
     }
-
-    /// The controller's answer to a forwarded request, relayed to the client.
-    pub(super) fn relay_forwarded(
-        responder: Responder,
-        correlation_id: i32,
-        version: i16,
-        response: &Response,
-    ) -> Result<(), NodeError> {
-        let frame = encode_response(correlation_id, version, response)?;
-        responder.send(Some(frame));
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,8 @@ mod storage_faults;
 mod voter_changes;
 use pump::{ReadinessFd, storage_signal};
 mod answer_slots;
+#[macro_use]
+mod quorum_rpc;
 mod requests;
 mod retention;
 mod scram;
@@ -79,9 +81,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::config::{NodeConfig, SecurityProtocol};
 use crate::meta_properties::MetaProperties;
 use crate::metrics::MetricsServer;
-use crate::protocol::{ApiKey, ErrorCode, Request, RequestHeader, Response, encode_response};
-use crate::server::{FileRegion, RecordsSource, Server, ServerConfig, ServerError, ServerMetrics};
-use convert::{InboundPart, PartAnswer, PartitionTable};
+use crate::protocol::{ApiKey, ErrorCode, Request, RequestHeader};
+use crate::server::{Server, ServerConfig, ServerError, ServerMetrics};
+use convert::PartitionTable;
 use transport::{Event, NodeHandler, PeerPending, Responder};
 
 pub use error::NodeError;
@@ -183,20 +185,11 @@ pub(crate) struct Node {
     started: Instant,
     /// Wall-clock milliseconds at `started`, for DescribeQuorum's timestamps.
     started_wall_ms: u64,
-    /// The lanes to the peers and what each request sent on them waits for (peers.rs).
-    peers: peers::Peers,
-    /// One replica Fetch of ours waiting at each leader (fetch_sessions.rs).
-    fetch_sessions: fetch_sessions::FetchSessions,
-    /// KIP-630: the cores' FetchSnapshot requests of the work being executed, by leader; each
-    /// leader gets one wire request with all of them (`send_fetches`).
-    snapshot_fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchSnapshotRequest)>>,
-    /// The answer slots of the quorum requests peers sent (answer_slots.rs).
-    slots: answer_slots::AnswerSlots,
+    /// The quorum's wire side: peer lanes, answer slots, fetch sessions (quorum_rpc.rs).
+    quorum: quorum_rpc::QuorumRpc,
     handlers: handlers::State,
     /// Leaders of partitions this node is not a replica of, as replicas reported them.
     remote_leaders: remote_leaders::RemoteLeaders,
-    /// Refused quorum requests, for a rate-limited warning (admission.rs).
-    refusals: admission::RefusalLog,
     /// Last (leader, epoch) logged per partition.
     last_leader: BTreeMap<PartitionId, (Option<NodeId>, u32)>,
     /// Set by SIGTERM/SIGINT: the loop ends at this time or once the resignation is delivered.
@@ -249,7 +242,7 @@ impl Node {
         let mut host = Host::open(io, host_config, &quorum, specs, random_seed(), 0)?;
         let stall = observe::StallWatch::new(config.fetch_timeout_ms);
         host.set_probe(Box::new(stall.probe()));
-        let peers = peers::Peers::open(&config, events.clone())?;
+        let quorum = quorum_rpc::QuorumRpc::open(&config, events.clone())?;
         let observer = observe::Observer::new(table.ids().map(|id| {
             let dir = config.metadata_log_dir.join(table.dir_name(id));
             (id, table.dir_name(id), dir)
@@ -267,13 +260,9 @@ impl Node {
             host,
             started: Instant::now(),
             started_wall_ms,
-            peers,
-            fetch_sessions: Default::default(),
-            snapshot_fetches: BTreeMap::new(),
-            slots: answer_slots::AnswerSlots::default(),
+            quorum,
             handlers: handlers::State::default(),
             remote_leaders: remote_leaders::RemoteLeaders::default(),
-            refusals: admission::RefusalLog::default(),
             last_leader: BTreeMap::new(),
             shutdown_until_ms: None,
             stall,
@@ -550,237 +539,177 @@ impl Node {
                 peer,
                 correlation_id,
                 response,
-            } => self.handle_peer_response(peer, correlation_id, response),
+            } => {
+                let mut later = Vec::new();
+                let mut q = qx!(self);
+                let answer = self.quorum.handle_peer_response(
+                    &mut q,
+                    peer,
+                    correlation_id,
+                    response,
+                    &mut later,
+                )?;
+                self.deliver_later(later)?;
+                if let Some(answer) = answer {
+                    self.take_peer_answer(answer);
+                }
+                self.deliver()
+            }
             Event::PeerFailed {
                 peer,
                 correlation_ids,
             } => {
-                for id in correlation_ids {
-                    let pending = self.peers.pending.remove(&(peer, id));
-                    if let Some(PeerPending::LeaderLookup(partitions)) = &pending {
-                        self.lookup_ended(partitions);
-                    }
-                    if let Some(PeerPending::ProducerIdBlock) = &pending {
-                        self.producer_id_block_answered(None);
-                    }
-                    if let Some(PeerPending::Fetch(fetches)) = pending
-                        && self.fetch_sessions.take_answer(peer, id)
-                    {
-                        // The core only learns of a lost fetch at its request timeout, and an
-                        // observer looking for the leader would keep asking the same dead
-                        // voter: answer the fetch as failed (BROKER_NOT_AVAILABLE) so it backs
-                        // off and asks the next one.
-                        for (partition, correlation_id) in fetches {
-                            let message = core::Message::FetchResponse(core::FetchResponse {
-                                correlation_id,
-                                error_code: core::ErrorCode::BrokerNotAvailable,
-                                current_leader: core::LeaderIdAndEpoch {
-                                    leader_id: None,
-                                    leader_epoch: 0,
-                                },
-                                high_watermark: 0,
-                                log_start_offset: 0,
-                                diverging_epoch: None,
-                                snapshot_id: None,
-                                records: bytes::Bytes::new(),
-                            });
-                            let now = self.now_ms();
-                            let step = self.host.step(
-                                now,
-                                peer,
-                                ringlog_replication::PartitionMessage { partition, message },
-                            );
-                            match step {
-                                Ok(()) => {}
-                                Err(HostError::Raft(error)) => {
-                                    tracing::debug!(%error, "failed fetch not taken")
-                                }
-                                Err(HostError::Storage(error)) => return Err(error.into()),
-                            }
-                            self.deliver()?;
-                        }
-                    }
+                let mut later = Vec::new();
+                let mut q = qx!(self);
+                let answers = self
+                    .quorum
+                    .peer_failed(&mut q, peer, correlation_ids, &mut later)?;
+                self.deliver_later(later)?;
+                for answer in answers {
+                    self.take_peer_answer(answer);
                 }
-                Ok(())
+                self.deliver()
             }
+        }
+    }
+
+    /// What a peer's answer means to the API layer (quorum_rpc.rs).
+    fn take_peer_answer(&mut self, answer: quorum_rpc::PeerAnswer) {
+        match answer {
+            quorum_rpc::PeerAnswer::ProducerIdBlock(answer) => {
+                self.producer_id_block_answered(answer.as_ref())
+            }
+            quorum_rpc::PeerAnswer::LeaderLookup(asked, response) => {
+                self.lookup_ended(&asked);
+                if let Some(response) = response {
+                    self.learn_remote_leaders(&response);
+                }
+            }
+            quorum_rpc::PeerAnswer::LeaderLogStartMoved => {
+                self.handlers.delete_records.follow_due = true;
+            }
+        }
+    }
+
+    /// A request from a connection: the quorum's own go to quorum_rpc.rs, the rest to the API
+    /// layer.
+    fn handle_request(
+        &mut self,
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+    ) -> Result<(), NodeError> {
+        if let Request::Fetch(r) = &request {
+            let replica = convert::fetch_replica_id(r, header.api_version);
+            if replica >= 0 {
+                self.note_replica_log_starts(r, replica);
+            }
+        }
+        let metadata_voters = self.metadata_voter_ids();
+        let configured_voters: Vec<NodeId> = self
+            .config
+            .quorum_voters
+            .iter()
+            .map(|v| v.node_id)
+            .collect();
+        let image = &self.handlers.topics.image;
+        let replicas = |topic: admission::TopicRef<'_>, index: i32| {
+            remote_leaders::partition_replicas(
+                image,
+                &configured_voters,
+                &metadata_voters,
+                topic,
+                index,
+            )
+        };
+        let mut later = Vec::new();
+        let mut q = qx!(self);
+        let client = self.quorum.handle_request(
+            &mut q,
+            &replicas,
+            &metadata_voters,
+            responder,
+            header,
+            request,
+            &mut later,
+        )?;
+        self.deliver_later(later)?;
+        match client {
+            Some((responder, header, request)) => {
+                self.handle_client_request(responder, header, request)
+            }
+            None => self.deliver(),
         }
     }
 
     // ---- delivering the host's output ----------------------------------------------------
 
-    /// Moves what the host produced to the sockets and the API layer, in order: messages to
-    /// peers (one wire Fetch and one FetchSnapshot per leader), answers into the requests that
-    /// wait for them, appends and truncations to the producer state, high-watermarks to the
-    /// state that follows them, snapshots to a writer thread.
+    /// Moves what the host produced to the sockets and the API layer: messages to peers and
+    /// answers to the requests that wait for them (quorum_rpc.rs), then appends and
+    /// truncations to the producer state, high-watermarks to the state that follows them,
+    /// snapshots to a writer thread.
     fn deliver(&mut self) -> Result<(), NodeError> {
         self.adopt_offline_partitions()?;
-        let mut fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>> = BTreeMap::new();
-        while self.host.has_output() {
-            for output in self.host.take_output() {
-                match output {
-                    Output::Send {
-                        partition,
-                        to,
-                        message,
-                    } => self.dispatch(partition, to, message, &mut fetches)?,
-                    Output::FetchResponse {
-                        partition: _,
-                        mut response,
-                        records,
-                    } => {
-                        let mut region = None;
-                        match records.map(|range| self.open_range(&range)) {
-                            None => {}
-                            Some(Ok(RecordsSource::File(file))) => region = Some(file),
-                            Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
-                            Some(Err(error)) => {
-                                tracing::error!(%error, "log read failed");
-                                response.error_code = core::ErrorCode::UnknownServerError;
-                            }
-                        }
-                        self.answer_fetch(response, region)?;
-                    }
-                    Output::FetchSnapshotResponse {
-                        partition,
-                        to,
-                        mut response,
-                        region,
-                    } => {
-                        let region = match region.map(|r| self.open_range(&r)) {
-                            None => None,
-                            Some(Ok(RecordsSource::File(region))) => Some(region),
-                            Some(Ok(RecordsSource::Memory(bytes))) => {
-                                response.unaligned_records = bytes;
-                                None
-                            }
-                            Some(Err(error)) => {
-                                tracing::error!(%error, "reading a snapshot for FetchSnapshot");
-                                response.error_code = core::ErrorCode::UnknownServerError;
-                                None
-                            }
-                        };
-                        let message = core::Message::FetchSnapshotResponse(response);
-                        self.answer_fifo_with_region(
-                            to,
-                            ApiKey::FetchSnapshot,
-                            partition,
-                            message,
-                            region,
-                        )?;
-                    }
-                    Output::LeaderAppended {
-                        partition,
-                        base_offset,
-                        batches,
-                    } => self.track_leader_append(partition, base_offset, &batches),
-                    Output::FollowerAppended { partition, records } => {
-                        self.track_follower_append(partition, &records)
-                    }
-                    Output::Truncated {
-                        partition,
-                        offset,
-                        snapshot,
-                    } => self.track_truncation(partition, offset, snapshot),
-                    // Produce waiters and parked consumer fetches are checked in `pump`.
-                    Output::HighWatermark {
-                        partition,
-                        high_watermark,
-                    } => self.track_high_watermark(partition, high_watermark),
-                    Output::GenerateSnapshot {
-                        partition,
-                        dir,
-                        mut job,
-                    } => {
-                        // The snapshot carries the producer state at its end offset, for a
-                        // replica whose log starts there (docs/snapshots.md).
-                        job.producer_state =
-                            self.producer_state_record(partition, job.snapshot_id.offset);
-                        {
-                            let now = self.now_ms();
-                            self.snapshot_writers.spawn(partition, dir, job, now)?
-                        }
-                    }
-                }
-            }
-        }
-        self.send_fetches(fetches)
+        let mut later = Vec::new();
+        let mut q = qx!(self);
+        self.quorum.deliver(&mut q, &mut later)?;
+        self.deliver_later(later)
     }
 
-    /// A file range of the host's answer as the server sends it: a descriptor of our own (so
-    /// the bytes outlive a truncation or a deletion until they are on the socket), or the
-    /// bytes read through the host where the file is not on disk (the in-memory backend).
+    /// A file range of the host's answer as the server sends it (quorum_rpc.rs).
     fn open_range(
         &mut self,
         range: &ringlog_replication::host::FileRange,
-    ) -> Result<RecordsSource, StorageError> {
-        match std::fs::File::open(&range.path) {
-            Ok(file) => Ok(RecordsSource::File(FileRegion {
-                file: Rc::new(file),
-                position: range.position,
-                length: range.length,
-            })),
-            Err(error) => {
-                tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
-                Ok(RecordsSource::Memory(self.host.read_file_range(range)?))
-            }
-        }
+    ) -> Result<crate::server::RecordsSource, StorageError> {
+        quorum_rpc::open_range(&mut self.host, range)
     }
 
-    /// Sends a core message: requests go to the peer, responses fill answer slots.
-    fn dispatch(
-        &mut self,
-        partition: PartitionId,
-        to: NodeId,
-        message: core::Message,
-        fetches: &mut BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
-    ) -> Result<(), NodeError> {
-        match message {
-            core::Message::FetchRequest(f) => {
-                fetches.entry(to).or_default().push((partition, f));
-                Ok(())
+    /// The host's outputs for the API layer, in order (the quorum routed the rest).
+    fn deliver_later(&mut self, outputs: Vec<Output>) -> Result<(), NodeError> {
+        for output in outputs {
+            match output {
+                Output::LeaderAppended {
+                    partition,
+                    base_offset,
+                    batches,
+                } => self.track_leader_append(partition, base_offset, &batches),
+                Output::FollowerAppended { partition, records } => {
+                    self.track_follower_append(partition, &records)
+                }
+                Output::Truncated {
+                    partition,
+                    offset,
+                    snapshot,
+                } => self.track_truncation(partition, offset, snapshot),
+                // Produce waiters and parked consumer fetches are checked in `pump`.
+                Output::HighWatermark {
+                    partition,
+                    high_watermark,
+                } => self.track_high_watermark(partition, high_watermark),
+                Output::GenerateSnapshot {
+                    partition,
+                    dir,
+                    mut job,
+                } => {
+                    // The snapshot carries the producer state at its end offset, for a
+                    // replica whose log starts there (docs/snapshots.md).
+                    job.producer_state =
+                        self.producer_state_record(partition, job.snapshot_id.offset);
+                    let now = self.now_ms();
+                    self.snapshot_writers.spawn(partition, dir, job, now)?
+                }
+                Output::Send { .. }
+                | Output::FetchResponse { .. }
+                | Output::FetchSnapshotResponse { .. } => {
+                    unreachable!("the quorum's outputs are routed in quorum_rpc.rs")
+                }
             }
-            core::Message::VoteRequest(_)
-            | core::Message::BeginQuorumEpochRequest(_)
-            | core::Message::EndQuorumEpochRequest(_) => {
-                let Some((request, version)) = convert::peer_request(
-                    &self.cluster_id,
-                    self.table.get(partition),
-                    &message,
-                    to,
-                ) else {
-                    return Ok(());
-                };
-                self.send_to_peer(to, request, version, PeerPending::Control, false)
-            }
-            core::Message::VoteResponse(_) => {
-                self.answer_fifo(to, ApiKey::Vote, partition, message)
-            }
-            core::Message::BeginQuorumEpochResponse(_) => {
-                self.answer_fifo(to, ApiKey::BeginQuorumEpoch, partition, message)
-            }
-            core::Message::EndQuorumEpochResponse(_) => {
-                self.answer_fifo(to, ApiKey::EndQuorumEpoch, partition, message)
-            }
-            core::Message::FetchResponse(r) => self.answer_fetch(r, None),
-            core::Message::FetchSnapshotRequest(r) => {
-                // Sent with every other partition's for the same leader (send_fetches).
-                self.snapshot_fetches
-                    .entry(to)
-                    .or_default()
-                    .push((partition, r));
-                Ok(())
-            }
-            core::Message::FetchSnapshotResponse(r) => self.answer_fifo(
-                to,
-                ApiKey::FetchSnapshot,
-                partition,
-                core::Message::FetchSnapshotResponse(r),
-            ),
         }
+        Ok(())
     }
 
     fn control_requests_pending(&self) -> bool {
-        self.peers.control_requests_pending()
+        self.quorum.peers.control_requests_pending()
     }
 
     // ---- storage completions (pump.rs) -------------------------------------------------------
@@ -802,17 +731,34 @@ impl Node {
             self.stall.part(began, "pump: host");
             // One more round after anything happened: what the waiters' check did (retention's
             // snapshot, a topic's partitions started) is reported to the core in it.
-            if !first && !progressed && !self.host.has_output() && !self.slots.has_releases() {
+            if !first && !progressed && !self.host.has_output() && !self.quorum.has_releases() {
                 return Ok(());
             }
             first = false;
             self.deliver()?;
             // Its stages are timed inside (handlers.rs).
             self.check_produce_waiters()?;
-            if !!self.slots.has_releases() {
+            if !!self.quorum.has_releases() {
                 self.release_parked_fetches()?;
             }
         }
+    }
+
+    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
+    /// answer (quorum_rpc.rs).
+    fn release_parked_fetches(&mut self) -> Result<(), NodeError> {
+        let mut later = Vec::new();
+        let mut q = qx!(self);
+        self.quorum.release_parked_fetches(&mut q, &mut later)?;
+        self.deliver_later(later)
+    }
+
+    /// The deadlines of one loop turn: the quorum's unanswered requests, the API layer's.
+    fn expire(&mut self, now: u64) {
+        let q = qx!(self);
+        self.quorum.expire(&q);
+        self.handlers_expire(now);
+        self.answer_parked_metadata(now);
     }
 
     // ---- graceful shutdown (SIGTERM/SIGINT) ---------------------------------------------------
@@ -845,9 +791,8 @@ impl Node {
 
     async fn finish_shutdown(mut self) -> Result<(), NodeError> {
         self.handlers_fail_all(crate::protocol::ErrorCode::NotLeaderOrFollower)?;
-        for id in self.slots.fail_all(ErrorCode::NotLeaderOrFollower) {
-            self.maybe_complete(id)?;
-        }
+        let q = qx!(self);
+        self.quorum.fail_all(&q, ErrorCode::NotLeaderOrFollower)?;
         self.host.close();
         tracing::info!("stopped");
         Ok(())
@@ -901,9 +846,8 @@ impl Node {
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
         self.table.remove(id);
         self.last_leader.remove(&id);
-        for request in self.slots.forget_partition(id, code) {
-            self.maybe_complete(request)?;
-        }
+        let q = qx!(self);
+        self.quorum.forget_partition(&q, id, code)?;
         Ok(())
     }
 
@@ -950,25 +894,9 @@ impl Node {
         pending: PeerPending,
         fetch_lane: bool,
     ) -> Result<Option<i32>, NodeError> {
-        let metadata = context::metadata_raft(&self.host, &self.table);
-        self.peers.send(
-            &self.config,
-            metadata,
-            to,
-            request,
-            version,
-            pending,
-            fetch_lane,
-        )
-    }
-
-    /// What this node knows of quorum endpoints (leader_endpoints.rs).
-    fn endpoints(&self) -> leader_endpoints::Endpoints<'_> {
-        leader_endpoints::Endpoints {
-            config: &self.config,
-            metadata: context::metadata_raft(&self.host, &self.table),
-            learned: &self.peers.learned,
-        }
+        let q = qx!(self);
+        self.quorum
+            .send(&q, to, request, version, pending, fetch_lane)
     }
 
     fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
@@ -997,348 +925,6 @@ impl Node {
                 }
             }
         }
-    }
-
-    // ---- quorum requests (answer_slots.rs, requests.rs) ------------------------------------
-
-    fn handle_request(
-        &mut self,
-        responder: Responder,
-        header: RequestHeader,
-        request: Request,
-    ) -> Result<(), NodeError> {
-        let version = header.api_version;
-        let replicas =
-            |topic: admission::TopicRef<'_>, index: i32| self.partition_replicas(topic, index);
-        let metadata_voters = self.metadata_voter_ids();
-        let admitted = admission::admit_with_voters(
-            &request,
-            version,
-            &self.cluster_id,
-            &self.config,
-            &metadata_voters,
-            &replicas,
-        );
-        if let Err(refusal) = admitted {
-            let now = self.now_ms();
-            self.refusals.note(now, request.api_key(), &refusal);
-            // An answer that cannot be encoded closes the connection (the responder dropped
-            // unanswered): a stranger's request must never end the process.
-            let frame = admission::refused_response(&request, refusal.error_code())
-                .map(|response| encode_response(header.correlation_id, version, &response));
-            match frame {
-                Some(Ok(frame)) => responder.send(Some(frame)),
-                Some(Err(error)) => tracing::warn!(%error, "encoding a refusal"),
-                None => {}
-            }
-            return Ok(());
-        }
-        match request {
-            Request::Vote(r) => {
-                let parts = convert::vote_request_parts(&r, &self.table, self.config.node_id);
-                self.start_raft_request(responder, &header, ApiKey::Vote, parts)
-            }
-            Request::BeginQuorumEpoch(r) => {
-                let parts =
-                    convert::begin_quorum_epoch_request_parts(&r, &self.table, self.config.node_id);
-                self.start_raft_request(responder, &header, ApiKey::BeginQuorumEpoch, parts)
-            }
-            Request::EndQuorumEpoch(r) => {
-                let parts = convert::end_quorum_epoch_request_parts(&r, &self.table);
-                self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
-            }
-            Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
-                self.note_replica_log_starts(&r, convert::fetch_replica_id(&r, version));
-                let slots = &mut self.slots;
-                let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
-                    slots.next_fetch_correlation_id()
-                });
-                self.start_raft_request(responder, &header, ApiKey::Fetch, parts)
-            }
-            Request::FetchSnapshot(r) => {
-                let parts = fetch_snapshot::request_parts(&r, &self.table);
-                self.start_raft_request(responder, &header, ApiKey::FetchSnapshot, parts)
-            }
-            other => self.handle_client_request(responder, header, other),
-        }
-    }
-
-    /// Registers an answer slot per partition, then steps the core with each part.
-    fn start_raft_request(
-        &mut self,
-        responder: Responder,
-        header: &crate::protocol::RequestHeader,
-        api: ApiKey,
-        parts: Vec<InboundPart>,
-    ) -> Result<(), NodeError> {
-        let now = self.now_ms();
-        let (id, steps, superseded) = self.slots.register(responder, header, api, parts, now);
-        for old in superseded {
-            // The core drops a parked fetch when the same replica fetches again; answer the
-            // old request so its connection moves on.
-            self.answer_slot_by_fetch_id(old, PartAnswer::Error(ErrorCode::RequestTimedOut));
-        }
-        for (slot, partition, from, message) in steps {
-            let now = self.now_ms();
-            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
-            let span = tracing::debug_span!("step", partition, epoch, from, kind = message.kind());
-            let _guard = span.enter();
-            match self
-                .host
-                .step(now, from, core::PartitionMessage { partition, message })
-            {
-                Ok(()) => self.deliver()?,
-                Err(HostError::Storage(error)) => return Err(error.into()),
-                Err(HostError::Raft(error)) => {
-                    tracing::warn!(%error, "request refused by the core");
-                    self.slots
-                        .fill(id, slot, PartAnswer::Error(ErrorCode::InvalidRequest));
-                }
-            }
-        }
-        self.slots.stepped(id);
-        self.maybe_complete(id)
-    }
-
-    fn answer_slot_by_fetch_id(&mut self, correlation_id: u64, answer: PartAnswer) {
-        if let Some(id) = self.slots.fill_by_fetch_id(correlation_id, answer)
-            && let Err(error) = self.maybe_complete(id)
-        {
-            tracing::warn!(%error, "answering a fetch");
-        }
-    }
-
-    /// Sends request `id`'s wire response once every partition is answered (requests.rs).
-    fn maybe_complete(&mut self, id: u64) -> Result<(), NodeError> {
-        let Some((pending, answers, regions)) = self.slots.take_complete(id) else {
-            return Ok(());
-        };
-        requests::send_response(
-            pending,
-            answers,
-            regions,
-            &self.host,
-            self.endpoints(),
-            u64::from(self.config.fetch_snapshot_response_max_bytes),
-        )
-    }
-
-    fn answer_fifo(
-        &mut self,
-        to: NodeId,
-        api: ApiKey,
-        partition: PartitionId,
-        message: core::Message,
-    ) -> Result<(), NodeError> {
-        self.answer_fifo_with_region(to, api, partition, message, None)
-    }
-
-    /// [`Node::answer_fifo`] for a FetchSnapshot answer whose bytes are `region` of the
-    /// snapshot file (dropped, closing its descriptor, if no request waits for the answer).
-    fn answer_fifo_with_region(
-        &mut self,
-        to: NodeId,
-        api: ApiKey,
-        partition: PartitionId,
-        message: core::Message,
-        region: Option<FileRegion>,
-    ) -> Result<(), NodeError> {
-        match self.slots.answer_fifo(to, api, partition, message, region) {
-            Some(id) => self.maybe_complete(id),
-            None => Ok(()),
-        }
-    }
-
-    /// The core's answer to a replica fetch part, with the file region of its records.
-    fn answer_fetch(
-        &mut self,
-        response: core::FetchResponse,
-        region: Option<FileRegion>,
-    ) -> Result<(), NodeError> {
-        match self.slots.answer_fetch(response, region) {
-            Some(id) => self.maybe_complete(id),
-            None => Ok(()),
-        }
-    }
-
-    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
-    /// answer (answer_slots.rs, `note_partial`).
-    fn release_parked_fetches(&mut self) -> Result<(), NodeError> {
-        for (partition, replica) in self.slots.take_releases() {
-            let now = self.now_ms();
-            self.host.complete_parked_fetch(now, partition, replica)?;
-            // Each answer fills its slot; the last one sends the wire response.
-            self.deliver()?;
-        }
-        Ok(())
-    }
-
-    /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
-    /// so their connections are not blocked forever, and runs the API layer's deadlines.
-    fn expire(&mut self, now: u64) {
-        let limit_ms = self.config.fetch_max_wait_ms + self.config.request_timeout_ms;
-        for id in self.slots.expire(now, limit_ms) {
-            if let Err(error) = self.maybe_complete(id) {
-                tracing::warn!(%error, "answering an expired request");
-            }
-        }
-        self.handlers_expire(now);
-        self.answer_parked_metadata(now);
-        self.peers.expire_forwarded(now);
-    }
-
-    fn handle_peer_response(
-        &mut self,
-        peer: NodeId,
-        correlation_id: i32,
-        response: Response,
-    ) -> Result<(), NodeError> {
-        let Some(pending) = self.peers.pending.remove(&(peer, correlation_id)) else {
-            return Ok(());
-        };
-        // KIP-853: where the leaders this answer names listen (a node started with bootstrap
-        // servers dials the leader there).
-        leader_endpoints::learn_node_endpoints(
-            &mut self.peers.learned,
-            &self.config,
-            context::metadata_raft(&self.host, &self.table),
-            &response,
-        );
-        let pending = match pending {
-            PeerPending::Forward {
-                responder,
-                correlation_id,
-                version,
-                ..
-            } => return Node::relay_forwarded(responder, correlation_id, version, &response),
-            PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
-                // Superseded by a later Fetch that carries the same partitions' fetches.
-                return Ok(());
-            }
-            other => other,
-        };
-        let parts = match (&pending, &response) {
-            (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
-                convert::peer_fetch_response_parts(r, &self.table, |partition| {
-                    fetches
-                        .iter()
-                        .find(|(p, _)| *p == partition)
-                        .map(|(_, id)| *id)
-                })
-            }
-            (PeerPending::Control, r) => convert::peer_response_parts(r, &self.table),
-            (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
-                fetch_snapshot::peer_response_parts(r, &self.table, asked)
-            }
-            (PeerPending::OwnEndpointUpdate, Response::UpdateRaftVoter(r)) => {
-                tracing::info!(
-                    peer,
-                    error_code = r.error_code,
-                    "UpdateRaftVoter of this voter's listener answered"
-                );
-                return Ok(());
-            }
-            (PeerPending::ProducerIdBlock, response) => {
-                let answer = match response {
-                    Response::AllocateProducerIds(r) => Some(r),
-                    _ => None,
-                };
-                self.producer_id_block_answered(answer);
-                return Ok(());
-            }
-            (PeerPending::LeaderLookup(asked), _) => {
-                self.lookup_ended(asked);
-                self.learn_remote_leaders(&response);
-                return Ok(());
-            }
-            _ => Vec::new(),
-        };
-        // A leader's LogStartOffset that moved (a DeleteRecords, its retention) is followed
-        // in this loop turn (delete_records.rs).
-        for (partition, message) in &parts {
-            if let core::Message::FetchResponse(r) = message
-                && self
-                    .host
-                    .raft(*partition)
-                    .is_some_and(|raft| raft.leader_log_start_offset() != r.log_start_offset)
-            {
-                self.handlers.delete_records.follow_due = true;
-            }
-        }
-        // Every partition's answer is stepped before the host's output is delivered, so the
-        // requests they lead to (the next FetchSnapshot of each partition downloading from
-        // this peer) leave together, in one wire request per peer.
-        for (partition, message) in parts {
-            let now = self.now_ms();
-            let epoch = self.host.raft(partition).map_or(0, |r| r.epoch());
-            let span = tracing::debug_span!(
-                "peer_response",
-                partition,
-                epoch,
-                peer,
-                kind = message.kind()
-            );
-            let _guard = span.enter();
-            match self
-                .host
-                .step(now, peer, core::PartitionMessage { partition, message })
-            {
-                Ok(()) => {}
-                Err(HostError::Storage(error)) => return Err(error.into()),
-                Err(HostError::Raft(error)) => {
-                    tracing::warn!(peer, partition, %error, "peer response refused by the core")
-                }
-            }
-        }
-        self.deliver()
-    }
-
-    fn send_fetches(
-        &mut self,
-        fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
-    ) -> Result<(), NodeError> {
-        for (to, list) in fetches {
-            // One fetch session per leader (fetch_sessions.rs): the wire Fetch carries every
-            // partition outstanding to `to` and supersedes the one before it.
-            let list = self.fetch_sessions.request(to, list);
-            let request = requests::fetch_request(
-                &self.host,
-                &self.table,
-                &self.cluster_id,
-                self.config.node_id,
-                &list,
-            );
-            let pending =
-                PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
-            let sent = self.send_to_peer_with_id(
-                to,
-                Request::Fetch(request),
-                convert::PEER_FETCH_VERSION,
-                pending,
-                true,
-            )?;
-            self.fetch_sessions.sent(to, sent);
-        }
-        for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
-            let hosted: Vec<_> = list.iter().map(|(p, r)| (self.table.get(*p), r)).collect();
-            let request = fetch_snapshot::request(&self.cluster_id, self.config.node_id, &hosted);
-            tracing::debug!(
-                to,
-                partitions = list.len(),
-                "FetchSnapshot request (KIP-630)"
-            );
-            let pending = PeerPending::FetchSnapshot(
-                list.iter().map(|(p, r)| (*p, r.correlation_id)).collect(),
-            );
-            self.send_to_peer(
-                to,
-                Request::FetchSnapshot(request),
-                fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
-                pending,
-                true,
-            )?;
-        }
-        Ok(())
     }
 }
 

@@ -82,37 +82,39 @@ struct RemoteLeader {
     asks: usize,
 }
 
-impl Node {
-    /// A partition's replicas as the metadata image places it (the voters for
-    /// `__cluster_metadata-0`); `None` for a partition the image does not have.
-    pub(super) fn partition_replicas(
-        &self,
-        topic: super::admission::TopicRef<'_>,
-        index: i32,
-    ) -> Option<Vec<NodeId>> {
-        use super::admission::TopicRef;
-        let image = &self.handlers.topics.image;
-        let record = match topic {
-            // The metadata quorum: the configured voters and the voter set in force (KIP-853:
-            // an added voter replicates it; a removed one keeps fetching as an observer until
-            // its own log tells it).
-            TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
-                return (index == 0).then(|| {
-                    let mut nodes = self.configured_voter_ids();
-                    nodes.extend(self.metadata_voter_ids());
-                    nodes.sort_unstable();
-                    nodes.dedup();
-                    nodes
-                });
-            }
-            TopicRef::Name(name) => image.get(name),
-            TopicRef::Id(id) => image.values().find(|t| t.topic_id == id),
-        }?;
-        (0..record.partitions)
-            .contains(&index)
-            .then(|| record.replicas_of(index, &self.configured_voter_ids()))
-    }
+/// A partition's replicas as the metadata image places it (the voters for
+/// `__cluster_metadata-0`: the configured voters and the voter set in force); `None` for a
+/// partition the image does not have.
+pub(super) fn partition_replicas(
+    image: &BTreeMap<String, TopicRecord>,
+    configured_voters: &[NodeId],
+    metadata_voters: &[NodeId],
+    topic: super::admission::TopicRef<'_>,
+    index: i32,
+) -> Option<Vec<NodeId>> {
+    use super::admission::TopicRef;
+    let record = match topic {
+        // The metadata quorum: the configured voters and the voter set in force (KIP-853: an
+        // added voter replicates it; a removed one keeps fetching as an observer until its own
+        // log tells it).
+        TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
+            return (index == 0).then(|| {
+                let mut nodes = configured_voters.to_vec();
+                nodes.extend_from_slice(metadata_voters);
+                nodes.sort_unstable();
+                nodes.dedup();
+                nodes
+            });
+        }
+        TopicRef::Name(name) => image.get(name),
+        TopicRef::Id(id) => image.values().find(|t| t.topic_id == id),
+    }?;
+    (0..record.partitions)
+        .contains(&index)
+        .then(|| record.replicas_of(index, configured_voters))
+}
 
+impl Node {
     /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the
     /// partition exists (another node is its replica; the client refreshes its metadata and
     /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.

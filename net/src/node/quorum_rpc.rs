@@ -1,0 +1,694 @@
+//! The quorum's wire side: the peers' requests become core steps, the core's messages become
+//! wire requests and answers, the peers' answers become core steps.
+//!
+//! ```text
+//!  peer request ──▶ admission ──▶ answer slots ──▶ host.step ──▶ Output::Send (a response)
+//!                                      ▲                              │
+//!                                      └──────── fill, complete ◀─────┘ ──▶ wire response
+//!  Output::Send (a request) ──▶ one wire Fetch / FetchSnapshot per leader ──▶ peer lanes
+//!  peer answer ──▶ host.step ──▶ …
+//! ```
+//!
+//! Owns the peer lanes (peers.rs), the answer slots (answer_slots.rs), the fetch sessions
+//! (fetch_sessions.rs), the FetchSnapshot requests of the delivery under way and the refusal
+//! log. Receives the host and the node's configuration for each call ([`Qx`]). The host's
+//! outputs that are not the quorum's (appends, truncations, high-watermarks and snapshot jobs,
+//! for the API layer) are handed back in the caller's `later`, in order, for the node to route;
+//! what a peer's answer means to the API layer (a producer id block, a leader lookup, a
+//! forwarded admin answer) comes back as a [`PeerAnswer`].
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::{FileRange, Host, HostError, Output, StorageError};
+use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::NodeError;
+use super::admission::{self, TopicRef};
+use super::answer_slots::AnswerSlots;
+use super::convert::{self, InboundPart, PartAnswer, PartitionTable};
+use super::fetch_sessions::FetchSessions;
+use super::fetch_snapshot;
+use super::leader_endpoints::{self, Endpoints};
+use super::peers::Peers;
+use super::requests;
+use super::transport::{Event, PeerPending, Responder};
+use crate::config::NodeConfig;
+use crate::protocol::{
+    ApiKey, ErrorCode, Request, RequestHeader, Response, allocate_producer_ids_response,
+    encode_response,
+};
+use crate::server::{FileRegion, RecordsSource};
+
+/// What a quorum call receives from the node: the host and what it reads of the node.
+pub(super) struct Qx<'a> {
+    pub(super) host: &'a mut Host<AnyIo>,
+    pub(super) config: &'a NodeConfig,
+    pub(super) table: &'a PartitionTable,
+    pub(super) cluster_id: &'a str,
+    pub(super) now_ms: u64,
+}
+
+/// Builds a [`Qx`] from a node's fields (a macro so that the node's other fields stay free).
+macro_rules! qx {
+    ($node:expr) => {
+        $crate::node::quorum_rpc::Qx {
+            host: &mut $node.host,
+            config: &$node.config,
+            table: &$node.table,
+            cluster_id: &$node.cluster_id,
+            now_ms: $node.started.elapsed().as_millis() as u64,
+        }
+    };
+}
+
+impl Qx<'_> {
+    fn metadata(&self) -> &core::Raft {
+        super::context::metadata_raft(self.host, self.table)
+    }
+}
+
+/// What a peer's answer (or its loss) means beyond the quorum, for the node to act on.
+pub(super) enum PeerAnswer {
+    /// The controller's AllocateProducerIds answer (`None`: lost or not that answer).
+    ProducerIdBlock(Option<allocate_producer_ids_response::AllocateProducerIdsResponse>),
+    /// A leader lookup ended (answered with `Some`, or lost).
+    LeaderLookup(Vec<(String, i32)>, Option<Response>),
+    /// A leader's Fetch answer whose LogStartOffset moved (a DeleteRecords, its retention):
+    /// followed in this loop turn (delete_records.rs).
+    LeaderLogStartMoved,
+}
+
+pub(super) struct QuorumRpc {
+    pub(super) peers: Peers,
+    slots: AnswerSlots,
+    /// One replica Fetch of ours waiting at each leader (fetch_sessions.rs).
+    fetch_sessions: FetchSessions,
+    /// The core's Fetch requests of the delivery under way, by leader; each leader gets one
+    /// wire request with all of them (`flush_fetches`).
+    fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
+    /// KIP-630: the same for the cores' FetchSnapshot requests.
+    snapshot_fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchSnapshotRequest)>>,
+    /// Refused quorum requests, for a rate-limited warning (admission.rs).
+    refusals: admission::RefusalLog,
+}
+
+impl QuorumRpc {
+    pub(super) fn open(
+        config: &NodeConfig,
+        events: UnboundedSender<Event>,
+    ) -> Result<QuorumRpc, NodeError> {
+        Ok(QuorumRpc {
+            peers: Peers::open(config, events)?,
+            slots: AnswerSlots::default(),
+            fetch_sessions: FetchSessions::default(),
+            fetches: BTreeMap::new(),
+            snapshot_fetches: BTreeMap::new(),
+            refusals: admission::RefusalLog::default(),
+        })
+    }
+
+    /// A request from a connection: refused by admission (answered here), a quorum request
+    /// (stepped here), or a client request, handed back for the API layer.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn handle_request(
+        &mut self,
+        q: &mut Qx,
+        replicas: &dyn Fn(TopicRef<'_>, i32) -> Option<Vec<NodeId>>,
+        metadata_voters: &[NodeId],
+        responder: Responder,
+        header: RequestHeader,
+        request: Request,
+        later: &mut Vec<Output>,
+    ) -> Result<Option<(Responder, RequestHeader, Request)>, NodeError> {
+        let version = header.api_version;
+        let admitted = admission::admit_with_voters(
+            &request,
+            version,
+            q.cluster_id,
+            q.config,
+            metadata_voters,
+            replicas,
+        );
+        if let Err(refusal) = admitted {
+            self.refusals.note(q.now_ms, request.api_key(), &refusal);
+            // An answer that cannot be encoded closes the connection (the responder dropped
+            // unanswered): a stranger's request must never end the process.
+            let frame = admission::refused_response(&request, refusal.error_code())
+                .map(|response| encode_response(header.correlation_id, version, &response));
+            match frame {
+                Some(Ok(frame)) => responder.send(Some(frame)),
+                Some(Err(error)) => tracing::warn!(%error, "encoding a refusal"),
+                None => {}
+            }
+            return Ok(None);
+        }
+        let node_id = q.config.node_id;
+        let (api, parts) = match request {
+            Request::Vote(r) => (
+                ApiKey::Vote,
+                convert::vote_request_parts(&r, q.table, node_id),
+            ),
+            Request::BeginQuorumEpoch(r) => (
+                ApiKey::BeginQuorumEpoch,
+                convert::begin_quorum_epoch_request_parts(&r, q.table, node_id),
+            ),
+            Request::EndQuorumEpoch(r) => (
+                ApiKey::EndQuorumEpoch,
+                convert::end_quorum_epoch_request_parts(&r, q.table),
+            ),
+            Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
+                let slots = &mut self.slots;
+                let parts = convert::replica_fetch_parts(&r, version, q.table, || {
+                    slots.next_fetch_correlation_id()
+                });
+                (ApiKey::Fetch, parts)
+            }
+            Request::FetchSnapshot(r) => (
+                ApiKey::FetchSnapshot,
+                fetch_snapshot::request_parts(&r, q.table),
+            ),
+            other => return Ok(Some((responder, header, other))),
+        };
+        self.start_request(q, responder, &header, api, parts, later)?;
+        Ok(None)
+    }
+
+    /// Registers an answer slot per partition, then steps the core with each part.
+    fn start_request(
+        &mut self,
+        q: &mut Qx,
+        responder: Responder,
+        header: &RequestHeader,
+        api: ApiKey,
+        parts: Vec<InboundPart>,
+        later: &mut Vec<Output>,
+    ) -> Result<(), NodeError> {
+        let (id, steps, superseded) = self.slots.register(responder, header, api, parts, q.now_ms);
+        for old in superseded {
+            // The core drops a parked fetch when the same replica fetches again; answer the
+            // old request so its connection moves on.
+            if let Some(old) = self
+                .slots
+                .fill_by_fetch_id(old, PartAnswer::Error(ErrorCode::RequestTimedOut))
+                && let Err(error) = self.maybe_complete(q, old)
+            {
+                tracing::warn!(%error, "answering a fetch");
+            }
+        }
+        for (slot, partition, from, message) in steps {
+            let epoch = q.host.raft(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!("step", partition, epoch, from, kind = message.kind());
+            let _guard = span.enter();
+            match q
+                .host
+                .step(q.now_ms, from, PartitionMessage { partition, message })
+            {
+                Ok(()) => self.deliver(q, later)?,
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
+                    tracing::warn!(%error, "request refused by the core");
+                    self.slots
+                        .fill(id, slot, PartAnswer::Error(ErrorCode::InvalidRequest));
+                }
+            }
+        }
+        self.slots.stepped(id);
+        self.maybe_complete(q, id)
+    }
+
+    /// Sends request `id`'s wire response once every partition is answered (requests.rs).
+    fn maybe_complete(&mut self, q: &Qx, id: u64) -> Result<(), NodeError> {
+        let Some((pending, answers, regions)) = self.slots.take_complete(id) else {
+            return Ok(());
+        };
+        let endpoints = Endpoints {
+            config: q.config,
+            metadata: q.metadata(),
+            learned: &self.peers.learned,
+        };
+        requests::send_response(
+            pending,
+            answers,
+            regions,
+            q.host,
+            endpoints,
+            u64::from(q.config.fetch_snapshot_response_max_bytes),
+        )
+    }
+
+    // ---- the host's output --------------------------------------------------------------
+
+    /// Routes the host's output until there is none: the quorum's messages go to the peers
+    /// and the answer slots, everything else to `later`, in order; then the Fetch and
+    /// FetchSnapshot requests of the delivery leave, one of each per leader.
+    pub(super) fn deliver(&mut self, q: &mut Qx, later: &mut Vec<Output>) -> Result<(), NodeError> {
+        while q.host.has_output() {
+            for output in q.host.take_output() {
+                self.route(q, output, later)?;
+            }
+        }
+        self.flush_fetches(q)
+    }
+
+    fn route(
+        &mut self,
+        q: &mut Qx,
+        output: Output,
+        later: &mut Vec<Output>,
+    ) -> Result<(), NodeError> {
+        match output {
+            Output::Send {
+                partition,
+                to,
+                message,
+            } => self.dispatch(q, partition, to, message),
+            Output::FetchResponse {
+                partition: _,
+                mut response,
+                records,
+            } => {
+                let mut region = None;
+                match records.map(|range| open_range(q.host, &range)) {
+                    None => {}
+                    Some(Ok(RecordsSource::File(file))) => region = Some(file),
+                    Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
+                    Some(Err(error)) => {
+                        tracing::error!(%error, "log read failed");
+                        response.error_code = core::ErrorCode::UnknownServerError;
+                    }
+                }
+                self.answer_fetch(q, response, region)
+            }
+            Output::FetchSnapshotResponse {
+                partition,
+                to,
+                mut response,
+                region,
+            } => {
+                let region = match region.map(|r| open_range(q.host, &r)) {
+                    None => None,
+                    Some(Ok(RecordsSource::File(region))) => Some(region),
+                    Some(Ok(RecordsSource::Memory(bytes))) => {
+                        response.unaligned_records = bytes;
+                        None
+                    }
+                    Some(Err(error)) => {
+                        tracing::error!(%error, "reading a snapshot for FetchSnapshot");
+                        response.error_code = core::ErrorCode::UnknownServerError;
+                        None
+                    }
+                };
+                let message = core::Message::FetchSnapshotResponse(response);
+                self.answer_fifo(q, to, ApiKey::FetchSnapshot, partition, message, region)
+            }
+            other => {
+                later.push(other);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends a core message: requests go to the peer, responses fill answer slots.
+    fn dispatch(
+        &mut self,
+        q: &mut Qx,
+        partition: PartitionId,
+        to: NodeId,
+        message: core::Message,
+    ) -> Result<(), NodeError> {
+        match message {
+            core::Message::FetchRequest(f) => {
+                self.fetches.entry(to).or_default().push((partition, f));
+                Ok(())
+            }
+            core::Message::VoteRequest(_)
+            | core::Message::BeginQuorumEpochRequest(_)
+            | core::Message::EndQuorumEpochRequest(_) => {
+                let Some((request, version)) =
+                    convert::peer_request(q.cluster_id, q.table.get(partition), &message, to)
+                else {
+                    return Ok(());
+                };
+                self.send(q, to, request, version, PeerPending::Control, false)
+                    .map(|_| ())
+            }
+            core::Message::VoteResponse(_) => {
+                self.answer_fifo(q, to, ApiKey::Vote, partition, message, None)
+            }
+            core::Message::BeginQuorumEpochResponse(_) => {
+                self.answer_fifo(q, to, ApiKey::BeginQuorumEpoch, partition, message, None)
+            }
+            core::Message::EndQuorumEpochResponse(_) => {
+                self.answer_fifo(q, to, ApiKey::EndQuorumEpoch, partition, message, None)
+            }
+            core::Message::FetchResponse(r) => self.answer_fetch(q, r, None),
+            core::Message::FetchSnapshotRequest(r) => {
+                // Sent with every other partition's for the same leader (`flush_fetches`).
+                self.snapshot_fetches
+                    .entry(to)
+                    .or_default()
+                    .push((partition, r));
+                Ok(())
+            }
+            core::Message::FetchSnapshotResponse(r) => self.answer_fifo(
+                q,
+                to,
+                ApiKey::FetchSnapshot,
+                partition,
+                core::Message::FetchSnapshotResponse(r),
+                None,
+            ),
+        }
+    }
+
+    /// The core's answer to a replica fetch part, with the file region of its records.
+    fn answer_fetch(
+        &mut self,
+        q: &Qx,
+        response: core::FetchResponse,
+        region: Option<FileRegion>,
+    ) -> Result<(), NodeError> {
+        match self.slots.answer_fetch(response, region) {
+            Some(id) => self.maybe_complete(q, id),
+            None => Ok(()),
+        }
+    }
+
+    /// A core answer to the oldest waiting request of (`to`, `api`, `partition`); a
+    /// FetchSnapshot answer's bytes are `region` of the snapshot file (dropped, closing its
+    /// descriptor, if no request waits for the answer).
+    fn answer_fifo(
+        &mut self,
+        q: &Qx,
+        to: NodeId,
+        api: ApiKey,
+        partition: PartitionId,
+        message: core::Message,
+        region: Option<FileRegion>,
+    ) -> Result<(), NodeError> {
+        match self.slots.answer_fifo(to, api, partition, message, region) {
+            Some(id) => self.maybe_complete(q, id),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends the delivery's Fetch requests (one per leader: its fetch session's, carrying every
+    /// partition outstanding there, fetch_sessions.rs) and FetchSnapshot requests.
+    fn flush_fetches(&mut self, q: &mut Qx) -> Result<(), NodeError> {
+        for (to, list) in std::mem::take(&mut self.fetches) {
+            let list = self.fetch_sessions.request(to, list);
+            let request =
+                requests::fetch_request(q.host, q.table, q.cluster_id, q.config.node_id, &list);
+            let pending =
+                PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
+            let sent = self.send(
+                q,
+                to,
+                Request::Fetch(request),
+                convert::PEER_FETCH_VERSION,
+                pending,
+                true,
+            )?;
+            self.fetch_sessions.sent(to, sent);
+        }
+        for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
+            let hosted: Vec<_> = list.iter().map(|(p, r)| (q.table.get(*p), r)).collect();
+            let request = fetch_snapshot::request(q.cluster_id, q.config.node_id, &hosted);
+            tracing::debug!(
+                to,
+                partitions = list.len(),
+                "FetchSnapshot request (KIP-630)"
+            );
+            let pending = PeerPending::FetchSnapshot(
+                list.iter().map(|(p, r)| (*p, r.correlation_id)).collect(),
+            );
+            self.send(
+                q,
+                to,
+                Request::FetchSnapshot(request),
+                fetch_snapshot::PEER_FETCH_SNAPSHOT_VERSION,
+                pending,
+                true,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Queues `request` for the peer `to`; returns its wire correlation id (peers.rs).
+    pub(super) fn send(
+        &mut self,
+        q: &Qx,
+        to: NodeId,
+        request: Request,
+        version: i16,
+        pending: PeerPending,
+        fetch_lane: bool,
+    ) -> Result<Option<i32>, NodeError> {
+        let metadata = super::context::metadata_raft(q.host, q.table);
+        self.peers.send(
+            q.config, metadata, to, request, version, pending, fetch_lane,
+        )
+    }
+
+    // ---- peers' answers -------------------------------------------------------------------
+
+    /// A peer's answer to a request this node sent: stepped into the cores, relayed to the
+    /// client (a forwarded admin request), or handed back ([`PeerAnswer`]).
+    pub(super) fn handle_peer_response(
+        &mut self,
+        q: &mut Qx,
+        peer: NodeId,
+        correlation_id: i32,
+        response: Response,
+        later: &mut Vec<Output>,
+    ) -> Result<Option<PeerAnswer>, NodeError> {
+        let Some(pending) = self.peers.pending.remove(&(peer, correlation_id)) else {
+            return Ok(None);
+        };
+        // KIP-853: where the leaders this answer names listen (a node started with bootstrap
+        // servers dials the leader there).
+        leader_endpoints::learn_node_endpoints(
+            &mut self.peers.learned,
+            q.config,
+            super::context::metadata_raft(q.host, q.table),
+            &response,
+        );
+        let pending = match pending {
+            PeerPending::Forward {
+                responder,
+                correlation_id,
+                version,
+                ..
+            } => {
+                // The controller's answer to a forwarded request, relayed to the client.
+                let frame = encode_response(correlation_id, version, &response)?;
+                responder.send(Some(frame));
+                return Ok(None);
+            }
+            PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
+                // Superseded by a later Fetch that carries the same partitions' fetches.
+                return Ok(None);
+            }
+            PeerPending::ProducerIdBlock => {
+                let answer = match response {
+                    Response::AllocateProducerIds(r) => Some(r),
+                    _ => None,
+                };
+                return Ok(Some(PeerAnswer::ProducerIdBlock(answer)));
+            }
+            PeerPending::LeaderLookup(asked) => {
+                return Ok(Some(PeerAnswer::LeaderLookup(asked, Some(response))));
+            }
+            other => other,
+        };
+        let parts = match (&pending, &response) {
+            (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
+                convert::peer_fetch_response_parts(r, q.table, |partition| {
+                    fetches
+                        .iter()
+                        .find(|(p, _)| *p == partition)
+                        .map(|(_, id)| *id)
+                })
+            }
+            (PeerPending::Control, r) => convert::peer_response_parts(r, q.table),
+            (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
+                fetch_snapshot::peer_response_parts(r, q.table, asked)
+            }
+            (PeerPending::OwnEndpointUpdate, Response::UpdateRaftVoter(r)) => {
+                tracing::info!(
+                    peer,
+                    error_code = r.error_code,
+                    "UpdateRaftVoter of this voter's listener answered"
+                );
+                return Ok(None);
+            }
+            _ => Vec::new(),
+        };
+        // A leader's LogStartOffset that moved (a DeleteRecords, its retention) is followed
+        // in this loop turn (delete_records.rs).
+        let log_start_moved = parts.iter().any(|(partition, message)| {
+            matches!(message, core::Message::FetchResponse(r)
+            if q.host.raft(*partition).is_some_and(|raft| {
+                raft.leader_log_start_offset() != r.log_start_offset
+            }))
+        });
+        // Every partition's answer is stepped before the host's output is delivered, so the
+        // requests they lead to (the next FetchSnapshot of each partition downloading from
+        // this peer) leave together, in one wire request per peer.
+        for (partition, message) in parts {
+            let epoch = q.host.raft(partition).map_or(0, |r| r.epoch());
+            let span = tracing::debug_span!(
+                "peer_response",
+                partition,
+                epoch,
+                peer,
+                kind = message.kind()
+            );
+            let _guard = span.enter();
+            match q
+                .host
+                .step(q.now_ms, peer, PartitionMessage { partition, message })
+            {
+                Ok(()) => {}
+                Err(HostError::Storage(error)) => return Err(error.into()),
+                Err(HostError::Raft(error)) => {
+                    tracing::warn!(peer, partition, %error, "peer response refused by the core")
+                }
+            }
+        }
+        self.deliver(q, later)?;
+        Ok(log_start_moved.then_some(PeerAnswer::LeaderLogStartMoved))
+    }
+
+    /// A peer's lane failed with these requests unanswered. The core only learns of a lost
+    /// fetch at its request timeout, and an observer looking for the leader would keep asking
+    /// the same dead voter: the fetch is answered as failed (BROKER_NOT_AVAILABLE) so it backs
+    /// off and asks the next one. Lost lookups and producer id requests are handed back.
+    pub(super) fn peer_failed(
+        &mut self,
+        q: &mut Qx,
+        peer: NodeId,
+        correlation_ids: Vec<i32>,
+        later: &mut Vec<Output>,
+    ) -> Result<Vec<PeerAnswer>, NodeError> {
+        let mut answers = Vec::new();
+        for id in correlation_ids {
+            match self.peers.pending.remove(&(peer, id)) {
+                Some(PeerPending::LeaderLookup(partitions)) => {
+                    answers.push(PeerAnswer::LeaderLookup(partitions, None));
+                }
+                Some(PeerPending::ProducerIdBlock) => {
+                    answers.push(PeerAnswer::ProducerIdBlock(None));
+                }
+                Some(PeerPending::Fetch(fetches)) if self.fetch_sessions.take_answer(peer, id) => {
+                    for (partition, correlation_id) in fetches {
+                        let message = core::Message::FetchResponse(core::FetchResponse {
+                            correlation_id,
+                            error_code: core::ErrorCode::BrokerNotAvailable,
+                            current_leader: core::LeaderIdAndEpoch {
+                                leader_id: None,
+                                leader_epoch: 0,
+                            },
+                            high_watermark: 0,
+                            log_start_offset: 0,
+                            diverging_epoch: None,
+                            snapshot_id: None,
+                            records: bytes::Bytes::new(),
+                        });
+                        let step =
+                            q.host
+                                .step(q.now_ms, peer, PartitionMessage { partition, message });
+                        match step {
+                            Ok(()) => {}
+                            Err(HostError::Raft(error)) => {
+                                tracing::debug!(%error, "failed fetch not taken")
+                            }
+                            Err(HostError::Storage(error)) => return Err(error.into()),
+                        }
+                        self.deliver(q, later)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(answers)
+    }
+
+    // ---- parked fetches, deadlines, stopped partitions ----------------------------------
+
+    pub(super) fn has_releases(&self) -> bool {
+        self.slots.has_releases()
+    }
+
+    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
+    /// answer (answer_slots.rs, `note_partial`).
+    pub(super) fn release_parked_fetches(
+        &mut self,
+        q: &mut Qx,
+        later: &mut Vec<Output>,
+    ) -> Result<(), NodeError> {
+        for (partition, replica) in self.slots.take_releases() {
+            q.host.complete_parked_fetch(q.now_ms, partition, replica)?;
+            // Each answer fills its slot; the last one sends the wire response.
+            self.deliver(q, later)?;
+        }
+        Ok(())
+    }
+
+    /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
+    /// so their connections are not blocked forever, and forwarded admin requests the
+    /// controller did not answer in time.
+    pub(super) fn expire(&mut self, q: &Qx) {
+        let limit_ms = q.config.fetch_max_wait_ms + q.config.request_timeout_ms;
+        for id in self.slots.expire(q.now_ms, limit_ms) {
+            if let Err(error) = self.maybe_complete(q, id) {
+                tracing::warn!(%error, "answering an expired request");
+            }
+        }
+        self.peers.expire_forwarded(q.now_ms);
+    }
+
+    /// Shutdown: every request still waiting is answered `code`.
+    pub(super) fn fail_all(&mut self, q: &Qx, code: ErrorCode) -> Result<(), NodeError> {
+        for id in self.slots.fail_all(code) {
+            self.maybe_complete(q, id)?;
+        }
+        Ok(())
+    }
+
+    /// A partition stopped: what waits on it is answered `code` (answer_slots.rs).
+    pub(super) fn forget_partition(
+        &mut self,
+        q: &Qx,
+        partition: PartitionId,
+        code: ErrorCode,
+    ) -> Result<(), NodeError> {
+        for id in self.slots.forget_partition(partition, code) {
+            self.maybe_complete(q, id)?;
+        }
+        Ok(())
+    }
+}
+
+/// A file range of the host's answer as the server sends it: a descriptor of our own (so the
+/// bytes outlive a truncation or a deletion until they are on the socket), or the bytes read
+/// through the host where the file is not on disk (the in-memory backend).
+pub(super) fn open_range(
+    host: &mut Host<AnyIo>,
+    range: &FileRange,
+) -> Result<RecordsSource, StorageError> {
+    match std::fs::File::open(&range.path) {
+        Ok(file) => Ok(RecordsSource::File(FileRegion {
+            file: Rc::new(file),
+            position: range.position,
+            length: range.length,
+        })),
+        Err(error) => {
+            tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
+            Ok(RecordsSource::Memory(host.read_file_range(range)?))
+        }
+    }
+}
