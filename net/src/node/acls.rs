@@ -27,15 +27,11 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-use ringlog_replication::Raft;
-use ringlog_replication::state_machine::StateMachine;
-
 use super::NodeError;
+use super::acl_image::{AclId, acl_record_key};
 use super::admin_answers::AdminResults;
 use super::context::Cx;
 use super::transport::Responder;
-use crate::acl::binding::AclRecordError;
 use crate::acl::{
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
 };
@@ -46,67 +42,10 @@ use crate::protocol::{
     describe_acls_response as dsa_resp, encode_response,
 };
 
-/// Every ACL record's key starts so; the binding's id (32 hex digits) follows.
-pub const ACL_RECORD_KEY_PREFIX: &[u8] = b"ringlog.acl.v1/";
-
 /// How long CreateAcls and DeleteAcls wait for their records to apply.
 const ACL_WRITE_TIMEOUT_MS: i32 = 30_000;
 
 const SECURITY_DISABLED_MESSAGE: &str = "No Authorizer is configured.";
-
-/// A binding's id: random, as Kafka's are.
-type AclId = [u8; 16];
-
-/// The key of the binding `id`'s record.
-pub fn acl_record_key(id: &AclId) -> Vec<u8> {
-    let mut key = ACL_RECORD_KEY_PREFIX.to_vec();
-    key.extend(id.iter().flat_map(|b| format!("{b:02x}").into_bytes()));
-    key
-}
-
-/// The ACL image of `entries` (the metadata state machine's): every record under
-/// [`ACL_RECORD_KEY_PREFIX`] that decodes, by id.
-pub fn acl_image(entries: &BTreeMap<Bytes, Bytes>) -> BTreeMap<AclId, AclBinding> {
-    let mut image = BTreeMap::new();
-    let prefix = Bytes::from_static(ACL_RECORD_KEY_PREFIX);
-    for (key, value) in entries.range(prefix..) {
-        let Some(hex) = key.strip_prefix(ACL_RECORD_KEY_PREFIX) else {
-            break;
-        };
-        match decode_id(hex).and_then(|id| Ok((id, AclBinding::decode_value(value)?))) {
-            Ok((id, binding)) => {
-                image.insert(id, binding);
-            }
-            Err(error) => tracing::warn!(%error, "ACL record skipped"),
-        }
-    }
-    image
-}
-
-fn decode_id(hex: &[u8]) -> Result<AclId, AclRecordError> {
-    let text = std::str::from_utf8(hex).map_err(|_| AclRecordError::new("id is not text"))?;
-    if text.len() != 32 {
-        return Err(AclRecordError::new("id is not 32 hex digits"));
-    }
-    let mut id = [0u8; 16];
-    for (i, byte) in id.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
-            .map_err(|_| AclRecordError::new("id is not hex"))?;
-    }
-    Ok(id)
-}
-
-/// The node's ACL image: the bindings in force, as the metadata state machine has applied
-/// them. Every node derives it; the authorizer reads it (authorize.rs).
-#[derive(Default)]
-pub(super) struct AclImage {
-    /// The metadata state machine's last applied offset the image was derived at.
-    applied_offset: Option<i64>,
-    image: BTreeMap<AclId, AclBinding>,
-    /// Whether the image has been caught up once: it applied every metadata record committed
-    /// before the current metadata epoch ([`AclImage::loaded`]). Latched.
-    loaded: bool,
-}
 
 /// The controller's ACL proposals not applied yet, and the ACL APIs.
 #[derive(Default)]
@@ -116,62 +55,12 @@ pub(super) struct AclState {
     pending: BTreeMap<AclId, (Option<AclBinding>, u64, u32)>,
 }
 
-impl AclImage {
-    /// The bindings in force on this node (applied).
-    pub(super) fn bindings(&self) -> impl Iterator<Item = &AclBinding> + Clone {
-        self.image.values()
-    }
-
-    /// Brings the image up to the metadata state machine (called with every look at the
-    /// applied metadata records, topic_image.rs); nothing to do when it has not moved. The
-    /// controller's proposals applied meanwhile leave `proposals`.
-    pub(super) fn apply(
-        &mut self,
-        state_machine: &ringlog_replication::state_machine::KeyValueStateMachine,
-        metadata: &Raft,
-        proposals: &mut AclState,
-    ) {
-        let applied = state_machine.last_applied_offset();
-        if self.applied_offset == Some(applied) {
-            return;
-        }
-        let image = acl_image(state_machine.entries());
-        if self.image != image {
-            tracing::info!(bindings = image.len(), "ACLs changed");
-        }
-        self.image = image;
-        self.applied_offset = Some(applied);
-        proposals
-            .pending
-            .retain(|_, (_, offset, _)| *offset as i64 > applied);
-        self.loaded(metadata);
-    }
-
-    /// Whether this node's ACL image can be used: with an authorizer, a node that has just
-    /// started holds the bindings of its own snapshot and log, which may miss the latest ones
-    /// (a DENY added while it was down). Kafka's StandardAuthorizer refuses to authorize until
-    /// its initial load is complete; here the image counts as loaded once the metadata state
-    /// machine has applied past the first record of the current metadata epoch (the leader's
-    /// LeaderChange, which every epoch of `__cluster_metadata` starts with): it then holds
-    /// every binding committed before this epoch, as the controller's image does
-    /// (controller.rs, `applied_past_epoch_start`). Once loaded, it stays so.
-    pub(super) fn loaded(&mut self, metadata: &Raft) -> bool {
-        if self.loaded {
-            return true;
-        }
-        let (epoch, leader) = (metadata.epoch(), metadata.leader_id());
-        let applied = self.applied_offset.unwrap_or(-1);
-        let loaded = leader.is_some()
-            && super::controller::applied_past_epoch_start(metadata.log(), epoch, applied);
-        if loaded {
-            tracing::info!(epoch, applied, "ACL image loaded; authorizing requests");
-            self.loaded = true;
-        }
-        loaded
-    }
-}
-
 impl AclState {
+    /// The proposals the image applied (up to `applied`) are done.
+    pub(super) fn applied(&mut self, applied: i64) {
+        self.pending
+            .retain(|_, (_, offset, _)| *offset as i64 > applied);
+    }
     /// The bindings as the controller's next change must see them: the image with this
     /// controller's proposals of its current epoch that are not applied yet.
     fn latest_acls(&self, cx: &Cx) -> BTreeMap<AclId, AclBinding> {
@@ -473,6 +362,8 @@ fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::acl_image::acl_image;
+    use bytes::Bytes;
 
     fn binding(name: &str, pattern_type: PatternType, principal: &str) -> AclBinding {
         AclBinding {

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::acls::AclImage;
+use super::acl_image::AclImage;
 use crate::acl::{
     AclOperation, Action, Asker, Decision, ResourceType, authorize, authorized_operations,
     binding::CLUSTER_RESOURCE_NAME,

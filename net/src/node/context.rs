@@ -19,7 +19,7 @@ use ringlog_replication::state_machine::KeyValueStateMachine;
 use ringlog_replication::{NodeId, PartitionId, Raft};
 
 use super::NodeError;
-use super::acls::AclImage;
+use super::acl_image::AclImage;
 use super::admin_answers::{AdminAnswers, AdminResults};
 use super::authorize::Authorizer;
 use super::controller::{LogStart, controller_caught_up};

@@ -107,7 +107,7 @@ pub(super) struct State {
     pub(super) producer_id_control: super::producer_ids::ProducerIdControl,
     pub(super) topics: super::topics::Topics,
     /// The ACL image (acls.rs), read by the authorizer.
-    pub(super) acl_image: super::acls::AclImage,
+    pub(super) acl_image: super::acl_image::AclImage,
     /// The controller's ACL proposals and the ACL APIs (acls.rs).
     pub(super) acls: super::acls::AclState,
     /// Admin answers parked until their metadata records apply (admin_answers.rs).

@@ -15,6 +15,7 @@
 //! before what follows it, messages held behind flushes, durability reported only after an
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
 
+mod acl_image;
 mod acls;
 mod admin_answers;
 mod admission;

@@ -40,25 +40,12 @@
 
 use std::collections::{HashMap, VecDeque};
 
+pub use super::producer_state_file::ProducerBatch;
 use super::producer_state_file::SavedProducerState;
 
 /// How many batches per producer are remembered for duplicate detection (Kafka's
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, and the client's max in-flight requests).
 pub const BATCHES_REMEMBERED: usize = 5;
-
-/// A batch's producer fields and where it landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProducerBatch {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub base_sequence: i32,
-    pub last_sequence: i32,
-    pub base_offset: u64,
-    pub last_offset: u64,
-    /// The batch's MaxTimestamp: when the producer was last seen, for
-    /// `producer.id.expiration.ms`.
-    pub max_timestamp: i64,
-}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct ProducerEntry {

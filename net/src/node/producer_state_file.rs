@@ -35,8 +35,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::producer_state::ProducerBatch;
-
 /// The file's name in the partition folder.
 pub const PRODUCER_STATE_FILE: &str = "producer-state";
 const MAGIC: &[u8; 4] = b"RLPS";
@@ -44,6 +42,20 @@ const VERSION: u16 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 8 + 4;
 const BATCH_BYTES: usize = 8 + 2 + 4 + 4 + 8 + 8 + 8;
 const CRC_BYTES: usize = 4;
+
+/// A batch's producer fields and where it landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_sequence: i32,
+    pub base_offset: u64,
+    pub last_offset: u64,
+    /// The batch's MaxTimestamp: when the producer was last seen, for
+    /// `producer.id.expiration.ms`.
+    pub max_timestamp: i64,
+}
 
 /// The state a file holds: the offset it stands at and the remembered batches below it.
 #[derive(Clone, Debug, PartialEq, Eq)]

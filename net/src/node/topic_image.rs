@@ -26,11 +26,12 @@ impl Node {
         // Between work lists, like the rest of this: retention's snapshots are reported to
         // the core by the same pump round.
         self.maybe_enforce_retention()?;
-        self.handlers.acl_image.apply(
+        if let Some(applied) = self.handlers.acl_image.apply(
             super::context::metadata_state(&self.host, &self.table),
             super::context::metadata_raft(&self.host, &self.table),
-            &mut self.handlers.acls,
-        );
+        ) {
+            self.handlers.acls.applied(applied);
+        }
         // The fields, not `metadata_state()`: the images below are refreshed while it is read.
         let partition = self.metadata_partition_id();
         let state_machine = &self
