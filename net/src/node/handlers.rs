@@ -220,12 +220,38 @@ impl Node {
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::DescribeConfigs(r) => {
-                Response::DescribeConfigs(self.handle_describe_configs(&r, &requester))
+                Response::DescribeConfigs(super::configs::handle_describe_configs(
+                    &cx!(self),
+                    &self.handlers.topics,
+                    &self.handlers.broker_configs,
+                    &r,
+                    &requester,
+                ))
             }
             Request::IncrementalAlterConfigs(r) => {
-                return self.handle_incremental_alter_configs(responder, &header, r);
+                let mut cx = cx!(self);
+                super::configs::handle_incremental_alter_configs(
+                    &mut cx,
+                    &mut self.handlers.topics,
+                    &mut self.handlers.broker_configs,
+                    responder,
+                    &header,
+                    r,
+                )?;
+                return self.after_call();
             }
-            Request::AlterConfigs(r) => return self.handle_alter_configs(responder, &header, r),
+            Request::AlterConfigs(r) => {
+                let mut cx = cx!(self);
+                super::configs::handle_alter_configs(
+                    &mut cx,
+                    &mut self.handlers.topics,
+                    &mut self.handlers.broker_configs,
+                    responder,
+                    &header,
+                    r,
+                )?;
+                return self.after_call();
+            }
             Request::CreatePartitions(r) => {
                 return self.handle_create_partitions(responder, &header, r);
             }

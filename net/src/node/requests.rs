@@ -380,7 +380,14 @@ impl Node {
                 correlation_id,
                 version,
                 ..
-            } => return Node::relay_forwarded(responder, correlation_id, version, &response),
+            } => {
+                return super::configs::relay_forwarded(
+                    responder,
+                    correlation_id,
+                    version,
+                    &response,
+                );
+            }
             PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
                 // Superseded by a later Fetch that carries the same partitions' fetches.
                 return Ok(());
