@@ -655,7 +655,7 @@ impl Node {
                         self.lookup_ended(partitions);
                     }
                     if let Some(PeerPending::ProducerIdBlock) = &pending {
-                        self.producer_id_block_answered(None);
+                        self.handlers.producer_ids.block_answered(None);
                     }
                     if let Some(PeerPending::Fetch(fetches)) = pending
                         && self.fetch_sessions.take_answer(peer, id)

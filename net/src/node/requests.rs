@@ -420,7 +420,7 @@ impl Node {
                     Response::AllocateProducerIds(r) => Some(r),
                     _ => None,
                 };
-                self.producer_id_block_answered(answer);
+                self.handlers.producer_ids.block_answered(answer);
                 return Ok(());
             }
             (PeerPending::LeaderLookup(asked), _) => {
