@@ -30,7 +30,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::Node;
+use super::context::Cx;
+use crate::config::NodeConfig;
 use crate::protocol::ErrorCode;
 use crate::protocol::incremental_alter_configs_request as ia_req;
 
@@ -307,42 +308,31 @@ impl BrokerConfigs {
     }
 }
 
-impl Node {
-    /// `name`'s dynamic value on this node and its ConfigSource, if one is set.
-    pub(super) fn dynamic_node_config(&self, name: &str) -> Option<(String, i8)> {
-        self.handlers
-            .broker_configs
-            .value(self.config.node_id, name)
-    }
-
-    /// `message.max.bytes` in force: the dynamic value, else the properties file's.
-    pub(super) fn node_message_max_bytes(&self) -> (u32, Option<i8>) {
+impl BrokerConfigs {
+    /// `message.max.bytes` in force on this node: the dynamic value, else the properties
+    /// file's (`config`).
+    pub(super) fn message_max_bytes(&self, config: &NodeConfig) -> (u32, Option<i8>) {
         match self
-            .dynamic_node_config("message.max.bytes")
+            .value(config.node_id, "message.max.bytes")
             .and_then(|(v, source)| Some((v.parse::<u32>().ok()?, source)))
         {
             Some((bytes, source)) => (bytes, Some(source)),
-            None => (self.config.message_max_bytes, None),
+            None => (config.message_max_bytes, None),
         }
-    }
-
-    /// The largest `message.max.bytes` the logs take without a restart (their batch limit).
-    fn message_max_bytes_limit(&self) -> i64 {
-        (self.config.message_max_bytes as i64)
-            .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES as i64)
     }
 
     /// Alters a BROKER resource's dynamic configs (the controller's side); `Some(offset)` when
     /// a record was proposed.
-    pub(super) fn alter_broker_resource(
+    pub(super) fn alter_resource(
         &mut self,
+        cx: &mut Cx,
         resource: &ia_req::AlterConfigsResource,
         validate_only: bool,
     ) -> Result<Option<u64>, (ErrorCode, String)> {
         let name = resource.resource_name.as_str();
         let known = name.is_empty()
             || name.parse::<i32>().is_ok_and(|id| {
-                id == self.config.node_id || self.metadata_voter_ids().contains(&id)
+                id == cx.config.node_id || cx.metadata_raft().voter_set().ids().contains(&id)
             });
         if !known {
             return Err((
@@ -350,22 +340,24 @@ impl Node {
                 format!("no node {name:?} (a node id, or empty for the cluster default)"),
             ));
         }
-        let epoch = self.metadata_raft().epoch();
-        let applied = self.handlers.topics.applied_offset;
-        let configs = &self.handlers.broker_configs;
-        let current = match configs.pending.get(name) {
+        let epoch = cx.metadata_raft().epoch();
+        let applied = cx.metadata_applied_offset;
+        let current = match self.pending.get(name) {
             Some((configs, offset, proposed_in)) if *offset >= applied && *proposed_in == epoch => {
                 configs.clone()
             }
-            _ => configs.image.get(name).cloned().unwrap_or_default(),
+            _ => self.image.get(name).cloned().unwrap_or_default(),
         };
-        let configs =
-            altered_broker_configs(&current, &resource.configs, self.message_max_bytes_limit())?;
+        let configs = altered_broker_configs(
+            &current,
+            &resource.configs,
+            message_max_bytes_limit(cx.config),
+        )?;
         if validate_only || configs == current {
             return Ok(None);
         }
         let value = encode_broker_configs(&configs);
-        let offset = self
+        let offset = cx
             .propose_metadata_entry(&broker_config_key(name), value.as_deref())
             .map_err(|code| (code, "metadata append failed".into()))?;
         tracing::info!(
@@ -374,12 +366,16 @@ impl Node {
             offset,
             "dynamic node configs proposed"
         );
-        self.handlers
-            .broker_configs
-            .pending
+        self.pending
             .insert(name.to_string(), (configs, offset, epoch));
         Ok(Some(offset))
     }
+}
+
+/// The largest `message.max.bytes` the logs take without a restart (their batch limit).
+fn message_max_bytes_limit(config: &NodeConfig) -> i64 {
+    (config.message_max_bytes as i64)
+        .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES as i64)
 }
 
 #[cfg(test)]

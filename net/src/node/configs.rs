@@ -12,7 +12,8 @@
 //! segment rolls at the next batch that would pass the smaller of its own size and the new
 //! one), `cleanup.policy` at once on each replica (topic_image.rs,
 //! `Host::set_keeps_snapshots`), and all survive restarts with the record. A node that is not the
-//! controller forwards the request to it and relays the answer ([`Node::forward_to_controller`]).
+//! controller forwards the request to it and relays the answer (context.rs,
+//! `Cx::forward_to_controller`; [`relay_forwarded`]).
 //!
 //! What cannot change at runtime is refused, never ignored:
 //!
@@ -52,13 +53,15 @@
 //!   `snapshot.minimum.records` must go in the same request (it applies to snapshot topics
 //!   only): else INVALID_CONFIG.
 
-use super::broker_configs::{DYNAMIC_BROKER_CONFIGS, dynamic_config};
-use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord};
+use super::NodeError;
+use super::broker_configs::{BrokerConfigs, DYNAMIC_BROKER_CONFIGS, dynamic_config};
+use super::context::Cx;
+use super::topics::{CleanupPolicy, DEFAULT_RETENTION_MS, TopicConfig, TopicRecord, Topics};
 use super::transport::Responder;
-use super::{Node, NodeError};
+use crate::config::NodeConfig;
 use crate::protocol::{
-    ApiKey, ErrorCode, Request, RequestHeader, Response, alter_configs_request as ac_req,
-    describe_configs_request as dc_req, describe_configs_response as dc_resp, encode_response,
+    ApiKey, ErrorCode, Request, RequestHeader, alter_configs_request as ac_req,
+    describe_configs_request as dc_req, describe_configs_response as dc_resp,
     incremental_alter_configs_request as ia_req, incremental_alter_configs_response as ia_resp,
 };
 
@@ -371,373 +374,413 @@ pub fn altered_topic_config(
     Ok(config)
 }
 
-impl Node {
-    // ---- DescribeConfigs ---------------------------------------------------------------------
+// ---- DescribeConfigs ---------------------------------------------------------------------
 
-    pub(super) fn handle_describe_configs(
-        &self,
-        request: &dc_req::DescribeConfigsRequest,
-        requester: &super::authorize::Requester,
-    ) -> dc_resp::DescribeConfigsResponse {
-        let results = request
-            .resources
-            .iter()
-            .map(|resource| {
-                let mut result = dc_resp::DescribeConfigsResult {
-                    error_message: None,
-                    resource_type: resource.resource_type,
-                    resource_name: resource.resource_name.clone(),
-                    ..Default::default()
-                };
-                let described = self
-                    .authorizer()
-                    .config_resource_allowed(
-                        requester,
-                        ApiKey::DescribeConfigs,
-                        resource.resource_type,
-                        &resource.resource_name,
-                    )
-                    .map_err(|code| (code, "Authorization failed.".to_string()))
-                    .and_then(|()| {
-                        self.described_configs(resource.resource_type, &resource.resource_name)
-                    });
-                match described {
-                    Ok(configs) => {
-                        result.configs = configs
-                            .into_iter()
-                            .filter(|c| {
-                                // Null or empty: every config (Kafka's ConfigHelper).
-                                resource
-                                    .configuration_keys
-                                    .as_ref()
-                                    .filter(|keys| !keys.is_empty())
-                                    .is_none_or(|keys| keys.iter().any(|k| k == c.name))
-                            })
-                            .map(|c| dc_resp::DescribeConfigsResourceResult {
-                                name: c.name.to_string(),
-                                value: c.value,
-                                read_only: c.read_only,
-                                config_source: c.source,
-                                is_sensitive: false,
-                                synonyms: Vec::new(),
-                                config_type: c.config_type,
-                                documentation: c.documentation.map(str::to_string),
-                            })
-                            .collect();
-                    }
-                    Err((code, message)) => {
-                        result.error_code = code.code();
-                        result.error_message = Some(message);
-                    }
-                }
-                result
-            })
-            .collect();
-        dc_resp::DescribeConfigsResponse {
-            throttle_time_ms: 0,
-            results,
-        }
-    }
-
-    fn described_configs(
-        &self,
-        resource_type: i8,
-        name: &str,
-    ) -> Result<Vec<DescribedConfig>, (ErrorCode, String)> {
-        let from_file = |key: &str| {
-            self.config
-                .properties
-                .iter()
-                .any(|p| p.name == key && p.from_file)
-        };
-        let node_source = |from_file: bool| {
-            if from_file {
-                SOURCE_STATIC_BROKER
-            } else {
-                SOURCE_DEFAULT
-            }
-        };
-        match resource_type {
-            RESOURCE_TOPIC => {
-                let topic = self.handlers.topics.image.get(name).ok_or((
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("no topic {name:?}"),
-                ))?;
-                let node = NodeTopicDefaults {
-                    segment_bytes: (
-                        self.config.segment_size_bytes,
-                        from_file("metadata.log.segment.bytes"),
-                    ),
-                    message_max_bytes: match self.node_message_max_bytes() {
-                        (bytes, Some(source)) => (bytes, source),
-                        (bytes, None) => (bytes, node_source(from_file("message.max.bytes"))),
-                    },
-                    snapshot_minimum_records: (
-                        self.config.snapshot_minimum_records,
-                        from_file("controller.snapshot.minimum.records"),
-                    ),
-                };
-                Ok(describe_topic_configs(&topic.config, &node))
-            }
-            RESOURCE_BROKER => {
-                self.check_node_resource(name)?;
-                // The properties file's settings, read-only, except those a BROKER resource
-                // may change at runtime (broker_configs.rs), which show the value in force and
-                // where it comes from; then the dynamic ones the file does not name.
-                let mut described: Vec<DescribedConfig> = self
-                    .config
-                    .properties
-                    .iter()
-                    .map(|p| {
-                        let dynamic = dynamic_config(p.name);
-                        let (value, source) = match self.dynamic_node_config(p.name) {
-                            Some((value, source)) if dynamic.is_some() => (Some(value), source),
-                            _ => (p.value.clone(), node_source(p.from_file)),
-                        };
-                        DescribedConfig {
-                            name: p.name,
-                            value,
-                            source,
-                            read_only: dynamic.is_none(),
-                            config_type: dynamic.map_or(TYPE_STRING, |d| d.kind.config_type()),
-                            documentation: dynamic.and_then(|d| d.no_effect),
-                        }
-                    })
-                    .collect();
-                for config in DYNAMIC_BROKER_CONFIGS {
-                    if described.iter().any(|d| d.name == config.name) {
-                        continue;
-                    }
-                    let (value, source) = match self.dynamic_node_config(config.name) {
-                        Some((value, source)) => (Some(value), source),
-                        None => (config.default.map(str::to_string), SOURCE_DEFAULT),
-                    };
-                    described.push(DescribedConfig {
-                        name: config.name,
-                        value,
-                        source,
-                        read_only: false,
-                        config_type: config.kind.config_type(),
-                        documentation: config.no_effect,
-                    });
-                }
-                Ok(described)
-            }
-            other => Err((
-                ErrorCode::InvalidRequest,
-                format!("resource type {other} is not supported (2 topic, 4 broker)"),
-            )),
-        }
-    }
-
-    /// A node resource names this node's id, or is empty (Kafka: the cluster-wide default,
-    /// here the same static settings).
-    fn check_node_resource(&self, name: &str) -> Result<(), (ErrorCode, String)> {
-        if name.is_empty() || name.parse::<i32>() == Ok(self.config.node_id) {
-            Ok(())
-        } else {
-            Err((
-                ErrorCode::InvalidRequest,
-                format!(
-                    "unexpected broker id, expected {} but received {name:?}",
-                    self.config.node_id
-                ),
-            ))
-        }
-    }
-
-    // ---- IncrementalAlterConfigs -------------------------------------------------------------
-
-    pub(super) fn handle_incremental_alter_configs(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: ia_req::IncrementalAlterConfigsRequest,
-    ) -> Result<(), NodeError> {
-        let writes_metadata = request
-            .resources
-            .iter()
-            .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
-        if writes_metadata && !self.controller_active() {
-            return self.forward_to_controller(
-                responder,
-                header,
-                Request::IncrementalAlterConfigs(request),
-            );
-        }
-        let requester = responder.requester();
-        self.answer_alter_configs(
-            (responder, &requester),
-            header,
-            &request.resources,
-            request.validate_only,
-            ApiKey::IncrementalAlterConfigs,
-        )
-    }
-
-    pub(super) fn handle_alter_configs(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: ac_req::AlterConfigsRequest,
-    ) -> Result<(), NodeError> {
-        let writes_metadata = request
-            .resources
-            .iter()
-            .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
-        if writes_metadata && !self.controller_active() {
-            return self.forward_to_controller(responder, header, Request::AlterConfigs(request));
-        }
-        // A legacy AlterConfigs names a resource's whole config, and tools build it from
-        // DescribeConfigs (librdkafka's tests do): a read-only config named at the value it is
-        // described with is no change, and is dropped rather than refused.
-        let resources: Vec<ia_req::AlterConfigsResource> = request
-            .resources
-            .iter()
-            .map(|resource| {
-                let described = self
-                    .described_configs(resource.resource_type, &resource.resource_name)
-                    .unwrap_or_default();
-                let mut resource = resource.clone();
-                resource.configs.retain(|c| {
-                    !described.iter().any(|d| {
-                        d.read_only && d.name == c.name && d.value.as_deref() == c.value.as_deref()
-                    })
-                });
-                incremental_from_legacy(&resource)
-            })
-            .collect();
-        let requester = responder.requester();
-        self.answer_alter_configs(
-            (responder, &requester),
-            header,
-            &resources,
-            request.validate_only,
-            ApiKey::AlterConfigs,
-        )
-    }
-
-    /// Alters each resource and answers once the proposed records are applied (as `api`:
-    /// AlterConfigs, the legacy form, or IncrementalAlterConfigs).
-    fn answer_alter_configs(
-        &mut self,
-        (responder, requester): (Responder, &super::authorize::Requester),
-        header: &RequestHeader,
-        resources: &[ia_req::AlterConfigsResource],
-        validate_only: bool,
-        api: ApiKey,
-    ) -> Result<(), NodeError> {
-        let legacy = api == ApiKey::AlterConfigs;
-        let mut results = Vec::new();
-        let mut waiting = Vec::new();
-        for (index, resource) in resources.iter().enumerate() {
-            let mut result = ia_resp::AlterConfigsResourceResponse {
-                error_code: 0,
+/// DescribeConfigs, answered from this node's topic image (`topics`) and dynamic node configs
+/// (`broker_configs`).
+pub(super) fn handle_describe_configs(
+    cx: &Cx,
+    topics: &Topics,
+    broker_configs: &BrokerConfigs,
+    request: &dc_req::DescribeConfigsRequest,
+    requester: &super::authorize::Requester,
+) -> dc_resp::DescribeConfigsResponse {
+    let results = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let mut result = dc_resp::DescribeConfigsResult {
                 error_message: None,
                 resource_type: resource.resource_type,
                 resource_name: resource.resource_name.clone(),
+                ..Default::default()
             };
-            let duplicate = resources[..index].iter().any(|earlier| {
-                earlier.resource_type == resource.resource_type
-                    && earlier.resource_name == resource.resource_name
-            });
-            let outcome = if duplicate {
-                Err((ErrorCode::InvalidRequest, "resource named twice".into()))
-            } else {
-                self.authorizer()
-                    .config_resource_allowed(
-                        requester,
-                        api,
+            let described = cx
+                .authorizer()
+                .config_resource_allowed(
+                    requester,
+                    ApiKey::DescribeConfigs,
+                    resource.resource_type,
+                    &resource.resource_name,
+                )
+                .map_err(|code| (code, "Authorization failed.".to_string()))
+                .and_then(|()| {
+                    described_configs(
+                        cx.config,
+                        topics,
+                        broker_configs,
                         resource.resource_type,
                         &resource.resource_name,
                     )
-                    .map_err(|code| (code, "Authorization failed.".to_string()))
-                    .and_then(|()| self.alter_resource(resource, validate_only))
-            };
-            match outcome {
-                Ok(Some(offset)) => waiting.push((results.len(), offset)),
-                Ok(None) => {}
+                });
+            match described {
+                Ok(configs) => {
+                    result.configs = configs
+                        .into_iter()
+                        .filter(|c| {
+                            // Null or empty: every config (Kafka's ConfigHelper).
+                            resource
+                                .configuration_keys
+                                .as_ref()
+                                .filter(|keys| !keys.is_empty())
+                                .is_none_or(|keys| keys.iter().any(|k| k == c.name))
+                        })
+                        .map(|c| dc_resp::DescribeConfigsResourceResult {
+                            name: c.name.to_string(),
+                            value: c.value,
+                            read_only: c.read_only,
+                            config_source: c.source,
+                            is_sensitive: false,
+                            synonyms: Vec::new(),
+                            config_type: c.config_type,
+                            documentation: c.documentation.map(str::to_string),
+                        })
+                        .collect();
+                }
                 Err((code, message)) => {
                     result.error_code = code.code();
                     result.error_message = Some(message);
                 }
             }
-            results.push(result);
+            result
+        })
+        .collect();
+    dc_resp::DescribeConfigsResponse {
+        throttle_time_ms: 0,
+        results,
+    }
+}
+
+fn described_configs(
+    config: &NodeConfig,
+    topics: &Topics,
+    broker_configs: &BrokerConfigs,
+    resource_type: i8,
+    name: &str,
+) -> Result<Vec<DescribedConfig>, (ErrorCode, String)> {
+    let from_file = |key: &str| {
+        config
+            .properties
+            .iter()
+            .any(|p| p.name == key && p.from_file)
+    };
+    let node_source = |from_file: bool| {
+        if from_file {
+            SOURCE_STATIC_BROKER
+        } else {
+            SOURCE_DEFAULT
         }
-        self.park_admin_answer(
+    };
+    match resource_type {
+        RESOURCE_TOPIC => {
+            let topic = topics.image.get(name).ok_or((
+                ErrorCode::UnknownTopicOrPartition,
+                format!("no topic {name:?}"),
+            ))?;
+            let node = NodeTopicDefaults {
+                segment_bytes: (
+                    config.segment_size_bytes,
+                    from_file("metadata.log.segment.bytes"),
+                ),
+                message_max_bytes: match broker_configs.message_max_bytes(config) {
+                    (bytes, Some(source)) => (bytes, source),
+                    (bytes, None) => (bytes, node_source(from_file("message.max.bytes"))),
+                },
+                snapshot_minimum_records: (
+                    config.snapshot_minimum_records,
+                    from_file("controller.snapshot.minimum.records"),
+                ),
+            };
+            Ok(describe_topic_configs(&topic.config, &node))
+        }
+        RESOURCE_BROKER => {
+            check_node_resource(config, name)?;
+            // The properties file's settings, read-only, except those a BROKER resource
+            // may change at runtime (broker_configs.rs), which show the value in force and
+            // where it comes from; then the dynamic ones the file does not name.
+            let mut described: Vec<DescribedConfig> = config
+                .properties
+                .iter()
+                .map(|p| {
+                    let dynamic = dynamic_config(p.name);
+                    let (value, source) = match broker_configs.value(config.node_id, p.name) {
+                        Some((value, source)) if dynamic.is_some() => (Some(value), source),
+                        _ => (p.value.clone(), node_source(p.from_file)),
+                    };
+                    DescribedConfig {
+                        name: p.name,
+                        value,
+                        source,
+                        read_only: dynamic.is_none(),
+                        config_type: dynamic.map_or(TYPE_STRING, |d| d.kind.config_type()),
+                        documentation: dynamic.and_then(|d| d.no_effect),
+                    }
+                })
+                .collect();
+            for dynamic in DYNAMIC_BROKER_CONFIGS {
+                if described.iter().any(|d| d.name == dynamic.name) {
+                    continue;
+                }
+                let (value, source) = match broker_configs.value(config.node_id, dynamic.name) {
+                    Some((value, source)) => (Some(value), source),
+                    None => (dynamic.default.map(str::to_string), SOURCE_DEFAULT),
+                };
+                described.push(DescribedConfig {
+                    name: dynamic.name,
+                    value,
+                    source,
+                    read_only: false,
+                    config_type: dynamic.kind.config_type(),
+                    documentation: dynamic.no_effect,
+                });
+            }
+            Ok(described)
+        }
+        other => Err((
+            ErrorCode::InvalidRequest,
+            format!("resource type {other} is not supported (2 topic, 4 broker)"),
+        )),
+    }
+}
+
+/// A node resource names this node's id, or is empty (Kafka: the cluster-wide default,
+/// here the same static settings).
+fn check_node_resource(config: &NodeConfig, name: &str) -> Result<(), (ErrorCode, String)> {
+    if name.is_empty() || name.parse::<i32>() == Ok(config.node_id) {
+        Ok(())
+    } else {
+        Err((
+            ErrorCode::InvalidRequest,
+            format!(
+                "unexpected broker id, expected {} but received {name:?}",
+                config.node_id
+            ),
+        ))
+    }
+}
+
+// ---- IncrementalAlterConfigs -------------------------------------------------------------
+
+/// IncrementalAlterConfigs: forwarded to the controller, or (on it) the resources altered
+/// against the topic image and its changes in flight (`topics`) and the dynamic node configs
+/// (`broker_configs`), answered once the proposed records are applied.
+pub(super) fn handle_incremental_alter_configs(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    broker_configs: &mut BrokerConfigs,
+    responder: Responder,
+    header: &RequestHeader,
+    request: ia_req::IncrementalAlterConfigsRequest,
+) -> Result<(), NodeError> {
+    let writes_metadata = request
+        .resources
+        .iter()
+        .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
+    if writes_metadata && !cx.controller_active() {
+        return cx.forward_to_controller(
             responder,
             header,
-            30_000,
-            super::admin_answers::AdminResults::AlterConfigs { legacy, results },
-            waiting,
-        )
+            Request::IncrementalAlterConfigs(request),
+        );
     }
+    let requester = responder.requester();
+    answer_alter_configs(
+        cx,
+        (topics, broker_configs),
+        (responder, &requester),
+        header,
+        &request.resources,
+        request.validate_only,
+        ApiKey::IncrementalAlterConfigs,
+    )
+}
 
-    /// Alters one resource; `Some(offset)` when a topic record was proposed at that offset.
-    fn alter_resource(
-        &mut self,
-        resource: &ia_req::AlterConfigsResource,
-        validate_only: bool,
-    ) -> Result<Option<u64>, (ErrorCode, String)> {
-        match resource.resource_type {
-            RESOURCE_TOPIC => {}
-            RESOURCE_BROKER => return self.alter_broker_resource(resource, validate_only),
-            other => {
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    format!("resource type {other} is not supported (2 topic, 4 broker)"),
-                ));
+/// The legacy AlterConfigs, answered as the IncrementalAlterConfigs it amounts to
+/// ([`incremental_from_legacy`]).
+pub(super) fn handle_alter_configs(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    broker_configs: &mut BrokerConfigs,
+    responder: Responder,
+    header: &RequestHeader,
+    request: ac_req::AlterConfigsRequest,
+) -> Result<(), NodeError> {
+    let writes_metadata = request
+        .resources
+        .iter()
+        .any(|r| matches!(r.resource_type, RESOURCE_TOPIC | RESOURCE_BROKER));
+    if writes_metadata && !cx.controller_active() {
+        return cx.forward_to_controller(responder, header, Request::AlterConfigs(request));
+    }
+    // A legacy AlterConfigs names a resource's whole config, and tools build it from
+    // DescribeConfigs (librdkafka's tests do): a read-only config named at the value it is
+    // described with is no change, and is dropped rather than refused.
+    let resources: Vec<ia_req::AlterConfigsResource> = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let described = described_configs(
+                cx.config,
+                topics,
+                broker_configs,
+                resource.resource_type,
+                &resource.resource_name,
+            )
+            .unwrap_or_default();
+            let mut resource = resource.clone();
+            resource.configs.retain(|c| {
+                !described.iter().any(|d| {
+                    d.read_only && d.name == c.name && d.value.as_deref() == c.value.as_deref()
+                })
+            });
+            incremental_from_legacy(&resource)
+        })
+        .collect();
+    let requester = responder.requester();
+    answer_alter_configs(
+        cx,
+        (topics, broker_configs),
+        (responder, &requester),
+        header,
+        &resources,
+        request.validate_only,
+        ApiKey::AlterConfigs,
+    )
+}
+
+/// Alters each resource and answers once the proposed records are applied (as `api`:
+/// AlterConfigs, the legacy form, or IncrementalAlterConfigs).
+fn answer_alter_configs(
+    cx: &mut Cx,
+    (topics, broker_configs): (&mut Topics, &mut BrokerConfigs),
+    (responder, requester): (Responder, &super::authorize::Requester),
+    header: &RequestHeader,
+    resources: &[ia_req::AlterConfigsResource],
+    validate_only: bool,
+    api: ApiKey,
+) -> Result<(), NodeError> {
+    let legacy = api == ApiKey::AlterConfigs;
+    let mut results = Vec::new();
+    let mut waiting = Vec::new();
+    for (index, resource) in resources.iter().enumerate() {
+        let mut result = ia_resp::AlterConfigsResourceResponse {
+            error_code: 0,
+            error_message: None,
+            resource_type: resource.resource_type,
+            resource_name: resource.resource_name.clone(),
+        };
+        let duplicate = resources[..index].iter().any(|earlier| {
+            earlier.resource_type == resource.resource_type
+                && earlier.resource_name == resource.resource_name
+        });
+        let outcome = if duplicate {
+            Err((ErrorCode::InvalidRequest, "resource named twice".into()))
+        } else {
+            cx.authorizer()
+                .config_resource_allowed(
+                    requester,
+                    api,
+                    resource.resource_type,
+                    &resource.resource_name,
+                )
+                .map_err(|code| (code, "Authorization failed.".to_string()))
+                .and_then(|()| alter_resource(cx, topics, broker_configs, resource, validate_only))
+        };
+        match outcome {
+            Ok(Some(offset)) => waiting.push((results.len(), offset)),
+            Ok(None) => {}
+            Err((code, message)) => {
+                result.error_code = code.code();
+                result.error_message = Some(message);
             }
         }
-        let name = &resource.resource_name;
-        if super::topics::is_internal_topic(name) {
+        results.push(result);
+    }
+    cx.park_admin_answer(
+        responder,
+        header,
+        30_000,
+        super::admin_answers::AdminResults::AlterConfigs { legacy, results },
+        waiting,
+    )
+}
+
+/// Alters one resource; `Some(offset)` when a topic record was proposed at that offset.
+fn alter_resource(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    broker_configs: &mut BrokerConfigs,
+    resource: &ia_req::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<Option<u64>, (ErrorCode, String)> {
+    match resource.resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER => return broker_configs.alter_resource(cx, resource, validate_only),
+        other => {
             return Err((
                 ErrorCode::InvalidRequest,
-                format!("{name} is internal; its configs are the node's settings"),
+                format!("resource type {other} is not supported (2 topic, 4 broker)"),
             ));
         }
-        let topic = self.latest_topic_record(name).ok_or((
-            ErrorCode::UnknownTopicOrPartition,
-            format!("no topic {name:?}"),
-        ))?;
-        let config = altered_topic_config(&topic.config, &resource.configs)
-            .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
-        if validate_only || config == topic.config {
-            return Ok(None);
+    }
+    let name = &resource.resource_name;
+    if super::topics::is_internal_topic(name) {
+        return Err((
+            ErrorCode::InvalidRequest,
+            format!("{name} is internal; its configs are the node's settings"),
+        ));
+    }
+    let topic = latest_topic_record(topics, cx.metadata_raft().epoch(), name).ok_or((
+        ErrorCode::UnknownTopicOrPartition,
+        format!("no topic {name:?}"),
+    ))?;
+    let config = altered_topic_config(&topic.config, &resource.configs)
+        .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+    if validate_only || config == topic.config {
+        return Ok(None);
+    }
+    let record = TopicRecord { config, ..topic };
+    propose_topic_change(cx, topics, &record)
+        .map(Some)
+        .map_err(|code| (code, "metadata append failed".into()))
+}
+
+// ---- shared by the admin APIs that change a topic ------------------------------------------
+
+/// The topic as the controller's next change must start from: the latest record it
+/// proposed for it in `metadata_epoch` (the metadata partition's current epoch) and that is
+/// not applied yet, else the image's. `None`: no such topic, or its deletion is in flight.
+pub(super) fn latest_topic_record(
+    topics: &Topics,
+    metadata_epoch: u32,
+    name: &str,
+) -> Option<TopicRecord> {
+    let applied = topics.applied_offset;
+    match topics.changed.get(name) {
+        Some((record, offset, proposed_in))
+            if *offset >= applied && *proposed_in == metadata_epoch =>
+        {
+            record.clone()
         }
-        let record = TopicRecord { config, ..topic };
-        self.propose_topic_change(&record)
-            .map(Some)
-            .map_err(|code| (code, "metadata append failed".into()))
+        _ => topics.image.get(name).cloned(),
     }
+}
 
-    // ---- shared by the admin APIs that change a topic ------------------------------------------
-
-    /// The topic as the controller's next change must start from: the latest record it
-    /// proposed for it and that is not applied yet, else the image's. `None`: no such topic,
-    /// or its deletion is in flight.
-    pub(super) fn latest_topic_record(&self, name: &str) -> Option<TopicRecord> {
-        let epoch = self.metadata_raft().epoch();
-        let applied = self.handlers.topics.applied_offset;
-        match self.handlers.topics.changed.get(name) {
-            Some((record, offset, proposed_in)) if *offset >= applied && *proposed_in == epoch => {
-                record.clone()
-            }
-            _ => self.handlers.topics.image.get(name).cloned(),
-        }
-    }
-
-    /// Proposes a changed record of an existing topic (same topic id); returns its offset.
-    pub(super) fn propose_topic_change(&mut self, record: &TopicRecord) -> Result<u64, ErrorCode> {
-        let offset = self.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
-        let epoch = self.metadata_raft().epoch();
-        self.handlers
-            .topics
-            .changed
-            .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
-        tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
-        Ok(offset)
-    }
+/// Proposes a changed record of an existing topic (same topic id) and notes it in
+/// `topics.changed`; returns its offset. The append's output is the caller's to deliver
+/// (`Node::after_call`).
+pub(super) fn propose_topic_change(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    record: &TopicRecord,
+) -> Result<u64, ErrorCode> {
+    let offset = cx.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
+    let epoch = cx.metadata_raft().epoch();
+    topics
+        .changed
+        .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
+    tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
+    Ok(offset)
 }
 
 #[cfg(test)]

@@ -182,10 +182,12 @@ impl Node {
                 format!("{name} is internal; its partition count is a node setting"),
             ));
         }
-        let topic = self.latest_topic_record(name).ok_or((
-            ErrorCode::UnknownTopicOrPartition,
-            format!("no topic {name:?}"),
-        ))?;
+        let epoch = self.metadata_raft().epoch();
+        let topic =
+            super::configs::latest_topic_record(&self.handlers.topics, epoch, name).ok_or((
+                ErrorCode::UnknownTopicOrPartition,
+                format!("no topic {name:?}"),
+            ))?;
         if request.count == topic.partitions {
             return Err((
                 ErrorCode::InvalidPartitions,
@@ -217,7 +219,18 @@ impl Node {
         if validate_only {
             return Ok(None);
         }
-        self.propose_topic_change(&record)
+        let proposed = super::configs::propose_topic_change(
+            &mut cx!(self),
+            &mut self.handlers.topics,
+            &record,
+        );
+        // The append's output goes out now, as the node's `propose_metadata_record` did.
+        let proposed = proposed.and_then(|offset| {
+            self.deliver()
+                .map(|()| offset)
+                .map_err(|_| ErrorCode::KafkaStorageError)
+        });
+        proposed
             .map(Some)
             .map_err(|code| (code, "metadata append failed".into()))
     }

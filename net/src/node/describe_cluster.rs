@@ -4,58 +4,59 @@
 //! not a node property). Only the brokers endpoint type (1) is served: asking for the
 //! controllers (2, KIP-919) answers UNSUPPORTED_ENDPOINT_TYPE as a broker does.
 
-use super::Node;
+use super::context::Cx;
 use crate::protocol::{
     ErrorCode, describe_cluster_request as dcl_req, describe_cluster_response as dcl_resp,
+    metadata_response as md_resp,
 };
 
 /// DescribeCluster's endpoint type for brokers.
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 
-impl Node {
-    pub(super) fn handle_describe_cluster(
-        &self,
-        request: &dcl_req::DescribeClusterRequest,
-        requester: &super::authorize::Requester,
-    ) -> dcl_resp::DescribeClusterResponse {
-        if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
-            return dcl_resp::DescribeClusterResponse {
-                error_code: ErrorCode::UnsupportedEndpointType.code(),
-                error_message: Some("only brokers (endpoint type 1) are described".into()),
-                endpoint_type: request.endpoint_type,
-                cluster_id: self.cluster_id.clone(),
-                ..Default::default()
-            };
-        }
-        let brokers = self
-            .metadata_brokers()
-            .into_iter()
-            .map(|b| dcl_resp::DescribeClusterBroker {
-                broker_id: b.node_id,
-                host: b.host,
-                port: b.port,
-                rack: b.rack,
-                is_fenced: false,
-            })
-            .collect();
-        dcl_resp::DescribeClusterResponse {
-            throttle_time_ms: 0,
-            error_code: 0,
-            error_message: None,
-            endpoint_type: ENDPOINT_TYPE_BROKERS,
-            cluster_id: self.cluster_id.clone(),
-            controller_id: self.metadata_raft().leader_id().unwrap_or(-1),
-            brokers,
-            // Kafka's: the operations on the cluster the requester may perform, when asked.
-            cluster_authorized_operations: if request.include_cluster_authorized_operations {
-                self.authorizer().authorized_operations(
-                    requester,
-                    crate::acl::ResourceType::Cluster,
-                    crate::acl::binding::CLUSTER_RESOURCE_NAME,
-                )
-            } else {
-                i32::MIN
-            },
-        }
+/// DescribeCluster; `brokers` is the node list Metadata gives (metadata.rs,
+/// `metadata_brokers`).
+pub(super) fn handle_describe_cluster(
+    cx: &Cx,
+    request: &dcl_req::DescribeClusterRequest,
+    requester: &super::authorize::Requester,
+    brokers: Vec<md_resp::MetadataResponseBroker>,
+) -> dcl_resp::DescribeClusterResponse {
+    if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
+        return dcl_resp::DescribeClusterResponse {
+            error_code: ErrorCode::UnsupportedEndpointType.code(),
+            error_message: Some("only brokers (endpoint type 1) are described".into()),
+            endpoint_type: request.endpoint_type,
+            cluster_id: cx.cluster_id.to_string(),
+            ..Default::default()
+        };
+    }
+    let brokers = brokers
+        .into_iter()
+        .map(|b| dcl_resp::DescribeClusterBroker {
+            broker_id: b.node_id,
+            host: b.host,
+            port: b.port,
+            rack: b.rack,
+            is_fenced: false,
+        })
+        .collect();
+    dcl_resp::DescribeClusterResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        endpoint_type: ENDPOINT_TYPE_BROKERS,
+        cluster_id: cx.cluster_id.to_string(),
+        controller_id: cx.metadata_raft().leader_id().unwrap_or(-1),
+        brokers,
+        // Kafka's: the operations on the cluster the requester may perform, when asked.
+        cluster_authorized_operations: if request.include_cluster_authorized_operations {
+            cx.authorizer().authorized_operations(
+                requester,
+                crate::acl::ResourceType::Cluster,
+                crate::acl::binding::CLUSTER_RESOURCE_NAME,
+            )
+        } else {
+            i32::MIN
+        },
     }
 }

@@ -201,7 +201,10 @@ impl Node {
         }
         let response = match request {
             Request::InitProducerId(r) => {
-                Response::InitProducerId(self.handle_init_producer_id(&r))
+                let response = self.handle_init_producer_id(&r);
+                // It may have asked for a producer id block (producer_ids.rs).
+                self.after_call()?;
+                Response::InitProducerId(response)
             }
             Request::ApiVersions(_) => Response::ApiVersions(ApiVersionsResponse {
                 error_code: 0,
@@ -220,12 +223,38 @@ impl Node {
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::DescribeConfigs(r) => {
-                Response::DescribeConfigs(self.handle_describe_configs(&r, &requester))
+                Response::DescribeConfigs(super::configs::handle_describe_configs(
+                    &cx!(self),
+                    &self.handlers.topics,
+                    &self.handlers.broker_configs,
+                    &r,
+                    &requester,
+                ))
             }
             Request::IncrementalAlterConfigs(r) => {
-                return self.handle_incremental_alter_configs(responder, &header, r);
+                let mut cx = cx!(self);
+                super::configs::handle_incremental_alter_configs(
+                    &mut cx,
+                    &mut self.handlers.topics,
+                    &mut self.handlers.broker_configs,
+                    responder,
+                    &header,
+                    r,
+                )?;
+                return self.after_call();
             }
-            Request::AlterConfigs(r) => return self.handle_alter_configs(responder, &header, r),
+            Request::AlterConfigs(r) => {
+                let mut cx = cx!(self);
+                super::configs::handle_alter_configs(
+                    &mut cx,
+                    &mut self.handlers.topics,
+                    &mut self.handlers.broker_configs,
+                    responder,
+                    &header,
+                    r,
+                )?;
+                return self.after_call();
+            }
             Request::CreatePartitions(r) => {
                 return self.handle_create_partitions(responder, &header, r);
             }
@@ -248,10 +277,26 @@ impl Node {
                 return self.after_call();
             }
             Request::DescribeCluster(r) => {
-                Response::DescribeCluster(self.handle_describe_cluster(&r, &requester))
+                let brokers = self.metadata_brokers();
+                Response::DescribeCluster(super::describe_cluster::handle_describe_cluster(
+                    &cx!(self),
+                    &r,
+                    &requester,
+                    brokers,
+                ))
             }
             Request::AllocateProducerIds(r) => {
-                return self.handle_allocate_producer_ids(responder, &header, &r);
+                let mut cx = cx!(self);
+                self.handlers
+                    .producer_id_control
+                    .handle_allocate_producer_ids(
+                        &mut cx,
+                        &mut self.handlers.producer_ids,
+                        responder,
+                        &header,
+                        &r,
+                    )?;
+                return self.after_call();
             }
             Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
             r @ (Request::AddRaftVoter(_)
@@ -264,10 +309,16 @@ impl Node {
                 return self.after_call();
             }
             Request::DescribeUserScramCredentials(r) => Response::DescribeUserScramCredentials(
-                self.handle_describe_user_scram_credentials(&r),
+                self.handlers
+                    .credentials
+                    .handle_describe_user_scram_credentials(&r),
             ),
             Request::AlterUserScramCredentials(r) => {
-                return self.handle_alter_user_scram_credentials(responder, &header, r);
+                let mut cx = cx!(self);
+                self.handlers
+                    .credentials
+                    .handle_alter_user_scram_credentials(&mut cx, responder, &header, r)?;
+                return self.after_call();
             }
             r @ (Request::SaslHandshake(_) | Request::SaslAuthenticate(_)) => {
                 super::scram::sasl_request_outside_the_exchange(&r)
@@ -593,7 +644,9 @@ impl Node {
         self.stall.part(began, "pump: groups");
         self.answer_delete_records()?;
         self.answer_voter_changes()?;
-        self.answer_producer_id_blocks()?;
+        self.handlers
+            .producer_id_control
+            .answer_blocks(&cx!(self), &mut self.handlers.producer_ids)?;
         let began = std::time::Instant::now();
         let mut touched = Vec::new();
         let mut index = 0;

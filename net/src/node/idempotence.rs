@@ -507,7 +507,11 @@ impl Node {
         }
         // A block of ids unique across the cluster (producer_ids.rs); none here yet: the
         // client retries COORDINATOR_LOAD_IN_PROGRESS, as with Kafka's brokers.
-        let producer_id = match self.claim_producer_id() {
+        let producer_id = match self
+            .handlers
+            .producer_ids
+            .claim_producer_id(&mut cx!(self), &mut self.handlers.producer_id_control)
+        {
             Ok(id) => id,
             Err(code) => return refused(code),
         };

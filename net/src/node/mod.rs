@@ -322,10 +322,6 @@ impl Node {
         context::metadata_raft(&self.host, &self.table)
     }
 
-    fn metadata_state(&self) -> &ringlog_replication::state_machine::KeyValueStateMachine {
-        context::metadata_state(&self.host, &self.table)
-    }
-
     fn controller_active(&self) -> bool {
         context::controller_active(self.metadata_raft(), self.handlers.topics.applied_offset)
     }
@@ -347,27 +343,6 @@ impl Node {
         value: Option<&[u8]>,
     ) -> Result<u64, crate::protocol::ErrorCode> {
         let offset = cx!(self).propose_metadata_record(topic, value)?;
-        self.deliver()
-            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
-        Ok(offset)
-    }
-
-    fn propose_metadata_entry(
-        &mut self,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<u64, crate::protocol::ErrorCode> {
-        let offset = cx!(self).propose_metadata_entry(key, value)?;
-        self.deliver()
-            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
-        Ok(offset)
-    }
-
-    fn propose_metadata_batch(
-        &mut self,
-        bytes: bytes::Bytes,
-    ) -> Result<u64, crate::protocol::ErrorCode> {
-        let offset = cx!(self).propose_metadata_batch(bytes)?;
         self.deliver()
             .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
         Ok(offset)
@@ -578,7 +553,7 @@ impl Node {
     fn take_peer_answer(&mut self, answer: quorum_rpc::PeerAnswer) {
         match answer {
             quorum_rpc::PeerAnswer::ProducerIdBlock(answer) => {
-                self.producer_id_block_answered(answer.as_ref())
+                self.handlers.producer_ids.block_answered(answer.as_ref())
             }
             quorum_rpc::PeerAnswer::LeaderLookup(asked, response) => {
                 self.lookup_ended(&asked);

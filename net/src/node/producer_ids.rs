@@ -38,7 +38,7 @@
 //! and the client retries (Kafka's answer: clients treat it as retriable). An ask unanswered
 //! after `controller.quorum.request.timeout.ms` may be repeated.
 
-use super::Node;
+use super::context::Cx;
 use super::transport::Responder;
 use crate::protocol::{
     ErrorCode, Request, RequestHeader, Response, allocate_producer_ids_request as apid_req,
@@ -318,15 +318,20 @@ impl ProducerIdManager {
     }
 }
 
-impl Node {
+impl ProducerIdManager {
     /// InitProducerId's new id: from this node's block, else COORDINATOR_LOAD_IN_PROGRESS
-    /// while a block is asked for.
-    pub(super) fn claim_producer_id(&mut self) -> Result<i64, ErrorCode> {
-        let now = self.now_ms();
-        let timeout = self.config.request_timeout_ms;
-        let claimed = self.handlers.producer_ids.claim(now, timeout);
+    /// while a block is asked for (of `control`, this node's controller side, when it is the
+    /// controller; else of the controller, a request queued on `cx`).
+    pub(super) fn claim_producer_id(
+        &mut self,
+        cx: &mut Cx,
+        control: &mut ProducerIdControl,
+    ) -> Result<i64, ErrorCode> {
+        let now = cx.now_ms;
+        let timeout = cx.config.request_timeout_ms;
+        let claimed = self.claim(now, timeout);
         if claimed.ask {
-            self.ask_for_producer_id_block(now);
+            self.ask_for_block(cx, control, now);
         }
         claimed
             .producer_id
@@ -335,16 +340,16 @@ impl Node {
 
     /// Asks the controller for this node's next block: itself when it leads the metadata
     /// partition, else with AllocateProducerIds.
-    fn ask_for_producer_id_block(&mut self, now: u64) {
-        let raft = self.metadata_raft();
+    fn ask_for_block(&mut self, cx: &mut Cx, control: &mut ProducerIdControl, now: u64) {
+        let raft = cx.metadata_raft();
         if raft.is_leader() {
-            if !self.controller_active() {
+            if !cx.controller_active() {
                 // Catching up: asked again at the next InitProducerId.
                 return;
             }
             // Marked asked first: a refusal below answers at once and clears it.
-            self.handlers.producer_ids.asked(now);
-            if let Err(error) = self.allocate_producer_id_block(BlockRequester::Local) {
+            self.asked(now);
+            if let Err(error) = control.allocate_block(cx, self, BlockRequester::Local) {
                 tracing::warn!(%error, "producer id block not allocated");
             }
             return;
@@ -353,27 +358,23 @@ impl Node {
             return;
         };
         let request = apid_req::AllocateProducerIdsRequest {
-            broker_id: self.config.node_id,
+            broker_id: cx.config.node_id,
             broker_epoch: -1,
         };
-        match self.send_to_peer(
+        cx.send_to_peer(
             controller,
             Request::AllocateProducerIds(request),
             ALLOCATE_PRODUCER_IDS_VERSION,
             super::PeerPending::ProducerIdBlock,
             false,
-        ) {
-            Ok(()) => {
-                tracing::debug!(controller, "producer id block asked for");
-                self.handlers.producer_ids.asked(now);
-            }
-            Err(error) => tracing::warn!(%error, "asking for a producer id block"),
-        }
+        );
+        tracing::debug!(controller, "producer id block asked for");
+        self.asked(now);
     }
 
     /// The controller's answer to this node's AllocateProducerIds (or its connection failed:
     /// `None`).
-    pub(super) fn producer_id_block_answered(
+    pub(super) fn block_answered(
         &mut self,
         response: Option<&apid_resp::AllocateProducerIdsResponse>,
     ) {
@@ -397,13 +398,18 @@ impl Node {
                 "producer id block received"
             );
         }
-        self.handlers.producer_ids.answered(block);
+        self.answered(block);
     }
+}
 
+impl ProducerIdControl {
     /// A node's AllocateProducerIds, on the controller: a block is proposed and answered once
-    /// its record is applied ([`Node::answer_producer_id_blocks`]).
+    /// its record is applied ([`ProducerIdControl::answer_blocks`]). `manager` is this node's
+    /// own side (given the blocks this node asked itself for).
     pub(super) fn handle_allocate_producer_ids(
         &mut self,
+        cx: &mut Cx,
+        manager: &mut ProducerIdManager,
         responder: Responder,
         header: &RequestHeader,
         request: &apid_req::AllocateProducerIdsRequest,
@@ -414,47 +420,44 @@ impl Node {
             correlation_id: header.correlation_id,
             version: header.api_version,
         };
-        let known = self.config.is_quorum_member(request.broker_id)
-            || self
+        let known = cx.config.is_quorum_member(request.broker_id)
+            || cx
                 .metadata_raft()
                 .voter_set()
                 .voters()
                 .contains_key(&request.broker_id);
         if !known {
-            return self.answer_block(requester, Err(ErrorCode::BrokerIdNotRegistered));
+            return answer_block(manager, requester, Err(ErrorCode::BrokerIdNotRegistered));
         }
-        if !self.controller_active() {
-            return self.answer_block(requester, Err(ErrorCode::NotController));
+        if !cx.controller_active() {
+            return answer_block(manager, requester, Err(ErrorCode::NotController));
         }
-        self.allocate_producer_id_block(requester)
+        self.allocate_block(cx, manager, requester)
     }
 
     /// Proposes the next block's record (the controller only, once caught up).
     /// On failure the requester is answered here (a peer) or the error returned (this node).
-    fn allocate_producer_id_block(
+    fn allocate_block(
         &mut self,
+        cx: &mut Cx,
+        manager: &mut ProducerIdManager,
         requester: BlockRequester,
     ) -> Result<(), super::NodeError> {
-        let raft = self.metadata_raft();
-        let leader_epoch = raft.epoch();
-        let applied = self
+        let leader_epoch = cx.metadata_raft().epoch();
+        let applied = cx
             .metadata_state()
             .entries()
             .get(PRODUCER_IDS_RECORD_KEY)
             .cloned();
-        let block = match self
-            .handlers
-            .producer_id_control
-            .next_block(applied.as_deref(), leader_epoch)
-        {
+        let block = match self.next_block(applied.as_deref(), leader_epoch) {
             Ok(block) => block,
             Err(error) => {
                 tracing::error!(%error, "no producer id block can be allocated");
-                return self.answer_block(requester, Err(ErrorCode::UnknownServerError));
+                return answer_block(manager, requester, Err(ErrorCode::UnknownServerError));
             }
         };
         let node_id = match &requester {
-            BlockRequester::Local => self.config.node_id,
+            BlockRequester::Local => cx.config.node_id,
             BlockRequester::Peer { node_id, .. } => *node_id,
         };
         let record = ProducerIdsRecord {
@@ -462,11 +465,11 @@ impl Node {
             node_epoch: -1,
             next_producer_id: block.end(),
         };
-        let offset = match self
+        let offset = match cx
             .propose_metadata_entry(PRODUCER_IDS_RECORD_KEY, Some(&record.encode_value()))
         {
             Ok(offset) => offset,
-            Err(code) => return self.answer_block(requester, Err(code)),
+            Err(code) => return answer_block(manager, requester, Err(code)),
         };
         tracing::info!(
             first = block.first,
@@ -475,21 +478,20 @@ impl Node {
             offset,
             "producer id block proposed"
         );
-        self.handlers
-            .producer_id_control
-            .proposed(block, offset, leader_epoch, requester);
+        self.proposed(block, offset, leader_epoch, requester);
         Ok(())
     }
 
-    /// Answers the blocks whose records are applied, and refuses those whose epoch ended.
-    pub(super) fn answer_producer_id_blocks(&mut self) -> Result<(), super::NodeError> {
-        let raft = self.metadata_raft();
+    /// Answers the blocks whose records are applied, and refuses those whose epoch ended;
+    /// the blocks this node asked itself for go to `manager`.
+    pub(super) fn answer_blocks(
+        &mut self,
+        cx: &Cx,
+        manager: &mut ProducerIdManager,
+    ) -> Result<(), super::NodeError> {
+        let raft = cx.metadata_raft();
         let leader_epoch = raft.is_leader().then(|| raft.epoch());
-        let applied = self.handlers.topics.applied_offset;
-        let settled = self
-            .handlers
-            .producer_id_control
-            .settled(applied, leader_epoch);
+        let settled = self.settled(cx.metadata_applied_offset, leader_epoch);
         for (proposed, granted) in settled {
             let answer = if granted {
                 tracing::info!(first = proposed.block.first, "producer id block committed");
@@ -497,51 +499,51 @@ impl Node {
             } else {
                 Err(ErrorCode::NotController)
             };
-            self.answer_block(proposed.requester, answer)?;
+            answer_block(manager, proposed.requester, answer)?;
         }
         Ok(())
     }
+}
 
-    /// Gives a block (or a refusal) to whoever asked: this node's manager, or a peer's
-    /// AllocateProducerIds.
-    fn answer_block(
-        &mut self,
-        requester: BlockRequester,
-        answer: Result<ProducerIdsBlock, ErrorCode>,
-    ) -> Result<(), super::NodeError> {
-        let (responder, correlation_id, version) = match requester {
-            BlockRequester::Local => {
-                self.handlers.producer_ids.answered(answer.ok());
-                return Ok(());
-            }
-            BlockRequester::Peer {
-                responder,
-                correlation_id,
-                version,
-                ..
-            } => (responder, correlation_id, version),
-        };
-        let response = match answer {
-            Ok(block) => apid_resp::AllocateProducerIdsResponse {
-                producer_id_start: block.first,
-                producer_id_len: block.len,
-                ..Default::default()
-            },
-            Err(code) => apid_resp::AllocateProducerIdsResponse {
-                error_code: code.code(),
-                producer_id_start: -1,
-                producer_id_len: 0,
-                ..Default::default()
-            },
-        };
-        let frame = encode_response(
+/// Gives a block (or a refusal) to whoever asked: this node's `manager`, or a peer's
+/// AllocateProducerIds.
+fn answer_block(
+    manager: &mut ProducerIdManager,
+    requester: BlockRequester,
+    answer: Result<ProducerIdsBlock, ErrorCode>,
+) -> Result<(), super::NodeError> {
+    let (responder, correlation_id, version) = match requester {
+        BlockRequester::Local => {
+            manager.answered(answer.ok());
+            return Ok(());
+        }
+        BlockRequester::Peer {
+            responder,
             correlation_id,
             version,
-            &Response::AllocateProducerIds(response),
-        )?;
-        responder.send(Some(frame));
-        Ok(())
-    }
+            ..
+        } => (responder, correlation_id, version),
+    };
+    let response = match answer {
+        Ok(block) => apid_resp::AllocateProducerIdsResponse {
+            producer_id_start: block.first,
+            producer_id_len: block.len,
+            ..Default::default()
+        },
+        Err(code) => apid_resp::AllocateProducerIdsResponse {
+            error_code: code.code(),
+            producer_id_start: -1,
+            producer_id_len: 0,
+            ..Default::default()
+        },
+    };
+    let frame = encode_response(
+        correlation_id,
+        version,
+        &Response::AllocateProducerIds(response),
+    )?;
+    responder.send(Some(frame));
+    Ok(())
 }
 
 #[cfg(test)]

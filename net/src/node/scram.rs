@@ -3,8 +3,8 @@
 //! records of `__cluster_metadata-0` (scram_record.rs): the controller validates an alteration,
 //! derives each upserted credential's StoredKey and ServerKey from the client's SaltedPassword,
 //! proposes every record of the request in one batch, and answers once it is committed and
-//! applied. A node that is not the controller forwards the request to it (configs.rs,
-//! `forward_to_controller`). Every node answers Describe from its own credential image, and
+//! applied. A node that is not the controller forwards the request to it (context.rs,
+//! `Cx::forward_to_controller`). Every node answers Describe from its own credential image, and
 //! the server's SASL exchanges read the same image.
 //!
 //! | alteration | answer |
@@ -25,10 +25,11 @@ use std::collections::BTreeMap;
 
 use ringlog_engine::batch::RecordBatchBuilder;
 
+use super::NodeError;
 use super::admin_answers::AdminResults;
-use super::scram_record::{encode_scram_record_value, scram_record_key};
+use super::context::Cx;
+use super::scram_record::{CredentialImage, encode_scram_record_value, scram_record_key};
 use super::transport::Responder;
-use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, Request, RequestHeader, Response, SaslAuthenticateResponse, SaslHandshakeResponse,
     alter_user_scram_credentials_request as alter_req,
@@ -73,13 +74,13 @@ enum Change<'a> {
     },
 }
 
-impl Node {
+impl CredentialImage {
+    /// DescribeUserScramCredentials, answered from this node's credential image.
     pub(super) fn handle_describe_user_scram_credentials(
         &self,
         request: &describe_req::DescribeUserScramCredentialsRequest,
     ) -> describe_resp::DescribeUserScramCredentialsResponse {
-        let image = &self.handlers.credentials;
-        let users = image.users();
+        let users = self.users();
         let named: Vec<&str> = request
             .users
             .iter()
@@ -135,14 +136,17 @@ impl Node {
         }
     }
 
+    /// AlterUserScramCredentials: forwarded to the controller, or (on it) validated against
+    /// this image, proposed in one batch and answered once it is applied.
     pub(super) fn handle_alter_user_scram_credentials(
-        &mut self,
+        &self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: alter_req::AlterUserScramCredentialsRequest,
     ) -> Result<(), NodeError> {
-        if !self.controller_active() {
-            return self.forward_to_controller(
+        if !cx.controller_active() {
+            return cx.forward_to_controller(
                 responder,
                 header,
                 Request::AlterUserScramCredentials(request),
@@ -162,7 +166,7 @@ impl Node {
             .collect();
         let mut waiting = Vec::new();
         if !changes.is_empty() {
-            match self.propose_credential_records(&changes) {
+            match propose_credential_records(cx, &changes) {
                 Ok(offset) => waiting = (0..results.len()).map(|i| (i, offset)).collect(),
                 Err(code) => {
                     for result in &mut results {
@@ -172,7 +176,7 @@ impl Node {
             }
         }
         results.append(&mut errors);
-        self.park_admin_answer(
+        cx.park_admin_answer(
             responder,
             header,
             ALTER_TIMEOUT_MS,
@@ -237,7 +241,7 @@ impl Node {
             };
             let change = match upsertion {
                 None => {
-                    if self.handlers.credentials.get(name, mechanism).is_none() {
+                    if self.get(name, mechanism).is_none() {
                         errors.push((
                             name,
                             ErrorCode::ResourceNotFound,
@@ -298,47 +302,47 @@ impl Node {
             .collect();
         (changes, errors)
     }
+}
 
-    /// Appends every change of one request as one batch (Kafka's `ControllerResult.atomicOf`):
-    /// all of them commit, or none. Returns the batch's last offset.
-    fn propose_credential_records(&mut self, changes: &[Change<'_>]) -> Result<u64, ErrorCode> {
-        let now_wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        let mut builder = RecordBatchBuilder::new(0);
-        for change in changes {
-            match change {
-                Change::Delete { user, mechanism } => {
-                    builder.append(
-                        now_wall,
-                        Some(&scram_record_key(user, *mechanism)),
-                        None,
-                        &[],
-                    );
-                }
-                Change::Upsert {
-                    user,
-                    mechanism,
-                    credential,
-                } => {
-                    let value = encode_scram_record_value(credential);
-                    builder.append(
-                        now_wall,
-                        Some(&scram_record_key(user, *mechanism)),
-                        Some(&value),
-                        &[],
-                    );
-                }
+/// Appends every change of one request as one batch (Kafka's `ControllerResult.atomicOf`):
+/// all of them commit, or none. Returns the batch's last offset.
+fn propose_credential_records(cx: &mut Cx, changes: &[Change<'_>]) -> Result<u64, ErrorCode> {
+    let now_wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut builder = RecordBatchBuilder::new(0);
+    for change in changes {
+        match change {
+            Change::Delete { user, mechanism } => {
+                builder.append(
+                    now_wall,
+                    Some(&scram_record_key(user, *mechanism)),
+                    None,
+                    &[],
+                );
+            }
+            Change::Upsert {
+                user,
+                mechanism,
+                credential,
+            } => {
+                let value = encode_scram_record_value(credential);
+                builder.append(
+                    now_wall,
+                    Some(&scram_record_key(user, *mechanism)),
+                    Some(&value),
+                    &[],
+                );
             }
         }
-        let offset = self.propose_metadata_batch(builder.build().into_bytes())?;
-        tracing::info!(
-            changes = changes.len(),
-            offset,
-            "SCRAM credential changes proposed"
-        );
-        Ok(offset)
     }
+    let offset = cx.propose_metadata_batch(builder.build().into_bytes())?;
+    tracing::info!(
+        changes = changes.len(),
+        offset,
+        "SCRAM credential changes proposed"
+    );
+    Ok(offset)
 }
 
 fn described(

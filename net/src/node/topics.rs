@@ -179,7 +179,13 @@ impl Node {
         let max_message_bytes = self
             .topic_config(partition)
             .and_then(|c| c.max_message_bytes)
-            .map_or(self.node_message_max_bytes().0 as u64, |b| b.max(0) as u64);
+            .map_or(
+                self.handlers
+                    .broker_configs
+                    .message_max_bytes(&self.config)
+                    .0 as u64,
+                |b| b.max(0) as u64,
+            );
         max_message_bytes.min(segment_bytes) as usize
     }
 
