@@ -11,42 +11,48 @@
 //! could not know; a record whose epoch is lost fails them NOT_COORDINATOR, one not committed
 //! within `offsets.commit.timeout.ms` COORDINATOR_NOT_AVAILABLE, and the members rejoin.
 
-use super::group_offsets::wall_clock_ms;
-use super::{Node, NodeError};
+use super::NodeError;
+use super::context::Cx;
+use super::group_offsets::{append_offset_records, wall_clock_ms};
+use super::groups::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata::{self, all_group_metadata};
 use crate::groups::{Outbox, Reply, SyncResult};
 use crate::protocol::ErrorCode;
+use ringlog_engine::io::AnyIo;
 use ringlog_replication::PartitionId;
+use ringlog_replication::host::Host;
 
-impl Node {
+impl GroupsState {
     /// Appends the metadata record of every group changed since the last call whose record
     /// differs from the partition's state and from what was last appended. Returns the
     /// appends, by group.
-    pub(super) fn persist_group_metadata(&mut self) -> Vec<(String, MetadataAppend)> {
+    pub(super) fn persist_group_metadata(
+        &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+    ) -> Vec<(String, MetadataAppend)> {
         let mut appended = Vec::new();
-        let dirty = self.handlers.groups.coordinator.take_dirty();
+        let dirty = self.coordinator.take_dirty();
         if dirty.is_empty() {
             return appended;
         }
-        let now_ms = self.now_ms();
+        let now_ms = cx.now_ms;
         let wall_now_ms = wall_clock_ms();
         for group_id in dirty {
             let Some((index, wanted)) =
-                self.handlers
-                    .groups
-                    .coordinator
+                self.coordinator
                     .group_metadata(&group_id, now_ms, wall_now_ms)
             else {
                 continue;
             };
-            let Some(&(partition, _)) = self.handlers.groups.loaded().get(&index) else {
+            let Some(&(partition, _)) = self.loaded().get(&index) else {
                 continue;
             };
             let unchanged = |m: &metadata::GroupMetadata| m.same_group(&wanted);
             // What was last appended decides (it may not be committed yet); else the state.
-            let same = match self.handlers.groups.metadata_written.get(&group_id) {
+            let same = match self.metadata_written.get(&group_id) {
                 Some(written) => unchanged(written),
-                None => metadata::group_metadata(self.offsets_state(partition), &group_id)
+                None => metadata::group_metadata(offsets_state(cx.host, partition), &group_id)
                     .as_ref()
                     .is_some_and(unchanged),
             };
@@ -59,7 +65,7 @@ impl Node {
             ) else {
                 continue;
             };
-            match self.append_offset_records(partition, vec![(key, Some(value))]) {
+            match append_offset_records(cx, env, partition, vec![(key, Some(value))]) {
                 Ok(append) => {
                     tracing::debug!(
                         group_id,
@@ -67,10 +73,7 @@ impl Node {
                         members = wanted.members.len(),
                         "group metadata appended"
                     );
-                    self.handlers
-                        .groups
-                        .metadata_written
-                        .insert(group_id.clone(), wanted);
+                    self.metadata_written.insert(group_id.clone(), wanted);
                     if let Some(append) = append {
                         appended.push((
                             group_id,
@@ -95,6 +98,7 @@ impl Node {
     /// knowing its generation. `out` holds the coordinator's answers to one SyncGroup.
     pub(super) fn deliver_sync_answers(
         &mut self,
+        cx: &Cx,
         group_id: &str,
         out: Outbox,
         appended: &[(String, MetadataAppend)],
@@ -107,14 +111,14 @@ impl Node {
             .partition(|(_, reply)| matches!(reply, Reply::Sync(r) if r.error.is_none()));
         self.deliver_group_outbox(now)?;
         if !held.is_empty() {
-            let deadline_ms = self.now_ms() + self.config.groups.offsets_commit_timeout_ms;
-            self.handlers.groups.held_syncs.push(HeldSyncs {
+            let deadline_ms = cx.now_ms + cx.config.groups.offsets_commit_timeout_ms;
+            self.held_syncs.push(HeldSyncs {
                 append: *append,
                 deadline_ms,
                 out: held,
             });
         }
-        self.release_held_syncs(None)
+        self.release_held_syncs(cx.host, None)
     }
 
     /// Answers the held SyncGroups whose record committed; those whose record's epoch was
@@ -122,14 +126,14 @@ impl Node {
     /// COORDINATOR_NOT_AVAILABLE (Kafka's answers to a failed group store); the members rejoin.
     pub(super) fn release_held_syncs(
         &mut self,
+        host: &Host<AnyIo>,
         expired_at_ms: Option<u64>,
     ) -> Result<(), NodeError> {
-        let held = std::mem::take(&mut self.handlers.groups.held_syncs);
+        let held = std::mem::take(&mut self.held_syncs);
         for sync in held {
             let append = sync.append;
-            let outcome = match self.host.raft(append.partition) {
-                Some(r) if r.is_leader() && r.epoch() == append.leader_epoch => self
-                    .host
+            let outcome = match host.raft(append.partition) {
+                Some(r) if r.is_leader() && r.epoch() == append.leader_epoch => host
                     .store(append.partition)
                     .filter(|s| s.high_watermark > append.last_offset)
                     .map(|_| ErrorCode::None),
@@ -141,7 +145,7 @@ impl Node {
                     .map(|_| ErrorCode::CoordinatorNotAvailable)
             });
             match outcome {
-                None => self.handlers.groups.held_syncs.push(sync),
+                None => self.held_syncs.push(sync),
                 Some(ErrorCode::None) => self.deliver_group_outbox(sync.out)?,
                 Some(error) => {
                     let failed = sync
@@ -158,7 +162,7 @@ impl Node {
 
     /// Shutdown: every held SyncGroup is answered NOT_COORDINATOR.
     pub(super) fn fail_held_syncs(&mut self) -> Result<(), NodeError> {
-        for sync in std::mem::take(&mut self.handlers.groups.held_syncs) {
+        for sync in std::mem::take(&mut self.held_syncs) {
             let failed = sync
                 .out
                 .into_iter()
@@ -176,18 +180,20 @@ impl Node {
 
     /// This node just became the coordinator of `__consumer_offsets` partition `index`: its
     /// groups come back from their metadata records.
-    pub(super) fn restore_groups(&mut self, index: i32, partition: PartitionId) {
-        let now_ms = self.now_ms();
+    pub(super) fn restore_groups(
+        &mut self,
+        host: &Host<AnyIo>,
+        now_ms: u64,
+        index: i32,
+        partition: PartitionId,
+    ) {
         let wall_now_ms = wall_clock_ms();
-        let records = all_group_metadata(self.offsets_state(partition));
-        let groups = &mut self.handlers.groups;
+        let records = all_group_metadata(offsets_state(host, partition));
         // What an earlier term of this node appended is superseded by the state now.
-        groups
-            .metadata_written
+        self.metadata_written
             .retain(|group_id, _| !records.iter().any(|(g, _)| g == group_id));
         for (group_id, record) in &records {
-            groups
-                .coordinator
+            self.coordinator
                 .restore_group(index, group_id, record, now_ms, wall_now_ms);
         }
         if !records.is_empty() {
@@ -198,7 +204,7 @@ impl Node {
             );
         }
         // Restoring marks the groups changed; their records are what the state holds.
-        let _ = groups.coordinator.take_dirty();
+        let _ = self.coordinator.take_dirty();
     }
 }
 

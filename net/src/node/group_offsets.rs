@@ -10,10 +10,15 @@
 
 use bytes::Bytes;
 use ringlog_engine::batch::RecordBatchBuilder;
+use ringlog_engine::io::AnyIo;
 use ringlog_replication::PartitionId;
+use ringlog_replication::host::Host;
 
+use super::NodeError;
+use super::context::Cx;
+use super::groups::{GroupsEnv, GroupsState, offsets_state};
+use super::topics::Topics;
 use super::transport::Responder;
-use super::{Node, NodeError};
 use crate::groups::metadata;
 use crate::groups::offsets::{self, CommittedOffset};
 use crate::protocol::{
@@ -84,11 +89,13 @@ impl WriteResponse {
     }
 }
 
-impl Node {
+impl GroupsState {
     // ---- OffsetCommit ---------------------------------------------------------------------
 
     pub(super) fn handle_offset_commit(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         responder: Responder,
         header: &RequestHeader,
         request: oc_req::OffsetCommitRequest,
@@ -111,20 +118,20 @@ impl Node {
                 })
                 .collect(),
         };
-        let group_check = self.group_coordinator(&request.group_id).and_then(|found| {
-            let now = self.now_ms();
-            self.handlers
-                .groups
-                .coordinator
-                .validate_offset_commit(
-                    now,
-                    &request.group_id,
-                    &request.member_id,
-                    request.generation_id_or_member_epoch,
-                    request.group_instance_id.as_deref(),
-                )
-                .map(|()| found)
-        });
+        let group_check = self
+            .group_coordinator(cx, env, &request.group_id)
+            .and_then(|found| {
+                let now = cx.now_ms;
+                self.coordinator
+                    .validate_offset_commit(
+                        now,
+                        &request.group_id,
+                        &request.member_id,
+                        request.generation_id_or_member_epoch,
+                        request.group_instance_id.as_deref(),
+                    )
+                    .map(|()| found)
+            });
         let partition = match group_check {
             Ok((_, partition)) => partition,
             Err(code) => {
@@ -133,7 +140,7 @@ impl Node {
                         p.error_code = code.code();
                     }
                 }
-                return self.send_write_answer(responder, header, Response::OffsetCommit(response));
+                return send_write_answer(responder, header, Response::OffsetCommit(response));
             }
         };
         let commit_timestamp_ms = wall_clock_ms();
@@ -142,9 +149,9 @@ impl Node {
         for (t, topic) in request.topics.iter().enumerate() {
             for (p, part) in topic.partitions.iter().enumerate() {
                 let metadata = part.committed_metadata.clone().unwrap_or_default();
-                let code = if metadata.len() > self.config.groups.offset_metadata_max_bytes {
+                let code = if metadata.len() > cx.config.groups.offset_metadata_max_bytes {
                     ErrorCode::OffsetMetadataTooLarge
-                } else if !self.topic_partition_exists(&topic.name, part.partition_index) {
+                } else if !topic_partition_exists(env.topics, &topic.name, part.partition_index) {
                     ErrorCode::UnknownTopicOrPartition
                 } else {
                     let key =
@@ -168,7 +175,7 @@ impl Node {
             }
         }
         let mut write = WriteResponse::Commit(response, slots);
-        let appends = match self.append_offset_records(partition, records) {
+        let appends = match append_offset_records(cx, env, partition, records) {
             Ok(Some(append)) => vec![append],
             Ok(None) => Vec::new(),
             Err(code) => {
@@ -178,13 +185,15 @@ impl Node {
                 Vec::new()
             }
         };
-        self.park_write(responder, header, write, appends)
+        self.park_write(cx, responder, header, write, appends)
     }
 
     // ---- OffsetFetch ----------------------------------------------------------------------
 
     pub(super) fn handle_offset_fetch(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         request: &of_req::OffsetFetchRequest,
         version: i16,
     ) -> of_resp::OffsetFetchResponse {
@@ -199,7 +208,7 @@ impl Node {
                             .map(|t| (t.name.clone(), t.partition_indexes.clone()))
                             .collect()
                     });
-                    let (error, topics) = self.fetch_group_offsets(&g.group_id, wanted);
+                    let (error, topics) = self.fetch_group_offsets(cx, env, &g.group_id, wanted);
                     of_resp::OffsetFetchResponseGroup {
                         group_id: g.group_id.clone(),
                         error_code: error.code(),
@@ -235,7 +244,7 @@ impl Node {
                 .map(|t| (t.name.clone(), t.partition_indexes.clone()))
                 .collect()
         });
-        let (error, topics) = self.fetch_group_offsets(&request.group_id, wanted);
+        let (error, topics) = self.fetch_group_offsets(cx, env, &request.group_id, wanted);
         let topics = topics
             .into_iter()
             .map(|(name, partitions)| of_resp::OffsetFetchResponseTopic {
@@ -270,6 +279,8 @@ impl Node {
     #[allow(clippy::type_complexity)]
     fn fetch_group_offsets(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         group_id: &str,
         wanted: Option<Vec<(String, Vec<i32>)>>,
     ) -> (
@@ -282,7 +293,7 @@ impl Node {
             metadata: String::new(),
             commit_timestamp_ms: -1,
         };
-        let partition = match self.group_coordinator(group_id) {
+        let partition = match self.group_coordinator(cx, env, group_id) {
             Ok((_, partition)) => partition,
             Err(code) => {
                 // The named partitions are listed with the error (v0-1 read it there).
@@ -296,7 +307,7 @@ impl Node {
                 return (code, topics);
             }
         };
-        let state = self.offsets_state(partition);
+        let state = offsets_state(cx.host, partition);
         let topics = match wanted {
             Some(wanted) => wanted
                 .into_iter()
@@ -332,6 +343,8 @@ impl Node {
 
     pub(super) fn handle_offset_delete(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         responder: Responder,
         header: &RequestHeader,
         request: od_req::OffsetDeleteRequest,
@@ -357,20 +370,22 @@ impl Node {
         };
         let group_id = request.group_id.as_str();
         let topics: Vec<&str> = request.topics.iter().map(|t| t.name.as_str()).collect();
-        let checked = self.group_coordinator(group_id).and_then(|(_, partition)| {
-            let coordinator = &self.handlers.groups.coordinator;
-            if !coordinator.contains(group_id)
-                && !offsets::has_offsets(self.offsets_state(partition), group_id)
-            {
-                return Err(ErrorCode::GroupIdNotFound);
-            }
-            Ok((partition, coordinator.offsets_deletable(group_id, &topics)?))
-        });
+        let checked = self
+            .group_coordinator(cx, env, group_id)
+            .and_then(|(_, partition)| {
+                let coordinator = &self.coordinator;
+                if !coordinator.contains(group_id)
+                    && !offsets::has_offsets(offsets_state(cx.host, partition), group_id)
+                {
+                    return Err(ErrorCode::GroupIdNotFound);
+                }
+                Ok((partition, coordinator.offsets_deletable(group_id, &topics)?))
+            });
         let (partition, deletable) = match checked {
             Ok(found) => found,
             Err(code) => {
                 response.error_code = code.code();
-                return self.send_write_answer(responder, header, Response::OffsetDelete(response));
+                return send_write_answer(responder, header, Response::OffsetDelete(response));
             }
         };
         let mut records = Vec::new();
@@ -383,14 +398,15 @@ impl Node {
                     continue;
                 }
                 let key = offsets::offset_key(group_id, &topic.name, part.partition_index);
-                if let Some(key) = key.filter(|k| self.offsets_state(partition).contains_key(k)) {
+                if let Some(key) = key.filter(|k| offsets_state(cx.host, partition).contains_key(k))
+                {
                     records.push((key, None));
                     slots.push((t, p));
                 }
             }
         }
         let mut write = WriteResponse::Delete(response, slots);
-        let appends = match self.append_offset_records(partition, records) {
+        let appends = match append_offset_records(cx, env, partition, records) {
             Ok(append) => append.into_iter().collect(),
             Err(code) => {
                 for slot in 0..slot_count(&write) {
@@ -399,13 +415,15 @@ impl Node {
                 Vec::new()
             }
         };
-        self.park_write(responder, header, write, appends)
+        self.park_write(cx, responder, header, write, appends)
     }
 
     // ---- DeleteGroups ---------------------------------------------------------------------
 
     pub(super) fn handle_delete_groups(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         responder: Responder,
         header: &RequestHeader,
         request: del_req::DeleteGroupsRequest,
@@ -413,27 +431,29 @@ impl Node {
         let mut results = Vec::new();
         let mut appends = Vec::new();
         for (slot, group_id) in request.groups_names.iter().enumerate() {
-            let outcome = self.group_coordinator(group_id).and_then(|(_, partition)| {
-                let in_memory = self.handlers.groups.coordinator.delete_group(group_id)?;
-                let state = self.offsets_state(partition);
-                let mut records: Vec<(Bytes, Option<Bytes>)> =
-                    offsets::group_offsets(state, group_id)
-                        .into_iter()
-                        .filter_map(|o| {
-                            Some((offsets::offset_key(group_id, &o.topic, o.partition)?, None))
-                        })
-                        .collect();
-                // Its metadata record goes with it (a new coordinator must not restore it).
-                if let Some(key) =
-                    metadata::group_metadata_key(group_id).filter(|k| state.contains_key(k))
-                {
-                    records.push((key, None));
-                }
-                if !in_memory && records.is_empty() {
-                    return Err(ErrorCode::GroupIdNotFound);
-                }
-                self.append_offset_records(partition, records)
-            });
+            let outcome = self
+                .group_coordinator(cx, env, group_id)
+                .and_then(|(_, partition)| {
+                    let in_memory = self.coordinator.delete_group(group_id)?;
+                    let state = offsets_state(cx.host, partition);
+                    let mut records: Vec<(Bytes, Option<Bytes>)> =
+                        offsets::group_offsets(state, group_id)
+                            .into_iter()
+                            .filter_map(|o| {
+                                Some((offsets::offset_key(group_id, &o.topic, o.partition)?, None))
+                            })
+                            .collect();
+                    // Its metadata record goes with it (a new coordinator must not restore it).
+                    if let Some(key) =
+                        metadata::group_metadata_key(group_id).filter(|k| state.contains_key(k))
+                    {
+                        records.push((key, None));
+                    }
+                    if !in_memory && records.is_empty() {
+                        return Err(ErrorCode::GroupIdNotFound);
+                    }
+                    append_offset_records(cx, env, partition, records)
+                });
             let code = match outcome {
                 Ok(Some(mut append)) => {
                     append.slots = vec![slot];
@@ -452,76 +472,21 @@ impl Node {
             throttle_time_ms: 0,
             results,
         });
-        self.park_write(responder, header, write, appends)
+        self.park_write(cx, responder, header, write, appends)
     }
 
     // ---- the writes -------------------------------------------------------------------------
 
-    /// Appends `records` (key, value; a `None` value is a tombstone) to `partition`, which this
-    /// node leads. `None` when there is nothing to append. The slots of the returned append are
-    /// 0..records of a one-append write; callers with several appends set their own.
-    pub(super) fn append_offset_records(
-        &mut self,
-        partition: PartitionId,
-        records: Vec<(Bytes, Option<Bytes>)>,
-    ) -> Result<Option<Append>, ErrorCode> {
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let count = records.len();
-        let timestamp_ms = wall_clock_ms();
-        // Each batch must fit `message.max.bytes` and one segment of the partition.
-        let batch_bytes_max =
-            (self.produce_max_batch_bytes(partition) / 2).clamp(4096, WRITE_BATCH_BYTES_MAX);
-        let mut batches = Vec::new();
-        let mut builder = RecordBatchBuilder::new(0);
-        for (key, value) in &records {
-            let record_bytes = key.len() + value.as_ref().map_or(0, |v| v.len()) + 64;
-            if !builder.is_empty() && builder.size_bytes() + record_bytes > batch_bytes_max {
-                batches.push(std::mem::replace(&mut builder, RecordBatchBuilder::new(0)));
-            }
-            builder.append(timestamp_ms, Some(key), value.as_deref(), &[]);
-        }
-        batches.push(builder);
-        let mut bytes = Vec::new();
-        for builder in batches {
-            bytes.extend_from_slice(&builder.build().into_bytes());
-        }
-        let bytes = Bytes::from(bytes);
-        let max = self.produce_max_batch_bytes(partition);
-        let batches = super::produce_validation::validate_produce_records(Some(&bytes), max)
-            .map_err(|(_, message)| {
-                tracing::warn!(%message, "offset records refused");
-                ErrorCode::InvalidCommitOffsetSize
-            })?;
-        let now = self.now_ms();
-        let appended = match self.host.append(now, partition, batches) {
-            Ok(appended) => appended,
-            Err(ringlog_replication::host::HostError::Raft(_)) => {
-                return Err(ErrorCode::NotCoordinator);
-            }
-            Err(ringlog_replication::host::HostError::Storage(_)) => {
-                return Err(ErrorCode::KafkaStorageError);
-            }
-        };
-        self.deliver().map_err(|_| ErrorCode::KafkaStorageError)?;
-        Ok(Some(Append {
-            partition,
-            leader_epoch: appended.leader_epoch,
-            last_offset: appended.last_offset,
-            slots: (0..count).collect(),
-        }))
-    }
-
     fn park_write(
         &mut self,
+        cx: &Cx,
         responder: Responder,
         header: &RequestHeader,
         response: WriteResponse,
         appends: Vec<Append>,
     ) -> Result<(), NodeError> {
-        let deadline_ms = self.now_ms() + self.config.groups.offsets_commit_timeout_ms;
-        self.handlers.groups.writes.push(PendingWrite {
+        let deadline_ms = cx.now_ms + cx.config.groups.offsets_commit_timeout_ms;
+        self.writes.push(PendingWrite {
             responder,
             correlation_id: header.correlation_id,
             version: header.api_version,
@@ -529,21 +494,20 @@ impl Node {
             response,
             appends,
         });
-        self.check_group_writes()
+        self.check_group_writes(cx.host)
     }
 
     /// Answers the writes whose records are committed; fails the appends whose leader lost
     /// its epoch.
-    pub(super) fn check_group_writes(&mut self) -> Result<(), NodeError> {
+    pub(super) fn check_group_writes(&mut self, host: &Host<AnyIo>) -> Result<(), NodeError> {
         let mut index = 0;
-        while index < self.handlers.groups.writes.len() {
-            let write = &mut self.handlers.groups.writes[index];
+        while index < self.writes.len() {
+            let write = &mut self.writes[index];
             let mut settled = Vec::new();
             write.appends.retain(|append| {
-                let raft = self.host.raft(append.partition);
+                let raft = host.raft(append.partition);
                 let outcome = match raft {
-                    Some(r) if r.is_leader() && r.epoch() == append.leader_epoch => self
-                        .host
+                    Some(r) if r.is_leader() && r.epoch() == append.leader_epoch => host
                         .store(append.partition)
                         .filter(|s| s.high_watermark > append.last_offset)
                         .map(|_| ErrorCode::None),
@@ -561,8 +525,8 @@ impl Node {
                 write.response.set(slot, code);
             }
             if write.appends.is_empty() {
-                let write = self.handlers.groups.writes.swap_remove(index);
-                self.answer_write(write)?;
+                let write = self.writes.swap_remove(index);
+                answer_write(write)?;
             } else {
                 index += 1;
             }
@@ -571,64 +535,134 @@ impl Node {
     }
 
     pub(super) fn expire_group_writes(&mut self, now_ms: u64) -> Result<(), NodeError> {
-        let (expired, kept) = std::mem::take(&mut self.handlers.groups.writes)
+        let (expired, kept) = std::mem::take(&mut self.writes)
             .into_iter()
             .partition(|w| w.deadline_ms <= now_ms);
-        self.handlers.groups.writes = kept;
+        self.writes = kept;
         for write in expired {
-            self.settle_and_answer(write, ErrorCode::RequestTimedOut)?;
+            settle_and_answer(write, ErrorCode::RequestTimedOut)?;
         }
         Ok(())
     }
 
     pub(super) fn fail_group_writes(&mut self, code: ErrorCode) -> Result<(), NodeError> {
-        for write in std::mem::take(&mut self.handlers.groups.writes) {
-            self.settle_and_answer(write, code)?;
+        for write in std::mem::take(&mut self.writes) {
+            settle_and_answer(write, code)?;
         }
         Ok(())
     }
+}
 
-    fn settle_and_answer(
-        &mut self,
-        mut write: PendingWrite,
-        code: ErrorCode,
-    ) -> Result<(), NodeError> {
-        for append in std::mem::take(&mut write.appends) {
-            for slot in append.slots {
-                write.response.set(slot, code);
-            }
+/// Appends `records` (key, value; a `None` value is a tombstone) to `partition`, which this
+/// node leads. `None` when there is nothing to append. The slots of the returned append are
+/// 0..records of a one-append write; callers with several appends set their own. The host's
+/// output (the records for the followers) is the node's to deliver after the call.
+pub(super) fn append_offset_records(
+    cx: &mut Cx,
+    env: GroupsEnv,
+    partition: PartitionId,
+    records: Vec<(Bytes, Option<Bytes>)>,
+) -> Result<Option<Append>, ErrorCode> {
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let count = records.len();
+    let timestamp_ms = wall_clock_ms();
+    // Each batch must fit `message.max.bytes` and one segment of the partition.
+    let batch_bytes_max =
+        (max_batch_bytes(cx, env, partition) / 2).clamp(4096, WRITE_BATCH_BYTES_MAX);
+    let mut batches = Vec::new();
+    let mut builder = RecordBatchBuilder::new(0);
+    for (key, value) in &records {
+        let record_bytes = key.len() + value.as_ref().map_or(0, |v| v.len()) + 64;
+        if !builder.is_empty() && builder.size_bytes() + record_bytes > batch_bytes_max {
+            batches.push(std::mem::replace(&mut builder, RecordBatchBuilder::new(0)));
         }
-        self.answer_write(write)
+        builder.append(timestamp_ms, Some(key), value.as_deref(), &[]);
     }
+    batches.push(builder);
+    let mut bytes = Vec::new();
+    for builder in batches {
+        bytes.extend_from_slice(&builder.build().into_bytes());
+    }
+    let bytes = Bytes::from(bytes);
+    let max = max_batch_bytes(cx, env, partition);
+    let batches = super::produce_validation::validate_produce_records(Some(&bytes), max).map_err(
+        |(_, message)| {
+            tracing::warn!(%message, "offset records refused");
+            ErrorCode::InvalidCommitOffsetSize
+        },
+    )?;
+    let appended = match cx.host.append(cx.now_ms, partition, batches) {
+        Ok(appended) => appended,
+        Err(ringlog_replication::host::HostError::Raft(_)) => {
+            return Err(ErrorCode::NotCoordinator);
+        }
+        Err(ringlog_replication::host::HostError::Storage(_)) => {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+    };
+    Ok(Some(Append {
+        partition,
+        leader_epoch: appended.leader_epoch,
+        last_offset: appended.last_offset,
+        slots: (0..count).collect(),
+    }))
+}
 
-    fn answer_write(&mut self, write: PendingWrite) -> Result<(), NodeError> {
-        let response = write.response.into_response();
-        let frame = encode_response(write.correlation_id, write.version, &response)?;
-        write.responder.send(Some(frame));
-        Ok(())
-    }
+/// The largest batch a Produce may bring to `partition`, as `Node::produce_max_batch_bytes`
+/// (topics.rs) reckons it: the topic's `max.message.bytes`, else the node's
+/// `message.max.bytes`, and never more than the partition's segment size (`segment.bytes`).
+fn max_batch_bytes(cx: &Cx, env: GroupsEnv, partition: PartitionId) -> usize {
+    let segment_bytes = cx
+        .host
+        .store(partition)
+        .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
+    let hosted = cx.table.get(partition);
+    let max_message_bytes = env
+        .topics
+        .image
+        .get(&hosted.topic)
+        .filter(|t| t.topic_id == hosted.topic_id)
+        .and_then(|t| t.config.max_message_bytes)
+        .map_or(u64::from(env.message_max_bytes), |b| b.max(0) as u64);
+    max_message_bytes.min(segment_bytes) as usize
+}
 
-    fn send_write_answer(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        response: Response,
-    ) -> Result<(), NodeError> {
-        let frame = encode_response(header.correlation_id, header.api_version, &response)?;
-        responder.send(Some(frame));
-        Ok(())
+fn settle_and_answer(mut write: PendingWrite, code: ErrorCode) -> Result<(), NodeError> {
+    for append in std::mem::take(&mut write.appends) {
+        for slot in append.slots {
+            write.response.set(slot, code);
+        }
     }
+    answer_write(write)
+}
 
-    /// Whether `topic` has partition `index` (an offset of another partition is refused, as
-    /// Kafka refuses it: UNKNOWN_TOPIC_OR_PARTITION).
-    fn topic_partition_exists(&self, topic: &str, index: i32) -> bool {
-        self.handlers
-            .topics
-            .image
-            .get(topic)
-            .is_some_and(|t| (0..t.partitions).contains(&index))
-            || (topic == super::convert::METADATA_TOPIC && index == 0)
-    }
+fn answer_write(write: PendingWrite) -> Result<(), NodeError> {
+    let response = write.response.into_response();
+    let frame = encode_response(write.correlation_id, write.version, &response)?;
+    write.responder.send(Some(frame));
+    Ok(())
+}
+
+fn send_write_answer(
+    responder: Responder,
+    header: &RequestHeader,
+    response: Response,
+) -> Result<(), NodeError> {
+    let frame = encode_response(header.correlation_id, header.api_version, &response)?;
+    responder.send(Some(frame));
+    Ok(())
+}
+
+/// Whether `topic` has partition `index` (an offset of another partition is refused, as
+/// Kafka refuses it: UNKNOWN_TOPIC_OR_PARTITION).
+fn topic_partition_exists(topics: &Topics, topic: &str, index: i32) -> bool {
+    topics
+        .image
+        .get(topic)
+        .is_some_and(|t| (0..t.partitions).contains(&index))
+        || (topic == super::convert::METADATA_TOPIC && index == 0)
 }
 
 fn slot_count(write: &WriteResponse) -> usize {

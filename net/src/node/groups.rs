@@ -17,11 +17,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
+use ringlog_engine::io::AnyIo;
 use ringlog_replication::PartitionId;
+use ringlog_replication::host::Host;
 use ringlog_replication::state_machine::StateMachine;
 
+use super::context::Cx;
+use super::topics::Topics;
 use super::transport::Responder;
-use super::{Node, NodeError, PeerPending};
+use super::{NodeError, PeerPending};
 use crate::groups::offsets::{self, OFFSETS_TOPIC};
 use crate::groups::{
     Coordinator, GroupConfig, GroupState, JoinRequest, JoinResult, LeavingMember, Outbox, Reply,
@@ -33,8 +37,8 @@ use crate::protocol::{
     find_coordinator_request as fc_req, find_coordinator_response as fc_resp,
     heartbeat_request as hb_req, heartbeat_response as hb_resp, join_group_request as jg_req,
     join_group_response as jg_resp, leave_group_request as lg_req, leave_group_response as lg_resp,
-    list_groups_request as ls_req, list_groups_response as ls_resp, sync_group_request as sg_req,
-    sync_group_response as sg_resp,
+    list_groups_request as ls_req, list_groups_response as ls_resp, metadata_response as md_resp,
+    sync_group_request as sg_req, sync_group_response as sg_resp,
 };
 
 /// How often a node that is not the controller asks it for `__consumer_offsets`.
@@ -56,6 +60,10 @@ pub(super) struct GroupsState {
     pub(super) writes: Vec<super::group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
     offsets_topic_asked_ms: Option<u64>,
+    /// Set when this node, leading the metadata log, should propose `__consumer_offsets`
+    /// itself: the topic image's business, done by the node after the call
+    /// ([`GroupsState::take_offsets_topic_wanted`]).
+    offsets_topic_wanted: bool,
     /// The group metadata this node last appended, per group (group_metadata.rs): not
     /// appended again while the same.
     pub(super) metadata_written: HashMap<String, crate::groups::metadata::GroupMetadata>,
@@ -90,6 +98,7 @@ impl GroupsState {
             loaded: BTreeMap::new(),
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
+            offsets_topic_wanted: false,
             metadata_written: HashMap::new(),
             held_syncs: Vec::new(),
             next_expiry_check_ms: 0,
@@ -141,41 +150,75 @@ pub(super) fn is_group_request(request: &Request) -> bool {
     )
 }
 
-impl Node {
-    pub(super) fn handle_group_request(
+/// What the group APIs read of the node's other state, lent beside the [`Cx`] for one call:
+/// the topic image (where `__consumer_offsets` is, which topics exist) and the node's
+/// `message.max.bytes` in force (`Node::node_message_max_bytes`, broker_configs.rs), which
+/// bounds the batches of offset records.
+#[derive(Clone, Copy)]
+pub(super) struct GroupsEnv<'a> {
+    pub(super) topics: &'a Topics,
+    pub(super) message_max_bytes: u32,
+}
+
+impl GroupsState {
+    /// Answers a group request. `brokers` are the brokers a client may be sent to
+    /// (`Node::metadata_brokers`, metadata.rs), read by FindCoordinator only (empty for the
+    /// other requests). After the call the node proposes `__consumer_offsets` if
+    /// [`GroupsState::take_offsets_topic_wanted`] says so.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn handle_request(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        brokers: Vec<md_resp::MetadataResponseBroker>,
         responder: Responder,
         header: RequestHeader,
         request: Request,
     ) -> Result<(), NodeError> {
-        let result = self.answer_group_request(responder, header, request);
-        let _ = self.persist_group_metadata();
+        let result = self.answer_group_request(cx, env, brokers, responder, header, request);
+        let _ = self.persist_group_metadata(cx, env);
         result
     }
 
     fn answer_group_request(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        brokers: Vec<md_resp::MetadataResponseBroker>,
         responder: Responder,
         header: RequestHeader,
         request: Request,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
         let response = match request {
-            Request::FindCoordinator(r) => {
-                Response::FindCoordinator(self.handle_find_coordinator(&r, version))
+            Request::FindCoordinator(r) => Response::FindCoordinator(
+                self.handle_find_coordinator(cx, env, &brokers, &r, version),
+            ),
+            Request::Heartbeat(r) => Response::Heartbeat(self.handle_heartbeat(cx, env, &r)),
+            Request::LeaveGroup(r) => {
+                Response::LeaveGroup(self.handle_leave_group(cx, env, &r, version))
             }
-            Request::Heartbeat(r) => Response::Heartbeat(self.handle_heartbeat(&r)),
-            Request::LeaveGroup(r) => Response::LeaveGroup(self.handle_leave_group(&r, version)),
-            Request::ListGroups(r) => Response::ListGroups(self.handle_list_groups(&r)),
-            Request::DescribeGroups(r) => {
-                Response::DescribeGroups(self.handle_describe_groups(&r, &responder.requester()))
+            Request::ListGroups(r) => Response::ListGroups(self.handle_list_groups(cx, &r)),
+            Request::DescribeGroups(r) => Response::DescribeGroups(self.handle_describe_groups(
+                cx,
+                env,
+                &r,
+                &responder.requester(),
+            )),
+            Request::OffsetFetch(r) => {
+                Response::OffsetFetch(self.handle_offset_fetch(cx, env, &r, version))
             }
-            Request::OffsetFetch(r) => Response::OffsetFetch(self.handle_offset_fetch(&r, version)),
-            Request::JoinGroup(r) => return self.handle_join_group(responder, &header, r),
-            Request::SyncGroup(r) => return self.handle_sync_group(responder, &header, r),
-            Request::OffsetCommit(r) => return self.handle_offset_commit(responder, &header, r),
-            Request::OffsetDelete(r) => return self.handle_offset_delete(responder, &header, r),
-            Request::DeleteGroups(r) => return self.handle_delete_groups(responder, &header, r),
+            Request::JoinGroup(r) => return self.handle_join_group(cx, env, responder, &header, r),
+            Request::SyncGroup(r) => return self.handle_sync_group(cx, env, responder, &header, r),
+            Request::OffsetCommit(r) => {
+                return self.handle_offset_commit(cx, env, responder, &header, r);
+            }
+            Request::OffsetDelete(r) => {
+                return self.handle_offset_delete(cx, env, responder, &header, r);
+            }
+            Request::DeleteGroups(r) => {
+                return self.handle_delete_groups(cx, env, responder, &header, r);
+            }
             other => unreachable!("{:?} is not a group request", other.api_key()),
         };
         let frame = encode_response(header.correlation_id, version, &response)?;
@@ -185,34 +228,27 @@ impl Node {
 
     // ---- where a group lives ------------------------------------------------------------
 
-    /// The partition count of `__consumer_offsets`, once its record is applied here.
-    pub(super) fn offsets_topic_partitions(&self) -> Option<i32> {
-        self.handlers
-            .topics
-            .image
-            .get(OFFSETS_TOPIC)
-            .map(|t| t.partitions)
-    }
-
     /// The `__consumer_offsets` partition (index and id) of `group_id`, if this node
     /// coordinates it; else the error a client is told (asking for the topic if it is missing).
     pub(super) fn group_coordinator(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         group_id: &str,
     ) -> Result<(i32, PartitionId), ErrorCode> {
         if group_id.is_empty() || group_id.len() > offsets::STRING_BYTES_MAX {
             return Err(ErrorCode::InvalidGroupId);
         }
-        let Some(partitions) = self.offsets_topic_partitions() else {
-            self.request_offsets_topic();
+        let Some(partitions) = offsets_topic_partitions(env.topics) else {
+            self.request_offsets_topic(cx, env);
             return Err(ErrorCode::CoordinatorNotAvailable);
         };
         let index = offsets::partition_for(group_id, partitions);
-        let Some(&(partition, _)) = self.handlers.groups.loaded.get(&index) else {
-            let leading = self
+        let Some(&(partition, _)) = self.loaded.get(&index) else {
+            let leading = cx
                 .table
                 .find(OFFSETS_TOPIC, index)
-                .and_then(|p| self.host.raft(p))
+                .and_then(|p| cx.host.raft(p))
                 .is_some_and(|r| r.is_leader());
             return Err(if leading {
                 ErrorCode::CoordinatorLoadInProgress
@@ -223,77 +259,52 @@ impl Node {
         Ok((index, partition))
     }
 
-    /// The committed offsets of a `__consumer_offsets` partition: its key-value state.
-    pub(super) fn offsets_state(&self, partition: PartitionId) -> &BTreeMap<Bytes, Bytes> {
-        self.host
-            .store(partition)
-            .expect("hosted partition")
-            .snapshots
-            .state_machine
-            .entries()
-    }
-
-    /// The epoch in which this node leads `partition` with a state machine that applied the
-    /// record opening that epoch, so every record committed before it: a coordinator's
-    /// offsets (or a controller's topic image) are complete from then on.
-    pub(super) fn caught_up_leader_epoch(&self, partition: PartitionId) -> Option<u32> {
-        let raft = self.host.raft(partition)?;
-        if !raft.is_leader() {
-            return None;
-        }
-        let epoch = raft.epoch();
-        let applied = self
-            .host
-            .store(partition)?
-            .snapshots
-            .state_machine
-            .last_applied_offset();
-        super::controller::applied_past_epoch_start(raft.log(), epoch, applied).then_some(epoch)
-    }
-
-    /// `__consumer_offsets` is created when a client first needs a coordinator: proposed here
-    /// if this node is the controller, else asked of it with a CreateTopics (which the
-    /// controller answers with its own `offsets.topic.*` settings, whatever the request says).
-    fn request_offsets_topic(&mut self) {
-        if self.handlers.topics.proposed.contains(OFFSETS_TOPIC) {
+    /// `__consumer_offsets` is created when a client first needs a coordinator: proposed by
+    /// this node if it is the controller (by the node after the call, see
+    /// [`GroupsState::take_offsets_topic_wanted`]), else asked of it with a CreateTopics (which
+    /// the controller answers with its own `offsets.topic.*` settings, whatever the request
+    /// says).
+    fn request_offsets_topic(&mut self, cx: &mut Cx, env: GroupsEnv) {
+        if env.topics.proposed.contains(OFFSETS_TOPIC) {
             return;
         }
-        let now = self.now_ms();
+        let now = cx.now_ms;
         if self
-            .handlers
-            .groups
             .offsets_topic_asked_ms
             .is_some_and(|asked| now < asked + OFFSETS_TOPIC_ASK_INTERVAL_MS)
         {
             return;
         }
-        self.handlers.groups.offsets_topic_asked_ms = Some(now);
-        let raft = self.metadata_raft();
+        self.offsets_topic_asked_ms = Some(now);
+        let raft = cx.metadata_raft();
         if raft.is_leader() {
-            if let Err(code) = self.propose_offsets_topic() {
-                tracing::info!(?code, "__consumer_offsets not proposed yet");
-            }
+            self.offsets_topic_wanted = true;
         } else if let Some(controller) = raft.leader_id() {
             let request = ct_req::CreateTopicsRequest {
                 topics: vec![ct_req::CreatableTopic {
                     name: OFFSETS_TOPIC.to_string(),
-                    num_partitions: self.config.groups.offsets_topic_num_partitions,
+                    num_partitions: cx.config.groups.offsets_topic_num_partitions,
                     replication_factor: -1,
                     ..Default::default()
                 }],
                 timeout_ms: 5_000,
                 validate_only: false,
             };
-            if let Err(error) = self.send_to_peer(
+            cx.send_to_peer(
                 controller,
                 Request::CreateTopics(request),
                 super::topics::FORWARD_CREATE_TOPICS_VERSION,
                 PeerPending::Control,
                 false,
-            ) {
-                tracing::warn!(%error, "asking the controller for __consumer_offsets");
-            }
+            );
         }
+    }
+
+    /// Whether the last call found `__consumer_offsets` missing while this node leads the
+    /// metadata log: the node then proposes it (`Node::propose_offsets_topic`, topics.rs).
+    /// Reading it clears it.
+    pub(super) fn take_offsets_topic_wanted(&mut self) -> bool {
+        std::mem::take(&mut self.offsets_topic_wanted)
     }
 
     // ---- loading, delivering, time ------------------------------------------------------
@@ -301,30 +312,30 @@ impl Node {
     /// After every storage step: partitions this node now coordinates are loaded, those it
     /// lost are unloaded (their waiting requests answered NOT_COORDINATOR), and the writes
     /// whose records committed are answered.
-    pub(super) fn groups_pump(&mut self) -> Result<(), NodeError> {
+    pub(super) fn pump(&mut self, cx: &mut Cx, env: GroupsEnv) -> Result<(), NodeError> {
         let mut out = Outbox::new();
         // One pass over the hosted partitions (not a lookup per offsets partition).
         let mut now_loaded = BTreeMap::new();
-        for (partition, raft) in self.host.multi().partitions() {
-            let hosted = self.table.get(partition);
+        for (partition, raft) in cx.host.multi().partitions() {
+            let hosted = cx.table.get(partition);
             if raft.is_leader()
                 && hosted.topic == OFFSETS_TOPIC
-                && let Some(epoch) = self.caught_up_leader_epoch(partition)
+                && let Some(epoch) = caught_up_leader_epoch(cx.host, partition)
             {
                 now_loaded.insert(hosted.index, (partition, epoch));
             }
         }
-        if now_loaded != self.handlers.groups.loaded {
-            for (index, was) in &self.handlers.groups.loaded {
+        if now_loaded != self.loaded {
+            for (index, was) in &self.loaded {
                 if now_loaded.get(index) != Some(was) {
                     tracing::info!(partition = index, "no longer coordinator of its groups");
-                    let coordinator = &mut self.handlers.groups.coordinator;
+                    let coordinator = &mut self.coordinator;
                     coordinator.unload_partition(*index, ErrorCode::NotCoordinator, &mut out);
                 }
             }
             let mut newly_loaded = Vec::new();
             for (index, now) in &now_loaded {
-                if self.handlers.groups.loaded.get(index) != Some(now) {
+                if self.loaded.get(index) != Some(now) {
                     tracing::info!(
                         partition = index,
                         epoch = now.1,
@@ -333,44 +344,48 @@ impl Node {
                     newly_loaded.push((*index, now.0));
                 }
             }
-            self.handlers.groups.loaded = now_loaded;
+            self.loaded = now_loaded;
             for (index, partition) in newly_loaded {
-                self.restore_groups(index, partition);
+                self.restore_groups(cx.host, cx.now_ms, index, partition);
             }
-            let _ = self.persist_group_metadata();
+            let _ = self.persist_group_metadata(cx, env);
         }
         self.deliver_group_outbox(out)?;
-        self.release_held_syncs(None)?;
-        self.check_group_writes()
+        self.release_held_syncs(cx.host, None)?;
+        self.check_group_writes(cx.host)
     }
 
     /// The coordinator's deadlines (sessions, join phases, syncs) and the writes' timeouts.
-    pub(super) fn groups_tick(&mut self, now_ms: u64) -> Result<(), NodeError> {
+    pub(super) fn tick(
+        &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        now_ms: u64,
+    ) -> Result<(), NodeError> {
         let mut out = Outbox::new();
-        self.handlers.groups.coordinator.tick(now_ms, &mut out);
+        self.coordinator.tick(now_ms, &mut out);
         self.deliver_group_outbox(out)?;
-        let _ = self.persist_group_metadata();
-        self.release_held_syncs(Some(now_ms))?;
+        let _ = self.persist_group_metadata(cx, env);
+        self.release_held_syncs(cx.host, Some(now_ms))?;
         self.expire_group_writes(now_ms)?;
-        self.maybe_expire_offsets(now_ms)
+        self.maybe_expire_offsets(cx, env, now_ms)
     }
 
     /// Shutdown: every held request is answered NOT_COORDINATOR.
-    pub(super) fn groups_fail_all(&mut self) -> Result<(), NodeError> {
+    pub(super) fn fail_all(&mut self) -> Result<(), NodeError> {
         let mut out = Outbox::new();
-        let coordinator = &mut self.handlers.groups.coordinator;
+        let coordinator = &mut self.coordinator;
         coordinator.unload_all(ErrorCode::NotCoordinator, &mut out);
-        self.handlers.groups.loaded.clear();
+        self.loaded.clear();
         self.deliver_group_outbox(out)?;
         self.fail_held_syncs()?;
         self.fail_group_writes(ErrorCode::NotCoordinator)
     }
 
     fn hold(&mut self, responder: Responder, header: &RequestHeader) -> ReplyToken {
-        let groups = &mut self.handlers.groups;
-        let token = ReplyToken(groups.next_token);
-        groups.next_token += 1;
-        groups.waiting.insert(
+        let token = ReplyToken(self.next_token);
+        self.next_token += 1;
+        self.waiting.insert(
             token,
             WaitingReply {
                 responder,
@@ -384,7 +399,7 @@ impl Node {
     /// Sends the coordinator's answers to their connections.
     pub(super) fn deliver_group_outbox(&mut self, out: Outbox) -> Result<(), NodeError> {
         for (token, reply) in out {
-            let Some(waiting) = self.handlers.groups.waiting.remove(&token) else {
+            let Some(waiting) = self.waiting.remove(&token) else {
                 tracing::warn!(?token, "a group answer for no waiting request");
                 continue;
             };
@@ -402,6 +417,9 @@ impl Node {
 
     fn handle_find_coordinator(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        brokers: &[md_resp::MetadataResponseBroker],
         request: &fc_req::FindCoordinatorRequest,
         version: i16,
     ) -> fc_resp::FindCoordinatorResponse {
@@ -413,7 +431,7 @@ impl Node {
         let coordinators: Vec<fc_resp::Coordinator> = keys
             .into_iter()
             .map(|key| {
-                let found = self.find_coordinator_of(&key, request.key_type);
+                let found = self.find_coordinator_of(cx, env, brokers, &key, request.key_type);
                 let mut answer = fc_resp::Coordinator {
                     key,
                     node_id: -1,
@@ -452,11 +470,14 @@ impl Node {
         }
     }
 
-    /// The leader of the group's `__consumer_offsets` partition and its address (Kafka
-    /// answers the leader even while it loads; the group requests then say
+    /// The leader of the group's `__consumer_offsets` partition and its address among
+    /// `brokers` (Kafka answers the leader even while it loads; the group requests then say
     /// COORDINATOR_LOAD_IN_PROGRESS).
     fn find_coordinator_of(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        brokers: &[md_resp::MetadataResponseBroker],
         key: &str,
         key_type: i8,
     ) -> Result<(i32, String, i32), (ErrorCode, &'static str)> {
@@ -468,27 +489,27 @@ impl Node {
         if key.is_empty() {
             return Err((ErrorCode::InvalidRequest, "empty group id"));
         }
-        let Some(partitions) = self.offsets_topic_partitions() else {
-            self.request_offsets_topic();
+        let Some(partitions) = offsets_topic_partitions(env.topics) else {
+            self.request_offsets_topic(cx, env);
             return Err((
                 ErrorCode::CoordinatorNotAvailable,
                 "__consumer_offsets is being created",
             ));
         };
         let index = offsets::partition_for(key, partitions);
-        let leader = self
+        let leader = cx
             .table
             .find(OFFSETS_TOPIC, index)
-            .and_then(|p| self.host.raft(p))
+            .and_then(|p| cx.host.raft(p))
             .and_then(|r| r.leader_id())
             .ok_or((
                 ErrorCode::CoordinatorNotAvailable,
                 "the group's partition has no leader",
             ))?;
-        self.metadata_brokers()
-            .into_iter()
+        brokers
+            .iter()
             .find(|b| b.node_id == leader)
-            .map(|b| (b.node_id, b.host, b.port))
+            .map(|b| (b.node_id, b.host.clone(), b.port))
             .ok_or((
                 ErrorCode::CoordinatorNotAvailable,
                 "the leader's address is unknown",
@@ -501,6 +522,7 @@ impl Node {
     /// coordinator) and those that only have committed offsets (Empty, no protocol type).
     fn handle_list_groups(
         &self,
+        cx: &Cx,
         request: &ls_req::ListGroupsRequest,
     ) -> ls_resp::ListGroupsResponse {
         let classic = request.types_filter.is_empty()
@@ -516,9 +538,9 @@ impl Node {
         let wanted = |state: GroupState| states.is_empty() || states.contains(&Some(state));
         let mut groups = Vec::new();
         if classic {
-            let coordinator = &self.handlers.groups.coordinator;
+            let coordinator = &self.coordinator;
             for listed in coordinator.list() {
-                if self.handlers.groups.is_loaded(listed.partition) && wanted(listed.state) {
+                if self.is_loaded(listed.partition) && wanted(listed.state) {
                     groups.push(listed_group(
                         listed.group_id,
                         listed.protocol_type,
@@ -526,8 +548,8 @@ impl Node {
                     ));
                 }
             }
-            for (_, (partition, _)) in self.handlers.groups.loaded.iter() {
-                let state = self.offsets_state(*partition);
+            for (_, (partition, _)) in self.loaded.iter() {
+                let state = offsets_state(cx.host, *partition);
                 // Groups not in memory: empty, with the protocol type of their metadata
                 // record (none for a group that only has offsets).
                 let mut empty: BTreeMap<String, String> =
@@ -553,6 +575,8 @@ impl Node {
 
     fn handle_describe_groups(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         request: &dg_req::DescribeGroupsRequest,
         requester: &super::authorize::Requester,
     ) -> dg_resp::DescribeGroupsResponse {
@@ -564,26 +588,30 @@ impl Node {
                     group_id: group_id.clone(),
                     ..Default::default()
                 };
-                if !self.allowed(requester, crate::protocol::ApiKey::DescribeGroups, group_id) {
+                if !cx.authorizer().allowed(
+                    requester,
+                    crate::protocol::ApiKey::DescribeGroups,
+                    group_id,
+                ) {
                     described.error_code = ErrorCode::GroupAuthorizationFailed.code();
                     return described;
                 }
                 // v3+: the operations on the group the requester may perform, when asked.
                 if request.include_authorized_operations {
-                    described.authorized_operations = self.authorizer().authorized_operations(
+                    described.authorized_operations = cx.authorizer().authorized_operations(
                         requester,
                         crate::acl::ResourceType::Group,
                         group_id,
                     );
                 }
-                let partition = match self.group_coordinator(group_id) {
+                let partition = match self.group_coordinator(cx, env, group_id) {
                     Ok((_, partition)) => partition,
                     Err(code) => {
                         described.error_code = code.code();
                         return described;
                     }
                 };
-                match self.handlers.groups.coordinator.describe(group_id) {
+                match self.coordinator.describe(group_id) {
                     Some(group) => {
                         described.group_state = group.state.name().to_string();
                         described.protocol_type = group.protocol_type;
@@ -603,16 +631,16 @@ impl Node {
                     }
                     // Kafka's answers: a group with only offsets (or an empty metadata record)
                     // is Empty; no group is Dead.
-                    None if offsets::has_offsets(self.offsets_state(partition), group_id)
+                    None if offsets::has_offsets(offsets_state(cx.host, partition), group_id)
                         || crate::groups::metadata::group_metadata(
-                            self.offsets_state(partition),
+                            offsets_state(cx.host, partition),
                             group_id,
                         )
                         .is_some() =>
                     {
                         described.group_state = GroupState::Empty.name().to_string();
                         described.protocol_type = crate::groups::metadata::group_metadata(
-                            self.offsets_state(partition),
+                            offsets_state(cx.host, partition),
                             group_id,
                         )
                         .map(|m| m.protocol_type)
@@ -628,6 +656,37 @@ impl Node {
             groups,
         }
     }
+}
+
+/// The partition count of `__consumer_offsets`, once its record is applied here.
+pub(super) fn offsets_topic_partitions(topics: &Topics) -> Option<i32> {
+    topics.image.get(OFFSETS_TOPIC).map(|t| t.partitions)
+}
+
+/// The committed offsets of a `__consumer_offsets` partition: its key-value state.
+pub(super) fn offsets_state(host: &Host<AnyIo>, partition: PartitionId) -> &BTreeMap<Bytes, Bytes> {
+    host.store(partition)
+        .expect("hosted partition")
+        .snapshots
+        .state_machine
+        .entries()
+}
+
+/// The epoch in which this node leads `partition` with a state machine that applied the
+/// record opening that epoch, so every record committed before it: a coordinator's
+/// offsets (or a controller's topic image) are complete from then on.
+pub(super) fn caught_up_leader_epoch(host: &Host<AnyIo>, partition: PartitionId) -> Option<u32> {
+    let raft = host.raft(partition)?;
+    if !raft.is_leader() {
+        return None;
+    }
+    let epoch = raft.epoch();
+    let applied = host
+        .store(partition)?
+        .snapshots
+        .state_machine
+        .last_applied_offset();
+    super::controller::applied_past_epoch_start(raft.log(), epoch, applied).then_some(epoch)
 }
 
 fn listed_group(

@@ -324,7 +324,30 @@ impl Node {
                 super::scram::sasl_request_outside_the_exchange(&r)
             }
             r if super::groups::is_group_request(&r) => {
-                return self.handle_group_request(responder, header, r);
+                let brokers = match r {
+                    Request::FindCoordinator(_) => self.metadata_brokers(),
+                    _ => Vec::new(),
+                };
+                let env = super::groups::GroupsEnv {
+                    topics: &self.handlers.topics,
+                    message_max_bytes: self
+                        .handlers
+                        .broker_configs
+                        .message_max_bytes(&self.config)
+                        .0,
+                };
+                let mut cx = cx!(self);
+                let call = self
+                    .handlers
+                    .groups
+                    .handle_request(&mut cx, env, brokers, responder, header, r);
+                if self.handlers.groups.take_offsets_topic_wanted()
+                    && let Err(code) = self.propose_offsets_topic()
+                {
+                    tracing::info!(?code, "__consumer_offsets not proposed yet");
+                }
+                let after = self.after_call();
+                return call.and(after);
             }
             other => {
                 // Not served by this node yet: an empty answer keeps the connection in step.
@@ -640,7 +663,17 @@ impl Node {
         self.apply_metadata_records()?;
         self.stall.part(began, "pump: apply_metadata_records");
         let began = std::time::Instant::now();
-        self.groups_pump()?;
+        let env = super::groups::GroupsEnv {
+            topics: &self.handlers.topics,
+            message_max_bytes: self
+                .handlers
+                .broker_configs
+                .message_max_bytes(&self.config)
+                .0,
+        };
+        let call = self.handlers.groups.pump(&mut cx!(self), env);
+        let after = self.after_call();
+        call.and(after)?;
         self.stall.part(began, "pump: groups");
         self.answer_delete_records()?;
         self.answer_voter_changes()?;
@@ -786,7 +819,17 @@ impl Node {
 
     /// Produce requests past their timeout and parked fetches past their wait are answered.
     pub(super) fn handlers_expire(&mut self, now: u64) {
-        if let Err(error) = self.groups_tick(now) {
+        let env = super::groups::GroupsEnv {
+            topics: &self.handlers.topics,
+            message_max_bytes: self
+                .handlers
+                .broker_configs
+                .message_max_bytes(&self.config)
+                .0,
+        };
+        let call = self.handlers.groups.tick(&mut cx!(self), env, now);
+        let after = self.after_call();
+        if let Err(error) = call.and(after) {
             tracing::warn!(%error, "group deadlines");
         }
         if let Err(error) = self.answer_delete_records() {
@@ -864,6 +907,6 @@ impl Node {
             self.answer_parked(parked)?;
         }
         self.handlers.voter_changes.fail_all(code)?;
-        self.groups_fail_all()
+        self.handlers.groups.fail_all()
     }
 }

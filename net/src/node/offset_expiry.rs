@@ -18,52 +18,49 @@
 
 use bytes::Bytes;
 
-use super::group_offsets::wall_clock_ms;
-use super::{Node, NodeError};
+use super::NodeError;
+use super::context::Cx;
+use super::group_offsets::{append_offset_records, wall_clock_ms};
+use super::groups::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata;
 use crate::groups::offsets::{self, GroupActivity};
 
-impl Node {
+impl GroupsState {
     /// Runs one expiry round if it is due (called from the groups' tick).
-    pub(super) fn maybe_expire_offsets(&mut self, now_ms: u64) -> Result<(), NodeError> {
-        let groups = &mut self.handlers.groups;
-        if groups.loaded().is_empty() || now_ms < groups.next_expiry_check_ms {
+    pub(super) fn maybe_expire_offsets(
+        &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
+        now_ms: u64,
+    ) -> Result<(), NodeError> {
+        if self.loaded().is_empty() || now_ms < self.next_expiry_check_ms {
             return Ok(());
         }
-        groups.next_expiry_check_ms =
-            now_ms + self.config.groups.offsets_retention_check_interval_ms;
+        self.next_expiry_check_ms = now_ms + cx.config.groups.offsets_retention_check_interval_ms;
         let wall_now_ms = wall_clock_ms();
-        let retention_ms = self.config.groups.offsets_retention_ms as i64;
-        let loaded: Vec<(i32, ringlog_replication::PartitionId, u32)> = groups
+        let retention_ms = cx.config.groups.offsets_retention_ms as i64;
+        let loaded: Vec<(i32, ringlog_replication::PartitionId, u32)> = self
             .loaded()
             .iter()
             .map(|(index, (partition, epoch))| (*index, *partition, *epoch))
             .collect();
         for (index, partition, epoch) in loaded {
-            if let Some((append_epoch, last_offset)) =
-                self.handlers.groups.expiring.get(&partition).copied()
-            {
-                let committed = self
+            if let Some((append_epoch, last_offset)) = self.expiring.get(&partition).copied() {
+                let committed = cx
                     .host
                     .store(partition)
                     .is_some_and(|s| s.high_watermark > last_offset);
                 if append_epoch == epoch && !committed {
                     continue;
                 }
-                self.handlers.groups.expiring.remove(&partition);
+                self.expiring.remove(&partition);
             }
-            if self
-                .handlers
-                .groups
-                .writes
-                .iter()
-                .any(|w| w.touches(partition))
-            {
+            if self.writes.iter().any(|w| w.touches(partition)) {
                 continue;
             }
-            let coordinator = &self.handlers.groups.coordinator;
+            let coordinator = &self.coordinator;
             let mut keys = offsets::expired_offset_keys(
-                self.offsets_state(partition),
+                offsets_state(cx.host, partition),
                 wall_now_ms,
                 retention_ms,
                 |group_id| {
@@ -82,7 +79,7 @@ impl Node {
             );
             // An empty group whose last offsets expire loses its metadata record too (Kafka's
             // group goes Dead): nothing of it is left to restore.
-            let state = self.offsets_state(partition);
+            let state = offsets_state(cx.host, partition);
             let expired: std::collections::BTreeSet<&Bytes> = keys.iter().collect();
             let mut gone = Vec::new();
             for (group_id, record) in metadata::all_group_metadata(state) {
@@ -102,12 +99,10 @@ impl Node {
             keys.extend(gone);
             // Forget the emptying of groups whose offsets are all gone.
             let with_offsets: std::collections::BTreeSet<String> =
-                offsets::groups_with_offsets(self.offsets_state(partition))
+                offsets::groups_with_offsets(offsets_state(cx.host, partition))
                     .into_iter()
                     .collect();
-            self.handlers
-                .groups
-                .coordinator
+            self.coordinator
                 .retain_emptied(index, |group_id| with_offsets.contains(group_id));
             if keys.is_empty() {
                 continue;
@@ -120,11 +115,9 @@ impl Node {
             );
             let records: Vec<(Bytes, Option<Bytes>)> =
                 keys.into_iter().map(|k| (k, None)).collect();
-            match self.append_offset_records(partition, records) {
+            match append_offset_records(cx, env, partition, records) {
                 Ok(Some(append)) => {
-                    self.handlers
-                        .groups
-                        .expiring
+                    self.expiring
                         .insert(partition, (append.leader_epoch, append.last_offset));
                 }
                 Ok(None) => {}

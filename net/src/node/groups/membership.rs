@@ -3,15 +3,17 @@
 
 use super::*;
 
-impl Node {
+impl GroupsState {
     pub(super) fn handle_join_group(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         responder: Responder,
         header: &RequestHeader,
         request: jg_req::JoinGroupRequest,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        let (index, _) = match self.group_coordinator(&request.group_id) {
+        let (index, _) = match self.group_coordinator(cx, env, &request.group_id) {
             Ok(found) => found,
             Err(code) => {
                 let response = join_response(JoinResult::error(code, &request.member_id), version);
@@ -49,22 +51,21 @@ impl Node {
             require_known_member_id: version >= 4,
         };
         let token = self.hold(responder, header);
-        let now = self.now_ms();
+        let now = cx.now_ms;
         let mut out = Outbox::new();
-        self.handlers
-            .groups
-            .coordinator
-            .join(now, index, token, join, &mut out);
+        self.coordinator.join(now, index, token, join, &mut out);
         self.deliver_group_outbox(out)
     }
 
     pub(super) fn handle_sync_group(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         responder: Responder,
         header: &RequestHeader,
         request: sg_req::SyncGroupRequest,
     ) -> Result<(), NodeError> {
-        if let Err(code) = self.group_coordinator(&request.group_id) {
+        if let Err(code) = self.group_coordinator(cx, env, &request.group_id) {
             let response = Response::SyncGroup(sync_response(SyncResult::error(code)));
             let frame = encode_response(header.correlation_id, header.api_version, &response)?;
             responder.send(Some(frame));
@@ -84,26 +85,25 @@ impl Node {
                 .collect(),
         };
         let token = self.hold(responder, header);
-        let now = self.now_ms();
+        let now = cx.now_ms;
         let mut out = Outbox::new();
         let group_id = sync.group_id.clone();
-        self.handlers
-            .groups
-            .coordinator
-            .sync(now, token, sync, &mut out);
-        let appended = self.persist_group_metadata();
-        self.deliver_sync_answers(&group_id, out, &appended)
+        self.coordinator.sync(now, token, sync, &mut out);
+        let appended = self.persist_group_metadata(cx, env);
+        self.deliver_sync_answers(cx, &group_id, out, &appended)
     }
 
     pub(super) fn handle_heartbeat(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         request: &hb_req::HeartbeatRequest,
     ) -> hb_resp::HeartbeatResponse {
-        let error = match self.group_coordinator(&request.group_id) {
+        let error = match self.group_coordinator(cx, env, &request.group_id) {
             Err(code) => code,
             Ok(_) => {
-                let now = self.now_ms();
-                self.handlers.groups.coordinator.heartbeat(
+                let now = cx.now_ms;
+                self.coordinator.heartbeat(
                     now,
                     &request.group_id,
                     &request.member_id,
@@ -120,6 +120,8 @@ impl Node {
 
     pub(super) fn handle_leave_group(
         &mut self,
+        cx: &mut Cx,
+        env: GroupsEnv,
         request: &lg_req::LeaveGroupRequest,
         version: i16,
     ) -> lg_resp::LeaveGroupResponse {
@@ -139,13 +141,11 @@ impl Node {
             }]
         };
         let mut out = Outbox::new();
-        let result = match self.group_coordinator(&request.group_id) {
+        let result = match self.group_coordinator(cx, env, &request.group_id) {
             Err(code) => Err(code),
             Ok(_) => {
-                let now = self.now_ms();
-                self.handlers
-                    .groups
-                    .coordinator
+                let now = cx.now_ms;
+                self.coordinator
                     .leave(now, &request.group_id, &leaving, &mut out)
             }
         };
