@@ -337,7 +337,11 @@ impl Node {
     /// Takes one partition out of the node. Called between work lists (from `pump`), so no
     /// work of the partition is half executed; what still refers to it is dropped here.
     fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
-        self.fail_partition_waiters(id, ErrorCode::UnknownTopicOrPartition)?;
+        self.handlers.produces.fail_partition(
+            &cx!(self),
+            id,
+            ErrorCode::UnknownTopicOrPartition,
+        )?;
         // The host drops the partition's core, queued reports and held messages, and closes
         // its log after its in-flight I/O (other logs' completions stay in the ring).
         let dir = self.host.remove_partition(id);
@@ -356,7 +360,9 @@ impl Node {
         id: PartitionId,
         code: ErrorCode,
     ) -> Result<(), NodeError> {
-        self.fail_partition_waiters(id, code)?;
+        self.handlers
+            .produces
+            .fail_partition(&cx!(self), id, code)?;
         self.observer.remove_partition(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).

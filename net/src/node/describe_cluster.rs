@@ -27,8 +27,7 @@ impl Node {
                 ..Default::default()
             };
         }
-        let brokers = self
-            .metadata_brokers()
+        let brokers = super::metadata::metadata_brokers(&self.config, self.metadata_raft())
             .into_iter()
             .map(|b| dcl_resp::DescribeClusterBroker {
                 broker_id: b.node_id,

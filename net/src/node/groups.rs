@@ -485,7 +485,7 @@ impl Node {
                 ErrorCode::CoordinatorNotAvailable,
                 "the group's partition has no leader",
             ))?;
-        self.metadata_brokers()
+        super::metadata::metadata_brokers(&self.config, self.metadata_raft())
             .into_iter()
             .find(|b| b.node_id == leader)
             .map(|b| (b.node_id, b.host, b.port))

@@ -8,11 +8,19 @@
 //! and the one it sends back as CurrentLeaderEpoch are the same number.
 
 use ringlog_engine::batch::BatchIter;
-use ringlog_replication::{OffsetAndEpoch, PartitionId, Raft};
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Host;
+use ringlog_replication::{NodeId, OffsetAndEpoch, PartitionId, Raft};
 
 use super::Node;
+use super::authorize::Requester;
+use super::context::Cx;
+use super::storage_faults::OfflinePartitions;
+use super::topics::Topics;
 use crate::acl::ResourceType;
 use crate::acl::binding::CLUSTER_RESOURCE_NAME;
+use crate::config::NodeConfig;
+use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiKey, ErrorCode, list_offsets_request as lo_req, list_offsets_response as lo_resp,
     metadata_request as md_req, metadata_response as md_resp,
@@ -105,92 +113,154 @@ pub(crate) fn in_sync_replicas(raft: &Raft, replicas: &[i32]) -> Vec<i32> {
         .collect()
 }
 
-impl Node {
-    // ---- Metadata -----------------------------------------------------------------------------
-
-    /// Every broker a client may be sent to: each voter at its client listener
-    /// (`voter.advertised.listeners`, else its `controller.quorum.voters` address, whose one
-    /// listener serves clients and peers alike), and this node at its advertised listener when
-    /// it is an observer. Observers that are not this node are not
-    /// listed: nothing tells a node another observer's address.
-    pub(super) fn metadata_brokers(&self) -> Vec<md_resp::MetadataResponseBroker> {
-        let mut brokers: Vec<md_resp::MetadataResponseBroker> = self
-            .config
-            .quorum_voters
-            .iter()
-            .map(|v| {
-                // A voter's client address: `voter.advertised.listeners` names it; else, with one
-                // listener for everything, its endpoint in the voter set in force (KIP-853:
-                // UpdateRaftVoter, when it moved) wins over the configured address. With a
-                // separate controller listener the voter set holds controller endpoints, which
-                // are not for clients.
-                let explicit = self
-                    .config
-                    .voter_advertised_listeners
-                    .iter()
-                    .find(|a| a.node_id == v.node_id);
-                let voter_set_endpoint = self
-                    .config
-                    .listeners
-                    .controller
-                    .is_none()
-                    .then(|| self.voter_set_endpoint(v.node_id))
-                    .flatten();
-                let (host, port) = if v.node_id == self.config.node_id {
-                    self.config.advertised_listener.clone()
-                } else if let Some(a) = explicit {
-                    (a.host.clone(), a.port)
-                } else if let Some(endpoint) = voter_set_endpoint {
-                    (endpoint.host.clone(), endpoint.port)
-                } else {
-                    (v.host.clone(), v.port)
-                };
-                md_resp::MetadataResponseBroker {
-                    node_id: v.node_id,
-                    host,
-                    port: i32::from(port),
-                    rack: None,
-                }
-            })
-            .collect();
-        // KIP-853: voters added since the start, at their client listener in
-        // `voter.advertised.listeners`, else at the endpoint their VotersRecord gave.
-        for &id in self.metadata_raft().voter_set().voters().keys() {
-            if id == self.config.node_id || brokers.iter().any(|b| b.node_id == id) {
-                continue;
-            }
-            if let Some(a) = self
-                .config
+/// Every broker a client may be sent to: each voter at its client listener
+/// (`voter.advertised.listeners`, else its `controller.quorum.voters` address, whose one
+/// listener serves clients and peers alike), and this node at its advertised listener when
+/// it is an observer. Observers that are not this node are not
+/// listed: nothing tells a node another observer's address.
+pub(super) fn metadata_brokers(
+    config: &NodeConfig,
+    metadata: &Raft,
+) -> Vec<md_resp::MetadataResponseBroker> {
+    let mut brokers: Vec<md_resp::MetadataResponseBroker> = config
+        .quorum_voters
+        .iter()
+        .map(|v| {
+            // A voter's client address: `voter.advertised.listeners` names it; else, with one
+            // listener for everything, its endpoint in the voter set in force (KIP-853:
+            // UpdateRaftVoter, when it moved) wins over the configured address. With a
+            // separate controller listener the voter set holds controller endpoints, which
+            // are not for clients.
+            let explicit = config
                 .voter_advertised_listeners
                 .iter()
-                .find(|a| a.node_id == id)
-            {
-                brokers.push(md_resp::MetadataResponseBroker {
-                    node_id: id,
-                    host: a.host.clone(),
-                    port: i32::from(a.port),
-                    rack: None,
-                });
-            } else if let Some(endpoint) = self.voter_set_endpoint(id) {
-                brokers.push(md_resp::MetadataResponseBroker {
-                    node_id: id,
-                    host: endpoint.host.clone(),
-                    port: i32::from(endpoint.port),
-                    rack: None,
-                });
-            }
-        }
-        if !brokers.iter().any(|b| b.node_id == self.config.node_id) {
-            let (host, port) = self.config.advertised_listener.clone();
-            brokers.push(md_resp::MetadataResponseBroker {
-                node_id: self.config.node_id,
+                .find(|a| a.node_id == v.node_id);
+            let voter_set_endpoint = config
+                .listeners
+                .controller
+                .is_none()
+                .then(|| voter_set_endpoint(config, metadata, v.node_id))
+                .flatten();
+            let (host, port) = if v.node_id == config.node_id {
+                config.advertised_listener.clone()
+            } else if let Some(a) = explicit {
+                (a.host.clone(), a.port)
+            } else if let Some(endpoint) = voter_set_endpoint {
+                (endpoint.host.clone(), endpoint.port)
+            } else {
+                (v.host.clone(), v.port)
+            };
+            md_resp::MetadataResponseBroker {
+                node_id: v.node_id,
                 host,
                 port: i32::from(port),
                 rack: None,
+            }
+        })
+        .collect();
+    // KIP-853: voters added since the start, at their client listener in
+    // `voter.advertised.listeners`, else at the endpoint their VotersRecord gave.
+    for &id in metadata.voter_set().voters().keys() {
+        if id == config.node_id || brokers.iter().any(|b| b.node_id == id) {
+            continue;
+        }
+        if let Some(a) = config
+            .voter_advertised_listeners
+            .iter()
+            .find(|a| a.node_id == id)
+        {
+            brokers.push(md_resp::MetadataResponseBroker {
+                node_id: id,
+                host: a.host.clone(),
+                port: i32::from(a.port),
+                rack: None,
+            });
+        } else if let Some(endpoint) = voter_set_endpoint(config, metadata, id) {
+            brokers.push(md_resp::MetadataResponseBroker {
+                node_id: id,
+                host: endpoint.host.clone(),
+                port: i32::from(endpoint.port),
+                rack: None,
             });
         }
-        brokers
     }
+    if !brokers.iter().any(|b| b.node_id == config.node_id) {
+        let (host, port) = config.advertised_listener.clone();
+        brokers.push(md_resp::MetadataResponseBroker {
+            node_id: config.node_id,
+            host,
+            port: i32::from(port),
+            rack: None,
+        });
+    }
+    brokers
+}
+
+/// KIP-853: a voter's endpoint in the metadata quorum's voter set in force (the one named like
+/// our controller listener first), when its VotersRecord gave one (as requests.rs
+/// `voter_set_endpoint` finds it for the lanes to a peer).
+fn voter_set_endpoint<'r>(
+    config: &NodeConfig,
+    metadata: &'r Raft,
+    id: NodeId,
+) -> Option<&'r ringlog_replication::Endpoint> {
+    let info = metadata.voter_set().voters().get(&id)?;
+    info.endpoints
+        .iter()
+        .find(|e| e.name == config.controller_listener_name())
+        .or(info.endpoints.first())
+}
+
+/// What names the error for a partition this node does not run: the topic image and the
+/// partitions a storage error took offline here.
+#[derive(Clone, Copy)]
+pub(super) struct PartitionLookup<'a> {
+    pub(super) topics: &'a Topics,
+    pub(super) offline: &'a OfflinePartitions,
+}
+
+impl PartitionLookup<'_> {
+    /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the
+    /// partition exists (another node is its replica; the client refreshes its metadata and
+    /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.
+    pub(super) fn absent_error(&self, topic: &str, index: i32) -> ErrorCode {
+        // A replica here that a storage error took offline (storage_faults.rs).
+        if self
+            .offline
+            .by_name
+            .contains_key(&(topic.to_string(), index))
+        {
+            return ErrorCode::KafkaStorageError;
+        }
+        let exists = self
+            .topics
+            .image
+            .get(topic)
+            .is_some_and(|t| (0..t.partitions).contains(&index));
+        if exists {
+            ErrorCode::NotLeaderOrFollower
+        } else {
+            ErrorCode::UnknownTopicOrPartition
+        }
+    }
+
+    /// [`PartitionLookup::absent_error`] for a request naming the topic by id (Fetch v13+).
+    pub(super) fn absent_error_by_id(&self, topic_id: Uuid, index: i32) -> ErrorCode {
+        let name = self
+            .topics
+            .image
+            .values()
+            .find(|t| t.topic_id == topic_id)
+            .map(|t| t.name.clone());
+        match name {
+            Some(name) => self.absent_error(&name, index),
+            None => ErrorCode::UnknownTopicOrPartition,
+        }
+    }
+}
+
+impl Node {
+    // ---- Metadata -----------------------------------------------------------------------------
 
     /// A partition this node runs: its leader as its Raft group knows it, `replicas` (the
     /// group's voters) and the in-sync replicas ([`Node::in_sync_replicas`]).
@@ -426,7 +496,7 @@ impl Node {
         };
         md_resp::MetadataResponse {
             throttle_time_ms: 0,
-            brokers: self.metadata_brokers(),
+            brokers: metadata_brokers(&self.config, self.metadata_raft()),
             cluster_id: Some(self.cluster_id.clone()),
             controller_id,
             topics,
@@ -445,178 +515,188 @@ impl Node {
             _ => ErrorCode::UnknownTopicOrPartition,
         }
     }
+}
 
-    // ---- ListOffsets --------------------------------------------------------------------------
+// ---- ListOffsets --------------------------------------------------------------------------
 
-    pub(super) fn handle_list_offsets(
-        &mut self,
-        request: &lo_req::ListOffsetsRequest,
-        requester: &super::authorize::Requester,
-    ) -> lo_resp::ListOffsetsResponse {
-        let topics = request
-            .topics
-            .iter()
-            .map(|t| lo_resp::ListOffsetsTopicResponse {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let answer = if self.allowed(requester, ApiKey::ListOffsets, &t.name) {
-                            self.list_offset(&t.name, p)
-                        } else {
-                            Err(ErrorCode::TopicAuthorizationFailed)
-                        };
-                        let (error, timestamp, offset, leader_epoch) = match answer {
-                            Ok((timestamp, offset, epoch)) => {
-                                (ErrorCode::None, timestamp, offset, epoch)
-                            }
-                            Err(code) => (code, -1, -1, -1),
-                        };
-                        lo_resp::ListOffsetsPartitionResponse {
-                            partition_index: p.partition_index,
-                            error_code: error.code(),
-                            timestamp,
-                            offset,
-                            leader_epoch,
+pub(super) fn handle_list_offsets(
+    cx: &mut Cx,
+    lookup: PartitionLookup,
+    request: &lo_req::ListOffsetsRequest,
+    requester: &Requester,
+) -> lo_resp::ListOffsetsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| lo_resp::ListOffsetsTopicResponse {
+            name: t.name.clone(),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = if cx
+                        .authorizer()
+                        .allowed(requester, ApiKey::ListOffsets, &t.name)
+                    {
+                        list_offset(cx, lookup, &t.name, p)
+                    } else {
+                        Err(ErrorCode::TopicAuthorizationFailed)
+                    };
+                    let (error, timestamp, offset, leader_epoch) = match answer {
+                        Ok((timestamp, offset, epoch)) => {
+                            (ErrorCode::None, timestamp, offset, epoch)
                         }
-                    })
-                    .collect(),
-            })
-            .collect();
-        lo_resp::ListOffsetsResponse {
-            throttle_time_ms: 0,
-            topics,
-        }
+                        Err(code) => (code, -1, -1, -1),
+                    };
+                    lo_resp::ListOffsetsPartitionResponse {
+                        partition_index: p.partition_index,
+                        error_code: error.code(),
+                        timestamp,
+                        offset,
+                        leader_epoch,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    lo_resp::ListOffsetsResponse {
+        throttle_time_ms: 0,
+        topics,
     }
+}
 
-    /// (timestamp, offset, leader epoch) for one partition; offsets are those a consumer may
-    /// read (below the high-watermark).
-    fn list_offset(
-        &mut self,
-        topic: &str,
-        p: &lo_req::ListOffsetsPartition,
-    ) -> Result<(i64, i64, i32), ErrorCode> {
-        let id = self
-            .table
-            .find(topic, p.partition_index)
-            .ok_or_else(|| self.absent_partition_error(topic, p.partition_index))?;
-        let raft = self.host.raft(id).expect("hosted partition");
-        leader_check(raft, p.current_leader_epoch)?;
-        let cache = raft.log().epoch_cache().to_vec();
-        let epoch = raft.epoch() as i32;
-        let store = self.host.store(id).expect("hosted partition");
-        let high_watermark = store.high_watermark;
-        // Kafka's logStartOffset (delete_records.rs): the earliest offset a client may read.
-        let log_start_offset = store.client_log_start_offset();
-        match p.timestamp {
-            LATEST_TIMESTAMP => Ok((-1, high_watermark as i64, epoch)),
-            EARLIEST_TIMESTAMP => Ok((
-                -1,
-                log_start_offset as i64,
-                epoch_of_offset(&cache, log_start_offset),
-            )),
-            MAX_TIMESTAMP => Ok(self
-                .scan_timestamps(id, log_start_offset, high_watermark, None)
-                .unwrap_or((-1, -1, -1))),
-            target if target >= 0 => Ok(self
-                .scan_timestamps(id, log_start_offset, high_watermark, Some(target))
-                .unwrap_or((-1, -1, -1))),
-            _ => Err(ErrorCode::InvalidRequest),
+/// (timestamp, offset, leader epoch) for one partition; offsets are those a consumer may
+/// read (below the high-watermark).
+fn list_offset(
+    cx: &mut Cx,
+    lookup: PartitionLookup,
+    topic: &str,
+    p: &lo_req::ListOffsetsPartition,
+) -> Result<(i64, i64, i32), ErrorCode> {
+    let id = cx
+        .table
+        .find(topic, p.partition_index)
+        .ok_or_else(|| lookup.absent_error(topic, p.partition_index))?;
+    let raft = cx.host.raft(id).expect("hosted partition");
+    leader_check(raft, p.current_leader_epoch)?;
+    let cache = raft.log().epoch_cache().to_vec();
+    let epoch = raft.epoch() as i32;
+    let store = cx.host.store(id).expect("hosted partition");
+    let high_watermark = store.high_watermark;
+    // Kafka's logStartOffset (delete_records.rs): the earliest offset a client may read.
+    let log_start_offset = store.client_log_start_offset();
+    match p.timestamp {
+        LATEST_TIMESTAMP => Ok((-1, high_watermark as i64, epoch)),
+        EARLIEST_TIMESTAMP => Ok((
+            -1,
+            log_start_offset as i64,
+            epoch_of_offset(&cache, log_start_offset),
+        )),
+        MAX_TIMESTAMP => Ok(
+            scan_timestamps(cx.host, id, log_start_offset, high_watermark, None)
+                .unwrap_or((-1, -1, -1)),
+        ),
+        target if target >= 0 => {
+            Ok(
+                scan_timestamps(cx.host, id, log_start_offset, high_watermark, Some(target))
+                    .unwrap_or((-1, -1, -1)),
+            )
         }
+        _ => Err(ErrorCode::InvalidRequest),
     }
+}
 
-    /// With `Some(target)`, the first record whose timestamp is at least `target`; with
-    /// `None`, the record with the largest timestamp (the first of them); both among the data
-    /// batches in `[from, high_watermark)`. The batch comes from the engine's in-memory batch
-    /// entries (`PartitionLog::find_batch_by_timestamp`, no I/O); only that one batch is read,
-    /// to name the record. A compressed batch is decompressed for it; one that cannot be is
-    /// answered with its base offset and MaxTimestamp.
-    fn scan_timestamps(
-        &mut self,
-        id: PartitionId,
-        from: u64,
-        high_watermark: u64,
-        target: Option<i64>,
-    ) -> Option<(i64, i64, i32)> {
-        let store = self.host.store(id)?;
-        let (base_offset, max_timestamp) =
-            store
-                .log
-                .find_batch_by_timestamp(from as i64, high_watermark as i64, target)?;
-        let bytes = match self.host.read(id, base_offset as u64, SCAN_CHUNK_BYTES) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                tracing::error!(%error, base_offset, "log read failed in a timestamp lookup");
-                return None;
+/// With `Some(target)`, the first record whose timestamp is at least `target`; with
+/// `None`, the record with the largest timestamp (the first of them); both among the data
+/// batches in `[from, high_watermark)`. The batch comes from the engine's in-memory batch
+/// entries (`PartitionLog::find_batch_by_timestamp`, no I/O); only that one batch is read,
+/// to name the record. A compressed batch is decompressed for it; one that cannot be is
+/// answered with its base offset and MaxTimestamp.
+fn scan_timestamps(
+    host: &mut Host<AnyIo>,
+    id: PartitionId,
+    from: u64,
+    high_watermark: u64,
+    target: Option<i64>,
+) -> Option<(i64, i64, i32)> {
+    let store = host.store(id)?;
+    let (base_offset, max_timestamp) =
+        store
+            .log
+            .find_batch_by_timestamp(from as i64, high_watermark as i64, target)?;
+    let bytes = match host.read(id, base_offset as u64, SCAN_CHUNK_BYTES) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::error!(%error, base_offset, "log read failed in a timestamp lookup");
+            return None;
+        }
+    };
+    let batch = BatchIter::new(bytes).next()?.ok()?;
+    let epoch = batch.partition_leader_epoch();
+    // `from` may be inside this batch (a DeleteRecords cut there): no record below it.
+    let mut found = (max_timestamp, batch.base_offset().max(from as i64), epoch);
+    if let Ok(records) = batch.records() {
+        for record in records.flatten().filter(|r| r.offset() >= from as i64) {
+            let hit = match target {
+                Some(t) => record.timestamp() >= t,
+                None => record.timestamp() == max_timestamp,
+            };
+            if hit {
+                found = (record.timestamp(), record.offset(), epoch);
+                break;
             }
-        };
-        let batch = BatchIter::new(bytes).next()?.ok()?;
-        let epoch = batch.partition_leader_epoch();
-        // `from` may be inside this batch (a DeleteRecords cut there): no record below it.
-        let mut found = (max_timestamp, batch.base_offset().max(from as i64), epoch);
-        if let Ok(records) = batch.records() {
-            for record in records.flatten().filter(|r| r.offset() >= from as i64) {
-                let hit = match target {
-                    Some(t) => record.timestamp() >= t,
-                    None => record.timestamp() == max_timestamp,
-                };
-                if hit {
-                    found = (record.timestamp(), record.offset(), epoch);
-                    break;
-                }
-            }
         }
-        Some(found)
     }
+    Some(found)
+}
 
-    // ---- OffsetForLeaderEpoch -----------------------------------------------------------------
+// ---- OffsetForLeaderEpoch -----------------------------------------------------------------
 
-    pub(super) fn handle_offset_for_leader_epoch(
-        &self,
-        request: &ofle_req::OffsetForLeaderEpochRequest,
-    ) -> ofle_resp::OffsetForLeaderEpochResponse {
-        let topics = request
-            .topics
-            .iter()
-            .map(|t| ofle_resp::OffsetForLeaderTopicResult {
-                topic: t.topic.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let answer = self
-                            .table
-                            .find(&t.topic, p.partition)
-                            .ok_or_else(|| self.absent_partition_error(&t.topic, p.partition))
-                            .and_then(|id| {
-                                let raft = self.host.raft(id).expect("hosted partition");
-                                leader_check(raft, p.current_leader_epoch)?;
-                                let log = raft.log();
-                                Ok(end_offset_for_epoch(
-                                    log.epoch_cache(),
-                                    log.log_end_offset(),
-                                    p.leader_epoch,
-                                ))
-                            });
-                        let (error, (leader_epoch, end_offset)) = match answer {
-                            Ok(found) => (ErrorCode::None, found.unwrap_or((-1, -1))),
-                            Err(code) => (code, (-1, -1)),
-                        };
-                        ofle_resp::EpochEndOffset {
-                            error_code: error.code(),
-                            partition: p.partition,
-                            leader_epoch,
-                            end_offset,
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        ofle_resp::OffsetForLeaderEpochResponse {
-            throttle_time_ms: 0,
-            topics,
-        }
+pub(super) fn handle_offset_for_leader_epoch(
+    cx: &Cx,
+    lookup: PartitionLookup,
+    request: &ofle_req::OffsetForLeaderEpochRequest,
+) -> ofle_resp::OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| ofle_resp::OffsetForLeaderTopicResult {
+            topic: t.topic.clone(),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = cx
+                        .table
+                        .find(&t.topic, p.partition)
+                        .ok_or_else(|| lookup.absent_error(&t.topic, p.partition))
+                        .and_then(|id| {
+                            let raft = cx.host.raft(id).expect("hosted partition");
+                            leader_check(raft, p.current_leader_epoch)?;
+                            let log = raft.log();
+                            Ok(end_offset_for_epoch(
+                                log.epoch_cache(),
+                                log.log_end_offset(),
+                                p.leader_epoch,
+                            ))
+                        });
+                    let (error, (leader_epoch, end_offset)) = match answer {
+                        Ok(found) => (ErrorCode::None, found.unwrap_or((-1, -1))),
+                        Err(code) => (code, (-1, -1)),
+                    };
+                    ofle_resp::EpochEndOffset {
+                        error_code: error.code(),
+                        partition: p.partition,
+                        leader_epoch,
+                        end_offset,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    ofle_resp::OffsetForLeaderEpochResponse {
+        throttle_time_ms: 0,
+        topics,
     }
 }
 

@@ -381,7 +381,7 @@ impl Node {
         // leader (idempotence.rs).
         let ids: Vec<PartitionId> = node.host.stores().map(|(id, _)| id).collect();
         for id in ids {
-            node.ensure_producer_state(id)?;
+            node.handlers.producers.ensure(&mut node.host, id)?;
         }
         node.preopen_partitions()?;
         node.handlers.groups = groups::GroupsState::new(node.config.groups.clone(), random_seed());
@@ -722,7 +722,7 @@ impl Node {
                         mut response,
                         records,
                     } => {
-                        match records.map(|range| self.open_range(&range)) {
+                        match records.map(|range| open_range(&mut self.host, &range)) {
                             None => {}
                             Some(Ok(RecordsSource::File(region))) => {
                                 self.fetch_regions.insert(response.correlation_id, region);
@@ -741,7 +741,7 @@ impl Node {
                         mut response,
                         region,
                     } => {
-                        let region = match region.map(|r| self.open_range(&r)) {
+                        let region = match region.map(|r| open_range(&mut self.host, &r)) {
                             None => None,
                             Some(Ok(RecordsSource::File(region))) => Some(region),
                             Some(Ok(RecordsSource::Memory(bytes))) => {
@@ -767,20 +767,31 @@ impl Node {
                         partition,
                         base_offset,
                         batches,
-                    } => self.track_leader_append(partition, base_offset, &batches),
-                    Output::FollowerAppended { partition, records } => {
-                        self.track_follower_append(partition, &records)
-                    }
+                    } => self.handlers.producers.track_leader_append(
+                        partition,
+                        base_offset,
+                        &batches,
+                    ),
+                    Output::FollowerAppended { partition, records } => self
+                        .handlers
+                        .producers
+                        .track_follower_append(partition, &records),
                     Output::Truncated {
                         partition,
                         offset,
                         snapshot,
-                    } => self.track_truncation(partition, offset, snapshot),
+                    } => self
+                        .handlers
+                        .producers
+                        .track_truncation(&self.host, partition, offset, snapshot),
                     // Produce waiters and parked consumer fetches are checked in `pump`.
                     Output::HighWatermark {
                         partition,
                         high_watermark,
-                    } => self.track_high_watermark(partition, high_watermark),
+                    } => self
+                        .handlers
+                        .producers
+                        .track_high_watermark(partition, high_watermark),
                     Output::GenerateSnapshot {
                         partition,
                         dir,
@@ -788,34 +799,18 @@ impl Node {
                     } => {
                         // The snapshot carries the producer state at its end offset, for a
                         // replica whose log starts there (docs/snapshots.md).
-                        job.producer_state =
-                            self.producer_state_record(partition, job.snapshot_id.offset);
+                        job.producer_state = self.handlers.producers.state_record(
+                            &mut self.host,
+                            &self.table,
+                            partition,
+                            job.snapshot_id.offset,
+                        );
                         self.spawn_snapshot_writer(partition, dir, job)?
                     }
                 }
             }
         }
         self.send_fetches(fetches)
-    }
-
-    /// A file range of the host's answer as the server sends it: a descriptor of our own (so
-    /// the bytes outlive a truncation or a deletion until they are on the socket), or the
-    /// bytes read through the host where the file is not on disk (the in-memory backend).
-    fn open_range(
-        &mut self,
-        range: &ringlog_replication::host::FileRange,
-    ) -> Result<RecordsSource, StorageError> {
-        match std::fs::File::open(&range.path) {
-            Ok(file) => Ok(RecordsSource::File(FileRegion {
-                file: Rc::new(file),
-                position: range.position,
-                length: range.length,
-            })),
-            Err(error) => {
-                tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
-                Ok(RecordsSource::Memory(self.host.read_file_range(range)?))
-            }
-        }
     }
 
     /// Sends a core message: requests go to the peer, responses fill answer slots.
@@ -894,6 +889,26 @@ impl Node {
                     None => tracing::info!(partition = %topic, epoch = now.1, "no leader"),
                 }
             }
+        }
+    }
+}
+
+/// A file range of the host's answer as the server sends it: a descriptor of our own (so
+/// the bytes outlive a truncation or a deletion until they are on the socket), or the
+/// bytes read through the host where the file is not on disk (the in-memory backend).
+fn open_range(
+    host: &mut Host<AnyIo>,
+    range: &ringlog_replication::host::FileRange,
+) -> Result<RecordsSource, StorageError> {
+    match std::fs::File::open(&range.path) {
+        Ok(file) => Ok(RecordsSource::File(FileRegion {
+            file: Rc::new(file),
+            position: range.position,
+            length: range.length,
+        })),
+        Err(error) => {
+            tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
+            Ok(RecordsSource::Memory(host.read_file_range(range)?))
         }
     }
 }

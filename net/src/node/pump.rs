@@ -25,12 +25,41 @@ impl Node {
             }
             first = false;
             self.deliver()?;
-            // Its stages are timed inside (handlers.rs).
-            self.check_produce_waiters()?;
+            // Its stages are timed inside.
+            self.check_waiters()?;
             if !self.parked_releases.is_empty() {
                 self.release_parked_fetches()?;
             }
         }
+    }
+
+    /// Answers what waits on the host's progress: the committed metadata records are applied
+    /// first (a topic may have been created), then the groups, DeleteRecords, voter changes
+    /// and producer id blocks move on, the produce waiters whose records are durable or
+    /// committed are answered (handlers/produce.rs), and the parked consumer fetches whose
+    /// partitions gained committed records (handlers/consumer_fetch.rs). Each stage is timed
+    /// for the stall watch.
+    pub(super) fn check_waiters(&mut self) -> Result<(), NodeError> {
+        let began = Instant::now();
+        self.apply_metadata_records()?;
+        self.stall.part(began, "pump: apply_metadata_records");
+        let began = Instant::now();
+        self.groups_pump()?;
+        self.stall.part(began, "pump: groups");
+        self.answer_delete_records()?;
+        self.answer_voter_changes()?;
+        self.answer_producer_id_blocks()?;
+        self.handlers
+            .produces
+            .check_waiters(&cx!(self), &mut self.stall)?;
+        let began = Instant::now();
+        let lookup = super::metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        let woken = self.handlers.fetches.wake(&mut cx!(self), lookup);
+        self.stall.part(began, "pump: wake_parked_fetches");
+        woken
     }
 }
 

@@ -113,42 +113,6 @@ impl Node {
             .then(|| record.replicas_of(index, &self.configured_voter_ids()))
     }
 
-    /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the
-    /// partition exists (another node is its replica; the client refreshes its metadata and
-    /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.
-    pub(super) fn absent_partition_error(&self, topic: &str, index: i32) -> ErrorCode {
-        // A replica here that a storage error took offline (storage_faults.rs).
-        if self.offline_partition_error(topic, index).is_some() {
-            return ErrorCode::KafkaStorageError;
-        }
-        let exists = self
-            .handlers
-            .topics
-            .image
-            .get(topic)
-            .is_some_and(|t| (0..t.partitions).contains(&index));
-        if exists {
-            ErrorCode::NotLeaderOrFollower
-        } else {
-            ErrorCode::UnknownTopicOrPartition
-        }
-    }
-
-    /// [`Node::absent_partition_error`] for a request naming the topic by id (Fetch v13+).
-    pub(super) fn absent_partition_error_by_id(&self, topic_id: Uuid, index: i32) -> ErrorCode {
-        let name = self
-            .handlers
-            .topics
-            .image
-            .values()
-            .find(|t| t.topic_id == topic_id)
-            .map(|t| t.name.clone());
-        match name {
-            Some(name) => self.absent_partition_error(&name, index),
-            None => ErrorCode::UnknownTopicOrPartition,
-        }
-    }
-
     /// The Metadata entry of partition `index` of `topic`, which this node does not run: what
     /// it last learned, and a lookup queued when that is stale ([`Node::send_leader_lookups`]
     /// sends it).

@@ -337,6 +337,28 @@ impl Node {
         self.expire_forwarded(now);
     }
 
+    /// The API handlers' deadlines: groups, DeleteRecords, voter changes, this voter's own
+    /// endpoint update; produce requests past their timeout and parked fetches past their wait
+    /// are answered.
+    fn handlers_expire(&mut self, now: u64) {
+        if let Err(error) = self.groups_tick(now) {
+            tracing::warn!(%error, "group deadlines");
+        }
+        if let Err(error) = self.answer_delete_records() {
+            tracing::warn!(%error, "DeleteRecords deadlines");
+        }
+        if let Err(error) = self.answer_voter_changes() {
+            tracing::warn!(%error, "voter change deadlines");
+        }
+        self.maybe_send_own_endpoint_update(now);
+        self.handlers.produces.expire(&cx!(self), now);
+        let lookup = super::metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        self.handlers.fetches.expire(&mut cx!(self), lookup, now);
+    }
+
     /// Forwarded admin requests the controller has not answered by their deadline (a paused
     /// or cut-off controller keeps its connection open, so the lane never fails them): the
     /// client's connection is closed, as when no controller is known, and the client retries.

@@ -49,4 +49,17 @@ impl Node {
         tracing::info!("stopped");
         Ok(())
     }
+
+    /// Shutdown: every waiting produce, parked fetch, voter change and group request is
+    /// answered now.
+    fn handlers_fail_all(&mut self, code: crate::protocol::ErrorCode) -> Result<(), NodeError> {
+        self.handlers.produces.fail_all(&cx!(self), code)?;
+        let lookup = super::metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        self.handlers.fetches.answer_all(&mut cx!(self), lookup)?;
+        self.fail_voter_changes(code)?;
+        self.groups_fail_all()
+    }
 }

@@ -92,7 +92,11 @@ impl Node {
         // after any error following an append; an idempotent producer's retry is answered as
         // the duplicate it is).
         for partition in &waiting {
-            self.fail_partition_waiters(*partition, ErrorCode::KafkaStorageError)?;
+            self.handlers.produces.fail_partition(
+                &cx!(self),
+                *partition,
+                ErrorCode::KafkaStorageError,
+            )?;
         }
         self.adopt_offline_partitions()?;
         self.observer.observe_storage_faults(
