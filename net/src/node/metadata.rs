@@ -365,7 +365,7 @@ impl MetadataDraft {
 
     /// The unknown topics the node auto-creates, in the request's order: the position to give
     /// [`MetadataDraft::set_error`] and the name.
-    pub(super) fn to_create(&mut self) -> Vec<(usize, String)> {
+    pub(super) fn take_to_create(&mut self) -> Vec<(usize, String)> {
         std::mem::take(&mut self.to_create)
     }
 

@@ -214,7 +214,7 @@ impl Node {
             version,
             requester,
         );
-        for (position, name) in draft.to_create() {
+        for (position, name) in draft.take_to_create() {
             let error = self.auto_create_topic(&name);
             draft.set_error(position, error);
         }
