@@ -307,7 +307,12 @@ impl Node {
         if target > latest.max(log_start) {
             let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
             // The producers' state outlives their batches: the snapshot carries it.
-            let producer_state = self.producer_state_record(partition, target);
+            let producer_state = self.handlers.producers.state_record(
+                &mut self.host,
+                &self.table,
+                partition,
+                target,
+            );
             self.host
                 .record_empty_snapshot(partition, snapshot_id, now_wall_ms(), producer_state)
                 .map_err(storage_error)?;
@@ -495,7 +500,10 @@ impl Node {
             if !cut {
                 continue;
             }
-            let producer_state = self.producer_state_record(id, target);
+            let producer_state =
+                self.handlers
+                    .producers
+                    .state_record(&mut self.host, &self.table, id, target);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms(), producer_state)?;
             tracing::info!(

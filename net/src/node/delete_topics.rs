@@ -337,7 +337,11 @@ impl Node {
     /// Takes one partition out of the node. Called between work lists (from `pump`), so no
     /// work of the partition is half executed; what still refers to it is dropped here.
     fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
-        self.fail_partition_waiters(id, ErrorCode::UnknownTopicOrPartition)?;
+        self.handlers.produces.fail_partition(
+            &cx!(self),
+            id,
+            ErrorCode::UnknownTopicOrPartition,
+        )?;
         // The host drops the partition's core, queued reports and held messages, and closes
         // its log after its in-flight I/O (other logs' completions stay in the ring).
         let dir = self.host.remove_partition(id);

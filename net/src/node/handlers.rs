@@ -1,30 +1,27 @@
 //! Client requests the node answers itself (not through the quorum's request/response pairs):
-//! ApiVersions, DescribeQuorum, Produce (with acks 0, 1 and all) and consumer Fetch (replica id
-//! -1, read up to the high-watermark, long-polled until it moves).
+//! the dispatch of every client request, ApiVersions, DescribeQuorum, Produce (with acks 0, 1
+//! and all, produce.rs) and consumer Fetch (replica id -1, read up to the high-watermark,
+//! long-polled until it moves, consumer_fetch.rs).
 
-use std::collections::BTreeSet;
+use ringlog_replication as core;
 
-use ringlog_replication::host::HostError;
-use ringlog_replication::{self as core, PartitionId, RaftError};
-
-use super::idempotence::SequenceOutcome;
-use super::produce_validation::{keyless_records, recompress_batches, validate_produce_records};
-use super::topics::is_internal_topic;
+use super::context::Cx;
+use super::metadata::PartitionLookup;
 use super::transport::Responder;
 use super::{Node, NodeError};
 use crate::protocol::ApiKey;
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiVersionsResponse, ErrorCode, Request, RequestHeader, Response, describe_quorum_request,
-    describe_quorum_response as dq, encode_response, produce_request, produce_response,
-    supported_api_versions,
+    describe_quorum_response as dq, encode_response, supported_api_versions,
 };
 use crate::server::ListenerRole;
 
 mod consumer_fetch;
+mod produce;
 
-use consumer_fetch::ParkedConsumerFetch;
-use ringlog_replication::purgatory::Purgatory;
+pub(super) use consumer_fetch::ParkedFetches;
+pub(super) use produce::{ProduceEnv, Produces};
 
 /// The APIs this node answers, at every version the codec speaks. ApiVersions advertises
 /// exactly these: a client must never pick an API we would answer with an empty body.
@@ -91,15 +88,16 @@ pub(crate) fn served_api_versions(
         .collect()
 }
 
-/// Produce requests waiting for durability or the high-watermark, and parked consumer fetches.
+/// The state of the Kafka APIs the node serves: produce requests waiting for durability or
+/// the high-watermark, parked consumer fetches, and each other API's own.
 #[derive(Default)]
 pub(super) struct State {
-    produces: std::collections::HashMap<u64, PendingProduce>,
-    next_produce_id: u64,
-    waiters: Vec<Waiter>,
-    /// Consumer fetches waiting for committed records or their `max_wait_ms`, in arrival order.
-    parked: Purgatory<u64, ParkedConsumerFetch>,
-    next_parked_id: u64,
+    /// Produce requests waiting for durability or the high-watermark (produce.rs).
+    pub(super) produces: Produces,
+    /// Consumer fetches waiting for committed records or their `max_wait_ms`
+    /// (consumer_fetch.rs).
+    pub(super) fetches: ParkedFetches,
+    /// The idempotent producers' state of every partition (idempotence.rs).
     pub(super) producers: super::idempotence::Producers,
     /// This node's producer id blocks, and the blocks it proposed as controller
     /// (producer_ids.rs).
@@ -126,13 +124,8 @@ pub(super) struct State {
 
 impl State {
     pub(super) fn next_deadline_ms(&self) -> u64 {
-        let produce = self
-            .produces
-            .values()
-            .map(|p| p.deadline_ms)
-            .min()
-            .unwrap_or(u64::MAX);
-        let parked = self.parked.next_deadline_ms();
+        let produce = self.produces.next_deadline_ms();
+        let parked = self.fetches.next_deadline_ms();
         produce
             .min(parked)
             .min(self.admin.next_deadline_ms())
@@ -140,34 +133,6 @@ impl State {
             .min(self.delete_records.next_deadline_ms())
             .min(self.voter_changes.next_deadline_ms())
     }
-}
-
-struct PendingProduce {
-    responder: Responder,
-    correlation_id: i32,
-    version: i16,
-    topics: Vec<(String, Uuid, Vec<ProduceAnswer>)>,
-    deadline_ms: u64,
-}
-
-#[derive(Clone)]
-struct ProduceAnswer {
-    index: i32,
-    answer: Option<(ErrorCode, i64, Option<String>)>,
-    /// Produce v8+'s RecordErrors: the records that made an INVALID_RECORD answer, by index.
-    record_errors: Vec<produce_response::BatchIndexAndErrorMessage>,
-}
-
-/// A produced batch range waiting for acks=1 (durable locally) or acks=all (committed).
-struct Waiter {
-    produce: u64,
-    topic: usize,
-    part: usize,
-    partition: PartitionId,
-    base_offset: u64,
-    last_offset: u64,
-    acks_all: bool,
-    leader_epoch: u32,
 }
 
 impl Node {
@@ -201,7 +166,12 @@ impl Node {
         }
         let response = match request {
             Request::InitProducerId(r) => {
-                let response = self.handle_init_producer_id(&r);
+                let response = super::idempotence::handle_init_producer_id(&r, || {
+                    let mut cx = cx!(self);
+                    self.handlers
+                        .producer_ids
+                        .claim_producer_id(&mut cx, &mut self.handlers.producer_id_control)
+                });
                 // It may have asked for a producer id block (producer_ids.rs).
                 self.after_call()?;
                 Response::InitProducerId(response)
@@ -213,13 +183,60 @@ impl Node {
             }),
             Request::Metadata(r) => return self.answer_metadata(responder, &header, r),
             Request::ListOffsets(r) => {
-                Response::ListOffsets(self.handle_list_offsets(&r, &requester))
+                let lookup = PartitionLookup {
+                    topics: &self.handlers.topics,
+                    offline: &self.offline,
+                };
+                let response =
+                    super::metadata::handle_list_offsets(&mut cx!(self), lookup, &r, &requester);
+                Response::ListOffsets(response)
             }
             Request::OffsetForLeaderEpoch(r) => {
-                Response::OffsetForLeaderEpoch(self.handle_offset_for_leader_epoch(&r))
+                let lookup = PartitionLookup {
+                    topics: &self.handlers.topics,
+                    offline: &self.offline,
+                };
+                let response =
+                    super::metadata::handle_offset_for_leader_epoch(&cx!(self), lookup, &r);
+                Response::OffsetForLeaderEpoch(response)
             }
-            Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
-            Request::Produce(r) => return self.handle_produce(responder, &header, r),
+            Request::DescribeQuorum(r) => {
+                Response::DescribeQuorum(describe_quorum(&cx!(self), self.started_wall_ms, &r))
+            }
+            Request::Produce(r) => {
+                let message_max_bytes = self
+                    .handlers
+                    .broker_configs
+                    .message_max_bytes(&self.config)
+                    .0;
+                let mut call = self.handlers.produces.begin(responder, &header, r);
+                // Each append's output is delivered before the next partition is looked at,
+                // and before any answer.
+                loop {
+                    let mut cx = cx!(self);
+                    let mut env = ProduceEnv {
+                        producers: &mut self.handlers.producers,
+                        stall: &mut self.stall,
+                        lookup: PartitionLookup {
+                            topics: &self.handlers.topics,
+                            offline: &self.offline,
+                        },
+                        message_max_bytes,
+                        shutting_down: self.shutdown_until_ms.is_some(),
+                    };
+                    if !call.next_partition(&mut cx, &mut env) {
+                        break;
+                    }
+                    let delivered = self.deliver();
+                    call.delivered(delivered);
+                }
+                let now = self.now_ms();
+                let Some(id) = self.handlers.produces.finish(call, now) else {
+                    return Ok(());
+                };
+                self.check_waiters()?;
+                return self.handlers.produces.maybe_complete(&cx!(self), id);
+            }
             Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
             Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
             Request::DescribeConfigs(r) => {
@@ -277,7 +294,7 @@ impl Node {
                 return self.after_call();
             }
             Request::DescribeCluster(r) => {
-                let brokers = self.metadata_brokers();
+                let brokers = super::metadata::metadata_brokers(&self.config, self.metadata_raft());
                 Response::DescribeCluster(super::describe_cluster::handle_describe_cluster(
                     &cx!(self),
                     &r,
@@ -298,7 +315,23 @@ impl Node {
                     )?;
                 return self.after_call();
             }
-            Request::Fetch(r) => return self.consumer_fetch(responder, &header, r, true),
+            Request::Fetch(r) => {
+                let lookup = PartitionLookup {
+                    topics: &self.handlers.topics,
+                    offline: &self.offline,
+                };
+                let shutting_down = self.shutdown_until_ms.is_some();
+                let mut cx = cx!(self);
+                return self.handlers.fetches.consumer_fetch(
+                    &mut cx,
+                    lookup,
+                    shutting_down,
+                    responder,
+                    &header,
+                    r,
+                    true,
+                );
+            }
             r @ (Request::AddRaftVoter(_)
             | Request::RemoveRaftVoter(_)
             | Request::UpdateRaftVoter(_)) => {
@@ -325,7 +358,9 @@ impl Node {
             }
             r if super::groups::is_group_request(&r) => {
                 let brokers = match r {
-                    Request::FindCoordinator(_) => self.metadata_brokers(),
+                    Request::FindCoordinator(_) => {
+                        super::metadata::metadata_brokers(&self.config, self.metadata_raft())
+                    }
                     _ => Vec::new(),
                 };
                 let env = super::groups::GroupsEnv {
@@ -362,551 +397,105 @@ impl Node {
         responder.send(Some(frame));
         Ok(())
     }
+}
 
-    // ---- DescribeQuorum ---------------------------------------------------------------------
+// ---- DescribeQuorum ---------------------------------------------------------------------
 
-    fn describe_quorum(
-        &self,
-        request: &describe_quorum_request::DescribeQuorumRequest,
-    ) -> dq::DescribeQuorumResponse {
-        let wall = |ms: Option<u64>| ms.map_or(-1, |ms| (self.started_wall_ms + ms) as i64);
-        // KIP-853: a voter's directory id is the one its voter set records, an observer's the
-        // one it fetched with (the core's `describe_quorum`): a voter's id fetching from a
-        // replaced disk shows as an observer with the new directory id.
-        let replica = |r: &core::ReplicaState| dq::ReplicaState {
-            replica_id: r.replica_id,
-            replica_directory_id: Uuid(r.replica_directory_id),
-            log_end_offset: r.log_end_offset.map_or(-1, |o| o as i64),
-            last_fetch_timestamp: wall(r.last_fetch_timestamp_ms),
-            last_caught_up_timestamp: wall(r.last_caught_up_timestamp_ms),
-        };
-        let topics = request
-            .topics
-            .iter()
-            .map(|t| dq::TopicData {
-                topic_name: t.topic_name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let found = self
-                            .table
-                            .find(&t.topic_name, p.partition_index)
-                            .and_then(|id| self.host.raft(id));
-                        match found {
-                            None => dq::PartitionData {
-                                partition_index: p.partition_index,
-                                error_code: ErrorCode::UnknownTopicOrPartition.code(),
-                                leader_id: -1,
-                                leader_epoch: -1,
-                                high_watermark: -1,
-                                ..Default::default()
-                            },
-                            Some(raft) => {
-                                let d = raft.describe_quorum();
-                                dq::PartitionData {
-                                    partition_index: p.partition_index,
-                                    error_code: d.error_code.code(),
-                                    leader_id: d.leader_id.unwrap_or(-1),
-                                    leader_epoch: d.leader_epoch as i32,
-                                    high_watermark: d.high_watermark as i64,
-                                    current_voters: d.current_voters.iter().map(replica).collect(),
-                                    observers: d.observers.iter().map(replica).collect(),
-                                    ..Default::default()
-                                }
-                            }
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        dq::DescribeQuorumResponse {
-            error_code: 0,
-            topics,
-            nodes: self.quorum_nodes(),
-            ..Default::default()
-        }
-    }
-
-    /// DescribeQuorum v2's Nodes: every voter of the metadata quorum in force (KIP-853), with
-    /// the endpoints its VotersRecord gave, or its `controller.quorum.voters` address.
-    fn quorum_nodes(&self) -> Vec<dq::Node> {
-        let voters = self.metadata_raft().voter_set().clone();
-        voters
-            .voters()
-            .iter()
-            .filter_map(|(&id, info)| {
-                let listeners: Vec<dq::Listener> = if info.endpoints.is_empty() {
-                    let configured = self.config.quorum_voters.iter().find(|v| v.node_id == id)?;
-                    vec![dq::Listener {
-                        name: self.config.controller_listener_name().to_string(),
-                        host: configured.host.clone(),
-                        port: configured.port,
-                    }]
-                } else {
-                    info.endpoints
-                        .iter()
-                        .map(|e| dq::Listener {
-                            name: e.name.clone(),
-                            host: e.host.clone(),
-                            port: e.port,
-                        })
-                        .collect()
-                };
-                Some(dq::Node {
-                    node_id: id,
-                    listeners,
-                })
-            })
-            .collect()
-    }
-
-    // ---- Produce ----------------------------------------------------------------------------
-
-    fn handle_produce(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: produce_request::ProduceRequest,
-    ) -> Result<(), NodeError> {
-        let acks = request.acks;
-        let requester = responder.requester();
-        let id = self.handlers.next_produce_id;
-        self.handlers.next_produce_id += 1;
-        let mut topics = Vec::new();
-        let mut waiters = Vec::new();
-        for (topic_index, topic) in request.topic_data.iter().enumerate() {
-            let mut answers = Vec::new();
-            for (part_index, data) in topic.partition_data.iter().enumerate() {
-                let mut answer = ProduceAnswer {
-                    index: data.index,
-                    answer: None,
-                    record_errors: Vec::new(),
-                };
-                let partition = self.table.find(&topic.name, data.index);
-                let result: Result<(), (ErrorCode, Option<String>)> = (|| {
-                    if !matches!(acks, -1..=1) {
-                        return Err((ErrorCode::InvalidRequiredAcks, None));
-                    }
-                    if !self.allowed(&requester, ApiKey::Produce, &topic.name) {
-                        return Err((ErrorCode::TopicAuthorizationFailed, None));
-                    }
-                    // Internal state is written only by the node: a topic record produced to
-                    // `__cluster_metadata` would create, replace or delete a topic on every
-                    // node, past CreateTopics and DeleteTopics.
-                    if is_internal_topic(&topic.name) {
-                        let message = format!("Cannot append to internal topic {}", topic.name);
-                        return Err((ErrorCode::InvalidTopicException, Some(message)));
-                    }
-                    let Some(partition) = partition else {
-                        return Err((self.absent_partition_error(&topic.name, data.index), None));
-                    };
-                    // Internal state is written by the node only (docs/groups.md).
-                    if topic.name == crate::groups::offsets::OFFSETS_TOPIC {
-                        return Err((
-                            ErrorCode::InvalidTopicException,
-                            Some(
-                                "__consumer_offsets is written by the group coordinator only"
-                                    .into(),
-                            ),
-                        ));
-                    }
-                    if self.shutdown_until_ms.is_some() {
-                        return Err((ErrorCode::NotLeaderOrFollower, None));
-                    }
-                    // Out of disk space: nothing more is appended until a retried flush gets
-                    // through (storage_faults.rs); reads and other partitions go on.
-                    if self.host.waiting_for_space(partition) {
-                        let message = format!(
-                            "{}-{} is waiting for disk space (ENOSPC)",
-                            topic.name, data.index
-                        );
-                        return Err((ErrorCode::KafkaStorageError, Some(message)));
-                    }
-                    let batches = validate_produce_records(
-                        data.records.as_ref(),
-                        self.produce_max_batch_bytes(partition),
-                    )
-                    .map_err(|(code, message)| (code, Some(message)))?;
-                    // Kafka's rule for a compacted topic: no record without a key. The whole
-                    // Produce partition is refused, the keyless records named (librdkafka fails
-                    // those with INVALID_RECORD and the others with _INVALID_DIFFERENT_RECORD).
-                    if self
-                        .topic_config(partition)
-                        .is_some_and(|c| c.cleanup_policy.requires_keys())
-                    {
-                        let keyless = keyless_records(&batches)
-                            .map_err(|(code, message)| (code, Some(message)))?;
-                        if !keyless.is_empty() {
-                            let message = format!(
-                                "Compacted topic cannot accept message without key in topic partition {}-{}.",
-                                topic.name, data.index
-                            );
-                            answer.record_errors = keyless
-                                .iter()
-                                .map(|&batch_index| produce_response::BatchIndexAndErrorMessage {
-                                    batch_index,
-                                    batch_index_error_message: Some(message.clone()),
-                                })
-                                .collect();
-                            let summary = format!(
-                                "One or more records have been rejected due to {} record errors in total",
-                                keyless.len()
-                            );
-                            return Err((ErrorCode::InvalidRecord, Some(summary)));
-                        }
-                    }
-                    // The topic's `compression.type`: batches stored in its codec.
-                    let codec = self
-                        .topic_config(partition)
-                        .and_then(|c| c.compression_type.codec());
-                    let batches =
-                        recompress_batches(batches, codec, self.produce_max_batch_bytes(partition))
-                            .map_err(|(code, message)| (code, Some(message)))?;
-                    let leading = self.host.raft(partition).is_some_and(|r| r.is_leader());
-                    if leading {
-                        match self
-                            .check_producer_sequences(partition, &batches)
-                            .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?
-                        {
-                            SequenceOutcome::Append => {}
-                            SequenceOutcome::Duplicate {
-                                base_offset,
-                                last_offset,
-                            } => {
-                                let raft = self.host.raft(partition).expect("hosted");
-                                if acks == 0 {
-                                    answer.answer =
-                                        Some((ErrorCode::None, base_offset as i64, None));
-                                } else {
-                                    waiters.push(Waiter {
-                                        produce: id,
-                                        topic: topic_index,
-                                        part: part_index,
-                                        partition,
-                                        base_offset,
-                                        last_offset,
-                                        acks_all: acks == -1,
-                                        leader_epoch: raft.epoch(),
-                                    });
-                                }
-                                return Ok(());
-                            }
-                            SequenceOutcome::Refused(code) => return Err((code, None)),
-                        }
-                    }
-                    let now = self.now_ms();
-                    let appended = match self.host.append(now, partition, batches) {
-                        Ok(ok) => ok,
-                        Err(HostError::Raft(RaftError::NotLeader { .. })) => {
-                            return Err((ErrorCode::NotLeaderOrFollower, None));
-                        }
-                        Err(HostError::Raft(error)) => {
-                            return Err((ErrorCode::InvalidRecord, Some(error.to_string())));
-                        }
-                        Err(HostError::Storage(error)) => {
-                            return Err((ErrorCode::KafkaStorageError, Some(error.to_string())));
-                        }
-                    };
-                    self.deliver()
-                        .map_err(|e| (ErrorCode::KafkaStorageError, Some(e.to_string())))?;
-                    if acks == 0 {
-                        answer.answer = Some((ErrorCode::None, appended.base_offset as i64, None));
-                    } else {
-                        waiters.push(Waiter {
-                            produce: id,
-                            topic: topic_index,
-                            part: part_index,
-                            partition,
-                            base_offset: appended.base_offset,
-                            last_offset: appended.last_offset,
-                            acks_all: acks == -1,
-                            leader_epoch: appended.leader_epoch,
-                        });
-                    }
-                    Ok(())
-                })();
-                if let Err((code, message)) = result {
-                    answer.answer = Some((code, -1, message));
-                }
-                answers.push(answer);
-            }
-            topics.push((topic.name.clone(), topic.topic_id, answers));
-        }
-        if acks == 0 {
-            // Kafka sends no response to acks=0; the slot is freed so later answers flow.
-            responder.send(None);
-            return Ok(());
-        }
-        self.handlers.waiters.extend(waiters);
-        let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
-        self.handlers.produces.insert(
-            id,
-            PendingProduce {
-                responder,
-                correlation_id: header.correlation_id,
-                version: header.api_version,
-                topics,
-                deadline_ms: self.now_ms() + timeout_ms,
-            },
-        );
-        self.check_produce_waiters()?;
-        self.maybe_complete_produce(id)
-    }
-
-    /// Answers the produce waiters whose records are durable (acks=1) or committed (acks=all),
-    /// and fails those whose leader lost its epoch: records appended in a lost epoch may be
-    /// replaced, so the high-watermark passing their offsets proves nothing about them.
-    pub(super) fn check_produce_waiters(&mut self) -> Result<(), NodeError> {
-        // Committed metadata records first: a topic may have been created.
-        let began = std::time::Instant::now();
-        self.apply_metadata_records()?;
-        self.stall.part(began, "pump: apply_metadata_records");
-        let began = std::time::Instant::now();
-        let env = super::groups::GroupsEnv {
-            topics: &self.handlers.topics,
-            message_max_bytes: self
-                .handlers
-                .broker_configs
-                .message_max_bytes(&self.config)
-                .0,
-        };
-        let call = self.handlers.groups.pump(&mut cx!(self), env);
-        let after = self.after_call();
-        call.and(after)?;
-        self.stall.part(began, "pump: groups");
-        self.answer_delete_records()?;
-        self.answer_voter_changes()?;
-        self.handlers
-            .producer_id_control
-            .answer_blocks(&cx!(self), &mut self.handlers.producer_ids)?;
-        let began = std::time::Instant::now();
-        let mut touched = Vec::new();
-        let mut index = 0;
-        while index < self.handlers.waiters.len() {
-            let w = &self.handlers.waiters[index];
-            // A partition taken offline meanwhile: storage_faults.rs answers its waiters.
-            let (Some(raft), Some(store)) =
-                (self.host.raft(w.partition), self.host.store(w.partition))
-            else {
-                index += 1;
-                continue;
-            };
-            let outcome = if !raft.is_leader() || raft.epoch() != w.leader_epoch {
-                Some(ErrorCode::NotLeaderOrFollower)
-            } else if (w.acks_all && store.high_watermark > w.last_offset)
-                || (!w.acks_all && store.log.durable_end_offset() as u64 > w.last_offset)
-            {
-                Some(ErrorCode::None)
-            } else {
-                None
-            };
-            match outcome {
-                None => index += 1,
-                Some(code) => {
-                    let w = self.handlers.waiters.swap_remove(index);
-                    let base = if code == ErrorCode::None {
-                        w.base_offset as i64
-                    } else {
-                        -1
-                    };
-                    if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
-                        p.topics[w.topic].2[w.part].answer = Some((code, base, None));
-                    }
-                    touched.push(w.produce);
-                }
-            }
-        }
-        self.stall.part(began, "pump: produce waiters");
-        let began = std::time::Instant::now();
-        for id in touched {
-            self.maybe_complete_produce(id)?;
-        }
-        self.stall.part(began, "pump: produce responses");
-        let began = std::time::Instant::now();
-        let woken = self.wake_parked_fetches();
-        self.stall.part(began, "pump: wake_parked_fetches");
-        woken
-    }
-
-    fn maybe_complete_produce(&mut self, id: u64) -> Result<(), NodeError> {
-        let done = self.handlers.produces.get(&id).is_some_and(|p| {
-            p.topics
+/// DescribeQuorum of the partitions asked (`started_wall_ms`: the node clock's zero on the
+/// wall clock, for the timestamps).
+fn describe_quorum(
+    cx: &Cx,
+    started_wall_ms: u64,
+    request: &describe_quorum_request::DescribeQuorumRequest,
+) -> dq::DescribeQuorumResponse {
+    let wall = |ms: Option<u64>| ms.map_or(-1, |ms| (started_wall_ms + ms) as i64);
+    // KIP-853: a voter's directory id is the one its voter set records, an observer's the
+    // one it fetched with (the core's `describe_quorum`): a voter's id fetching from a
+    // replaced disk shows as an observer with the new directory id.
+    let replica = |r: &core::ReplicaState| dq::ReplicaState {
+        replica_id: r.replica_id,
+        replica_directory_id: Uuid(r.replica_directory_id),
+        log_end_offset: r.log_end_offset.map_or(-1, |o| o as i64),
+        last_fetch_timestamp: wall(r.last_fetch_timestamp_ms),
+        last_caught_up_timestamp: wall(r.last_caught_up_timestamp_ms),
+    };
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| dq::TopicData {
+            topic_name: t.topic_name.clone(),
+            partitions: t
+                .partitions
                 .iter()
-                .all(|(_, _, parts)| parts.iter().all(|a| a.answer.is_some()))
-        });
-        if done {
-            let p = self.handlers.produces.remove(&id).expect("checked");
-            self.send_produce_response(p)?;
-        }
-        Ok(())
-    }
-
-    fn send_produce_response(&mut self, p: PendingProduce) -> Result<(), NodeError> {
-        let mut leaders_named = BTreeSet::new();
-        let responses = p
-            .topics
-            .into_iter()
-            .map(
-                |(name, topic_id, parts)| produce_response::TopicProduceResponse {
-                    partition_responses: parts
-                        .into_iter()
-                        .map(|a| {
-                            let (code, base_offset, message) =
-                                a.answer.unwrap_or((ErrorCode::RequestTimedOut, -1, None));
-                            // KIP-951: a partition refused because this node does not lead it
-                            // names the leader it knows, so the client redirects without a
-                            // metadata round trip. (Until 2026-12-02 this named the metadata
-                            // partition's leader, whatever the topic: a client sent its retry to
-                            // the wrong node.)
-                            let redirect = matches!(
-                                code,
-                                ErrorCode::NotLeaderOrFollower | ErrorCode::FencedLeaderEpoch
-                            );
-                            let partition = if name.is_empty() {
-                                self.table.find_by_id(topic_id, a.index)
-                            } else {
-                                self.table.find(&name, a.index)
-                            };
-                            let leader = partition
-                                .filter(|_| redirect)
-                                .and_then(|id| self.host.raft(id))
-                                .map(|r| r.leader_and_epoch());
-                            if let Some(id) = leader.and_then(|l| l.leader_id) {
-                                leaders_named.insert(id);
-                            }
-                            produce_response::PartitionProduceResponse {
-                                index: a.index,
-                                error_code: code.code(),
-                                base_offset,
-                                log_start_offset: 0,
-                                error_message: message,
-                                record_errors: a.record_errors,
-                                current_leader: produce_response::LeaderIdAndEpoch {
-                                    leader_id: leader.and_then(|l| l.leader_id).unwrap_or(-1),
-                                    leader_epoch: leader.map_or(-1, |l| l.leader_epoch as i32),
-                                },
+                .map(|p| {
+                    let found = cx
+                        .table
+                        .find(&t.topic_name, p.partition_index)
+                        .and_then(|id| cx.host.raft(id));
+                    match found {
+                        None => dq::PartitionData {
+                            partition_index: p.partition_index,
+                            error_code: ErrorCode::UnknownTopicOrPartition.code(),
+                            leader_id: -1,
+                            leader_epoch: -1,
+                            high_watermark: -1,
+                            ..Default::default()
+                        },
+                        Some(raft) => {
+                            let d = raft.describe_quorum();
+                            dq::PartitionData {
+                                partition_index: p.partition_index,
+                                error_code: d.error_code.code(),
+                                leader_id: d.leader_id.unwrap_or(-1),
+                                leader_epoch: d.leader_epoch as i32,
+                                high_watermark: d.high_watermark as i64,
+                                current_voters: d.current_voters.iter().map(replica).collect(),
+                                observers: d.observers.iter().map(replica).collect(),
                                 ..Default::default()
                             }
-                        })
-                        .collect(),
-                    name,
-                    topic_id,
-                },
-            )
-            .collect();
-        // KIP-951: the endpoints of the leaders named above.
-        let node_endpoints = self
-            .metadata_brokers()
-            .into_iter()
-            .filter(|b| leaders_named.contains(&b.node_id))
-            .map(|b| produce_response::NodeEndpoint {
-                node_id: b.node_id,
-                host: b.host,
-                port: b.port,
-                rack: b.rack,
+                        }
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    dq::DescribeQuorumResponse {
+        error_code: 0,
+        topics,
+        nodes: quorum_nodes(cx),
+        ..Default::default()
+    }
+}
+
+/// DescribeQuorum v2's Nodes: every voter of the metadata quorum in force (KIP-853), with
+/// the endpoints its VotersRecord gave, or its `controller.quorum.voters` address.
+fn quorum_nodes(cx: &Cx) -> Vec<dq::Node> {
+    let voters = cx.metadata_raft().voter_set().clone();
+    voters
+        .voters()
+        .iter()
+        .filter_map(|(&id, info)| {
+            let listeners: Vec<dq::Listener> = if info.endpoints.is_empty() {
+                let configured = cx.config.quorum_voters.iter().find(|v| v.node_id == id)?;
+                vec![dq::Listener {
+                    name: cx.config.controller_listener_name().to_string(),
+                    host: configured.host.clone(),
+                    port: configured.port,
+                }]
+            } else {
+                info.endpoints
+                    .iter()
+                    .map(|e| dq::Listener {
+                        name: e.name.clone(),
+                        host: e.host.clone(),
+                        port: e.port,
+                    })
+                    .collect()
+            };
+            Some(dq::Node {
+                node_id: id,
+                listeners,
             })
-            .collect();
-        let response = Response::Produce(produce_response::ProduceResponse {
-            responses,
-            node_endpoints,
-            ..Default::default()
-        });
-        let frame = encode_response(p.correlation_id, p.version, &response)?;
-        p.responder.send(Some(frame));
-        Ok(())
-    }
-
-    /// Produce requests past their timeout and parked fetches past their wait are answered.
-    pub(super) fn handlers_expire(&mut self, now: u64) {
-        let env = super::groups::GroupsEnv {
-            topics: &self.handlers.topics,
-            message_max_bytes: self
-                .handlers
-                .broker_configs
-                .message_max_bytes(&self.config)
-                .0,
-        };
-        let call = self.handlers.groups.tick(&mut cx!(self), env, now);
-        let after = self.after_call();
-        if let Err(error) = call.and(after) {
-            tracing::warn!(%error, "group deadlines");
-        }
-        if let Err(error) = self.answer_delete_records() {
-            tracing::warn!(%error, "DeleteRecords deadlines");
-        }
-        if let Err(error) = self.answer_voter_changes() {
-            tracing::warn!(%error, "voter change deadlines");
-        }
-        let mut cx = cx!(self);
-        self.handlers.own_endpoint.maybe_send_update(&mut cx);
-        if let Err(error) = self.after_call() {
-            tracing::warn!(%error, "sending UpdateRaftVoter");
-        }
-        let expired: Vec<u64> = self
-            .handlers
-            .produces
-            .iter()
-            .filter(|(_, p)| p.deadline_ms <= now)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in expired {
-            self.handlers.waiters.retain(|w| w.produce != id);
-            let p = self.handlers.produces.remove(&id).expect("listed");
-            if let Err(error) = self.send_produce_response(p) {
-                tracing::warn!(%error, "answering an expired produce");
-            }
-        }
-        for (_, parked) in self.handlers.parked.take_due(now, |_, _| false) {
-            if let Err(error) = self.answer_parked(parked) {
-                tracing::warn!(%error, "answering a parked fetch");
-            }
-        }
-    }
-
-    /// Shutdown: every waiting produce and parked fetch is answered now.
-    /// Fails the produce waiters of one partition (its topic is being deleted, topics.rs).
-    pub(super) fn fail_partition_waiters(
-        &mut self,
-        partition: PartitionId,
-        code: ErrorCode,
-    ) -> Result<(), NodeError> {
-        let (failed, kept) = std::mem::take(&mut self.handlers.waiters)
-            .into_iter()
-            .partition(|w| w.partition == partition);
-        self.handlers.waiters = kept;
-        let mut touched = Vec::new();
-        for w in failed {
-            if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
-                p.topics[w.topic].2[w.part]
-                    .answer
-                    .get_or_insert((code, -1, None));
-            }
-            touched.push(w.produce);
-        }
-        for id in touched {
-            self.maybe_complete_produce(id)?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn handlers_fail_all(&mut self, code: ErrorCode) -> Result<(), NodeError> {
-        let waiters = std::mem::take(&mut self.handlers.waiters);
-        for w in waiters {
-            if let Some(p) = self.handlers.produces.get_mut(&w.produce) {
-                p.topics[w.topic].2[w.part]
-                    .answer
-                    .get_or_insert((code, -1, None));
-            }
-        }
-        let ids: Vec<u64> = self.handlers.produces.keys().copied().collect();
-        for id in ids {
-            self.maybe_complete_produce(id)?;
-        }
-        for (_, parked) in self.handlers.parked.take_all() {
-            self.answer_parked(parked)?;
-        }
-        self.handlers.voter_changes.fail_all(code)?;
-        self.handlers.groups.fail_all()
-    }
+        })
+        .collect()
 }

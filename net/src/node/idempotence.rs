@@ -2,7 +2,7 @@
 //! Produce on a leader checks its batches' sequences against the partition's producer state
 //! (producer_state.rs). The state is read from the log once per process and then follows the
 //! log: every append (as leader or follower), high-watermark move and truncation the node
-//! executes updates it (`track_*`, called from `Node::execute`).
+//! executes updates it ([`Producers`]' `track_*`, called from `Node::deliver`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,9 +12,14 @@ use ringlog_engine::batch::{BatchIter, RecordBatch};
 use ringlog_replication::host::StorageError;
 use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Host;
+
+use super::NodeError;
+use super::convert::PartitionTable;
+use super::observe::StallWatch;
 use super::producer_state::{PartitionProducers, ProducerBatch, SequenceCheck};
 use super::producer_state_file::{self, SavedProducerState};
-use super::{Node, NodeError};
 use crate::protocol::{
     ErrorCode, init_producer_id_request as ipi_req, init_producer_id_response as ipi_resp,
 };
@@ -166,10 +171,14 @@ fn producer_fields(batch: &RecordBatch) -> Option<ProducerBatch> {
     })
 }
 
-impl Node {
-    /// Checks a Produce partition's batches (already validated) against the producer state.
-    pub(super) fn check_producer_sequences(
+impl Producers {
+    /// Checks a Produce partition's batches (already validated) against the producer state
+    /// (read from the log first if this process has not read it yet, timed for the stall
+    /// watch).
+    pub(super) fn check_sequences(
         &mut self,
+        host: &mut Host<AnyIo>,
+        stall: &mut StallWatch,
         partition: PartitionId,
         batches: &[Bytes],
     ) -> Result<SequenceOutcome, NodeError> {
@@ -196,16 +205,9 @@ impl Node {
             return Ok(SequenceOutcome::Refused(ErrorCode::InvalidRecord));
         }
         let began = std::time::Instant::now();
-        self.ensure_producer_state(partition)?;
-        self.stall
-            .part(began, "produce: producer state read from the log");
-        let table = self
-            .handlers
-            .producers
-            .tables
-            .get(&partition)
-            .expect("built above")
-            .current();
+        self.ensure(host, partition)?;
+        stall.part(began, "produce: producer state read from the log");
+        let table = self.tables.get(&partition).expect("built above").current();
         if let [(_, f)] = fields.as_slice()
             && batches.len() == 1
         {
@@ -266,7 +268,7 @@ impl Node {
         base_offset: u64,
         batches: &[Bytes],
     ) {
-        let Some(producers) = self.handlers.producers.tables.get_mut(&partition) else {
+        let Some(producers) = self.tables.get_mut(&partition) else {
             return;
         };
         // Batches are appended back to back: each starts after the previous one's records.
@@ -287,7 +289,7 @@ impl Node {
 
     /// A follower append of fetched `records` (stamped by the leader).
     pub(super) fn track_follower_append(&mut self, partition: PartitionId, records: &Bytes) {
-        let Some(producers) = self.handlers.producers.tables.get_mut(&partition) else {
+        let Some(producers) = self.tables.get_mut(&partition) else {
             return;
         };
         for batch in BatchIter::new(records.clone()) {
@@ -299,7 +301,7 @@ impl Node {
     }
 
     pub(super) fn track_high_watermark(&mut self, partition: PartitionId, high_watermark: u64) {
-        if let Some(producers) = self.handlers.producers.tables.get_mut(&partition) {
+        if let Some(producers) = self.tables.get_mut(&partition) {
             producers.high_watermark_advanced(high_watermark);
         }
     }
@@ -310,11 +312,12 @@ impl Node {
     /// retry of a batch the snapshot replaced as the leader would), or is read again.
     pub(super) fn track_truncation(
         &mut self,
+        host: &Host<AnyIo>,
         partition: PartitionId,
         end_offset: u64,
         replaced: bool,
     ) {
-        if replaced && let Some(store) = self.host.store(partition) {
+        if replaced && let Some(store) = host.store(partition) {
             let carried = store
                 .snapshots
                 .producer_state
@@ -328,14 +331,14 @@ impl Node {
                     batches = state.batches.len(),
                     "producer state taken from the installed snapshot"
                 );
-                self.handlers.producers.tables.insert(
+                self.tables.insert(
                     partition,
                     PartitionProducers::from_saved(&state, high_watermark),
                 );
                 return;
             }
         }
-        let tables = &mut self.handlers.producers.tables;
+        let tables = &mut self.tables;
         let Some(producers) = tables.get_mut(&partition) else {
             return;
         };
@@ -348,20 +351,19 @@ impl Node {
     /// (`Host::preopen`), so its first idempotent Produce after the partition starts (often on a
     /// leader just elected) does not read the whole log on the loop. Nothing appends to the
     /// partition before it starts, so the state is current then.
-    pub(super) fn read_preopened_producer_state(
+    pub(super) fn read_preopened(
         &mut self,
+        host: &mut Host<AnyIo>,
         dir: &std::path::Path,
     ) -> Result<(), NodeError> {
-        let Some((start, end, high_watermark)) = self.host.preopened_bounds(dir) else {
+        let Some((start, end, high_watermark)) = host.preopened_bounds(dir) else {
             return Ok(());
         };
         let snapshot_state = snapshot_producer_state(
             dir,
-            self.host
-                .preopened_store(dir)
+            host.preopened_store(dir)
                 .and_then(|store| store.snapshots.producer_state.as_ref()),
         );
-        let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read_preopened(dir, offset, REBUILD_CHUNK_BYTES),
             dir,
@@ -371,41 +373,34 @@ impl Node {
             high_watermark,
         )
         .map_err(NodeError::Storage)?;
-        self.handlers
-            .producers
-            .preopened
-            .insert(dir.to_path_buf(), rebuilt);
+        self.preopened.insert(dir.to_path_buf(), rebuilt);
         Ok(())
     }
 
     /// A partition started from a preopened folder takes the producer state read with it.
-    pub(super) fn adopt_preopened_producer_state(
-        &mut self,
-        partition: PartitionId,
-        dir: &std::path::Path,
-    ) {
-        if let Some(table) = self.handlers.producers.preopened.remove(dir) {
-            self.handlers.producers.tables.insert(partition, table);
+    pub(super) fn adopt_preopened(&mut self, partition: PartitionId, dir: &std::path::Path) {
+        if let Some(table) = self.preopened.remove(dir) {
+            self.tables.insert(partition, table);
         }
     }
 
     /// Reads a partition's producer state from its log if it was not read yet in this process
     /// (once: from then on the `track_*` calls keep it current).
-    pub(super) fn ensure_producer_state(
+    pub(super) fn ensure(
         &mut self,
+        host: &mut Host<AnyIo>,
         partition: PartitionId,
     ) -> Result<(), NodeError> {
-        if self.handlers.producers.tables.contains_key(&partition) {
+        if self.tables.contains_key(&partition) {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let store = self.host.store(partition).expect("hosted partition");
+        let store = host.store(partition).expect("hosted partition");
         let start = store.log.log_start_offset() as u64;
         let end = store.log.log_end_offset() as u64;
         let high_watermark = store.high_watermark;
         let dir = store.dir.clone();
         let snapshot_state = snapshot_producer_state(&dir, store.snapshots.producer_state.as_ref());
-        let host = &mut self.host;
         let rebuilt = rebuild(
             |offset| host.read(partition, offset, REBUILD_CHUNK_BYTES),
             &dir,
@@ -422,7 +417,7 @@ impl Node {
             took_ms = started.elapsed().as_millis() as u64,
             "producer state read from the log"
         );
-        self.handlers.producers.tables.insert(partition, rebuilt);
+        self.tables.insert(partition, rebuilt);
         Ok(())
     }
 
@@ -434,21 +429,21 @@ impl Node {
     /// metadata partition's snapshots keep Kafka's layout. `None` too when the state cannot be
     /// read (logged): the snapshot then goes without it, as snapshots written before it existed,
     /// and a replica that installs it reads the state from the log after it.
-    pub(super) fn producer_state_record(
+    pub(super) fn state_record(
         &mut self,
+        host: &mut Host<AnyIo>,
+        table: &PartitionTable,
         partition: PartitionId,
         end_offset: u64,
     ) -> Option<Bytes> {
-        if super::topics::is_internal_topic(&self.table.get(partition).topic) {
+        if super::topics::is_internal_topic(&table.get(partition).topic) {
             return None;
         }
-        if let Err(error) = self.ensure_producer_state(partition) {
+        if let Err(error) = self.ensure(host, partition) {
             tracing::error!(partition, %error, "reading the producer state for a snapshot failed");
             return None;
         }
         let state = self
-            .handlers
-            .producers
             .tables
             .get(&partition)
             .expect("built above")
@@ -459,11 +454,10 @@ impl Node {
     /// Kafka's `producer.id.expiration.ms`: every partition forgets the producers it has not
     /// seen for that long (producer_state.rs `PartitionProducers::expire`). Runs with the
     /// retention check, once a second.
-    pub(super) fn expire_producers(&mut self, now_wall_ms: u64) {
-        let expiration_ms =
-            i64::try_from(self.config.producer_id_expiration_ms).unwrap_or(i64::MAX);
+    pub(super) fn expire(&mut self, producer_id_expiration_ms: u64, now_wall_ms: u64) {
+        let expiration_ms = i64::try_from(producer_id_expiration_ms).unwrap_or(i64::MAX);
         let now = i64::try_from(now_wall_ms).unwrap_or(i64::MAX);
-        for (partition, table) in &mut self.handlers.producers.tables {
+        for (partition, table) in &mut self.tables {
             let expired = table.expire(now, expiration_ms);
             if expired > 0 {
                 tracing::info!(
@@ -474,52 +468,50 @@ impl Node {
             }
         }
     }
+}
 
-    /// InitProducerId for idempotent producers (no transactional id). KIP-360: a producer that
-    /// sends its id and epoch back gets the same id with the next epoch.
-    pub(super) fn handle_init_producer_id(
-        &mut self,
-        request: &ipi_req::InitProducerIdRequest,
-    ) -> ipi_resp::InitProducerIdResponse {
-        let refused = |code: ErrorCode| ipi_resp::InitProducerIdResponse {
-            error_code: code.code(),
-            producer_id: -1,
-            producer_epoch: -1,
+/// InitProducerId for idempotent producers (no transactional id). KIP-360: a producer that
+/// sends its id and epoch back gets the same id with the next epoch. A new id comes from
+/// `claim_producer_id` (the node's producer id block, producer_ids.rs), called only when one is
+/// needed.
+pub(super) fn handle_init_producer_id(
+    request: &ipi_req::InitProducerIdRequest,
+    claim_producer_id: impl FnOnce() -> Result<i64, ErrorCode>,
+) -> ipi_resp::InitProducerIdResponse {
+    let refused = |code: ErrorCode| ipi_resp::InitProducerIdResponse {
+        error_code: code.code(),
+        producer_id: -1,
+        producer_epoch: -1,
+        ..Default::default()
+    };
+    if request
+        .transactional_id
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        // No transaction coordinator here.
+        return refused(ErrorCode::CoordinatorNotAvailable);
+    }
+    if request.producer_id >= 0 {
+        if request.producer_epoch < 0 || request.producer_epoch == i16::MAX {
+            return refused(ErrorCode::InvalidProducerEpoch);
+        }
+        return ipi_resp::InitProducerIdResponse {
+            producer_id: request.producer_id,
+            producer_epoch: request.producer_epoch + 1,
             ..Default::default()
         };
-        if request
-            .transactional_id
-            .as_deref()
-            .is_some_and(|t| !t.is_empty())
-        {
-            // No transaction coordinator here.
-            return refused(ErrorCode::CoordinatorNotAvailable);
-        }
-        if request.producer_id >= 0 {
-            if request.producer_epoch < 0 || request.producer_epoch == i16::MAX {
-                return refused(ErrorCode::InvalidProducerEpoch);
-            }
-            return ipi_resp::InitProducerIdResponse {
-                producer_id: request.producer_id,
-                producer_epoch: request.producer_epoch + 1,
-                ..Default::default()
-            };
-        }
-        // A block of ids unique across the cluster (producer_ids.rs); none here yet: the
-        // client retries COORDINATOR_LOAD_IN_PROGRESS, as with Kafka's brokers.
-        let producer_id = match self
-            .handlers
-            .producer_ids
-            .claim_producer_id(&mut cx!(self), &mut self.handlers.producer_id_control)
-        {
-            Ok(id) => id,
-            Err(code) => return refused(code),
-        };
-        ipi_resp::InitProducerIdResponse {
-            producer_id,
-            producer_epoch: 0,
-            ..Default::default()
-        }
+    }
+    // A block of ids unique across the cluster (producer_ids.rs); none here yet: the
+    // client retries COORDINATOR_LOAD_IN_PROGRESS, as with Kafka's brokers.
+    let producer_id = match claim_producer_id() {
+        Ok(id) => id,
+        Err(code) => return refused(code),
+    };
+    ipi_resp::InitProducerIdResponse {
+        producer_id,
+        producer_epoch: 0,
+        ..Default::default()
     }
 }
 

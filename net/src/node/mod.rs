@@ -75,7 +75,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ringlog_engine::io::{AnyIo, Io};
 use ringlog_engine::log::LogConfig;
-use ringlog_replication::host::{Host, HostConfig, HostError, Output, PartitionSpec, StorageError};
+use ringlog_replication::host::{Host, HostConfig, HostError, Output, PartitionSpec};
 use ringlog_replication::{self as core, NodeId, PartitionId};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -277,7 +277,7 @@ impl Node {
         // leader (idempotence.rs).
         let ids: Vec<PartitionId> = node.host.stores().map(|(id, _)| id).collect();
         for id in ids {
-            node.ensure_producer_state(id)?;
+            node.handlers.producers.ensure(&mut node.host, id)?;
         }
         node.preopen_partitions()?;
         node.handlers.groups = groups::GroupsState::new(node.config.groups.clone(), random_seed());
@@ -632,14 +632,6 @@ impl Node {
         self.deliver_later(later)
     }
 
-    /// A file range of the host's answer as the server sends it (quorum_rpc.rs).
-    fn open_range(
-        &mut self,
-        range: &ringlog_replication::host::FileRange,
-    ) -> Result<crate::server::RecordsSource, StorageError> {
-        quorum_rpc::open_range(&mut self.host, range)
-    }
-
     /// The host's outputs for the API layer, in order (the quorum routed the rest).
     fn deliver_later(&mut self, outputs: Vec<Output>) -> Result<(), NodeError> {
         for output in outputs {
@@ -648,20 +640,30 @@ impl Node {
                     partition,
                     base_offset,
                     batches,
-                } => self.track_leader_append(partition, base_offset, &batches),
-                Output::FollowerAppended { partition, records } => {
-                    self.track_follower_append(partition, &records)
-                }
+                } => self
+                    .handlers
+                    .producers
+                    .track_leader_append(partition, base_offset, &batches),
+                Output::FollowerAppended { partition, records } => self
+                    .handlers
+                    .producers
+                    .track_follower_append(partition, &records),
                 Output::Truncated {
                     partition,
                     offset,
                     snapshot,
-                } => self.track_truncation(partition, offset, snapshot),
+                } => self
+                    .handlers
+                    .producers
+                    .track_truncation(&self.host, partition, offset, snapshot),
                 // Produce waiters and parked consumer fetches are checked in `pump`.
                 Output::HighWatermark {
                     partition,
                     high_watermark,
-                } => self.track_high_watermark(partition, high_watermark),
+                } => self
+                    .handlers
+                    .producers
+                    .track_high_watermark(partition, high_watermark),
                 Output::GenerateSnapshot {
                     partition,
                     dir,
@@ -669,8 +671,12 @@ impl Node {
                 } => {
                     // The snapshot carries the producer state at its end offset, for a
                     // replica whose log starts there (docs/snapshots.md).
-                    job.producer_state =
-                        self.producer_state_record(partition, job.snapshot_id.offset);
+                    job.producer_state = self.handlers.producers.state_record(
+                        &mut self.host,
+                        &self.table,
+                        partition,
+                        job.snapshot_id.offset,
+                    );
                     let now = self.now_ms();
                     self.snapshot_writers.spawn(partition, dir, job, now)?
                 }
@@ -713,7 +719,7 @@ impl Node {
             first = false;
             self.deliver()?;
             // Its stages are timed inside (handlers.rs).
-            self.check_produce_waiters()?;
+            self.check_waiters()?;
             if !!self.quorum.has_releases() {
                 self.release_parked_fetches()?;
             }
@@ -735,6 +741,97 @@ impl Node {
         self.quorum.expire(&q);
         self.handlers_expire(now);
         self.answer_parked_metadata(now);
+    }
+
+    // ---- the API layer's waiters and deadlines ---------------------------------------------
+
+    /// After storage completions: the committed metadata records are applied first (a topic
+    /// may have been created), then the groups, DeleteRecords, voter changes and producer id
+    /// blocks move on, the produce waiters whose records are durable or committed are
+    /// answered (handlers/produce.rs), and the parked consumer fetches whose partitions gained
+    /// committed records (handlers/consumer_fetch.rs). Each stage is timed for the stall watch.
+    fn check_waiters(&mut self) -> Result<(), NodeError> {
+        let began = Instant::now();
+        self.apply_metadata_records()?;
+        self.stall.part(began, "pump: apply_metadata_records");
+        let began = Instant::now();
+        let env = groups::GroupsEnv {
+            topics: &self.handlers.topics,
+            message_max_bytes: self
+                .handlers
+                .broker_configs
+                .message_max_bytes(&self.config)
+                .0,
+        };
+        let call = self.handlers.groups.pump(&mut cx!(self), env);
+        let after = self.after_call();
+        call.and(after)?;
+        self.stall.part(began, "pump: groups");
+        self.answer_delete_records()?;
+        self.answer_voter_changes()?;
+        self.handlers
+            .producer_id_control
+            .answer_blocks(&cx!(self), &mut self.handlers.producer_ids)?;
+        self.handlers
+            .produces
+            .check_waiters(&cx!(self), &mut self.stall)?;
+        let began = Instant::now();
+        let lookup = metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        let woken = self.handlers.fetches.wake(&mut cx!(self), lookup);
+        self.stall.part(began, "pump: wake_parked_fetches");
+        woken
+    }
+
+    /// The API layer's deadlines: groups, DeleteRecords, voter changes, this voter's own
+    /// endpoint update; produce requests past their timeout and parked fetches past their wait
+    /// are answered.
+    fn handlers_expire(&mut self, now: u64) {
+        let env = groups::GroupsEnv {
+            topics: &self.handlers.topics,
+            message_max_bytes: self
+                .handlers
+                .broker_configs
+                .message_max_bytes(&self.config)
+                .0,
+        };
+        let call = self.handlers.groups.tick(&mut cx!(self), env, now);
+        let after = self.after_call();
+        if let Err(error) = call.and(after) {
+            tracing::warn!(%error, "group deadlines");
+        }
+        if let Err(error) = self.answer_delete_records() {
+            tracing::warn!(%error, "DeleteRecords deadlines");
+        }
+        if let Err(error) = self.answer_voter_changes() {
+            tracing::warn!(%error, "voter change deadlines");
+        }
+        let mut cx = cx!(self);
+        self.handlers.own_endpoint.maybe_send_update(&mut cx);
+        if let Err(error) = self.after_call() {
+            tracing::warn!(%error, "sending UpdateRaftVoter");
+        }
+        self.handlers.produces.expire(&cx!(self), now);
+        let lookup = metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        self.handlers.fetches.expire(&mut cx!(self), lookup, now);
+    }
+
+    /// Shutdown: every waiting produce, parked fetch, voter change and group request is
+    /// answered now.
+    fn handlers_fail_all(&mut self, code: ErrorCode) -> Result<(), NodeError> {
+        self.handlers.produces.fail_all(&cx!(self), code)?;
+        let lookup = metadata::PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        self.handlers.fetches.answer_all(&mut cx!(self), lookup)?;
+        self.handlers.voter_changes.fail_all(code)?;
+        self.handlers.groups.fail_all()
     }
 
     // ---- graceful shutdown (SIGTERM/SIGINT) ---------------------------------------------------
@@ -792,7 +889,11 @@ impl Node {
         // after any error following an append; an idempotent producer's retry is answered as
         // the duplicate it is).
         for partition in &waiting {
-            self.fail_partition_waiters(*partition, ErrorCode::KafkaStorageError)?;
+            self.handlers.produces.fail_partition(
+                &cx!(self),
+                *partition,
+                ErrorCode::KafkaStorageError,
+            )?;
         }
         self.adopt_offline_partitions()?;
         self.observer.observe_storage_faults(
@@ -816,7 +917,9 @@ impl Node {
     /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
     /// took it offline): what waits on it is answered `code`, lookups skip it.
     fn forget_partition(&mut self, id: PartitionId, code: ErrorCode) -> Result<(), NodeError> {
-        self.fail_partition_waiters(id, code)?;
+        self.handlers
+            .produces
+            .fail_partition(&cx!(self), id, code)?;
         self.observer.remove_partition(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
@@ -873,14 +976,6 @@ impl Node {
         let q = qx!(self);
         self.quorum
             .send(&q, to, request, version, pending, fetch_lane)
-    }
-
-    fn voter_set_endpoint(&self, to: NodeId) -> Option<&ringlog_replication::Endpoint> {
-        leader_endpoints::voter_set_endpoint(
-            &self.config,
-            context::metadata_raft(&self.host, &self.table),
-            to,
-        )
     }
 
     fn log_leader_changes(&mut self) {

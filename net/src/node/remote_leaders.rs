@@ -28,6 +28,8 @@ use std::collections::BTreeMap;
 
 use ringlog_replication::NodeId;
 
+use super::authorize::Requester;
+use super::metadata::{MetadataDraft, PartitionLookup};
 use super::topics::TopicRecord;
 use super::transport::Responder;
 use super::{Node, NodeError, PeerPending};
@@ -115,100 +117,6 @@ pub(super) fn partition_replicas(
 }
 
 impl Node {
-    /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the
-    /// partition exists (another node is its replica; the client refreshes its metadata and
-    /// finds the leader), UNKNOWN_TOPIC_OR_PARTITION otherwise.
-    pub(super) fn absent_partition_error(&self, topic: &str, index: i32) -> ErrorCode {
-        // A replica here that a storage error took offline (storage_faults.rs).
-        if self.offline_partition_error(topic, index).is_some() {
-            return ErrorCode::KafkaStorageError;
-        }
-        let exists = self
-            .handlers
-            .topics
-            .image
-            .get(topic)
-            .is_some_and(|t| (0..t.partitions).contains(&index));
-        if exists {
-            ErrorCode::NotLeaderOrFollower
-        } else {
-            ErrorCode::UnknownTopicOrPartition
-        }
-    }
-
-    /// [`Node::absent_partition_error`] for a request naming the topic by id (Fetch v13+).
-    pub(super) fn absent_partition_error_by_id(&self, topic_id: Uuid, index: i32) -> ErrorCode {
-        let name = self
-            .handlers
-            .topics
-            .image
-            .values()
-            .find(|t| t.topic_id == topic_id)
-            .map(|t| t.name.clone());
-        match name {
-            Some(name) => self.absent_partition_error(&name, index),
-            None => ErrorCode::UnknownTopicOrPartition,
-        }
-    }
-
-    /// The Metadata entry of partition `index` of `topic`, which this node does not run: what
-    /// it last learned, and a lookup queued when that is stale ([`Node::send_leader_lookups`]
-    /// sends it).
-    pub(super) fn remote_partition_metadata(
-        &mut self,
-        topic: &TopicRecord,
-        index: i32,
-        replicas: Vec<NodeId>,
-    ) -> md_resp::MetadataResponsePartition {
-        let now = self.now_ms();
-        let request_timeout_ms = self.config.request_timeout_ms;
-        let key = (topic.name.clone(), index);
-        let entry = self.remote_leaders.known.entry(key.clone()).or_default();
-        if entry.topic_id != topic.topic_id {
-            // A new topic under the name: nothing learned of the old one holds.
-            *entry = RemoteLeader {
-                topic_id: topic.topic_id,
-                ..RemoteLeader::default()
-            };
-        }
-        let stale = entry
-            .learned_ms
-            .is_none_or(|learned| now.saturating_sub(learned) >= FRESH_MS);
-        let in_flight = entry
-            .asked_ms
-            .is_some_and(|asked| now.saturating_sub(asked) < request_timeout_ms);
-        if stale && !in_flight && !replicas.is_empty() {
-            // The leader it knows if that is a replica, else the replicas in turn.
-            let target = match entry.leader {
-                Some((leader, _)) if replicas.contains(&leader) && entry.asks.is_multiple_of(2) => {
-                    leader
-                }
-                _ => replicas[entry.asks % replicas.len()],
-            };
-            entry.asks = entry.asks.wrapping_add(1);
-            entry.asked_ms = Some(now);
-            self.remote_leaders
-                .queued
-                .entry(target)
-                .or_default()
-                .push(key);
-        }
-        let entry = &self.remote_leaders.known[&(topic.name.clone(), index)];
-        let (error, leader_id, leader_epoch) = match entry.leader {
-            Some((leader, epoch)) => (ErrorCode::None, leader, epoch),
-            None => (ErrorCode::LeaderNotAvailable, -1, -1),
-        };
-        md_resp::MetadataResponsePartition {
-            error_code: error.code(),
-            partition_index: index,
-            leader_id,
-            leader_epoch,
-            isr_nodes: entry.isr.clone().unwrap_or_else(|| replicas.clone()),
-            replica_nodes: replicas,
-            offline_replicas: Vec::new(),
-        }
-    }
-
     /// Sends the queued lookups: one DescribeQuorum per replica asked.
     pub(super) fn send_leader_lookups(&mut self) -> Result<(), NodeError> {
         let queued = std::mem::take(&mut self.remote_leaders.queued);
@@ -286,6 +194,40 @@ impl Node {
         }
     }
 
+    /// Metadata's answer (metadata.rs, [`MetadataDraft`]): the topics asked for, the unknown
+    /// ones auto-created where that is allowed (topics.rs), then the leader lookups the answer
+    /// queued are sent (the client's next Metadata sees their answers) and the answer is
+    /// completed.
+    fn metadata_response(
+        &mut self,
+        request: &md_req::MetadataRequest,
+        version: i16,
+        requester: &Requester,
+    ) -> md_resp::MetadataResponse {
+        let lookup = PartitionLookup {
+            topics: &self.handlers.topics,
+            offline: &self.offline,
+        };
+        let mut draft = MetadataDraft::new(
+            &cx!(self),
+            lookup,
+            &mut self.remote_leaders,
+            request,
+            version,
+            requester,
+        );
+        for (position, name) in draft.take_to_create() {
+            let error = self.auto_create_topic(&name);
+            draft.set_error(position, error);
+        }
+        // The lookups of leaders this node does not know leave now; the client's next
+        // Metadata sees their answers.
+        if let Err(error) = self.send_leader_lookups() {
+            tracing::warn!(%error, "asking replicas for their leaders");
+        }
+        draft.finish(&cx!(self), request, requester)
+    }
+
     /// Answers a Metadata request, or parks it while the leader lookups its answer started are
     /// in flight (module doc).
     pub(super) fn answer_metadata(
@@ -295,7 +237,7 @@ impl Node {
         request: md_req::MetadataRequest,
     ) -> Result<(), NodeError> {
         let version = header.api_version;
-        let response = self.handle_metadata(&request, version, &responder.requester());
+        let response = self.metadata_response(&request, version, &responder.requester());
         let waiting: Vec<(String, i32)> = response
             .topics
             .iter()
@@ -351,7 +293,7 @@ impl Node {
                 continue;
             }
             let response =
-                self.handle_metadata(&entry.request, entry.version, &entry.responder.requester());
+                self.metadata_response(&entry.request, entry.version, &entry.responder.requester());
             match encode_response(
                 entry.correlation_id,
                 entry.version,
@@ -377,6 +319,62 @@ impl Node {
         self.remote_leaders
             .known
             .retain(|(name, _), _| name != topic);
+    }
+}
+
+impl RemoteLeaders {
+    /// The Metadata entry of partition `index` of `topic`, which this node does not run: what
+    /// it last learned, and a lookup queued when that is stale ([`Node::send_leader_lookups`]
+    /// sends it; one in flight for less than `request_timeout_ms` is not repeated).
+    pub(super) fn partition_metadata(
+        &mut self,
+        now: u64,
+        request_timeout_ms: u64,
+        topic: &TopicRecord,
+        index: i32,
+        replicas: Vec<NodeId>,
+    ) -> md_resp::MetadataResponsePartition {
+        let key = (topic.name.clone(), index);
+        let entry = self.known.entry(key.clone()).or_default();
+        if entry.topic_id != topic.topic_id {
+            // A new topic under the name: nothing learned of the old one holds.
+            *entry = RemoteLeader {
+                topic_id: topic.topic_id,
+                ..RemoteLeader::default()
+            };
+        }
+        let stale = entry
+            .learned_ms
+            .is_none_or(|learned| now.saturating_sub(learned) >= FRESH_MS);
+        let in_flight = entry
+            .asked_ms
+            .is_some_and(|asked| now.saturating_sub(asked) < request_timeout_ms);
+        if stale && !in_flight && !replicas.is_empty() {
+            // The leader it knows if that is a replica, else the replicas in turn.
+            let target = match entry.leader {
+                Some((leader, _)) if replicas.contains(&leader) && entry.asks.is_multiple_of(2) => {
+                    leader
+                }
+                _ => replicas[entry.asks % replicas.len()],
+            };
+            entry.asks = entry.asks.wrapping_add(1);
+            entry.asked_ms = Some(now);
+            self.queued.entry(target).or_default().push(key);
+        }
+        let entry = &self.known[&(topic.name.clone(), index)];
+        let (error, leader_id, leader_epoch) = match entry.leader {
+            Some((leader, epoch)) => (ErrorCode::None, leader, epoch),
+            None => (ErrorCode::LeaderNotAvailable, -1, -1),
+        };
+        md_resp::MetadataResponsePartition {
+            error_code: error.code(),
+            partition_index: index,
+            leader_id,
+            leader_epoch,
+            isr_nodes: entry.isr.clone().unwrap_or_else(|| replicas.clone()),
+            replica_nodes: replicas,
+            offline_replicas: Vec::new(),
+        }
     }
 }
 

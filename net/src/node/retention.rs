@@ -102,7 +102,9 @@ impl Node {
         let now_wall_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        self.expire_producers(now_wall_ms);
+        self.handlers
+            .producers
+            .expire(self.config.producer_id_expiration_ms, now_wall_ms);
         let ids: Vec<PartitionId> = self.table.ids().collect();
         for id in ids {
             let Some(config) = self.topic_config(id).copied() else {
@@ -150,7 +152,10 @@ impl Node {
             let snapshot_id = OffsetAndEpoch::new(target, epoch);
             // Empty: a delete topic carries no state machine state across the cut; its
             // producers' state crosses it in the snapshot (docs/snapshots.md).
-            let producer_state = self.producer_state_record(id, target);
+            let producer_state =
+                self.handlers
+                    .producers
+                    .state_record(&mut self.host, &self.table, id, target);
             self.host
                 .record_empty_snapshot(id, snapshot_id, now_wall_ms, producer_state)?;
             tracing::info!(

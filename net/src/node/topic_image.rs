@@ -237,13 +237,13 @@ impl Node {
         if replicas.first() == Some(&self.config.node_id) {
             self.host.stand_first(now, id)?;
         }
-        self.adopt_preopened_producer_state(id, &dir);
+        self.handlers.producers.adopt_preopened(id, &dir);
         // Idempotent producing's state exists from the partition's start and follows every
         // append, the follower's too: a follower that becomes leader answers its first Produce
         // without reading its whole log on the loop (seen in scripts/fault-run.sh as 1.5-6 s
         // turns on a new leader of a topic created while the node ran). A new partition's
         // log is empty, so this reads nothing; a preopened one was read before the loop.
-        self.ensure_producer_state(id)?;
+        self.handlers.producers.ensure(&mut self.host, id)?;
         self.observer
             .add_partition(id, self.table.dir_name(id), &dir);
         tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
@@ -316,7 +316,9 @@ impl Node {
                 let log_config = self.topic_log_config(topic);
                 match self.host.preopen(dir.clone(), log_config) {
                     Ok(()) => {
-                        self.read_preopened_producer_state(&dir)?;
+                        self.handlers
+                            .producers
+                            .read_preopened(&mut self.host, &dir)?;
                         opened += 1;
                     }
                     Err(error) => {

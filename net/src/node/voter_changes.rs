@@ -2,7 +2,7 @@
 //! `__cluster_metadata-0`. The leader appends a `VotersRecord` (the core's
 //! `add_voter_with_info` / `remove_voter` / `update_voter`, docs/raft.md "Voter changes"); the
 //! answer waits, like an acks=all produce, until the high-watermark passes that record (checked
-//! where produce waiters are, `check_produce_waiters`), or until the request's time is up.
+//! where produce waiters are, `Node::check_waiters`), or until the request's time is up.
 //!
 //! | situation                                          | answer                                  |
 //! | -------------------------------------------------- | --------------------------------------- |
