@@ -471,8 +471,13 @@ impl Node {
         let count = records.len();
         let timestamp_ms = wall_clock_ms();
         // Each batch must fit `message.max.bytes` and one segment of the partition.
-        let batch_bytes_max =
-            (self.produce_max_batch_bytes(partition) / 2).clamp(4096, WRITE_BATCH_BYTES_MAX);
+        let max = self.handlers.topics.produce_max_batch_bytes(
+            &self.host,
+            &self.table,
+            self.node_message_max_bytes().0,
+            partition,
+        );
+        let batch_bytes_max = (max / 2).clamp(4096, WRITE_BATCH_BYTES_MAX);
         let mut batches = Vec::new();
         let mut builder = RecordBatchBuilder::new(0);
         for (key, value) in &records {
@@ -488,7 +493,6 @@ impl Node {
             bytes.extend_from_slice(&builder.build().into_bytes());
         }
         let bytes = Bytes::from(bytes);
-        let max = self.produce_max_batch_bytes(partition);
         let batches = super::produce_validation::validate_produce_records(Some(&bytes), max)
             .map_err(|(_, message)| {
                 tracing::warn!(%message, "offset records refused");

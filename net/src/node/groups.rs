@@ -270,7 +270,11 @@ impl Node {
         self.handlers.groups.offsets_topic_asked_ms = Some(now);
         let raft = self.metadata_raft();
         if raft.is_leader() {
-            if let Err(code) = self.propose_offsets_topic() {
+            let mut cx = cx!(self);
+            let proposed = self.handlers.topics.propose_offsets_topic(&mut cx);
+            if let Err(code) =
+                proposed.and_then(|_| self.deliver().map_err(|_| ErrorCode::KafkaStorageError))
+            {
                 tracing::info!(?code, "__consumer_offsets not proposed yet");
             }
         } else if let Some(controller) = raft.leader_id() {

@@ -217,8 +217,20 @@ impl Node {
             }
             Request::DescribeQuorum(r) => Response::DescribeQuorum(self.describe_quorum(&r)),
             Request::Produce(r) => return self.handle_produce(responder, &header, r),
-            Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
-            Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
+            Request::CreateTopics(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_create_topics(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
+            Request::DeleteTopics(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_delete_topics(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
             Request::DescribeConfigs(r) => {
                 Response::DescribeConfigs(self.handle_describe_configs(&r, &requester))
             }
@@ -227,7 +239,11 @@ impl Node {
             }
             Request::AlterConfigs(r) => return self.handle_alter_configs(responder, &header, r),
             Request::CreatePartitions(r) => {
-                return self.handle_create_partitions(responder, &header, r);
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_create_partitions(&mut cx, responder, &header, r)?;
+                return self.after_call();
             }
             Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
             Request::DescribeAcls(r) => {
@@ -447,14 +463,21 @@ impl Node {
                     }
                     let batches = validate_produce_records(
                         data.records.as_ref(),
-                        self.produce_max_batch_bytes(partition),
+                        self.handlers.topics.produce_max_batch_bytes(
+                            &self.host,
+                            &self.table,
+                            self.node_message_max_bytes().0,
+                            partition,
+                        ),
                     )
                     .map_err(|(code, message)| (code, Some(message)))?;
                     // Kafka's rule for a compacted topic: no record without a key. The whole
                     // Produce partition is refused, the keyless records named (librdkafka fails
                     // those with INVALID_RECORD and the others with _INVALID_DIFFERENT_RECORD).
                     if self
-                        .topic_config(partition)
+                        .handlers
+                        .topics
+                        .topic_config(&self.table, partition)
                         .is_some_and(|c| c.cleanup_policy.requires_keys())
                     {
                         let keyless = keyless_records(&batches)
@@ -480,11 +503,18 @@ impl Node {
                     }
                     // The topic's `compression.type`: batches stored in its codec.
                     let codec = self
-                        .topic_config(partition)
+                        .handlers
+                        .topics
+                        .topic_config(&self.table, partition)
                         .and_then(|c| c.compression_type.codec());
-                    let batches =
-                        recompress_batches(batches, codec, self.produce_max_batch_bytes(partition))
-                            .map_err(|(code, message)| (code, Some(message)))?;
+                    let max_batch_bytes = self.handlers.topics.produce_max_batch_bytes(
+                        &self.host,
+                        &self.table,
+                        self.node_message_max_bytes().0,
+                        partition,
+                    );
+                    let batches = recompress_batches(batches, codec, max_batch_bytes)
+                        .map_err(|(code, message)| (code, Some(message)))?;
                     let leading = self.host.raft(partition).is_some_and(|r| r.is_leader());
                     if leading {
                         match self
@@ -587,7 +617,10 @@ impl Node {
         let began = std::time::Instant::now();
         self.groups_pump()?;
         self.stall.part(began, "pump: groups");
-        self.answer_delete_records()?;
+        let now = self.now_ms();
+        self.handlers
+            .delete_records
+            .answer_ready(&self.host, &self.config, now)?;
         self.answer_voter_changes()?;
         self.answer_producer_id_blocks()?;
         let began = std::time::Instant::now();
@@ -732,7 +765,12 @@ impl Node {
         if let Err(error) = self.groups_tick(now) {
             tracing::warn!(%error, "group deadlines");
         }
-        if let Err(error) = self.answer_delete_records() {
+        let now_ms = self.now_ms();
+        if let Err(error) =
+            self.handlers
+                .delete_records
+                .answer_ready(&self.host, &self.config, now_ms)
+        {
             tracing::warn!(%error, "DeleteRecords deadlines");
         }
         if let Err(error) = self.answer_voter_changes() {

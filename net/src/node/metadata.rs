@@ -228,7 +228,7 @@ impl Node {
     /// from what it learned of their leaders, remote_leaders.rs), or the hosted partitions of
     /// a topic outside the image (`__cluster_metadata`), in index order.
     fn metadata_topic(&mut self, name: &str) -> Option<md_resp::MetadataResponseTopic> {
-        let voters = self.configured_voter_ids();
+        let voters = super::placement::configured_voter_ids(&self.config);
         if let Some(topic) = self.handlers.topics.image.get(name).cloned() {
             let mut partitions = Vec::with_capacity(topic.partitions as usize);
             for index in 0..topic.partitions {
@@ -440,7 +440,12 @@ impl Node {
     fn metadata_unknown_topic(&mut self, name: Option<&str>, auto_create: bool) -> ErrorCode {
         match name {
             Some(name) if auto_create && self.config.auto_create_topics_enable => {
-                self.auto_create_topic(name)
+                let mut cx = cx!(self);
+                let code = self.handlers.topics.auto_create_topic(&mut cx, name);
+                if let Err(error) = self.after_call() {
+                    tracing::warn!(%error, "auto-creation");
+                }
+                code
             }
             _ => ErrorCode::UnknownTopicOrPartition,
         }

@@ -98,7 +98,7 @@ impl Node {
             // its own log tells it).
             TopicRef::Name(name) if name == super::convert::METADATA_TOPIC => {
                 return (index == 0).then(|| {
-                    let mut nodes = self.configured_voter_ids();
+                    let mut nodes = super::placement::configured_voter_ids(&self.config);
                     nodes.extend(self.metadata_voter_ids());
                     nodes.sort_unstable();
                     nodes.dedup();
@@ -108,9 +108,9 @@ impl Node {
             TopicRef::Name(name) => image.get(name),
             TopicRef::Id(id) => image.values().find(|t| t.topic_id == id),
         }?;
-        (0..record.partitions)
-            .contains(&index)
-            .then(|| record.replicas_of(index, &self.configured_voter_ids()))
+        (0..record.partitions).contains(&index).then(|| {
+            record.replicas_of(index, &super::placement::configured_voter_ids(&self.config))
+        })
     }
 
     /// The error for a partition this node does not run: NOT_LEADER_OR_FOLLOWER when the

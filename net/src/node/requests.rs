@@ -68,7 +68,11 @@ impl Node {
                 self.start_raft_request(responder, &header, ApiKey::EndQuorumEpoch, parts)
             }
             Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
-                self.note_replica_log_starts(&r, convert::fetch_replica_id(&r, version));
+                self.handlers.delete_records.note_replica_log_starts(
+                    &self.table,
+                    &r,
+                    convert::fetch_replica_id(&r, version),
+                );
                 let mut next = self.next_core_correlation_id;
                 let parts = convert::replica_fetch_parts(&r, version, &self.table, || {
                     next += 1;
