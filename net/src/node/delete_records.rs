@@ -194,7 +194,6 @@ impl PendingDeletes {
                         &topic.name,
                         partition.partition_index,
                         partition.offset,
-                        (t, p),
                         &mut cuts,
                     )
                 } else {
@@ -234,19 +233,22 @@ impl PendingDeletes {
     }
 
     /// The leader could not record the empty snapshot `cut` of the DeleteRecords just parked
-    /// ([`Self::handle_delete_records`]): its partition is answered KAFKA_STORAGE_ERROR.
+    /// ([`Self::handle_delete_records`]): the partitions of the request that wait for it (its
+    /// partition, a log start at or above the cut's) are answered KAFKA_STORAGE_ERROR.
     pub(super) fn cut_failed(&mut self, cut: &EmptySnapshot) {
-        let SnapshotCause::DeleteRecords { topic, index, .. } = cut.cause else {
-            return;
-        };
         let Some(pending) = self.waiting.last_mut() else {
             return;
         };
-        pending
-            .parts
-            .retain(|part| (part.topic, part.index) != (topic, index));
-        pending.response.topics[topic].partitions[index].error_code =
-            ErrorCode::KafkaStorageError.code();
+        let response = &mut pending.response;
+        pending.parts.retain(|part| {
+            let waits_for_it =
+                part.partition == cut.partition && part.log_start >= cut.snapshot_id.offset;
+            if waits_for_it {
+                response.topics[part.topic].partitions[part.index].error_code =
+                    ErrorCode::KafkaStorageError.code();
+            }
+            !waits_for_it
+        });
     }
 
     /// Notes the client log starts a replica's Fetch reports (LogStartOffset, for each
@@ -370,15 +372,13 @@ impl PendingDeletes {
 }
 
 /// Validates one partition's deletion and makes the cut that moves its log start (see the
-/// module doc's table): the empty snapshot to record goes into `cuts`, for the answer's
-/// `position` (topic and partition index in the request).
+/// module doc's table): the empty snapshot to record goes into `cuts`.
 fn delete_records_below(
     cx: &mut Cx,
     topics: &Topics,
     topic: &str,
     index: i32,
     offset: i64,
-    position: (usize, usize),
     cuts: &mut Vec<EmptySnapshot>,
 ) -> Result<Outcome, ErrorCode> {
     let (host, table) = (&mut *cx.host, cx.table);
@@ -480,8 +480,6 @@ fn delete_records_below(
             now_wall_ms: now_wall_ms(),
             cause: SnapshotCause::DeleteRecords {
                 client_log_start_offset: asked,
-                topic: position.0,
-                index: position.1,
             },
         });
     }

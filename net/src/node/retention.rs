@@ -108,13 +108,10 @@ pub(super) enum SnapshotCause {
     /// A follower's log start follows its leader's (delete_records.rs), whose client log start
     /// is `client_log_start_offset`.
     FollowLeader { client_log_start_offset: u64 },
-    /// A DeleteRecords on the leader asked for `client_log_start_offset`; the answer of its
-    /// partition `index` of topic `topic` (positions in the request) waits for it.
-    DeleteRecords {
-        client_log_start_offset: u64,
-        topic: usize,
-        index: usize,
-    },
+    /// A DeleteRecords on the leader asked for `client_log_start_offset`; its answer waits
+    /// for the snapshot (delete_records.rs, `PendingDeletes::cut_failed` when it cannot be
+    /// recorded).
+    DeleteRecords { client_log_start_offset: u64 },
 }
 
 impl EmptySnapshot {
@@ -142,7 +139,6 @@ impl EmptySnapshot {
             ),
             SnapshotCause::DeleteRecords {
                 client_log_start_offset,
-                ..
             } => tracing::info!(
                 partition,
                 log_start_offset,
