@@ -618,7 +618,7 @@ impl Node {
 
     /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
     /// took it offline): what waits on it is answered `code`, lookups skip it.
-    pub(super) fn forget_partition(
+    fn forget_partition(
         &mut self,
         id: PartitionId,
         code: crate::protocol::ErrorCode,

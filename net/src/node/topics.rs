@@ -130,7 +130,7 @@ pub(super) fn offsets_topic_config(config: &NodeConfig) -> TopicConfig {
 }
 
 /// A fresh topic id: random, so a topic deleted and created again under the same name gets
-/// another one (and its old folders can be told apart, delete_topics.rs).
+/// another one (and its old folders can be told apart, partition_dirs.rs).
 fn random_topic_id() -> Uuid {
     let a = super::random_seed().to_le_bytes();
     let b = super::random_seed().to_le_bytes();
