@@ -3,7 +3,7 @@
 //! records an **empty KIP-630 snapshot** at the new start and reports it to the core, whose
 //! rules move its log start once every live replica fetched past it; each follower learns the
 //! leader's log start from its Fetch responses (`leader_log_start_offset`) and records its own
-//! empty snapshot there ([`Node::follow_leader_log_starts`], once per retention check), after
+//! empty snapshot there ([`follow_leader_log_starts`], once per retention check), after
 //! which its core moves its log start too. The answer (`low_watermark`, the leader's new log
 //! start) waits until the leader's log start has moved, as Kafka's waits for its replicas.
 //!
@@ -17,7 +17,7 @@
 //! (OFFSET_OUT_OF_RANGE), ListOffsets answers it as the earliest offset, and a fetch from it
 //! returns the whole batch, whose records below it the client skips (as it does for any fetch
 //! inside a batch). Followers take it from their leader's Fetch responses' LogStartOffset
-//! ([`Node::follow_leader_log_starts`]) and write it down too, and report their own in their
+//! ([`follow_leader_log_starts`]) and write it down too, and report their own in their
 //! Fetch requests' LogStartOffset; the answer waits until every replica that fetched within
 //! the fetch timeout has reported it (Kafka's DelayedDeleteRecords waits for its replicas'
 //! low watermarks), so a new leader answers the same earliest offset.
@@ -59,11 +59,18 @@
 //! | leadership lost while waiting                | NOT_LEADER_OR_FOLLOWER                      |
 //! | `timeout_ms` passed                          | REQUEST_TIMED_OUT                           |
 
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Host;
 use ringlog_replication::{NodeId, OffsetAndEpoch, PartitionId};
 
-use super::topics::CleanupPolicy;
+use super::NodeError;
+use super::context::Cx;
+use super::partition_table::PartitionTable;
+use super::retention::{EmptySnapshot, SnapshotCause};
+use super::topic_record::{CleanupPolicy, is_internal_topic};
+use super::topics::Topics;
 use super::transport::Responder;
-use super::{Node, NodeError};
+use crate::config::NodeConfig;
 use crate::protocol::{
     ErrorCode, RequestHeader, Response, delete_records_request as dr_req,
     delete_records_response as dr_resp, encode_response,
@@ -74,10 +81,11 @@ use crate::protocol::{
 pub(super) struct PendingDeletes {
     waiting: Vec<PendingDelete>,
     /// The client log starts replicas reported in their Fetch requests (LogStartOffset), by
-    /// (partition, replica), while some answer waits ([`Node::note_replica_log_starts`]).
+    /// (partition, replica), while some answer waits
+    /// ([`PendingDeletes::note_replica_log_starts`]).
     replica_log_starts: std::collections::HashMap<(PartitionId, NodeId), u64>,
     /// A leader's LogStartOffset changed in a Fetch response: follow it in this loop turn
-    /// rather than at the next retention check ([`Node::follow_leader_log_starts`]).
+    /// rather than at the next retention check ([`follow_leader_log_starts`]).
     pub(super) follow_due: bool,
 }
 
@@ -146,18 +154,25 @@ fn now_wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-impl Node {
+impl PendingDeletes {
+    /// DeleteRecords: validates each partition and makes its cut (module doc), then parks the
+    /// answer here. Returns the empty snapshots the leader must record (the node adds their
+    /// producer state, mod.rs `Node::handle_delete_records`, and calls [`Self::cut_failed`]
+    /// for one it cannot record), after which [`Self::answer_ready`] answers what is done.
     pub(super) fn handle_delete_records(
         &mut self,
+        cx: &mut Cx,
+        topics: &Topics,
         responder: Responder,
         header: &RequestHeader,
         request: dr_req::DeleteRecordsRequest,
-    ) -> Result<(), NodeError> {
+    ) -> Result<Vec<EmptySnapshot>, NodeError> {
         let mut response = dr_resp::DeleteRecordsResponse::default();
         let mut parts = Vec::new();
+        let mut cuts = Vec::new();
         let requester = responder.requester();
         for (t, topic) in request.topics.iter().enumerate() {
-            let allowed = self.allowed(
+            let allowed = cx.authorizer().allowed(
                 &requester,
                 crate::protocol::ApiKey::DeleteRecords,
                 &topic.name,
@@ -173,10 +188,13 @@ impl Node {
                     error_code: 0,
                 };
                 let outcome = if allowed {
-                    self.delete_records_below(
+                    delete_records_below(
+                        cx,
+                        topics,
                         &topic.name,
                         partition.partition_index,
                         partition.offset,
+                        &mut cuts,
                     )
                 } else {
                     Err(ErrorCode::TopicAuthorizationFailed)
@@ -203,142 +221,45 @@ impl Node {
             response.topics.push(result);
         }
         let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).max(1);
-        self.handlers.delete_records.waiting.push(PendingDelete {
+        self.waiting.push(PendingDelete {
             responder,
             correlation_id: header.correlation_id,
             version: header.api_version,
             response,
             parts,
-            deadline_ms: self.now_ms() + timeout_ms,
+            deadline_ms: cx.now_ms + timeout_ms,
         });
-        self.answer_delete_records()
+        Ok(cuts)
     }
 
-    /// Validates one partition's deletion and records the empty snapshot that moves its log
-    /// start (see the module doc's table).
-    fn delete_records_below(
-        &mut self,
-        topic: &str,
-        index: i32,
-        offset: i64,
-    ) -> Result<Outcome, ErrorCode> {
-        let partition = self
-            .table
-            .find(topic, index)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        let raft = self
-            .host
-            .raft(partition)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        if !raft.is_leader() {
-            return Err(ErrorCode::NotLeaderOrFollower);
-        }
-        let epoch = raft.epoch();
-        let epoch_cache = raft.log().epoch_cache().to_vec();
-        if super::topics::is_internal_topic(topic) {
-            return Err(ErrorCode::PolicyViolation);
-        }
-        let policy = self
-            .topic_config(partition)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?
-            .cleanup_policy;
-        // Kafka refuses DeleteRecords on a topic whose policy does not delete
-        // (`cleanup.policy=compact`): its records go only by compaction.
-        if policy == CleanupPolicy::Compact {
-            return Err(ErrorCode::PolicyViolation);
-        }
-        let store = self
-            .host
-            .store(partition)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        let high_watermark = store.high_watermark;
-        let asked = match offset {
-            -1 => high_watermark,
-            o if o < 0 || o as u64 > high_watermark => return Err(ErrorCode::OffsetOutOfRange),
-            o => o as u64,
+    /// The leader could not record the empty snapshot `cut` of the DeleteRecords just parked
+    /// ([`Self::handle_delete_records`]): the partitions of the request that wait for it (its
+    /// partition, a log start at or above the cut's) are answered KAFKA_STORAGE_ERROR.
+    pub(super) fn cut_failed(&mut self, cut: &EmptySnapshot) {
+        let Some(pending) = self.waiting.last_mut() else {
+            return;
         };
-        // The log start on a batch boundary (module doc): the start of the batch holding
-        // `asked`.
-        let target = store
-            .log
-            .batch_base_offset(asked as i64)
-            .map_or(asked, |base| base.max(0) as u64);
-        let log_start = store.log_start_offset();
-        let client_log_start = store.client_log_start_offset();
-        let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
-        if policy == CleanupPolicy::Snapshot {
-            if target <= log_start {
-                return Ok(Outcome::Done(log_start as i64));
+        let response = &mut pending.response;
+        pending.parts.retain(|part| {
+            let waits_for_it =
+                part.partition == cut.partition && part.log_start >= cut.snapshot_id.offset;
+            if waits_for_it {
+                response.topics[part.topic].partitions[part.index].error_code =
+                    ErrorCode::KafkaStorageError.code();
             }
-            // KIP-630: only to a snapshot's end offset (module doc).
-            let target = if self.host.generate_snapshot_at(partition, target) {
-                tracing::info!(
-                    partition,
-                    log_start_offset = target,
-                    "DeleteRecords: snapshot of the state machine asked for, the log start follows it"
-                );
-                target
-            } else if latest > log_start {
-                latest.min(target)
-            } else {
-                return Ok(Outcome::Done(log_start as i64));
-            };
-            return Ok(Outcome::Wait {
-                partition,
-                log_start: target,
-                client_log_start: target,
-                epoch,
-            });
-        }
-        if asked <= client_log_start {
-            return Ok(Outcome::Done(client_log_start as i64));
-        }
-        let storage_error = |error| {
-            tracing::error!(partition, %error, "DeleteRecords: recording the cut");
-            ErrorCode::KafkaStorageError
-        };
-        if asked > target {
-            // Inside a batch: durable before the log start moves to the batch's first offset
-            // (a restart in between must not show the batch's records below `asked`).
-            self.host
-                .record_delete_records_offset(partition, asked)
-                .map_err(storage_error)?;
-        }
-        if target > latest.max(log_start) {
-            let snapshot_id = OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target));
-            // The producers' state outlives their batches: the snapshot carries it.
-            let producer_state = self.handlers.producers.state_record(
-                &mut self.host,
-                &self.table,
-                partition,
-                target,
-            );
-            self.host
-                .record_empty_snapshot(partition, snapshot_id, now_wall_ms(), producer_state)
-                .map_err(storage_error)?;
-            tracing::info!(
-                partition,
-                log_start_offset = target,
-                client_log_start_offset = asked,
-                "DeleteRecords: empty snapshot recorded, the log start follows it"
-            );
-        }
-        Ok(Outcome::Wait {
-            partition,
-            log_start: target,
-            client_log_start: asked,
-            epoch,
-        })
+            !waits_for_it
+        });
     }
 
     /// Notes the client log starts a replica's Fetch reports (LogStartOffset, for each
     /// partition it fetches), while some DeleteRecords answer waits for them.
     pub(super) fn note_replica_log_starts(
         &mut self,
+        table: &PartitionTable,
         request: &crate::protocol::fetch_request::FetchRequest,
         replica: NodeId,
     ) {
-        let deletes = &mut self.handlers.delete_records;
+        let deletes = self;
         if deletes.waiting.is_empty() {
             deletes.replica_log_starts.clear();
             return;
@@ -346,9 +267,9 @@ impl Node {
         for topic in &request.topics {
             for p in &topic.partitions {
                 let found = if topic.topic.is_empty() {
-                    self.table.find_by_id(topic.topic_id, p.partition)
+                    table.find_by_id(topic.topic_id, p.partition)
                 } else {
-                    self.table.find(&topic.topic, p.partition)
+                    table.find(&topic.topic, p.partition)
                 };
                 if let (Some(id), Ok(offset)) = (found, u64::try_from(p.log_start_offset)) {
                     deletes.replica_log_starts.insert((id, replica), offset);
@@ -361,14 +282,15 @@ impl Node {
     /// fetch timeout reported a client log start of at least `offset`.
     fn live_replicas_reported(
         &self,
+        config: &NodeConfig,
         raft: &ringlog_replication::Raft,
         partition: PartitionId,
         offset: u64,
         now_ms: u64,
     ) -> bool {
         let quorum = raft.describe_quorum();
-        let live_since = now_ms.saturating_sub(self.config.fetch_timeout_ms);
-        let local = self.config.node_id;
+        let live_since = now_ms.saturating_sub(config.fetch_timeout_ms);
+        let local = config.node_id;
         quorum
             .current_voters
             .iter()
@@ -377,30 +299,32 @@ impl Node {
                 r.replica_id != local && r.last_fetch_timestamp_ms.is_some_and(|t| t >= live_since)
             })
             .all(|r| {
-                self.handlers
-                    .delete_records
-                    .replica_log_starts
+                self.replica_log_starts
                     .get(&(partition, r.replica_id))
                     .is_some_and(|&reported| reported >= offset)
             })
     }
 
     /// Answers the DeleteRecords whose leaders' log starts reached their targets (or that lost
-    /// leadership, or timed out). Runs with the produce waiters (handlers.rs).
-    pub(super) fn answer_delete_records(&mut self) -> Result<(), NodeError> {
-        let now = self.now_ms();
+    /// leadership, or timed out) at `now` (node clock). Runs with the produce waiters
+    /// (handlers.rs).
+    pub(super) fn answer_ready(
+        &mut self,
+        host: &Host<AnyIo>,
+        config: &NodeConfig,
+        now: u64,
+    ) -> Result<(), NodeError> {
         let mut index = 0;
-        while index < self.handlers.delete_records.waiting.len() {
-            let pending = &mut self.handlers.delete_records.waiting[index];
+        while index < self.waiting.len() {
+            let pending = &mut self.waiting[index];
             let expired = now >= pending.deadline_ms;
             let mut parts = std::mem::take(&mut pending.parts);
             let mut response = std::mem::take(&mut pending.response);
             parts.retain(|part| {
                 let answer = &mut response.topics[part.topic].partitions[part.index];
-                let (Some(raft), Some(store)) = (
-                    self.host.raft(part.partition),
-                    self.host.store(part.partition),
-                ) else {
+                let (Some(raft), Some(store)) =
+                    (host.raft(part.partition), host.store(part.partition))
+                else {
                     answer.error_code = ErrorCode::UnknownTopicOrPartition.code();
                     return false;
                 };
@@ -411,7 +335,13 @@ impl Node {
                 let client_log_start = store.client_log_start_offset();
                 if store.log_start_offset() >= part.log_start
                     && client_log_start >= part.client_log_start
-                    && self.live_replicas_reported(raft, part.partition, part.client_log_start, now)
+                    && self.live_replicas_reported(
+                        config,
+                        raft,
+                        part.partition,
+                        part.client_log_start,
+                        now,
+                    )
                 {
                     answer.low_watermark = client_log_start as i64;
                     return false;
@@ -422,11 +352,11 @@ impl Node {
                 }
                 true
             });
-            let pending = &mut self.handlers.delete_records.waiting[index];
+            let pending = &mut self.waiting[index];
             pending.parts = parts;
             pending.response = response;
             if pending.parts.is_empty() {
-                let pending = self.handlers.delete_records.waiting.swap_remove(index);
+                let pending = self.waiting.swap_remove(index);
                 let frame = encode_response(
                     pending.correlation_id,
                     pending.version,
@@ -439,80 +369,201 @@ impl Node {
         }
         Ok(())
     }
+}
 
-    /// A follower of a `cleanup.policy=delete` partition whose leader's log start moved past
-    /// its own (DeleteRecords, or the leader's retention ahead of this node's) records an empty
-    /// snapshot there, so its core moves its log start to the leader's (KIP-630: a follower's
-    /// log start follows the leader's only up to a snapshot of its own).
-    ///
-    /// A follower of a `cleanup.policy=snapshot` partition generates a snapshot of its state
-    /// machine there instead, if the machine stands exactly there (module doc).
-    pub(super) fn follow_leader_log_starts(&mut self) -> Result<(), NodeError> {
-        let ids: Vec<PartitionId> = self.table.ids().collect();
-        for id in ids {
-            let Some(policy) = self.topic_config(id).map(|c| c.cleanup_policy) else {
-                continue;
-            };
-            if super::topics::is_internal_topic(&self.table.get(id).topic) {
-                continue;
-            }
-            let (Some(raft), Some(store)) = (self.host.raft(id), self.host.store(id)) else {
-                continue;
-            };
-            if raft.is_leader() || raft.leader_id().is_none() {
-                continue;
-            }
-            let leader_start = raft.leader_log_start_offset();
-            if policy == CleanupPolicy::Snapshot {
-                let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
-                if leader_start > store.log_start_offset()
-                    && leader_start > latest
-                    && self.host.generate_snapshot_at(id, leader_start)
-                {
-                    tracing::info!(
-                        partition = id,
-                        log_start_offset = leader_start,
-                        "the leader's log start moved: snapshot of the state machine there asked for"
-                    );
-                }
-                continue;
-            }
-            // Only where this replica's log holds committed records up to the cut (the
-            // leader's log is the same up to its high-watermark, batch for batch).
-            if leader_start <= store.client_log_start_offset()
-                || leader_start > store.high_watermark
-            {
-                continue;
-            }
-            // The log start on the batch boundary at or below the leader's client log start,
-            // which is recorded as this replica's own when it lies inside that batch.
-            let target = store
-                .log
-                .batch_base_offset(leader_start as i64)
-                .map_or(leader_start, |base| base.max(0) as u64);
-            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
-            let cut = target > latest.max(store.log_start_offset());
-            let snapshot_id =
-                OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
-            if leader_start > target {
-                self.host.record_delete_records_offset(id, leader_start)?;
-            }
-            if !cut {
-                continue;
-            }
-            let producer_state =
-                self.handlers
-                    .producers
-                    .state_record(&mut self.host, &self.table, id, target);
-            self.host
-                .record_empty_snapshot(id, snapshot_id, now_wall_ms(), producer_state)?;
-            tracing::info!(
-                partition = id,
-                log_start_offset = target,
-                client_log_start_offset = leader_start,
-                "the leader's log start moved: empty snapshot recorded, the log start follows it"
-            );
-        }
-        Ok(())
+/// Validates one partition's deletion and makes the cut that moves its log start (see the
+/// module doc's table): the empty snapshot to record goes into `cuts`.
+fn delete_records_below(
+    cx: &mut Cx,
+    topics: &Topics,
+    topic: &str,
+    index: i32,
+    offset: i64,
+    cuts: &mut Vec<EmptySnapshot>,
+) -> Result<Outcome, ErrorCode> {
+    let (host, table) = (&mut *cx.host, cx.table);
+    let partition = table
+        .find(topic, index)
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+    let raft = host
+        .raft(partition)
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+    if !raft.is_leader() {
+        return Err(ErrorCode::NotLeaderOrFollower);
     }
+    let epoch = raft.epoch();
+    let epoch_cache = raft.log().epoch_cache().to_vec();
+    if is_internal_topic(topic) {
+        return Err(ErrorCode::PolicyViolation);
+    }
+    let policy = topics
+        .topic_config(table, partition)
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?
+        .cleanup_policy;
+    // Kafka refuses DeleteRecords on a topic whose policy does not delete
+    // (`cleanup.policy=compact`): its records go only by compaction.
+    if policy == CleanupPolicy::Compact {
+        return Err(ErrorCode::PolicyViolation);
+    }
+    let store = host
+        .store(partition)
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+    let high_watermark = store.high_watermark;
+    let asked = match offset {
+        -1 => high_watermark,
+        o if o < 0 || o as u64 > high_watermark => return Err(ErrorCode::OffsetOutOfRange),
+        o => o as u64,
+    };
+    // The log start on a batch boundary (module doc): the start of the batch holding
+    // `asked`.
+    let target = store
+        .log
+        .batch_base_offset(asked as i64)
+        .map_or(asked, |base| base.max(0) as u64);
+    let log_start = store.log_start_offset();
+    let client_log_start = store.client_log_start_offset();
+    // A cut this request made already (the partition named twice) counts as recorded.
+    let planned = cuts
+        .iter()
+        .filter(|c| c.partition == partition)
+        .map(|c| c.snapshot_id.offset)
+        .max()
+        .unwrap_or(0);
+    let latest = store
+        .snapshots
+        .latest_snapshot_id
+        .map_or(0, |s| s.offset)
+        .max(planned);
+    if policy == CleanupPolicy::Snapshot {
+        if target <= log_start {
+            return Ok(Outcome::Done(log_start as i64));
+        }
+        // KIP-630: only to a snapshot's end offset (module doc).
+        let target = if host.generate_snapshot_at(partition, target) {
+            tracing::info!(
+                partition,
+                log_start_offset = target,
+                "DeleteRecords: snapshot of the state machine asked for, the log start follows it"
+            );
+            target
+        } else if latest > log_start {
+            latest.min(target)
+        } else {
+            return Ok(Outcome::Done(log_start as i64));
+        };
+        return Ok(Outcome::Wait {
+            partition,
+            log_start: target,
+            client_log_start: target,
+            epoch,
+        });
+    }
+    if asked <= client_log_start {
+        return Ok(Outcome::Done(client_log_start as i64));
+    }
+    let storage_error = |error| {
+        tracing::error!(partition, %error, "DeleteRecords: recording the cut");
+        ErrorCode::KafkaStorageError
+    };
+    if asked > target {
+        // Inside a batch: durable before the log start moves to the batch's first offset
+        // (a restart in between must not show the batch's records below `asked`).
+        host.record_delete_records_offset(partition, asked)
+            .map_err(storage_error)?;
+    }
+    if target > latest.max(log_start) {
+        // The producers' state outlives their batches: the snapshot carries it (the node
+        // adds it when it records the snapshot).
+        cuts.push(EmptySnapshot {
+            partition,
+            snapshot_id: OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target)),
+            now_wall_ms: now_wall_ms(),
+            cause: SnapshotCause::DeleteRecords {
+                client_log_start_offset: asked,
+            },
+        });
+    }
+    Ok(Outcome::Wait {
+        partition,
+        log_start: target,
+        client_log_start: asked,
+        epoch,
+    })
+}
+
+/// A follower of a `cleanup.policy=delete` partition whose leader's log start moved past
+/// its own (DeleteRecords, or the leader's retention ahead of this node's) records an empty
+/// snapshot there, so its core moves its log start to the leader's (KIP-630: a follower's
+/// log start follows the leader's only up to a snapshot of its own).
+///
+/// A follower of a `cleanup.policy=snapshot` partition generates a snapshot of its state
+/// machine there instead, if the machine stands exactly there (module doc).
+///
+/// Returns the empty snapshots to record (the node adds their producer state, mod.rs
+/// `Node::record_empty_snapshots`).
+pub(super) fn follow_leader_log_starts(
+    host: &mut Host<AnyIo>,
+    table: &PartitionTable,
+    topics: &Topics,
+) -> Result<Vec<EmptySnapshot>, NodeError> {
+    let mut snapshots = Vec::new();
+    for id in table.ids() {
+        let Some(policy) = topics.topic_config(table, id).map(|c| c.cleanup_policy) else {
+            continue;
+        };
+        if is_internal_topic(&table.get(id).topic) {
+            continue;
+        }
+        let (Some(raft), Some(store)) = (host.raft(id), host.store(id)) else {
+            continue;
+        };
+        if raft.is_leader() || raft.leader_id().is_none() {
+            continue;
+        }
+        let leader_start = raft.leader_log_start_offset();
+        if policy == CleanupPolicy::Snapshot {
+            let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+            if leader_start > store.log_start_offset()
+                && leader_start > latest
+                && host.generate_snapshot_at(id, leader_start)
+            {
+                tracing::info!(
+                    partition = id,
+                    log_start_offset = leader_start,
+                    "the leader's log start moved: snapshot of the state machine there asked for"
+                );
+            }
+            continue;
+        }
+        // Only where this replica's log holds committed records up to the cut (the
+        // leader's log is the same up to its high-watermark, batch for batch).
+        if leader_start <= store.client_log_start_offset() || leader_start > store.high_watermark {
+            continue;
+        }
+        // The log start on the batch boundary at or below the leader's client log start,
+        // which is recorded as this replica's own when it lies inside that batch.
+        let target = store
+            .log
+            .batch_base_offset(leader_start as i64)
+            .map_or(leader_start, |base| base.max(0) as u64);
+        let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
+        let cut = target > latest.max(store.log_start_offset());
+        let snapshot_id =
+            OffsetAndEpoch::new(target, epoch_below(raft.log().epoch_cache(), target));
+        if leader_start > target {
+            host.record_delete_records_offset(id, leader_start)?;
+        }
+        if !cut {
+            continue;
+        }
+        snapshots.push(EmptySnapshot {
+            partition: id,
+            snapshot_id,
+            now_wall_ms: now_wall_ms(),
+            cause: SnapshotCause::FollowLeader {
+                client_log_start_offset: leader_start,
+            },
+        });
+    }
+    Ok(snapshots)
 }

@@ -3,216 +3,39 @@
 //! The controller (the metadata partition's leader) commits a tombstone (null value) for the
 //! topic's key to `__cluster_metadata-0`; the key-value state drops the key, so a KIP-630
 //! snapshot taken after it no longer holds the topic. Every node notices the topic missing from
-//! its image (topics.rs `apply_metadata_records`) and stops it: the partitions' Raft groups
-//! leave the `MultiRaft`, their logs are closed (waiting for in-flight I/O), and each folder is
-//! renamed to `<topic>-<n>.<topic id>-delete` (the parent folder fsynced) and removed by a
-//! background thread, as Kafka does. The DeleteTopics answer goes back once the tombstone is
-//! applied on the controller, i.e. committed.
+//! its image (topic_image.rs, `Topics::apply_image`) and stops it (mod.rs, `Node::stop_topic`):
+//! the partitions' Raft groups leave the `MultiRaft`, their logs are closed (waiting for
+//! in-flight I/O), and each folder is renamed to `<topic>-<n>.<topic id>-delete` (the parent
+//! folder fsynced) and removed by a background thread, as Kafka does. The DeleteTopics answer
+//! goes back once the tombstone is applied on the controller, i.e. committed.
 //!
-//! A restart mid-way must not bring the topic back. Every partition folder holds a
-//! `partition.metadata` file (Kafka's name) with the topic id and the metadata offset below
-//! which the topic's record was applied when the folder was made:
-//!
-//! ```text
-//! version: 0
-//! topic_id: <32 hex digits>
-//! created.below.metadata.offset: <n>
-//! ```
-//!
-//! On start a node only opens the folders of the topics in its image, so a deleted topic is
-//! never started again. What is left on disk is cleaned up as the metadata log is applied:
-//!
-//! | found on disk                                 | when                                        | action                 |
-//! | --------------------------------------------- | ------------------------------------------- | ---------------------- |
-//! | a `…-delete` folder                           | first apply after start                     | removed                |
-//! | a folder with another id than the image's     | the image's topic of that name starts       | renamed, removed, new  |
-//! | a folder whose id is in no image topic        | applied offset ≥ its `created.below` offset | renamed, removed       |
-//! | a folder whose id is in no image topic        | applied offset < its `created.below` offset | kept (not replayed yet)|
-//! | a folder without `partition.metadata`         | its topic starts                            | file written (adopted) |
-//!
-//! The third row is what makes a crash between the tombstone's commit and the rename safe: the
-//! folder's topic was created below `created.below`, so once the state has applied that far and
-//! still lacks the topic, the topic was deleted (ids are never reused). A folder of a topic
-//! created after the newest snapshot is kept until the log replay passes its creation.
+//! A restart mid-way must not bring the topic back: every partition folder names its topic
+//! id, and what a deletion leaves on disk is cleaned up as the metadata log is applied
+//! (partition_dirs.rs).
 
-use std::path::{Path, PathBuf};
-
-use ringlog_replication::PartitionId;
-
+use super::NodeError;
 use super::admin_answers::AdminResults;
-use super::topics::{TopicRecord, validate_topic_name};
+use super::context::Cx;
+use super::topic_record::{TopicRecord, validate_topic_name};
+use super::topics::Topics;
 use super::transport::Responder;
-use super::{Node, NodeError};
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ErrorCode, RequestHeader, delete_topics_request as dt_req, delete_topics_response as dt_resp,
 };
 
-/// Kafka's per-partition file naming the topic id (we add the creation bound).
-const PARTITION_METADATA_FILE: &str = "partition.metadata";
-/// Kafka's suffix of a folder waiting to be removed.
-const DELETE_SUFFIX: &str = "-delete";
-
-/// Folders found at start that belong to no running partition, kept until the metadata log
-/// has been applied far enough to know whether their topic still exists.
-#[derive(Debug, Default)]
-pub(super) struct Leftovers {
-    candidates: Vec<Candidate>,
-}
-
-#[derive(Debug)]
-struct Candidate {
-    dir: PathBuf,
-    topic_id: Uuid,
-    created_below_offset: u64,
-}
-
-/// What a `partition.metadata` file says.
-#[derive(Debug, PartialEq, Eq)]
-struct PartitionMetadata {
-    topic_id: Uuid,
-    created_below_offset: u64,
-}
-
-fn hex(id: Uuid) -> String {
-    id.0.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn parse_hex_id(text: &str) -> Option<Uuid> {
-    if text.len() != 32 || !text.is_ascii() {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (i, byte) in id.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(Uuid(id))
-}
-
-impl PartitionMetadata {
-    /// Kafka's two lines, ringlog's creation offset, and a CRC32C of the lines above it (a
-    /// flipped bit must not name another topic: the folder would be taken for a deleted
-    /// topic's and removed).
-    fn encode(&self) -> String {
-        let body = format!(
-            "version: 0\ntopic_id: {}\ncreated.below.metadata.offset: {}\n",
-            hex(self.topic_id),
-            self.created_below_offset
-        );
-        let crc = crc32c::crc32c(body.as_bytes());
-        format!("{body}crc32c: {crc}\n")
-    }
-
-    /// `None` for a file that does not parse or whose checksum does not match; a file without
-    /// the checksum line (written before 2026-12-03) is read as it is.
-    fn decode(text: &str) -> Option<PartitionMetadata> {
-        let text = match text.find("crc32c:") {
-            None => text,
-            Some(at) => {
-                let (body, line) = text.split_at(at);
-                let crc: u32 = line
-                    .strip_prefix("crc32c: ")?
-                    .strip_suffix('\n')?
-                    .parse()
-                    .ok()?;
-                if crc32c::crc32c(body.as_bytes()) != crc {
-                    return None;
-                }
-                body
-            }
-        };
-        let mut topic_id = None;
-        let mut created_below_offset = None;
-        for line in text.lines() {
-            match line.split_once(':').map(|(k, v)| (k.trim(), v.trim())) {
-                Some(("version", "0")) => {}
-                Some(("topic_id", v)) => topic_id = parse_hex_id(v),
-                Some(("created.below.metadata.offset", v)) => created_below_offset = v.parse().ok(),
-                _ => return None,
-            }
-        }
-        Some(PartitionMetadata {
-            topic_id: topic_id?,
-            created_below_offset: created_below_offset?,
-        })
-    }
-
-    fn read(dir: &Path) -> Option<PartitionMetadata> {
-        let text = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok()?;
-        PartitionMetadata::decode(&text)
-    }
-
-    /// tmp + fsync + rename + folder fsync, so a crash leaves the old file or the new one.
-    fn write(&self, dir: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(self.encode().as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(PARTITION_METADATA_FILE))?;
-        std::fs::File::open(dir)?.sync_all()
-    }
-}
-
-/// Renames `dir` to `<name>.<topic id>-delete` (the parent fsynced, so a restart never sees
-/// the old name again) and removes it on a background thread: a big partition's files must
-/// not stall the event loop. A crash before the removal ends leaves a `-delete` folder that the
-/// next start removes.
-/// The topic id a partition folder's `partition.metadata` names, if readable.
-pub(super) fn folder_topic_id(dir: &Path) -> Option<Uuid> {
-    PartitionMetadata::read(dir).map(|m| m.topic_id)
-}
-
-/// The name a partition folder `name` (`<topic>-<partition>`) takes while it waits to be
-/// removed: `<topic>-<partition>.<topic id>-delete`, with the topic cut so that the whole stays
-/// within 255 bytes, the longest file name Linux allows (a 249-character topic, Kafka's limit,
-/// would overflow it by 36 bytes). Kafka's `LocalLog.logDeleteDirName` cuts the same way; the
-/// partition and the topic id keep names apart.
-fn doomed_name(name: &str, topic_id: Uuid) -> String {
-    const NAME_MAX_BYTES: usize = 255;
-    let tail = format!(".{}{DELETE_SUFFIX}", hex(topic_id));
-    let (topic, suffix) = match name.rsplit_once('-') {
-        Some((topic, partition)) => (topic, format!("-{partition}{tail}")),
-        None => (name, tail),
-    };
-    let mut keep = NAME_MAX_BYTES.saturating_sub(suffix.len()).min(topic.len());
-    while !topic.is_char_boundary(keep) {
-        keep -= 1;
-    }
-    format!("{}{suffix}", &topic[..keep])
-}
-
-fn remove_partition_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
-    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
-        return Ok(());
-    };
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    let doomed = parent.join(doomed_name(name, topic_id));
-    if doomed.exists() {
-        std::fs::remove_dir_all(&doomed)?;
-    }
-    std::fs::rename(dir, &doomed)?;
-    std::fs::File::open(parent)?.sync_all()?;
-    tracing::info!(dir = %dir.display(), "partition folder renamed for deletion");
-    std::thread::spawn(move || {
-        if let Err(error) = std::fs::remove_dir_all(&doomed) {
-            tracing::warn!(%error, dir = %doomed.display(), "removing a deleted partition");
-        }
-    });
-    Ok(())
-}
-
-impl Node {
+impl Topics {
     // ---- DeleteTopics -------------------------------------------------------------------------
 
     pub(super) fn handle_delete_topics(
         &mut self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: dt_req::DeleteTopicsRequest,
     ) -> Result<(), NodeError> {
         // A leader still applying what earlier epochs committed is not the controller yet.
-        let leading = self.controller_active();
+        let leading = cx.controller_active();
         let requester = responder.requester();
         // v0-5 name topics; v6 names or ids.
         let asked: Vec<(Option<String>, Uuid)> = if header.api_version >= 6 {
@@ -233,10 +56,8 @@ impl Node {
         for (name, topic_id) in asked {
             let by_id = name.is_none() && topic_id != Uuid::default();
             let found: Option<TopicRecord> = match &name {
-                Some(name) => self.handlers.topics.image.get(name).cloned(),
+                Some(name) => self.image.get(name).cloned(),
                 None => self
-                    .handlers
-                    .topics
                     .image
                     .values()
                     .find(|t| t.topic_id == topic_id)
@@ -254,7 +75,11 @@ impl Node {
                 }
                 let named = name.as_ref().or(found.as_ref().map(|t| &t.name));
                 if let Some(named) = named
-                    && !self.allowed(&requester, crate::protocol::ApiKey::DeleteTopics, named)
+                    && !cx.authorizer().allowed(
+                        &requester,
+                        crate::protocol::ApiKey::DeleteTopics,
+                        named,
+                    )
                 {
                     return Err((
                         ErrorCode::TopicAuthorizationFailed,
@@ -281,13 +106,11 @@ impl Node {
                 if topic_id != Uuid::default() && topic_id != topic.topic_id {
                     return Err((ErrorCode::UnknownTopicId, "the topic has another id".into()));
                 }
-                let offset = self
+                let offset = cx
                     .propose_metadata_record(&topic.name, None)
                     .map_err(|c| (c, "metadata append failed".into()))?;
-                let epoch = self.metadata_raft().epoch();
-                self.handlers
-                    .topics
-                    .changed
+                let epoch = cx.metadata_raft().epoch();
+                self.changed
                     .insert(topic.name.clone(), (None, offset, epoch));
                 tracing::info!(topic = %topic.name, offset, "topic deletion proposed");
                 Ok(offset)
@@ -305,227 +128,12 @@ impl Node {
             }
             results.push(result);
         }
-        self.park_admin_answer(
+        cx.park_admin_answer(
             responder,
             header,
             request.timeout_ms,
             AdminResults::Delete(results),
             waiting,
         )
-    }
-
-    // ---- stopping a deleted topic ---------------------------------------------------------------
-
-    /// Stops every partition of a topic that left the image and removes its folders.
-    pub(super) fn stop_topic(&mut self, topic: &TopicRecord) -> Result<(), NodeError> {
-        let ids: Vec<PartitionId> = self
-            .table
-            .ids()
-            .filter(|id| {
-                let hosted = self.table.get(*id);
-                hosted.topic == topic.name && hosted.topic_id == topic.topic_id
-            })
-            .collect();
-        for id in ids {
-            self.stop_partition(id, topic.topic_id)?;
-        }
-        self.forget_remote_leaders(&topic.name);
-        tracing::info!(topic = %topic.name, "topic deleted");
-        Ok(())
-    }
-
-    /// Takes one partition out of the node. Called between work lists (from `pump`), so no
-    /// work of the partition is half executed; what still refers to it is dropped here.
-    fn stop_partition(&mut self, id: PartitionId, topic_id: Uuid) -> Result<(), NodeError> {
-        self.handlers.produces.fail_partition(
-            &cx!(self),
-            id,
-            ErrorCode::UnknownTopicOrPartition,
-        )?;
-        // The host drops the partition's core, queued reports and held messages, and closes
-        // its log after its in-flight I/O (other logs' completions stay in the ring).
-        let dir = self.host.remove_partition(id);
-        self.forget_partition(id, ErrorCode::UnknownTopicOrPartition)?;
-        let Some(dir) = dir else {
-            return Ok(());
-        };
-        remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
-        Ok(())
-    }
-
-    // ---- folders on disk ------------------------------------------------------------------------
-
-    /// Makes `dir` ready for a partition of the topic `topic_id` (see the module's table).
-    pub(super) fn prepare_partition_dir(
-        &mut self,
-        dir: &Path,
-        topic_id: Uuid,
-    ) -> Result<(), NodeError> {
-        if dir.exists() {
-            match PartitionMetadata::read(dir) {
-                Some(found) if found.topic_id == topic_id => return Ok(()),
-                Some(found) => {
-                    // An older topic of the same name: the image holds a newer one, so the old
-                    // one was deleted.
-                    tracing::warn!(dir = %dir.display(), "folder of a deleted topic of this name");
-                    self.host.discard_preopened(Some(dir));
-                    remove_partition_dir(dir, found.topic_id).map_err(NodeError::Runtime)?;
-                }
-                None if dir.join(PARTITION_METADATA_FILE).exists() => {
-                    // Damaged (its checksum does not match): the folder has this topic
-                    // partition's name, and a deleted topic's folder is renamed before the
-                    // topic goes, so it is this topic's. Written again from the image below.
-                    tracing::warn!(
-                        dir = %dir.display(),
-                        "damaged {PARTITION_METADATA_FILE}: written again from the metadata image"
-                    );
-                }
-                None => {}
-            }
-        }
-        std::fs::create_dir_all(dir).map_err(NodeError::Runtime)?;
-        if let Some(parent) = dir.parent() {
-            std::fs::File::open(parent)
-                .and_then(|f| f.sync_all())
-                .map_err(NodeError::Runtime)?;
-        }
-        PartitionMetadata {
-            topic_id,
-            created_below_offset: self.handlers.topics.applied_offset,
-        }
-        .write(dir)
-        .map_err(NodeError::Runtime)
-    }
-
-    /// Removes the leftovers of earlier runs (see the module's table): at the first apply after
-    /// start the `-delete` folders and the list of unclaimed partition folders, then each
-    /// unclaimed folder once the applied metadata passed its creation.
-    pub(super) fn sweep_leftovers(&mut self) -> Result<(), NodeError> {
-        if self.handlers.topics.swept.is_none() {
-            let mut leftovers = Leftovers::default();
-            let running: Vec<PathBuf> = self.host.stores().map(|(_, s)| s.dir.clone()).collect();
-            let entries =
-                std::fs::read_dir(&self.config.metadata_log_dir).map_err(NodeError::Runtime)?;
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if !path.is_dir() || running.contains(&path) {
-                    continue;
-                }
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.ends_with(DELETE_SUFFIX) {
-                    tracing::info!(dir = %path.display(), "removing a folder left by a deletion");
-                    std::fs::remove_dir_all(&path).map_err(NodeError::Runtime)?;
-                } else if let Some(found) = PartitionMetadata::read(&path) {
-                    leftovers.candidates.push(Candidate {
-                        dir: path,
-                        topic_id: found.topic_id,
-                        created_below_offset: found.created_below_offset,
-                    });
-                }
-            }
-            self.handlers.topics.swept = Some(leftovers);
-        }
-        let applied = self.handlers.topics.applied_offset;
-        let running: Vec<PathBuf> = self.host.stores().map(|(_, s)| s.dir.clone()).collect();
-        let Some(leftovers) = self.handlers.topics.swept.as_mut() else {
-            return Ok(());
-        };
-        let mut doomed = Vec::new();
-        leftovers.candidates.retain(|c| {
-            if running.contains(&c.dir) {
-                return false;
-            }
-            if applied >= c.created_below_offset {
-                doomed.push((c.dir.clone(), c.topic_id));
-                return false;
-            }
-            true
-        });
-        for (dir, topic_id) in doomed {
-            tracing::warn!(dir = %dir.display(), "folder of a topic deleted while this node was away");
-            self.host.discard_preopened(Some(&dir));
-            remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_metadata_round_trips_and_rejects_junk() {
-        let m = PartitionMetadata {
-            topic_id: Uuid([0xab; 16]),
-            created_below_offset: 42,
-        };
-        assert_eq!(PartitionMetadata::decode(&m.encode()), Some(m));
-        for junk in [
-            "",
-            "version: 0\ntopic_id: xyz\ncreated.below.metadata.offset: 1\n",
-            "version: 1\ntopic_id: abababababababababababababababab\ncreated.below.metadata.offset: 1\n",
-            "version: 0\ntopic_id: abababababababababababababababab\n",
-        ] {
-            assert_eq!(PartitionMetadata::decode(junk), None, "{junk:?}");
-        }
-        // Every bit flipped is caught: none reads as another topic (or offset).
-        let good = PartitionMetadata {
-            topic_id: Uuid([0xab; 16]),
-            created_below_offset: 42,
-        }
-        .encode()
-        .into_bytes();
-        for byte in 0..good.len() {
-            for bit in 0..8 {
-                let mut flipped = good.clone();
-                flipped[byte] ^= 1 << bit;
-                if let Ok(text) = std::str::from_utf8(&flipped) {
-                    assert_eq!(
-                        PartitionMetadata::decode(text),
-                        None,
-                        "byte {byte} bit {bit}: {text:?}"
-                    );
-                }
-            }
-        }
-    }
-
-    /// A topic of Kafka's longest name (249 characters) is deleted like any other: before,
-    /// its folder's rename failed with ENAMETOOLONG and the node exited on it, so one
-    /// DeleteTopics from any client stopped every node.
-    #[test]
-    fn a_folder_of_the_longest_topic_name_is_removed_too() {
-        let id = Uuid([2; 16]);
-        assert_eq!(doomed_name("t-0", id), format!("t-0.{}-delete", hex(id)));
-        let topic = "x".repeat(249);
-        let names: Vec<String> = [0, 1, 12345]
-            .iter()
-            .map(|p| doomed_name(&format!("{topic}-{p}"), id))
-            .collect();
-        for name in &names {
-            assert!(name.len() <= 255, "{} bytes", name.len());
-            assert!(name.ends_with(DELETE_SUFFIX));
-        }
-        assert_ne!(names[0], names[1], "partitions stay apart");
-        let parent = std::env::temp_dir().join(format!("ringlog-long-{}", std::process::id()));
-        let dir = parent.join(format!("{topic}-0"));
-        std::fs::create_dir_all(&dir).unwrap();
-        remove_partition_dir(&dir, id).unwrap();
-        assert!(!dir.exists());
-        let _ = std::fs::remove_dir_all(&parent);
-    }
-
-    #[test]
-    fn a_removed_folder_is_renamed_at_once() {
-        let parent = std::env::temp_dir().join(format!("ringlog-del-{}", std::process::id()));
-        let dir = parent.join("t-0");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("00000000000000000000.log"), b"x").unwrap();
-        remove_partition_dir(&dir, Uuid([1; 16])).unwrap();
-        // The old name is gone before the call returns (the removal itself is in the
-        // background): a restart can never open it again.
-        assert!(!dir.exists());
-        let _ = std::fs::remove_dir_all(&parent);
     }
 }

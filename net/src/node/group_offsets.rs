@@ -610,23 +610,11 @@ pub(super) fn append_offset_records(
     }))
 }
 
-/// The largest batch a Produce may bring to `partition`, as `Node::produce_max_batch_bytes`
-/// (topics.rs) reckons it: the topic's `max.message.bytes`, else the node's
-/// `message.max.bytes`, and never more than the partition's segment size (`segment.bytes`).
+/// The largest batch `__consumer_offsets`-`partition` takes (topics.rs,
+/// `produce_max_batch_bytes`).
 fn max_batch_bytes(cx: &Cx, env: GroupsEnv, partition: PartitionId) -> usize {
-    let segment_bytes = cx
-        .host
-        .store(partition)
-        .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
-    let hosted = cx.table.get(partition);
-    let max_message_bytes = env
-        .topics
-        .image
-        .get(&hosted.topic)
-        .filter(|t| t.topic_id == hosted.topic_id)
-        .and_then(|t| t.config.max_message_bytes)
-        .map_or(u64::from(env.message_max_bytes), |b| b.max(0) as u64);
-    max_message_bytes.min(segment_bytes) as usize
+    env.topics
+        .produce_max_batch_bytes(cx.host, cx.table, env.message_max_bytes, partition)
 }
 
 fn settle_and_answer(mut write: PendingWrite, code: ErrorCode) -> Result<(), NodeError> {

@@ -237,8 +237,20 @@ impl Node {
                 self.check_waiters()?;
                 return self.handlers.produces.maybe_complete(&cx!(self), id);
             }
-            Request::CreateTopics(r) => return self.handle_create_topics(responder, &header, r),
-            Request::DeleteTopics(r) => return self.handle_delete_topics(responder, &header, r),
+            Request::CreateTopics(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_create_topics(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
+            Request::DeleteTopics(r) => {
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_delete_topics(&mut cx, responder, &header, r)?;
+                return self.after_call();
+            }
             Request::DescribeConfigs(r) => {
                 Response::DescribeConfigs(super::configs::handle_describe_configs(
                     &cx!(self),
@@ -273,7 +285,11 @@ impl Node {
                 return self.after_call();
             }
             Request::CreatePartitions(r) => {
-                return self.handle_create_partitions(responder, &header, r);
+                let mut cx = cx!(self);
+                self.handlers
+                    .topics
+                    .handle_create_partitions(&mut cx, responder, &header, r)?;
+                return self.after_call();
             }
             Request::DeleteRecords(r) => return self.handle_delete_records(responder, &header, r),
             Request::DescribeAcls(r) => {
@@ -377,7 +393,7 @@ impl Node {
                     .groups
                     .handle_request(&mut cx, env, brokers, responder, header, r);
                 if self.handlers.groups.take_offsets_topic_wanted()
-                    && let Err(code) = self.propose_offsets_topic()
+                    && let Err(code) = self.handlers.topics.propose_offsets_topic(&mut cx!(self))
                 {
                     tracing::info!(?code, "__consumer_offsets not proposed yet");
                 }

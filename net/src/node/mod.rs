@@ -43,6 +43,7 @@ mod metadata;
 mod observe;
 mod offset_expiry;
 mod own_endpoint;
+mod partition_dirs;
 mod partition_table;
 mod peers;
 pub mod placement;
@@ -314,16 +315,8 @@ impl Node {
 
     // ---- services of context.rs, for the handlers still reached through the node ----------
 
-    fn metadata_partition_id(&self) -> PartitionId {
-        context::metadata_partition_id(&self.table)
-    }
-
     fn metadata_raft(&self) -> &core::Raft {
         context::metadata_raft(&self.host, &self.table)
-    }
-
-    fn controller_active(&self) -> bool {
-        context::controller_active(self.metadata_raft(), self.handlers.topics.applied_offset)
     }
 
     fn authorizer(&self) -> authorize::Authorizer<'_> {
@@ -333,41 +326,255 @@ impl Node {
         }
     }
 
-    fn allowed(&self, requester: &authorize::Requester, api: ApiKey, name: &str) -> bool {
-        self.authorizer().allowed(requester, api, name)
-    }
+    // ---- the topic controller's partitions (topic_image.rs, retention.rs, delete_records.rs) --
+    //
+    // The topic image and the controller's state are `handlers.topics`; what they decide about
+    // the partitions this node runs (start, stop, cut a log's start) is done here, because it
+    // touches the node's own bookkeeping (partition table, producer state, metrics, waiters).
 
-    fn propose_metadata_record(
-        &mut self,
-        topic: &str,
-        value: Option<&[u8]>,
-    ) -> Result<u64, crate::protocol::ErrorCode> {
-        let offset = cx!(self).propose_metadata_record(topic, value)?;
-        self.deliver()
-            .map_err(|_| crate::protocol::ErrorCode::KafkaStorageError)?;
-        Ok(offset)
-    }
-
-    fn forward_to_controller(
-        &mut self,
-        responder: Responder,
-        header: &crate::protocol::RequestHeader,
-        request: crate::protocol::Request,
-    ) -> Result<(), NodeError> {
-        cx!(self).forward_to_controller(responder, header, request)?;
-        self.after_call()
-    }
-
-    fn park_admin_answer(
-        &mut self,
-        responder: Responder,
-        header: &crate::protocol::RequestHeader,
-        request_timeout_ms: i32,
-        results: admin_answers::AdminResults,
-        waiting: Vec<(usize, u64)>,
-    ) -> Result<(), NodeError> {
-        cx!(self).park_admin_answer(responder, header, request_timeout_ms, results, waiting)?;
+    /// Brings the metadata images up to the metadata partition's key-value state (which holds
+    /// the latest snapshot plus every committed record applied after it, snapshots.rs): ACLs,
+    /// SCRAM credentials, dynamic node configs, and the topic image, starting the partitions of
+    /// new topics and stopping deleted ones (topic_image.rs); then answers the admin requests
+    /// waiting for them.
+    fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
+        // Between work lists, like the rest of this: retention's snapshots are reported to
+        // the core by the same pump round.
+        self.maybe_enforce_retention()?;
+        let changes = topic_image::apply_images(&mut self.handlers, &self.host, &self.table);
+        if let Some(changes) = changes {
+            for change in changes {
+                match change {
+                    topic_image::TopicChange::Deleted(topic) => self.stop_topic(&topic)?,
+                    topic_image::TopicChange::Started {
+                        topic,
+                        from,
+                        config_changed,
+                    } => {
+                        for index in from..topic.partitions {
+                            if topic_image::hosts_partition(&self.config, &topic, index) {
+                                self.start_partition(&topic, index)?;
+                            }
+                        }
+                        topic_image::apply_topic_settings(
+                            &mut self.host,
+                            &self.table,
+                            &self.config,
+                            &topic,
+                            from,
+                            config_changed,
+                        );
+                    }
+                }
+            }
+            partition_dirs::sweep_leftovers(
+                &mut self.handlers.topics.swept,
+                &mut self.host,
+                &self.config.metadata_log_dir,
+                self.handlers.topics.applied_offset,
+            )?;
+        }
         self.answer_admin()
+    }
+
+    /// Opens (or recovers) a topic partition and starts its Raft group (topic_image.rs,
+    /// `open_partition`), with its producer state and metrics.
+    fn start_partition(
+        &mut self,
+        topic: &topics::TopicRecord,
+        index: i32,
+    ) -> Result<(), NodeError> {
+        if let Some(error) = self.offline_partition_error(&topic.name, index) {
+            // Taken offline by a storage error: it stays so until the node restarts.
+            tracing::warn!(topic = %topic.name, index, error, "not starting an offline partition");
+            return Ok(());
+        }
+        let now = self.now_ms();
+        let (id, dir, recovered) = topic_image::open_partition(
+            &mut self.host,
+            &mut self.table,
+            &self.config,
+            self.handlers.topics.applied_offset,
+            topic,
+            index,
+            now,
+        )?;
+        self.handlers.producers.adopt_preopened(id, &dir);
+        // Idempotent producing's state exists from the partition's start and follows every
+        // append, the follower's too: a follower that becomes leader answers its first Produce
+        // without reading its whole log on the loop (seen in scripts/fault-run.sh as 1.5-6 s
+        // turns on a new leader of a topic created while the node ran). A new partition's
+        // log is empty, so this reads nothing; a preopened one was read before the loop.
+        self.handlers.producers.ensure(&mut self.host, id)?;
+        self.observer
+            .add_partition(id, self.table.dir_name(id), &dir);
+        tracing::info!(partition = id, dir = %dir.display(), ?recovered, "partition started");
+        Ok(())
+    }
+
+    /// Stops every partition of a topic that left the image and removes its folders
+    /// (delete_topics.rs).
+    fn stop_topic(&mut self, topic: &topics::TopicRecord) -> Result<(), NodeError> {
+        for id in topic_image::topic_partition_ids(&self.table, topic) {
+            self.stop_partition(id, topic.topic_id)?;
+        }
+        self.forget_remote_leaders(&topic.name);
+        tracing::info!(topic = %topic.name, "topic deleted");
+        Ok(())
+    }
+
+    /// Takes one partition out of the node. Called between work lists (from `pump`), so no
+    /// work of the partition is half executed; what still refers to it is dropped here.
+    fn stop_partition(
+        &mut self,
+        id: PartitionId,
+        topic_id: crate::protocol::wire::Uuid,
+    ) -> Result<(), NodeError> {
+        self.handlers.produces.fail_partition(
+            &cx!(self),
+            id,
+            ErrorCode::UnknownTopicOrPartition,
+        )?;
+        // The host drops the partition's core, queued reports and held messages, and closes
+        // its log after its in-flight I/O (other logs' completions stay in the ring).
+        let dir = self.host.remove_partition(id);
+        self.forget_partition(id, crate::protocol::ErrorCode::UnknownTopicOrPartition)?;
+        let Some(dir) = dir else {
+            return Ok(());
+        };
+        partition_dirs::remove_partition_dir(&dir, topic_id).map_err(NodeError::Runtime)?;
+        Ok(())
+    }
+
+    /// At start-up, before the loop serves: recovers the partitions of every topic this node
+    /// knows from its own metadata log whose folder is here (topic_image.rs, `preopen_list`),
+    /// and reads their producer state, so that starting them when the committed topic image
+    /// reaches them takes no recovery on the event loop.
+    fn preopen_partitions(&mut self) -> Result<(), NodeError> {
+        let started = std::time::Instant::now();
+        let (topics, folders) =
+            topic_image::preopen_list(&mut self.host, &self.table, &self.config)?;
+        let mut opened = 0;
+        for (dir, log_config) in folders {
+            match self.host.preopen(dir.clone(), log_config) {
+                Ok(()) => {
+                    self.handlers
+                        .producers
+                        .read_preopened(&mut self.host, &dir)?;
+                    opened += 1;
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %dir.display(), %error, "not recovered ahead; it is opened when started")
+                }
+            }
+        }
+        tracing::info!(
+            topics,
+            partitions = opened,
+            took_ms = started.elapsed().as_millis() as u64,
+            "partitions recovered before serving"
+        );
+        Ok(())
+    }
+
+    /// Applies the retention rules to every `cleanup.policy=delete` partition (retention.rs),
+    /// and lets followers' log starts follow their leaders' (delete_records.rs). Runs between
+    /// work lists: the snapshots it records are reported to the core by
+    /// `report_snapshots_written`.
+    fn maybe_enforce_retention(&mut self) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        if std::mem::take(&mut self.handlers.delete_records.follow_due) {
+            self.follow_leader_log_starts()?;
+        }
+        if !self.handlers.topics.retention_check_due(now) {
+            return Ok(());
+        }
+        // Followers' log starts follow their leaders' (DeleteRecords, delete_records.rs).
+        self.follow_leader_log_starts()?;
+        let now_wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.handlers
+            .producers
+            .expire(self.config.producer_id_expiration_ms, now_wall_ms);
+        let snapshots =
+            self.handlers
+                .topics
+                .retention_snapshots(&self.host, &self.table, now_wall_ms);
+        self.record_empty_snapshots(snapshots)
+    }
+
+    /// delete_records.rs, `follow_leader_log_starts`: the snapshots it asks for, recorded.
+    fn follow_leader_log_starts(&mut self) -> Result<(), NodeError> {
+        let snapshots = delete_records::follow_leader_log_starts(
+            &mut self.host,
+            &self.table,
+            &self.handlers.topics,
+        )?;
+        self.record_empty_snapshots(snapshots)
+    }
+
+    /// Records the empty snapshots retention, DeleteRecords or a follower following its
+    /// leader's log start decided (retention.rs, delete_records.rs), each with its partition's
+    /// producer state at its end offset (idempotence.rs): the producers' state outlives their
+    /// batches. A DeleteRecords cut that cannot be recorded answers its partition
+    /// KAFKA_STORAGE_ERROR; any other failure is the node's.
+    fn record_empty_snapshots(
+        &mut self,
+        snapshots: Vec<retention::EmptySnapshot>,
+    ) -> Result<(), NodeError> {
+        for snapshot in snapshots {
+            let producer_state = self.handlers.producers.state_record(
+                &mut self.host,
+                &self.table,
+                snapshot.partition,
+                snapshot.snapshot_id.offset,
+            );
+            let recorded = self.host.record_empty_snapshot(
+                snapshot.partition,
+                snapshot.snapshot_id,
+                snapshot.now_wall_ms,
+                producer_state,
+            );
+            match recorded {
+                Ok(()) => snapshot.recorded(),
+                Err(error)
+                    if matches!(
+                        snapshot.cause,
+                        retention::SnapshotCause::DeleteRecords { .. }
+                    ) =>
+                {
+                    tracing::error!(partition = snapshot.partition, %error, "DeleteRecords: recording the cut");
+                    self.handlers.delete_records.cut_failed(&snapshot);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords (delete_records.rs): the cuts the leader makes are recorded here
+    /// (`record_empty_snapshots`), then what is done is answered.
+    fn handle_delete_records(
+        &mut self,
+        responder: Responder,
+        header: &crate::protocol::RequestHeader,
+        request: crate::protocol::delete_records_request::DeleteRecordsRequest,
+    ) -> Result<(), NodeError> {
+        let mut cx = cx!(self);
+        let cuts = self.handlers.delete_records.handle_delete_records(
+            &mut cx,
+            &self.handlers.topics,
+            responder,
+            header,
+            request,
+        )?;
+        self.record_empty_snapshots(cuts)?;
+        let now = self.now_ms();
+        self.handlers
+            .delete_records
+            .answer_ready(&self.host, &self.config, now)?;
+        self.after_call()
     }
 
     /// The event loop. Returns after a graceful shutdown.
@@ -578,7 +785,9 @@ impl Node {
         if let Request::Fetch(r) = &request {
             let replica = convert::fetch_replica_id(r, header.api_version);
             if replica >= 0 {
-                self.note_replica_log_starts(r, replica);
+                self.handlers
+                    .delete_records
+                    .note_replica_log_starts(&self.table, r, replica);
             }
         }
         let metadata_voters = self.metadata_voter_ids();
@@ -720,7 +929,7 @@ impl Node {
             self.deliver()?;
             // Its stages are timed inside (handlers.rs).
             self.check_waiters()?;
-            if !!self.quorum.has_releases() {
+            if self.quorum.has_releases() {
                 self.release_parked_fetches()?;
             }
         }
@@ -767,7 +976,10 @@ impl Node {
         let after = self.after_call();
         call.and(after)?;
         self.stall.part(began, "pump: groups");
-        self.answer_delete_records()?;
+        let now = self.now_ms();
+        self.handlers
+            .delete_records
+            .answer_ready(&self.host, &self.config, now)?;
         self.answer_voter_changes()?;
         self.handlers
             .producer_id_control
@@ -802,7 +1014,11 @@ impl Node {
         if let Err(error) = call.and(after) {
             tracing::warn!(%error, "group deadlines");
         }
-        if let Err(error) = self.answer_delete_records() {
+        if let Err(error) = self
+            .handlers
+            .delete_records
+            .answer_ready(&self.host, &self.config, now)
+        {
             tracing::warn!(%error, "DeleteRecords deadlines");
         }
         if let Err(error) = self.answer_voter_changes() {

@@ -35,8 +35,9 @@
 //! configured set ([`recorded_placement`]); a placement over a changed voter set is recorded
 //! as lists.
 
-use ringlog_replication::NodeId;
+use ringlog_replication::{NodeId, Raft};
 
+use crate::config::NodeConfig;
 use crate::protocol::ErrorCode;
 
 /// Why a placement cannot be made.
@@ -266,85 +267,69 @@ pub fn recorded_placement(
     }
 }
 
-impl super::Node {
-    /// The nodes new partitions are placed on: the metadata quorum's voter set in force
-    /// (module doc).
-    pub(super) fn placement_nodes(&self) -> Vec<NodeId> {
-        self.metadata_voter_ids()
-    }
+/// The nodes new partitions are placed on: the metadata quorum's voter set in force (module
+/// doc), as `metadata` (`__cluster_metadata-0`'s Raft group) holds it.
+pub(super) fn placement_nodes(metadata: &Raft) -> Vec<NodeId> {
+    metadata.voter_set().ids()
+}
 
-    /// What a topic record without placement means: every configured voter
-    /// (`controller.quorum.voters`), in configuration order (module doc).
-    pub(super) fn configured_voter_ids(&self) -> Vec<NodeId> {
-        self.config
-            .quorum_voters
-            .iter()
-            .map(|v| v.node_id)
-            .collect()
-    }
+/// What a topic record without placement means: every configured voter
+/// (`controller.quorum.voters`), in configuration order (module doc).
+pub(super) fn configured_voter_ids(config: &NodeConfig) -> Vec<NodeId> {
+    config.quorum_voters.iter().map(|v| v.node_id).collect()
+}
 
-    /// [`recorded_assignment`] against this node's configured voters.
-    pub(crate) fn recorded_assignment(
-        &self,
-        replicas: Vec<Vec<NodeId>>,
-    ) -> Option<Vec<Vec<NodeId>>> {
-        recorded_assignment(replicas, &self.configured_voter_ids())
-    }
+/// `partitions` partitions on every voter in force, each starting at a different voter
+/// as [`TopicRecord::replicas_of`](super::topic_record::TopicRecord::replicas_of) does
+/// for "every voter", as recorded ([`recorded_placement`] against the configured voters):
+/// `None` while the set in force is the configured one. `__consumer_offsets` is placed so
+/// (docs/groups.md).
+pub(super) fn every_voter_placement(
+    config: &NodeConfig,
+    metadata: &Raft,
+    partitions: i32,
+) -> Option<Vec<Vec<NodeId>>> {
+    let mut voters = placement_nodes(metadata);
+    voters.sort_unstable();
+    voters.dedup();
+    let placed = (0..partitions.max(0) as usize)
+        .map(|index| {
+            let mut rotated = voters.clone();
+            if !rotated.is_empty() {
+                rotated.rotate_left(index % voters.len());
+            }
+            rotated
+        })
+        .collect();
+    recorded_placement(placed, &configured_voter_ids(config))
+}
 
-    /// [`recorded_placement`] against this node's configured voters.
-    pub(crate) fn recorded_placement(
-        &self,
-        replicas: Vec<Vec<NodeId>>,
-    ) -> Option<Vec<Vec<NodeId>>> {
-        recorded_placement(replicas, &self.configured_voter_ids())
-    }
-
-    /// `partitions` partitions on every voter in force, each starting at a different voter
-    /// as [`TopicRecord::replicas_of`](super::topic_record::TopicRecord::replicas_of) does
-    /// for "every voter", as recorded ([`Self::recorded_placement`]): `None` while the set in
-    /// force is the configured one. `__consumer_offsets` is placed so (docs/groups.md).
-    pub(crate) fn every_voter_placement(&self, partitions: i32) -> Option<Vec<Vec<NodeId>>> {
-        let mut voters = self.placement_nodes();
-        voters.sort_unstable();
-        voters.dedup();
-        let placed = (0..partitions.max(0) as usize)
-            .map(|index| {
-                let mut rotated = voters.clone();
-                if !rotated.is_empty() {
-                    rotated.rotate_left(index % voters.len());
-                }
-                rotated
-            })
-            .collect();
-        self.recorded_placement(placed)
-    }
-
-    /// [`place_partitions`] over the voter set in force with its `default.replication.factor`
-    /// (unset: the smaller of 3 and the voters in force, so a quorum grown from one voter by
-    /// `add-voter` gets replicated topics): what CreateTopics, auto-creation and
-    /// CreatePartitions call (the controller only, so the placement is written into the topic
-    /// record once and every node applies it).
-    pub(crate) fn place_new_partitions(
-        &self,
-        start_partition: i32,
-        partitions: i32,
-        requested_replication_factor: i16,
-    ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
-        let nodes = self.placement_nodes();
-        let default_replication_factor = if self.config.default_replication_factor_follows_voters {
-            nodes.len().clamp(1, 3) as i16
-        } else {
-            self.config.default_replication_factor
-        };
-        place_partitions(
-            &nodes,
-            start_partition,
-            partitions,
-            requested_replication_factor,
-            default_replication_factor,
-            super::random_seed(),
-        )
-    }
+/// [`place_partitions`] over the voter set in force with its `default.replication.factor`
+/// (unset: the smaller of 3 and the voters in force, so a quorum grown from one voter by
+/// `add-voter` gets replicated topics): what CreateTopics, auto-creation and
+/// CreatePartitions call (the controller only, so the placement is written into the topic
+/// record once and every node applies it).
+pub(super) fn place_new_partitions(
+    config: &NodeConfig,
+    metadata: &Raft,
+    start_partition: i32,
+    partitions: i32,
+    requested_replication_factor: i16,
+) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+    let nodes = placement_nodes(metadata);
+    let default_replication_factor = if config.default_replication_factor_follows_voters {
+        nodes.len().clamp(1, 3) as i16
+    } else {
+        config.default_replication_factor
+    };
+    place_partitions(
+        &nodes,
+        start_partition,
+        partitions,
+        requested_replication_factor,
+        default_replication_factor,
+        super::random_seed(),
+    )
 }
 
 #[cfg(test)]

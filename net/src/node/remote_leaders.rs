@@ -217,7 +217,10 @@ impl Node {
             requester,
         );
         for (position, name) in draft.take_to_create() {
-            let error = self.auto_create_topic(&name);
+            let error = self
+                .handlers
+                .topics
+                .auto_create_topic(&mut cx!(self), &name);
             draft.set_error(position, error);
         }
         // The lookups of leaders this node does not know leave now; the client's next

@@ -25,10 +25,13 @@
 
 use std::path::Path;
 
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Host;
 use ringlog_replication::{OffsetAndEpoch, PartitionId};
 
-use super::topics::TopicConfig;
-use super::{Node, NodeError};
+use super::partition_table::PartitionTable;
+use super::topic_record::TopicConfig;
+use super::topics::Topics;
 
 /// How often the retention rules are checked.
 pub const RETENTION_CHECK_INTERVAL_MS: u64 = 1000;
@@ -84,30 +87,92 @@ fn segment_last_modified_ms(dir: &Path, base_offset: u64) -> Option<u64> {
     Some(since.as_millis() as u64)
 }
 
-impl Node {
-    /// Applies the retention rules to every `cleanup.policy=delete` partition (see the module
-    /// doc). Runs between work lists: the snapshots it records are reported to the core by
-    /// `report_snapshots_written`.
-    pub(super) fn maybe_enforce_retention(&mut self) -> Result<(), NodeError> {
-        let now = self.now_ms();
-        if std::mem::take(&mut self.handlers.delete_records.follow_due) {
-            self.follow_leader_log_starts()?;
+/// An empty snapshot retention or DeleteRecords decided to record (delete_records.rs): the
+/// node adds the producer state at its end offset (idempotence.rs) and records it (mod.rs,
+/// `Node::record_empty_snapshots`), then calls [`EmptySnapshot::recorded`].
+pub(super) struct EmptySnapshot {
+    pub(super) partition: PartitionId,
+    pub(super) snapshot_id: OffsetAndEpoch,
+    /// The wall clock's reading the snapshot is recorded with.
+    pub(super) now_wall_ms: u64,
+    pub(super) cause: SnapshotCause,
+}
+
+/// Why an [`EmptySnapshot`] is recorded, for the log line once it is.
+pub(super) enum SnapshotCause {
+    /// This module's rules.
+    Retention {
+        retention_bytes: i64,
+        retention_ms: i64,
+    },
+    /// A follower's log start follows its leader's (delete_records.rs), whose client log start
+    /// is `client_log_start_offset`.
+    FollowLeader { client_log_start_offset: u64 },
+    /// A DeleteRecords on the leader asked for `client_log_start_offset`; its answer waits
+    /// for the snapshot (delete_records.rs, `PendingDeletes::cut_failed` when it cannot be
+    /// recorded).
+    DeleteRecords { client_log_start_offset: u64 },
+}
+
+impl EmptySnapshot {
+    /// Logs the snapshot, recorded.
+    pub(super) fn recorded(&self) {
+        let (partition, log_start_offset) = (self.partition, self.snapshot_id.offset);
+        match self.cause {
+            SnapshotCause::Retention {
+                retention_bytes,
+                retention_ms,
+            } => tracing::info!(
+                partition,
+                log_start_offset,
+                retention_bytes,
+                retention_ms,
+                "retention: empty snapshot recorded, the log start follows it"
+            ),
+            SnapshotCause::FollowLeader {
+                client_log_start_offset,
+            } => tracing::info!(
+                partition,
+                log_start_offset,
+                client_log_start_offset,
+                "the leader's log start moved: empty snapshot recorded, the log start follows it"
+            ),
+            SnapshotCause::DeleteRecords {
+                client_log_start_offset,
+            } => tracing::info!(
+                partition,
+                log_start_offset,
+                client_log_start_offset,
+                "DeleteRecords: empty snapshot recorded, the log start follows it"
+            ),
         }
-        if now < self.handlers.topics.next_retention_check_ms {
-            return Ok(());
+    }
+}
+
+impl Topics {
+    /// Whether the retention rules are to be checked at `now_ms` (node clock): at most once
+    /// per [`RETENTION_CHECK_INTERVAL_MS`]; schedules the next check when they are.
+    pub(super) fn retention_check_due(&mut self, now_ms: u64) -> bool {
+        if now_ms < self.next_retention_check_ms {
+            return false;
         }
-        self.handlers.topics.next_retention_check_ms = now + RETENTION_CHECK_INTERVAL_MS;
-        // Followers' log starts follow their leaders' (DeleteRecords, delete_records.rs).
-        self.follow_leader_log_starts()?;
-        let now_wall_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        self.handlers
-            .producers
-            .expire(self.config.producer_id_expiration_ms, now_wall_ms);
-        let ids: Vec<PartitionId> = self.table.ids().collect();
-        for id in ids {
-            let Some(config) = self.topic_config(id).copied() else {
+        self.next_retention_check_ms = now_ms + RETENTION_CHECK_INTERVAL_MS;
+        true
+    }
+
+    /// The retention rules applied to every `cleanup.policy=delete` partition of `table` (see
+    /// the module doc): the empty snapshots to record, each at the new log start of its
+    /// partition. Runs between work lists (mod.rs, `Node::maybe_enforce_retention`): the
+    /// snapshots recorded are reported to the core by `report_snapshots_written`.
+    pub(super) fn retention_snapshots(
+        &self,
+        host: &Host<AnyIo>,
+        table: &PartitionTable,
+        now_wall_ms: u64,
+    ) -> Vec<EmptySnapshot> {
+        let mut snapshots = Vec::new();
+        for id in table.ids() {
+            let Some(config) = self.topic_config(table, id).copied() else {
                 continue;
             };
             if !config.cleanup_policy.deletes()
@@ -115,11 +180,11 @@ impl Node {
             {
                 continue;
             }
-            let Some(raft) = self.host.raft(id) else {
+            let Some(raft) = host.raft(id) else {
                 continue;
             };
             let epoch_cache: Vec<OffsetAndEpoch> = raft.log().epoch_cache().to_vec();
-            let Some(store) = self.host.store(id) else {
+            let Some(store) = host.store(id) else {
                 continue;
             };
             let segments: Vec<SegmentInfo> = store
@@ -149,31 +214,27 @@ impl Node {
                 .find(|e| e.offset < target)
                 .map(|e| e.epoch)
                 .unwrap_or(0);
-            let snapshot_id = OffsetAndEpoch::new(target, epoch);
             // Empty: a delete topic carries no state machine state across the cut; its
-            // producers' state crosses it in the snapshot (docs/snapshots.md).
-            let producer_state =
-                self.handlers
-                    .producers
-                    .state_record(&mut self.host, &self.table, id, target);
-            self.host
-                .record_empty_snapshot(id, snapshot_id, now_wall_ms, producer_state)?;
-            tracing::info!(
-                partition = id,
-                log_start_offset = target,
-                retention_bytes = config.retention_bytes,
-                retention_ms = config.retention_ms,
-                "retention: empty snapshot recorded, the log start follows it"
-            );
+            // producers' state crosses it in the snapshot (docs/snapshots.md), which the node
+            // adds.
+            snapshots.push(EmptySnapshot {
+                partition: id,
+                snapshot_id: OffsetAndEpoch::new(target, epoch),
+                now_wall_ms,
+                cause: SnapshotCause::Retention {
+                    retention_bytes: config.retention_bytes,
+                    retention_ms: config.retention_ms,
+                },
+            });
         }
-        Ok(())
+        snapshots
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::topics::CleanupPolicy;
+    use crate::node::topic_record::CleanupPolicy;
 
     fn segments(sizes: &[(u64, u64, u64)]) -> Vec<SegmentInfo> {
         sizes

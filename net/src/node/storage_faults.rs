@@ -70,6 +70,9 @@ impl SpaceRetry {
     }
 }
 
+/// A partition the host took offline: its id, (topic, index) and error.
+pub(super) type NewlyOffline = (PartitionId, (String, i32), String);
+
 /// Partitions this node took offline, by (topic, index), with the error.
 #[derive(Debug, Default)]
 pub(super) struct OfflinePartitions {
@@ -86,7 +89,7 @@ impl OfflinePartitions {
         &mut self,
         host: &Host<AnyIo>,
         table: &PartitionTable,
-    ) -> Result<Vec<(PartitionId, (String, i32), String)>, NodeError> {
+    ) -> Result<Vec<NewlyOffline>, NodeError> {
         if host.offline_partitions().len() == self.seen.len() {
             return Ok(Vec::new());
         }

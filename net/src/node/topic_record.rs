@@ -1,17 +1,48 @@
 //! The topic record's format: its key, the topic's config ([`TopicConfig`], under Kafka's
 //! property names) and the record itself ([`TopicRecord`]: name, topic id, partition count,
 //! config, replica placement), encoded as the tab-separated text topics.rs's module doc shows.
-//! topics.rs re-exports everything here, so callers name it through `topics::`.
+//! With the record go the rules of a topic's name ([`validate_topic_name`],
+//! [`is_internal_topic`]). topics.rs re-exports everything here, so callers name it through
+//! `topics::`.
 
 use std::collections::BTreeMap;
 
 use ringlog_engine::batch::Compression;
 use ringlog_replication::NodeId;
 
-use super::topics::validate_topic_name;
 use crate::groups::offsets::OFFSETS_TOPIC;
+use crate::protocol::ErrorCode;
 use crate::protocol::create_topics_request as ct_req;
 use crate::protocol::wire::Uuid;
+
+/// Kafka's limit on a topic name's length.
+const TOPIC_NAME_MAX_LEN: usize = 249;
+
+/// Whether `name` is an internal topic: the node's own state (`__cluster_metadata`; the names
+/// Kafka keeps for `__consumer_offsets`, `__transaction_state` and the like). Every name that
+/// starts with "__" is, so no client-created topic can ever be one: clients may read them, but
+/// never create, delete or produce to them (Produce answers INVALID_TOPIC_EXCEPTION, as Kafka's
+/// `ReplicaManager.appendToLocalLog` does for its internal topics).
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Internal names
+/// ([`is_internal_topic`]) cannot be created by clients.
+pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
+    let legal = !name.is_empty()
+        && name.len() <= TOPIC_NAME_MAX_LEN
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if legal && !is_internal_topic(name) {
+        Ok(())
+    } else {
+        Err(ErrorCode::InvalidTopicException)
+    }
+}
 
 /// A topic record's key is this prefix followed by the topic's name, so the metadata
 /// partition's key-value state (and so its snapshot) holds one entry per topic.

@@ -18,7 +18,7 @@
 //! The config fields after `partitions` are the topic's [`TopicConfig`], under Kafka's property
 //! names; a field that is absent takes its default, so records written before the retention
 //! fields existed (only `cleanup.policy=delete`) still read. The node's code asks for a
-//! partition's config with `Node::topic_config(partition)`.
+//! partition's config with `Topics::topic_config(table, partition)`.
 //!
 //! Keyed by the topic's name, the metadata partition's key-value state machine holds exactly
 //! one record per topic, so a KIP-630 snapshot of it keeps every topic, and the image is
@@ -42,11 +42,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Host;
 use ringlog_replication::{NodeId, PartitionId, QuorumConfig};
 
+use super::NodeError;
 use super::admin_answers::AdminResults;
-use super::transport::Responder;
-use super::{Node, NodeError, PeerPending};
+use super::context::Cx;
+use super::partition_dirs::Leftovers;
+use super::partition_table::PartitionTable;
+use super::placement::{self, configured_voter_ids};
+use super::transport::{PeerPending, Responder};
 use crate::config::NodeConfig;
 use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::protocol::wire::Uuid;
@@ -55,38 +61,10 @@ use crate::protocol::{
     create_topics_response as ct_resp,
 };
 
-/// Kafka's limit on a topic name's length.
-const TOPIC_NAME_MAX_LEN: usize = 249;
 /// CreateTopics version used to forward an auto-creation to the controller.
 pub(super) const FORWARD_CREATE_TOPICS_VERSION: i16 = 5;
 
 pub use super::topic_record::*;
-
-/// Whether `name` is an internal topic: the node's own state (`__cluster_metadata`; the names
-/// Kafka keeps for `__consumer_offsets`, `__transaction_state` and the like). Every name that
-/// starts with "__" is, so no client-created topic can ever be one: clients may read them, but
-/// never create, delete or produce to them (Produce answers INVALID_TOPIC_EXCEPTION, as Kafka's
-/// `ReplicaManager.appendToLocalLog` does for its internal topics).
-pub fn is_internal_topic(name: &str) -> bool {
-    name.starts_with("__")
-}
-
-/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not "." or "..". Internal names
-/// ([`is_internal_topic`]) cannot be created by clients.
-pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
-    let legal = !name.is_empty()
-        && name.len() <= TOPIC_NAME_MAX_LEN
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if legal && !is_internal_topic(name) {
-        Ok(())
-    } else {
-        Err(ErrorCode::InvalidTopicException)
-    }
-}
 
 #[derive(Default)]
 pub(super) struct Topics {
@@ -95,8 +73,8 @@ pub(super) struct Topics {
     pub(super) image: BTreeMap<String, TopicRecord>,
     /// Names proposed by this node (as controller) and not yet applied.
     pub(super) proposed: BTreeSet<String>,
-    /// Set once the leftovers of earlier runs were looked at (delete_topics.rs).
-    pub(super) swept: Option<super::delete_topics::Leftovers>,
+    /// Set once the leftovers of earlier runs were looked at (partition_dirs.rs).
+    pub(super) swept: Option<Leftovers>,
     /// When retention.rs looks at the delete topics' logs next (node clock).
     pub(super) next_retention_check_ms: u64,
     /// The latest record this controller proposed for an existing topic and that is not
@@ -137,8 +115,22 @@ pub(super) fn bootstrap_server_ids(config: &NodeConfig) -> Vec<NodeId> {
         .collect()
 }
 
+/// `__consumer_offsets`' config: a snapshot topic (its state is the committed offsets, its
+/// log trimmed behind KIP-630 snapshots), nothing deleted by age or size.
+pub(super) fn offsets_topic_config(config: &NodeConfig) -> TopicConfig {
+    TopicConfig {
+        cleanup_policy: CleanupPolicy::Snapshot,
+        retention_bytes: -1,
+        retention_ms: -1,
+        segment_bytes: Some(config.groups.offsets_topic_segment_bytes),
+        snapshot_minimum_records: None,
+        max_message_bytes: None,
+        ..TopicConfig::default()
+    }
+}
+
 /// A fresh topic id: random, so a topic deleted and created again under the same name gets
-/// another one (and its old folders can be told apart, delete_topics.rs).
+/// another one (and its old folders can be told apart, partition_dirs.rs).
 fn random_topic_id() -> Uuid {
     let a = super::random_seed().to_le_bytes();
     let b = super::random_seed().to_le_bytes();
@@ -148,113 +140,133 @@ fn random_topic_id() -> Uuid {
     Uuid(id)
 }
 
-impl Node {
+impl Topics {
     pub(super) fn topic_exists(&self, name: &str) -> bool {
-        self.handlers.topics.image.contains_key(name)
+        self.image.contains_key(name)
     }
 
-    /// The config of the topic `partition` belongs to, as its committed topic record has it.
-    /// `None` for `__cluster_metadata-0` (not a topic of the image: its log is always trimmed
-    /// behind snapshots, snapshots.rs) and for a partition whose topic is not (or no longer)
-    /// in the image.
-    pub(super) fn topic_config(&self, partition: PartitionId) -> Option<&TopicConfig> {
-        let hosted = self.table.get(partition);
-        self.handlers
-            .topics
-            .image
+    /// The config of the topic `partition` (of the node's `table`) belongs to, as its
+    /// committed topic record has it. `None` for `__cluster_metadata-0` (not a topic of the
+    /// image: its log is always trimmed behind snapshots, snapshots.rs) and for a partition
+    /// whose topic is not (or no longer) in the image.
+    pub(super) fn topic_config(
+        &self,
+        table: &PartitionTable,
+        partition: PartitionId,
+    ) -> Option<&TopicConfig> {
+        let hosted = table.get(partition);
+        self.image
             .get(&hosted.topic)
             .filter(|t| t.topic_id == hosted.topic_id)
             .map(|t| &t.config)
     }
 
     /// The largest batch a Produce may bring to `partition`: the topic's `max.message.bytes`,
-    /// else the node's `message.max.bytes`, and never more than the partition's segment size
-    /// (`segment.bytes`), because a batch must fit in one segment (Kafka refuses such a batch
-    /// too).
-    pub(super) fn produce_max_batch_bytes(&self, partition: PartitionId) -> usize {
-        let segment_bytes = self
-            .host
+    /// else the node's `message.max.bytes` (`node_message_max_bytes`, broker_configs.rs), and
+    /// never more than the partition's segment size (`segment.bytes`), because a batch must
+    /// fit in one segment (Kafka refuses such a batch too).
+    pub(super) fn produce_max_batch_bytes(
+        &self,
+        host: &Host<AnyIo>,
+        table: &PartitionTable,
+        node_message_max_bytes: u32,
+        partition: PartitionId,
+    ) -> usize {
+        let segment_bytes = host
             .store(partition)
             .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
         let max_message_bytes = self
-            .topic_config(partition)
+            .topic_config(table, partition)
             .and_then(|c| c.max_message_bytes)
-            .map_or(
-                self.handlers
-                    .broker_configs
-                    .message_max_bytes(&self.config)
-                    .0 as u64,
-                |b| b.max(0) as u64,
-            );
+            .map_or(node_message_max_bytes as u64, |b| b.max(0) as u64);
         max_message_bytes.min(segment_bytes) as usize
     }
 
     // ---- proposing ----------------------------------------------------------------------------
 
-    /// Appends a topic record to the metadata log (this node must lead it). Returns the
-    /// record's offset.
-    fn propose_topic(&mut self, record: &TopicRecord) -> Result<u64, ErrorCode> {
-        let offset = self.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
-        self.handlers.topics.proposed.insert(record.name.clone());
-        tracing::info!(topic = %record.name, partitions = record.partitions, offset, "topic proposed");
+    /// The topic as the controller's next change must start from: the latest record it
+    /// proposed for it (in the metadata log's current `epoch`) and that is not applied yet,
+    /// else the image's. `None`: no such topic, or its deletion is in flight.
+    pub(super) fn latest_topic_record(&self, name: &str, epoch: u32) -> Option<TopicRecord> {
+        match self.changed.get(name) {
+            Some((record, offset, proposed_in))
+                if *offset >= self.applied_offset && *proposed_in == epoch =>
+            {
+                record.clone()
+            }
+            _ => self.image.get(name).cloned(),
+        }
+    }
+
+    /// Proposes a changed record of an existing topic (same topic id); returns its offset.
+    pub(super) fn propose_topic_change(
+        &mut self,
+        cx: &mut Cx,
+        record: &TopicRecord,
+    ) -> Result<u64, ErrorCode> {
+        let offset = cx.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
+        let epoch = cx.metadata_raft().epoch();
+        self.changed
+            .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
+        tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
         Ok(offset)
     }
 
-    /// `__consumer_offsets`' config: a snapshot topic (its state is the committed offsets, its
-    /// log trimmed behind KIP-630 snapshots), nothing deleted by age or size.
-    pub(super) fn offsets_topic_config(&self) -> TopicConfig {
-        TopicConfig {
-            cleanup_policy: CleanupPolicy::Snapshot,
-            retention_bytes: -1,
-            retention_ms: -1,
-            segment_bytes: Some(self.config.groups.offsets_topic_segment_bytes),
-            snapshot_minimum_records: None,
-            max_message_bytes: None,
-            ..TopicConfig::default()
-        }
+    /// Appends a topic record to the metadata log (this node must lead it). Returns the
+    /// record's offset.
+    fn propose_topic(&mut self, cx: &mut Cx, record: &TopicRecord) -> Result<u64, ErrorCode> {
+        let offset = cx.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
+        self.proposed.insert(record.name.clone());
+        tracing::info!(topic = %record.name, partitions = record.partitions, offset, "topic proposed");
+        Ok(offset)
     }
 
     /// The controller proposes `__consumer_offsets` (groups.rs asks when a client first needs a
     /// coordinator), once its image holds every committed topic record: a second record for
     /// the name would replace the first topic and its committed offsets.
-    pub(super) fn propose_offsets_topic(&mut self) -> Result<u64, ErrorCode> {
-        if !self.controller_active() {
+    pub(super) fn propose_offsets_topic(&mut self, cx: &mut Cx) -> Result<u64, ErrorCode> {
+        if !cx.controller_active() {
             return Err(ErrorCode::NotController);
         }
-        if self.topic_exists(OFFSETS_TOPIC) || self.handlers.topics.proposed.contains(OFFSETS_TOPIC)
-        {
+        if self.topic_exists(OFFSETS_TOPIC) || self.proposed.contains(OFFSETS_TOPIC) {
             return Err(ErrorCode::TopicAlreadyExists);
         }
+        let partitions = cx.config.groups.offsets_topic_num_partitions;
         let record = TopicRecord {
             name: OFFSETS_TOPIC.to_string(),
             topic_id: random_topic_id(),
-            partitions: self.config.groups.offsets_topic_num_partitions,
-            config: self.offsets_topic_config(),
+            partitions,
+            config: offsets_topic_config(cx.config),
             // Every voter in force, as before replication factors (docs/groups.md).
-            replicas: self.every_voter_placement(self.config.groups.offsets_topic_num_partitions),
+            replicas: placement::every_voter_placement(cx.config, cx.metadata_raft(), partitions),
         };
-        self.propose_topic(&record)
+        self.propose_topic(cx, &record)
     }
 
     /// Metadata for an unknown topic with auto-creation allowed: propose it (here if this node
-    /// is the controller, else forwarded) and tell the client to come back.
-    pub(super) fn auto_create_topic(&mut self, name: &str) -> ErrorCode {
+    /// is the controller, else forwarded: queued in `cx`) and tell the client to come back.
+    pub(super) fn auto_create_topic(&mut self, cx: &mut Cx, name: &str) -> ErrorCode {
         if let Err(code) = validate_topic_name(name) {
             return code;
         }
-        if self.handlers.topics.proposed.contains(name) {
+        if self.proposed.contains(name) {
             return ErrorCode::LeaderNotAvailable;
         }
-        let partitions = self.config.num_partitions.min(10_000) as i32;
-        let raft = self.metadata_raft();
-        if raft.is_leader() && !self.controller_active() {
+        let partitions = cx.config.num_partitions.min(10_000) as i32;
+        let raft = cx.metadata_raft();
+        let (leading, controller) = (raft.is_leader(), raft.leader_id());
+        if leading && !cx.controller_active() {
             // Not caught up: the topic may exist in records not applied yet (see
             // controller.rs). The client asks again.
             return ErrorCode::LeaderNotAvailable;
         }
-        if raft.is_leader() {
-            let replicas = match self.place_new_partitions(0, partitions, -1) {
-                Ok(placed) => self.recorded_placement(placed),
+        if leading {
+            let placed =
+                placement::place_new_partitions(cx.config, cx.metadata_raft(), 0, partitions, -1);
+            let replicas = match placed {
+                Ok(placed) => {
+                    placement::recorded_placement(placed, &configured_voter_ids(cx.config))
+                }
                 Err(error) => {
                     tracing::warn!(topic = name, %error, "auto-creation failed");
                     return error.error_code();
@@ -267,10 +279,10 @@ impl Node {
                 config: TopicConfig::default(),
                 replicas,
             };
-            if let Err(code) = self.propose_topic(&record) {
+            if let Err(code) = self.propose_topic(cx, &record) {
                 tracing::warn!(topic = name, ?code, "auto-creation failed");
             }
-        } else if let Some(controller) = raft.leader_id() {
+        } else if let Some(controller) = controller {
             let request = ct_req::CreateTopicsRequest {
                 topics: vec![ct_req::CreatableTopic {
                     name: name.to_string(),
@@ -281,15 +293,13 @@ impl Node {
                 timeout_ms: 5_000,
                 validate_only: false,
             };
-            if let Err(error) = self.send_to_peer(
+            cx.send_to_peer(
                 controller,
                 Request::CreateTopics(request),
                 FORWARD_CREATE_TOPICS_VERSION,
                 PeerPending::Control,
                 false,
-            ) {
-                tracing::warn!(%error, "forwarding an auto-creation");
-            }
+            );
         }
         ErrorCode::LeaderNotAvailable
     }
@@ -298,13 +308,14 @@ impl Node {
 
     pub(super) fn handle_create_topics(
         &mut self,
+        cx: &mut Cx,
         responder: Responder,
         header: &RequestHeader,
         request: ct_req::CreateTopicsRequest,
     ) -> Result<(), NodeError> {
         // A leader still applying what earlier epochs committed is not the controller yet.
-        let leading = self.controller_active();
-        let catching_up = !leading && self.metadata_raft().is_leader();
+        let leading = cx.controller_active();
+        let catching_up = !leading && cx.metadata_raft().is_leader();
         let requester = responder.requester();
         let mut results = Vec::new();
         let mut waiting = Vec::new();
@@ -323,9 +334,9 @@ impl Node {
             // `offsets.topic.*` settings, whatever the request says (docs/groups.md).
             let offsets_topic = topic.name == OFFSETS_TOPIC;
             let mut partitions = if offsets_topic {
-                self.config.groups.offsets_topic_num_partitions
+                cx.config.groups.offsets_topic_num_partitions
             } else if topic.num_partitions == -1 {
-                self.config.num_partitions.min(10_000) as i32
+                cx.config.num_partitions.min(10_000) as i32
             } else {
                 topic.num_partitions
             };
@@ -342,7 +353,7 @@ impl Node {
                 }
                 // `__consumer_offsets` is asked for by the nodes themselves (groups.rs).
                 if !offsets_topic
-                    && !self.allowed(
+                    && !cx.authorizer().allowed(
                         &requester,
                         crate::protocol::ApiKey::CreateTopics,
                         &topic.name,
@@ -360,9 +371,7 @@ impl Node {
                 if !seen.insert(topic.name.clone()) {
                     return Err((ErrorCode::InvalidRequest, "named twice".into()));
                 }
-                if self.topic_exists(&topic.name)
-                    || self.handlers.topics.proposed.contains(&topic.name)
-                {
+                if self.topic_exists(&topic.name) || self.proposed.contains(&topic.name) {
                     return Err((ErrorCode::TopicAlreadyExists, "topic exists".into()));
                 }
                 if !(1..=10_000).contains(&partitions) {
@@ -385,14 +394,21 @@ impl Node {
                 }
                 // `__consumer_offsets` is on every voter, as before replication factors
                 // (docs/groups.md): every voter in force (placement.rs).
+                let configured = configured_voter_ids(cx.config);
                 let replicas = if offsets_topic {
-                    self.every_voter_placement(partitions)
+                    placement::every_voter_placement(cx.config, cx.metadata_raft(), partitions)
                 } else {
                     let placed = if topic.assignments.is_empty() {
-                        self.place_new_partitions(0, partitions, topic.replication_factor)
+                        placement::place_new_partitions(
+                            cx.config,
+                            cx.metadata_raft(),
+                            0,
+                            partitions,
+                            topic.replication_factor,
+                        )
                     } else {
-                        super::placement::check_assignment(
-                            &self.placement_nodes(),
+                        placement::check_assignment(
+                            &placement::placement_nodes(cx.metadata_raft()),
                             topic
                                 .assignments
                                 .iter()
@@ -405,18 +421,17 @@ impl Node {
                         return Err((ErrorCode::InvalidPartitions, "1 to 10000 partitions".into()));
                     }
                     if topic.assignments.is_empty() {
-                        self.recorded_placement(placed)
+                        placement::recorded_placement(placed, &configured)
                     } else {
-                        self.recorded_assignment(placed)
+                        placement::recorded_assignment(placed, &configured)
                     }
                 };
                 replication_factor = replicas
                     .as_ref()
                     .and_then(|r| r.first())
-                    .map_or(self.configured_voter_ids().len(), Vec::len)
-                    as i16;
+                    .map_or(configured.len(), Vec::len) as i16;
                 let config = if offsets_topic {
-                    self.offsets_topic_config()
+                    offsets_topic_config(cx.config)
                 } else {
                     TopicConfig::from_create_configs(&topic.configs)
                         .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?
@@ -446,7 +461,7 @@ impl Node {
                     replicas,
                 };
                 result.topic_id = record.topic_id;
-                self.propose_topic(&record)
+                self.propose_topic(cx, &record)
                     .map(Some)
                     .map_err(|c| (c, "metadata append failed".into()))
             })();
@@ -465,7 +480,7 @@ impl Node {
             }
             results.push(result);
         }
-        self.park_admin_answer(
+        cx.park_admin_answer(
             responder,
             header,
             request.timeout_ms,

@@ -8,23 +8,21 @@
 //! following the batches) before the next partition is looked at, and the request is answered
 //! only after that, with no copy of the records and no timer on the way.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
-use ringlog_engine::io::AnyIo;
-use ringlog_replication::host::{Host, HostError};
+use ringlog_replication::host::HostError;
 use ringlog_replication::{PartitionId, RaftError};
 
 use super::super::NodeError;
 use super::super::authorize::Requester;
 use super::super::context::Cx;
-use super::super::convert::PartitionTable;
 use super::super::idempotence::{Producers, SequenceOutcome};
 use super::super::metadata::{PartitionLookup, metadata_brokers};
 use super::super::observe::StallWatch;
 use super::super::produce_validation::{
     keyless_records, recompress_batches, validate_produce_records,
 };
-use super::super::topics::{TopicConfig, TopicRecord, is_internal_topic};
+use super::super::topics::is_internal_topic;
 use super::super::transport::Responder;
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
@@ -474,8 +472,11 @@ fn produce_partition(
         return Err((ErrorCode::KafkaStorageError, Some(message)));
     }
     let lookup = env.lookup;
-    let topic_config = topic_config(&lookup.topics.image, cx.table, partition);
-    let max_batch_bytes = max_batch_bytes(cx.host, topic_config, env.message_max_bytes, partition);
+    let topic_config = lookup.topics.topic_config(cx.table, partition);
+    let max_batch_bytes =
+        lookup
+            .topics
+            .produce_max_batch_bytes(cx.host, cx.table, env.message_max_bytes, partition);
     let batches = validate_produce_records(data.records.as_ref(), max_batch_bytes)
         .map_err(|(code, message)| (code, Some(message)))?;
     // Kafka's rule for a compacted topic: no record without a key. The whole Produce
@@ -544,40 +545,6 @@ fn produce_partition(
             Err((ErrorCode::KafkaStorageError, Some(error.to_string())))
         }
     }
-}
-
-/// The config of the topic `partition` belongs to, as its committed topic record has it (the
-/// rule of topics.rs `topic_config`). `None` for `__cluster_metadata-0` and for a partition
-/// whose topic is not (or no longer) in the image.
-fn topic_config<'a>(
-    image: &'a BTreeMap<String, TopicRecord>,
-    table: &PartitionTable,
-    partition: PartitionId,
-) -> Option<&'a TopicConfig> {
-    let hosted = table.get(partition);
-    image
-        .get(&hosted.topic)
-        .filter(|t| t.topic_id == hosted.topic_id)
-        .map(|t| &t.config)
-}
-
-/// The largest batch a Produce may bring to `partition` (the rule of topics.rs
-/// `produce_max_batch_bytes`): the topic's `max.message.bytes`, else the node's
-/// `message.max.bytes`, and never more than the partition's segment size (`segment.bytes`),
-/// because a batch must fit in one segment (Kafka refuses such a batch too).
-fn max_batch_bytes(
-    host: &Host<AnyIo>,
-    topic_config: Option<&TopicConfig>,
-    message_max_bytes: u32,
-    partition: PartitionId,
-) -> usize {
-    let segment_bytes = host
-        .store(partition)
-        .map_or(u64::MAX, |s| s.log.config().segment_size_bytes);
-    let max_message_bytes = topic_config
-        .and_then(|c| c.max_message_bytes)
-        .map_or(message_max_bytes as u64, |b| b.max(0) as u64);
-    max_message_bytes.min(segment_bytes) as usize
 }
 
 fn send_produce_response(cx: &Cx, p: PendingProduce) -> Result<(), NodeError> {
