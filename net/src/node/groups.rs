@@ -44,7 +44,10 @@ use crate::protocol::{
 /// How often a node that is not the controller asks it for `__consumer_offsets`.
 const OFFSETS_TOPIC_ASK_INTERVAL_MS: u64 = 1_000;
 
+mod group_metadata;
+mod group_offsets;
 mod membership;
+mod offset_expiry;
 
 use membership::{join_response, sync_response};
 
@@ -57,7 +60,7 @@ pub(super) struct GroupsState {
     /// The `__consumer_offsets` partitions this node coordinates: index → (partition, epoch).
     loaded: BTreeMap<i32, (PartitionId, u32)>,
     /// OffsetCommit, OffsetDelete and DeleteGroups waiting for their records (group_offsets.rs).
-    pub(super) writes: Vec<super::group_offsets::PendingWrite>,
+    writes: Vec<group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
     offsets_topic_asked_ms: Option<u64>,
     /// Set when this node, leading the metadata log, should propose `__consumer_offsets`
@@ -68,7 +71,7 @@ pub(super) struct GroupsState {
     /// appended again while the same.
     pub(super) metadata_written: HashMap<String, crate::groups::metadata::GroupMetadata>,
     /// SyncGroup answers waiting for their generation's metadata record (group_metadata.rs).
-    pub(super) held_syncs: Vec<super::group_metadata::HeldSyncs>,
+    held_syncs: Vec<group_metadata::HeldSyncs>,
     /// When the coordinator next looks for expired offsets (offset_expiry.rs).
     pub(super) next_expiry_check_ms: u64,
     /// Tombstones of expired offsets appended and not yet committed, per partition (leader

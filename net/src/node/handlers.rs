@@ -181,7 +181,19 @@ impl Node {
                 api_keys: served_api_versions(responder.listener()),
                 ..Default::default()
             }),
-            Request::Metadata(r) => return self.answer_metadata(responder, &header, r),
+            Request::Metadata(r) => {
+                let mut cx = cx!(self);
+                super::metadata::answer_metadata(
+                    &mut cx,
+                    &mut self.handlers.topics,
+                    &self.offline,
+                    &mut self.remote_leaders,
+                    responder,
+                    &header,
+                    r,
+                )?;
+                return self.after_call();
+            }
             Request::ListOffsets(r) => {
                 let lookup = PartitionLookup {
                     topics: &self.handlers.topics,

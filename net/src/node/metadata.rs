@@ -11,12 +11,14 @@ use ringlog_engine::io::AnyIo;
 use ringlog_replication::host::Host;
 use ringlog_replication::{NodeId, OffsetAndEpoch, PartitionId, Raft};
 
+use super::NodeError;
 use super::authorize::Requester;
 use super::context::Cx;
 use super::convert::PartitionTable;
 use super::remote_leaders::RemoteLeaders;
 use super::storage_faults::OfflinePartitions;
 use super::topics::Topics;
+use super::transport::Responder;
 use crate::acl::ResourceType;
 use crate::acl::binding::CLUSTER_RESOURCE_NAME;
 use crate::config::NodeConfig;
@@ -24,6 +26,7 @@ use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ApiKey, ErrorCode, metadata_request as md_req, metadata_response as md_resp,
 };
+use crate::protocol::{RequestHeader, Response, encode_response};
 
 /// KIP-320: a request's CurrentLeaderEpoch against the partition's epoch. -1 skips the check
 /// (old clients); an older epoch is a fenced (zombie) client, a newer one means this node has
@@ -554,6 +557,98 @@ fn known_topic_names(table: &PartitionTable, topics: &Topics) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// Metadata's answer ([`MetadataDraft`]): the topics asked for, the unknown ones auto-created
+/// where that is allowed (topics.rs), the leader lookups the answer queued sent (the client's
+/// next Metadata sees their answers, remote_leaders.rs), and the answer completed.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn metadata_response(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    offline: &OfflinePartitions,
+    remote: &mut RemoteLeaders,
+    request: &md_req::MetadataRequest,
+    version: i16,
+    requester: &Requester,
+) -> md_resp::MetadataResponse {
+    let lookup = PartitionLookup { topics, offline };
+    let mut draft = MetadataDraft::new(cx, lookup, remote, request, version, requester);
+    for (position, name) in draft.take_to_create() {
+        let error = topics.auto_create_topic(cx, &name);
+        draft.set_error(position, error);
+    }
+    remote.send_lookups(cx);
+    draft.finish(cx, request, requester)
+}
+
+/// Answers a Metadata request, or parks it while the leader lookups its answer started are in
+/// flight (remote_leaders.rs).
+pub(super) fn answer_metadata(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    offline: &OfflinePartitions,
+    remote: &mut RemoteLeaders,
+    responder: Responder,
+    header: &RequestHeader,
+    request: md_req::MetadataRequest,
+) -> Result<(), NodeError> {
+    let version = header.api_version;
+    let requester = responder.requester();
+    let response = metadata_response(cx, topics, offline, remote, &request, version, &requester);
+    let waiting: Vec<(String, i32)> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let name = t.name.clone().unwrap_or_default();
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code == ErrorCode::LeaderNotAvailable.code())
+                .map(move |p| (name.clone(), p.partition_index))
+        })
+        .filter(|key| remote.lookup_in_flight(key))
+        .collect();
+    if waiting.is_empty() {
+        let frame = encode_response(
+            header.correlation_id,
+            version,
+            &Response::Metadata(response),
+        )?;
+        responder.send(Some(frame));
+        return Ok(());
+    }
+    remote.park(responder, header, request, waiting, cx.now_ms);
+    Ok(())
+}
+
+/// Answers the parked Metadata requests whose lookups ended or whose wait is over, with what
+/// the node knows now (called every loop turn, after the turn's events).
+pub(super) fn answer_parked_metadata(
+    cx: &mut Cx,
+    topics: &mut Topics,
+    offline: &OfflinePartitions,
+    remote: &mut RemoteLeaders,
+) {
+    for entry in remote.take_ready(cx.now_ms) {
+        let requester = entry.responder.requester();
+        let response = metadata_response(
+            cx,
+            topics,
+            offline,
+            remote,
+            &entry.request,
+            entry.version,
+            &requester,
+        );
+        match encode_response(
+            entry.correlation_id,
+            entry.version,
+            &Response::Metadata(response),
+        ) {
+            Ok(frame) => entry.responder.send(Some(frame)),
+            Err(error) => tracing::warn!(%error, "encoding a parked Metadata answer"),
+        }
+    }
 }
 
 #[cfg(test)]

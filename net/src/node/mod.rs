@@ -33,15 +33,12 @@ mod describe_cluster;
 mod error;
 mod fetch_sessions;
 mod fetch_snapshot;
-mod group_metadata;
-mod group_offsets;
 mod groups;
 mod handlers;
 mod idempotence;
 mod leader_endpoints;
 mod metadata;
 mod observe;
-mod offset_expiry;
 mod own_endpoint;
 mod partition_dirs;
 mod partition_table;
@@ -418,7 +415,7 @@ impl Node {
         for id in topic_image::topic_partition_ids(&self.table, topic) {
             self.stop_partition(id, topic.topic_id)?;
         }
-        self.forget_remote_leaders(&topic.name);
+        self.remote_leaders.forget(&topic.name);
         tracing::info!(topic = %topic.name, "topic deleted");
         Ok(())
     }
@@ -637,7 +634,7 @@ impl Node {
             let mut wake_ms = next_deadline_ms
                 .min(self.handlers.next_deadline_ms())
                 .min(space_retry_ms.unwrap_or(u64::MAX))
-                .min(self.parked_metadata_deadline_ms().unwrap_or(u64::MAX))
+                .min(self.remote_leaders.parked_deadline_ms().unwrap_or(u64::MAX))
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.
@@ -763,9 +760,10 @@ impl Node {
                 self.handlers.producer_ids.block_answered(answer.as_ref())
             }
             quorum_rpc::PeerAnswer::LeaderLookup(asked, response) => {
-                self.lookup_ended(&asked);
+                self.remote_leaders.lookup_ended(&asked);
                 if let Some(response) = response {
-                    self.learn_remote_leaders(&response);
+                    let now = self.now_ms();
+                    self.remote_leaders.learn(&response, now);
                 }
             }
             quorum_rpc::PeerAnswer::LeaderLogStartMoved => {
@@ -949,7 +947,16 @@ impl Node {
         let q = qx!(self);
         self.quorum.expire(&q);
         self.handlers_expire(now);
-        self.answer_parked_metadata(now);
+        let mut cx = cx!(self);
+        metadata::answer_parked_metadata(
+            &mut cx,
+            &mut self.handlers.topics,
+            &self.offline,
+            &mut self.remote_leaders,
+        );
+        if let Err(error) = self.after_call() {
+            tracing::warn!(%error, "answering parked Metadata requests");
+        }
     }
 
     // ---- the API layer's waiters and deadlines ---------------------------------------------

@@ -28,16 +28,14 @@ use std::collections::BTreeMap;
 
 use ringlog_replication::NodeId;
 
-use super::authorize::Requester;
-use super::metadata::{MetadataDraft, PartitionLookup};
+use super::PeerPending;
+use super::context::Cx;
 use super::topics::TopicRecord;
 use super::transport::Responder;
-use super::{Node, NodeError, PeerPending};
 use crate::protocol::wire::Uuid;
 use crate::protocol::{
     ErrorCode, Request, RequestHeader, Response, describe_quorum_request as dq_req,
-    describe_quorum_response as dq_resp, encode_response, metadata_request as md_req,
-    metadata_response as md_resp,
+    describe_quorum_response as dq_resp, metadata_request as md_req, metadata_response as md_resp,
 };
 
 /// How long a learned leader is answered without asking again.
@@ -60,11 +58,11 @@ pub(super) struct RemoteLeaders {
 }
 
 #[derive(Debug)]
-struct ParkedMetadata {
-    responder: Responder,
-    correlation_id: i32,
-    version: i16,
-    request: md_req::MetadataRequest,
+pub(super) struct ParkedMetadata {
+    pub(super) responder: Responder,
+    pub(super) correlation_id: i32,
+    pub(super) version: i16,
+    pub(super) request: md_req::MetadataRequest,
     /// The partitions it answered LEADER_NOT_AVAILABLE whose lookups were in flight.
     waiting: Vec<(String, i32)>,
     deadline_ms: u64,
@@ -116,10 +114,11 @@ pub(super) fn partition_replicas(
         .then(|| record.replicas_of(index, configured_voters))
 }
 
-impl Node {
-    /// Sends the queued lookups: one DescribeQuorum per replica asked.
-    pub(super) fn send_leader_lookups(&mut self) -> Result<(), NodeError> {
-        let queued = std::mem::take(&mut self.remote_leaders.queued);
+impl RemoteLeaders {
+    /// Queues the lookups the last Metadata answers asked for: one DescribeQuorum per replica
+    /// asked (sent by the node when the call returns).
+    pub(super) fn send_lookups(&mut self, cx: &mut Cx) {
+        let queued = std::mem::take(&mut self.queued);
         for (target, partitions) in queued {
             let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
             for (topic, index) in &partitions {
@@ -137,28 +136,26 @@ impl Node {
                     })
                     .collect(),
             };
-            self.send_to_peer(
+            cx.send_to_peer(
                 target,
                 Request::DescribeQuorum(request),
                 DESCRIBE_QUORUM_VERSION,
                 PeerPending::LeaderLookup(partitions),
                 false,
-            )?;
+            );
         }
-        Ok(())
     }
 
     /// A replica's DescribeQuorum answer: each partition's leader (and, from the leader, its
     /// in-sync replicas) is learned; the lookup is no longer in flight.
-    pub(super) fn learn_remote_leaders(&mut self, response: &Response) {
+    pub(super) fn learn(&mut self, response: &Response, now: u64) {
         let Response::DescribeQuorum(response) = response else {
             return;
         };
-        let now = self.now_ms();
         for topic in &response.topics {
             for p in &topic.partitions {
                 let key = (topic.topic_name.clone(), p.partition_index);
-                let Some(entry) = self.remote_leaders.known.get_mut(&key) else {
+                let Some(entry) = self.known.get_mut(&key) else {
                     continue;
                 };
                 entry.asked_ms = None;
@@ -188,140 +185,56 @@ impl Node {
     /// again (of the next replica, if no leader was learned) by the next Metadata.
     pub(super) fn lookup_ended(&mut self, partitions: &[(String, i32)]) {
         for key in partitions {
-            if let Some(entry) = self.remote_leaders.known.get_mut(key) {
+            if let Some(entry) = self.known.get_mut(key) {
                 entry.asked_ms = None;
             }
         }
     }
 
-    /// Metadata's answer (metadata.rs, [`MetadataDraft`]): the topics asked for, the unknown
-    /// ones auto-created where that is allowed (topics.rs), then the leader lookups the answer
-    /// queued are sent (the client's next Metadata sees their answers) and the answer is
-    /// completed.
-    fn metadata_response(
-        &mut self,
-        request: &md_req::MetadataRequest,
-        version: i16,
-        requester: &Requester,
-    ) -> md_resp::MetadataResponse {
-        let lookup = PartitionLookup {
-            topics: &self.handlers.topics,
-            offline: &self.offline,
-        };
-        let mut draft = MetadataDraft::new(
-            &cx!(self),
-            lookup,
-            &mut self.remote_leaders,
-            request,
-            version,
-            requester,
-        );
-        for (position, name) in draft.take_to_create() {
-            let error = self
-                .handlers
-                .topics
-                .auto_create_topic(&mut cx!(self), &name);
-            draft.set_error(position, error);
-        }
-        // The lookups of leaders this node does not know leave now; the client's next
-        // Metadata sees their answers.
-        if let Err(error) = self.send_leader_lookups() {
-            tracing::warn!(%error, "asking replicas for their leaders");
-        }
-        draft.finish(&cx!(self), request, requester)
-    }
-
-    /// Answers a Metadata request, or parks it while the leader lookups its answer started are
-    /// in flight (module doc).
-    pub(super) fn answer_metadata(
-        &mut self,
-        responder: Responder,
-        header: &RequestHeader,
-        request: md_req::MetadataRequest,
-    ) -> Result<(), NodeError> {
-        let version = header.api_version;
-        let response = self.metadata_response(&request, version, &responder.requester());
-        let waiting: Vec<(String, i32)> = response
-            .topics
-            .iter()
-            .flat_map(|t| {
-                let name = t.name.clone().unwrap_or_default();
-                t.partitions
-                    .iter()
-                    .filter(|p| p.error_code == ErrorCode::LeaderNotAvailable.code())
-                    .map(move |p| (name.clone(), p.partition_index))
-            })
-            .filter(|key| self.lookup_in_flight(key))
-            .collect();
-        if waiting.is_empty() {
-            let frame = encode_response(
-                header.correlation_id,
-                version,
-                &Response::Metadata(response),
-            )?;
-            responder.send(Some(frame));
-            return Ok(());
-        }
-        let deadline_ms = self.now_ms() + METADATA_WAIT_MS;
-        self.remote_leaders.parked.push(ParkedMetadata {
-            responder,
-            correlation_id: header.correlation_id,
-            version,
-            request,
-            waiting,
-            deadline_ms,
-        });
-        Ok(())
-    }
-
-    fn lookup_in_flight(&self, key: &(String, i32)) -> bool {
-        self.remote_leaders
-            .known
+    pub(super) fn lookup_in_flight(&self, key: &(String, i32)) -> bool {
+        self.known
             .get(key)
             .is_some_and(|entry| entry.asked_ms.is_some())
     }
 
-    /// Answers the parked Metadata requests whose lookups ended or whose wait is over, with
-    /// what the node knows now (called every loop turn, after the turn's events).
-    pub(super) fn answer_parked_metadata(&mut self, now: u64) {
-        if self.remote_leaders.parked.is_empty() {
-            return;
-        }
-        let parked = std::mem::take(&mut self.remote_leaders.parked);
-        for entry in parked {
-            let ready = entry.deadline_ms <= now
-                || !entry.waiting.iter().any(|key| self.lookup_in_flight(key));
-            if !ready {
-                self.remote_leaders.parked.push(entry);
-                continue;
-            }
-            let response =
-                self.metadata_response(&entry.request, entry.version, &entry.responder.requester());
-            match encode_response(
-                entry.correlation_id,
-                entry.version,
-                &Response::Metadata(response),
-            ) {
-                Ok(frame) => entry.responder.send(Some(frame)),
-                Err(error) => tracing::warn!(%error, "encoding a parked Metadata answer"),
-            }
-        }
+    /// Parks a Metadata request while the lookups of `waiting` are in flight (module doc).
+    pub(super) fn park(
+        &mut self,
+        responder: Responder,
+        header: &RequestHeader,
+        request: md_req::MetadataRequest,
+        waiting: Vec<(String, i32)>,
+        now: u64,
+    ) {
+        self.parked.push(ParkedMetadata {
+            responder,
+            correlation_id: header.correlation_id,
+            version: header.api_version,
+            request,
+            waiting,
+            deadline_ms: now + METADATA_WAIT_MS,
+        });
+    }
+
+    /// The parked Metadata requests whose lookups ended or whose wait is over, to be answered
+    /// with what the node knows now.
+    pub(super) fn take_ready(&mut self, now: u64) -> Vec<ParkedMetadata> {
+        let parked = std::mem::take(&mut self.parked);
+        let (ready, waiting): (Vec<_>, Vec<_>) = parked.into_iter().partition(|entry| {
+            entry.deadline_ms <= now || !entry.waiting.iter().any(|key| self.lookup_in_flight(key))
+        });
+        self.parked = waiting;
+        ready
     }
 
     /// When the loop must look at the parked Metadata requests again at the latest.
-    pub(super) fn parked_metadata_deadline_ms(&self) -> Option<u64> {
-        self.remote_leaders
-            .parked
-            .iter()
-            .map(|p| p.deadline_ms)
-            .min()
+    pub(super) fn parked_deadline_ms(&self) -> Option<u64> {
+        self.parked.iter().map(|p| p.deadline_ms).min()
     }
 
     /// Forgets what was learned of a deleted topic's partitions.
-    pub(super) fn forget_remote_leaders(&mut self, topic: &str) {
-        self.remote_leaders
-            .known
-            .retain(|(name, _), _| name != topic);
+    pub(super) fn forget(&mut self, topic: &str) {
+        self.known.retain(|(name, _), _| name != topic);
     }
 }
 

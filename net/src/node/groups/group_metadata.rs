@@ -11,10 +11,10 @@
 //! could not know; a record whose epoch is lost fails them NOT_COORDINATOR, one not committed
 //! within `offsets.commit.timeout.ms` COORDINATOR_NOT_AVAILABLE, and the members rejoin.
 
-use super::NodeError;
-use super::context::Cx;
+use super::super::NodeError;
+use super::super::context::Cx;
 use super::group_offsets::{append_offset_records, wall_clock_ms};
-use super::groups::{GroupsEnv, GroupsState, offsets_state};
+use super::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata::{self, all_group_metadata};
 use crate::groups::{Outbox, Reply, SyncResult};
 use crate::protocol::ErrorCode;

@@ -14,11 +14,11 @@ use ringlog_engine::io::AnyIo;
 use ringlog_replication::PartitionId;
 use ringlog_replication::host::Host;
 
-use super::NodeError;
-use super::context::Cx;
-use super::groups::{GroupsEnv, GroupsState, offsets_state};
-use super::topics::Topics;
-use super::transport::Responder;
+use super::super::NodeError;
+use super::super::context::Cx;
+use super::{GroupsEnv, GroupsState, offsets_state};
+use super::super::topics::Topics;
+use super::super::transport::Responder;
 use crate::groups::metadata;
 use crate::groups::offsets::{self, CommittedOffset};
 use crate::protocol::{
@@ -587,7 +587,7 @@ pub(super) fn append_offset_records(
     }
     let bytes = Bytes::from(bytes);
     let max = max_batch_bytes(cx, env, partition);
-    let batches = super::produce_validation::validate_produce_records(Some(&bytes), max).map_err(
+    let batches = super::super::produce_validation::validate_produce_records(Some(&bytes), max).map_err(
         |(_, message)| {
             tracing::warn!(%message, "offset records refused");
             ErrorCode::InvalidCommitOffsetSize
@@ -650,7 +650,7 @@ fn topic_partition_exists(topics: &Topics, topic: &str, index: i32) -> bool {
         .image
         .get(topic)
         .is_some_and(|t| (0..t.partitions).contains(&index))
-        || (topic == super::convert::METADATA_TOPIC && index == 0)
+        || (topic == super::super::convert::METADATA_TOPIC && index == 0)
 }
 
 fn slot_count(write: &WriteResponse) -> usize {

@@ -18,10 +18,10 @@
 
 use bytes::Bytes;
 
-use super::NodeError;
-use super::context::Cx;
+use super::super::NodeError;
+use super::super::context::Cx;
 use super::group_offsets::{append_offset_records, wall_clock_ms};
-use super::groups::{GroupsEnv, GroupsState, offsets_state};
+use super::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata;
 use crate::groups::offsets::{self, GroupActivity};
 
