@@ -16,9 +16,9 @@ use ringlog_replication::host::Host;
 
 use super::super::NodeError;
 use super::super::context::Cx;
-use super::{GroupsEnv, GroupsState, offsets_state};
 use super::super::topics::Topics;
 use super::super::transport::Responder;
+use super::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata;
 use crate::groups::offsets::{self, CommittedOffset};
 use crate::protocol::{
@@ -587,12 +587,11 @@ pub(super) fn append_offset_records(
     }
     let bytes = Bytes::from(bytes);
     let max = max_batch_bytes(cx, env, partition);
-    let batches = super::super::produce_validation::validate_produce_records(Some(&bytes), max).map_err(
-        |(_, message)| {
+    let batches = super::super::produce_validation::validate_produce_records(Some(&bytes), max)
+        .map_err(|(_, message)| {
             tracing::warn!(%message, "offset records refused");
             ErrorCode::InvalidCommitOffsetSize
-        },
-    )?;
+        })?;
     let appended = match cx.host.append(cx.now_ms, partition, batches) {
         Ok(appended) => appended,
         Err(ringlog_replication::host::HostError::Raft(_)) => {
