@@ -1,6 +1,6 @@
 //! The partition log on real files, through io_uring and through plain syscalls: append across
-//! segments, flush, read back (file regions with the segment's kept-open reader for sendfile), truncate, reopen, and
-//! the sparse index on disk pointing at batch boundaries.
+//! segments, flush, read back (file regions with the segment's kept-open reader for sendfile),
+//! truncate, reopen, and the sparse index on disk pointing at batch boundaries.
 
 mod log_support;
 

@@ -18,7 +18,8 @@
 //! progress) and one host-wide snapshot policy.
 //!
 //! FetchSnapshot bytes are not copied through userspace: the leader answers with a file range
-//! of the frozen snapshot that the runtime sends with sendfile once the wire response is
+//! of the frozen snapshot, carrying the reader kept for the snapshot it serves
+//! ([`ServedSnapshot`]), that the runtime sends with sendfile once the wire response is
 //! complete.
 //!
 //! Here: recovery, generation, applying, the log start; FetchSnapshot answers, the download and
