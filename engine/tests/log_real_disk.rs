@@ -1,6 +1,6 @@
 //! The partition log on real files, through io_uring and through plain syscalls: append across
-//! segments, flush, read back (file regions with a raw fd for sendfile), truncate, reopen, and
-//! the sparse index on disk pointing at batch boundaries.
+//! segments, flush, read back (file regions with the segment's kept-open reader for sendfile),
+//! truncate, reopen, and the sparse index on disk pointing at batch boundaries.
 
 mod log_support;
 
@@ -44,9 +44,9 @@ fn scenario<I: Io>(io: &mut I, dir: &Path) {
     let view = log.read(io, 0, 1 << 20).unwrap();
     match &view {
         ReadView::File {
-            raw_fd, position, ..
+            reader, position, ..
         } => {
-            assert!(raw_fd.is_some(), "real files give sendfile a descriptor");
+            assert!(reader.is_some(), "real files give sendfile a descriptor");
             assert_eq!(*position, 0);
         }
         ReadView::Memory(_) => panic!("a sealed segment is read from its file"),

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::syscall::SyscallIo;
 use super::uring::UringIo;
-use super::{Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+use super::{Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
 
 /// The environment variable that overrides the backend choice.
 pub const IO_BACKEND_ENV: &str = "RINGLOG_IO";
@@ -169,6 +169,9 @@ impl Io for AnyIo {
         len_bytes: usize,
     ) -> Result<Vec<u8>, IoError> {
         delegate!(self, io => io.read_buffered_at(path, position, len_bytes))
+    }
+    fn open_reader(&mut self, path: &Path) -> Result<Option<FileReader>, IoError> {
+        delegate!(self, io => io.open_reader(path))
     }
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
         delegate!(self, io => io.raw_fd(file))

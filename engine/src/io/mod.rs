@@ -26,6 +26,7 @@
 //! overrides. `docs/io.md` states the whole contract and the memory backend's crash model.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 mod any;
 mod buffer;
@@ -193,6 +194,56 @@ pub struct IoError {
     pub source: std::io::Error,
 }
 
+/// A buffered read-only descriptor of a file, opened once by its owner ([`Io::open_reader`])
+/// and shared by every read of it: a clone outlives its owner (a segment deleted or truncated
+/// away while a reply holding a clone is queued), and the bytes stay readable until the last
+/// clone is dropped. Two readers are equal when they are the same descriptor.
+#[derive(Clone, Debug)]
+pub struct FileReader(Arc<std::fs::File>);
+
+impl FileReader {
+    pub fn new(file: std::fs::File) -> Self {
+        FileReader(Arc::new(file))
+    }
+
+    /// Opens `path` read-only and buffered.
+    pub fn open(path: &Path) -> Result<Self, IoError> {
+        std::fs::File::open(path)
+            .map(FileReader::new)
+            .map_err(|e| IoError::new("open_reader", path, 0, e))
+    }
+
+    /// The shared descriptor.
+    pub fn file(&self) -> &Arc<std::fs::File> {
+        &self.0
+    }
+
+    /// Reads up to `len_bytes` at `position` with `pread` (the page cache); fewer at the end of
+    /// the file. `path` only names the file in an error.
+    pub fn read_at(
+        &self,
+        path: &Path,
+        position: u64,
+        len_bytes: usize,
+    ) -> Result<Vec<u8>, IoError> {
+        posix::read_at(&self.0, path, position, len_bytes)
+    }
+}
+
+impl PartialEq for FileReader {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for FileReader {}
+
+impl std::os::fd::AsFd for FileReader {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl IoError {
     pub fn new(operation: &'static str, path: &Path, offset: u64, source: std::io::Error) -> Self {
         IoError {
@@ -308,6 +359,18 @@ pub trait Io {
             .unwrap_or_default();
         bytes.truncate(read.min(len_bytes));
         Ok(bytes)
+    }
+
+    /// Opens a buffered (never O_DIRECT), read-only descriptor of the file at `path` for its
+    /// owner to keep open and share: a segment's reader, from which the runtime sends regions
+    /// with sendfile/splice (which cannot read an O_DIRECT descriptor at unaligned positions)
+    /// and reads written ranges with `pread`, without opening the path again per read. A clone
+    /// held by a reply still queued keeps a deleted or truncated-away file's bytes readable.
+    /// `None` where the file is no OS file (the memory backend); the reader then reads through
+    /// [`Io::read_buffered_at`]. Only the real backends open one.
+    fn open_reader(&mut self, path: &Path) -> Result<Option<FileReader>, IoError> {
+        let _ = path;
+        Ok(None)
     }
 
     // --- readiness, for an event loop ------------------------------------------------------

@@ -302,15 +302,26 @@ pub fn discover_block_size_bytes(path: &Path) -> usize {
 }
 
 /// `Io::read_buffered_at` for the real backends: a plain positional read through a buffered
-/// descriptor of its own (the page cache), never through the ring.
+/// descriptor opened here for this one read (the page cache), never through the ring.
 pub(crate) fn read_buffered_at(
     path: &Path,
     position: u64,
     len_bytes: usize,
 ) -> Result<Vec<u8>, IoError> {
-    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)
         .map_err(|e| IoError::new("read_buffered_at", path, position, e))?;
+    read_at(&file, path, position, len_bytes)
+}
+
+/// Up to `len_bytes` at `position` of `file` with `pread`, retried on EINTR and on short reads
+/// until the end of the file. `path` names the file in an error.
+pub(crate) fn read_at(
+    file: &std::fs::File,
+    path: &Path,
+    position: u64,
+    len_bytes: usize,
+) -> Result<Vec<u8>, IoError> {
+    use std::os::unix::fs::FileExt;
     let mut bytes = vec![0u8; len_bytes];
     let mut filled = 0;
     while filled < len_bytes {

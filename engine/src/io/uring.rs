@@ -31,7 +31,7 @@ use super::common::{
     UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
 };
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
-use super::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
+use super::{AlignedBuf, Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
 
 /// Submission queue entries of the ring; the CQ gets twice as many (the kernel default).
 pub const RING_ENTRIES: u32 = 256;
@@ -358,6 +358,10 @@ impl Io for UringIo {
         len_bytes: usize,
     ) -> Result<Vec<u8>, IoError> {
         posix::read_buffered_at(path, position, len_bytes)
+    }
+
+    fn open_reader(&mut self, path: &Path) -> Result<Option<FileReader>, IoError> {
+        FileReader::open(path).map(Some)
     }
 
     fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {

@@ -164,6 +164,7 @@ impl PartitionLog {
             }
         }
         for segment in &mut self.segments {
+            segment.reader = None;
             if let Some(file) = segment.file.take() {
                 io.close(file)?;
             }

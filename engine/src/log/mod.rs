@@ -31,7 +31,6 @@ mod segment;
 mod tail_slot;
 mod write_tail;
 
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
@@ -41,7 +40,7 @@ use crate::batch::{
     BatchChainValidator, RecordBatchHeader, stamp_base_offset, stamp_partition_leader_epoch,
 };
 use crate::epoch_cache::{LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{FileId, Io};
+use crate::io::{FileId, FileReader, Io};
 
 pub use error::LogError;
 pub use flush::Routed;
@@ -101,10 +100,16 @@ pub struct AppendInfo {
 pub enum ReadView {
     /// A zero-copy slice of the in-memory tail.
     Memory(Bytes),
-    /// A region of a segment file, for sendfile/splice (or an `Io` read on the memory backend).
+    /// A region of a segment file, for sendfile/splice from `reader` (or an `Io` read on the
+    /// memory backend, which has no reader).
     File {
+        /// The engine's own handle (possibly O_DIRECT): for reads through the `Io`.
         file: FileId,
-        raw_fd: Option<RawFd>,
+        /// The segment's kept-open buffered descriptor (`Segment::reader`), the same one for
+        /// every read of the segment; a clone keeps the bytes readable after the segment is
+        /// deleted or truncated away. `None` on the memory backend.
+        reader: Option<FileReader>,
+        /// The segment file's path, for logs and errors.
         path: PathBuf,
         position: u64,
         length_bytes: u64,
@@ -406,7 +411,7 @@ impl PartitionLog {
     /// view when the batch holding `from_offset` ends at or above `end_offset`.
     pub fn read_below<I: Io>(
         &self,
-        io: &I,
+        _io: &I,
         from_offset: i64,
         max_bytes: usize,
         end_offset: i64,
@@ -476,7 +481,7 @@ impl PartitionLog {
                 .expect("bytes below written_full_end are in an open file");
             Ok(ReadView::File {
                 file,
-                raw_fd: io.raw_fd(file),
+                reader: segment.reader.clone(),
                 path: segment::segment_file_path(&self.dir, segment.base_offset, "log"),
                 position: start,
                 length_bytes: end - start,

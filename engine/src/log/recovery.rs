@@ -497,6 +497,7 @@ impl PartitionLog {
             segment.flushed_end = scan.valid_end;
             segment.flushed_next_offset = scan.next_offset;
             segment.file = Some(file);
+            segment.reader = io.open_reader(&log_path)?;
             segment.slot_sequence = slot.sequence;
             let valid_end = scan.valid_end;
             match role {

@@ -21,7 +21,7 @@ use bytes::Bytes;
 
 use super::index::SparseIndex;
 use super::write_tail::WriteTail;
-use crate::io::FileId;
+use crate::io::{FileId, FileReader};
 
 /// One batch's place in its segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +93,10 @@ pub(crate) struct Segment {
     pub batches: Vec<BatchEntry>,
     pub index: SparseIndex,
     pub file: Option<FileId>,
+    /// A buffered read-only descriptor of the same file (`Io::open_reader`), opened with `file`
+    /// and dropped with the segment: every `ReadView::File` of the segment carries a clone.
+    /// `None` before the file exists and on the memory backend.
+    pub reader: Option<FileReader>,
     /// Where the file's slot region starts (`tail_slot`): the data capacity of this segment.
     /// Fixed when the file is created (from the configured segment size then) and read back
     /// from the file's length by recovery, so a later configuration cannot move it.
@@ -128,6 +132,7 @@ impl Segment {
             batches: Vec::new(),
             index: SparseIndex::default(),
             file: None,
+            reader: None,
             region_offset,
             written_full_end: 0,
             flushed_end: 0,

@@ -673,22 +673,20 @@ impl QuorumRpc {
     }
 }
 
-/// A file range of the host's answer as the server sends it: a descriptor of our own (so the
-/// bytes outlive a truncation or a deletion until they are on the socket), or the bytes read
-/// through the host where the file is not on disk (the in-memory backend).
+/// A file range of the host's answer as the server sends it: from the reader its owner keeps
+/// open (a segment's, or the served snapshot's), whose clone keeps the bytes readable after a
+/// truncation or a deletion until they are on the socket; or the bytes read through the host
+/// where the file has no reader (the in-memory backend).
 pub(super) fn open_range(
     host: &mut Host<AnyIo>,
     range: &FileRange,
 ) -> Result<RecordsSource, StorageError> {
-    match std::fs::File::open(&range.path) {
-        Ok(file) => Ok(RecordsSource::File(FileRegion {
-            file: Rc::new(file),
+    match &range.reader {
+        Some(reader) => Ok(RecordsSource::File(FileRegion {
+            file: Rc::new(reader.clone()),
             position: range.position,
             length: range.length,
         })),
-        Err(error) => {
-            tracing::debug!(path = %range.path.display(), %error, "not on disk; reading it");
-            Ok(RecordsSource::Memory(host.read_file_range(range)?))
-        }
+        None => Ok(RecordsSource::Memory(host.read_file_range(range)?)),
     }
 }

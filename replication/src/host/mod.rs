@@ -720,11 +720,11 @@ impl<I: Io> Host<I> {
     }
 
     /// The bytes of a file range, read into memory (for a runtime that cannot send the file
-    /// itself, e.g. over the memory backend).
+    /// itself, e.g. over the memory backend): from its reader, or through the backend where it
+    /// has none.
     pub fn read_file_range(&mut self, range: &FileRange) -> Result<Bytes, StorageError> {
-        let bytes = self
-            .io
-            .read_buffered_at(&range.path, range.position, range.length as usize)
+        let bytes = range
+            .read(&mut self.io)
             .map_err(|e| StorageError::Log(e.into()))?;
         Ok(Bytes::from(bytes))
     }

@@ -18,14 +18,17 @@
 //! progress) and one host-wide snapshot policy.
 //!
 //! FetchSnapshot bytes are not copied through userspace: the leader answers with a file range
-//! of the frozen snapshot that the runtime sends with sendfile once the wire response is
+//! of the frozen snapshot, carrying the reader kept for the snapshot it serves
+//! ([`ServedSnapshot`]), that the runtime sends with sendfile once the wire response is
 //! complete.
 //!
 //! Here: recovery, generation, applying, the log start; FetchSnapshot answers, the download and
 //! the install in [`serve_and_install`]; unit tests in `snapshots/tests.rs`.
 
+use std::path::{Path, PathBuf};
+
 use bytes::Bytes;
-use ringlog_engine::io::Io;
+use ringlog_engine::io::{FileReader, Io};
 use ringlog_engine::log::PartitionLog;
 use ringlog_engine::snapshot::{
     PartPolicy, RawSnapshotReader, RawSnapshotWriter, SnapshotError, SnapshotFormat, SnapshotId,
@@ -151,6 +154,10 @@ pub struct PartitionSnapshots {
     last_snapshot_ms: u64,
     /// The snapshot being fetched from the leader.
     fetching: Option<RawSnapshotWriter>,
+    /// The snapshot FetchSnapshot answers were last served from, with its kept-open reader:
+    /// one descriptor for a whole download instead of one open per answer. Dropped when its
+    /// file is deleted (a newer snapshot at the log start, an install).
+    serving: Option<ServedSnapshot>,
     /// The snapshot a writer thread is generating: at most one per partition at a time.
     generating: Option<OffsetAndEpoch>,
     /// Snapshots written since the core last heard (`on_snapshot_written`, after the work list).
@@ -173,6 +180,63 @@ pub struct PartitionSnapshots {
     /// producer state from when its log starts there. Snapshots this node generates later are
     /// not read back (the runtime's state is current by then).
     pub producer_state: Option<(OffsetAndEpoch, Bytes)>,
+}
+
+/// A frozen snapshot being served: its path, size and buffered reader (`Io::open_reader`;
+/// `None` on the memory backend, whose bytes the runtime reads through the host). A reply still
+/// queued holds a clone of the reader, so a deleted snapshot's bytes stay readable until sent.
+#[derive(Debug)]
+pub(super) struct ServedSnapshot {
+    pub(super) snapshot_id: SnapshotId,
+    path: PathBuf,
+    pub(super) size_bytes: u64,
+    reader: Option<FileReader>,
+}
+
+impl ServedSnapshot {
+    /// Finds the frozen snapshot `snapshot_id` of the partition, takes its size and opens its
+    /// reader. SNAPSHOT_NOT_FOUND is [`SnapshotError::NotFound`].
+    pub(super) fn open<I: Io>(
+        io: &mut I,
+        partition_dir: &Path,
+        snapshot_id: SnapshotId,
+    ) -> Result<ServedSnapshot, SnapshotError> {
+        let raw = RawSnapshotReader::open(io, partition_dir, snapshot_id)?;
+        let path = raw.path().to_path_buf();
+        let size_bytes = raw.size_bytes();
+        let closed = raw.close(io);
+        let reader = io.open_reader(&path)?;
+        closed?;
+        Ok(ServedSnapshot {
+            snapshot_id,
+            path,
+            size_bytes,
+            reader,
+        })
+    }
+
+    /// At most `max_len_bytes` from `position` (fewer at the end; empty at the end). A position
+    /// past the size is POSITION_OUT_OF_RANGE.
+    pub(super) fn range(
+        &self,
+        position: u64,
+        max_len_bytes: u64,
+    ) -> Result<FileRange, SnapshotError> {
+        if position > self.size_bytes {
+            return Err(SnapshotError::PositionOutOfRange {
+                path: self.path.clone(),
+                position,
+                size_bytes: self.size_bytes,
+            });
+        }
+        let length = max_len_bytes.min(self.size_bytes - position);
+        Ok(FileRange {
+            path: self.path.clone(),
+            reader: self.reader.clone(),
+            position,
+            length: u32::try_from(length).expect("a region is at most max_bytes, a u32"),
+        })
+    }
 }
 
 impl PartitionSnapshots {
@@ -733,6 +797,16 @@ impl<I: Io> Host<I> {
         snapshot_id: OffsetAndEpoch,
     ) -> Result<(), StorageError> {
         let store = self.stores.get_mut(&partition).expect("hosted partition");
+        // A reader kept for an older snapshot must not outlive its file's deletion: a follower
+        // still downloading it is answered SNAPSHOT_NOT_FOUND and starts over from the newest.
+        if store
+            .snapshots
+            .serving
+            .as_ref()
+            .is_some_and(|served| served.snapshot_id < engine_id(snapshot_id))
+        {
+            store.snapshots.serving = None;
+        }
         let deleted = delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;
         if !deleted.is_empty() {
             tracing::info!(partition, ?deleted, "old snapshots deleted");

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
-use ringlog_engine::io::{Completion, Io};
+use ringlog_engine::io::{Completion, FileReader, Io};
 use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
 use ringlog_engine::offset_checkpoint::{self, OffsetCheckpointError};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
@@ -70,8 +70,9 @@ impl StorageError {
 }
 
 /// Bytes of a log or a snapshot for a response: in memory (the log's unflushed tail, or bytes
-/// read), or a range of a file for the runtime to send without a userspace copy (it opens the
-/// path at once, on the same thread, so no truncation or deletion can come in between).
+/// read), or a range of a file for the runtime to send without a userspace copy (from the
+/// range's kept-open reader, whose clone keeps the bytes readable after a truncation or a
+/// deletion until they are sent).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Records {
     Memory(Bytes),
@@ -81,9 +82,25 @@ pub enum Records {
 /// A range of a file on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileRange {
+    /// The file's path, for logs and errors (the bytes come from `reader`).
     pub path: PathBuf,
+    /// The buffered read-only descriptor its owner keeps open (a segment's, or the snapshot
+    /// the host serves), for sendfile; `None` on the memory backend, whose bytes the runtime
+    /// reads through [`super::Host::read_file_range`].
+    pub reader: Option<FileReader>,
     pub position: u64,
     pub length: u32,
+}
+
+impl FileRange {
+    /// The range's bytes: from the reader with `pread` when there is one, else through the
+    /// backend (the memory backend has no OS file).
+    pub(crate) fn read<I: Io>(&self, io: &mut I) -> Result<Vec<u8>, ringlog_engine::io::IoError> {
+        match &self.reader {
+            Some(reader) => reader.read_at(&self.path, self.position, self.length as usize),
+            None => io.read_buffered_at(&self.path, self.position, self.length as usize),
+        }
+    }
 }
 
 pub struct PartitionStore {
@@ -420,16 +437,22 @@ impl PartitionStore {
         let view = self.log.read(io, offset as i64, max_bytes as usize)?;
         if let ReadView::File {
             path,
+            reader,
             position,
             length_bytes,
             ..
         } = &view
         {
-            // A region below the segment's written end is complete on disk: read it through a
-            // descriptor of its own (`Io::read_buffered_at`). The engine's `read_view_bytes`
-            // first waits for the flush in flight, which stalled the event loop on an fdatasync
-            // for every metadata scan of the produce path (docs/benchmarks.md).
-            if let Ok(bytes) = io.read_buffered_at(path, *position, *length_bytes as usize)
+            // A region below the segment's written end is complete on disk: read it with
+            // `pread` on the segment's kept-open reader (through the backend on the memory
+            // one, which has none). The engine's `read_view_bytes` first waits for the flush
+            // in flight, which stalled the event loop on an fdatasync for every metadata scan
+            // of the produce path (docs/benchmarks.md).
+            let read = match reader {
+                Some(reader) => reader.read_at(path, *position, *length_bytes as usize),
+                None => io.read_buffered_at(path, *position, *length_bytes as usize),
+            };
+            if let Ok(bytes) = read
                 && bytes.len() as u64 == *length_bytes
             {
                 return Ok(Bytes::from(bytes));
@@ -440,11 +463,11 @@ impl PartitionStore {
 
     /// Whole batches from `offset` whose last offset is below `end_offset`, at most `max_bytes`
     /// (at least one batch), for a send without a userspace copy: the in-memory tail as a
-    /// `Bytes` slice, a written segment range as a [`FileRange`] that the runtime opens with a
-    /// descriptor of its own and sends with `sendfile(2)` from the page cache (the engine's
-    /// descriptor may be O_DIRECT, which sendfile cannot read at unaligned positions, and may be
-    /// closed by a truncation while a reply is still queued; an open descriptor keeps a deleted
-    /// file's bytes readable).
+    /// `Bytes` slice, a written segment range as a [`FileRange`] carrying the segment's
+    /// kept-open buffered reader, which the runtime sends from with `sendfile(2)` from the page
+    /// cache (the engine's own descriptor may be O_DIRECT, which sendfile cannot read at
+    /// unaligned positions). The range's clone of the reader keeps a deleted or truncated-away
+    /// segment's bytes readable while the reply is queued.
     pub fn read_region<I: Io>(
         &mut self,
         io: &mut I,
@@ -463,6 +486,7 @@ impl PartitionStore {
             ReadView::Memory(bytes) => Ok(Records::Memory(bytes)),
             ReadView::File {
                 path,
+                reader,
                 position,
                 length_bytes,
                 ..
@@ -474,6 +498,7 @@ impl PartitionStore {
                     })?;
                 Ok(Records::File(FileRange {
                     path,
+                    reader,
                     position,
                     length,
                 }))

@@ -91,8 +91,16 @@ impl PartitionLog {
                 ..Default::default()
             },
         )?;
+        let reader = match io.open_reader(&log_path) {
+            Ok(reader) => reader,
+            Err(error) => {
+                let _ = io.close(file);
+                return Err(error.into());
+            }
+        };
         let segment = &mut self.segments[index];
         segment.file = Some(file);
+        segment.reader = reader;
         segment.slot_sequence = 0;
         segment.reserved_end = reserved_end;
         Ok(())

@@ -5,8 +5,9 @@ use super::*;
 
 impl<I: Io> Host<I> {
     /// Leader: fills a FetchSnapshot answer from the snapshot file. Returns the file range to
-    /// send with sendfile (the answer's bytes then stay empty); `None` when the answer is an
-    /// error.
+    /// send with sendfile (the answer's bytes then stay empty), carrying the reader of the
+    /// snapshot the partition serves (opened at its first answer and kept, [`ServedSnapshot`]);
+    /// `None` when the answer is an error.
     pub(in crate::host) fn fill_fetch_snapshot_response(
         &mut self,
         partition: PartitionId,
@@ -18,23 +19,18 @@ impl<I: Io> Host<I> {
         }
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let limit = u64::from(max_bytes).min(u64::from(self.config.fetch_snapshot_max_bytes));
-        let io = &mut self.io;
-        let read = RawSnapshotReader::open(io, &store.dir, engine_id(response.snapshot_id))
-            .and_then(|reader| {
-                let result = reader.region(response.position, limit).map(|region| {
-                    let range = FileRange {
-                        path: reader.path().to_path_buf(),
-                        position: region.position,
-                        length: u32::try_from(region.len_bytes)
-                            .expect("a region is at most max_bytes, a u32"),
-                    };
-                    (reader.size_bytes(), range)
-                });
-                let closed = reader.close(io);
-                let out = result?;
-                closed?;
-                Ok(out)
-            });
+        let id = engine_id(response.snapshot_id);
+        let served = match store.snapshots.serving.take() {
+            Some(served) if served.snapshot_id == id => Ok(served),
+            // Another snapshot's reader (an older one, or none yet): this one replaces it.
+            _ => ServedSnapshot::open(&mut self.io, &store.dir, id),
+        };
+        let read = served.and_then(|served| {
+            let range = served.range(response.position, limit);
+            let size = served.size_bytes;
+            store.snapshots.serving = Some(served);
+            Ok((size, range?))
+        });
         match read {
             Ok((size, range)) => {
                 response.size = size;
@@ -123,6 +119,8 @@ impl<I: Io> Host<I> {
         store.snapshots.producer_state = producer_state.map(|state| (snapshot_id, state));
         store.snapshots.last_snapshot_ms = self.now_ms;
         store.snapshots.fetched_total += 1;
+        // A reader kept for an older snapshot must not outlive its file's deletion.
+        store.snapshots.serving = None;
         delete_snapshots_before(&mut self.io, &store.dir, engine_id(snapshot_id))?;
         tracing::info!(partition, snapshot = ?snapshot_id, ?voters, "snapshot installed; log starts at its end offset");
         Ok(voters)

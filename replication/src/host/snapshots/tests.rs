@@ -219,3 +219,114 @@ fn a_snapshot_carries_the_producer_state_apart_from_the_state_machines_records()
         assert_eq!(state_machine.entries(), &entries);
     }
 }
+
+/// A leader's FetchSnapshot answers of one snapshot carry the one reader the host keeps for it
+/// (no open per answer), with the file's bytes; the reader goes when the snapshot is deleted
+/// (a newer one at the log start) and the next answer for it is SNAPSHOT_NOT_FOUND, while a
+/// clone a queued reply holds still reads the deleted file's bytes.
+#[test]
+fn fetch_snapshot_answers_share_the_served_snapshots_reader() {
+    use crate::message::{FetchSnapshotResponse, LeaderIdAndEpoch};
+    use crate::types::QuorumConfig;
+    use ringlog_engine::io::SyscallIo;
+    use ringlog_engine::log::LogConfig;
+
+    let folder = tempfile::tempdir().unwrap();
+    let dir = folder.path().join("p");
+    let quorum = QuorumConfig::new(1, &[1]).expect("one voter");
+    let config = super::super::HostConfig::new(
+        "cluster".to_string(),
+        vec![1],
+        every_three_records(),
+        1 << 20,
+    );
+    let spec = super::super::PartitionSpec {
+        id: 0,
+        dir: dir.clone(),
+        log_config: LogConfig::default(),
+        keeps_snapshots: true,
+    };
+    let mut host = Host::open(SyscallIo::new(), config, &quorum, vec![spec], 7, 0).expect("open");
+    let mut entries = std::collections::BTreeMap::new();
+    for i in 0..200u32 {
+        entries.insert(
+            Bytes::from(format!("key-{i}")),
+            Bytes::from(vec![i as u8; 100]),
+        );
+    }
+    let job = |end_offset| SnapshotJob {
+        snapshot_id: OffsetAndEpoch::new(end_offset, 1),
+        format: KeyValueStateMachine::new().snapshot_format(),
+        entries: entries.clone(),
+        voters: None,
+        producer_state: None,
+    };
+    let old = job(5);
+    write_snapshot_job(host.io_mut(), &dir, &old, 1).unwrap();
+    let path = dir
+        .join("checkpoints")
+        .join(format!("{:020}-{:020}.checkpoint", 5, 1));
+    let file_bytes = std::fs::read(&path).unwrap();
+    assert!(file_bytes.len() > 2 * 4096, "{} bytes", file_bytes.len());
+
+    let answer = |host: &mut Host<SyscallIo>, snapshot_id, position| {
+        let mut response = FetchSnapshotResponse {
+            correlation_id: 0,
+            error_code: ErrorCode::None,
+            current_leader: LeaderIdAndEpoch {
+                leader_id: Some(1),
+                leader_epoch: 1,
+            },
+            snapshot_id,
+            size: 0,
+            position,
+            unaligned_records: Bytes::new(),
+        };
+        let range = host.fill_fetch_snapshot_response(0, &mut response, 4096);
+        (response, range)
+    };
+    let (first, range_a) = answer(&mut host, old.snapshot_id, 0);
+    let (second, range_b) = answer(&mut host, old.snapshot_id, 4096);
+    assert_eq!(first.error_code, ErrorCode::None);
+    assert_eq!(first.size, file_bytes.len() as u64);
+    assert_eq!(second.size, file_bytes.len() as u64);
+    let (range_a, range_b) = (range_a.unwrap(), range_b.unwrap());
+    assert_eq!(range_a.path, path);
+    let (reader_a, reader_b) = (
+        range_a.reader.clone().unwrap(),
+        range_b.reader.clone().unwrap(),
+    );
+    assert!(std::sync::Arc::ptr_eq(reader_a.file(), reader_b.file()));
+    assert_eq!((range_b.position, range_b.length), (4096, 4096));
+    assert_eq!(
+        host.read_file_range(&range_b).unwrap(),
+        file_bytes[4096..8192]
+    );
+    let (past_end, none) = answer(&mut host, old.snapshot_id, file_bytes.len() as u64 + 1);
+    assert_eq!(past_end.error_code, ErrorCode::PositionOutOfRange);
+    assert!(none.is_none());
+
+    // A newer snapshot at the log start: the old one is deleted and the host's reader dropped.
+    assert_eq!(
+        std::sync::Arc::strong_count(reader_a.file()),
+        5,
+        "the host's, the two ranges' and the two clones here"
+    );
+    let new = job(9);
+    write_snapshot_job(host.io_mut(), &dir, &new, 2).unwrap();
+    host.delete_old_snapshots(0, new.snapshot_id).unwrap();
+    assert!(!path.exists(), "{path:?} deleted");
+    assert_eq!(
+        std::sync::Arc::strong_count(reader_a.file()),
+        4,
+        "the host's is gone"
+    );
+    assert_eq!(host.read_file_range(&range_a).unwrap(), file_bytes[..4096]);
+    let (gone, none) = answer(&mut host, old.snapshot_id, 0);
+    assert_eq!(gone.error_code, ErrorCode::SnapshotNotFound);
+    assert!(none.is_none());
+    let (newer, range) = answer(&mut host, new.snapshot_id, 0);
+    assert_eq!(newer.error_code, ErrorCode::None);
+    let reader = range.unwrap().reader.unwrap();
+    assert!(!std::sync::Arc::ptr_eq(reader.file(), reader_a.file()));
+}
