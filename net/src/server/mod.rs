@@ -162,8 +162,9 @@ impl RecordsSource {
 }
 
 /// `length` bytes of a file from `position`, sent with `sendfile(2)`. `file` keeps the
-/// descriptor open until the bytes are on the socket (e.g. an `Rc<std::fs::File>` of a segment
-/// that may be deleted meanwhile: the open descriptor keeps its data readable).
+/// descriptor open until the bytes are on the socket (the node's: a segment's or a snapshot's
+/// kept-open reader, `ringlog_engine::io::FileReader`, which stays readable if the file is
+/// deleted meanwhile).
 #[derive(Clone)]
 pub struct FileRegion {
     pub file: Rc<dyn AsFd>,
