@@ -63,9 +63,12 @@ pub(super) struct AclImage {
     /// The metadata state machine's last applied offset the image was derived at.
     applied_offset: Option<i64>,
     pub(super) image: BTreeMap<AclId, AclBinding>,
-    /// Whether the image has been caught up once: it applied every metadata record committed
-    /// before the current metadata epoch ([`AclImage::loaded`]). Latched.
+    /// Whether the image has been caught up once ([`AclImage::loaded`]). Latched.
     loaded: bool,
+    /// The first high-watermark of `__cluster_metadata-0` this node learned in this run
+    /// (from its leader's Fetch answer, or its own as leader): every record committed before
+    /// the node started is below it.
+    first_high_watermark: Option<u64>,
 }
 
 impl AclImage {
@@ -96,26 +99,107 @@ impl AclImage {
         Some(applied)
     }
 
+    /// Notes a high-watermark of `__cluster_metadata-0` (the node calls it with each one the
+    /// host reports); the first one is what [`AclImage::loaded`] waits for.
+    pub(super) fn note_high_watermark(&mut self, high_watermark: u64) {
+        self.first_high_watermark.get_or_insert(high_watermark);
+    }
+
     /// Whether this node's ACL image can be used: with an authorizer, a node that has just
     /// started holds the bindings of its own snapshot and log, which may miss the latest ones
     /// (a DENY added while it was down). Kafka's StandardAuthorizer refuses to authorize until
     /// its initial load is complete; here the image counts as loaded once the metadata state
-    /// machine has applied past the first record of the current metadata epoch (the leader's
-    /// LeaderChange, which every epoch of `__cluster_metadata` starts with): it then holds
-    /// every binding committed before this epoch, as the controller's image does
-    /// (controller.rs, `applied_past_epoch_start`). Once loaded, it stays so.
+    /// machine has applied ([`caught_up`]):
+    /// - past the first record of the current metadata epoch (the leader's LeaderChange, which
+    ///   every epoch of `__cluster_metadata` starts with): it then holds every binding
+    ///   committed before this epoch, as the controller's image does (controller.rs,
+    ///   `applied_past_epoch_start`);
+    /// - and up to the first high-watermark it learned in this run: it then also holds what
+    ///   was committed in this epoch while it was down. The epoch rule alone missed that when
+    ///   the node's log already held the epoch's start (it died in the epoch the DENY was
+    ///   added in, and the leader kept that epoch): seen as tests/acls.rs failing now and then
+    ///   on 2026-12-03, the restarted node answering a denied Produce.
+    ///
+    /// Once loaded, it stays so.
     pub(super) fn loaded(&mut self, metadata: &Raft) -> bool {
         if self.loaded {
             return true;
         }
-        let (epoch, leader) = (metadata.epoch(), metadata.leader_id());
         let applied = self.applied_offset.unwrap_or(-1);
-        let loaded = leader.is_some()
-            && super::controller::applied_past_epoch_start(metadata.log(), epoch, applied);
+        let loaded = caught_up(
+            metadata.leader_id().is_some(),
+            metadata.epoch(),
+            metadata.log(),
+            self.first_high_watermark,
+            applied,
+        );
         if loaded {
-            tracing::info!(epoch, applied, "ACL image loaded; authorizing requests");
+            tracing::info!(
+                epoch = metadata.epoch(),
+                applied,
+                "ACL image loaded; authorizing requests"
+            );
             self.loaded = true;
         }
         loaded
+    }
+}
+
+/// The rule of [`AclImage::loaded`]: a leader is known, the image applied past the first
+/// record of the current epoch, and up to the first high-watermark learned in this run.
+fn caught_up(
+    leader_known: bool,
+    epoch: u32,
+    log: &ringlog_replication::LogState,
+    first_high_watermark: Option<u64>,
+    applied: i64,
+) -> bool {
+    leader_known
+        && super::controller::applied_past_epoch_start(log, epoch, applied)
+        && first_high_watermark.is_some_and(|hw| applied + 1 >= hw as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caught_up;
+    use ringlog_replication::{
+        ElectionState, LogState, OffsetAndEpoch, RecoveredSnapshots, RecoveredState,
+    };
+
+    /// A node that died in epoch 3 after its start (600) and restarted: its log ends at 650.
+    fn restarted() -> LogState {
+        let state = RecoveredState {
+            election: ElectionState::default(),
+            log_start_offset: 0,
+            log_end_offset: 650,
+            epoch_cache: vec![OffsetAndEpoch::new(0, 1), OffsetAndEpoch::new(600, 3)],
+            repair_pending: false,
+        };
+        LogState::recovered_with_snapshots(&state, RecoveredSnapshots::default())
+            .expect("a consistent log")
+    }
+
+    /// The leader kept epoch 3 and committed a DENY at 700 while this node was down. The node
+    /// has applied its own log (to 649), past the epoch's start: before 2026-12-03 that was
+    /// "loaded", and the DENY was not in the image. Now it waits for the high-watermark the
+    /// leader gives it (710) and is loaded once it applied up to it.
+    #[test]
+    fn a_restarted_node_waits_for_what_its_epoch_committed_while_it_was_down() {
+        let log = restarted();
+        assert!(
+            !caught_up(false, 3, &log, Some(710), 709),
+            "no leader known"
+        );
+        assert!(
+            !caught_up(true, 3, &log, None, 649),
+            "no high-watermark learned yet"
+        );
+        assert!(
+            !caught_up(true, 3, &log, Some(710), 649),
+            "the DENY at 700 not applied"
+        );
+        assert!(caught_up(true, 3, &log, Some(710), 709));
+        // A later epoch whose start is not applied yet.
+        assert!(!caught_up(true, 4, &log, Some(710), 709));
     }
 }

@@ -5,15 +5,24 @@
 //! ```text
 //!  sockets (transport.rs) ──Event──▶ ┌────────────── event loop ──────────────┐
 //!  peer lanes ─────────────Event──▶ │ host.step / tick / append / pump       │──▶ Host<AnyIo>
-//!  ring readiness fd ──────────────▶ │ deliver the host's Output, in order:   │◀── Vec<Output>
-//!  snapshot writer threads ────────▶ │   messages (peer lanes, answer slots)  │
-//!                                    │   producer state, waiters, snapshots   │
+//!  ring readiness fd ──────────────▶ │ deliver the host's Output:             │◀── Vec<Output>
+//!  snapshot writer threads ────────▶ │   messages: QuorumRpc (quorum_rpc.rs)  │
+//!                                    │   the rest: producer state, snapshots  │
+//!                                    │ client requests → their API, with a Cx │
 //!                                    └────────────────────────────────────────┘
 //! ```
 //!
 //! The host keeps the persistence rules (no re-entrancy into the core, quorum-state durable
 //! before what follows it, messages held behind flushes, durability reported only after an
 //! fdatasync); the node only moves what the host returns to sockets and to the API layer.
+//!
+//! Why this file is long: it is the node's one `impl Node`, the routing between the parts
+//! that own state: the host, the quorum's wire side (`QuorumRpc`), and the API layer and the
+//! controller (a type per domain, each in its own files, called with a `Cx`, context.rs). Every
+//! rule lives in those parts; what is here is which part is called when, in what order, and
+//! what is done with what it returns (the event loop, the dispatch of client requests, the
+//! waiters and deadlines, the partition lifecycle, storage faults, shutdown). Spreading that
+//! routing over files by `impl Node` is what made the old node a god object (issue 15).
 
 mod acl_image;
 mod acls;
@@ -1164,10 +1173,14 @@ impl Node {
                 Output::HighWatermark {
                     partition,
                     high_watermark,
-                } => self
-                    .handlers
-                    .producers
-                    .track_high_watermark(partition, high_watermark),
+                } => {
+                    if partition == context::metadata_partition_id(&self.table) {
+                        self.handlers.acl_image.note_high_watermark(high_watermark);
+                    }
+                    self.handlers
+                        .producers
+                        .track_high_watermark(partition, high_watermark)
+                }
                 Output::GenerateSnapshot {
                     partition,
                     dir,
