@@ -4,6 +4,9 @@
 //! in the leading member, SyncGroup, Heartbeat, LeaveGroup), commits carrying the leader epoch
 //! (OffsetCommit v8, OffsetFetch v7), and KIP-320's validation of a committed position before
 //! the first fetch from it.
+//!
+//! Long because each group story runs real members against real nodes end to end (joins,
+//! rebalances, commits, failover, truncation); the shared quorum helpers are in tests/quorum.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

@@ -2,6 +2,9 @@
 //! is replaced by a fresh node without downtime and without losing an acknowledged record,
 //! with the operator's commands (`ringlog add-voter`, `ringlog remove-voter`,
 //! `ringlog describe-quorum`).
+//!
+//! Long because each scenario needs its whole quorum life (format, start, load, kill, replace,
+//! restart) written out; the helpers are in tests/quorum.
 
 mod quorum;
 

@@ -7,6 +7,9 @@
 //!    field by field, equals ours (so a swapped or misplaced field fails, not only a length);
 //! 3. encode their value with theirs: the bytes equal ours, and decoding them with ours gives
 //!    the original value back.
+//!
+//! Long because it holds one field-by-field conversion per message, the table that makes a
+//! misplaced field fail; the generic machinery is the first part of the file.
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages as kp;

@@ -6,6 +6,9 @@
 //! checkpoints, segment_bases) are shared by every real-process test; node.rs, clients.rs,
 //! kip320.rs and snapshot_node.rs keep their own cluster types because each starts nodes
 //! differently (observers, rebuilt voter sets, wipes).
+//!
+//! Long because it is the shared harness of every real-process test (starting, killing and
+//! pausing nodes, clients, waits, log reading); splitting it would only spread one API.
 
 #![allow(dead_code)]
 

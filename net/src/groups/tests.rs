@@ -1,6 +1,9 @@
 //! The classic group protocol as stories: each test drives the coordinator with requests and
 //! `tick`s at chosen times and checks the exact answers it emits (Kafka's
 //! `GroupCoordinatorTest` cases, in our vocabulary).
+//!
+//! Long because each story spells out its requests and expected answers in full; they share
+//! the fixtures at the top and split by API below.
 
 use bytes::Bytes;
 

@@ -1,4 +1,6 @@
 //! Handler tests: each calls one input and asserts the exact work list it produced.
+//! Long because it is one table of the core's handlers, one short test per rule; the other
+//! test files of the core cover one topic each (election, repair, snapshots, voters).
 
 use bytes::Bytes;
 
