@@ -1,5 +1,5 @@
 //! What the node lends the Kafka API handlers and the controller for one call: the
-//! replication host, the node's configuration and partition table, the clock's reading, the
+//! replication host, the node's configuration and partition table, the clocks' readings, the
 //! authorizer, and two outboxes the node empties when the call returns (requests for peers,
 //! admin answers parked until their metadata records apply).
 //!
@@ -46,6 +46,9 @@ pub(super) struct Cx<'a> {
     pub(super) table: &'a PartitionTable,
     /// The node clock's reading for this call (milliseconds since the node started).
     pub(super) now_ms: u64,
+    /// The wall clock's reading for this call (milliseconds since the Unix epoch), for record
+    /// timestamps: nothing decides on it.
+    pub(super) now_wall_ms: i64,
     /// The applied ACL image (acls.rs), for the authorizer.
     pub(super) acls: &'a AclImage,
     /// Everything of the metadata log below this offset is applied to the topic image.
@@ -64,6 +67,7 @@ macro_rules! cx {
             cluster_id: &$node.cluster_id,
             table: &$node.table,
             now_ms: $node.started.elapsed().as_millis() as u64,
+            now_wall_ms: $crate::node::wall_clock_ms(),
             acls: &$node.handlers.acl_image,
             metadata_applied_offset: $node.handlers.topics.applied_offset,
             to_peers: &mut $node.to_peers,
@@ -118,10 +122,7 @@ impl Cx<'_> {
         value: Option<&[u8]>,
     ) -> Result<u64, ErrorCode> {
         let mut builder = RecordBatchBuilder::new(0);
-        let now_wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        builder.append(now_wall, Some(key), value, &[]);
+        builder.append(self.now_wall_ms, Some(key), value, &[]);
         self.propose_metadata_batch(builder.build().into_bytes())
     }
 

@@ -148,12 +148,6 @@ fn epoch_below(epoch_cache: &[OffsetAndEpoch], offset: u64) -> u32 {
         .map_or(0, |e| e.epoch)
 }
 
-fn now_wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl PendingDeletes {
     /// DeleteRecords: validates each partition and makes its cut (module doc), then parks the
     /// answer here. Returns the empty snapshots the leader must record (the node adds their
@@ -477,7 +471,7 @@ fn delete_records_below(
         cuts.push(EmptySnapshot {
             partition,
             snapshot_id: OffsetAndEpoch::new(target, epoch_below(&epoch_cache, target)),
-            now_wall_ms: now_wall_ms(),
+            now_wall_ms: cx.now_wall_ms.max(0) as u64,
             cause: SnapshotCause::DeleteRecords {
                 client_log_start_offset: asked,
             },
@@ -505,6 +499,7 @@ pub(super) fn follow_leader_log_starts(
     host: &mut Host<AnyIo>,
     table: &PartitionTable,
     topics: &Topics,
+    now_wall_ms: u64,
 ) -> Result<Vec<EmptySnapshot>, NodeError> {
     let mut snapshots = Vec::new();
     for id in table.ids() {
@@ -559,7 +554,7 @@ pub(super) fn follow_leader_log_starts(
         snapshots.push(EmptySnapshot {
             partition: id,
             snapshot_id,
-            now_wall_ms: now_wall_ms(),
+            now_wall_ms,
             cause: SnapshotCause::FollowLeader {
                 client_log_start_offset: leader_start,
             },

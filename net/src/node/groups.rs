@@ -349,7 +349,7 @@ impl GroupsState {
             }
             self.loaded = now_loaded;
             for (index, partition) in newly_loaded {
-                self.restore_groups(cx.host, cx.now_ms, index, partition);
+                self.restore_groups(cx.host, cx.now_ms, cx.now_wall_ms, index, partition);
             }
             let _ = self.persist_group_metadata(cx, env);
         }

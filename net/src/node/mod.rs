@@ -501,9 +501,7 @@ impl Node {
         }
         // Followers' log starts follow their leaders' (DeleteRecords, delete_records.rs).
         self.follow_leader_log_starts()?;
-        let now_wall_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_wall_ms = wall_clock_ms().max(0) as u64;
         self.handlers
             .producers
             .expire(self.config.producer_id_expiration_ms, now_wall_ms);
@@ -520,6 +518,7 @@ impl Node {
             &mut self.host,
             &self.table,
             &self.handlers.topics,
+            wall_clock_ms().max(0) as u64,
         )?;
         self.record_empty_snapshots(snapshots)
     }
@@ -1530,6 +1529,14 @@ impl Node {
             }
         }
     }
+}
+
+/// The wall clock, in milliseconds since the Unix epoch: record timestamps, snapshot times and
+/// `retention.ms` (the runtime reads it; the API layer gets it in its `Cx`).
+pub(super) fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn random_seed() -> u64 {

@@ -307,9 +307,7 @@ impl CredentialImage {
 /// Appends every change of one request as one batch (Kafka's `ControllerResult.atomicOf`):
 /// all of them commit, or none. Returns the batch's last offset.
 fn propose_credential_records(cx: &mut Cx, changes: &[Change<'_>]) -> Result<u64, ErrorCode> {
-    let now_wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_wall = cx.now_wall_ms;
     let mut builder = RecordBatchBuilder::new(0);
     for change in changes {
         match change {

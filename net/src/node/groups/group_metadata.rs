@@ -13,7 +13,7 @@
 
 use super::super::NodeError;
 use super::super::context::Cx;
-use super::group_offsets::{append_offset_records, wall_clock_ms};
+use super::group_offsets::append_offset_records;
 use super::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata::{self, all_group_metadata};
 use crate::groups::{Outbox, Reply, SyncResult};
@@ -37,7 +37,7 @@ impl GroupsState {
             return appended;
         }
         let now_ms = cx.now_ms;
-        let wall_now_ms = wall_clock_ms();
+        let wall_now_ms = cx.now_wall_ms;
         for group_id in dirty {
             let Some((index, wanted)) =
                 self.coordinator
@@ -184,10 +184,10 @@ impl GroupsState {
         &mut self,
         host: &Host<AnyIo>,
         now_ms: u64,
+        wall_now_ms: i64,
         index: i32,
         partition: PartitionId,
     ) {
-        let wall_now_ms = wall_clock_ms();
         let records = all_group_metadata(offsets_state(host, partition));
         // What an earlier term of this node appended is superseded by the state now.
         self.metadata_written

@@ -143,7 +143,7 @@ impl GroupsState {
                 return send_write_answer(responder, header, Response::OffsetCommit(response));
             }
         };
-        let commit_timestamp_ms = wall_clock_ms();
+        let commit_timestamp_ms = cx.now_wall_ms;
         let mut records = Vec::new();
         let mut slots = Vec::new();
         for (t, topic) in request.topics.iter().enumerate() {
@@ -567,7 +567,7 @@ pub(super) fn append_offset_records(
         return Ok(None);
     }
     let count = records.len();
-    let timestamp_ms = wall_clock_ms();
+    let timestamp_ms = cx.now_wall_ms;
     // Each batch must fit `message.max.bytes` and one segment of the partition.
     let batch_bytes_max =
         (max_batch_bytes(cx, env, partition) / 2).clamp(4096, WRITE_BATCH_BYTES_MAX);
@@ -657,11 +657,4 @@ fn slot_count(write: &WriteResponse) -> usize {
         WriteResponse::Commit(_, slots) | WriteResponse::Delete(_, slots) => slots.len(),
         WriteResponse::DeleteGroups(r) => r.results.len(),
     }
-}
-
-/// Commit timestamps are the node's wall clock (Kafka's too); nothing decides on them.
-pub(super) fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use super::super::NodeError;
 use super::super::context::Cx;
-use super::group_offsets::{append_offset_records, wall_clock_ms};
+use super::group_offsets::append_offset_records;
 use super::{GroupsEnv, GroupsState, offsets_state};
 use crate::groups::metadata;
 use crate::groups::offsets::{self, GroupActivity};
@@ -37,7 +37,7 @@ impl GroupsState {
             return Ok(());
         }
         self.next_expiry_check_ms = now_ms + cx.config.groups.offsets_retention_check_interval_ms;
-        let wall_now_ms = wall_clock_ms();
+        let wall_now_ms = cx.now_wall_ms;
         let retention_ms = cx.config.groups.offsets_retention_ms as i64;
         let loaded: Vec<(i32, ringlog_replication::PartitionId, u32)> = self
             .loaded()
