@@ -29,7 +29,7 @@ pub(super) struct PendingRequest {
     /// bytes (sent with sendfile).
     pub(super) snapshot_regions: Vec<Option<FileRegion>>,
     started_ms: u64,
-    /// The core is still being stepped with this request's parts (`Node::start_raft_request`).
+    /// The core is still being stepped with this request's parts (`QuorumRpc::start_request`, quorum_rpc.rs).
     stepping: bool,
     /// A replica Fetch's parked parts were asked to answer early, because another part of the
     /// same request had an answer ([`AnswerSlots::note_partial`]).

@@ -730,58 +730,25 @@ fn alter_resource(
             format!("{name} is internal; its configs are the node's settings"),
         ));
     }
-    let topic = latest_topic_record(topics, cx.metadata_raft().epoch(), name).ok_or((
-        ErrorCode::UnknownTopicOrPartition,
-        format!("no topic {name:?}"),
-    ))?;
+    let topic = topics
+        .latest_topic_record(name, cx.metadata_raft().epoch())
+        .ok_or((
+            ErrorCode::UnknownTopicOrPartition,
+            format!("no topic {name:?}"),
+        ))?;
     let config = altered_topic_config(&topic.config, &resource.configs)
         .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
     if validate_only || config == topic.config {
         return Ok(None);
     }
     let record = TopicRecord { config, ..topic };
-    propose_topic_change(cx, topics, &record)
+    topics
+        .propose_topic_change(cx, &record)
         .map(Some)
         .map_err(|code| (code, "metadata append failed".into()))
 }
 
 // ---- shared by the admin APIs that change a topic ------------------------------------------
-
-/// The topic as the controller's next change must start from: the latest record it
-/// proposed for it in `metadata_epoch` (the metadata partition's current epoch) and that is
-/// not applied yet, else the image's. `None`: no such topic, or its deletion is in flight.
-pub(super) fn latest_topic_record(
-    topics: &Topics,
-    metadata_epoch: u32,
-    name: &str,
-) -> Option<TopicRecord> {
-    let applied = topics.applied_offset;
-    match topics.changed.get(name) {
-        Some((record, offset, proposed_in))
-            if *offset >= applied && *proposed_in == metadata_epoch =>
-        {
-            record.clone()
-        }
-        _ => topics.image.get(name).cloned(),
-    }
-}
-
-/// Proposes a changed record of an existing topic (same topic id) and notes it in
-/// `topics.changed`; returns its offset. The append's output is the caller's to deliver
-/// (`Node::after_call`).
-pub(super) fn propose_topic_change(
-    cx: &mut Cx,
-    topics: &mut Topics,
-    record: &TopicRecord,
-) -> Result<u64, ErrorCode> {
-    let offset = cx.propose_metadata_record(&record.name, Some(&record.encode_value()))?;
-    let epoch = cx.metadata_raft().epoch();
-    topics
-        .changed
-        .insert(record.name.clone(), (Some(record.clone()), offset, epoch));
-    tracing::info!(topic = %record.name, partitions = record.partitions, config = ?record.config, offset, "topic change proposed");
-    Ok(offset)
-}
 
 #[cfg(test)]
 #[path = "configs_tests.rs"]

@@ -155,7 +155,7 @@ pub(super) fn is_group_request(request: &Request) -> bool {
 
 /// What the group APIs read of the node's other state, lent beside the [`Cx`] for one call:
 /// the topic image (where `__consumer_offsets` is, which topics exist) and the node's
-/// `message.max.bytes` in force (`Node::node_message_max_bytes`, broker_configs.rs), which
+/// `message.max.bytes` in force (`BrokerConfigs::message_max_bytes`, broker_configs.rs), which
 /// bounds the batches of offset records.
 #[derive(Clone, Copy)]
 pub(super) struct GroupsEnv<'a> {
@@ -165,7 +165,7 @@ pub(super) struct GroupsEnv<'a> {
 
 impl GroupsState {
     /// Answers a group request. `brokers` are the brokers a client may be sent to
-    /// (`Node::metadata_brokers`, metadata.rs), read by FindCoordinator only (empty for the
+    /// (`metadata::metadata_brokers`), read by FindCoordinator only (empty for the
     /// other requests). After the call the node proposes `__consumer_offsets` if
     /// [`GroupsState::take_offsets_topic_wanted`] says so.
     #[allow(clippy::too_many_arguments)]
@@ -304,7 +304,7 @@ impl GroupsState {
     }
 
     /// Whether the last call found `__consumer_offsets` missing while this node leads the
-    /// metadata log: the node then proposes it (`Node::propose_offsets_topic`, topics.rs).
+    /// metadata log: the node then proposes it (`Topics::propose_offsets_topic`, topics.rs).
     /// Reading it clears it.
     pub(super) fn take_offsets_topic_wanted(&mut self) -> bool {
         std::mem::take(&mut self.offsets_topic_wanted)

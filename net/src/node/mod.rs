@@ -849,7 +849,7 @@ impl Node {
     ) -> Result<(), NodeError> {
         let version = header.api_version;
         // With an authorizer, nothing is authorized before the ACL image is loaded (acls.rs,
-        // `acls_loaded`): the connection is closed unanswered (a Kafka broker does not serve
+        // `AclImage::loaded`): the connection is closed unanswered (a Kafka broker does not serve
         // before its authorizer's initial load either) and the client reconnects and retries.
         if self.config.authorizer.settings.is_some()
             && !matches!(request, Request::ApiVersions(_))

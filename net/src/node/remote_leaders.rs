@@ -240,7 +240,7 @@ impl RemoteLeaders {
 
 impl RemoteLeaders {
     /// The Metadata entry of partition `index` of `topic`, which this node does not run: what
-    /// it last learned, and a lookup queued when that is stale ([`Node::send_leader_lookups`]
+    /// it last learned, and a lookup queued when that is stale ([`RemoteLeaders::send_lookups`]
     /// sends it; one in flight for less than `request_timeout_ms` is not repeated).
     pub(super) fn partition_metadata(
         &mut self,
