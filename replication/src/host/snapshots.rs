@@ -22,10 +22,10 @@
 //! ([`ServedSnapshot`]), that the runtime sends with sendfile once the wire response is
 //! complete.
 //!
-//! Here: recovery, generation, applying, the log start; FetchSnapshot answers, the download and
-//! the install in [`serve_and_install`]; unit tests in `snapshots/tests.rs`.
-//! About 800 lines: the four steps above share the partition's snapshot state and its
-//! invariants, which are easier to check side by side; serving and installing already live apart.
+//! Here: recovery, applying, the log start. What a snapshot's header carries in
+//! [`header`]; generation (the policy's decision, the job, the writer) in [`generation`];
+//! FetchSnapshot answers, the download and the install in [`serve_and_install`]; unit tests in
+//! `snapshots/tests.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -51,95 +51,13 @@ use crate::state_machine::{
 use crate::types::{OffsetAndEpoch, PartitionId, RecoveredSnapshots};
 use crate::voters::{VoterSet, VoterSetEntry};
 
+mod generation;
+mod header;
 mod serve_and_install;
 
-fn engine_id(id: OffsetAndEpoch) -> SnapshotId {
-    SnapshotId {
-        end_offset: id.offset as i64,
-        epoch: id.epoch as i32,
-    }
-}
-
-fn core_id(id: SnapshotId) -> OffsetAndEpoch {
-    OffsetAndEpoch::new(id.end_offset.max(0) as u64, id.epoch.max(0) as u32)
-}
-
-/// KIP-853: the voter set a snapshot carries (its `VotersRecord`, after the header), if any.
-/// A record that does not decode makes the snapshot unusable: its files cannot be trusted.
-pub fn voters_of_snapshot(contents: &SnapshotContents) -> Result<Option<VoterSet>, StorageError> {
-    let Some((_, value)) = contents
-        .header_control_records
-        .iter()
-        .rev()
-        .find(|(record_type, _)| *record_type == ControlRecordType::KRaftVoters)
-    else {
-        return Ok(None);
-    };
-    let value = value.as_deref().unwrap_or_default();
-    VoterSet::decode_record_value(value)
-        .map(Some)
-        .map_err(|error| StorageError::Inconsistent {
-            path: contents.path.display().to_string(),
-            reason: format!("snapshot voter set: {error}"),
-        })
-}
-
-/// The control records after a snapshot's header (Kafka's layout): with a voter set in the log
-/// (kraft.version 1), the `KRaftVersionRecord` and then the `VotersRecord` in force at its end
-/// offset (KIP-853; none while only `controller.quorum.voters` applies); then the partition's
-/// producer state at its end offset, when the runtime gave one (a `ProducerState` record,
-/// ringlog's own: docs/snapshots.md).
-fn header_records(
-    voters: Option<&VoterSet>,
-    producer_state: Option<&Bytes>,
-) -> Vec<(ControlRecordType, Bytes)> {
-    let mut records = Vec::new();
-    if let Some(voters) = voters {
-        records.push((
-            ControlRecordType::KRaftVersion,
-            Bytes::from(crate::voters::encode_kraft_version_record(
-                crate::voters::KRAFT_VERSION_DYNAMIC,
-            )),
-        ));
-        records.push((
-            ControlRecordType::KRaftVoters,
-            Bytes::from(voters.encode_record_value()),
-        ));
-    }
-    if let Some(producer_state) = producer_state {
-        records.push((ControlRecordType::ProducerState, producer_state.clone()));
-    }
-    records
-}
-
-/// The producer state a snapshot carries (its `ProducerState` record's value, opaque here: the
-/// runtime encodes and reads it), if any: snapshots written before it existed have none.
-pub fn producer_state_of_snapshot(contents: &SnapshotContents) -> Option<Bytes> {
-    contents
-        .header_control_records
-        .iter()
-        .rev()
-        .find(|(record_type, _)| *record_type == ControlRecordType::ProducerState)
-        .map(|(_, value)| value.clone().unwrap_or_default())
-}
-
-/// KIP-853: the kraft.version a snapshot's `KRaftVersionRecord` names, if it holds one.
-pub fn kraft_version_of_snapshot(contents: &SnapshotContents) -> Result<Option<i16>, StorageError> {
-    let Some((_, value)) = contents
-        .header_control_records
-        .iter()
-        .rev()
-        .find(|(record_type, _)| *record_type == ControlRecordType::KRaftVersion)
-    else {
-        return Ok(None);
-    };
-    crate::voters::decode_kraft_version_record(value.as_deref().unwrap_or_default())
-        .map(Some)
-        .map_err(|error| StorageError::Inconsistent {
-            path: contents.path.display().to_string(),
-            reason: format!("snapshot kraft.version: {error}"),
-        })
-}
+pub use generation::{GenerationOutcome, SnapshotJob, write_snapshot_job};
+use header::{core_id, engine_id, header_records};
+pub use header::{kraft_version_of_snapshot, producer_state_of_snapshot, voters_of_snapshot};
 
 fn state_machine_error(dir: &std::path::Path, error: impl std::fmt::Display) -> StorageError {
     StorageError::Inconsistent {
@@ -336,183 +254,6 @@ pub fn epoch_before(
         .map(|e| e.epoch)
         .or(latest_snapshot_id.map(|s| s.epoch))
         .unwrap_or(0)
-}
-
-/// What a snapshot writer writes: the state at `snapshot_id`, taken by the host.
-pub struct SnapshotJob {
-    pub snapshot_id: OffsetAndEpoch,
-    pub format: SnapshotFormat,
-    /// A clone of the key-value map: refcounted handles, not the keys' and values' bytes.
-    pub entries: std::collections::BTreeMap<Bytes, Bytes>,
-    /// KIP-853: the voter set in force at the end offset, written after the header (`None`:
-    /// only `controller.quorum.voters` applies there).
-    pub voters: Option<VoterSet>,
-    /// The partition's producer state at the end offset, encoded by the runtime (which keeps
-    /// it), written as a `ProducerState` record after the header; `None`: none written.
-    pub producer_state: Option<Bytes>,
-}
-
-/// How a generation ended, for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GenerationOutcome {
-    /// Now the latest snapshot; queued for `on_snapshot_written`.
-    Taken,
-    /// Frozen, but a snapshot fetched from the leader and installed meanwhile is as new.
-    Superseded,
-    /// Not written (the `.part` is removed at the next start); the policy decides again later.
-    Failed(String),
-}
-
-impl PartitionSnapshots {
-    /// The policy's view of this partition.
-    pub fn progress(&self, high_watermark: u64, now_ms: u64) -> SnapshotProgress {
-        let stats = self.state_machine.stats();
-        SnapshotProgress {
-            applied_end_offset: self.state_machine.last_applied_offset() + 1,
-            high_watermark: high_watermark as i64,
-            latest_snapshot_end_offset: self.latest_snapshot_id.map_or(0, |s| s.offset as i64),
-            records_since_snapshot: stats.records_since_snapshot,
-            bytes_since_snapshot: stats.bytes_since_snapshot,
-            changed_keys_since_snapshot: stats.changed_keys_since_snapshot,
-            keys_count: stats.keys_count,
-            now_ms,
-            last_snapshot_ms: self.last_snapshot_ms,
-        }
-    }
-
-    /// Asks the policy; if it says snapshot, takes the state for a writer and marks the
-    /// generation in flight. Never two generations of one partition at once: while one runs
-    /// the policy is not asked (the next decision follows its completion). The counters restart
-    /// at the snapshot's point, not at the write's completion.
-    pub fn maybe_begin_generation(
-        &mut self,
-        policy: &SnapshotPolicyConfig,
-        high_watermark: u64,
-        epoch_cache: &[OffsetAndEpoch],
-        now_ms: u64,
-    ) -> Option<(SnapshotJob, SnapshotReason)> {
-        if self.generating.is_some() {
-            return None;
-        }
-        let SnapshotDecision::Snapshot { end_offset, reason } =
-            policy::decide(policy, &self.progress(high_watermark, now_ms))
-        else {
-            return None;
-        };
-        let end_offset = end_offset as u64;
-        assert!(
-            end_offset <= high_watermark,
-            "a snapshot of uncommitted state: end offset {end_offset} past the high-watermark {high_watermark}"
-        );
-        let job = self.take_job(end_offset, epoch_cache, now_ms);
-        Some((job, reason))
-    }
-
-    /// The state machine's state as a job for a writer, with the snapshot's id at `end_offset`
-    /// (the epoch of the record below it); the generation is then in flight.
-    fn take_job(
-        &mut self,
-        end_offset: u64,
-        epoch_cache: &[OffsetAndEpoch],
-        now_ms: u64,
-    ) -> SnapshotJob {
-        let epoch = epoch_before(epoch_cache, end_offset, self.latest_snapshot_id);
-        let snapshot_id = OffsetAndEpoch::new(end_offset, epoch);
-        let job = SnapshotJob {
-            snapshot_id,
-            format: self.state_machine.snapshot_format(),
-            entries: self.state_machine.entries().clone(),
-            voters: None,
-            producer_state: None,
-        };
-        self.state_machine.on_snapshot_taken();
-        self.last_snapshot_ms = now_ms;
-        self.generating = Some(snapshot_id);
-        job
-    }
-
-    /// DeleteRecords on a snapshot topic (KIP-630: a log start is always a snapshot's end
-    /// offset): takes the state for a writer at `end_offset` now, whatever the policy says,
-    /// if that is exactly where the state machine stands (its state at another offset is not
-    /// at hand), the offset is committed and above the latest snapshot, and no generation is
-    /// in flight. `None` otherwise; the caller then cuts at the latest snapshot instead.
-    pub fn begin_generation_at(
-        &mut self,
-        end_offset: u64,
-        high_watermark: u64,
-        epoch_cache: &[OffsetAndEpoch],
-        now_ms: u64,
-    ) -> Option<SnapshotJob> {
-        let applied_end_offset = (self.state_machine.last_applied_offset() + 1).max(0) as u64;
-        if self.generating.is_some()
-            || applied_end_offset != end_offset
-            || end_offset > high_watermark
-            || self
-                .latest_snapshot_id
-                .is_some_and(|latest| latest.offset >= end_offset)
-        {
-            return None;
-        }
-        Some(self.take_job(end_offset, epoch_cache, now_ms))
-    }
-
-    /// A writer thread reported `snapshot_id`.
-    pub fn finish_generation(
-        &mut self,
-        snapshot_id: OffsetAndEpoch,
-        result: Result<(), String>,
-    ) -> GenerationOutcome {
-        debug_assert_eq!(self.generating, Some(snapshot_id));
-        self.generating = None;
-        match result {
-            Ok(())
-                if self
-                    .latest_snapshot_id
-                    .is_none_or(|latest| latest.offset < snapshot_id.offset) =>
-            {
-                self.latest_snapshot_id = Some(snapshot_id);
-                self.written.push(snapshot_id);
-                self.generated_total += 1;
-                GenerationOutcome::Taken
-            }
-            Ok(()) => GenerationOutcome::Superseded,
-            Err(error) => GenerationOutcome::Failed(error),
-        }
-    }
-}
-
-impl std::fmt::Debug for SnapshotJob {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SnapshotJob")
-            .field("snapshot_id", &self.snapshot_id)
-            .field("entries", &self.entries.len())
-            .finish()
-    }
-}
-
-/// Writes a snapshot job (`.part`, fdatasync, rename, folder fsync): what the runtime runs off
-/// its loop for `Output::GenerateSnapshot`, with a backend of its own.
-pub fn write_snapshot_job<I: Io>(
-    io: &mut I,
-    dir: &std::path::Path,
-    job: &SnapshotJob,
-    now_ms: u64,
-) -> Result<(), String> {
-    write_snapshot_with_header_records(
-        io,
-        dir,
-        engine_id(job.snapshot_id),
-        &job.format,
-        now_ms as i64,
-        &header_records(job.voters.as_ref(), job.producer_state.as_ref()),
-        |sink| {
-            for (key, value) in &job.entries {
-                sink.append_record(Some(key), Some(value));
-            }
-        },
-    )
-    .map(|_| ())
-    .map_err(|e| e.to_string())
 }
 
 impl<I: Io> Host<I> {
