@@ -34,28 +34,28 @@ pub(super) fn send_response(
     endpoints: Endpoints,
     fetch_snapshot_response_max_bytes: u64,
 ) -> Result<(), NodeError> {
-    let mut response = match pending.api {
-        ApiKey::Vote => Response::Vote(convert::vote_response(&pending.parts, &answers)),
-        ApiKey::BeginQuorumEpoch => Response::BeginQuorumEpoch(
-            convert::begin_quorum_epoch_response(&pending.parts, &answers),
+    let (mut response, regions) = match pending.api {
+        ApiKey::Vote => (
+            Response::Vote(convert::vote_response(&pending.parts, &answers)),
+            Vec::new(),
         ),
-        ApiKey::EndQuorumEpoch => {
-            Response::EndQuorumEpoch(convert::end_quorum_epoch_response(&pending.parts, &answers))
-        }
+        ApiKey::BeginQuorumEpoch => (
+            Response::BeginQuorumEpoch(convert::begin_quorum_epoch_response(
+                &pending.parts,
+                &answers,
+            )),
+            Vec::new(),
+        ),
+        ApiKey::EndQuorumEpoch => (
+            Response::EndQuorumEpoch(convert::end_quorum_epoch_response(&pending.parts, &answers)),
+            Vec::new(),
+        ),
         ApiKey::Fetch => {
             let mut response = convert::fetch_response(&pending.parts, &answers);
             raise_to_client_log_starts(host, &pending.parts, &mut response);
             let regions =
                 attach_fetch_regions(fetch_regions, &pending.parts, &answers, &mut response);
-            let mut response = Response::Fetch(response);
-            endpoints.fill_node_endpoints(&mut response);
-            if !regions.is_empty() {
-                pending
-                    .responder
-                    .reply(Reply::WithRecords { response, regions });
-                return Ok(());
-            }
-            response
+            (Response::Fetch(response), regions)
         }
         ApiKey::FetchSnapshot => {
             let (response, regions) = super::fetch_snapshot::response(
@@ -64,20 +64,19 @@ pub(super) fn send_response(
                 pending.snapshot_regions,
                 fetch_snapshot_response_max_bytes,
             );
-            let mut response = Response::FetchSnapshot(response);
-            endpoints.fill_node_endpoints(&mut response);
-            if !regions.is_empty() {
-                pending
-                    .responder
-                    .reply(Reply::WithRecords { response, regions });
-                return Ok(());
-            }
-            response
+            (Response::FetchSnapshot(response), regions)
         }
         other => unreachable!("{other:?} is not a quorum request"),
     };
     // KIP-853 NodeEndpoints: the leaders named, where they listen (leader_endpoints.rs).
     endpoints.fill_node_endpoints(&mut response);
+    if !regions.is_empty() {
+        // Records sent with sendfile after the response's other bytes (net/src/server/).
+        pending
+            .responder
+            .reply(Reply::WithRecords { response, regions });
+        return Ok(());
+    }
     let frame = encode_response(pending.correlation_id, pending.version, &response)?;
     pending.responder.send(Some(frame));
     Ok(())
