@@ -279,6 +279,30 @@ fn short_read_at_eof(io: &mut impl Io, root: &Path) {
     io.close(file).expect("close");
 }
 
+/// A read buffer given back (`recycle_read_buf`) may be filled again: every read still returns
+/// exactly the file's bytes, and a short read never hands out what the buffer held before.
+fn recycled_read_buffers(io: &mut impl Io, root: &Path) {
+    let block = io.block_size_bytes();
+    let file = io.open(&root.join("recycled"), CREATE).expect("open");
+    let first: Vec<u8> = (0..4 * block).map(|i| (i % 251) as u8 + 1).collect();
+    write(io, file, 0, &first);
+    for (offset, len, expected) in [
+        (0, 4 * block, first.clone()),
+        (block as u64, 2 * block, first[block..3 * block].to_vec()),
+        // Past the end: 0 bytes, not the recycled buffer's old contents.
+        (4 * block as u64, block, Vec::new()),
+        (2 * block as u64, 4 * block, first[2 * block..].to_vec()),
+    ] {
+        let c = run_one(io, Op::Read { file, offset, len });
+        let n = c.result.expect("read");
+        let buf = c.buf.expect("a read returns its buffer");
+        assert_eq!(buf.len(), n);
+        assert_eq!(buf.as_slice(), &expected[..], "read {len} at {offset}");
+        io.recycle_read_buf(buf);
+    }
+    io.close(file).expect("close");
+}
+
 fn set_len_and_preallocate(io: &mut impl Io, root: &Path) {
     let file = io.open(&root.join("sized"), CREATE).expect("open");
     write(io, file, 0, b"0123456789");
@@ -642,7 +666,7 @@ macro_rules! conformance_suite {
             use super::*;
             conformance_suite!(@tests $make;
                 open_create_semantics, write_read_round_trip_direct, write_dsync_round_trip_direct,
-                short_read_at_eof,
+                short_read_at_eof, recycled_read_buffers,
                 set_len_and_preallocate, directory_operations, linked_write_then_fdatasync,
                 failed_link_cancels_the_rest, completion_ids_match_submissions,
                 errors_carry_path_and_offset, drain_without_wait, alignment_enforced_on_direct_files,

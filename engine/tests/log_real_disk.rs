@@ -14,6 +14,8 @@ fn config() -> LogConfig {
     LogConfig {
         segment_size_bytes: 64 * 1024,
         index_interval_bytes: 4096,
+        // Recovery reads a few blocks at a time into the backend's recycled buffer.
+        recovery_read_bytes: 3 * 4096,
         ..LogConfig::default()
     }
 }

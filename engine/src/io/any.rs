@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::syscall::SyscallIo;
 use super::uring::UringIo;
-use super::{Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
+use super::{AlignedBuf, Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
 
 /// The environment variable that overrides the backend choice.
 pub const IO_BACKEND_ENV: &str = "RINGLOG_IO";
@@ -181,6 +181,17 @@ impl Io for AnyIo {
     }
     fn clear_readiness(&mut self) {
         delegate!(self, io => io.clear_readiness())
+    }
+    fn write_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        data: &[u8],
+    ) -> Result<(), IoError> {
+        delegate!(self, io => io.write_buffered_at(path, position, data))
+    }
+    fn recycle_read_buf(&mut self, buf: AlignedBuf) {
+        delegate!(self, io => io.recycle_read_buf(buf))
     }
     fn submit(&mut self, op: Op) -> OpId {
         delegate!(self, io => io.submit(op))

@@ -87,6 +87,18 @@ impl AlignedBuf {
         self.len
     }
 
+    /// Makes this buffer `len` bytes long (at most its capacity) for a read to fill again. Safe
+    /// without zeroing: every byte of the allocation is initialised (it is zeroed when made and
+    /// grown), and a read hands back only the bytes it read (`Completion::buf`).
+    pub fn reuse_for_read(&mut self, len: usize) {
+        assert!(
+            len <= self.capacity,
+            "a reused buffer of {} bytes cannot hold a read of {len}",
+            self.capacity
+        );
+        self.len = len;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

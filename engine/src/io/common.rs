@@ -121,3 +121,19 @@ pub(crate) fn failed_completion(
         buf: op.into_buf(),
     }
 }
+
+/// The buffer for a read of `len` bytes: the recycled one if it is large and aligned enough,
+/// else a new zeroed one.
+pub(crate) fn take_read_buf(
+    spare: &mut Option<AlignedBuf>,
+    len: usize,
+    block_size_bytes: usize,
+) -> AlignedBuf {
+    match spare.take() {
+        Some(mut buf) if buf.capacity() >= len && buf.align() >= block_size_bytes => {
+            buf.reuse_for_read(len);
+            buf
+        }
+        _ => AlignedBuf::zeroed(len, block_size_bytes),
+    }
+}

@@ -361,6 +361,37 @@ pub trait Io {
         Ok(bytes)
     }
 
+    /// Writes `data` at `position` of the file at `path` (created if missing) through a
+    /// buffered descriptor of its own, opened and closed here; returns once the kernel holds the
+    /// bytes. Not durable (no fsync) and no completion to route: for advisory files written on
+    /// the side of the ring's work (a segment's batch list, docs/log.md "Recovery"). The real
+    /// backends use a plain `pwrite` (the page cache), the memory backend its own operations
+    /// (unsynced: a crash may lose or tear them).
+    fn write_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        data: &[u8],
+    ) -> Result<(), IoError> {
+        let file = self.open(
+            path,
+            OpenOptions {
+                create: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        let id = self.submit(Op::Write {
+            file,
+            offset: position,
+            buf: AlignedBuf::from_slice(data, self.block_size_bytes()),
+        });
+        let waited = wait_for_all(self, &[id]);
+        let closed = self.close(file);
+        let completion = waited?.pop().expect("one completion per operation");
+        closed?;
+        completion.result.map(|_| ())
+    }
+
     /// Opens a buffered (never O_DIRECT), read-only descriptor of the file at `path` for its
     /// owner to keep open and share: a segment's reader, from which the runtime sends regions
     /// with sendfile/splice (which cannot read an O_DIRECT descriptor at unaligned positions)
@@ -382,6 +413,11 @@ pub trait Io {
     fn readiness_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+    /// Gives back the buffer of a completed read for the backend's next read to fill: a
+    /// sequential reader (recovery's scan of a segment) then touches the same memory chunk after
+    /// chunk, where a fresh zeroed buffer per read cost a page fault per 4 KiB and a memset.
+    /// Backends may ignore it.
+    fn recycle_read_buf(&mut self, _buf: AlignedBuf) {}
     /// Consumes the readiness fd's pending signal. Call it before draining: a completion posted
     /// after this call signals the fd again, so none is missed.
     fn clear_readiness(&mut self) {}

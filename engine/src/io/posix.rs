@@ -313,6 +313,19 @@ pub(crate) fn read_buffered_at(
     read_at(&file, path, position, len_bytes)
 }
 
+/// `Io::write_buffered_at` for the real backends: `pwrite` on a buffered descriptor of its own.
+pub(crate) fn write_buffered_at(path: &Path, position: u64, data: &[u8]) -> Result<(), IoError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| IoError::new("write_buffered_at", path, position, e))?;
+    file.write_all_at(data, position)
+        .map_err(|e| IoError::new("write_buffered_at", path, position, e))
+}
+
 /// Up to `len_bytes` at `position` of `file` with `pread`, retried on EINTR and on short reads
 /// until the end of the file. `path` names the file in an error.
 pub(crate) fn read_at(

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use super::common::{
     UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
+    take_read_buf,
 };
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
 use super::{AlignedBuf, Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
@@ -23,6 +24,8 @@ pub struct SyscallIo {
     /// Submitted, not yet run: single operations and linked chains.
     queued: VecDeque<Vec<(OpId, Op)>>,
     ready: VecDeque<Completion>,
+    /// A completed read's buffer given back (`Io::recycle_read_buf`) for the next read.
+    spare_read_buf: Option<AlignedBuf>,
 }
 
 impl SyscallIo {
@@ -47,6 +50,7 @@ impl SyscallIo {
             next_op_id: 1,
             queued: VecDeque::new(),
             ready: VecDeque::new(),
+            spare_read_buf: None,
         }
     }
 
@@ -95,7 +99,7 @@ impl SyscallIo {
                 Some(buf),
             ),
             Op::Read { offset, len, .. } => {
-                let mut buf = AlignedBuf::zeroed(len, self.block_size_bytes);
+                let mut buf = take_read_buf(&mut self.spare_read_buf, len, self.block_size_bytes);
                 let result = retry_eintr(|| entry.file.read_at(buf.as_mut_slice(), offset));
                 let buf = result.as_ref().ok().map(|&n| {
                     buf.set_len(n);
@@ -211,6 +215,15 @@ impl Io for SyscallIo {
         self.files.open_dir(path)
     }
 
+    fn write_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        data: &[u8],
+    ) -> Result<(), IoError> {
+        posix::write_buffered_at(path, position, data)
+    }
+
     fn read_buffered_at(
         &mut self,
         path: &Path,
@@ -264,6 +277,10 @@ impl Io for SyscallIo {
 
     fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
         super::take_from_ready(&mut self.ready, ids, out);
+    }
+
+    fn recycle_read_buf(&mut self, buf: AlignedBuf) {
+        self.spare_read_buf = Some(buf);
     }
 
     fn ready_count(&mut self) -> usize {

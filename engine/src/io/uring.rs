@@ -29,6 +29,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 
 use super::common::{
     UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
+    take_read_buf,
 };
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
 use super::{AlignedBuf, Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
@@ -51,6 +52,8 @@ pub struct UringIo {
     ready: VecDeque<Completion>,
     /// The eventfd registered with the ring (declared after `ring`, so it closes after it).
     readiness: OwnedFd,
+    /// A completed read's buffer given back (`Io::recycle_read_buf`) for the next read.
+    spare_read_buf: Option<AlignedBuf>,
 }
 
 struct InFlight {
@@ -96,6 +99,7 @@ impl UringIo {
             overflow: VecDeque::new(),
             ready: VecDeque::new(),
             readiness,
+            spare_read_buf: None,
         })
     }
 
@@ -145,7 +149,7 @@ impl UringIo {
                     .build()
             }
             Op::Read { offset, len, .. } => {
-                let mut buf = AlignedBuf::zeroed(*len, self.block_size_bytes);
+                let mut buf = take_read_buf(&mut self.spare_read_buf, *len, self.block_size_bytes);
                 let entry = opcode::Read::new(fd, buf.as_mut_ptr(), *len as u32)
                     .offset(*offset)
                     .build();
@@ -351,6 +355,15 @@ impl Io for UringIo {
         self.files.open_dir(path)
     }
 
+    fn write_buffered_at(
+        &mut self,
+        path: &Path,
+        position: u64,
+        data: &[u8],
+    ) -> Result<(), IoError> {
+        posix::write_buffered_at(path, position, data)
+    }
+
     fn read_buffered_at(
         &mut self,
         path: &Path,
@@ -474,6 +487,10 @@ impl Io for UringIo {
 
     fn readiness_fd(&self) -> Option<RawFd> {
         Some(self.readiness.as_raw_fd())
+    }
+
+    fn recycle_read_buf(&mut self, buf: AlignedBuf) {
+        self.spare_read_buf = Some(buf);
     }
 
     fn clear_readiness(&mut self) {

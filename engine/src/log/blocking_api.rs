@@ -156,12 +156,17 @@ impl PartitionLog {
         };
         let waited = self.wait_for_in_flight(io);
         if flushed.is_ok() && waited.is_ok() && self.stopped.is_none() {
+            // Everything is durable: a clean restart reads no batch again (batch_list).
+            self.write_batch_lists(io, true);
             let active = self.active();
             if active.file.is_some() {
                 let path = segment::segment_file_path(&self.dir, active.base_offset, "index");
                 let encoded = active.index.encode();
                 blocking::write_whole_file(io, &path, &encoded)?;
             }
+            let marker = self.dir.join(super::batch_list::CLEAN_SHUTDOWN_FILE);
+            blocking::write_whole_file(io, &marker, b"")?;
+            io.sync_dir(&self.dir)?;
         }
         for segment in &mut self.segments {
             segment.reader = None;
@@ -208,7 +213,7 @@ impl PartitionLog {
         if let Some(file) = segment.file {
             io.close(file)?;
         }
-        for extension in ["log", "index"] {
+        for extension in ["log", "index", "batches"] {
             let path = segment::segment_file_path(&self.dir, segment.base_offset, extension);
             if io.exists(&path) {
                 io.remove_file(&path)?;
@@ -262,6 +267,8 @@ impl PartitionLog {
         if segment.file.is_some() {
             self.write_durable_end(io, index, position, &partial)?;
         }
+        // The list must not name a cut batch once the records after the cut are written.
+        self.cut_batch_list(io, index, batch)?;
         let index_path =
             segment::segment_file_path(&self.dir, self.segments[index].base_offset, "index");
         if io.exists(&index_path) {

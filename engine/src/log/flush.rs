@@ -420,6 +420,8 @@ impl PartitionLog {
             self.confirmation_pending = Some(confirm);
         }
         self.maybe_start_confirmation(io);
+        // After the next chain is on its way: a buffered write, every few MiB (batch_list).
+        self.write_batch_lists(io, false);
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: advanced,
         })

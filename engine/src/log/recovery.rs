@@ -1,5 +1,6 @@
-//! Opening a partition log: scan every segment, decide what each segment's end means, and make
-//! the outcome durable before the first append.
+//! Opening a partition log: scan every segment (after a clean close, only the batches its batch
+//! list does not name: module `batch_list`), decide what each segment's end means, and make the
+//! outcome durable before the first append.
 //!
 //! ## Before the table, per segment
 //!
@@ -50,15 +51,17 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+use super::batch_list;
 use super::blocking;
 use super::index::SparseIndex;
 use super::segment::{self, BatchEntry, Chunk, Segment, round_down, round_up};
 use super::tail_slot;
 use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
-use crate::batch::{BatchChainValidator, BatchIter};
+use crate::batch::split::validate_front_batch;
+use crate::batch::{BatchChainValidator, BatchError, RecordBatchHeader};
 use crate::epoch_cache::{EpochCacheError, LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{FileId, Io, OpenOptions};
+use crate::io::{FileId, Io, IoError, Op, OpenOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentRole {
@@ -162,6 +165,11 @@ pub struct RecoveryReport {
     /// The newest slot's flush had not finished (its blocks are not all there and it
     /// was never confirmed): recovery used the previous slot. The slot's sequence.
     pub unfinished_flush_slot: Option<u64>,
+    /// Batches taken from the segments' batch lists instead of read and checked again
+    /// (`batches_recovered` counts them too): only after a clean close.
+    pub batches_from_list: usize,
+    /// The log was closed cleanly (its `clean-shutdown` marker was there).
+    pub clean_shutdown: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,6 +193,7 @@ pub struct TornTailTruncation {
 
 /// The result of scanning one segment image.
 struct Scan {
+    base_offset: i64,
     entries: Vec<(BatchEntry, i32, u64)>,
     valid_end: u64,
     next_offset: i64,
@@ -226,6 +235,14 @@ impl PartitionLog {
             io.sync_dir(ancestor)?;
         }
         let mut report = RecoveryReport::default();
+        // Closed cleanly: the batch lists stand in for reading (module batch_list). The
+        // marker goes first, durably: whatever happens from here on is not a clean close.
+        let marker = dir.join(batch_list::CLEAN_SHUTDOWN_FILE);
+        report.clean_shutdown = io.exists(&marker);
+        if report.clean_shutdown {
+            io.remove_file(&marker)?;
+            io.sync_dir(dir)?;
+        }
         let names = io.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -236,8 +253,10 @@ impl PartitionLog {
             // `.tail`: the slots' file of the layout before the slot region moved into the
             // `.log` itself; never trusted now.
             let old_tail = segment::parse_segment_file_name(name, "tail").is_some();
-            let orphan = segment::parse_segment_file_name(name, "index")
-                .is_some_and(|base| !bases.contains(&base));
+            let orphan = ["index", "batches"].iter().any(|extension| {
+                segment::parse_segment_file_name(name, extension)
+                    .is_some_and(|base| !bases.contains(&base))
+            });
             if name.ends_with(".tmp") || orphan || old_tail {
                 io.remove_file(&dir.join(name))?;
                 report.files_removed.push(name.clone());
@@ -265,6 +284,9 @@ impl PartitionLog {
         };
         let mut expected_next: Option<i64> = None;
         let mut last_epoch = crate::batch::NO_PARTITION_LEADER_EPOCH;
+        // The leader-epoch-checkpoint as found: a batch list's epochs must agree with it.
+        let checkpoint_found =
+            LeaderEpochCache::load(io, &dir.join(LEADER_EPOCH_CHECKPOINT_FILE_NAME)).ok();
         for (position_in_list, &base) in bases.iter().enumerate() {
             let role = if position_in_list + 1 == bases.len() {
                 SegmentRole::Last
@@ -346,22 +368,33 @@ impl PartitionLog {
                 }
             }
             // The data area up to the furthest block a valid slot vouches for: the trusted
-            // mark's bytes, and the newest flush's blocks to check against its CRC32C.
+            // mark's bytes, and the newest flush's blocks to check against its CRC32C. Only the
+            // slots' flushes are read here (`flushes`); the batches below the mark are scanned
+            // chunk by chunk further down, never the whole segment in memory at once.
             let read_end = slots
                 .iter()
                 .map(|slot| slot.block_start(block))
                 .max()
                 .unwrap_or(0);
-            let mut image = read_for_recovery(io, file, &log_path, 0, read_end)?;
-            image.resize(read_end as usize, 0);
+            let flushes_start = round_down(
+                slots
+                    .iter()
+                    .map(|slot| slot.flush_start_position)
+                    .min()
+                    .unwrap_or(0)
+                    .min(read_end),
+                block,
+            );
+            let mut flushes =
+                read_for_recovery(io, file, &log_path, flushes_start, read_end - flushes_start)?;
+            flushes.resize((read_end - flushes_start) as usize, 0);
+            let flushes = FlushBlocks {
+                start: flushes_start,
+                bytes: flushes,
+            };
 
-            // Which slot to trust (module doc):
-            //  - the newest, if the blocks its flush wrote are intact;
-            //  - else, in the last segment, if its flush was never confirmed complete: it never
-            //    finished, and the previous slot (whose flush completed before it started) is;
-            //  - else the newest, whose blocks are damaged acknowledged data: refuse (below).
             let mut newest_flush = NewestFlush::Finished;
-            let slot = if newest.flushed_blocks_present(&image, block) {
+            let slot = if flushes.present(newest, block) {
                 newest.clone()
             } else if role == SegmentRole::Last
                 && let Some(previous) = slots.get(1)
@@ -374,7 +407,7 @@ impl PartitionLog {
                 newest.clone()
             };
             let mark = slot.durable_mark();
-            let damaged_last_flush = (!slot.flushed_blocks_present(&image, block)).then(|| {
+            let damaged_last_flush = (!flushes.present(&slot, block)).then(|| {
                 (
                     slot.flush_start_position,
                     format!(
@@ -397,22 +430,25 @@ impl PartitionLog {
                 ));
             }
             let bytes_discarded = if newest_flush == NewestFlush::Unfinished {
-                image[(mark as usize).min(image.len())..]
+                let from = (mark.saturating_sub(flushes.start) as usize).min(flushes.bytes.len());
+                flushes.bytes[from..]
                     .iter()
                     .filter(|byte| **byte != 0)
                     .count() as u64
             } else {
                 0
             };
-            // Overlay the slot's copy of the partial block (append-only bytes: it agrees with
-            // whatever full block later reached the data area), then end the image at the mark:
-            // nothing past it was acknowledged.
-            let start = slot.block_start(block) as usize;
-            if image.len() < start + slot.data.len() {
-                image.resize(start + slot.data.len(), 0);
-            }
-            image[start..start + slot.data.len()].copy_from_slice(&slot.data);
-            image.truncate(mark as usize);
+            // The slot's copy of the partial block lies over the data area (append-only bytes:
+            // it agrees with whatever full block later reached the data area), and the image
+            // ends at the mark: nothing past it was acknowledged.
+            let image = SegmentImage {
+                file,
+                path: &log_path,
+                file_end: read_end,
+                len: mark.min(read_end.max(slot.covered_end(block))),
+                overlay_start: slot.block_start(block),
+                overlay: &slot.data,
+            };
             if role == SegmentRole::Last {
                 report.durable_mark = Some(DurableMarkFound {
                     segment_base_offset: base,
@@ -421,8 +457,46 @@ impl PartitionLog {
                 });
             }
 
-            let image = Bytes::from(image);
-            let scan = scan_segment(&image, base, last_epoch, &log.config);
+            // The segment's batch list: read in place of the batches it names after a clean
+            // close, checked against them after a crash (module batch_list).
+            let (mut listed, list_records) = listed_batches(
+                io,
+                dir,
+                base,
+                last_epoch,
+                &image,
+                checkpoint_found.as_ref(),
+                &log.config,
+            )?;
+            let scan = if report.clean_shutdown {
+                report.batches_from_list += listed.len();
+                scan_segment(
+                    io,
+                    &image,
+                    Scan::after(&listed, base, last_epoch),
+                    &log.config,
+                )?
+            } else {
+                // After a crash every batch is read and checked; the list is kept as far as
+                // it names what was read.
+                let scan =
+                    scan_segment(io, &image, Scan::after(&[], base, last_epoch), &log.config)?;
+                let agreeing = listed
+                    .iter()
+                    .zip(&scan.entries)
+                    .take_while(|(listed, (entry, epoch, size_bytes))| {
+                        listed.base_offset == entry.base_offset
+                            && listed.last_offset == entry.last_offset
+                            && listed.position == entry.position
+                            && listed.max_timestamp == entry.max_timestamp
+                            && listed.control == entry.control
+                            && listed.epoch == *epoch
+                            && u64::from(listed.size_bytes) == *size_bytes
+                    })
+                    .count();
+                listed.truncate(agreeing);
+                scan
+            };
             if let Some((flush_start, reason)) = damaged_last_flush {
                 // Name the first damaged batch when the scan finds it inside those blocks.
                 let position = if scan.valid_end < mark && scan.valid_end >= flush_start {
@@ -500,6 +574,7 @@ impl PartitionLog {
             segment.reader = io.open_reader(&log_path)?;
             segment.slot_sequence = slot.sequence;
             let valid_end = scan.valid_end;
+            let mut tail_partial = Vec::new();
             match role {
                 SegmentRole::Sealed => {
                     segment.sealed = true;
@@ -508,25 +583,39 @@ impl PartitionLog {
                 }
                 SegmentRole::Last => {
                     let block_start = round_down(valid_end, block);
-                    segment.written_full_end = block_start;
-                    segment.write_tail_start = block_start;
-                    segment.write_tail = WriteTail::from_partial(
-                        &image[block_start as usize..valid_end as usize],
-                        block,
-                    );
                     let first_in_memory =
                         (0..segment.batches.len()).find(|&j| segment.batch_end(j) > block_start);
+                    // The bytes kept in memory: the partial last block, and the batches that end
+                    // in it from their start.
+                    let from = first_in_memory
+                        .map_or(block_start, |first| segment.batches[first].position)
+                        .min(block_start);
+                    let mut kept = Vec::with_capacity((valid_end - from) as usize);
+                    image.append(io, from, valid_end, &mut kept)?;
+                    let kept = Bytes::from(kept);
+                    let at = |position: u64| (position - from) as usize;
+                    segment.written_full_end = block_start;
+                    segment.write_tail_start = block_start;
+                    segment.write_tail = WriteTail::from_partial(&kept[at(block_start)..], block);
                     if let Some(first) = first_in_memory {
-                        let from = segment.batches[first].position;
+                        let position = segment.batches[first].position;
                         segment.chunks.push_back(Chunk {
-                            position: from,
-                            bytes: image.slice(from as usize..valid_end as usize),
+                            position,
+                            bytes: kept.slice(at(position)..),
                         });
                     }
+                    tail_partial = kept[at(block_start)..].to_vec();
                 }
             }
             rebuild_index_if_needed(io, dir, &segment, &mut report)?;
             log.segments.push(segment);
+            let index = log.segments.len() - 1;
+            log.segments[index].batch_list_written = listed.len();
+            if list_records > listed.len() {
+                // Records past what was used: cut durably, so none of them ever follows a
+                // record written from now on.
+                log.cut_batch_list(io, index, listed.len())?;
+            }
             expected_next = Some(scan.next_offset);
             last_epoch = scan.last_epoch;
 
@@ -534,8 +623,7 @@ impl PartitionLog {
                 // Make the recovered end durable with a new slot (also after a drop: it
                 // overwrites the unfinished flush's slot).
                 let index = log.segments.len() - 1;
-                let block_start = round_down(valid_end, block) as usize;
-                let partial = image[block_start..valid_end as usize].to_vec();
+                let partial = std::mem::take(&mut tail_partial);
                 log.write_durable_end(io, index, valid_end, &partial)?;
             }
         }
@@ -592,55 +680,256 @@ fn read_for_recovery<I: Io>(
     })
 }
 
-/// Scan batches from the start of a segment image (which ends at the durable mark), checking
-/// frame, CRC, offset continuity from the segment's base offset and epoch order.
-fn scan_segment(image: &Bytes, base_offset: i64, previous_epoch: i32, config: &LogConfig) -> Scan {
-    let mut chain = BatchChainValidator::expecting(base_offset, previous_epoch);
-    let mut scan = Scan {
-        entries: Vec::new(),
-        valid_end: 0,
-        next_offset: base_offset,
-        last_epoch: previous_epoch,
-        stop_reason: String::new(),
-    };
-    let mut batches =
-        BatchIter::new(image.clone()).with_max_batch_size_bytes(config.max_batch_size_bytes);
-    loop {
-        let position = scan.valid_end;
-        let problem = match batches.next() {
-            None => break,
-            Some(Err(error)) => Some(error.to_string()),
-            Some(Ok(batch)) => {
-                if let Err(error) = chain.check(&batch) {
-                    Some(error.to_string())
-                } else if batch.last_offset() - base_offset > i64::from(u32::MAX) {
-                    Some("batch offset does not fit a segment's 32-bit relative offsets".into())
-                } else {
-                    scan.entries.push((
-                        BatchEntry::after(
-                            scan.entries.last().map(|(entry, _, _)| entry),
-                            batch.base_offset(),
-                            batch.last_offset(),
-                            position,
-                            batch.header().max_timestamp(),
-                            batch.is_control(),
-                        ),
-                        batch.partition_leader_epoch(),
-                        batch.size_bytes() as u64,
-                    ));
-                    scan.valid_end = position + batch.size_bytes() as u64;
-                    scan.next_offset = batch.next_offset();
-                    scan.last_epoch = batch.partition_leader_epoch();
-                    None
-                }
+/// The blocks the slots' flushes wrote, `[start, start + bytes.len())` of the segment, read to
+/// check each slot's CRC32C of them.
+struct FlushBlocks {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl FlushBlocks {
+    fn present(&self, slot: &tail_slot::TailSlot, block_size_bytes: usize) -> bool {
+        slot.flushed_blocks_present(&self.bytes, self.start, block_size_bytes)
+    }
+}
+
+/// A segment as recovery reads it: the data area up to `file_end`, zeros past it, the trusted
+/// slot's copy of the partial block (`overlay`) laid over at `overlay_start`, and nothing at or
+/// past `len` (the durable mark).
+struct SegmentImage<'a> {
+    file: FileId,
+    path: &'a Path,
+    file_end: u64,
+    len: u64,
+    overlay_start: u64,
+    overlay: &'a [u8],
+}
+
+impl SegmentImage<'_> {
+    /// Append the image's bytes `[from, to)` (within `len`) to `out`.
+    fn append<I: Io>(
+        &self,
+        io: &mut I,
+        from: u64,
+        to: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), LogError> {
+        assert!(
+            from <= to && to <= self.len,
+            "recovery reads inside the image"
+        );
+        let appended_at = out.len();
+        let file_to = to.min(self.file_end);
+        if from < file_to {
+            let block = io.block_size_bytes();
+            let aligned_from = round_down(from, block);
+            let aligned_to = round_up(file_to, block);
+            let mut completions = blocking::run_ops(
+                io,
+                vec![Op::Read {
+                    file: self.file,
+                    offset: aligned_from,
+                    len: (aligned_to - aligned_from) as usize,
+                }],
+                false,
+            )
+            .map_err(|error| self.read_failed(error))?;
+            let mut completion = completions.pop().expect("one completion per op");
+            let read = blocking::completion_result(&mut completion)
+                .map_err(|error| self.read_failed(error))?;
+            if let Some(buf) = completion.buf {
+                let data = &buf.as_slice()[..read.min(buf.len())];
+                let skip = (from - aligned_from) as usize;
+                let want = (file_to - from) as usize;
+                let have = data.len().saturating_sub(skip).min(want);
+                out.extend_from_slice(&data[skip.min(data.len())..skip.min(data.len()) + have]);
+                io.recycle_read_buf(buf);
             }
-        };
-        if let Some(reason) = problem {
-            scan.stop_reason = reason;
-            break;
+        }
+        // Past the file's part (a short read, or the image running past it): zeros, as the
+        // slot's copy of the partial block then says.
+        out.resize(appended_at + (to - from) as usize, 0);
+        let overlay_end = self.overlay_start + self.overlay.len() as u64;
+        let (lo, hi) = (from.max(self.overlay_start), to.min(overlay_end));
+        if lo < hi {
+            out[appended_at + (lo - from) as usize..appended_at + (hi - from) as usize]
+                .copy_from_slice(
+                    &self.overlay
+                        [(lo - self.overlay_start) as usize..(hi - self.overlay_start) as usize],
+                );
+        }
+        Ok(())
+    }
+
+    /// A read error (EIO) is corruption of this file.
+    fn read_failed(&self, error: IoError) -> LogError {
+        LogError::Corruption {
+            path: self.path.to_path_buf(),
+            position: error.offset,
+            reason: format!("read failed: {error}"),
         }
     }
-    scan
+}
+
+impl Scan {
+    /// A scan of the segment starting at `base_offset` that has got past the `listed` batches.
+    fn after(listed: &[batch_list::ListedBatch], base_offset: i64, previous_epoch: i32) -> Scan {
+        let entries = batch_list::entries(listed);
+        Scan {
+            base_offset,
+            entries: entries
+                .into_iter()
+                .zip(listed)
+                .map(|(entry, batch)| (entry, batch.epoch, u64::from(batch.size_bytes)))
+                .collect(),
+            valid_end: listed.last().map_or(0, batch_list::ListedBatch::end),
+            next_offset: listed
+                .last()
+                .map_or(base_offset, |batch| batch.last_offset + 1),
+            last_epoch: listed.last().map_or(previous_epoch, |batch| batch.epoch),
+            stop_reason: String::new(),
+        }
+    }
+}
+
+/// The batches of the segment's list that recovery may take without reading them (module
+/// `batch_list`): the intact, consistent prefix inside the durable mark, whose epochs agree with
+/// the leader-epoch-checkpoint found, and whose last batch is in the data area as listed; none
+/// if any of that fails. Also how many records the file holds.
+fn listed_batches<I: Io>(
+    io: &mut I,
+    dir: &Path,
+    base_offset: i64,
+    previous_epoch: i32,
+    image: &SegmentImage<'_>,
+    checkpoint: Option<&LeaderEpochCache>,
+    config: &LogConfig,
+) -> Result<(Vec<batch_list::ListedBatch>, usize), LogError> {
+    let Ok(Some(bytes)) = blocking::read_whole_file(io, &batch_list::path(dir, base_offset)) else {
+        return Ok((Vec::new(), 0));
+    };
+    let records = bytes.len() / batch_list::RECORD_BYTES;
+    let mut listed = batch_list::decode_prefix(base_offset, &bytes);
+    listed.truncate(batch_list::consistent_prefix(
+        &listed,
+        base_offset,
+        previous_epoch,
+        image.len,
+    ));
+    // Each run of one epoch: its first and last batch must have that epoch in the checkpoint
+    // (below the checkpoint's first entry, the log start moved past: nothing to compare).
+    let agrees = |batch: &batch_list::ListedBatch| {
+        batch.epoch < 0
+            || checkpoint.is_some_and(|cache| {
+                cache
+                    .earliest_entry()
+                    .is_some_and(|first| batch.base_offset < first.start_offset)
+                    || cache.epoch_for_offset(batch.base_offset) == Some(batch.epoch)
+            })
+    };
+    let run_ends = listed.iter().enumerate().filter(|(i, batch)| {
+        *i == 0
+            || *i + 1 == listed.len()
+            || listed[i - 1].epoch != batch.epoch
+            || listed[i + 1].epoch != batch.epoch
+    });
+    if !run_ends.clone().all(|(_, batch)| agrees(batch)) {
+        return Ok((Vec::new(), records));
+    }
+    if let Some(last) = listed.last().copied() {
+        let mut bytes = Vec::with_capacity(last.size_bytes as usize);
+        image.append(io, last.position, last.end(), &mut bytes)?;
+        let there = validate_front_batch(&bytes, last.position, config.max_batch_size_bytes)
+            .is_ok_and(|size_bytes| {
+                let header = RecordBatchHeader::view(&bytes[..size_bytes]);
+                size_bytes as u64 == u64::from(last.size_bytes)
+                    && header.base_offset() == last.base_offset
+                    && header.last_offset() == last.last_offset
+                    && header.partition_leader_epoch() == last.epoch
+                    && header.max_timestamp() == last.max_timestamp
+                    && header.is_control() == last.control
+            });
+        if !there {
+            return Ok((Vec::new(), records));
+        }
+    }
+    Ok((listed, records))
+}
+
+/// Scan batches of a segment image (which ends at the durable mark) from where `start` ends (the
+/// segment's start, or its last listed batch), checking frame, CRC, offset continuity and epoch
+/// order. The image is
+/// read `config.recovery_read_bytes` at a time into one reused buffer (the read buffer goes back
+/// to the backend, `Io::recycle_read_buf`); a batch cut by a chunk's end is carried into the next.
+fn scan_segment<I: Io>(
+    io: &mut I,
+    image: &SegmentImage<'_>,
+    start: Scan,
+    config: &LogConfig,
+) -> Result<Scan, LogError> {
+    let mut scan = start;
+    let base_offset = scan.base_offset;
+    let mut chain = BatchChainValidator::expecting(scan.next_offset, scan.last_epoch);
+    // The image's bytes `[window_start, window_start + window.len())`.
+    let mut window: Vec<u8> = Vec::new();
+    let mut window_start = scan.valid_end;
+    let mut read_to = scan.valid_end;
+    loop {
+        if read_to < image.len {
+            let to = (read_to + config.recovery_read_bytes.max(1)).min(image.len);
+            image.append(io, read_to, to, &mut window)?;
+            read_to = to;
+        }
+        let all_read = read_to == image.len;
+        let mut cursor = 0usize;
+        while cursor < window.len() {
+            let position = window_start + cursor as u64;
+            let rest = &window[cursor..];
+            let problem = match validate_front_batch(rest, position, config.max_batch_size_bytes) {
+                // The batch continues in the next chunk.
+                Err(BatchError::Truncated { .. } | BatchError::ShortBuffer { .. }) if !all_read => {
+                    break;
+                }
+                Err(error) => Some(error.to_string()),
+                Ok(size_bytes) => {
+                    let header = RecordBatchHeader::view(&rest[..size_bytes]);
+                    if let Err(error) = chain.check_header(header, position) {
+                        Some(error.to_string())
+                    } else if header.last_offset() - base_offset > i64::from(u32::MAX) {
+                        Some("batch offset does not fit a segment's 32-bit relative offsets".into())
+                    } else {
+                        scan.entries.push((
+                            BatchEntry::after(
+                                scan.entries.last().map(|(entry, _, _)| entry),
+                                header.base_offset(),
+                                header.last_offset(),
+                                position,
+                                header.max_timestamp(),
+                                header.is_control(),
+                                header.partition_leader_epoch(),
+                            ),
+                            header.partition_leader_epoch(),
+                            size_bytes as u64,
+                        ));
+                        scan.valid_end = position + size_bytes as u64;
+                        scan.next_offset = header.last_offset().wrapping_add(1);
+                        scan.last_epoch = header.partition_leader_epoch();
+                        cursor += size_bytes;
+                        None
+                    }
+                }
+            };
+            if let Some(reason) = problem {
+                scan.stop_reason = reason;
+                return Ok(scan);
+            }
+        }
+        if all_read {
+            return Ok(scan);
+        }
+        window.drain(..cursor);
+        window_start += cursor as u64;
+    }
 }
 
 /// Compare the `.index` file with the entries rebuilt from the scan; rewrite it if it differs.

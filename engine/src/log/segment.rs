@@ -34,6 +34,9 @@ pub(crate) struct BatchEntry {
     pub max_timestamp: i64,
     /// A control batch (Raft's LeaderChange, a VotersRecord): never a timestamp answer.
     pub control: bool,
+    /// The batch's PartitionLeaderEpoch (in what would otherwise be padding): the segment's
+    /// batch list records it (`batch_list`).
+    pub epoch: i32,
     /// The largest MaxTimestamp of the segment's data batches up to and including this one
     /// (`i64::MIN` before the first): non-decreasing along the segment, so a timestamp lookup
     /// skips a segment at its last entry and binary-searches inside one, as Kafka's time
@@ -54,6 +57,7 @@ impl BatchEntry {
         position: u64,
         max_timestamp: i64,
         control: bool,
+        epoch: i32,
     ) -> BatchEntry {
         let before = previous.map_or(i64::MIN, |p| p.max_timestamp_so_far);
         BatchEntry {
@@ -62,6 +66,7 @@ impl BatchEntry {
             position,
             max_timestamp,
             control,
+            epoch,
             max_timestamp_so_far: if control {
                 before
             } else {
@@ -121,6 +126,9 @@ pub(crate) struct Segment {
     /// The data area below this is reserved on disk (`LogConfig::preallocate`); 0 for a segment
     /// opened by recovery, whose next flush reserves again.
     pub reserved_end: u64,
+    /// Records of `batches` the segment's batch list file holds (`batch_list`): the next write
+    /// starts at this record.
+    pub batch_list_written: usize,
 }
 
 impl Segment {
@@ -144,6 +152,7 @@ impl Segment {
             chunks: VecDeque::new(),
             slot_sequence: 0,
             reserved_end: 0,
+            batch_list_written: 0,
         }
     }
 

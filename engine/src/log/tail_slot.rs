@@ -105,13 +105,21 @@ impl TailSlot {
         self.block_index.saturating_mul(block_size_bytes as u64)
     }
 
-    /// Whether the full blocks this slot's flush wrote are in `segment` (the `.log` image).
-    pub fn flushed_blocks_present(&self, segment: &[u8], block_size_bytes: usize) -> bool {
+    /// Whether the full blocks this slot's flush wrote are in `bytes`, the `.log`'s bytes from
+    /// position `bytes_start` on.
+    pub fn flushed_blocks_present(
+        &self,
+        bytes: &[u8],
+        bytes_start: u64,
+        block_size_bytes: usize,
+    ) -> bool {
         let end = self.block_start(block_size_bytes);
         let start = self.flush_start_position;
-        start <= end
-            && end <= segment.len() as u64
-            && crc32c::crc32c(&segment[start as usize..end as usize]) == self.flush_blocks_crc32c
+        start >= bytes_start
+            && start <= end
+            && end <= bytes_start + bytes.len() as u64
+            && crc32c::crc32c(&bytes[(start - bytes_start) as usize..(end - bytes_start) as usize])
+                == self.flush_blocks_crc32c
     }
 }
 
@@ -460,14 +468,14 @@ mod tests {
         assert_eq!(slot.durable_mark(), 3 * 512 + 300);
         let mut segment = vec![0u8; 512];
         segment.extend_from_slice(&flushed);
-        assert!(slot.flushed_blocks_present(&segment, block));
+        assert!(slot.flushed_blocks_present(&segment, 0, block));
         segment[700] ^= 1;
         assert!(
-            !slot.flushed_blocks_present(&segment, block),
+            !slot.flushed_blocks_present(&segment, 0, block),
             "a torn segment write"
         );
         assert!(
-            !slot.flushed_blocks_present(&segment[..1000], block),
+            !slot.flushed_blocks_present(&segment[..1000], 0, block),
             "a short segment"
         );
         // Every single-bit flip in the meaningful bytes and every torn length is rejected.
