@@ -27,6 +27,11 @@ use crate::protocol::{
 /// How many bytes a rebuild reads from the log at a time.
 const REBUILD_CHUNK_BYTES: u32 = 1 << 20;
 
+/// How many committed records between two saves of a partition's producer-state file: at most
+/// this many are read again at a restart to rebuild the producer state (docs/node.md,
+/// "Restart"). A save is a write and a rename of a few KiB, no fsync, off the commit path.
+const SAVE_EVERY_RECORDS: u64 = 50_000;
+
 #[derive(Debug, Default)]
 pub(crate) struct Producers {
     /// Partitions whose state was read from the log; a partition missing here is read at its
@@ -36,6 +41,8 @@ pub(crate) struct Producers {
     /// State read at start-up from partitions recovered before serving (`preopen_partitions`),
     /// by folder, until the partition starts and takes it.
     preopened: HashMap<std::path::PathBuf, PartitionProducers>,
+    /// The offset each partition's producer-state file was last saved at in this process.
+    saved_at: HashMap<PartitionId, u64>,
 }
 
 /// Reads the producer state of a log from `start` to `end` through `read` (whole batches from an
@@ -300,9 +307,35 @@ impl Producers {
         }
     }
 
-    pub(super) fn track_high_watermark(&mut self, partition: PartitionId, high_watermark: u64) {
-        if let Some(producers) = self.tables.get_mut(&partition) {
-            producers.high_watermark_advanced(high_watermark);
+    /// The high-watermark moved: the state below it is committed. Every
+    /// [`SAVE_EVERY_RECORDS`] committed records, the state at the committed and locally durable
+    /// offset is saved to the partition folder's producer-state file, so a restart reads the log
+    /// only from there (`rebuild`). A committed offset is never truncated away; unsynced, the
+    /// file may be lost or torn by a crash, and is then not trusted (checksum) or older.
+    pub(super) fn track_high_watermark(
+        &mut self,
+        host: &Host<AnyIo>,
+        partition: PartitionId,
+        high_watermark: u64,
+    ) {
+        let Some(producers) = self.tables.get_mut(&partition) else {
+            return;
+        };
+        producers.high_watermark_advanced(high_watermark);
+        let Some(store) = host.store(partition) else {
+            return;
+        };
+        let offset = high_watermark.min(store.log.durable_end_offset().max(0) as u64);
+        let saved = self.saved_at.get(&partition).copied().unwrap_or(0);
+        if offset < saved + SAVE_EVERY_RECORDS {
+            return;
+        }
+        let state = producers.state_at(offset);
+        match producer_state_file::write_unsynced(&store.dir, &state) {
+            Ok(()) => {
+                self.saved_at.insert(partition, offset);
+            }
+            Err(error) => tracing::warn!(partition, %error, "producer state not saved"),
         }
     }
 
@@ -631,5 +664,43 @@ mod tests {
         // is known from its second batch only.
         let state = rebuild(|o| read_from(after, o), dir.path(), None, 15, 20, 20).unwrap();
         assert_eq!(state.current().check(7, 0, 0, 4), SequenceCheck::OutOfOrder);
+    }
+
+    /// The periodic save (`track_high_watermark`): the committed state at an offset, written
+    /// without fsync, is what a restart rebuilds from, reading only the log after it.
+    #[test]
+    fn a_saved_committed_state_plus_the_log_after_it_is_the_whole_state() {
+        let log = log();
+        let mut tracked = PartitionProducers::new(0);
+        for batch in &log {
+            tracked.appended(producer_fields(&RecordBatch::parse(batch.clone()).unwrap()).unwrap());
+        }
+        tracked.high_watermark_advanced(20);
+        let dir = tempfile::tempdir().unwrap();
+        producer_state_file::write_unsynced(dir.path(), &tracked.state_at(15)).unwrap();
+        let mut reads = Vec::new();
+        let state = rebuild(
+            |o| {
+                reads.push(o);
+                read_from(&log, o)
+            },
+            dir.path(),
+            None,
+            10,
+            20,
+            20,
+        )
+        .unwrap();
+        assert_eq!(
+            reads.first(),
+            Some(&15),
+            "the log is read from the saved offset"
+        );
+        for (base, last) in [(0, 4), (5, 9)] {
+            assert!(matches!(
+                state.current().check(7, 0, base, last),
+                SequenceCheck::Duplicate { .. }
+            ));
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The producer-state encoding: a partition's committed producer state (producer_state.rs) at
 //! an offset, as the `ProducerState` record every KIP-630 snapshot of a topic partition carries
-//! (docs/snapshots.md, "Producer state"), and as the `producer-state` file that partition
-//! folders held before 2026-12-03 (Kafka's producer-state snapshots,
-//! `ProducerStateManager.takeSnapshot`, one file instead of one per segment).
+//! (docs/snapshots.md, "Producer state"), and as the partition folder's `producer-state` file
+//! (Kafka's producer-state snapshots, `ProducerStateManager.takeSnapshot`, one file instead of
+//! one per segment), which the node saves every 50,000 committed records without fsync
+//! ([`write_unsynced`], idempotence.rs) so that a restart reads only the log after it.
 //!
 //! ```text
 //! magic "RLPS" | version u16 = 1 | offset u64 | batch count u32
@@ -16,12 +17,15 @@
 //! offset; the snapshot is frozen before the log start can move to it, so the state is durable
 //! before the batches it was read from go, and it is written with the snapshot (the writer
 //! thread for a state machine's, the empty snapshot's write for a cut) rather than with a
-//! write and two fsyncs of its own on the event loop, as the file was until 2026-12-03.
+//! write and two fsyncs of its own on the event loop, as the file was until 2026-12-03. In the
+//! file it is an offset both committed (never truncated away) and durable on this node when the
+//! file was saved; unsynced, a crash may leave an older file or a torn one (checksum: not
+//! trusted), never one that reads as another state.
 //!
 //! Read when the partition's producer state is read (start-up, or its first idempotent
 //! Produce), from the newer of the two that stands inside the log:
 //!
-//! | snapshot's state / file (`<topic>-<partition>/producer-state`, if an older node left one) | state |
+//! | snapshot's state / file (`<topic>-<partition>/producer-state`) | state |
 //! | --- | --- |
 //! | absent, or bad magic, version, length or checksum (warned) | not trusted |
 //! | offset below the log start (a snapshot installed from the leader replaced the log) | not trusted |
@@ -161,8 +165,8 @@ pub fn decode(bytes: &[u8]) -> Result<SavedProducerState, &'static str> {
 }
 
 /// Writes `state` into partition folder `dir`, durably: a temporary file, fsynced, renamed over
-/// the old one, the folder fsynced. The node no longer writes the file (the snapshots carry
-/// the state); tests write one as an older node left it.
+/// the old one, the folder fsynced. Tests write one as a node leaves it (the node itself uses
+/// [`write_unsynced`]).
 #[cfg(test)]
 pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerStateFileError> {
     let path = dir.join(PRODUCER_STATE_FILE);
@@ -182,6 +186,24 @@ pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerState
         .and_then(|d| d.sync_all())
         .map_err(io)?;
     Ok(())
+}
+
+/// Writes `state` into partition folder `dir` without waiting for the disk: a temporary file
+/// renamed over the old one, no fsync (the node's periodic save, idempotence.rs). A crash may
+/// leave the old file, the new one, or a torn one that fails its checksum and is not trusted;
+/// never a file that reads as another state.
+pub fn write_unsynced(
+    dir: &Path,
+    state: &SavedProducerState,
+) -> Result<(), ProducerStateFileError> {
+    let path = dir.join(PRODUCER_STATE_FILE);
+    let part = dir.join(format!("{PRODUCER_STATE_FILE}.part"));
+    let io = |source| ProducerStateFileError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::write(&part, encode(state)).map_err(io)?;
+    std::fs::rename(&part, &path).map_err(io)
 }
 
 /// Removes the file of partition folder `dir` (none there is no error): a file the log start

@@ -86,9 +86,11 @@ impl Node {
                     if partition == context::metadata_partition_id(&self.table) {
                         self.handlers.acl_image.note_high_watermark(high_watermark);
                     }
-                    self.handlers
-                        .producers
-                        .track_high_watermark(partition, high_watermark)
+                    self.handlers.producers.track_high_watermark(
+                        &self.host,
+                        partition,
+                        high_watermark,
+                    )
                 }
                 Output::GenerateSnapshot {
                     partition,
