@@ -35,7 +35,7 @@ class Node:
         self.process = None
 
     def start(self):
-        env = dict(os.environ, RUST_LOG="warn")
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
         log_file = open(self.log_path, "a")
         self.process = subprocess.Popen(
             [self.binary, "serve", "--config", self.config],
@@ -115,7 +115,7 @@ def main():
             victim = rng.choice(nodes)
             kind = rng.choice(["kill", "pause"])
             log(f"{kind} node {victim.id}")
-            faults.append(kind)
+            faults.append((time.monotonic(), f"{kind} {victim.id}"))
             if kind == "kill":
                 victim.process.kill()
                 victim.process.wait()
@@ -136,6 +136,16 @@ def main():
                 node.process.send_signal(signal.SIGCONT)
             else:
                 node.start()
+    with lock:
+        timeline = {}
+        for _, t in acked:
+            if fault_start <= t < fault_end:
+                second = int(t - fault_start)
+                timeline[second] = timeline.get(second, 0) + 1
+    # Acknowledged records in each second of the fault phase, with the faults started in it.
+    for second in range(int(fault_end - fault_start) + 1):
+        started = [what for t, what in faults if int(t - fault_start) == second]
+        log(f"fault phase +{second:3d}s: {timeline.get(second, 0):7d} acknowledged {' '.join(started)}")
     with lock:
         values = [v for v, _ in acked]
         free = sum(1 for _, t in acked if phase_start <= t < fault_start)
