@@ -296,6 +296,21 @@ impl Raft {
             self.discovery_index += 1;
             return Ok(());
         };
+        if response.error_code == ErrorCode::BrokerNotAvailable
+            && follower.leader_id == from
+            && local_is_voter
+        {
+            // The host could not reach our leader (its connection was refused, reset or timed
+            // out): it may be gone, and a process killed with -9 closes its sockets at once.
+            // Stand after a short random backoff instead of the whole fetch timeout, and stop
+            // defending that leader against pre-votes (so the other followers of a dead leader
+            // grant each other's). A leader that is alive loses nothing: a pre-vote binds
+            // nobody, every voter still fetching from it refuses, and the refusal names it, so
+            // we follow it again.
+            let soon = now + self.rng.below(self.config.election_backoff_max_ms / 4 + 1);
+            follower.fetch_timeout_deadline_ms = follower.fetch_timeout_deadline_ms.min(soon);
+            self.fetched_from_leader = false;
+        }
         if response.error_code != ErrorCode::None
             || follower.leader_id != from
             || response.current_leader.leader_epoch != follower.epoch

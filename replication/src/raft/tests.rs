@@ -1077,6 +1077,59 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
 /// heard yet: neither sends it back to the old leader nor pushes its election a fetch timeout
 /// away (tests/node.rs's SIGTERM handover waited the full 3 s in CI on 2026-12-02 for this).
 #[test]
+fn a_leader_the_host_cannot_reach_is_stood_against_soon_and_no_longer_defended() {
+    let mut raft = follower_2();
+    // Fetch 1 answered: node 2 has heard from its leader, so it refuses node 3's pre-vote.
+    raft.step(20, 1, fetch_response(1, 0, Bytes::new()))
+        .unwrap();
+    let refused = raft.step(21, 3, pre_vote_request(3, 1, 0, 0)).unwrap();
+    assert!(
+        refused.iter().any(|w| matches!(
+            w,
+            Work::Send { message: Message::VoteResponse(r), .. } if !r.vote_granted
+        )),
+        "{refused:?}"
+    );
+    let full_timeout = raft.next_deadline_ms();
+    // Fetch 2 fails in the host: the leader's connection was refused (a killed process).
+    let failed = Message::FetchResponse(FetchResponse {
+        correlation_id: 2,
+        error_code: ErrorCode::BrokerNotAvailable,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: 0,
+        },
+        high_watermark: 0,
+        log_start_offset: 0,
+        diverging_epoch: None,
+        snapshot_id: None,
+        records: Bytes::new(),
+    });
+    raft.step(30, 1, failed).unwrap();
+    let soon = raft.next_deadline_ms();
+    let backoff_max = config(2).election_backoff_max_ms;
+    assert!(
+        soon <= 30 + backoff_max / 4 && soon < full_timeout,
+        "{soon} vs {full_timeout}"
+    );
+    // Node 3, whose fetches fail too, stands first: granted.
+    let granted = raft.step(31, 3, pre_vote_request(3, 1, 0, 0)).unwrap();
+    assert!(
+        granted.iter().any(|w| matches!(
+            w,
+            Work::Send { message: Message::VoteResponse(r), .. } if r.vote_granted
+        )),
+        "{granted:?}"
+    );
+    raft.tick(soon).unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Prospective(_)),
+        "{:?}",
+        raft.state()
+    );
+}
+
+#[test]
 fn a_late_answer_from_a_resigned_leader_does_not_hold_the_election_back() {
     let mut raft = follower_2();
     let end = EndQuorumEpochRequest {
