@@ -247,7 +247,13 @@ impl super::PartitionLog {
         } else {
             self.config.batch_list_interval_bytes
         };
-        for segment in &mut self.segments {
+        // Newest first: after every flush only the segments whose list is not whole yet (the
+        // active one, one just sealed) are looked at, not a long tail of older ones; a close
+        // looks at all.
+        for segment in self.segments.iter_mut().rev() {
+            if !all && segment.seal_durable && segment.batch_list_written == segment.batches.len() {
+                break;
+            }
             if segment.file.is_none() {
                 continue;
             }
