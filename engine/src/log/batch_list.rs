@@ -168,75 +168,6 @@ pub(crate) fn entries(listed: &[ListedBatch]) -> Vec<BatchEntry> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn batch(base: i64, last: i64, position: u64, size: u32, epoch: i32) -> ListedBatch {
-        ListedBatch {
-            base_offset: base,
-            last_offset: last,
-            position,
-            max_timestamp: base * 10,
-            size_bytes: size,
-            epoch,
-            control: base == 0,
-        }
-    }
-
-    #[test]
-    fn records_round_trip_and_stop_at_damage() {
-        let batches = [batch(100, 104, 0, 80, 1), batch(105, 105, 80, 70, 1)];
-        let mut bytes = Vec::new();
-        encode(100, 0, batches.iter().copied(), &mut bytes);
-        assert_eq!(bytes.len(), 2 * RECORD_BYTES);
-        assert_eq!(decode_prefix(100, &bytes), batches);
-        // Another segment's list, or a record at another index, does not decode.
-        assert!(decode_prefix(200, &bytes).is_empty());
-        let mut shifted = vec![0u8; RECORD_BYTES];
-        shifted.extend_from_slice(&bytes[..RECORD_BYTES]);
-        assert!(decode_prefix(100, &shifted).is_empty());
-        // A flipped bit or a torn record ends the prefix there.
-        let mut flipped = bytes.clone();
-        flipped[RECORD_BYTES + 3] ^= 0x10;
-        assert_eq!(decode_prefix(100, &flipped), batches[..1]);
-        assert_eq!(
-            decode_prefix(100, &bytes[..RECORD_BYTES + 20]),
-            batches[..1]
-        );
-    }
-
-    #[test]
-    fn only_a_contiguous_prefix_inside_the_mark_is_used() {
-        let good = [
-            batch(0, 4, 0, 80, 1),
-            batch(5, 9, 80, 80, 1),
-            batch(10, 10, 160, 60, 2),
-        ];
-        assert_eq!(consistent_prefix(&good, 0, -1, 220), 3);
-        assert_eq!(consistent_prefix(&good, 0, -1, 219), 2, "past the mark");
-        assert_eq!(
-            consistent_prefix(&good, 1, -1, 220),
-            0,
-            "another base offset"
-        );
-        assert_eq!(
-            consistent_prefix(&good, 0, 2, 220),
-            0,
-            "epoch below the previous segment's"
-        );
-        let mut gap = good;
-        gap[1].position = 81;
-        assert_eq!(consistent_prefix(&gap, 0, -1, 220), 1);
-        let mut offsets = good;
-        offsets[2].base_offset = 11;
-        assert_eq!(consistent_prefix(&offsets, 0, -1, 220), 2);
-        let mut backwards = good;
-        backwards[2].epoch = 0;
-        assert_eq!(consistent_prefix(&backwards, 0, -1, 220), 2);
-    }
-}
-
 impl super::PartitionLog {
     /// Write the records of batches made durable since each segment's last write, where at
     /// least `batch_list_interval_bytes` are new, the segment's seal is durable, or `all` (the
@@ -325,5 +256,74 @@ impl super::PartitionLog {
         result?;
         closed?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: i64, last: i64, position: u64, size: u32, epoch: i32) -> ListedBatch {
+        ListedBatch {
+            base_offset: base,
+            last_offset: last,
+            position,
+            max_timestamp: base * 10,
+            size_bytes: size,
+            epoch,
+            control: base == 0,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_stop_at_damage() {
+        let batches = [batch(100, 104, 0, 80, 1), batch(105, 105, 80, 70, 1)];
+        let mut bytes = Vec::new();
+        encode(100, 0, batches.iter().copied(), &mut bytes);
+        assert_eq!(bytes.len(), 2 * RECORD_BYTES);
+        assert_eq!(decode_prefix(100, &bytes), batches);
+        // Another segment's list, or a record at another index, does not decode.
+        assert!(decode_prefix(200, &bytes).is_empty());
+        let mut shifted = vec![0u8; RECORD_BYTES];
+        shifted.extend_from_slice(&bytes[..RECORD_BYTES]);
+        assert!(decode_prefix(100, &shifted).is_empty());
+        // A flipped bit or a torn record ends the prefix there.
+        let mut flipped = bytes.clone();
+        flipped[RECORD_BYTES + 3] ^= 0x10;
+        assert_eq!(decode_prefix(100, &flipped), batches[..1]);
+        assert_eq!(
+            decode_prefix(100, &bytes[..RECORD_BYTES + 20]),
+            batches[..1]
+        );
+    }
+
+    #[test]
+    fn only_a_contiguous_prefix_inside_the_mark_is_used() {
+        let good = [
+            batch(0, 4, 0, 80, 1),
+            batch(5, 9, 80, 80, 1),
+            batch(10, 10, 160, 60, 2),
+        ];
+        assert_eq!(consistent_prefix(&good, 0, -1, 220), 3);
+        assert_eq!(consistent_prefix(&good, 0, -1, 219), 2, "past the mark");
+        assert_eq!(
+            consistent_prefix(&good, 1, -1, 220),
+            0,
+            "another base offset"
+        );
+        assert_eq!(
+            consistent_prefix(&good, 0, 2, 220),
+            0,
+            "epoch below the previous segment's"
+        );
+        let mut gap = good;
+        gap[1].position = 81;
+        assert_eq!(consistent_prefix(&gap, 0, -1, 220), 1);
+        let mut offsets = good;
+        offsets[2].base_offset = 11;
+        assert_eq!(consistent_prefix(&offsets, 0, -1, 220), 2);
+        let mut backwards = good;
+        backwards[2].epoch = 0;
+        assert_eq!(consistent_prefix(&backwards, 0, -1, 220), 2);
     }
 }
