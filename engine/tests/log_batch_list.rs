@@ -8,7 +8,7 @@ use std::path::Path;
 
 use log_support::*;
 use ringlog_engine::io::SyscallIo;
-use ringlog_engine::log::{LogConfig, PartitionLog};
+use ringlog_engine::log::{LogConfig, PartitionLog, RecoveryReport};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -27,6 +27,11 @@ fn append(log: &mut PartitionLog, io: &mut SyscallIo, first_seed: u64, count: u6
     }
 }
 
+/// Opens (recovers) the log in `dir`.
+fn open(io: &mut SyscallIo, dir: &Path) -> (PartitionLog, RecoveryReport) {
+    PartitionLog::open(io, dir, config()).unwrap()
+}
+
 fn batches_as_bytes(log: &mut PartitionLog, io: &mut SyscallIo) -> Vec<Vec<u8>> {
     read_all(log, io)
         .iter()
@@ -42,7 +47,7 @@ fn list_path(dir: &Path, base_offset: i64) -> std::path::PathBuf {
 fn a_clean_restart_reads_no_batch_again_and_sees_the_same_log() {
     let dir = tempfile::tempdir().unwrap();
     let mut io = SyscallIo::new();
-    let (mut log, _) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, dir.path());
     append(&mut log, &mut io, 0, 300, 3);
     assert!(log.segment_base_offsets().len() > 2, "rolled");
     let before = batches_as_bytes(&mut log, &mut io);
@@ -50,7 +55,7 @@ fn a_clean_restart_reads_no_batch_again_and_sees_the_same_log() {
     let by_time = log.find_batch_by_timestamp(0, end, Some(1_700_000_000_150));
     log.close(&mut io).unwrap();
 
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_recovered, 300);
     assert_eq!(report.batches_from_list, 300, "{report:?}");
     assert_eq!(log.log_end_offset(), end);
@@ -62,7 +67,7 @@ fn a_clean_restart_reads_no_batch_again_and_sees_the_same_log() {
     // Appends go on after the listed batches, and survive the next restart.
     append(&mut log, &mut io, 300, 5, 4);
     log.close(&mut io).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_from_list, 305);
     assert_eq!(batches_as_bytes(&mut log, &mut io).len(), 305);
 }
@@ -71,25 +76,25 @@ fn a_clean_restart_reads_no_batch_again_and_sees_the_same_log() {
 fn after_a_crash_every_batch_is_read_again_and_the_list_kept_where_it_agrees() {
     let dir = tempfile::tempdir().unwrap();
     let mut io = SyscallIo::new();
-    let (mut log, _) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, dir.path());
     append(&mut log, &mut io, 0, 120, 1);
     let before = batches_as_bytes(&mut log, &mut io);
     // A crash: no close. Every batch is read and checked again (a bit flipped while the node
     // was down is found), whatever the lists say.
     drop(log);
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert!(!report.clean_shutdown);
     assert_eq!(report.batches_from_list, 0, "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), before);
     // The lists were kept where they agree, and completed by the clean close.
     log.close(&mut io).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert!(report.clean_shutdown);
     assert_eq!(report.batches_from_list, 120, "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), before);
     // The marker is gone once opened: a crash from here is no clean close.
     drop(log);
-    let (_, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (_, report) = open(&mut io, dir.path());
     assert!(!report.clean_shutdown);
     assert_eq!(report.batches_from_list, 0);
 }
@@ -98,7 +103,7 @@ fn after_a_crash_every_batch_is_read_again_and_the_list_kept_where_it_agrees() {
 fn a_damaged_or_foreign_list_is_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let mut io = SyscallIo::new();
-    let (mut log, _) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, dir.path());
     append(&mut log, &mut io, 0, 40, 2);
     let before = batches_as_bytes(&mut log, &mut io);
     log.close(&mut io).unwrap();
@@ -107,7 +112,7 @@ fn a_damaged_or_foreign_list_is_not_trusted() {
     // intact and consistent, yet names batches that are not these (the last one is read and
     // compared).
     let other = tempfile::tempdir().unwrap();
-    let (mut log, _) = PartitionLog::open(&mut io, other.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, other.path());
     for seed in 0..40u64 {
         // The same records as `batch_bytes` builds, with other timestamps.
         let mut builder = ringlog_engine::batch::RecordBatchBuilder::new(0);
@@ -123,7 +128,7 @@ fn a_damaged_or_foreign_list_is_not_trusted() {
     }
     log.close(&mut io).unwrap();
     std::fs::copy(list_path(other.path(), 0), list_path(dir.path(), 0)).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_from_list, 0, "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), before);
     log.close(&mut io).unwrap();
@@ -133,7 +138,7 @@ fn a_damaged_or_foreign_list_is_not_trusted() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[48 * 10 + 5] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_from_list, 10, "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), before);
 }
@@ -142,10 +147,10 @@ fn a_damaged_or_foreign_list_is_not_trusted() {
 fn after_a_truncation_the_list_names_only_the_new_history() {
     let dir = tempfile::tempdir().unwrap();
     let mut io = SyscallIo::new();
-    let (mut log, _) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, dir.path());
     append(&mut log, &mut io, 0, 60, 1);
     log.close(&mut io).unwrap();
-    let (mut log, _) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, _) = open(&mut io, dir.path());
     // A follower's truncation (diverged at offset 30), then a new leader's batches.
     log.truncate_to(&mut io, 30, 0).unwrap();
     let end = log.log_end_offset();
@@ -153,14 +158,14 @@ fn after_a_truncation_the_list_names_only_the_new_history() {
     let after = batches_as_bytes(&mut log, &mut io);
     // A clean restart, a crash, and a clean restart again: each gives the new history.
     log.close(&mut io).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_from_list, after.len(), "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), after);
     drop(log);
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(batches_as_bytes(&mut log, &mut io), after, "{report:?}");
     log.close(&mut io).unwrap();
-    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), config()).unwrap();
+    let (mut log, report) = open(&mut io, dir.path());
     assert_eq!(report.batches_from_list, after.len(), "{report:?}");
     assert_eq!(batches_as_bytes(&mut log, &mut io), after);
     assert!(end <= 30);

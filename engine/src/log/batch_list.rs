@@ -65,6 +65,19 @@ pub(crate) struct ListedBatch {
 }
 
 impl ListedBatch {
+    /// The record of a batch the segment holds: its entry and size.
+    pub fn of(entry: &BatchEntry, size_bytes: u64) -> ListedBatch {
+        ListedBatch {
+            base_offset: entry.base_offset,
+            last_offset: entry.last_offset,
+            position: entry.position,
+            max_timestamp: entry.max_timestamp,
+            size_bytes: size_bytes as u32,
+            epoch: entry.epoch,
+            control: entry.control,
+        }
+    }
+
     pub fn end(&self) -> u64 {
         self.position + u64::from(self.size_bytes)
     }
@@ -209,15 +222,7 @@ impl super::PartitionLog {
             }
             let listed = (written..durable).map(|j| {
                 let entry = &segment.batches[j];
-                ListedBatch {
-                    base_offset: entry.base_offset,
-                    last_offset: entry.last_offset,
-                    position: entry.position,
-                    max_timestamp: entry.max_timestamp,
-                    size_bytes: (segment.batch_end(j) - entry.position) as u32,
-                    epoch: entry.epoch,
-                    control: entry.control,
-                }
+                ListedBatch::of(entry, segment.batch_end(j) - entry.position)
             });
             let mut bytes = Vec::with_capacity((durable - written) * RECORD_BYTES);
             encode(segment.base_offset, written, listed, &mut bytes);

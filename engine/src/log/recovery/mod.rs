@@ -47,6 +47,10 @@
 //! batches' epochs if it disagrees, and leftover `*.tmp` files, old-format `.tail` files and
 //! orphan `.index` files are removed.
 
+mod image;
+mod listed;
+mod table;
+
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -54,97 +58,15 @@ use bytes::Bytes;
 use super::batch_list;
 use super::blocking;
 use super::index::SparseIndex;
-use super::segment::{self, BatchEntry, Chunk, Segment, round_down, round_up};
+use super::segment::{self, Chunk, Segment, round_down, round_up};
 use super::tail_slot;
 use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
-use crate::batch::split::validate_front_batch;
-use crate::batch::{BatchChainValidator, BatchError, RecordBatchHeader};
 use crate::epoch_cache::{EpochCacheError, LEADER_EPOCH_CHECKPOINT_FILE_NAME, LeaderEpochCache};
-use crate::io::{FileId, Io, IoError, Op, OpenOptions};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SegmentRole {
-    Sealed,
-    Last,
-}
-
-/// How the scan of `[0, durable mark)` ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanEnd {
-    AtMark,
-    BelowMark,
-}
-
-/// Whether the trusted slot is the newest (its flush finished) or the previous one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NewestFlush {
-    Finished,
-    Unfinished,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryAction {
-    Keep,
-    TruncateTornTail,
-    RefuseInteriorCorruption,
-    RefuseBelowFloor,
-}
-
-/// One situation, as measured on a segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecoverySituation {
-    pub scan_end: ScanEnd,
-    pub newest_flush: NewestFlush,
-    pub below_floor: bool,
-}
-
-/// One row: each field lists the values it matches.
-#[derive(Debug)]
-pub struct RecoveryCase {
-    pub row: u8,
-    pub scan_end: &'static [ScanEnd],
-    pub newest_flush: &'static [NewestFlush],
-    pub below_floor: &'static [bool],
-    pub action: RecoveryAction,
-    pub why: &'static str,
-}
-
-use NewestFlush::{Finished, Unfinished};
-use RecoveryAction::{Keep, RefuseBelowFloor, RefuseInteriorCorruption, TruncateTornTail};
-use ScanEnd::{AtMark, BelowMark};
-
-const ANY_FLUSH: &[NewestFlush] = &[Finished, Unfinished];
-const ANY_BOOL: &[bool] = &[false, true];
-
-#[rustfmt::skip]
-pub const RECOVERY_CASES: &[RecoveryCase] = &[
-    RecoveryCase { row: 1, scan_end: &[AtMark], newest_flush: &[Finished], below_floor: ANY_BOOL, action: Keep, why: "the batches end at the durable mark" },
-    RecoveryCase { row: 2, scan_end: &[BelowMark], newest_flush: ANY_FLUSH, below_floor: ANY_BOOL, action: RefuseInteriorCorruption, why: "bytes below the durable mark (acknowledged) are damaged or missing" },
-    RecoveryCase { row: 3, scan_end: &[AtMark], newest_flush: &[Unfinished], below_floor: &[false], action: TruncateTornTail, why: "an unfinished flush past the durable mark is dropped" },
-    RecoveryCase { row: 4, scan_end: &[AtMark], newest_flush: &[Unfinished], below_floor: &[true], action: RefuseBelowFloor, why: "dropping the unfinished flush leaves the log below the high-watermark floor" },
-];
-
-impl RecoveryCase {
-    pub fn matches(&self, situation: &RecoverySituation) -> bool {
-        self.scan_end.contains(&situation.scan_end)
-            && self.newest_flush.contains(&situation.newest_flush)
-            && self.below_floor.contains(&situation.below_floor)
-    }
-}
-
-/// The row for a situation (the table is exhaustive and disjoint: see the tests).
-pub fn decide(situation: &RecoverySituation) -> &'static RecoveryCase {
-    let mut matching = RECOVERY_CASES.iter().filter(|case| case.matches(situation));
-    let case = matching
-        .next()
-        .expect("the recovery table covers every situation");
-    debug_assert!(
-        matching.next().is_none(),
-        "the recovery table rows are disjoint"
-    );
-    case
-}
+use crate::io::{Io, OpenOptions};
+use image::{FlushBlocks, Scan, SegmentImage, read_for_recovery, scan_segment};
+use listed::listed_batches;
+pub use table::*;
 
 /// What recovery found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -189,17 +111,6 @@ pub struct TornTailTruncation {
     /// Non-zero bytes dropped after `position` (what the unfinished flush had written).
     pub bytes_discarded: u64,
     pub row: u8,
-}
-
-/// The result of scanning one segment image.
-struct Scan {
-    base_offset: i64,
-    entries: Vec<(BatchEntry, i32, u64)>,
-    valid_end: u64,
-    next_offset: i64,
-    last_epoch: i32,
-    /// Why the scan stopped before the end of the image (empty when it reached it).
-    stop_reason: String,
 }
 
 impl PartitionLog {
@@ -484,14 +395,8 @@ impl PartitionLog {
                 let agreeing = listed
                     .iter()
                     .zip(&scan.entries)
-                    .take_while(|(listed, (entry, epoch, size_bytes))| {
-                        listed.base_offset == entry.base_offset
-                            && listed.last_offset == entry.last_offset
-                            && listed.position == entry.position
-                            && listed.max_timestamp == entry.max_timestamp
-                            && listed.control == entry.control
-                            && listed.epoch == *epoch
-                            && u64::from(listed.size_bytes) == *size_bytes
+                    .take_while(|(listed, (entry, size_bytes))| {
+                        **listed == batch_list::ListedBatch::of(entry, *size_bytes)
                     })
                     .count();
                 listed.truncate(agreeing);
@@ -547,7 +452,7 @@ impl PartitionLog {
 
             // Build the in-memory segment from the valid prefix.
             let mut segment = Segment::new_empty(base, block, region_offset);
-            for (entry, epoch, size_bytes) in &scan.entries {
+            for (entry, size_bytes) in &scan.entries {
                 segment.index.on_batch_appended(
                     base,
                     entry.base_offset,
@@ -556,9 +461,9 @@ impl PartitionLog {
                     log.config.index_interval_bytes,
                 );
                 segment.batches.push(*entry);
-                if *epoch >= 0 {
+                if entry.epoch >= 0 {
                     log.epoch_cache
-                        .assign(*epoch, entry.base_offset)
+                        .assign(entry.epoch, entry.base_offset)
                         .map_err(|source| LogError::EpochCache {
                             dir: dir.to_path_buf(),
                             source,
@@ -664,274 +569,6 @@ impl PartitionLog {
     }
 }
 
-/// Read `[offset, offset + len)` of a segment for recovery; a read error (EIO) is corruption
-/// of that file.
-fn read_for_recovery<I: Io>(
-    io: &mut I,
-    file: FileId,
-    path: &Path,
-    offset: u64,
-    len: u64,
-) -> Result<Vec<u8>, LogError> {
-    blocking::read_range(io, file, offset, Some(len)).map_err(|error| LogError::Corruption {
-        path: path.to_path_buf(),
-        position: error.offset,
-        reason: format!("read failed: {error}"),
-    })
-}
-
-/// The blocks the slots' flushes wrote, `[start, start + bytes.len())` of the segment, read to
-/// check each slot's CRC32C of them.
-struct FlushBlocks {
-    start: u64,
-    bytes: Vec<u8>,
-}
-
-impl FlushBlocks {
-    fn present(&self, slot: &tail_slot::TailSlot, block_size_bytes: usize) -> bool {
-        slot.flushed_blocks_present(&self.bytes, self.start, block_size_bytes)
-    }
-}
-
-/// A segment as recovery reads it: the data area up to `file_end`, zeros past it, the trusted
-/// slot's copy of the partial block (`overlay`) laid over at `overlay_start`, and nothing at or
-/// past `len` (the durable mark).
-struct SegmentImage<'a> {
-    file: FileId,
-    path: &'a Path,
-    file_end: u64,
-    len: u64,
-    overlay_start: u64,
-    overlay: &'a [u8],
-}
-
-impl SegmentImage<'_> {
-    /// Append the image's bytes `[from, to)` (within `len`) to `out`.
-    fn append<I: Io>(
-        &self,
-        io: &mut I,
-        from: u64,
-        to: u64,
-        out: &mut Vec<u8>,
-    ) -> Result<(), LogError> {
-        assert!(
-            from <= to && to <= self.len,
-            "recovery reads inside the image"
-        );
-        let appended_at = out.len();
-        let file_to = to.min(self.file_end);
-        if from < file_to {
-            let block = io.block_size_bytes();
-            let aligned_from = round_down(from, block);
-            let aligned_to = round_up(file_to, block);
-            let mut completions = blocking::run_ops(
-                io,
-                vec![Op::Read {
-                    file: self.file,
-                    offset: aligned_from,
-                    len: (aligned_to - aligned_from) as usize,
-                }],
-                false,
-            )
-            .map_err(|error| self.read_failed(error))?;
-            let mut completion = completions.pop().expect("one completion per op");
-            let read = blocking::completion_result(&mut completion)
-                .map_err(|error| self.read_failed(error))?;
-            if let Some(buf) = completion.buf {
-                let data = &buf.as_slice()[..read.min(buf.len())];
-                let skip = (from - aligned_from) as usize;
-                let want = (file_to - from) as usize;
-                let have = data.len().saturating_sub(skip).min(want);
-                out.extend_from_slice(&data[skip.min(data.len())..skip.min(data.len()) + have]);
-                io.recycle_read_buf(buf);
-            }
-        }
-        // Past the file's part (a short read, or the image running past it): zeros, as the
-        // slot's copy of the partial block then says.
-        out.resize(appended_at + (to - from) as usize, 0);
-        let overlay_end = self.overlay_start + self.overlay.len() as u64;
-        let (lo, hi) = (from.max(self.overlay_start), to.min(overlay_end));
-        if lo < hi {
-            out[appended_at + (lo - from) as usize..appended_at + (hi - from) as usize]
-                .copy_from_slice(
-                    &self.overlay
-                        [(lo - self.overlay_start) as usize..(hi - self.overlay_start) as usize],
-                );
-        }
-        Ok(())
-    }
-
-    /// A read error (EIO) is corruption of this file.
-    fn read_failed(&self, error: IoError) -> LogError {
-        LogError::Corruption {
-            path: self.path.to_path_buf(),
-            position: error.offset,
-            reason: format!("read failed: {error}"),
-        }
-    }
-}
-
-impl Scan {
-    /// A scan of the segment starting at `base_offset` that has got past the `listed` batches.
-    fn after(listed: &[batch_list::ListedBatch], base_offset: i64, previous_epoch: i32) -> Scan {
-        let entries = batch_list::entries(listed);
-        Scan {
-            base_offset,
-            entries: entries
-                .into_iter()
-                .zip(listed)
-                .map(|(entry, batch)| (entry, batch.epoch, u64::from(batch.size_bytes)))
-                .collect(),
-            valid_end: listed.last().map_or(0, batch_list::ListedBatch::end),
-            next_offset: listed
-                .last()
-                .map_or(base_offset, |batch| batch.last_offset + 1),
-            last_epoch: listed.last().map_or(previous_epoch, |batch| batch.epoch),
-            stop_reason: String::new(),
-        }
-    }
-}
-
-/// The batches of the segment's list that recovery may take without reading them (module
-/// `batch_list`): the intact, consistent prefix inside the durable mark, whose epochs agree with
-/// the leader-epoch-checkpoint found, and whose last batch is in the data area as listed; none
-/// if any of that fails. Also how many records the file holds.
-fn listed_batches<I: Io>(
-    io: &mut I,
-    dir: &Path,
-    base_offset: i64,
-    previous_epoch: i32,
-    image: &SegmentImage<'_>,
-    checkpoint: Option<&LeaderEpochCache>,
-    config: &LogConfig,
-) -> Result<(Vec<batch_list::ListedBatch>, usize), LogError> {
-    let Ok(Some(bytes)) = blocking::read_whole_file(io, &batch_list::path(dir, base_offset)) else {
-        return Ok((Vec::new(), 0));
-    };
-    let records = bytes.len() / batch_list::RECORD_BYTES;
-    let mut listed = batch_list::decode_prefix(base_offset, &bytes);
-    listed.truncate(batch_list::consistent_prefix(
-        &listed,
-        base_offset,
-        previous_epoch,
-        image.len,
-    ));
-    // Each run of one epoch: its first and last batch must have that epoch in the checkpoint
-    // (below the checkpoint's first entry, the log start moved past: nothing to compare).
-    let agrees = |batch: &batch_list::ListedBatch| {
-        batch.epoch < 0
-            || checkpoint.is_some_and(|cache| {
-                cache
-                    .earliest_entry()
-                    .is_some_and(|first| batch.base_offset < first.start_offset)
-                    || cache.epoch_for_offset(batch.base_offset) == Some(batch.epoch)
-            })
-    };
-    let run_ends = listed.iter().enumerate().filter(|(i, batch)| {
-        *i == 0
-            || *i + 1 == listed.len()
-            || listed[i - 1].epoch != batch.epoch
-            || listed[i + 1].epoch != batch.epoch
-    });
-    if !run_ends.clone().all(|(_, batch)| agrees(batch)) {
-        return Ok((Vec::new(), records));
-    }
-    if let Some(last) = listed.last().copied() {
-        let mut bytes = Vec::with_capacity(last.size_bytes as usize);
-        image.append(io, last.position, last.end(), &mut bytes)?;
-        let there = validate_front_batch(&bytes, last.position, config.max_batch_size_bytes)
-            .is_ok_and(|size_bytes| {
-                let header = RecordBatchHeader::view(&bytes[..size_bytes]);
-                size_bytes as u64 == u64::from(last.size_bytes)
-                    && header.base_offset() == last.base_offset
-                    && header.last_offset() == last.last_offset
-                    && header.partition_leader_epoch() == last.epoch
-                    && header.max_timestamp() == last.max_timestamp
-                    && header.is_control() == last.control
-            });
-        if !there {
-            return Ok((Vec::new(), records));
-        }
-    }
-    Ok((listed, records))
-}
-
-/// Scan batches of a segment image (which ends at the durable mark) from where `start` ends (the
-/// segment's start, or its last listed batch), checking frame, CRC, offset continuity and epoch
-/// order. The image is
-/// read `config.recovery_read_bytes` at a time into one reused buffer (the read buffer goes back
-/// to the backend, `Io::recycle_read_buf`); a batch cut by a chunk's end is carried into the next.
-fn scan_segment<I: Io>(
-    io: &mut I,
-    image: &SegmentImage<'_>,
-    start: Scan,
-    config: &LogConfig,
-) -> Result<Scan, LogError> {
-    let mut scan = start;
-    let base_offset = scan.base_offset;
-    let mut chain = BatchChainValidator::expecting(scan.next_offset, scan.last_epoch);
-    // The image's bytes `[window_start, window_start + window.len())`.
-    let mut window: Vec<u8> = Vec::new();
-    let mut window_start = scan.valid_end;
-    let mut read_to = scan.valid_end;
-    loop {
-        if read_to < image.len {
-            let to = (read_to + config.recovery_read_bytes.max(1)).min(image.len);
-            image.append(io, read_to, to, &mut window)?;
-            read_to = to;
-        }
-        let all_read = read_to == image.len;
-        let mut cursor = 0usize;
-        while cursor < window.len() {
-            let position = window_start + cursor as u64;
-            let rest = &window[cursor..];
-            let problem = match validate_front_batch(rest, position, config.max_batch_size_bytes) {
-                // The batch continues in the next chunk.
-                Err(BatchError::Truncated { .. } | BatchError::ShortBuffer { .. }) if !all_read => {
-                    break;
-                }
-                Err(error) => Some(error.to_string()),
-                Ok(size_bytes) => {
-                    let header = RecordBatchHeader::view(&rest[..size_bytes]);
-                    if let Err(error) = chain.check_header(header, position) {
-                        Some(error.to_string())
-                    } else if header.last_offset() - base_offset > i64::from(u32::MAX) {
-                        Some("batch offset does not fit a segment's 32-bit relative offsets".into())
-                    } else {
-                        scan.entries.push((
-                            BatchEntry::after(
-                                scan.entries.last().map(|(entry, _, _)| entry),
-                                header.base_offset(),
-                                header.last_offset(),
-                                position,
-                                header.max_timestamp(),
-                                header.is_control(),
-                                header.partition_leader_epoch(),
-                            ),
-                            header.partition_leader_epoch(),
-                            size_bytes as u64,
-                        ));
-                        scan.valid_end = position + size_bytes as u64;
-                        scan.next_offset = header.last_offset().wrapping_add(1);
-                        scan.last_epoch = header.partition_leader_epoch();
-                        cursor += size_bytes;
-                        None
-                    }
-                }
-            };
-            if let Some(reason) = problem {
-                scan.stop_reason = reason;
-                return Ok(scan);
-            }
-        }
-        if all_read {
-            return Ok(scan);
-        }
-        window.drain(..cursor);
-        window_start += cursor as u64;
-    }
-}
-
 /// Compare the `.index` file with the entries rebuilt from the scan; rewrite it if it differs.
 fn rebuild_index_if_needed<I: Io>(
     io: &mut I,
@@ -958,93 +595,4 @@ fn rebuild_index_if_needed<I: Io>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// TigerBeetle style: every combination of inputs matches exactly one row.
-    #[test]
-    fn every_situation_matches_exactly_one_row() {
-        let mut seen_rows = std::collections::BTreeSet::new();
-        for scan_end in [AtMark, BelowMark] {
-            for newest_flush in [Finished, Unfinished] {
-                for below_floor in [false, true] {
-                    let situation = RecoverySituation {
-                        scan_end,
-                        newest_flush,
-                        below_floor,
-                    };
-                    let rows: Vec<u8> = RECOVERY_CASES
-                        .iter()
-                        .filter(|c| c.matches(&situation))
-                        .map(|c| c.row)
-                        .collect();
-                    assert_eq!(rows.len(), 1, "{situation:?} matches rows {rows:?}");
-                    seen_rows.insert(rows[0]);
-                }
-            }
-        }
-        assert_eq!(
-            seen_rows.len(),
-            RECOVERY_CASES.len(),
-            "every row is reachable"
-        );
-    }
-
-    #[test]
-    fn the_rules_that_matter() {
-        let base = RecoverySituation {
-            scan_end: AtMark,
-            newest_flush: Finished,
-            below_floor: false,
-        };
-        assert_eq!(decide(&base).action, Keep);
-        assert_eq!(
-            decide(&RecoverySituation {
-                below_floor: true,
-                ..base
-            })
-            .action,
-            Keep,
-            "nothing is cut: a log that ends below the floor is not made shorter"
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                scan_end: BelowMark,
-                ..base
-            })
-            .action,
-            RefuseInteriorCorruption,
-            "damage below the mark is never truncated, even at the end"
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                scan_end: BelowMark,
-                newest_flush: Unfinished,
-                ..base
-            })
-            .action,
-            RefuseInteriorCorruption
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                newest_flush: Unfinished,
-                ..base
-            })
-            .action,
-            TruncateTornTail,
-            "past the mark: unfinished flush"
-        );
-        assert_eq!(
-            decide(&RecoverySituation {
-                newest_flush: Unfinished,
-                below_floor: true,
-                ..base
-            })
-            .action,
-            RefuseBelowFloor
-        );
-    }
 }
