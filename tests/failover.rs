@@ -6,27 +6,13 @@
 
 use std::time::Duration;
 
-use ringlog_net::client::Client;
-
 mod quorum;
-use quorum::{Quorum, eventually, serial};
+use quorum::{Quorum, agreed_leader, eventually, serial};
 
-/// The leader and epoch that every node of `ids` reports for the metadata partition, if they
-/// agree on one.
+/// The metadata partition's leader and epoch, if every node of `ids` names the same one.
 fn agreed(quorum: &Quorum, ids: &[i32]) -> Option<(i32, i32)> {
-    let mut seen = None;
-    for id in ids {
-        let view = Client::connect(&quorum.address(*id), Duration::from_millis(300))
-            .ok()?
-            .describe_quorum()
-            .ok()?;
-        let now = (view.partition.leader_id, view.partition.leader_epoch);
-        if now.0 < 0 || seen.is_some_and(|s| s != now) {
-            return None;
-        }
-        seen = Some(now);
-    }
-    seen
+    let addresses: Vec<String> = ids.iter().map(|id| quorum.address(*id)).collect();
+    agreed_leader(&addresses, "__cluster_metadata", 0)
 }
 
 #[test]

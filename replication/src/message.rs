@@ -111,6 +111,26 @@ pub struct FetchResponse {
     pub records: Bytes,
 }
 
+impl FetchResponse {
+    /// The answer a host gives its core for a fetch it could not deliver: the connection to the
+    /// peer was refused, reset or timed out (BROKER_NOT_AVAILABLE, no leader named).
+    pub fn unreachable(correlation_id: u64) -> FetchResponse {
+        FetchResponse {
+            correlation_id,
+            error_code: ErrorCode::BrokerNotAvailable,
+            current_leader: LeaderIdAndEpoch {
+                leader_id: None,
+                leader_epoch: 0,
+            },
+            high_watermark: 0,
+            log_start_offset: 0,
+            diverging_epoch: None,
+            snapshot_id: None,
+            records: Bytes::new(),
+        }
+    }
+}
+
 /// KIP-630 FetchSnapshot: a follower or observer asks the leader for `snapshot_id`'s bytes from
 /// `position`. The wire message can carry several partitions; the core speaks per partition and
 /// the host bundles them (and shares the response's bytes with `fair_share`).

@@ -585,19 +585,9 @@ impl QuorumRpc {
                 }
                 Some(PeerPending::Fetch(fetches)) if self.fetch_sessions.take_answer(peer, id) => {
                     for (partition, correlation_id) in fetches {
-                        let message = core::Message::FetchResponse(core::FetchResponse {
-                            correlation_id,
-                            error_code: core::ErrorCode::BrokerNotAvailable,
-                            current_leader: core::LeaderIdAndEpoch {
-                                leader_id: None,
-                                leader_epoch: 0,
-                            },
-                            high_watermark: 0,
-                            log_start_offset: 0,
-                            diverging_epoch: None,
-                            snapshot_id: None,
-                            records: bytes::Bytes::new(),
-                        });
+                        let message = core::Message::FetchResponse(
+                            core::FetchResponse::unreachable(correlation_id),
+                        );
                         let step =
                             q.host
                                 .step(q.now_ms, peer, PartitionMessage { partition, message });

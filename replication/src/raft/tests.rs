@@ -1092,20 +1092,8 @@ fn a_leader_the_host_cannot_reach_is_stood_against_soon_and_no_longer_defended()
     );
     let full_timeout = raft.next_deadline_ms();
     // Fetch 2 fails in the host: the leader's connection was refused (a killed process).
-    let failed = Message::FetchResponse(FetchResponse {
-        correlation_id: 2,
-        error_code: ErrorCode::BrokerNotAvailable,
-        current_leader: LeaderIdAndEpoch {
-            leader_id: None,
-            leader_epoch: 0,
-        },
-        high_watermark: 0,
-        log_start_offset: 0,
-        diverging_epoch: None,
-        snapshot_id: None,
-        records: Bytes::new(),
-    });
-    raft.step(30, 1, failed).unwrap();
+    raft.step(30, 1, Message::FetchResponse(FetchResponse::unreachable(2)))
+        .unwrap();
     let soon = raft.next_deadline_ms();
     let backoff_max = config(2).election_backoff_max_ms;
     assert!(
