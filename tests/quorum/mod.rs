@@ -107,6 +107,8 @@ pub struct Node {
 pub struct Quorum {
     pub dir: tempfile::TempDir,
     pub nodes: Vec<Node>,
+    /// Environment of every node started from now on (e.g. `RINGLOG_IO`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Quorum {
@@ -127,6 +129,7 @@ impl Quorum {
 
     /// Starts node `id` unless it runs.
     pub fn start_node(&mut self, id: i32) {
+        let env = self.env.clone();
         let node = self
             .nodes
             .iter_mut()
@@ -141,6 +144,7 @@ impl Quorum {
             .arg(&node.config)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
+            .envs(env)
             .stdout(Stdio::null())
             // Appended: a restarted node's log follows its earlier run's.
             .stderr(
@@ -263,7 +267,11 @@ impl Quorum {
                 child: None,
             });
         }
-        Quorum { dir, nodes }
+        Quorum {
+            dir,
+            nodes,
+            env: Vec::new(),
+        }
     }
 
     /// A new node `id`, formatted, not started: not in `controller.quorum.voters` (the voters'
