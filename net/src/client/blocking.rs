@@ -122,9 +122,7 @@ impl Client {
             // Read straight into the buffer's spare room, sized for the whole frame once its
             // length is known: one kernel-to-user copy per byte (no bounce buffer, no regrowth),
             // and the previous frame's allocation is reclaimed once its response was dropped.
-            let wanted = self.exchange.wanted_bytes();
-            let buf = self.exchange.received_mut();
-            buf.reserve(wanted.max(64 * 1024));
+            let buf = self.exchange.reserve_for_read();
             let spare = buf.spare_capacity_mut();
             // SAFETY: the kernel writes at most `spare.len()` bytes into the buffer's own spare
             // capacity; exactly the `n` bytes it reports are then marked initialised.

@@ -367,7 +367,7 @@ async fn run_lane(
                     fail(exchange.reset());
                 }
             }
-            read = read_some(connection.as_mut(), exchange.received_mut()), if connection.is_some() => {
+            read = read_some(connection.as_mut(), exchange.reserve_for_read()), if connection.is_some() => {
                 let mut broken = !matches!(read, Ok(n) if n > 0);
                 while !broken {
                     match exchange.next_response() {
