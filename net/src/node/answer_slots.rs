@@ -14,15 +14,13 @@ use ringlog_replication::{self as core, NodeId, PartitionId};
 
 use super::convert::{InboundPart, PartAnswer};
 use super::transport::Responder;
-use crate::protocol::{ApiKey, ErrorCode, RequestHeader};
+use crate::protocol::{ApiKey, ErrorCode};
 use crate::server::FileRegion;
 
 /// A request from a peer waiting for the core's answers (one per partition).
 pub(super) struct PendingRequest {
     pub(super) responder: Responder,
-    pub(super) correlation_id: i32,
     pub(super) api: ApiKey,
-    pub(super) version: i16,
     pub(super) parts: Vec<InboundPart>,
     pub(super) answers: Vec<Option<PartAnswer>>,
     /// KIP-630: per answer slot, the snapshot file region holding that FetchSnapshot answer's
@@ -73,7 +71,6 @@ impl AnswerSlots {
     pub(super) fn register(
         &mut self,
         responder: Responder,
-        header: &RequestHeader,
         api: ApiKey,
         parts: Vec<InboundPart>,
         now_ms: u64,
@@ -110,9 +107,7 @@ impl AnswerSlots {
             id,
             PendingRequest {
                 responder,
-                correlation_id: header.correlation_id,
                 api,
-                version: header.api_version,
                 snapshot_regions: vec![None; parts.len()],
                 parts,
                 answers,

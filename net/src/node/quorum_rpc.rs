@@ -172,7 +172,7 @@ impl QuorumRpc {
             ),
             other => return Ok(Some((responder, header, other))),
         };
-        self.start_request(q, responder, &header, api, parts, later)?;
+        self.start_request(q, responder, api, parts, later)?;
         Ok(None)
     }
 
@@ -181,12 +181,11 @@ impl QuorumRpc {
         &mut self,
         q: &mut Qx,
         responder: Responder,
-        header: &RequestHeader,
         api: ApiKey,
         parts: Vec<InboundPart>,
         later: &mut Vec<Output>,
     ) -> Result<(), NodeError> {
-        let (id, steps, superseded) = self.slots.register(responder, header, api, parts, q.now_ms);
+        let (id, steps, superseded) = self.slots.register(responder, api, parts, q.now_ms);
         for old in superseded {
             // The core drops a parked fetch when the same replica fetches again; answer the
             // old request so its connection moves on.

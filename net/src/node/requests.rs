@@ -19,7 +19,7 @@ use super::answer_slots::PendingRequest;
 use super::convert::{self, InboundPart, PartAnswer, PartitionTable};
 use super::leader_endpoints::Endpoints;
 use crate::protocol::wire::Records;
-use crate::protocol::{ApiKey, Response, encode_response, fetch_request, fetch_response};
+use crate::protocol::{ApiKey, Response, fetch_request, fetch_response};
 use crate::server::{FileRegion, RecordsSource, Reply};
 
 /// Sends the wire response of a request whose every slot is answered: replica Fetch answers
@@ -77,8 +77,10 @@ pub(super) fn send_response(
             .reply(Reply::WithRecords { response, regions });
         return Ok(());
     }
-    let frame = encode_response(pending.correlation_id, pending.version, &response)?;
-    pending.responder.send(Some(frame));
+    // Encoded by the connection, which writes in-memory records by reference (writev): a
+    // replica Fetch's records are not copied into a frame (until 2026-12-04 they were: 4.8% of
+    // a voter's CPU with 100 partitions, in `put_records_blob`).
+    pending.responder.reply(Reply::Response(response));
     Ok(())
 }
 
