@@ -480,7 +480,7 @@ impl PartitionLog {
             segment.write_tail.clear();
             segment.write_tail_start = segment.size_bytes;
             // Nothing is appended here again: drop the in-memory copies now (once per segment).
-            segment.release_written_chunks();
+            segment.release_written_chunks(0);
         }
         // The active segment's written chunks are dropped by its next append instead: freeing
         // one `Bytes` per batch (a thousand per MiB of 1 KiB appends) here cost ~0.1 ms between

@@ -68,6 +68,9 @@ pub const DEFAULT_RECOVERY_READ_BYTES: u64 = 8 << 20;
 /// per 4 MiB made durable, and at most 4 MiB (plus a flush) read again by recovery.
 pub const DEFAULT_BATCH_LIST_INTERVAL_BYTES: u64 = 4 << 20;
 
+/// [`LogConfig::tail_cache_bytes`] by default.
+pub const DEFAULT_TAIL_CACHE_BYTES: u64 = 4 << 20;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
     /// Roll to a new segment before a batch would take the active one past this size
@@ -91,6 +94,14 @@ pub struct LogConfig {
     /// (`batch_list`, docs/log.md "Recovery"): at most this much of a segment is read again
     /// after a crash, beyond what the list names. A sealed segment's list is written whole.
     pub batch_list_interval_bytes: u64,
+    /// How many bytes already written to the active segment's file stay in memory behind its
+    /// unwritten tail, so that reads a little behind the durable end (followers and observers
+    /// fetching what the leader has just flushed) are answered from memory. The segment is
+    /// written with O_DIRECT, so a read of it goes to the disk: with this at zero, a third of
+    /// a three-voter quorum's replica traffic was read back from the disk synchronously by
+    /// `sendfile` on the event loop's thread (156 MB/s of reads at 159 MB/s of produce,
+    /// 2026-12-04).
+    pub tail_cache_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -103,6 +114,7 @@ impl Default for LogConfig {
             max_batch_size_bytes: crate::batch::DEFAULT_MAX_BATCH_SIZE_BYTES,
             recovery_read_bytes: DEFAULT_RECOVERY_READ_BYTES,
             batch_list_interval_bytes: DEFAULT_BATCH_LIST_INTERVAL_BYTES,
+            tail_cache_bytes: DEFAULT_TAIL_CACHE_BYTES,
         }
     }
 }
@@ -462,13 +474,9 @@ impl PartitionLog {
             .chunks
             .front()
             .is_some_and(|chunk| start >= chunk.position);
+        // The chunks cover every position from the first one to the segment's end.
         let available_end = if in_memory {
-            let chunk = segment
-                .chunks
-                .iter()
-                .find(|chunk| chunk.position <= start && start < chunk.end())
-                .expect("chunks cover every position from the first chunk to the segment end");
-            chunk.end()
+            segment.size_bytes
         } else {
             segment.written_full_end.min(segment.size_bytes)
         };
@@ -491,10 +499,18 @@ impl PartitionLog {
                 .chunks
                 .iter()
                 .find(|chunk| chunk.position <= start && start < chunk.end())
-                .unwrap();
-            let from = (start - chunk.position) as usize;
-            let to = (end - chunk.position) as usize;
-            Ok(ReadView::Memory(chunk.bytes.slice(from..to)))
+                .expect("chunks cover every position from the first chunk to the segment end");
+            if end <= chunk.end() {
+                let from = (start - chunk.position) as usize;
+                let to = (end - chunk.position) as usize;
+                return Ok(ReadView::Memory(chunk.bytes.slice(from..to)));
+            }
+            // Several appends' chunks: one copy, up to `max_bytes`, where a view of the first
+            // chunk alone gave a follower one Produce request's batches per round trip.
+            let bytes = segment
+                .copy_from_chunks(start, end)
+                .expect("the chunks hold every byte from the first chunk to the segment end");
+            Ok(ReadView::Memory(Bytes::from(bytes)))
         } else {
             let file = segment
                 .file
@@ -675,8 +691,9 @@ impl PartitionLog {
     fn keep_run(&mut self, run: Bytes, metas: &[BatchMeta]) {
         let interval = self.config.index_interval_bytes;
         let segment = self.segments.last_mut().expect("active segment");
-        // Chunks a completed flush put in the file are dropped here, off the flush path.
-        segment.release_written_chunks();
+        // Chunks a completed flush put in the file are dropped here, off the flush path, once
+        // they are more than `tail_cache_bytes` behind what was written.
+        segment.release_written_chunks(self.config.tail_cache_bytes);
         let first = metas[0].start;
         debug_assert_eq!(run_bytes_range(metas).len(), run.len());
         let run_position = segment.size_bytes;

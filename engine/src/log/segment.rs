@@ -174,10 +174,12 @@ impl Segment {
             .partition_point(|batch| batch.last_offset < offset)
     }
 
-    /// Drop in-memory chunks that lie entirely in full blocks already in the file.
-    pub fn release_written_chunks(&mut self) {
+    /// Drop the in-memory chunks that lie entirely in full blocks already in the file and more
+    /// than `keep_written_bytes` before the end of what was written (`tail_cache_bytes`).
+    pub fn release_written_chunks(&mut self, keep_written_bytes: u64) {
+        let keep_from = self.written_full_end.saturating_sub(keep_written_bytes);
         while let Some(front) = self.chunks.front() {
-            if front.end() <= self.written_full_end {
+            if front.end() <= keep_from {
                 self.chunks.pop_front();
             } else {
                 break;

@@ -1,0 +1,80 @@
+//! Reads just behind the durable end come from memory (`LogConfig::tail_cache_bytes`): the
+//! segment is written with O_DIRECT, so a file read there is a disk read, which a follower
+//! fetching what the leader has just flushed used to cause on every round.
+
+mod log_support;
+
+use std::path::Path;
+
+use log_support::*;
+use ringlog_engine::io::MemoryIo;
+use ringlog_engine::log::{LogConfig, PartitionLog, ReadView};
+
+fn config(tail_cache_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_size_bytes: 8 << 20,
+        tail_cache_bytes,
+        ..LogConfig::default()
+    }
+}
+
+/// Appends `count` batches of ~1 KiB, each its own append, flushing after each.
+fn fill(log: &mut PartitionLog, io: &mut MemoryIo, count: u64) {
+    for i in 0..count {
+        log.append_as_leader(batch_bytes(1, 1000, i), 1).unwrap();
+        log.flush_and_wait(io).unwrap();
+    }
+}
+
+/// The batches of an in-memory view, checked whole and contiguous.
+fn batches_in(view: &ReadView) -> Vec<(i64, i64)> {
+    let ReadView::Memory(bytes) = view else {
+        panic!("a file region, not memory");
+    };
+    let mut out = Vec::new();
+    let mut position = 0;
+    while position < bytes.len() {
+        let batch = parse_at(bytes, position);
+        position += batch.size_bytes();
+        out.push((batch.base_offset(), batch.last_offset()));
+    }
+    assert_eq!(position, bytes.len(), "whole batches only");
+    out
+}
+
+#[test]
+fn a_read_behind_the_durable_end_within_the_cache_is_served_from_memory_whole() {
+    let mut io = MemoryIo::with_seed(7);
+    let (mut log, _) =
+        PartitionLog::open(&mut io, Path::new("/data/c-0"), config(64 << 10)).unwrap();
+    fill(&mut log, &mut io, 200);
+    assert_eq!(log.durable_end_offset(), 200);
+    // 20 batches (~21 KB) behind the end, every one written to the file: from memory, and all
+    // of them in one read, not the one append that held the first.
+    let view = log.read(&io, 180, 1 << 20).unwrap();
+    let batches = batches_in(&view);
+    assert_eq!(batches.len(), 20);
+    assert_eq!((batches[0].0, batches[19].1), (180, 199));
+    // Bounded by max_bytes, in whole batches.
+    let view = log.read(&io, 180, 5000).unwrap();
+    let n = batches_in(&view).len();
+    assert!((2..5).contains(&n), "{n} batches in 5000 bytes");
+    // Far behind (~200 KB, past the 64 KiB cache): the file.
+    assert!(matches!(
+        log.read(&io, 0, 1 << 20).unwrap(),
+        ReadView::File { .. }
+    ));
+}
+
+#[test]
+fn without_a_cache_what_was_written_is_read_from_the_file() {
+    let mut io = MemoryIo::with_seed(8);
+    let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/c-1"), config(0)).unwrap();
+    fill(&mut log, &mut io, 50);
+    // One more append drops the chunks a flush wrote (the next append, off the flush path).
+    log.append_as_leader(batch_bytes(1, 1000, 99), 1).unwrap();
+    assert!(matches!(
+        log.read(&io, 10, 1 << 20).unwrap(),
+        ReadView::File { .. }
+    ));
+}
