@@ -18,6 +18,9 @@ fn config() -> LogConfig {
     LogConfig {
         segment_size_bytes: 64 * 1024,
         index_interval_bytes: 4096,
+        // Every read of a written batch is a file region here (the tail cache would answer
+        // the newest sealed segment's from memory: engine/tests/log_tail_cache.rs).
+        tail_cache_bytes: 0,
         ..LogConfig::default()
     }
 }

@@ -78,3 +78,43 @@ fn without_a_cache_what_was_written_is_read_from_the_file() {
         ReadView::File { .. }
     ));
 }
+
+/// A roll keeps the sealed segment's last bytes in memory (a follower still fetching its end
+/// reads memory, not the disk), and segments smaller than the cache do not pile up: only the
+/// newest sealed one keeps any.
+#[test]
+fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
+    let mut io = MemoryIo::with_seed(9);
+    let config = LogConfig {
+        segment_size_bytes: 64 * 1024,
+        tail_cache_bytes: 1 << 20,
+        ..LogConfig::default()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/c-2"), config).unwrap();
+    let mut rolled_at = Vec::new();
+    for i in 0..400u64 {
+        let before = log.segment_base_offsets().len();
+        log.append_as_leader(batch_bytes(1, 1000, i), 1).unwrap();
+        log.flush_and_wait(&mut io).unwrap();
+        if log.segment_base_offsets().len() > before {
+            rolled_at.push(i);
+            // Just rolled: the sealed segment's last batch is still in memory.
+            let bases = log.segment_base_offsets();
+            let sealed_last = bases[bases.len() - 1] as i64 - 1;
+            let view = log.read(&io, sealed_last, 1 << 20).unwrap();
+            assert_eq!(
+                batches_in(&view).len(),
+                1,
+                "the sealed segment's last batch, at {i}"
+            );
+        }
+    }
+    assert!(rolled_at.len() >= 4, "rolled at {rolled_at:?}");
+    let bases = log.segment_base_offsets();
+    // Two segments before the newest sealed one: dropped from memory.
+    assert!(matches!(
+        log.read(&io, bases[bases.len() - 3] as i64, 1 << 20)
+            .unwrap(),
+        ReadView::File { .. }
+    ));
+}

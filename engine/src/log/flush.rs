@@ -460,6 +460,7 @@ impl PartitionLog {
     }
 
     fn apply_completed_flush(&mut self, flight: InFlightFlush) -> Option<i64> {
+        let tail_cache_bytes = self.config.tail_cache_bytes;
         let segment = self
             .segments
             .iter_mut()
@@ -479,8 +480,20 @@ impl PartitionLog {
             segment.seal_durable = true;
             segment.write_tail.clear();
             segment.write_tail_start = segment.size_bytes;
-            // Nothing is appended here again: drop the in-memory copies now (once per segment).
-            segment.release_written_chunks(0);
+            // Nothing is appended here again: drop the in-memory copies now, but for the tail
+            // cache, which the next segment's appends then shrink (`keep_run`). Dropped whole
+            // here, a follower still fetching the end of this segment read it from the disk at
+            // every roll.
+            segment.release_written_chunks(tail_cache_bytes);
+            // Older segments' caches are superseded by this one's (with segments smaller than
+            // the cache they would otherwise outlive it).
+            for older in self
+                .segments
+                .iter_mut()
+                .take_while(|older| older.base_offset < flight.segment_base_offset)
+            {
+                older.chunks.clear();
+            }
         }
         // The active segment's written chunks are dropped by its next append instead: freeing
         // one `Bytes` per batch (a thousand per MiB of 1 KiB appends) here cost ~0.1 ms between

@@ -690,10 +690,18 @@ impl PartitionLog {
     /// Append consecutive batches that all fit the active segment.
     fn keep_run(&mut self, run: Bytes, metas: &[BatchMeta]) {
         let interval = self.config.index_interval_bytes;
-        let segment = self.segments.last_mut().expect("active segment");
+        let tail_cache_bytes = self.config.tail_cache_bytes;
         // Chunks a completed flush put in the file are dropped here, off the flush path, once
-        // they are more than `tail_cache_bytes` behind what was written.
-        segment.release_written_chunks(self.config.tail_cache_bytes);
+        // they are more than `tail_cache_bytes` behind what was written; the segment sealed
+        // before this one keeps what the active one leaves of that budget.
+        if let [.., previous, active] = &mut self.segments[..]
+            && !previous.chunks.is_empty()
+        {
+            previous
+                .release_written_chunks(tail_cache_bytes.saturating_sub(active.written_full_end));
+        }
+        let segment = self.segments.last_mut().expect("active segment");
+        segment.release_written_chunks(tail_cache_bytes);
         let first = metas[0].start;
         debug_assert_eq!(run_bytes_range(metas).len(), run.len());
         let run_position = segment.size_bytes;
