@@ -218,6 +218,22 @@ impl FileReader {
         &self.0
     }
 
+    /// Asks the kernel to start reading `[position, position + len_bytes)` into the page cache
+    /// now, without waiting for it (`posix_fadvise(POSIX_FADV_WILLNEED)`), so a later `sendfile`
+    /// or `pread` of it finds the pages there. Best effort: a refusal changes nothing but speed.
+    pub fn will_need(&self, position: u64, len_bytes: u64) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain advisory call on a descriptor this reader keeps open.
+        unsafe {
+            libc::posix_fadvise(
+                self.0.as_raw_fd(),
+                position as libc::off_t,
+                len_bytes as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+    }
+
     /// Reads up to `len_bytes` at `position` with `pread` (the page cache); fewer at the end of
     /// the file. `path` only names the file in an error.
     pub fn read_at(

@@ -68,6 +68,9 @@ pub const DEFAULT_RECOVERY_READ_BYTES: u64 = 8 << 20;
 /// per 4 MiB made durable, and at most 4 MiB (plus a flush) read again by recovery.
 pub const DEFAULT_BATCH_LIST_INTERVAL_BYTES: u64 = 4 << 20;
 
+/// How far past a file read the log asks the kernel to read ahead ([`PartitionLog::read`]).
+const READ_AHEAD_BYTES: u64 = 4 << 20;
+
 /// [`LogConfig::tail_cache_bytes`] by default.
 pub const DEFAULT_TAIL_CACHE_BYTES: u64 = 4 << 20;
 
@@ -515,6 +518,16 @@ impl PartitionLog {
             let file = segment
                 .file
                 .expect("bytes below written_full_end are in an open file");
+            // A reader this far behind reads on sequentially (a follower or observer catching
+            // up, a consumer): have the kernel read what follows into the page cache now, so
+            // its next read is not a disk read inside `sendfile` on the event loop's thread
+            // (the segment is written with O_DIRECT, so none of it is cached).
+            if let Some(reader) = &segment.reader {
+                let ahead_end = (end + READ_AHEAD_BYTES).min(segment.written_full_end);
+                if ahead_end > end {
+                    reader.will_need(end, ahead_end - end);
+                }
+            }
             Ok(ReadView::File {
                 file,
                 reader: segment.reader.clone(),
