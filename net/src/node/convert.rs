@@ -533,6 +533,13 @@ pub fn peer_request(
     })
 }
 
+/// The most bytes one replica Fetch response may carry in all (Kafka's
+/// `replica.fetch.response.max.bytes` default), shared evenly by the partitions it asks for:
+/// well under `socket.request.max.bytes` (100 MiB by default), which the follower's lane holds
+/// a response to. Each partition asked for its own `max_bytes` before 2026-12-04, so a follower
+/// behind on a hundred partitions of one leader was sent a response larger than it would read.
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: u32 = 10 * 1024 * 1024;
+
 /// One Fetch request carrying the fetches of every partition bound for one peer.
 pub fn fetch_request(
     cluster_id: &str,
@@ -544,6 +551,7 @@ pub fn fetch_request(
         .map(|(_, f)| f.max_wait_ms)
         .min()
         .unwrap_or(0);
+    let share = REPLICA_FETCH_RESPONSE_MAX_BYTES / (fetches.len().max(1) as u32);
     let mut topics: Vec<fetch_req::FetchTopic> = Vec::new();
     for (hosted, f) in fetches {
         let partition = fetch_req::FetchPartition {
@@ -552,7 +560,7 @@ pub fn fetch_request(
             fetch_offset: f.fetch_offset as i64,
             last_fetched_epoch: f.last_fetched_epoch as i32,
             log_start_offset: -1,
-            partition_max_bytes: i32::try_from(f.max_bytes).unwrap_or(i32::MAX),
+            partition_max_bytes: i32::try_from(f.max_bytes.min(share)).unwrap_or(i32::MAX),
             replica_directory_id: Uuid(f.replica_directory_id),
             ..Default::default()
         };
@@ -575,7 +583,7 @@ pub fn fetch_request(
         },
         max_wait_ms: i32::try_from(max_wait_ms).unwrap_or(i32::MAX),
         min_bytes: 1,
-        max_bytes: i32::MAX,
+        max_bytes: REPLICA_FETCH_RESPONSE_MAX_BYTES as i32,
         topics,
         ..Default::default()
     }

@@ -157,6 +157,49 @@ fn unknown_partition_and_negative_epoch_are_errors() {
 }
 
 /// KIP-320/595: DivergingEpoch, CurrentLeader and the records survive a peer fetch round trip.
+/// A wire Fetch asks for at most REPLICA_FETCH_RESPONSE_MAX_BYTES in all, shared by its
+/// partitions: a follower behind on many partitions of one leader is never sent more than its
+/// lane reads (socket.request.max.bytes).
+#[test]
+fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
+    let mut table = PartitionTable::metadata_only();
+    let fetch = core::FetchRequest {
+        correlation_id: 1,
+        replica_id: 3,
+        current_leader_epoch: 1,
+        fetch_offset: 0,
+        last_fetched_epoch: 0,
+        max_bytes: 8 << 20,
+        max_wait_ms: 500,
+        replica_directory_id: [0; 16],
+    };
+    let one = fetch_request("c", 3, &[(table.get(0), &fetch)]);
+    assert_eq!(one.topics[0].partitions[0].partition_max_bytes, 8 << 20);
+    let ids: Vec<PartitionId> = (0..100)
+        .map(|index| {
+            table.add(HostedPartition {
+                topic: "t".into(),
+                topic_id: Uuid([7; 16]),
+                index,
+            })
+        })
+        .collect();
+    let hosted: Vec<_> = ids.iter().map(|id| (table.get(*id), &fetch)).collect();
+    let many = fetch_request("c", 3, &hosted);
+    let asked: i64 = many
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| i64::from(p.partition_max_bytes))
+        .sum();
+    assert_eq!(many.topics[0].partitions.len(), 100);
+    assert!(
+        asked <= i64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES),
+        "{asked}"
+    );
+    assert_eq!(many.max_bytes, REPLICA_FETCH_RESPONSE_MAX_BYTES as i32);
+}
+
 #[test]
 fn fetch_round_trip_keeps_diverging_epoch_and_records() {
     let table = PartitionTable::metadata_only();

@@ -102,10 +102,17 @@ pub(super) fn quorum_config(
     quorum.request_timeout_ms = config.request_timeout_ms;
     quorum.retry_backoff_ms = config.retry_backoff_ms;
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+    // KRaft's MAX_FETCH_SIZE_BYTES: a follower behind by a GiB catches up in 128 rounds of
+    // fetch, append and flush rather than 1,024 (docs/benchmarks.md, "Catching up"); a wire
+    // Fetch shares REPLICA_FETCH_RESPONSE_MAX_BYTES among its partitions (convert.rs).
+    quorum.fetch_max_bytes = REPLICA_FETCH_MAX_BYTES;
     quorum.max_replication_lag_ms = config.max_replication_lag_ms;
     quorum.directory_id = config.directory_id.unwrap_or([0; 16]);
     Ok(quorum)
 }
+
+/// The most bytes of one partition a replica Fetch asks for or is answered with.
+pub(super) const REPLICA_FETCH_MAX_BYTES: u32 = 8 * 1024 * 1024;
 
 /// The ids the core knows `controller.quorum.bootstrap.servers` by: Kafka's -2, -3, … (never a
 /// node id; -1 means "none" on the wire).

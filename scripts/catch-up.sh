@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# How fast a follower catches up: a three-voter quorum (scripts/lib-quorum.sh), one follower of
+# `perf-0` stopped (SIGTERM), GIB GiB appended without it (`ringlog perf append`, 1 KiB records,
+# acks=all, which the other two voters acknowledge), the follower started again, and the time
+# from its start until its log end offset reaches the leader's (each node's metrics, polled
+# every 20 ms). Beside it, in the same run, fio's sequential read rate of the same disk, for
+# issue 16's bound: caught up in at most 2 x (bytes behind / that rate).
+#
+#   scripts/catch-up.sh            (GIB=1, RINGLOG=target/release/ringlog)
+#   GIB=2 RINGLOG=/path/to/ringlog scripts/catch-up.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gib="${GIB:-1}"
+command -v fio >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null
+[ -n "${RINGLOG:-}" ] || cargo build --quiet --release --bin ringlog
+source scripts/lib-quorum.sh
+folder="$PWD/target/catch-up"
+start_quorum "$folder/quorum"
+trap stop_quorum EXIT
+
+metric() { # node metric partition
+  python3 - "${METRICS[$1]}" "$2" "$3" <<'PY'
+import re, sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=1).read().decode()
+m = re.search(rf'kafka_server_raft_metrics_{sys.argv[2]}\{{partition="{sys.argv[3]}"\}} (\S+)', body)
+print(int(float(m.group(1))) if m else -1)
+PY
+}
+
+# The topic, and who leads it.
+"$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[1]}" --clients 1 --batch-records 1 \
+  --duration-secs 1 >/dev/null
+leader=""
+for _ in $(seq 1 100); do leader="$(leader_id perf-0)"; [ -n "$leader" ] && break; sleep 0.1; done
+follower=1; [ "$leader" = 1 ] && follower=2
+echo "perf-0: leader node $leader; stopping follower node $follower"
+kill -TERM "${PIDS[$follower]}"; wait "${PIDS[$follower]}" 2>/dev/null || true
+behind_from="$(metric "$leader" log_end_offset perf-0)"
+
+# Append GIB GiB while it is down.
+target_records=$((gib * 1024 * 1024))
+while :; do
+  end="$(metric "$leader" log_end_offset perf-0)"
+  [ "$end" -ge $((behind_from + target_records)) ] && break
+  "$RINGLOG" perf append --bootstrap "127.0.0.1:${PORTS[$leader]}" --clients 32 --batch-records 64 \
+    --duration-secs 2 >/dev/null
+done
+end="$(metric "$leader" log_end_offset perf-0)"
+bytes_behind=$(du -sb "$folder/quorum/node-$leader/perf-0" | cut -f1)
+bytes_follower=$(du -sb "$folder/quorum/node-$follower/perf-0" | cut -f1)
+echo "leader's log end $end; follower behind by $((end - behind_from)) records, $((bytes_behind - bytes_follower)) bytes on disk"
+
+# Start it again and time its catch-up.
+sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+started=$(date +%s.%N)
+RUST_LOG=${NODE_LOG_LEVEL:-warn} "$RINGLOG" serve --config "$folder/quorum/node-$follower.properties" \
+  2>>"$folder/quorum/node-$follower.log" &
+PIDS[$follower]=$!
+partition_started=""
+while :; do
+  got="$(metric "$follower" log_end_offset perf-0 2>/dev/null || echo -1)"
+  # The partition's metrics appear when it starts (once the metadata image names its topic).
+  [ -z "$partition_started" ] && [ "$got" -ge 0 ] && partition_started=$(date +%s.%N)
+  [ "$got" -ge "$end" ] && break
+  sleep 0.02
+done
+caught=$(date +%s.%N)
+
+# The disk's sequential read rate, same run (direct, so the page cache does not answer).
+fio --name=seqread --filename="$folder/fio.dat" --size=1g --rw=read --bs=1m --direct=1 \
+  --ioengine=psync --output-format=json >"$folder/fio.json" 2>/dev/null
+rm -f "$folder/fio.dat"
+python3 - "$started" "$caught" "$((bytes_behind - bytes_follower))" "$folder/fio.json" \
+  "$partition_started" <<'PY'
+import json, sys
+seconds = float(sys.argv[2]) - float(sys.argv[1])
+copying = float(sys.argv[2]) - float(sys.argv[5])
+behind = int(sys.argv[3])
+read = json.load(open(sys.argv[4]))["jobs"][0]["read"]["bw_bytes"]
+bound = 2 * behind / read
+print(f"caught up in {seconds:.2f} s from the process's start ({copying:.2f} s from the "
+      f"partition's start); {behind / 2**30:.2f} GiB behind; fio sequential read "
+      f"{read / 1e6:.0f} MB/s; bound 2 x behind / read = {bound:.2f} s; ratio {seconds / bound:.2f} "
+      f"({copying / bound:.2f} from the partition's start)")
+PY
