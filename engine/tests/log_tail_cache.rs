@@ -118,3 +118,21 @@ fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
         ReadView::File { .. }
     ));
 }
+
+/// Shrinking the cache drops what is beyond it at once (a leader that became a follower).
+#[test]
+fn a_smaller_cache_drops_what_lies_beyond_it_at_once() {
+    let mut io = MemoryIo::with_seed(10);
+    let (mut log, _) =
+        PartitionLog::open(&mut io, Path::new("/data/c-3"), config(1 << 20)).unwrap();
+    fill(&mut log, &mut io, 100);
+    assert!(matches!(
+        log.read(&io, 50, 1 << 20).unwrap(),
+        ReadView::Memory(_)
+    ));
+    log.set_tail_cache_bytes(0);
+    assert!(matches!(
+        log.read(&io, 50, 1 << 20).unwrap(),
+        ReadView::File { .. }
+    ));
+}

@@ -35,6 +35,15 @@ impl<I: Io> Host<I> {
                 }
                 Err(error) => self.take_offline(partition, &error),
             }
+            // A new role always comes with work for its partition (a quorum-state write at
+            // least): the log's tail cache follows it here.
+            let leads = self
+                .multi
+                .partition(partition)
+                .is_some_and(|r| r.is_leader());
+            if let Some(store) = self.stores.get_mut(&partition) {
+                store.set_leading(leads);
+            }
             self.probe.end(name);
         }
         // KIP-853: a fetched snapshot installed by this list brings its voter set; the core

@@ -153,9 +153,27 @@ pub struct PartitionStore {
     /// Whether `repair-pending` is in the folder: the log lost damaged records at a start and
     /// has not caught up with a leader since ([`REPAIR_PENDING_FILE_NAME`]).
     pub repair_pending: bool,
+    /// The log's `tail_cache_bytes` while this replica leads (its followers fetch the recent
+    /// tail from it); a follower's log keeps none ([`PartitionStore::set_leading`]).
+    leader_tail_cache_bytes: u64,
+    leading: bool,
 }
 
 impl PartitionStore {
+    /// Keeps the log's tail cache (`LogConfig::tail_cache_bytes`) while this replica leads, and
+    /// none otherwise: only a leader is fetched from, and a cache on every replica of every
+    /// partition cost up to 4 MiB each for reads that never come.
+    pub fn set_leading(&mut self, leading: bool) {
+        if leading != self.leading {
+            self.leading = leading;
+            self.log.set_tail_cache_bytes(if leading {
+                self.leader_tail_cache_bytes
+            } else {
+                0
+            });
+        }
+    }
+
     /// Opens (and recovers) the partition's log and reads its quorum-state. Its blocking reads
     /// take only their own completions; other logs' stay in the ring for them.
     pub fn open<I: Io>(
@@ -265,8 +283,11 @@ impl PartitionStore {
             kraft_version_offset: None,
             delete_records_offset,
             repair_pending,
+            leader_tail_cache_bytes: log_config.tail_cache_bytes,
+            leading: false,
         };
         let mut store = store;
+        store.log.set_tail_cache_bytes(0);
         if keeps_snapshots {
             store.scan_voter_records(io)?;
         }
@@ -773,5 +794,42 @@ mod tests {
             }
         }
         panic!("a's flush never completed: its completions were lost");
+    }
+
+    /// The log's tail cache follows the replica's role: a leader answers its followers' reads
+    /// of what it has just flushed from memory, a follower keeps nothing it is not asked for.
+    #[test]
+    fn only_a_leading_replica_keeps_the_tail_cache() {
+        let folder = tempfile::tempdir().unwrap();
+        let mut io = AnyIo::Syscall(SyscallIo::new());
+        let mut store = open(&mut io, &folder.path().join("p"));
+        let mut append_and_flush = |store: &mut PartitionStore, io: &mut AnyIo, i: u64| {
+            let mut builder = RecordBatchBuilder::new(0);
+            builder.append(1, None, Some(&[i as u8; 3000]), &[]);
+            store
+                .append_as_leader(&[builder.build().into_bytes()], 1)
+                .unwrap();
+            store.log.flush_and_wait(io).unwrap();
+        };
+        let in_memory = |store: &PartitionStore, io: &AnyIo| {
+            matches!(
+                store.log.read(io, 5, 1 << 20).unwrap(),
+                ringlog_engine::log::ReadView::Memory(_)
+            )
+        };
+        store.set_leading(true);
+        for i in 0..10 {
+            append_and_flush(&mut store, &mut io, i);
+        }
+        assert!(
+            in_memory(&store, &io),
+            "a leader reads its flushed tail from memory"
+        );
+        store.set_leading(false);
+        assert!(!in_memory(&store, &io), "a follower dropped it");
+        for i in 10..20 {
+            append_and_flush(&mut store, &mut io, i);
+        }
+        assert!(!in_memory(&store, &io), "and keeps none of what it writes");
     }
 }
