@@ -26,6 +26,23 @@ fn fill(log: &mut PartitionLog, io: &mut MemoryIo, count: u64) {
     }
 }
 
+/// A log in `dir` with that cache, filled with `count` flushed appends.
+fn filled(seed: u64, dir: &str, tail_cache_bytes: u64, count: u64) -> (PartitionLog, MemoryIo) {
+    let mut io = MemoryIo::with_seed(seed);
+    let (mut log, _) =
+        PartitionLog::open(&mut io, Path::new(dir), config(tail_cache_bytes)).unwrap();
+    fill(&mut log, &mut io, count);
+    (log, io)
+}
+
+/// Whether a read at `offset` is answered with a file region (else from memory).
+fn read_from_file(log: &PartitionLog, io: &MemoryIo, offset: i64) -> bool {
+    matches!(
+        log.read(io, offset, 1 << 20).unwrap(),
+        ReadView::File { .. }
+    )
+}
+
 /// The batches of an in-memory view, checked whole and contiguous.
 fn batches_in(view: &ReadView) -> Vec<(i64, i64)> {
     let ReadView::Memory(bytes) = view else {
@@ -44,10 +61,7 @@ fn batches_in(view: &ReadView) -> Vec<(i64, i64)> {
 
 #[test]
 fn a_read_behind_the_durable_end_within_the_cache_is_served_from_memory_whole() {
-    let mut io = MemoryIo::with_seed(7);
-    let (mut log, _) =
-        PartitionLog::open(&mut io, Path::new("/data/c-0"), config(64 << 10)).unwrap();
-    fill(&mut log, &mut io, 200);
+    let (log, io) = filled(7, "/data/c-0", 64 << 10, 200);
     assert_eq!(log.durable_end_offset(), 200);
     // 20 batches (~21 KB) behind the end, every one written to the file: from memory, and all
     // of them in one read, not the one append that held the first.
@@ -60,23 +74,15 @@ fn a_read_behind_the_durable_end_within_the_cache_is_served_from_memory_whole() 
     let n = batches_in(&view).len();
     assert!((2..5).contains(&n), "{n} batches in 5000 bytes");
     // Far behind (~200 KB, past the 64 KiB cache): the file.
-    assert!(matches!(
-        log.read(&io, 0, 1 << 20).unwrap(),
-        ReadView::File { .. }
-    ));
+    assert!(read_from_file(&log, &io, 0));
 }
 
 #[test]
 fn without_a_cache_what_was_written_is_read_from_the_file() {
-    let mut io = MemoryIo::with_seed(8);
-    let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/c-1"), config(0)).unwrap();
-    fill(&mut log, &mut io, 50);
+    let (mut log, io) = filled(8, "/data/c-1", 0, 50);
     // One more append drops the chunks a flush wrote (the next append, off the flush path).
     log.append_as_leader(batch_bytes(1, 1000, 99), 1).unwrap();
-    assert!(matches!(
-        log.read(&io, 10, 1 << 20).unwrap(),
-        ReadView::File { .. }
-    ));
+    assert!(read_from_file(&log, &io, 10));
 }
 
 /// A roll keeps the sealed segment's last bytes in memory (a follower still fetching its end
@@ -112,27 +118,14 @@ fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
     assert!(rolled_at.len() >= 4, "rolled at {rolled_at:?}");
     let bases = log.segment_base_offsets();
     // Two segments before the newest sealed one: dropped from memory.
-    assert!(matches!(
-        log.read(&io, bases[bases.len() - 3] as i64, 1 << 20)
-            .unwrap(),
-        ReadView::File { .. }
-    ));
+    assert!(read_from_file(&log, &io, bases[bases.len() - 3] as i64));
 }
 
 /// Shrinking the cache drops what is beyond it at once (a leader that became a follower).
 #[test]
 fn a_smaller_cache_drops_what_lies_beyond_it_at_once() {
-    let mut io = MemoryIo::with_seed(10);
-    let (mut log, _) =
-        PartitionLog::open(&mut io, Path::new("/data/c-3"), config(1 << 20)).unwrap();
-    fill(&mut log, &mut io, 100);
-    assert!(matches!(
-        log.read(&io, 50, 1 << 20).unwrap(),
-        ReadView::Memory(_)
-    ));
+    let (mut log, io) = filled(10, "/data/c-3", 1 << 20, 100);
+    assert!(!read_from_file(&log, &io, 50));
     log.set_tail_cache_bytes(0);
-    assert!(matches!(
-        log.read(&io, 50, 1 << 20).unwrap(),
-        ReadView::File { .. }
-    ));
+    assert!(read_from_file(&log, &io, 50));
 }
