@@ -333,8 +333,9 @@ fn acting_on_a_committed_voter_set_only_is_caught() {
 /// leader crashes and the other voter lags: seed 301 of the reconfig range, the only one of
 /// 0..600 (`sim --reconfig --seeds 600 --mutation vote-ignores-directory-id`, 2026-12-03). The
 /// tail cache (4fa9983, 498bdca, then kept on leaders only) changed which reads the memory disk
-/// serves, and with them every history after the first: since then seeds 425 and 472 show it
-/// this way (369 and 522 another), of 0..600, searched again on 2026-12-04.
+/// serves, and with them every history after the first, as did a restarted leader's
+/// EndQuorumEpoch (the same day): since then seeds 421, 472 and 490 show it this way (166 and
+/// 522 another), of 0..600, searched again on 2026-12-04.
 #[test]
 fn a_replaced_disk_voting_as_the_old_voter_is_caught() {
     let caught = first_caught_core(
@@ -392,16 +393,17 @@ fn the_core_s_other_mutations_are_caught_through_the_host() {
 /// write became one dsync write (one operation instead of two changes every history after the
 /// first flush); then seed 485 was the only one of 0..1,000 (`sim --mutation
 /// skip-own-epoch-commit --seeds 1000`). The tail cache (4fa9983, 498bdca, then kept on
-/// leaders only) changed every history again: since then seed 3663 (and 3858, by the
-/// truncation refusal) of 0..6,000, searched on 2026-12-04 (`--start 1000 --seeds 2500`,
-/// `--start 3500 --seeds 2500`). The deleted model simulator's first was 501 of 1,000.
+/// leaders only) changed every history again, and so did a restarted leader's EndQuorumEpoch
+/// (the same day): since then seed 5766 is the only one of 0..6,000 (`--seeds 3000`, then
+/// `--start 3000 --seeds 1500` and `--start 4500 --seeds 1500`). The deleted model
+/// simulator's first was 501 of 1,000.
 #[test]
 fn skipping_the_own_epoch_commit_rule_is_caught() {
     let caught = first_caught_core(
         Mutation::SkipOwnEpochCommitRule,
         false,
-        3660..3670,
+        5760..5770,
         "truncated committed batch",
     );
-    assert!(caught.is_some(), "no seed of 3660..3670 caught it");
+    assert!(caught.is_some(), "no seed of 5760..5770 caught it");
 }

@@ -164,7 +164,8 @@ pub struct Raft {
 
 impl Raft {
     /// Starts a replica from its recovered durable state. A replica that was leader comes back
-    /// Resigned (its in-memory view is gone); one that knew a leader comes back its Follower;
+    /// Resigned (its in-memory view is gone) and sends EndQuorumEpoch to the other voters at
+    /// its first poll; one that knew a leader comes back its Follower;
     /// one that had voted keeps that vote.
     pub fn new(
         config: QuorumConfig,
@@ -255,12 +256,24 @@ impl Raft {
         let local = raft.config.node_id;
         let is_voter = raft.is_local_voter();
         raft.state = match (election.leader_id, election.voted_for) {
+            // As Kafka's QuorumState does, it tells every other voter, at its first poll, that
+            // it no longer leads (EndQuorumEpoch): a voter that has since followed a newer
+            // leader answers with it, so the restarted node follows that leader at once instead
+            // of after an election timeout (1.4 s in scripts/catch-up.sh when the stopped
+            // follower had led the metadata partition, 2026-12-04); voters still in its epoch
+            // stand sooner.
             (Some(leader), _) if leader == local && is_voter => {
+                let others: Vec<NodeId> = raft
+                    .voter_set()
+                    .ids()
+                    .into_iter()
+                    .filter(|&id| id != local)
+                    .collect();
                 EpochState::Resigned(ResignedState {
                     epoch: election.epoch,
-                    preferred_successors: Vec::new(),
-                    unacknowledged: Default::default(),
-                    end_quorum_resend_ms: u64::MAX,
+                    unacknowledged: others.iter().copied().collect(),
+                    preferred_successors: others,
+                    end_quorum_resend_ms: now_ms,
                     election_deadline_ms: now_ms + raft.random_election_timeout_ms(),
                 })
             }

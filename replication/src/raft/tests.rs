@@ -1261,9 +1261,49 @@ fn restart_keeps_the_vote_and_a_former_leader_comes_back_resigned() {
         epoch_cache: vec![OffsetAndEpoch::new(0, 4)],
         ..Default::default()
     };
-    let raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
+    let mut raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
     assert!(matches!(raft.state(), EpochState::Resigned(_)));
     assert_eq!(raft.log().end_offset_and_epoch(), OffsetAndEpoch::new(1, 4));
+    // Its first tick tells the other voters it no longer leads epoch 4...
+    let (work, _) = raft.tick(1).unwrap();
+    let end = EndQuorumEpochRequest {
+        leader_id: 1,
+        leader_epoch: 4,
+        preferred_successors: vec![2, 3],
+        preferred_successor_directory_ids: vec![[0; 16]; 2],
+    };
+    assert_eq!(
+        work,
+        vec![
+            Work::Send {
+                to: 2,
+                message: Message::EndQuorumEpochRequest(end.clone())
+            },
+            Work::Send {
+                to: 3,
+                message: Message::EndQuorumEpochRequest(end)
+            },
+        ]
+    );
+    // ...and a voter that has followed a newer leader meanwhile names it: the restarted node
+    // follows it at once, not after an election timeout.
+    raft.step(
+        5,
+        2,
+        Message::EndQuorumEpochResponse(EndQuorumEpochResponse {
+            error_code: ErrorCode::FencedLeaderEpoch,
+            current_leader: LeaderIdAndEpoch {
+                leader_id: Some(3),
+                leader_epoch: 5,
+            },
+        }),
+    )
+    .unwrap();
+    assert!(
+        matches!(raft.state(), EpochState::Follower(f) if f.leader_id == 3 && f.epoch == 5),
+        "{:?}",
+        raft.state()
+    );
 }
 
 #[test]
