@@ -223,11 +223,14 @@ fn producer_known_after_delete_records_and_a_restart(cleanup_policy: &str) {
         quorum.wait_for_ports_released(node);
     }
     quorum.start_all();
-    let mut client = leader_client(&quorum, topic);
-    // Produce is answered by the leader once its epoch is committed: retried until then.
-    let retry = eventually(Duration::from_secs(30), "the retry answered", || {
+    // Produce is answered by the leader once its epoch is committed: retried until then, at
+    // whichever node leads by then. The nodes first agree on the leader their quorum-state
+    // names, which comes back Resigned and tells the others so (EndQuorumEpoch), so the
+    // leadership may move once more after the restart.
+    let (mut client, retry) = eventually(Duration::from_secs(30), "the retry answered", || {
+        let mut client = leader_client(&quorum, topic);
         let answer = produce_to(&mut client, topic, 0, idempotent_batch(producer_id, 5, 5));
-        (answer.0 == 0).then_some(answer)
+        (answer.0 == 0).then_some((client, answer))
     });
     assert_eq!(
         retry,
