@@ -1020,6 +1020,29 @@ fn follower_without_leader_contact_stands_and_leader_without_quorum_resigns() {
     assert_eq!(ends.len(), 2, "{work:?}");
 }
 
+/// The EndQuorumEpoch of `leader` resigning `epoch` with these preferred successors, and its
+/// sends to each of them in that order.
+fn end_quorum_epoch_to(
+    leader: NodeId,
+    epoch: Epoch,
+    successors: &[NodeId],
+) -> (EndQuorumEpochRequest, Vec<Work>) {
+    let end = EndQuorumEpochRequest {
+        leader_id: leader,
+        leader_epoch: epoch,
+        preferred_successors: successors.to_vec(),
+        preferred_successor_directory_ids: vec![[0; 16]; successors.len()],
+    };
+    let sends = successors
+        .iter()
+        .map(|&to| Work::Send {
+            to,
+            message: Message::EndQuorumEpochRequest(end.clone()),
+        })
+        .collect();
+    (end, sends)
+}
+
 #[test]
 fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
     let mut leader = leader_1();
@@ -1027,25 +1050,8 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
         .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
         .unwrap();
     let work = leader.resign(5_020).unwrap();
-    let end = EndQuorumEpochRequest {
-        leader_id: 1,
-        leader_epoch: 1,
-        preferred_successors: vec![3, 2],
-        preferred_successor_directory_ids: vec![[0; 16]; 2],
-    };
-    assert_eq!(
-        work,
-        vec![
-            Work::Send {
-                to: 3,
-                message: Message::EndQuorumEpochRequest(end.clone())
-            },
-            Work::Send {
-                to: 2,
-                message: Message::EndQuorumEpochRequest(end.clone())
-            },
-        ]
-    );
+    let (end, sends) = end_quorum_epoch_to(1, 1, &[3, 2]);
+    assert_eq!(work, sends);
     // The first successor's fetch timeout drops to (almost) now.
     let mut follower = fresh(3);
     let work = follower
@@ -1266,25 +1272,7 @@ fn restart_keeps_the_vote_and_a_former_leader_comes_back_resigned() {
     assert_eq!(raft.log().end_offset_and_epoch(), OffsetAndEpoch::new(1, 4));
     // Its first tick tells the other voters it no longer leads epoch 4...
     let (work, _) = raft.tick(1).unwrap();
-    let end = EndQuorumEpochRequest {
-        leader_id: 1,
-        leader_epoch: 4,
-        preferred_successors: vec![2, 3],
-        preferred_successor_directory_ids: vec![[0; 16]; 2],
-    };
-    assert_eq!(
-        work,
-        vec![
-            Work::Send {
-                to: 2,
-                message: Message::EndQuorumEpochRequest(end.clone())
-            },
-            Work::Send {
-                to: 3,
-                message: Message::EndQuorumEpochRequest(end)
-            },
-        ]
-    );
+    assert_eq!(work, end_quorum_epoch_to(1, 4, &[2, 3]).1);
     // ...and a voter that has followed a newer leader meanwhile names it: the restarted node
     // follows it at once, not after an election timeout.
     raft.step(
