@@ -803,7 +803,7 @@ mod tests {
         let folder = tempfile::tempdir().unwrap();
         let mut io = AnyIo::Syscall(SyscallIo::new());
         let mut store = open(&mut io, &folder.path().join("p"));
-        let mut append_and_flush = |store: &mut PartitionStore, io: &mut AnyIo, i: u64| {
+        let append_and_flush = |store: &mut PartitionStore, io: &mut AnyIo, i: u64| {
             let mut builder = RecordBatchBuilder::new(0);
             builder.append(1, None, Some(&[i as u8; 3000]), &[]);
             store
