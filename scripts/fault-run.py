@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -151,8 +151,12 @@ def main():
         free = sum(1 for _, t in acked if phase_start <= t < fault_start)
         faulty = sum(1 for _, t in acked if fault_start <= t < fault_end)
     # Read everything back from the quorum, all nodes running.
+    # enable.partition.eof: a partition whose log ends with a control batch (a new leader's
+    # LeaderChange record, after the restarts above) has no message at its last offset; the
+    # end-of-partition event says it was read to the high-watermark.
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
     end_offsets = {}
     deadline = time.monotonic() + 120
     for p in range(args.partitions):
@@ -171,7 +175,12 @@ def main():
         if time.monotonic() > deadline:
             raise SystemExit(f"read back timed out at {positions} of {end_offsets}")
         message = consumer.poll(1.0)
-        if message is None or message.error():
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                positions[message.partition()] = max(positions[message.partition()],
+                                                     message.offset())
             continue
         positions[message.partition()] = message.offset() + 1
         value = message.value().split(b" ", 1)[0].decode()
