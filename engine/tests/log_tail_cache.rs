@@ -106,7 +106,7 @@ fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
             rolled_at.push(i);
             // Just rolled: the sealed segment's last batch is still in memory.
             let bases = log.segment_base_offsets();
-            let sealed_last = bases[bases.len() - 1] as i64 - 1;
+            let sealed_last = bases[bases.len() - 1] - 1;
             let view = log.read(&io, sealed_last, 1 << 20).unwrap();
             assert_eq!(
                 batches_in(&view).len(),
@@ -118,7 +118,7 @@ fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
     assert!(rolled_at.len() >= 4, "rolled at {rolled_at:?}");
     let bases = log.segment_base_offsets();
     // Two segments before the newest sealed one: dropped from memory.
-    assert!(read_from_file(&log, &io, bases[bases.len() - 3] as i64));
+    assert!(read_from_file(&log, &io, bases[bases.len() - 3]));
 }
 
 /// Shrinking the cache drops what is beyond it at once (a leader that became a follower).
