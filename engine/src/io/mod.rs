@@ -141,6 +141,16 @@ pub struct OpenOptions {
     pub direct: bool,
 }
 
+impl OpenOptions {
+    /// An existing file, read and written with O_DIRECT (a segment's `.log`).
+    pub const DIRECT: OpenOptions = OpenOptions {
+        create: false,
+        create_new: false,
+        read_only: false,
+        direct: true,
+    };
+}
+
 /// A data operation to submit.
 #[derive(Debug)]
 pub enum Op {

@@ -84,13 +84,7 @@ impl PartitionLog {
         }
         io.rename(&tmp_path, &log_path)?;
         io.sync_dir(&self.dir)?;
-        let file = io.open(
-            &log_path,
-            OpenOptions {
-                direct: true,
-                ..Default::default()
-            },
-        )?;
+        let file = io.open(&log_path, OpenOptions::DIRECT)?;
         let reader = match io.open_reader(&log_path) {
             Ok(reader) => reader,
             Err(error) => {

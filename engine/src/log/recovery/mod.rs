@@ -216,13 +216,7 @@ impl PartitionLog {
                     ),
                 });
             }
-            let file = io.open(
-                &log_path,
-                OpenOptions {
-                    direct: true,
-                    ..Default::default()
-                },
-            )?;
+            let file = io.open(&log_path, OpenOptions::DIRECT)?;
             report.segments_scanned += 1;
             let corruption = |position: u64, reason: String| LogError::Corruption {
                 path: log_path.clone(),
