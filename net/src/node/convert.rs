@@ -537,7 +537,8 @@ pub fn peer_request(
 /// `replica.fetch.response.max.bytes` default), shared evenly by the partitions it asks for:
 /// well under `socket.request.max.bytes` (100 MiB by default), which the follower's lane holds
 /// a response to. Each partition asked for its own `max_bytes` before 2026-12-04, so a follower
-/// behind on a hundred partitions of one leader was sent a response larger than it would read.
+/// behind on a hundred partitions of one leader would have been sent a response larger than it
+/// reads (found by reading the code, not seen in a run).
 pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: u32 = 10 * 1024 * 1024;
 
 /// One Fetch request carrying the fetches of every partition bound for one peer.
