@@ -30,10 +30,13 @@ pub enum Mutation {
     /// voter on its old disk as that voter, so the candidate counts the new disk's vote as the
     /// old voter's (`isValidVoterKey` skipped).
     VoteIgnoresDirectoryId,
+    /// A follower fetches ahead of its flush even when the records it holds are not yet
+    /// committed, so the leader counts unsynced offsets toward the high-watermark.
+    FetchAheadOfUncommittedFlush,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 8] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::DoubleVote,
         Mutation::HighWatermarkWithoutMajority,
         Mutation::SkipOwnEpochCommitRule,
@@ -42,6 +45,7 @@ impl Mutation {
         Mutation::SecondVoterChangeInFlight,
         Mutation::ActOnCommittedVoterSet,
         Mutation::VoteIgnoresDirectoryId,
+        Mutation::FetchAheadOfUncommittedFlush,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Mutation {
             Mutation::SecondVoterChangeInFlight => "second-voter-change-in-flight",
             Mutation::ActOnCommittedVoterSet => "act-on-committed-voter-set",
             Mutation::VoteIgnoresDirectoryId => "vote-ignores-directory-id",
+            Mutation::FetchAheadOfUncommittedFlush => "fetch-ahead-of-uncommitted-flush",
         }
     }
 

@@ -334,17 +334,33 @@ fn acting_on_a_committed_voter_set_only_is_caught() {
 /// 0..600 (`sim --reconfig --seeds 600 --mutation vote-ignores-directory-id`, 2026-12-03). The
 /// tail cache (4fa9983, 498bdca, then kept on leaders only) changed which reads the memory disk
 /// serves, and with them every history after the first, as did a restarted leader's
-/// EndQuorumEpoch (the same day): since then seeds 421, 472 and 490 show it this way (166 and
-/// 522 another), of 0..600, searched again on 2026-12-04.
+/// EndQuorumEpoch (the same day): then seeds 421, 472 and 490 showed it this way (166 and
+/// 522 another), of 0..600. Since a follower catching up fetches ahead of its flush (the same
+/// day), seeds 250, 655, 695 and 867 of 0..1,000 show it (`--seeds 1000`).
 #[test]
 fn a_replaced_disk_voting_as_the_old_voter_is_caught() {
     let caught = first_caught_core(
         Mutation::VoteIgnoresDirectoryId,
         true,
-        420..430,
+        650..660,
         "below the high-watermark",
     );
-    assert!(caught.is_some(), "no reconfig seed of 420..430 caught it");
+    assert!(caught.is_some(), "no reconfig seed of 650..660 caught it");
+}
+
+/// A follower that fetches ahead of its flush while its records are not yet committed lets
+/// the leader count unsynced offsets toward the high-watermark: caught by the durable-majority
+/// check (every seed of 0..20 when measured on 2026-12-04). The rule kept (`fetch_may_leave`)
+/// fetches ahead only below the high-watermark.
+#[test]
+fn fetching_ahead_of_an_uncommitted_flush_is_caught() {
+    let caught = first_caught_core(
+        Mutation::FetchAheadOfUncommittedFlush,
+        false,
+        0..5,
+        "not on a majority of the voter set in force",
+    );
+    assert!(caught.is_some(), "no seed of 0..5 caught it");
 }
 
 /// The core's commit rule broken (the largest end offset, not the majority's): caught by the
@@ -394,16 +410,18 @@ fn the_core_s_other_mutations_are_caught_through_the_host() {
 /// first flush); then seed 485 was the only one of 0..1,000 (`sim --mutation
 /// skip-own-epoch-commit --seeds 1000`). The tail cache (4fa9983, 498bdca, then kept on
 /// leaders only) changed every history again, and so did a restarted leader's EndQuorumEpoch
-/// (the same day): since then seed 5766 is the only one of 0..6,000 (`--seeds 3000`, then
-/// `--start 3000 --seeds 1500` and `--start 4500 --seeds 1500`). The deleted model
-/// simulator's first was 501 of 1,000.
+/// (the same day): then seed 5766 was the only one of 0..6,000 (`--seeds 3000`, then
+/// `--start 3000 --seeds 1500` and `--start 4500 --seeds 1500`). A follower catching up began
+/// to fetch ahead of its flush (the same day, `fetch_may_leave`): since then seed 7747 is the
+/// only one of 0..12,000 (`--seeds 12000`). The deleted model simulator's first was 501 of
+/// 1,000.
 #[test]
 fn skipping_the_own_epoch_commit_rule_is_caught() {
     let caught = first_caught_core(
         Mutation::SkipOwnEpochCommitRule,
         false,
-        5760..5770,
+        7740..7750,
         "truncated committed batch",
     );
-    assert!(caught.is_some(), "no seed of 5760..5770 caught it");
+    assert!(caught.is_some(), "no seed of 7740..7750 caught it");
 }

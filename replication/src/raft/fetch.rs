@@ -100,7 +100,9 @@ impl Raft {
                     unreachable!("checked above")
                 };
                 // The fetch offset is the replica's durable log end (a replica flushes before it
-                // fetches again), and validation proved its log matches ours below it.
+                // fetches again, or fetches ahead only below the high-watermark, where counting
+                // it changes nothing: `fetch_may_leave`), and validation proved its log matches
+                // ours below it.
                 let progress = if is_voter {
                     leader.endorsed.insert(from);
                     leader.voters.entry(from).or_default()
@@ -418,6 +420,7 @@ impl Raft {
             // KIP-595: voter sets are in force once appended; check them before appending.
             let voter_sets = crate::records::voter_sets_in(&response.records)?;
             self.check_fetched_voter_sets(&voter_sets)?;
+            self.last_fetched_from = self.log.log_end_offset();
             for header in &headers {
                 self.log.append(
                     header.base_offset,
@@ -429,7 +432,8 @@ impl Raft {
                 records: response.records.clone(),
             });
             self.on_voter_sets_appended(voter_sets, out);
-            // The next fetch waits for this append's flush (`maybe_send_fetch`).
+            // The next fetch waits for this append's flush, unless the records are already
+            // committed (`fetch_may_leave`).
             self.fetch_timer_paused = true;
             self.request_flush(out);
         }
@@ -455,8 +459,32 @@ impl Raft {
         }
     }
 
-    /// Sends the next fetch if none is in flight, but only once the log is durable up to its
-    /// end: the leader counts the fetch offset as fsynced here.
+    /// Whether the next fetch may leave as far as our own disk is concerned. The leader counts
+    /// a voter's fetch offset as fsynced on it, so a fetch normally waits until the log is
+    /// durable up to its end. A follower catching up may fetch ahead of its flush when every
+    /// record it holds is already below the high-watermark (committed on a majority without
+    /// it) and everything before the last response's records is durable:
+    ///
+    /// - counting those offsets cannot move the leader's high-watermark: they are at most the
+    ///   high-watermark the leader sent us, which is at most its own (or, for a leader of a
+    ///   later epoch, at most its epoch's start offset, since a leader holds every committed
+    ///   record), and replacing one voter's offset by a value no larger than that cannot change
+    ///   an order statistic above it;
+    /// - a crash loses only records a majority holds durably, and a smaller fetch offset after
+    ///   the restart simply fetches them again;
+    /// - the writes stay bounded: one response goes to the disk while the next one travels.
+    ///
+    /// So the follower's disk work overlaps its next transfer without a field beyond Kafka's
+    /// Fetch schema. At the head (records not yet committed) nothing changes.
+    pub(crate) fn fetch_may_leave(&self) -> bool {
+        let durable = self.log.durable_end_offset();
+        let end = self.log.log_end_offset();
+        let committed = end <= self.log.high_watermark()
+            || self.config.mutated(Mutation::FetchAheadOfUncommittedFlush);
+        durable >= end || (committed && durable >= self.last_fetched_from)
+    }
+
+    /// Sends the next fetch if none is in flight, once `fetch_may_leave`.
     pub(crate) fn maybe_send_fetch(&mut self, out: &mut Out) {
         if !self.wants_to_fetch()
             || self.fetch_in_flight.is_some()
@@ -466,6 +494,8 @@ impl Raft {
         }
         if self.log.durable_end_offset() < self.log.log_end_offset() {
             self.request_flush(out);
+        }
+        if !self.fetch_may_leave() {
             return;
         }
         if std::mem::take(&mut self.fetch_timer_paused)

@@ -141,6 +141,11 @@ pub struct Raft {
     /// stand for election against a healthy leader (docs/node.md, "Event-loop stalls"). The
     /// timer restarts with a full timeout when the next fetch leaves.
     fetch_timer_paused: bool,
+    /// Where the records of the last fetch response began (our log end before they were
+    /// appended). A follower behind the high-watermark fetches again before its flush
+    /// completes, but only once everything below this is durable: one response on its way to
+    /// the disk while the next one travels (`fetch_may_leave`).
+    last_fetched_from: u64,
     /// When the last Fetch or FetchSnapshot response arrived from the node we fetch from,
     /// successful or not (what the fetch-timeout diagnostic reports; not a timer).
     last_fetch_response_ms: Option<u64>,
@@ -247,6 +252,7 @@ impl Raft {
             leader_log_start_offset: 0,
             snapshot_fetch: None,
             fetch_timer_paused: false,
+            last_fetched_from: 0,
             last_fetch_response_ms: None,
             fetched_from_leader: false,
             resigned_leader: None,
@@ -611,9 +617,7 @@ impl Raft {
         };
         if let Some(fetch) = self.fetch_in_flight {
             deadline = deadline.min(fetch.resend_at_ms);
-        } else if self.wants_to_fetch()
-            && self.log.durable_end_offset() == self.log.log_end_offset()
-        {
+        } else if self.wants_to_fetch() && self.fetch_may_leave() {
             // Nothing in flight: fetch at once, or when the backoff ends.
             deadline = deadline.min(self.fetch_backoff_until_ms.max(self.now_ms));
         }

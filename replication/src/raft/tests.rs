@@ -864,6 +864,84 @@ fn follower_appends_flushes_and_fetches_again_only_after_the_flush() {
     );
 }
 
+fn sent_fetch(work: &[Work]) -> Option<&FetchRequest> {
+    work.iter().find_map(|w| match w {
+        Work::Send {
+            to: 1,
+            message: Message::FetchRequest(f),
+        } => Some(f),
+        _ => None,
+    })
+}
+
+/// A follower behind the high-watermark fetches again while its flush is in flight (the
+/// records are committed without it, so the leader counting the fetch offset cannot move the
+/// high-watermark), but with at most one response's records not yet durable; at the head it
+/// waits for its flush as before.
+#[test]
+fn a_follower_behind_the_high_watermark_fetches_ahead_of_its_flush() {
+    let mut raft = follower_2();
+    // Offsets 0..2, the leader's high-watermark at 6: committed without us.
+    let first = stamp_batch(&client_batch(2), 0, 1);
+    let work = raft
+        .step(20, 1, fetch_response(1, 6, first.clone()))
+        .unwrap();
+    assert!(work.contains(&Work::Flush {
+        generation: 0,
+        end_offset: 2
+    }));
+    let f = sent_fetch(&work).expect("fetches before the flush completes");
+    assert_eq!((f.fetch_offset, f.correlation_id), (2, 2));
+    // Offsets 2..4 arrive while 0..2 is still being flushed: no third fetch until 0..2 is
+    // durable (one response on its way to the disk while the next one travels).
+    let second = stamp_batch(&client_batch(2), 2, 1);
+    let work = raft.step(21, 1, fetch_response(2, 6, second)).unwrap();
+    assert!(sent_fetch(&work).is_none(), "{work:?}");
+    assert!(work.contains(&Work::Flush {
+        generation: 0,
+        end_offset: 4
+    }));
+    assert!(
+        raft.next_deadline_ms() > 21,
+        "no fetch is due before the flush"
+    );
+    let work = raft
+        .on_persisted(
+            22,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 2,
+            },
+        )
+        .unwrap();
+    let f = sent_fetch(&work).expect("fetches once the older response is durable");
+    assert_eq!(f.fetch_offset, 4);
+    // Offsets 4..8 reach past the high-watermark (6): the next fetch waits for the flush.
+    let third = stamp_batch(&client_batch(4), 4, 1);
+    let work = raft.step(23, 1, fetch_response(3, 6, third)).unwrap();
+    assert!(sent_fetch(&work).is_none(), "{work:?}");
+    let work = raft
+        .on_persisted(
+            24,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 4,
+            },
+        )
+        .unwrap();
+    assert!(sent_fetch(&work).is_none(), "{work:?}");
+    let work = raft
+        .on_persisted(
+            25,
+            Persisted::Log {
+                generation: 0,
+                end_offset: 8,
+            },
+        )
+        .unwrap();
+    assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(8));
+}
+
 /// A follower whose own flush is slow does not stand against a leader that answered it: the
 /// fetch timeout measures the leader, so it runs only while a fetch is out (or could be).
 #[test]
