@@ -161,6 +161,30 @@ fn crc_mismatch_reports_stored_and_computed() {
     }
 }
 
+/// `already_validated` frames batches without their CRC: a flipped payload bit passes (the
+/// caller vouched for the bytes), while a plain iterator still reports it; the frame is still
+/// checked, so a torn tail ends it with an error either way.
+#[test]
+fn already_validated_skips_only_the_crc() {
+    let a = three_record_batch(0, 1);
+    let b = three_record_batch(3, 1);
+    let mut bytes = BytesMut::from(&a.as_bytes()[..]);
+    bytes.extend_from_slice(b.as_bytes());
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    let bytes = bytes.freeze();
+    let checked: Vec<_> = BatchIter::new(bytes.clone()).collect();
+    assert!(matches!(checked[1], Err(BatchError::CrcMismatch { .. })));
+    let framed: Vec<_> = BatchIter::new(bytes.clone())
+        .already_validated()
+        .map(|batch| batch.expect("framed").base_offset())
+        .collect();
+    assert_eq!(framed, vec![0, 3]);
+    let torn = bytes.slice(..bytes.len() - 5);
+    let framed: Vec<_> = BatchIter::new(torn).already_validated().collect();
+    assert!(matches!(framed[1], Err(BatchError::Truncated { .. })));
+}
+
 #[test]
 fn parse_wants_exactly_one_batch() {
     let a = three_record_batch(0, 1);

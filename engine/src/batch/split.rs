@@ -19,6 +19,8 @@ pub struct BatchIter {
     cursor: usize,
     base_position: u64,
     max_size_bytes: usize,
+    /// Check each batch's CRC32C (off only for bytes validated before: `already_validated`).
+    check_crc: bool,
     done: bool,
 }
 
@@ -34,8 +36,18 @@ impl BatchIter {
             cursor: 0,
             base_position: 0,
             max_size_bytes: DEFAULT_MAX_BATCH_SIZE_BYTES,
+            check_crc: true,
             done: false,
         }
+    }
+
+    /// Frames the batches without checking their CRC32C again: for bytes this process has
+    /// already validated, such as a follower's fetched records once the log appended them
+    /// (`PartitionLog::append_as_follower` checks every batch). Checking them a second time cost
+    /// a follower catching up 5.6 % of its CPU.
+    pub fn already_validated(mut self) -> BatchIter {
+        self.check_crc = false;
+        self
     }
 
     /// A batch claiming more than `max_size_bytes` is reported as `Oversize`.
@@ -58,8 +70,12 @@ impl BatchIter {
 
     fn next_batch(&mut self) -> Result<RecordBatch, BatchError> {
         let position = self.base_position + self.cursor as u64;
-        let size_bytes =
-            validate_front_batch(&self.buf[self.cursor..], position, self.max_size_bytes)?;
+        let rest = &self.buf[self.cursor..];
+        let size_bytes = if self.check_crc {
+            validate_front_batch(rest, position, self.max_size_bytes)?
+        } else {
+            front_batch_size(rest, position, self.max_size_bytes)?
+        };
         let bytes = self.buf.slice(self.cursor..self.cursor + size_bytes);
         self.cursor += size_bytes;
         Ok(RecordBatch::from_validated(bytes, position))
@@ -91,18 +107,21 @@ pub(crate) fn validate_front_batch(
     position: u64,
     max_size_bytes: usize,
 ) -> Result<usize, BatchError> {
-    let size_bytes = match header::check_frame(buf, position, max_size_bytes)? {
-        Frame::Complete { size_bytes } => size_bytes,
-        Frame::Short { needed, available } => {
-            return Err(BatchError::Truncated {
-                position,
-                needed,
-                available,
-            });
-        }
-    };
+    let size_bytes = front_batch_size(buf, position, max_size_bytes)?;
     header::check_crc_and_counts(&buf[..size_bytes], position)?;
     Ok(size_bytes)
+}
+
+/// The size of the whole batch at the front of `buf`, its frame checked (magic, length).
+fn front_batch_size(buf: &[u8], position: u64, max_size_bytes: usize) -> Result<usize, BatchError> {
+    match header::check_frame(buf, position, max_size_bytes)? {
+        Frame::Complete { size_bytes } => Ok(size_bytes),
+        Frame::Short { needed, available } => Err(BatchError::Truncated {
+            position,
+            needed,
+            available,
+        }),
+    }
 }
 
 /// The first whole, CRC-valid batch that starts at or after byte `from` of `buf`, if any.

@@ -294,12 +294,13 @@ impl Producers {
         }
     }
 
-    /// A follower append of fetched `records` (stamped by the leader).
+    /// A follower append of fetched `records` (stamped by the leader, and validated by the
+    /// log's append before the host reported it).
     pub(super) fn track_follower_append(&mut self, partition: PartitionId, records: &Bytes) {
         let Some(producers) = self.tables.get_mut(&partition) else {
             return;
         };
-        for batch in BatchIter::new(records.clone()) {
+        for batch in BatchIter::new(records.clone()).already_validated() {
             let Ok(batch) = batch else { break };
             if let Some(f) = producer_fields(&batch) {
                 producers.appended(f);
