@@ -142,11 +142,22 @@ impl Exchange {
     /// at every doubling (7.6% of a node's CPU in `realloc` with 100 partitions, 2026-12-04).
     /// Memory still follows the bytes that arrive: a peer announcing a large frame and sending
     /// nothing holds at most one step.
+    ///
+    /// Room is found without copying consumed frames: the allocation is reused once the frames
+    /// split off it are dropped (`try_reclaim`), else a new one receives only the bytes not yet
+    /// framed. `BytesMut::reserve` on a buffer whose frames were split off copies the whole old
+    /// allocation, consumed frames included, and doubles it (2.7 % of a catching-up follower's
+    /// CPU in `realloc`, 2026-12-04).
     pub fn reserve_for_read(&mut self) -> &mut BytesMut {
         let wanted = self
             .wanted_bytes()
             .clamp(MIN_READ_ROOM_BYTES, RESERVE_STEP_BYTES);
-        self.received.reserve(wanted);
+        let spare = self.received.capacity() - self.received.len();
+        if spare < wanted && !self.received.try_reclaim(wanted) {
+            let mut fresh = BytesMut::with_capacity(self.received.len() + wanted);
+            fresh.extend_from_slice(&self.received);
+            self.received = fresh;
+        }
         &mut self.received
     }
 
@@ -311,6 +322,33 @@ mod tests {
             (RESERVE_STEP_BYTES..2 * RESERVE_STEP_BYTES).contains(&room),
             "{room} bytes reserved for a frame announced at 200 MB"
         );
+    }
+
+    /// Room for the next frame keeps the bytes not yet framed and leaves the frames split off
+    /// before it intact, whether they are still held or dropped (then the allocation may be
+    /// reused).
+    #[test]
+    fn room_for_the_next_frame_keeps_unframed_bytes_and_held_frames() {
+        for hold in [true, false] {
+            let mut exchange = Exchange::new("t", 256 << 20);
+            let first = 1 << 20;
+            let buf = exchange.received_mut();
+            buf.extend_from_slice(&(first as i32).to_be_bytes());
+            buf.extend_from_slice(&vec![7; first]);
+            buf.extend_from_slice(&(5_000_000i32).to_be_bytes());
+            buf.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+            let frame = split_frame(&mut exchange.received, 256 << 20)
+                .unwrap()
+                .expect("a whole frame");
+            let held = hold.then_some(frame);
+            let buf = exchange.reserve_for_read();
+            assert!(buf.capacity() - buf.len() >= 5_000_000 - 6);
+            assert_eq!(&buf[..], &[0, 0x4c, 0x4b, 0x40, 1, 2, 3, 4, 5, 6]);
+            if let Some(frame) = held {
+                assert_eq!(frame.len(), first);
+                assert!(frame.iter().all(|&b| b == 7));
+            }
+        }
     }
 
     #[test]
