@@ -4,7 +4,7 @@
 use super::*;
 
 /// How far past a file read the log asks the kernel to read ahead ([`PartitionLog::read`]).
-const READ_AHEAD_BYTES: u64 = 4 << 20;
+const READ_AHEAD_BYTES: u64 = 16 << 20;
 
 /// Where the bytes of a read are: whole batches, starting at the batch holding the asked offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
