@@ -152,16 +152,21 @@ impl Exchange {
     /// copied a partial 5 MiB Fetch response when its room ran out: 2.7 % and then 9.6 % of a
     /// catching-up follower's CPU, 2026-12-04.)
     pub fn reserve_for_read(&mut self) -> &mut BytesMut {
-        let wanted = self
-            .wanted_bytes()
-            .clamp(MIN_READ_ROOM_BYTES, RESERVE_STEP_BYTES);
+        // What the read must have room for (the frame's rest, once its size is known), and the
+        // most it may have (that, or 64 KiB to take the next frames' heads too).
+        let (needed, room) = if self.received.len() >= 4 {
+            let rest = self.wanted_bytes().min(RESERVE_STEP_BYTES);
+            (rest, rest.max(MIN_READ_ROOM_BYTES))
+        } else {
+            (MIN_READ_ROOM_BYTES, MIN_READ_ROOM_BYTES)
+        };
         let spare = self.received.capacity() - self.received.len();
-        if spare < wanted && !self.received.try_reclaim(wanted) {
-            let mut fresh = BytesMut::with_capacity(self.received.len() + wanted);
+        if spare < needed && !self.received.try_reclaim(room) {
+            let mut fresh = BytesMut::with_capacity(self.received.len() + room);
             fresh.extend_from_slice(&self.received);
             self.received = fresh;
         }
-        let end = self.received.len() + wanted;
+        let end = self.received.len() + room;
         if self.received.capacity() > end {
             // The rest stays in the allocation: a later `try_reclaim` regains it once unique.
             drop(self.received.split_off(end));
@@ -350,7 +355,11 @@ mod tests {
                 .expect("a whole frame");
             let held = hold.then_some(frame);
             let buf = exchange.reserve_for_read();
-            assert_eq!(buf.capacity() - buf.len(), 5_000_000 - 6, "the frame's rest");
+            assert_eq!(
+                buf.capacity() - buf.len(),
+                5_000_000 - 6,
+                "the frame's rest"
+            );
             assert_eq!(&buf[..], &[0, 0x4c, 0x4b, 0x40, 1, 2, 3, 4, 5, 6]);
             if let Some(frame) = held {
                 assert_eq!(frame.len(), first);
@@ -373,6 +382,12 @@ mod tests {
         let before = exchange.received.as_ptr();
         let buf = exchange.reserve_for_read();
         assert_eq!(buf.capacity() - buf.len(), 1_000_000 - 1000);
+        assert_eq!(buf.as_ptr(), before);
+        // Its last bytes fit the room left: nothing moves (taking 64 KiB more of room used to
+        // copy the whole partial frame into a new allocation).
+        buf.extend_from_slice(&vec![9; 1_000_000 - 1000 - 500]);
+        let buf = exchange.reserve_for_read();
+        assert_eq!(buf.capacity() - buf.len(), 500);
         assert_eq!(buf.as_ptr(), before);
     }
 
