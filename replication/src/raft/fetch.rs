@@ -10,6 +10,10 @@ use crate::quorum::{EpochState, ParkedReplicaFetch};
 use crate::types::NodeId;
 use crate::work::Work;
 
+/// How many fetch responses, wholly above the durable end, a follower catching up lets wait
+/// for its disk before it stops fetching ahead (`Raft::fetch_may_leave`).
+pub(crate) const FETCH_AHEAD_RESPONSES: usize = 4;
+
 impl Raft {
     fn fetch_response(&self, correlation_id: u64, error_code: ErrorCode) -> FetchResponse {
         FetchResponse {
@@ -420,7 +424,10 @@ impl Raft {
             // KIP-595: voter sets are in force once appended; check them before appending.
             let voter_sets = crate::records::voter_sets_in(&response.records)?;
             self.check_fetched_voter_sets(&voter_sets)?;
-            self.last_fetched_from = self.log.log_end_offset();
+            self.fetched_from.push_back(self.log.log_end_offset());
+            if self.fetched_from.len() > FETCH_AHEAD_RESPONSES + 1 {
+                self.fetched_from.pop_front();
+            }
             for header in &headers {
                 self.log.append(
                     header.base_offset,
@@ -463,7 +470,7 @@ impl Raft {
     /// a voter's fetch offset as fsynced on it, so a fetch normally waits until the log is
     /// durable up to its end. A follower catching up may fetch ahead of its flush when every
     /// record it holds is already below the high-watermark (committed on a majority without
-    /// it) and everything before the last response's records is durable:
+    /// it) and fewer than `FETCH_AHEAD_RESPONSES` responses wait wholly for the disk:
     ///
     /// - counting those offsets cannot move the leader's high-watermark: they are at most the
     ///   high-watermark the leader sent us, which is at most its own (or, for a leader of a
@@ -472,16 +479,24 @@ impl Raft {
     ///   an order statistic above it;
     /// - a crash loses only records a majority holds durably, and a smaller fetch offset after
     ///   the restart simply fetches them again;
-    /// - the writes stay bounded: one response goes to the disk while the next one travels.
+    /// - the writes stay bounded: a few responses (each at most the fetch's `max_bytes`) wait
+    ///   for the disk while the next one travels, and those that arrive while a flush is in
+    ///   flight go to the disk together in the next one (one fdatasync for all of them: a
+    ///   follower sharing its disk with busy nodes waits for fsyncs more than for bytes).
     ///
-    /// So the follower's disk work overlaps its next transfer without a field beyond Kafka's
+    /// So the follower's disk work overlaps its next transfers without a field beyond Kafka's
     /// Fetch schema. At the head (records not yet committed) nothing changes.
     pub(crate) fn fetch_may_leave(&self) -> bool {
         let durable = self.log.durable_end_offset();
         let end = self.log.log_end_offset();
         let committed = end <= self.log.high_watermark()
             || self.config.mutated(Mutation::FetchAheadOfUncommittedFlush);
-        durable >= end || (committed && durable >= self.last_fetched_from)
+        let waiting = self
+            .fetched_from
+            .iter()
+            .filter(|&&from| from >= durable && from < end)
+            .count();
+        durable >= end || (committed && waiting < FETCH_AHEAD_RESPONSES)
     }
 
     /// Sends the next fetch if none is in flight, once `fetch_may_leave`.

@@ -141,11 +141,12 @@ pub struct Raft {
     /// stand for election against a healthy leader (docs/node.md, "Event-loop stalls"). The
     /// timer restarts with a full timeout when the next fetch leaves.
     fetch_timer_paused: bool,
-    /// Where the records of the last fetch response began (our log end before they were
-    /// appended). A follower behind the high-watermark fetches again before its flush
-    /// completes, but only once everything below this is durable: one response on its way to
-    /// the disk while the next one travels (`fetch_may_leave`).
-    last_fetched_from: u64,
+    /// Where the records of the last few fetch responses began (our log end before they were
+    /// appended), oldest first, at most `FETCH_AHEAD_RESPONSES + 1`. A follower behind the
+    /// high-watermark fetches again before its flush completes, but only while fewer than
+    /// `FETCH_AHEAD_RESPONSES` responses wholly above the durable end wait for the disk
+    /// (`fetch_may_leave`).
+    fetched_from: std::collections::VecDeque<u64>,
     /// When the last Fetch or FetchSnapshot response arrived from the node we fetch from,
     /// successful or not (what the fetch-timeout diagnostic reports; not a timer).
     last_fetch_response_ms: Option<u64>,
@@ -252,7 +253,7 @@ impl Raft {
             leader_log_start_offset: 0,
             snapshot_fetch: None,
             fetch_timer_paused: false,
-            last_fetched_from: 0,
+            fetched_from: std::collections::VecDeque::new(),
             last_fetch_response_ms: None,
             fetched_from_leader: false,
             resigned_leader: None,

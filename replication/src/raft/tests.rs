@@ -876,70 +876,70 @@ fn sent_fetch(work: &[Work]) -> Option<&FetchRequest> {
 
 /// A follower behind the high-watermark fetches again while its flush is in flight (the
 /// records are committed without it, so the leader counting the fetch offset cannot move the
-/// high-watermark), but with at most one response's records not yet durable; at the head it
-/// waits for its flush as before.
+/// high-watermark), until `FETCH_AHEAD_RESPONSES` responses wait wholly for the disk; at the
+/// head it waits for its flush as before.
 #[test]
 fn a_follower_behind_the_high_watermark_fetches_ahead_of_its_flush() {
     let mut raft = follower_2();
-    // Offsets 0..2, the leader's high-watermark at 6: committed without us.
-    let first = stamp_batch(&client_batch(2), 0, 1);
-    let work = raft
-        .step(20, 1, fetch_response(1, 6, first.clone()))
-        .unwrap();
-    assert!(work.contains(&Work::Flush {
-        generation: 0,
-        end_offset: 2
-    }));
-    let f = sent_fetch(&work).expect("fetches before the flush completes");
-    assert_eq!((f.fetch_offset, f.correlation_id), (2, 2));
-    // Offsets 2..4 arrive while 0..2 is still being flushed: no third fetch until 0..2 is
-    // durable (one response on its way to the disk while the next one travels).
-    let second = stamp_batch(&client_batch(2), 2, 1);
-    let work = raft.step(21, 1, fetch_response(2, 6, second)).unwrap();
-    assert!(sent_fetch(&work).is_none(), "{work:?}");
-    assert!(work.contains(&Work::Flush {
-        generation: 0,
-        end_offset: 4
-    }));
+    let ahead = super::fetch::FETCH_AHEAD_RESPONSES as u64;
+    // Two records per response, the leader's high-watermark far above: committed without us.
+    for i in 0..ahead {
+        let records = stamp_batch(&client_batch(2), 2 * i, 1);
+        let work = raft
+            .step(20 + i, 1, fetch_response(1 + i, 100, records))
+            .unwrap();
+        assert!(work.contains(&Work::Flush {
+            generation: 0,
+            end_offset: 2 * i + 2
+        }));
+        match sent_fetch(&work) {
+            Some(f) if i + 1 < ahead => assert_eq!(f.fetch_offset, 2 * i + 2),
+            None if i + 1 == ahead => {}
+            other => panic!("response {i}: {other:?}"),
+        }
+    }
     assert!(
-        raft.next_deadline_ms() > 21,
-        "no fetch is due before the flush"
+        raft.next_deadline_ms() > 20 + ahead,
+        "no fetch is due before a flush"
     );
+    // The first response is durable: one fewer waits, so the next fetch leaves.
     let work = raft
         .on_persisted(
-            22,
+            30,
             Persisted::Log {
                 generation: 0,
                 end_offset: 2,
             },
         )
         .unwrap();
-    let f = sent_fetch(&work).expect("fetches once the older response is durable");
-    assert_eq!(f.fetch_offset, 4);
-    // Offsets 4..8 reach past the high-watermark (6): the next fetch waits for the flush.
-    let third = stamp_batch(&client_batch(4), 4, 1);
-    let work = raft.step(23, 1, fetch_response(3, 6, third)).unwrap();
+    assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(2 * ahead));
+    // Records reaching past the high-watermark: the next fetch waits for their flush.
+    let end = 2 * ahead + 4;
+    let records = stamp_batch(&client_batch(4), 2 * ahead, 1);
+    let work = raft
+        .step(31, 1, fetch_response(1 + ahead, end - 1, records))
+        .unwrap();
     assert!(sent_fetch(&work).is_none(), "{work:?}");
     let work = raft
         .on_persisted(
-            24,
+            32,
             Persisted::Log {
                 generation: 0,
-                end_offset: 4,
+                end_offset: end - 4,
             },
         )
         .unwrap();
     assert!(sent_fetch(&work).is_none(), "{work:?}");
     let work = raft
         .on_persisted(
-            25,
+            33,
             Persisted::Log {
                 generation: 0,
-                end_offset: 8,
+                end_offset: end,
             },
         )
         .unwrap();
-    assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(8));
+    assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(end));
 }
 
 /// A follower whose own flush is slow does not stand against a leader that answered it: the
