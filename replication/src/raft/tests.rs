@@ -864,6 +864,18 @@ fn follower_appends_flushes_and_fetches_again_only_after_the_flush() {
     );
 }
 
+/// The host reports the log durable up to `end_offset` (generation 0).
+fn flushed(raft: &mut Raft, now_ms: u64, end_offset: u64) -> Vec<Work> {
+    raft.on_persisted(
+        now_ms,
+        Persisted::Log {
+            generation: 0,
+            end_offset,
+        },
+    )
+    .unwrap()
+}
+
 fn sent_fetch(work: &[Work]) -> Option<&FetchRequest> {
     work.iter().find_map(|w| match w {
         Work::Send {
@@ -903,15 +915,7 @@ fn a_follower_behind_the_high_watermark_fetches_ahead_of_its_flush() {
         "no fetch is due before a flush"
     );
     // The first response is durable: one fewer waits, so the next fetch leaves.
-    let work = raft
-        .on_persisted(
-            30,
-            Persisted::Log {
-                generation: 0,
-                end_offset: 2,
-            },
-        )
-        .unwrap();
+    let work = flushed(&mut raft, 30, 2);
     assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(2 * ahead));
     // Records reaching past the high-watermark: the next fetch waits for their flush.
     let end = 2 * ahead + 4;
@@ -920,25 +924,9 @@ fn a_follower_behind_the_high_watermark_fetches_ahead_of_its_flush() {
         .step(31, 1, fetch_response(1 + ahead, end - 1, records))
         .unwrap();
     assert!(sent_fetch(&work).is_none(), "{work:?}");
-    let work = raft
-        .on_persisted(
-            32,
-            Persisted::Log {
-                generation: 0,
-                end_offset: end - 4,
-            },
-        )
-        .unwrap();
+    let work = flushed(&mut raft, 32, end - 4);
     assert!(sent_fetch(&work).is_none(), "{work:?}");
-    let work = raft
-        .on_persisted(
-            33,
-            Persisted::Log {
-                generation: 0,
-                end_offset: end,
-            },
-        )
-        .unwrap();
+    let work = flushed(&mut raft, 33, end);
     assert_eq!(sent_fetch(&work).map(|f| f.fetch_offset), Some(end));
 }
 
