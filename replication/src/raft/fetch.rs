@@ -347,6 +347,7 @@ impl Raft {
         }
         self.discovery_index = 0;
         let leader_epoch = follower.epoch;
+        self.answered_by = Some((leader_epoch, from));
         if let Some(diverging) = response.diverging_epoch {
             // KIP-320: truncate to the end of the largest common epoch, as far as we know it.
             // If we hold the leader's diverging epoch, both logs agree up to the smaller of the
@@ -553,6 +554,12 @@ impl Raft {
             }
         };
         let correlation_id = self.next_correlation_id();
+        // No long poll until this leader has answered us once (`answered_by`).
+        let max_wait_ms = if self.answered_by == Some((self.epoch(), to)) {
+            self.config.fetch_max_wait_ms
+        } else {
+            0
+        };
         let request = FetchRequest {
             correlation_id,
             replica_id: self.config.node_id,
@@ -560,7 +567,7 @@ impl Raft {
             fetch_offset: self.log.log_end_offset(),
             last_fetched_epoch: self.log.last_fetched_epoch(),
             max_bytes: self.config.fetch_max_bytes,
-            max_wait_ms: self.config.fetch_max_wait_ms,
+            max_wait_ms,
             replica_directory_id: self.config.directory_id,
         };
         self.fetch_in_flight = Some(InFlightFetch {

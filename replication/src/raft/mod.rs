@@ -147,6 +147,14 @@ pub struct Raft {
     /// `FETCH_AHEAD_RESPONSES` responses wholly above the durable end wait for the disk
     /// (`fetch_may_leave`).
     fetched_from: std::collections::VecDeque<u64>,
+    /// The leader (and its epoch) whose successful Fetch answer last reached us in this
+    /// process. A fetch to any other leader, or the first after a start, asks without waiting
+    /// (MaxWaitMs 0): the leader parks a fetch that finds nothing new while it believes the
+    /// replica holds its high-watermark, and after a restart (or in a new epoch) the replica
+    /// may not, so it would learn the commit only when the long poll ended (`fetch.max.wait.ms`,
+    /// 500 ms on a restarted node's metadata partition, before its topic partitions can
+    /// start). Kafka's KIP-1166 sends the replica's high-watermark in Fetch v18 for this.
+    answered_by: Option<(Epoch, NodeId)>,
     /// When the last Fetch or FetchSnapshot response arrived from the node we fetch from,
     /// successful or not (what the fetch-timeout diagnostic reports; not a timer).
     last_fetch_response_ms: Option<u64>,
@@ -254,6 +262,7 @@ impl Raft {
             snapshot_fetch: None,
             fetch_timer_paused: false,
             fetched_from: std::collections::VecDeque::new(),
+            answered_by: None,
             last_fetch_response_ms: None,
             fetched_from_leader: false,
             resigned_leader: None,

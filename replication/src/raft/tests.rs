@@ -414,6 +414,8 @@ fn begin_quorum_epoch_makes_a_follower_that_fetches_after_the_quorum_state_write
     let mut expected_fetch = fetch(2, 4, 0, 0);
     expected_fetch.correlation_id = 1;
     expected_fetch.max_bytes = 1 << 20;
+    // This leader has not answered us yet: no long poll (`Raft::answered_by`).
+    expected_fetch.max_wait_ms = 0;
     assert_eq!(
         work,
         vec![
@@ -844,6 +846,8 @@ fn follower_appends_flushes_and_fetches_again_only_after_the_flush() {
         (f.fetch_offset, f.last_fetched_epoch, f.correlation_id),
         (2, 1, 2)
     );
+    // The leader has answered once: from now on the fetch long-polls.
+    assert_eq!(f.max_wait_ms, 500);
     // The leader's high-watermark arrives with the next response.
     let work = raft
         .step(22, 1, fetch_response(2, 2, Bytes::new()))
