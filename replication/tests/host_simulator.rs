@@ -145,6 +145,11 @@ fn host_seeds_900_to_1200() {
 ///   while that vote was still being written; the checker took the pre-vote's grant (sent at
 ///   once, never persisted) for the vote itself and reported it lost at the next crash. The
 ///   checker now tells the two apart.
+/// - 108429 (a sweep of 100,000..120,000, 2026-12-04): the same mix-up the other way round. A
+///   voter's refusal of a Vote, held behind its quorum-state write, left in the step that also
+///   answered that candidate's pre-vote, so the count of pre-votes matched the refusal and the
+///   pre-vote's grant was taken for a vote. A grant to a candidate other than the one the
+///   replica voted for in that epoch is now known to be a pre-vote's answer.
 /// - one voter, 7000273, 7000654, 7001031, 7001101 (the first long run of `--voters 1`): the
 ///   lone voter, standing in a new epoch with its vote still being written, answered an
 ///   observer's fetch naming that epoch, then crashed and led a lower one after its restart;
@@ -154,6 +159,7 @@ fn host_seeds_900_to_1200() {
 fn host_regression_seeds() {
     const REGRESSION_SEEDS: &[(u64, Option<usize>)] = &[
         (106_558, None),
+        (108_429, None),
         (7_000_273, Some(1)),
         (7_000_654, Some(1)),
         (7_001_031, Some(1)),

@@ -184,7 +184,23 @@ impl Cluster {
                         *unanswered -= 1;
                     } else if response.vote_granted {
                         let epoch = response.current_leader.leader_epoch;
-                        self.checks.on_vote_sent(node, partition, epoch, to);
+                        // A grant to a candidate other than the one this replica voted for in
+                        // that epoch is a pre-vote's answer (a replica votes once per epoch):
+                        // a held Vote refusal released by its quorum-state write in the same
+                        // step took the pre-vote's place in the count above (seed 108429).
+                        let voted_for_another = self
+                            .nodes
+                            .get(&node)
+                            .and_then(|n| n.host.as_ref())
+                            .and_then(|h| h.raft(partition))
+                            .map(|raft| raft.election_state())
+                            .is_some_and(|state| {
+                                state.epoch == epoch
+                                    && state.voted_for.is_some_and(|voted| voted != to)
+                            });
+                        if !voted_for_another {
+                            self.checks.on_vote_sent(node, partition, epoch, to);
+                        }
                     }
                 }
                 match message {
