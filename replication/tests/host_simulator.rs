@@ -148,8 +148,9 @@ fn host_seeds_900_to_1200() {
 /// - 108429 (a sweep of 100,000..120,000, 2026-12-04): the same mix-up the other way round. A
 ///   voter's refusal of a Vote, held behind its quorum-state write, left in the step that also
 ///   answered that candidate's pre-vote, so the count of pre-votes matched the refusal and the
-///   pre-vote's grant was taken for a vote. A grant to a candidate other than the one the
-///   replica voted for in that epoch is now known to be a pre-vote's answer.
+///   pre-vote's grant was taken for a vote. The checker now pairs each VoteResponse with the
+///   oldest unanswered request of that candidate, Vote or pre-vote (the core answers them in
+///   order).
 /// - one voter, 7000273, 7000654, 7001031, 7001101 (the first long run of `--voters 1`): the
 ///   lone voter, standing in a new epoch with its vote still being written, answered an
 ///   observer's fetch naming that epoch, then crashed and led a lower one after its restart;

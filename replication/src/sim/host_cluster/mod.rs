@@ -32,7 +32,7 @@ mod steady;
 pub use options::{HostSimOptions, host_mutation_from_name, host_mutation_name};
 pub use steady::SteadyCluster;
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -106,10 +106,14 @@ struct Node {
     /// How many times its disk was replaced (observers, and in reconfig runs voters that were
     /// added with their disk, `reconfig.rs`).
     wipes: u64,
-    /// Pre-votes delivered and not yet answered, by (partition, candidate). The core answers a
-    /// pre-vote at once (it binds nobody and is never persisted), so the next VoteResponse to
-    /// that candidate is its answer, and not a vote that must be durable.
-    pre_votes_unanswered: BTreeMap<(PartitionId, NodeId), u64>,
+    /// Vote requests delivered and not yet answered, by (partition, candidate), oldest first:
+    /// whether each is a pre-vote. The core answers every request once and in order (a
+    /// response held behind a quorum-state write holds every later one too), so the next
+    /// VoteResponse to that candidate answers the oldest; a pre-vote's grant binds nobody, is
+    /// never persisted, and is not a vote that must be durable. (Counting pre-votes alone took
+    /// the next response for a pre-vote's even when it was a Vote refusal released by the
+    /// quorum-state write: seed 108429 then reported the pre-vote's grant as a vote.)
+    vote_requests_unanswered: BTreeMap<(PartitionId, NodeId), VecDeque<bool>>,
 }
 
 struct Cluster {
@@ -202,7 +206,7 @@ impl Cluster {
                     fetches: BTreeMap::new(),
                     next_fetch_id: 1,
                     wipes: 0,
-                    pre_votes_unanswered: BTreeMap::new(),
+                    vote_requests_unanswered: BTreeMap::new(),
                 },
             );
         }
@@ -614,7 +618,7 @@ impl Cluster {
         node.scheduled_tick_ms = None;
         node.pump_scheduled = false;
         node.fetches.clear();
-        node.pre_votes_unanswered.clear();
+        node.vote_requests_unanswered.clear();
         let seed = self.options.seed
             ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ node.incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);

@@ -4,6 +4,8 @@
 //! each [`Output`] carried out (`deliver()`'s arms), fetch answers routed back to their
 //! requester, and the simulated network.
 
+use std::collections::VecDeque;
+
 use ringlog_engine::io::MemoryIo;
 
 use super::super::network::Fate;
@@ -56,13 +58,11 @@ impl Cluster {
             eprintln!("{now} ms: {from} -> {to} /{partition}: {message:?}");
         }
         let node = self.nodes.get_mut(&to).expect("node");
-        if let Message::VoteRequest(request) = &message
-            && request.pre_vote
-        {
-            *node
-                .pre_votes_unanswered
+        if let Message::VoteRequest(request) = &message {
+            node.vote_requests_unanswered
                 .entry((partition, from))
-                .or_default() += 1;
+                .or_default()
+                .push_back(request.pre_vote);
         }
         if let Message::FetchRequest(request) = &mut message {
             let id = node.next_fetch_id;
@@ -173,34 +173,17 @@ impl Cluster {
                 message,
             } => {
                 if let Message::VoteResponse(response) = &message {
-                    let unanswered = self
+                    let answers_pre_vote = self
                         .nodes
                         .get_mut(&node)
                         .expect("node")
-                        .pre_votes_unanswered
-                        .entry((partition, to))
-                        .or_default();
-                    if *unanswered > 0 {
-                        *unanswered -= 1;
-                    } else if response.vote_granted {
+                        .vote_requests_unanswered
+                        .get_mut(&(partition, to))
+                        .and_then(VecDeque::pop_front)
+                        .unwrap_or(false);
+                    if response.vote_granted && !answers_pre_vote {
                         let epoch = response.current_leader.leader_epoch;
-                        // A grant to a candidate other than the one this replica voted for in
-                        // that epoch is a pre-vote's answer (a replica votes once per epoch):
-                        // a held Vote refusal released by its quorum-state write in the same
-                        // step took the pre-vote's place in the count above (seed 108429).
-                        let voted_for_another = self
-                            .nodes
-                            .get(&node)
-                            .and_then(|n| n.host.as_ref())
-                            .and_then(|h| h.raft(partition))
-                            .map(|raft| raft.election_state())
-                            .is_some_and(|state| {
-                                state.epoch == epoch
-                                    && state.voted_for.is_some_and(|voted| voted != to)
-                            });
-                        if !voted_for_another {
-                            self.checks.on_vote_sent(node, partition, epoch, to);
-                        }
+                        self.checks.on_vote_sent(node, partition, epoch, to);
                     }
                 }
                 match message {
