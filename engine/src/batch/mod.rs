@@ -128,7 +128,8 @@ impl RecordBatch {
         RecordBatch { bytes, position: 0 }
     }
 
-    /// Wraps bytes whose frame and CRC the caller has just checked.
+    /// Wraps bytes whose frame the caller has just checked, and whose CRC it checked too or
+    /// was vouched for (`BatchIter::already_validated`).
     pub(crate) fn from_validated(bytes: Bytes, position: u64) -> RecordBatch {
         RecordBatch { bytes, position }
     }

@@ -508,9 +508,8 @@ impl Raft {
         {
             return;
         }
-        if self.log.durable_end_offset() < self.log.log_end_offset() {
-            self.request_flush(out);
-        }
+        // Asks only for what is not durable yet, once.
+        self.request_flush(out);
         if !self.fetch_may_leave() {
             return;
         }

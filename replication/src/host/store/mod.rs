@@ -128,22 +128,19 @@ pub struct PartitionStore {
     /// The log's `tail_cache_bytes` while this replica leads (its followers fetch the recent
     /// tail from it); a follower's log keeps none ([`PartitionStore::set_leading`]).
     leader_tail_cache_bytes: u64,
-    leading: bool,
 }
 
 impl PartitionStore {
     /// Keeps the log's tail cache (`LogConfig::tail_cache_bytes`) while this replica leads, and
     /// none otherwise: only a leader is fetched from, and a cache on every replica of every
     /// partition cost up to 4 MiB each for reads that never come.
+    /// Setting the budget it already has changes nothing.
     pub fn set_leading(&mut self, leading: bool) {
-        if leading != self.leading {
-            self.leading = leading;
-            self.log.set_tail_cache_bytes(if leading {
-                self.leader_tail_cache_bytes
-            } else {
-                0
-            });
-        }
+        self.log.set_tail_cache_bytes(if leading {
+            self.leader_tail_cache_bytes
+        } else {
+            0
+        });
     }
 
     /// Opens (and recovers) the partition's log and reads its quorum-state. Its blocking reads
@@ -256,7 +253,6 @@ impl PartitionStore {
             delete_records_offset,
             repair_pending,
             leader_tail_cache_bytes: log_config.tail_cache_bytes,
-            leading: false,
         };
         let mut store = store;
         store.log.set_tail_cache_bytes(0);
