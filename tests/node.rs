@@ -448,8 +448,11 @@ fn kill_9_of_every_node_keeps_the_committed_log() {
 }
 
 /// KIP-595 graceful shutdown: a leader stopped with SIGTERM resigns (EndQuorumEpoch), so the
-/// successor is elected before any follower's fetch timeout could have fired, whereas after a
-/// kill -9 the followers must first wait that timeout.
+/// successor is elected before any follower's fetch timeout could have fired. After a kill -9
+/// a successor is elected too, and every acknowledged record is kept. (The two handovers are
+/// not compared: since 5f895fa a follower whose leader's connection is refused stands within a
+/// random 0-250 ms, so a crash can hand over as fast as a resignation; the comparison failed a
+/// fresh-clone CI run on 2026-12-04 at 41.6 ms against 21.6 ms.)
 #[test]
 fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
     let _serial = serial();
@@ -475,7 +478,6 @@ fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
     cluster.wait_for_leader_of(TOPIC, Duration::from_secs(15), Some(successor));
     let after_crash = crashed.elapsed();
     eprintln!("handover: {graceful:?} after SIGTERM, {after_crash:?} after kill -9");
-    assert!(graceful < after_crash);
     let remaining = (1..=3).find(|id| *id != successor).unwrap();
     wait_for_values(&cluster, remaining, &acknowledged);
 }
