@@ -207,8 +207,16 @@ def authorizer(bootstrap):
         future.result(timeout=15)
     refused = KafkaError.TOPIC_AUTHORIZATION_FAILED
     records = TopicPartition(A, 0, 0)
-    eventually("DeleteRecords on A refused",
-               lambda: error_code(a.delete_records([records])[records]) == refused)
+
+    # Each attempt uses a new client: librdkafka caches a Metadata answer of
+    # TOPIC_AUTHORIZATION_FAILED for metadata.max.age.ms, and the node it asks may apply the
+    # DESCRIBE binding a moment after CreateAcls was answered. A client that cached A's
+    # refusal finds no leader for it and fails DeleteRecords with _NOENT, attempt after
+    # attempt (a flake of 2026-12-04's CI).
+    def delete_records_refused():
+        fresh = admin(bootstrap)  # held until the future is done
+        return error_code(fresh.delete_records([records])[records]) == refused
+    eventually("DeleteRecords on A refused", delete_records_refused)
     assert error_code(a.create_partitions([NewPartitions(A, 2)])[A]) == refused, "partitions"
     resource = ConfigResource(ResourceType.TOPIC, A)
     assert error_code(a.describe_configs([resource])[resource]) == refused, "DescribeConfigs"

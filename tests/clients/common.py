@@ -21,15 +21,18 @@ def log(*args):
 def eventually(what, probe, timeout_s=30.0, interval_s=0.2):
     deadline = time.monotonic() + timeout_s
     last = None
+    last_value = None
     while time.monotonic() < deadline:
         try:
             value = probe()
             if value:
                 return value
+            last_value = value
         except Exception as error:  # a node may be starting or just killed
             last = error
         time.sleep(interval_s)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last!r})")
+    raise AssertionError(
+        f"timed out waiting for {what} (last error: {last!r}, last value: {last_value!r})")
 
 
 def create_topic(bootstrap, topic, partitions):
