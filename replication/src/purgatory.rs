@@ -4,7 +4,8 @@
 //!
 //! - a replica's Fetch, parked by the core on the leader (`LeaderState::parked`, keyed by the
 //!   replica: a replica that fetches again replaces its parked fetch), answered when records
-//!   arrive, the high-watermark moves, or its `max_wait_ms` ends;
+//!   arrive, the high-watermark moves (`QuorumConfig::prompt_high_watermark`), or its
+//!   `max_wait_ms` ends;
 //! - a consumer's Fetch, parked by the node (keyed by arrival order), answered when one of its
 //!   partitions gains committed records or its `max_wait_ms` ends.
 //!

@@ -111,7 +111,8 @@ pub struct ReplicaProgress {
 }
 
 /// A replica's fetch with nothing to return yet, parked in the leader's purgatory
-/// ([`Purgatory`]) until data arrives, the high-watermark moves or its wait ends (long-poll).
+/// ([`Purgatory`]) until data arrives, the high-watermark moves (where followers hear of it
+/// promptly) or its wait ends (long-poll).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParkedReplicaFetch {
     pub correlation_id: u64,

@@ -121,6 +121,15 @@ pub struct QuorumConfig {
     /// can change must keep it: KIP-853 lets a leader change the voter set only once a record
     /// of its epoch is committed.
     pub leader_change_on_empty_log: bool,
+    /// Whether the leader answers a replica's fetch as soon as the high-watermark passes
+    /// what that replica was last told (default true: the metadata log, whose followers apply
+    /// what is committed; Kafka's KIP-1166 effect). A Kafka topic partition sets it false: its
+    /// followers learn the high-watermark with the next records or when their long poll ends
+    /// (`fetch_max_wait_ms`), as Kafka's replica fetchers of topic partitions do. A news-only
+    /// answer sends the replica around a fetch round trip, and a record produced meanwhile
+    /// waits for its next fetch: on the commit path that costs more than a follower's stale
+    /// high-watermark, which nothing on a topic partition's follower reads promptly.
+    pub prompt_high_watermark: bool,
     /// KIP-853 `controller.quorum.bootstrap.servers`, as the ids the host gives them (Kafka's:
     /// -2, -3, …, never a node id). Non-empty only for a replica started without
     /// `controller.quorum.voters` (`voters` is then empty): it learns its voter set from the
@@ -154,6 +163,7 @@ impl QuorumConfig {
             max_replication_lag_ms: 7 * 24 * 60 * 60 * 1000,
             directory_id: [0; 16],
             leader_change_on_empty_log: true,
+            prompt_high_watermark: true,
             bootstrap_servers: Vec::new(),
             #[cfg(feature = "sim")]
             mutation: None,

@@ -279,6 +279,10 @@ pub(super) fn open_partition(
     // the record opening the leader's epoch (groups.rs, `caught_up_leader_epoch`), and in
     // an empty partition that record is the LeaderChangeMessage.
     quorum.leader_change_on_empty_log = topic.name == crate::groups::offsets::OFFSETS_TOPIC;
+    // Its followers apply nothing a client reads from them: they learn the high-watermark
+    // with the next records, so a commit's answer never sends them around an extra fetch
+    // while the next record arrives (QuorumConfig::prompt_high_watermark).
+    quorum.prompt_high_watermark = false;
     let spec = PartitionSpec {
         id,
         dir: dir.clone(),

@@ -121,10 +121,12 @@ impl Raft {
                 }
                 leader.parked.take(&from);
                 let max_bytes = request.max_bytes.min(self.config.fetch_max_bytes);
-                // Nothing new to send, but a commit it has not heard of: answer now.
-                let high_watermark_news = progress
-                    .high_watermark_sent
-                    .is_some_and(|sent| sent < high_watermark);
+                // Nothing new to send, but a commit it has not heard of: answer now (where
+                // followers must hear of commits promptly: `prompt_high_watermark`).
+                let high_watermark_news = self.config.prompt_high_watermark
+                    && progress
+                        .high_watermark_sent
+                        .is_some_and(|sent| sent < high_watermark);
                 if request.fetch_offset < log_end_offset || max_wait_ms == 0 || high_watermark_news
                 {
                     progress.high_watermark_sent = Some(high_watermark);
@@ -172,7 +174,9 @@ impl Raft {
 
     /// Recomputes the high-watermark after a voter's (or our own durable) progress moved:
     /// the largest offset fsynced on a majority of voters, and only once it covers a record of
-    /// the leader's own epoch (KIP-595; Raft §5.4.2). Parked fetches learn the new value.
+    /// the leader's own epoch (KIP-595; Raft §5.4.2). Parked fetches learn the new value
+    /// (at once where `QuorumConfig::prompt_high_watermark`, else with records or at the end of
+    /// their wait).
     pub(crate) fn on_leader_progress(&mut self, out: &mut Out) {
         self.sync_leader_replicas();
         self.advance_leader_high_watermark(out);
@@ -213,7 +217,9 @@ impl Raft {
             out.push(Work::HighWatermarkChanged {
                 high_watermark: self.log.high_watermark(),
             });
-            self.complete_parked_fetches(out, false);
+            if self.config.prompt_high_watermark {
+                self.complete_parked_fetches(out, false);
+            }
         }
     }
 

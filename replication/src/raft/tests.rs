@@ -72,7 +72,12 @@ fn client_batch(records: usize) -> Bytes {
 /// Node 1's election timeout makes it Prospective (KIP-996); node 2's pre-vote makes it a
 /// Candidate, and node 2's vote makes it leader of epoch 1.
 fn leader_1() -> Raft {
-    let mut raft = fresh(1);
+    leader_1_of(config(1))
+}
+
+/// [`leader_1`] with its own `config` (node 1 of voters 1, 2, 3).
+fn leader_1_of(config: QuorumConfig) -> Raft {
+    let mut raft = Raft::new(config, &RecoveredState::default(), 42, 0).unwrap();
     let (work, _) = raft.tick(5_000).unwrap();
     persist_quorum_state(&mut raft, 5_000, &work);
     assert!(matches!(raft.state(), EpochState::Prospective(_)));
@@ -625,6 +630,84 @@ fn a_fetch_at_the_log_end_is_answered_at_once_while_its_replica_lacks_the_high_w
         .step(5_104, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
         .unwrap();
     assert!(work.is_empty(), "{work:?}");
+}
+
+/// A topic partition (`prompt_high_watermark` off): a commit answers no parked fetch, and a
+/// fetch at the log end that was not told of it parks; the next records carry the new
+/// high-watermark to both, and a long poll that ends with nothing new carries it too.
+#[test]
+fn without_prompt_high_watermark_the_commit_reaches_followers_with_the_next_records() {
+    let mut config = config(1);
+    config.prompt_high_watermark = false;
+    let mut raft = leader_1_of(config);
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    let work = raft
+        .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
+        .unwrap();
+    let [Work::SendFetchResponse { response, .. }] = work.as_slice() else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 0);
+    raft.step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
+        .unwrap();
+    // Node 2's fetch at the log end commits offset 0, and stays parked.
+    let work = raft
+        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert_eq!(
+        work,
+        [Work::HighWatermarkChanged { high_watermark: 1 }],
+        "no news-only answer"
+    );
+    // Node 3, told 0, parks too.
+    let work = raft
+        .step(5_103, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "{work:?}");
+    // The next record goes to both at once, with the high-watermark they were not told.
+    let (_, work) = raft.append(5_104, vec![client_batch(1)]).unwrap();
+    let answers: Vec<(NodeId, u64)> = work
+        .iter()
+        .filter_map(|w| match w {
+            Work::SendFetchResponse { to, response, .. } => Some((*to, response.high_watermark)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, [(2, 1), (3, 1)]);
+    // Node 2 takes offset 1; its fetch at the log end commits it (the leader's copy is
+    // durable) and parks: node 2 hears of the commit when its long poll ends.
+    raft.on_persisted(
+        5_105,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 2,
+        },
+    )
+    .unwrap();
+    raft.step(5_106, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    let work = raft
+        .step(5_107, 2, Message::FetchRequest(fetch(2, 1, 2, 1)))
+        .unwrap();
+    assert_eq!(work, [Work::HighWatermarkChanged { high_watermark: 2 }]);
+    assert_eq!(raft.next_deadline_ms(), 5_607);
+    let (work, _) = raft.tick(5_607).unwrap();
+    let [
+        Work::SendFetchResponse {
+            to: 2, response, ..
+        },
+    ] = work.as_slice()
+    else {
+        panic!("{work:?}")
+    };
+    assert_eq!(response.high_watermark, 2);
 }
 
 /// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,

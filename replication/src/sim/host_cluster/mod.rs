@@ -191,6 +191,9 @@ impl Cluster {
             // as KIP-853 needs it). Chosen from the seed without a draw, so every other run's
             // history, and the mutation tests' seeds, stay as they were.
             quorum.leader_change_on_empty_log = options.reconfig || options.seed % 4 != 2;
+            // Those runs' followers also learn the high-watermark with records or at the end
+            // of their long poll, as a topic partition's do.
+            quorum.prompt_high_watermark = quorum.leader_change_on_empty_log;
             quorum.directory_id = directory_id_of_disk(id, 0);
             nodes.insert(
                 id,
