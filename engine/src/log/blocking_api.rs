@@ -17,10 +17,25 @@ impl PartitionLog {
     pub fn flush_and_wait<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
         self.flush(io)?;
         self.wait_for_in_flight(io)?;
+        self.sync_confirmation_written_alone(io)?;
         // The next flush could not start for lack of space after this one completed.
         self.durable_or_waiting_for_space()?;
         debug_assert!(self.durable_end_offset >= self.flush_requested_offset);
         Ok(self.durable_end_offset)
+    }
+
+    /// Makes a confirmation record written alone since the last call durable: an fdatasync of
+    /// its segment file, if that is still open (a seal's fdatasync covered it otherwise). The
+    /// record is a plain write (`flush::confirmation`); the blocking paths end with this.
+    fn sync_confirmation_written_alone<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
+        let Some(file) = self.confirmation_unsynced.take() else {
+            return Ok(());
+        };
+        let Some(segment) = self.segments.iter().find(|s| s.file == Some(file)) else {
+            return Ok(());
+        };
+        let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
+        self.run_checked(io, vec![Op::Fdatasync { file }], &path)
     }
 
     /// Flush and block until everything appended so far is durable, as an event loop sees it:

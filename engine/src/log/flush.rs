@@ -115,10 +115,12 @@ pub(crate) struct RetryWrite {
     block_write: bool,
 }
 
-/// A confirmation record being written alone: `[write RLTC record, dsync]`.
+/// A confirmation record being written alone: `[write RLTC record]`, a plain write made durable
+/// by a later fdatasync or device cache flush (`flush::confirmation`).
 #[derive(Debug)]
 pub(crate) struct InFlightConfirmation {
     op_ids: Vec<OpId>,
+    file: FileId,
     completed: usize,
     path: PathBuf,
     position: u64,

@@ -142,6 +142,9 @@ pub struct PartitionLog {
     /// The confirmation record being written (off the critical path), and the next one.
     confirming: Option<InFlightConfirmation>,
     confirmation_pending: Option<PendingConfirmation>,
+    /// The segment file whose confirmation record was written alone, as a plain write, and
+    /// has not been through a blocking path's fdatasync since (see `flush::confirmation`).
+    confirmation_unsynced: Option<FileId>,
     /// A completed segment write's buffer, reused as the next write tail (no allocation and
     /// no fresh page faults per flush).
     spare_write_buf: Option<crate::io::AlignedBuf>,

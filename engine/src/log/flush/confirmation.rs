@@ -1,5 +1,15 @@
 //! The confirmation record (`RLTC`) of a completed flush: written after the flush, in the next
-//! flush's chain or alone (one dsync write, see the parent module).
+//! flush's chain or alone.
+//!
+//! Alone it is a plain write, not a dsync one (since 2026-12-05). On a disk without FUA (this
+//! machine's, most virtual disks) the next flush's dsync write or fdatasync flushes the device
+//! cache and carries it to the medium; with FUA the next fdatasync of the segment does (a chain
+//! that writes a full block, a seal, a truncation), and `flush_and_wait` and `close` end with
+//! one when a record was written alone since. A dsync write alone was a second device cache
+//! flush per flush on every replica, which one record at a time paid in commit latency (0.87 of
+//! its p50 without it, docs/benchmarks.md). Until the record is durable its flush counts as
+//! unconfirmed: the window docs/log.md describes, longer now, and as before only damage to
+//! that flush's bytes after a crash tells the difference.
 
 use super::super::tail_slot::{confirmation_offset, encode_confirmation};
 use super::super::{LogError, PartitionLog};
@@ -48,8 +58,7 @@ impl PartitionLog {
             });
         }
         if let Some((source, _)) = confirming.failure {
-            // A failed dsync write (EIO) on the segment file may have dropped other dirty
-            // pages too.
+            // A failed write (EIO) on the segment file may have dropped other dirty pages too.
             let position = confirming.position;
             self.stopped = Some(format!(
                 "{:?} at byte {position}: {source}",
@@ -61,6 +70,7 @@ impl PartitionLog {
                 source,
             });
         }
+        self.confirmation_unsynced = Some(confirming.file);
         // A flush deferred while this record was in flight (a seal, a new epoch, a new
         // segment's files) starts now, then the next record.
         match self.start_flush_or_wait_for_space(io) {
@@ -96,13 +106,14 @@ impl PartitionLog {
         };
         let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
         let position = segment.region_offset + confirmation_offset(block);
-        let op_ids = vec![io.submit(Op::WriteDsync {
+        let op_ids = vec![io.submit(Op::Write {
             file,
             offset: position,
             buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
         })];
         self.confirming = Some(InFlightConfirmation {
             op_ids,
+            file,
             completed: 0,
             path,
             position,

@@ -186,6 +186,7 @@ impl PartitionLog {
             in_flight: None,
             confirming: None,
             confirmation_pending: None,
+            confirmation_unsynced: None,
             spare_write_buf: None,
             append_metas: Vec::new(),
             flush_requested_offset: 0,
