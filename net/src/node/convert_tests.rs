@@ -159,7 +159,8 @@ fn unknown_partition_and_negative_epoch_are_errors() {
 /// KIP-320/595: DivergingEpoch, CurrentLeader and the records survive a peer fetch round trip.
 /// A wire Fetch asks for at most REPLICA_FETCH_RESPONSE_MAX_BYTES in all, shared by its
 /// partitions: a follower behind on many partitions of one leader is never sent more than its
-/// lane reads (socket.request.max.bytes).
+/// lane reads (socket.request.max.bytes); and a busy partition among idle ones is not held to
+/// an even share (`convert::partition_shares`).
 #[test]
 fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
     let mut table = PartitionTable::metadata_only();
@@ -173,7 +174,7 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
         max_wait_ms: 500,
         replica_directory_id: [0; 16],
     };
-    let one = fetch_request("c", 3, &[(table.get(0), &fetch)]);
+    let one = fetch_request("c", 3, &[(table.get(0), &fetch, false)]);
     assert_eq!(one.topics[0].partitions[0].partition_max_bytes, 8 << 20);
     let ids: Vec<PartitionId> = (0..100)
         .map(|index| {
@@ -184,20 +185,54 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
             })
         })
         .collect();
-    let hosted: Vec<_> = ids.iter().map(|id| (table.get(*id), &fetch)).collect();
-    let many = fetch_request("c", 3, &hosted);
-    let asked: i64 = many
-        .topics
+    let asked = |request: &fetch_req::FetchRequest| -> Vec<i64> {
+        request
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| i64::from(p.partition_max_bytes))
+            .collect()
+    };
+    // None idle, or all idle: an even share, the whole within the budget.
+    for idle in [false, true] {
+        let hosted: Vec<_> = ids
+            .iter()
+            .map(|id| (table.get(*id), &fetch, idle))
+            .collect();
+        let many = fetch_request("c", 3, &hosted);
+        let shares = asked(&many);
+        assert_eq!(shares.len(), 100);
+        assert!(shares.iter().all(|s| *s == shares[0]), "{shares:?}");
+        assert!(
+            shares.iter().sum::<i64>() <= i64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES),
+            "{shares:?}"
+        );
+        assert_eq!(many.max_bytes, REPLICA_FETCH_RESPONSE_MAX_BYTES as i32);
+    }
+    // One busy partition among 99 idle ones asks for what its core asks (capped by three
+    // quarters of the budget), not a hundredth of the budget; the whole stays within it.
+    let hosted: Vec<_> = ids
         .iter()
-        .flat_map(|t| &t.partitions)
-        .map(|p| i64::from(p.partition_max_bytes))
-        .sum();
-    assert_eq!(many.topics[0].partitions.len(), 100);
+        .enumerate()
+        .map(|(i, id)| (table.get(*id), &fetch, i != 42))
+        .collect();
+    let shares = asked(&fetch_request("c", 3, &hosted));
     assert!(
-        asked <= i64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES),
-        "{asked}"
+        shares[42] >= i64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES) * 3 / 4,
+        "{shares:?}"
     );
-    assert_eq!(many.max_bytes, REPLICA_FETCH_RESPONSE_MAX_BYTES as i32);
+    assert!(
+        shares.iter().sum::<i64>() <= i64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES),
+        "{shares:?}"
+    );
+    let mut one_mib = fetch.clone();
+    one_mib.max_bytes = 1 << 20;
+    let hosted: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (table.get(*id), &one_mib, i != 42))
+        .collect();
+    assert_eq!(asked(&fetch_request("c", 3, &hosted))[42], 1 << 20);
 }
 
 #[test]
@@ -213,7 +248,7 @@ fn fetch_round_trip_keeps_diverging_epoch_and_records() {
         max_wait_ms: 500,
         replica_directory_id: [3; 16],
     };
-    let wire = fetch_request("c", 3, &[(table.get(0), &fetch)]);
+    let wire = fetch_request("c", 3, &[(table.get(0), &fetch, false)]);
     let Request::Fetch(decoded) = round_trip_request(Request::Fetch(wire), PEER_FETCH_VERSION)
     else {
         panic!()

@@ -18,13 +18,17 @@
 //! partitions is in the newest request too. This is Kafka's one fetch session per leader
 //! (KIP-227) without its incremental encoding.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ringlog_replication::{self as core, NodeId, PartitionId};
 
 #[derive(Default)]
 pub(super) struct FetchSessions {
     peers: HashMap<NodeId, Session>,
+    /// Partitions whose latest answer carried no records: caught up with their leader then.
+    /// The next wire Fetch asks them for a small share of the response's bytes and the others
+    /// for the rest (`convert::partition_shares`).
+    idle: HashSet<PartitionId>,
 }
 
 #[derive(Default)]
@@ -73,6 +77,20 @@ impl FetchSessions {
                 session.outstanding.clear();
             }
         }
+    }
+
+    /// The newest answer's part for `partition` carried no records (`idle`) or some.
+    pub(super) fn note_answer(&mut self, partition: PartitionId, idle: bool) {
+        if idle {
+            self.idle.insert(partition);
+        } else {
+            self.idle.remove(&partition);
+        }
+    }
+
+    /// Whether `partition`'s latest answer carried no records (never answered: not idle).
+    pub(super) fn is_idle(&self, partition: PartitionId) -> bool {
+        self.idle.contains(&partition)
     }
 
     /// The answer (or failure) of wire Fetch `correlation_id` from `peer`: `true` when it is
@@ -155,5 +173,15 @@ mod tests {
         sessions.sent(2, None);
         assert!(sessions.request(2, vec![]).is_empty());
         assert!(sessions.take_answer(2, 5));
+    }
+
+    #[test]
+    fn a_partition_is_idle_while_its_latest_answer_carried_no_records() {
+        let mut sessions = FetchSessions::default();
+        assert!(!sessions.is_idle(7), "never answered: not idle");
+        sessions.note_answer(7, true);
+        assert!(sessions.is_idle(7));
+        sessions.note_answer(7, false);
+        assert!(!sessions.is_idle(7));
     }
 }

@@ -399,8 +399,15 @@ impl QuorumRpc {
     fn flush_fetches(&mut self, q: &mut Qx) -> Result<(), NodeError> {
         for (to, list) in std::mem::take(&mut self.fetches) {
             let list = self.fetch_sessions.request(to, list);
-            let request =
-                requests::fetch_request(q.host, q.table, q.cluster_id, q.config.node_id, &list);
+            let sessions = &self.fetch_sessions;
+            let request = requests::fetch_request(
+                q.host,
+                q.table,
+                q.cluster_id,
+                q.config.node_id,
+                &list,
+                |partition| sessions.is_idle(partition),
+            );
             let pending =
                 PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
             let sent = self.send(
@@ -526,6 +533,14 @@ impl QuorumRpc {
             }
             _ => Vec::new(),
         };
+        if matches!(pending, PeerPending::Fetch(_)) {
+            for (partition, message) in &parts {
+                if let core::Message::FetchResponse(r) = message {
+                    self.fetch_sessions
+                        .note_answer(*partition, r.records.is_empty());
+                }
+            }
+        }
         // A leader's LogStartOffset that moved (a DeleteRecords, its retention) is followed
         // in this loop turn (delete_records.rs).
         let log_start_moved = parts.iter().any(|(partition, message)| {

@@ -145,15 +145,20 @@ fn attach_fetch_regions(
 
 /// The one wire Fetch to a leader for the core fetches `list` (its fetch session's,
 /// fetch_sessions.rs), each partition carrying its client log start, which a leader's
-/// DeleteRecords waits for (delete_records.rs).
+/// DeleteRecords waits for (delete_records.rs); `idle` says which partitions' latest answer
+/// carried no records (their share of the response's bytes, `convert::partition_shares`).
 pub(super) fn fetch_request(
     host: &Host<AnyIo>,
     table: &PartitionTable,
     cluster_id: &str,
     node_id: NodeId,
     list: &[(PartitionId, core::FetchRequest)],
+    idle: impl Fn(PartitionId) -> bool,
 ) -> fetch_request::FetchRequest {
-    let hosted: Vec<_> = list.iter().map(|(p, f)| (table.get(*p), f)).collect();
+    let hosted: Vec<_> = list
+        .iter()
+        .map(|(p, f)| (table.get(*p), f, idle(*p)))
+        .collect();
     let mut request = convert::fetch_request(cluster_id, node_id, &hosted);
     for topic in &mut request.topics {
         for partition in &mut topic.partitions {
