@@ -583,62 +583,9 @@ fn leader_answers_diverging_epoch_and_records() {
     assert_eq!(response.high_watermark, 1);
 }
 
-/// A follower whose fetch reaches the log end just after a commit it has not been told of
-/// (its peer's fetch moved the high-watermark) is answered at once with the new
-/// high-watermark, not parked for the long poll; its next fetch, told, is parked.
-#[test]
-fn a_fetch_at_the_log_end_is_answered_at_once_while_its_replica_lacks_the_high_watermark() {
-    let mut raft = leader_1();
-    raft.on_persisted(
-        5_000,
-        Persisted::Log {
-            generation: 0,
-            end_offset: 1,
-        },
-    )
-    .unwrap();
-    // Node 3 takes the LeaderChange record while nothing is committed (told 0).
-    let work = raft
-        .step(5_100, 3, Message::FetchRequest(fetch(3, 1, 0, 0)))
-        .unwrap();
-    let [Work::SendFetchResponse { response, .. }] = work.as_slice() else {
-        panic!("{work:?}")
-    };
-    assert_eq!(response.high_watermark, 0);
-    // Node 2 fetches from 0, then from 1: the majority {1, 2} commits offset 0.
-    raft.step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
-        .unwrap();
-    let work = raft
-        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
-        .unwrap();
-    assert!(work.contains(&Work::HighWatermarkChanged { high_watermark: 1 }));
-    // Node 3, at the log end, has nothing to fetch but was told 0: answered at once.
-    let work = raft
-        .step(5_103, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
-        .unwrap();
-    let [
-        Work::SendFetchResponse {
-            to: 3, response, ..
-        },
-    ] = work.as_slice()
-    else {
-        panic!("{work:?}")
-    };
-    assert_eq!(response.high_watermark, 1);
-    // Told now: the next fetch at the log end waits (long poll).
-    let work = raft
-        .step(5_104, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
-        .unwrap();
-    assert!(work.is_empty(), "{work:?}");
-}
-
-/// A topic partition (`prompt_high_watermark` off): a commit answers no parked fetch, and a
-/// fetch at the log end that was not told of it parks; the next records carry the new
-/// high-watermark to both, and a long poll that ends with nothing new carries it too.
-#[test]
-fn without_prompt_high_watermark_the_commit_reaches_followers_with_the_next_records() {
-    let mut config = config(1);
-    config.prompt_high_watermark = false;
+/// Leader 1 (of `config`) with its LeaderChange record durable, taken by node 3 while nothing
+/// was committed (told high-watermark 0), and node 2's first fetch, from 0, answered.
+fn leader_1_with_node_3_told_0(config: QuorumConfig) -> Raft {
     let mut raft = leader_1_of(config);
     raft.on_persisted(
         5_000,
@@ -657,6 +604,40 @@ fn without_prompt_high_watermark_the_commit_reaches_followers_with_the_next_reco
     assert_eq!(response.high_watermark, 0);
     raft.step(5_101, 2, Message::FetchRequest(fetch(2, 1, 0, 0)))
         .unwrap();
+    raft
+}
+
+/// A follower whose fetch reaches the log end just after a commit it has not been told of
+/// (its peer's fetch moved the high-watermark) is answered at once with the new
+/// high-watermark, not parked for the long poll; its next fetch, told, is parked.
+#[test]
+fn a_fetch_at_the_log_end_is_answered_at_once_while_its_replica_lacks_the_high_watermark() {
+    let mut raft = leader_1_with_node_3_told_0(config(1));
+    // Node 2 fetches from 1 as well: the majority {1, 2} commits offset 0.
+    let work = raft
+        .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert!(work.contains(&Work::HighWatermarkChanged { high_watermark: 1 }));
+    // Node 3, at the log end, has nothing to fetch but was told 0: answered at once.
+    let work = raft
+        .step(5_103, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert_eq!(only_fetch_response_to(&work, 3).high_watermark, 1);
+    // Told now: the next fetch at the log end waits (long poll).
+    let work = raft
+        .step(5_104, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "{work:?}");
+}
+
+/// A topic partition (`prompt_high_watermark` off): a commit answers no parked fetch, and a
+/// fetch at the log end that was not told of it parks; the next records carry the new
+/// high-watermark to both, and a long poll that ends with nothing new carries it too.
+#[test]
+fn without_prompt_high_watermark_the_commit_reaches_followers_with_the_next_records() {
+    let mut config = config(1);
+    config.prompt_high_watermark = false;
+    let mut raft = leader_1_with_node_3_told_0(config);
     // Node 2's fetch at the log end commits offset 0, and stays parked.
     let work = raft
         .step(5_102, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
@@ -699,15 +680,21 @@ fn without_prompt_high_watermark_the_commit_reaches_followers_with_the_next_reco
     assert_eq!(work, [Work::HighWatermarkChanged { high_watermark: 2 }]);
     assert_eq!(raft.next_deadline_ms(), 5_607);
     let (work, _) = raft.tick(5_607).unwrap();
-    let [
-        Work::SendFetchResponse {
-            to: 2, response, ..
-        },
-    ] = work.as_slice()
-    else {
-        panic!("{work:?}")
-    };
-    assert_eq!(response.high_watermark, 2);
+    assert_eq!(only_fetch_response_to(&work, 2).high_watermark, 2);
+}
+
+/// The one fetch response `work` holds, which must go to `to`.
+fn only_fetch_response_to(work: &[Work], to: NodeId) -> &FetchResponse {
+    match work {
+        [
+            Work::SendFetchResponse {
+                to: sent_to,
+                response,
+                ..
+            },
+        ] if *sent_to == to => response,
+        _ => panic!("expected one fetch response to {to}: {work:?}"),
+    }
 }
 
 /// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,
