@@ -22,6 +22,28 @@ fn start(registry: MetricsRegistry) -> (SocketAddr, tokio::sync::oneshot::Sender
     (addr_rx.recv().unwrap(), stop_tx)
 }
 
+/// A restarted node's metrics endpoint waits for its port while the previous owner's
+/// listener is still open (a kill -9'd process's io_uring is torn down after it was reaped),
+/// as the Kafka listeners do: CI met "cannot listen on ...: Address already in use" here on
+/// 2026-12-05, when the endpoint bound once and gave up.
+#[test]
+fn the_endpoint_waits_for_a_port_its_previous_owner_still_holds() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = held.local_addr().unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+    });
+    let bound = std::thread::spawn(move || {
+        tokio_uring::start(async move {
+            MetricsServer::start(address, MetricsRegistry::default()).map(|s| s.local_addr())
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(bound.unwrap(), address);
+}
+
 fn get(addr: SocketAddr, request: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream

@@ -83,8 +83,11 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     pub fn start(address: SocketAddr, registry: MetricsRegistry) -> std::io::Result<MetricsServer> {
-        let listener =
-            tokio_uring::net::TcpListener::from_std(std::net::TcpListener::bind(address)?);
+        // A restart right after a kill -9 may find the dead process's listener still open
+        // (its io_uring is torn down after it was reaped): wait for it as the Kafka listeners do.
+        let listener = tokio_uring::net::TcpListener::from_std(
+            crate::server::bind_waiting_for_a_dead_owner(address)?,
+        );
         let local_addr = listener.local_addr()?;
         let task = tokio_uring::spawn(async move {
             loop {

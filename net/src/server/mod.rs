@@ -380,8 +380,10 @@ const BIND_RETRY_MS: u64 = 10_000;
 /// right after a kill -9 meets its own previous listener: the kernel tears a dead process's
 /// io_uring down only after the process was reaped, and a pending accept keeps the listening
 /// socket open until then (seen in CI as "Address already in use" on restart). A port held by
-/// a live process still fails, after the wait, with the same error.
-fn bind_waiting_for_a_dead_owner(
+/// a live process still fails, after the wait, with the same error. Every listener of a node
+/// binds through it: the Kafka listeners here and the metrics endpoint
+/// (`metrics::MetricsServer`, since 2026-12-05, after CI met the same error on it).
+pub(crate) fn bind_waiting_for_a_dead_owner(
     address: std::net::SocketAddr,
 ) -> std::io::Result<std::net::TcpListener> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
