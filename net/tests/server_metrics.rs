@@ -25,23 +25,50 @@ fn start(registry: MetricsRegistry) -> (SocketAddr, tokio::sync::oneshot::Sender
 /// A restarted node's metrics endpoint waits for its port while the previous owner's
 /// listener is still open (a kill -9'd process's io_uring is torn down after it was reaped),
 /// as the Kafka listeners do: CI met "cannot listen on ...: Address already in use" here on
-/// 2026-12-05, when the endpoint bound once and gave up.
+/// 2026-12-05, when the endpoint bound once and gave up. The port is released only once the
+/// endpoint has met it in use (its wait's warning), so the bind can pass only by waiting.
 #[test]
 fn the_endpoint_waits_for_a_port_its_previous_owner_still_holds() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = held.local_addr().unwrap();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        drop(held);
-    });
+    let (met_in_use, in_use) = std::sync::mpsc::channel();
     let bound = std::thread::spawn(move || {
-        tokio_uring::start(async move {
-            MetricsServer::start(address, MetricsRegistry::default()).map(|s| s.local_addr())
+        let signal = SignalOnWarning(std::sync::Mutex::new(Some(met_in_use)));
+        tracing::subscriber::with_default(signal, || {
+            tokio_uring::start(async move {
+                MetricsServer::start(address, MetricsRegistry::default()).map(|s| s.local_addr())
+            })
         })
-    })
-    .join()
-    .unwrap();
+    });
+    // Without the wait the bind fails at once and no warning comes: the deadline ends it.
+    let warned = in_use.recv_timeout(Duration::from_secs(20)).is_ok();
+    drop(held);
+    let bound = bound.join().unwrap();
+    assert!(warned, "no 'address in use' warning: {bound:?}");
     assert_eq!(bound.unwrap(), address);
+}
+
+/// A tracing subscriber that reports the first WARN event on a channel.
+struct SignalOnWarning(std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>);
+
+impl tracing::Subscriber for SignalOnWarning {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN
+            && let Some(sender) = self.0.lock().unwrap().take()
+        {
+            let _ = sender.send(());
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 fn get(addr: SocketAddr, request: &str) -> (String, String) {
