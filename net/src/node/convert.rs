@@ -550,7 +550,7 @@ pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: u32 = 10 * 1024 * 1024;
 /// 236,000 (docs/benchmarks.md, "Idle partitions"). A partition that was idle and has records
 /// again is still sent its first batch whole (`read_below`), and asks for its full share
 /// from the next round.
-pub fn partition_shares(fetches: &[(u32, bool)]) -> Vec<u32> {
+fn partition_shares(fetches: &[(u32, bool)]) -> Vec<u32> {
     let limit = u64::from(REPLICA_FETCH_RESPONSE_MAX_BYTES);
     let total = fetches.len().max(1) as u64;
     let idle = fetches.iter().filter(|(_, idle)| *idle).count() as u64;
