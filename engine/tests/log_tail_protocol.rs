@@ -235,6 +235,53 @@ fn a_flush_asked_during_a_flush_carries_the_previous_confirmation() {
 }
 
 #[test]
+fn a_flush_of_one_write_carries_the_previous_confirmation_in_its_submission() {
+    // One record at a time: each flush is its slot alone (the records end inside block 0), one
+    // dsync write. The completed flush's confirmation record is not written alone: it waits and
+    // joins the next flush's submission as a plain write beside that dsync write, so the pair
+    // costs one submission and no fdatasync. `flush_and_wait` writes a waiting record and
+    // makes it durable; `write_confirmation` writes it alone (the host, when no flush came).
+    use ringlog_engine::io::Io;
+    let dir = Path::new("/d/rider");
+    let mut io = memory_io(11);
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    log.append_as_leader(batch_bytes(1, 100, 1), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    assert_eq!(io.in_flight(), 1, "the first flush: its slot, one dsync write");
+    let a_end = log.log_end_offset();
+    assert_eq!(route_until_durable(&mut io, &mut log, a_end), 0, "no fdatasync");
+    assert!(log.confirmation_waiting(), "A's record waits for the next flush");
+    assert_eq!(io.in_flight(), 0, "and is not written alone");
+
+    log.append_as_leader(batch_bytes(2, 100, 2), 1).unwrap();
+    log.flush(&mut io).unwrap();
+    assert!(!log.confirmation_waiting(), "A's record rides on B's flush");
+    assert_eq!(io.in_flight(), 2, "B's slot and A's record, one submission");
+    let b_end = log.log_end_offset();
+    assert!((b_end as usize) < BLOCK * 2);
+    assert_eq!(route_until_durable(&mut io, &mut log, b_end), 0, "still no fdatasync");
+    assert!(log.confirmation_waiting(), "B's record waits in turn");
+    // A crash now loses at most the records' confirmations, never the records.
+    let mut crashed = MemoryIo::from_snapshot(&io.snapshot(), io.config().clone());
+    crashed.crash();
+    let (reopened, report) = PartitionLog::open(&mut crashed, dir, small_config()).unwrap();
+    assert_eq!(reopened.log_end_offset(), b_end, "{report:?}");
+
+    // Written alone on request, then made durable by the blocking path.
+    log.write_confirmation(&mut io);
+    assert!(!log.confirmation_waiting());
+    assert_eq!(io.in_flight(), 1, "B's record alone");
+    log.flush_and_wait(&mut io).unwrap();
+    assert_eq!(durable_confirmed_sequence(&io, dir), Some(2), "B's flush");
+
+    // flush_and_wait leaves no record waiting.
+    log.append_as_leader(batch_bytes(3, 100, 3), 1).unwrap();
+    log.flush_and_wait(&mut io).unwrap();
+    assert!(!log.confirmation_waiting());
+    assert_eq!(durable_confirmed_sequence(&io, dir), Some(3), "C's flush");
+}
+
+#[test]
 fn stale_batches_past_a_cut_are_never_resurrected() {
     // A truncation ends the segment with a new slot only: B and C stay in the data area past
     // the mark. The next flush (D, then E) writes over them with its own slot; a crash that

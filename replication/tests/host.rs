@@ -116,6 +116,37 @@ fn a_flush_completion_commits_with_a_clock_that_never_advances() {
     );
 }
 
+/// A completed flush's confirmation record waits for the next flush to carry it; when none
+/// comes, the host writes it alone `CONFIRMATION_DELAY_MS` later, and asks to be ticked then.
+#[test]
+fn a_waiting_confirmation_is_written_alone_when_no_flush_comes() {
+    use ringlog_replication::host::CONFIRMATION_DELAY_MS;
+    let mut host = open(MemoryIo::with_seed(3), None);
+    let now = elect(&mut host, 0);
+    settle(&mut host, now);
+    host.append(now, PARTITION, vec![batch(1)])
+        .expect("leader appends");
+    settle(&mut host, now);
+    let waiting = |host: &Host<MemoryIo>| {
+        host.store(PARTITION)
+            .expect("hosted")
+            .log
+            .confirmation_waiting()
+    };
+    assert!(waiting(&host), "the record waits for a next flush");
+    let deadline = host.tick(now).expect("tick");
+    assert!(
+        deadline <= now + CONFIRMATION_DELAY_MS,
+        "the host asks to be woken when the record is due: {deadline}"
+    );
+    host.tick(now + CONFIRMATION_DELAY_MS - 1).expect("tick");
+    assert!(waiting(&host), "not due yet");
+    host.tick(now + CONFIRMATION_DELAY_MS).expect("tick");
+    assert!(!waiting(&host), "written alone once due");
+    settle(&mut host, now + CONFIRMATION_DELAY_MS);
+    assert!(!waiting(&host));
+}
+
 /// Appends batches one at a time and crashes the in-memory disk at random moments (unsynced
 /// writes lost or torn); after each restart every record the host had announced committed is
 /// still in the log. Returns the number of crashes after which a committed record was missing,

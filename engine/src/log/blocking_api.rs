@@ -17,6 +17,9 @@ impl PartitionLog {
     pub fn flush_and_wait<I: Io>(&mut self, io: &mut I) -> Result<i64, LogError> {
         self.flush(io)?;
         self.wait_for_in_flight(io)?;
+        // The last flush's confirmation record waits for a next flush: write it now.
+        self.write_confirmation(io);
+        self.wait_for_in_flight(io)?;
         self.sync_confirmation_written_alone(io)?;
         // The next flush could not start for lack of space after this one completed.
         self.durable_or_waiting_for_space()?;

@@ -105,6 +105,9 @@ pub(crate) struct InFlightFlush {
     no_space: Option<IoError>,
     /// Every operation completed, some writes wait in `retry` for space to return.
     stalled: bool,
+    /// The segment file, when the previous flush's confirmation record rode on this chain
+    /// beside a single dsync write: no fdatasync of the chain covers it.
+    rider_unsynced: Option<FileId>,
 }
 
 /// A write of a chain to submit again once space may have returned.
@@ -402,6 +405,9 @@ impl PartitionLog {
             sequence: flight.slot_sequence,
             slot_header_crc32c: flight.slot_header_crc32c,
         });
+        if let Some(file) = flight.rider_unsynced {
+            self.confirmation_unsynced = Some(file);
+        }
         let advanced = self.apply_completed_flush(flight);
         // The next flush first (the caller may be waiting for it): if one was asked meanwhile,
         // its chain carries this confirmation record (no extra write per flush under load);
@@ -421,7 +427,9 @@ impl PartitionLog {
             // One record position, never two writes at once: this one follows the one in flight.
             self.confirmation_pending = Some(confirm);
         }
-        self.maybe_start_confirmation(io);
+        // Otherwise the record waits for the next flush, whose submission it joins as a plain
+        // write: the caller writes it alone ([`PartitionLog::write_confirmation`]) if no flush
+        // comes soon (the host after `CONFIRMATION_DELAY_MS`, docs/log.md).
         // After the next chain is on its way: a buffered write, every few MiB (batch_list).
         self.write_batch_lists(io, false);
         Ok(Routed::Mine {
@@ -648,21 +656,24 @@ impl PartitionLog {
         // written yet: it rides on this chain. Safe because it names a flush whose
         // blocks and slot are already durable, and its block (region block 4) is neither
         // slot's position nor data, so a torn write there damages nothing acknowledged.
-        if !sealing
+        let rider = if !sealing
             && self.confirming.is_none()
             && let Some(pending) = self.confirmation_pending.take_if(|pending| {
                 pending.segment_base_offset == segment.base_offset
                     && pending.sequence == segment.slot_sequence
-            })
-        {
+            }) {
             let position = segment.region_offset + confirmation_offset(block);
-            targets.push((log_path.clone(), position));
-            ops.push(Op::WriteDsync {
-                file,
-                offset: position,
-                buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
-            });
-        }
+            Some((
+                Op::Write {
+                    file,
+                    offset: position,
+                    buf: encode_confirmation(pending.sequence, pending.slot_header_crc32c, block),
+                },
+                (log_path.clone(), position),
+            ))
+        } else {
+            None
+        };
         let block_write_index = block_op.as_ref().map(|_| ops.len());
         if let Some((op, target)) = block_op {
             ops.push(op);
@@ -684,6 +695,18 @@ impl PartitionLog {
                 }
             }
             Some((Op::Fdatasync { file }, (log_path, 0)))
+        };
+        // The confirmation record rides as a plain write in the same submission, so it costs
+        // no system call and no device notification of its own. Behind several writes the
+        // chain's fdatasync covers it; beside one dsync write it reaches the medium with a
+        // later device cache flush, like a record written alone (`flush::confirmation`).
+        let rider_unsynced = match rider {
+            Some((op, target)) => {
+                ops.push(op);
+                targets.push(target);
+                fdatasync.is_none().then_some(file)
+            }
+            None => None,
         };
         let mut op_ids: Vec<OpId> = ops.into_iter().map(|op| io.submit(op)).collect();
 
@@ -739,6 +762,7 @@ impl PartitionLog {
             retry: Vec::new(),
             no_space: None,
             stalled: false,
+            rider_unsynced,
         });
         Ok(())
     }

@@ -54,6 +54,7 @@ use crate::voters::{VoterInfo, VoterSet};
 use crate::work::Persisted;
 
 pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
+pub use pump::CONFIRMATION_DELAY_MS;
 pub use store::{FileRange, PartitionStore, Records, StorageError, route_completions};
 
 /// What a host call can fail with: the core refused the input (a stale or malformed message:
@@ -526,7 +527,10 @@ impl<I: Io> Host<I> {
         self.now_ms = now_ms;
         let (work, next_deadline_ms) = self.multi.tick(now_ms)?;
         self.execute(work)?;
-        Ok(next_deadline_ms)
+        Ok(match self.write_due_confirmations(now_ms) {
+            Some(due_ms) => next_deadline_ms.min(due_ms),
+            None => next_deadline_ms,
+        })
     }
 
     /// A message from a peer.

@@ -12,6 +12,12 @@ use super::{Host, HostError};
 use crate::types::PartitionId;
 use crate::work::Persisted;
 
+/// How long a completed flush's confirmation record waits for the next flush of its log to
+/// carry it before it is written alone. One record at a time flushes every ~0.5 ms here, so the
+/// record nearly always rides; an idle log writes it 5 ms late, a small part of the window in
+/// which it is not yet on the medium anyway (docs/log.md, "Known limits").
+pub const CONFIRMATION_DELAY_MS: u64 = 5;
+
 impl<I: Io> Host<I> {
     /// Drains storage completions, reports durability, releases held messages and feeds the
     /// queued persistence reports to the core until nothing is left to do. Returns whether
@@ -25,6 +31,9 @@ impl<I: Io> Host<I> {
             self.probe.begin();
             let routed = self.poll_storage()?;
             self.probe.end("pump: poll_storage");
+            if routed {
+                self.write_due_confirmations(now_ms);
+            }
             self.probe.begin();
             self.advance_deferred_log_starts()?;
             self.probe.end("pump: advance_deferred_log_starts");
@@ -75,6 +84,29 @@ impl<I: Io> Host<I> {
             }
         }
         Ok(true)
+    }
+
+    /// A completed flush's confirmation record joins the next flush's submission; a log whose
+    /// next flush has not come `CONFIRMATION_DELAY_MS` after the record began to wait writes it
+    /// alone (docs/log.md). Returns the earliest time one is due, for the runtime's next wake.
+    pub(super) fn write_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
+        let mut next_due_ms: Option<u64> = None;
+        for store in self.stores.values_mut() {
+            if !store.log.confirmation_waiting() {
+                store.confirmation_due_ms = None;
+                continue;
+            }
+            let due_ms = *store
+                .confirmation_due_ms
+                .get_or_insert(now_ms + CONFIRMATION_DELAY_MS);
+            if due_ms <= now_ms {
+                store.log.write_confirmation(&mut self.io);
+                store.confirmation_due_ms = None;
+            } else {
+                next_due_ms = Some(next_due_ms.map_or(due_ms, |next| next.min(due_ms)));
+            }
+        }
+        next_due_ms
     }
 
     /// Runs the log start advances that waited for the ring to be idle (`execute`).

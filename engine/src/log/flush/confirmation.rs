@@ -1,15 +1,21 @@
 //! The confirmation record (`RLTC`) of a completed flush: written after the flush, in the next
-//! flush's chain or alone.
+//! flush's submission or alone.
+//!
+//! It waits for the next flush of its log and joins that flush's submission as a plain write
+//! (since 2026-12-05): written alone at once it was a second submission per flush, a system call
+//! and a device notification on every replica, which one record at a time paid in commit latency
+//! (0.87 of its p50 without it, docs/benchmarks.md). A log whose next flush does not come soon has
+//! it written alone ([`PartitionLog::write_confirmation`], by the host after
+//! `CONFIRMATION_DELAY_MS`).
 //!
 //! Alone it is a plain write, not a dsync one (since 2026-12-05). On a disk without FUA (this
 //! machine's, most virtual disks) the next flush's dsync write or fdatasync flushes the device
 //! cache and carries it to the medium; with FUA the next fdatasync of the segment does (a chain
 //! that writes a full block, a seal, a truncation), and `flush_and_wait` and `close` end with
-//! one when a record was written alone since. A dsync write alone was a second device cache
-//! flush per flush on every replica, which one record at a time paid in commit latency (0.87 of
-//! its p50 without it, docs/benchmarks.md). Until the record is durable its flush counts as
-//! unconfirmed: the window docs/log.md describes, longer now, and as before only damage to
-//! that flush's bytes after a crash tells the difference.
+//! one when a record was written as a plain write since. A dsync write alone was a second device
+//! cache flush per flush on every replica. Until the record is durable its flush counts as
+//! unconfirmed: the window docs/log.md describes, and as before only damage to that flush's
+//! bytes after a crash tells the difference.
 
 use super::super::tail_slot::{confirmation_offset, encode_confirmation};
 use super::super::{LogError, PartitionLog};
@@ -81,6 +87,18 @@ impl PartitionLog {
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: None,
         })
+    }
+
+    /// Whether a completed flush's confirmation record waits to be written: it joins the next
+    /// flush's submission, or [`PartitionLog::write_confirmation`] writes it alone.
+    pub fn confirmation_waiting(&self) -> bool {
+        self.confirmation_pending.is_some() && self.confirming.is_none()
+    }
+
+    /// Write the waiting confirmation record alone, now (a plain write): for a log whose next
+    /// flush did not come soon after the last one (the host's `CONFIRMATION_DELAY_MS`).
+    pub fn write_confirmation<I: Io>(&mut self, io: &mut I) {
+        self.maybe_start_confirmation(io);
     }
 
     /// Write the pending confirmation record if none is in flight and its segment still takes

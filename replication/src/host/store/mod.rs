@@ -128,6 +128,9 @@ pub struct PartitionStore {
     /// The log's `tail_cache_bytes` while this replica leads (its followers fetch the recent
     /// tail from it); a follower's log keeps none ([`PartitionStore::set_leading`]).
     leader_tail_cache_bytes: u64,
+    /// When the waiting confirmation record of the log's last flush is written alone if no
+    /// flush has carried it by then (`Host::write_due_confirmations`).
+    pub confirmation_due_ms: Option<u64>,
 }
 
 impl PartitionStore {
@@ -253,6 +256,7 @@ impl PartitionStore {
             delete_records_offset,
             repair_pending,
             leader_tail_cache_bytes: log_config.tail_cache_bytes,
+            confirmation_due_ms: None,
         };
         let mut store = store;
         store.log.set_tail_cache_bytes(0);
