@@ -247,10 +247,21 @@ fn a_flush_of_one_write_carries_the_previous_confirmation_in_its_submission() {
     let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
     log.append_as_leader(batch_bytes(1, 100, 1), 1).unwrap();
     log.flush(&mut io).unwrap();
-    assert_eq!(io.in_flight(), 1, "the first flush: its slot, one dsync write");
+    assert_eq!(
+        io.in_flight(),
+        1,
+        "the first flush: its slot, one dsync write"
+    );
     let a_end = log.log_end_offset();
-    assert_eq!(route_until_durable(&mut io, &mut log, a_end), 0, "no fdatasync");
-    assert!(log.confirmation_waiting(), "A's record waits for the next flush");
+    assert_eq!(
+        route_until_durable(&mut io, &mut log, a_end),
+        0,
+        "no fdatasync"
+    );
+    assert!(
+        log.confirmation_waiting(),
+        "A's record waits for the next flush"
+    );
     assert_eq!(io.in_flight(), 0, "and is not written alone");
 
     log.append_as_leader(batch_bytes(2, 100, 2), 1).unwrap();
@@ -259,7 +270,11 @@ fn a_flush_of_one_write_carries_the_previous_confirmation_in_its_submission() {
     assert_eq!(io.in_flight(), 2, "B's slot and A's record, one submission");
     let b_end = log.log_end_offset();
     assert!((b_end as usize) < BLOCK * 2);
-    assert_eq!(route_until_durable(&mut io, &mut log, b_end), 0, "still no fdatasync");
+    assert_eq!(
+        route_until_durable(&mut io, &mut log, b_end),
+        0,
+        "still no fdatasync"
+    );
     assert!(log.confirmation_waiting(), "B's record waits in turn");
     // A crash now loses at most the records' confirmations, never the records.
     let mut crashed = MemoryIo::from_snapshot(&io.snapshot(), io.config().clone());

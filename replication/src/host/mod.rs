@@ -53,8 +53,8 @@ use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredS
 use crate::voters::{VoterInfo, VoterSet};
 use crate::work::Persisted;
 
-pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
 pub use pump::CONFIRMATION_DELAY_MS;
+pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
 pub use store::{FileRange, PartitionStore, Records, StorageError, route_completions};
 
 /// What a host call can fail with: the core refused the input (a stale or malformed message:
