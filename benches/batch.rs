@@ -30,7 +30,7 @@ fn bench_batch(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("batch/{label}"));
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_function("crc32c_baseline", |b| {
-            b.iter(|| crc32c::crc32c(black_box(&bytes[21..])))
+            b.iter(|| ringlog_engine::crc::crc32c(black_box(&bytes[21..])))
         });
         group.bench_function("validate", |b| {
             b.iter(|| RecordBatch::parse(black_box(bytes.clone())).expect("valid"))

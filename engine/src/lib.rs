@@ -1,6 +1,7 @@
 //! ringlog-engine: files, record batches, segments, snapshots, quorum-state and io_uring.
 //! Knows nothing of Raft roles.
 pub mod batch;
+pub mod crc;
 pub mod epoch_cache;
 pub mod io;
 pub mod log;

@@ -30,7 +30,7 @@ pub enum OffsetCheckpointError {
 /// The file's bytes for `offset`.
 pub fn encode(offset: u64) -> String {
     let body = format!("{VERSION}\n{offset}\n");
-    let crc = crc32c::crc32c(body.as_bytes());
+    let crc = crate::crc::crc32c(body.as_bytes());
     format!("{body}{crc}\n")
 }
 
@@ -52,7 +52,7 @@ pub fn decode(bytes: &[u8]) -> Result<u64, &'static str> {
         .parse()
         .map_err(|_| "checksum is not a number")?;
     let body_len = version.len() + offset.len();
-    if crc32c::crc32c(&bytes[..body_len]) != crc {
+    if crate::crc::crc32c(&bytes[..body_len]) != crc {
         return Err("checksum mismatch");
     }
     offset

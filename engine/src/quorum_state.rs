@@ -77,7 +77,7 @@ impl QuorumStateData {
     /// and a vote forgotten to damage could not be taken back from a peer.
     pub fn encode_file(&self) -> String {
         let json = self.encode();
-        let crc = crc32c::crc32c(json.as_bytes());
+        let crc = crate::crc::crc32c(json.as_bytes());
         format!("{json}\n{CHECKSUM_PREFIX}{crc}\n").repeat(2)
     }
 
@@ -143,7 +143,7 @@ impl QuorumStateData {
                     .and_then(|t| t.strip_suffix('\n'))
                     .and_then(|t| t.parse::<u32>().ok())
                     .ok_or_else(|| malformed("unreadable checksum line".into()))?;
-                if crc32c::crc32c(json) != crc {
+                if crate::crc::crc32c(json) != crc {
                     return Err(malformed("checksum mismatch: the file is damaged".into()));
                 }
                 json

@@ -226,7 +226,7 @@ pub fn stamp_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 
 /// CRC32C of the CRC-covered part of a whole batch (attributes..end).
 pub fn compute_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(&batch[CRC_START.min(batch.len())..])
+    crate::crc::crc32c(&batch[CRC_START.min(batch.len())..])
 }
 
 /// What the front of a buffer says about the batch starting there.

@@ -84,9 +84,9 @@ impl ListedBatch {
 }
 
 fn record_crc(segment_base_offset: i64, index: usize, body: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&segment_base_offset.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, &(index as u64).to_le_bytes());
-    crc32c::crc32c_append(crc, body)
+    let crc = crate::crc::crc32c(&segment_base_offset.to_le_bytes());
+    let crc = crate::crc::crc32c_append(crc, &(index as u64).to_le_bytes());
+    crate::crc::crc32c_append(crc, body)
 }
 
 /// Append the records of `batches`, the first being record `first_index`, to `out`.

@@ -118,8 +118,9 @@ impl TailSlot {
         start >= bytes_start
             && start <= end
             && end <= bytes_start + bytes.len() as u64
-            && crc32c::crc32c(&bytes[(start - bytes_start) as usize..(end - bytes_start) as usize])
-                == self.flush_blocks_crc32c
+            && crate::crc::crc32c(
+                &bytes[(start - bytes_start) as usize..(end - bytes_start) as usize],
+            ) == self.flush_blocks_crc32c
     }
 }
 
@@ -168,7 +169,7 @@ pub(crate) fn encode_confirmation(
     bytes[4..6].copy_from_slice(&CONFIRMATION_VERSION.to_be_bytes());
     bytes[8..16].copy_from_slice(&sequence.to_be_bytes());
     bytes[16..20].copy_from_slice(&slot_header_crc32c.to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[..20]);
+    let crc = crate::crc::crc32c(&bytes[..20]);
     bytes[20..24].copy_from_slice(&crc.to_be_bytes());
     buf
 }
@@ -181,7 +182,7 @@ pub(crate) fn decode_confirmation(file: &[u8], block_size_bytes: usize) -> Optio
     let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
     if u32_at(0) != CONFIRMATION_MAGIC
         || u16::from_be_bytes([bytes[4], bytes[5]]) != CONFIRMATION_VERSION
-        || u32_at(20) != crc32c::crc32c(&bytes[..20])
+        || u32_at(20) != crate::crc::crc32c(&bytes[..20])
     {
         return None;
     }
@@ -211,7 +212,7 @@ pub(crate) fn encode_slot(
         data,
         block_size_bytes,
         flush_start_position,
-        (flushed_blocks.len(), crc32c::crc32c(flushed_blocks)),
+        (flushed_blocks.len(), crate::crc::crc32c(flushed_blocks)),
         data_end_position,
     )
 }
@@ -252,11 +253,11 @@ pub(crate) fn encode_slot_for_blocks(
     header[12..20].copy_from_slice(&sequence.to_be_bytes());
     header[20..28].copy_from_slice(&block_index.to_be_bytes());
     header[28..32].copy_from_slice(&(data.len() as u32).to_be_bytes());
-    header[32..36].copy_from_slice(&crc32c::crc32c(data).to_be_bytes());
+    header[32..36].copy_from_slice(&crate::crc::crc32c(data).to_be_bytes());
     header[36..44].copy_from_slice(&flush_start_position.to_be_bytes());
     header[44..48].copy_from_slice(&flushed_blocks_crc32c.to_be_bytes());
     header[48..56].copy_from_slice(&data_end_position.to_be_bytes());
-    let header_crc = crc32c::crc32c(&header[..56]);
+    let header_crc = crate::crc::crc32c(&header[..56]);
     header[56..60].copy_from_slice(&header_crc.to_be_bytes());
     bytes[block_size_bytes..block_size_bytes + data.len()].copy_from_slice(data);
     buf
@@ -272,7 +273,7 @@ pub(crate) fn decode_slot(bytes: &[u8], block_size_bytes: usize) -> Option<TailS
     let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
     if u32_at(0) != TAIL_SLOT_MAGIC
         || u16::from_be_bytes([bytes[4], bytes[5]]) != TAIL_SLOT_VERSION
-        || u32_at(56) != crc32c::crc32c(&bytes[..56])
+        || u32_at(56) != crate::crc::crc32c(&bytes[..56])
         || u32_at(8) as usize != block_size_bytes
     {
         return None;
@@ -282,7 +283,7 @@ pub(crate) fn decode_slot(bytes: &[u8], block_size_bytes: usize) -> Option<TailS
         return None;
     }
     let data = &bytes[block_size_bytes..block_size_bytes + valid_length];
-    if crc32c::crc32c(data) != u32_at(32) {
+    if crate::crc::crc32c(data) != u32_at(32) {
         return None;
     }
     let slot = TailSlot {
@@ -460,7 +461,7 @@ mod tests {
                 block_index: 3,
                 data: data.clone(),
                 flush_start_position: 512,
-                flush_blocks_crc32c: crc32c::crc32c(&flushed),
+                flush_blocks_crc32c: crate::crc::crc32c(&flushed),
                 data_end_position: 3 * 512 + 300,
                 header_crc32c: encoded_slot_header_crc32c(encoded.as_slice()),
             }
@@ -510,7 +511,7 @@ mod tests {
         // A header claiming an end a whole block before what it covers is not ours.
         let mut crafted = encoded.as_slice().to_vec();
         crafted[48..56].copy_from_slice(&1000u64.to_be_bytes());
-        let crc = crc32c::crc32c(&crafted[..56]);
+        let crc = crate::crc::crc32c(&crafted[..56]);
         crafted[56..60].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(decode_slot(&crafted, block), None);
     }

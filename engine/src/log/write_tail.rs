@@ -9,6 +9,9 @@
 
 use crate::io::AlignedBuf;
 
+/// The piece of an append copied and then checksummed while in the cache (L2 holds it).
+const COPY_PIECE_BYTES: usize = 256 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct WriteTail {
     buf: AlignedBuf,
@@ -60,16 +63,22 @@ impl WriteTail {
         self.buf.len()
     }
 
-    /// Append bytes; checksum every block they complete.
+    /// Append bytes; checksum every block they complete. A large append (a follower's fetched
+    /// run, MiBs) is copied and checksummed a piece at a time, so the CRC reads each piece from
+    /// the cache the copy just filled instead of from memory.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-        let full = self.buf.len() / self.block_size_bytes * self.block_size_bytes;
-        if full > self.full_blocks_len {
-            self.full_blocks_crc32c = crc32c::crc32c_append(
-                self.full_blocks_crc32c,
-                &self.buf.as_slice()[self.full_blocks_len..full],
-            );
-            self.full_blocks_len = full;
+        // One allocation for the whole append, as a single copy would make.
+        self.buf.reserve(bytes.len());
+        for piece in bytes.chunks(COPY_PIECE_BYTES) {
+            self.buf.extend_from_slice(piece);
+            let full = self.buf.len() / self.block_size_bytes * self.block_size_bytes;
+            if full > self.full_blocks_len {
+                self.full_blocks_crc32c = crate::crc::crc32c_append(
+                    self.full_blocks_crc32c,
+                    &self.buf.as_slice()[self.full_blocks_len..full],
+                );
+                self.full_blocks_len = full;
+            }
         }
         debug_assert_eq!(
             self.full_blocks_len,
@@ -81,7 +90,7 @@ impl WriteTail {
     pub fn full_blocks(&self) -> (usize, u32) {
         debug_assert_eq!(
             self.full_blocks_crc32c,
-            crc32c::crc32c(&self.buf.as_slice()[..self.full_blocks_len]),
+            crate::crc::crc32c(&self.buf.as_slice()[..self.full_blocks_len]),
             "the running CRC covers exactly the full blocks"
         );
         (self.full_blocks_len, self.full_blocks_crc32c)
@@ -96,7 +105,8 @@ impl WriteTail {
             return (full_len, full_crc32c);
         }
         let padding = vec![0u8; self.block_size_bytes - rest.len()];
-        let crc32c = crc32c::crc32c_append(crc32c::crc32c_append(full_crc32c, rest), &padding);
+        let crc32c =
+            crate::crc::crc32c_append(crate::crc::crc32c_append(full_crc32c, rest), &padding);
         (full_len + self.block_size_bytes, crc32c)
     }
 
@@ -143,15 +153,30 @@ mod tests {
                 let full = tail.len() / block * block;
                 assert_eq!(
                     tail.full_blocks(),
-                    (full, crc32c::crc32c(&tail.as_slice()[..full]))
+                    (full, crate::crc::crc32c(&tail.as_slice()[..full]))
                 );
             }
             let mut padded = bytes.clone();
             padded.resize(bytes.len().div_ceil(block) * block, 0);
             assert_eq!(
                 tail.padded_blocks(),
-                (padded.len(), crc32c::crc32c(&padded))
+                (padded.len(), crate::crc::crc32c(&padded))
             );
+        }
+    }
+
+    #[test]
+    fn an_append_larger_than_a_copy_piece_is_checksummed_whole() {
+        // A follower's fetched run: MiBs in one append, copied and checksummed in pieces.
+        let block = 4096;
+        let len = 2 * COPY_PIECE_BYTES + 3 * block + 123;
+        let bytes: Vec<u8> = (0..len as u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        for lead in [0, 1, 4095] {
+            let mut tail = WriteTail::from_partial(&bytes[..lead], block);
+            tail.extend_from_slice(&bytes[lead..]);
+            assert_eq!(tail.as_slice(), &bytes[..]);
+            let full = len / block * block;
+            assert_eq!(tail.full_blocks(), (full, ::crc32c::crc32c(&bytes[..full])));
         }
     }
 
@@ -168,7 +193,7 @@ mod tests {
         tail.extend_from_slice(&[3u8; 236]);
         let mut expected = vec![2u8; 276];
         expected.extend_from_slice(&[3u8; 236]);
-        assert_eq!(tail.full_blocks(), (512, crc32c::crc32c(&expected)));
+        assert_eq!(tail.full_blocks(), (512, crate::crc::crc32c(&expected)));
     }
 
     #[test]
@@ -179,7 +204,7 @@ mod tests {
         let (padded_len, padded_crc) = tail.padded_blocks();
         let taken = tail.take_padded(AlignedBuf::with_capacity(block, block));
         assert_eq!(taken.len(), padded_len);
-        assert_eq!(crc32c::crc32c(taken.as_slice()), padded_crc);
+        assert_eq!(crate::crc::crc32c(taken.as_slice()), padded_crc);
         assert_eq!(&taken.as_slice()[700..], &[0u8; 324][..]);
         assert_eq!(tail.len(), 0);
     }

@@ -87,7 +87,7 @@ impl PartitionMetadata {
             hex(self.topic_id),
             self.created_below_offset
         );
-        let crc = crc32c::crc32c(body.as_bytes());
+        let crc = ringlog_engine::crc::crc32c(body.as_bytes());
         format!("{body}crc32c: {crc}\n")
     }
 
@@ -103,7 +103,7 @@ impl PartitionMetadata {
                     .strip_suffix('\n')?
                     .parse()
                     .ok()?;
-                if crc32c::crc32c(body.as_bytes()) != crc {
+                if ringlog_engine::crc::crc32c(body.as_bytes()) != crc {
                     return None;
                 }
                 body

@@ -97,7 +97,7 @@ pub fn encode(state: &SavedProducerState) -> Vec<u8> {
         bytes.extend_from_slice(&b.last_offset.to_be_bytes());
         bytes.extend_from_slice(&b.max_timestamp.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&bytes);
+    let crc = ringlog_engine::crc::crc32c(&bytes);
     bytes.extend_from_slice(&crc.to_be_bytes());
     bytes
 }
@@ -109,7 +109,7 @@ pub fn decode(bytes: &[u8]) -> Result<SavedProducerState, &'static str> {
     }
     let (body, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
     let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != crc {
+    if ringlog_engine::crc::crc32c(body) != crc {
         return Err("checksum mismatch");
     }
     if &body[..4] != MAGIC {
