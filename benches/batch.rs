@@ -1,6 +1,7 @@
 //! RecordBatch v2 throughput: validate (parse: frame + CRC32C), validate and walk every record,
 //! and encode (build), for 16 KiB and 1 MiB batches of 1 KiB records; raw CRC32C over the same
-//! bytes is the baseline validation cannot beat.
+//! bytes is the baseline validation cannot beat (the node's, `ringlog_engine::crc`, and beside it
+//! the `crc32c` crate's).
 //!
 //! Run: cargo bench --bench batch   (add `-- --quick` for a short run)
 
@@ -31,6 +32,10 @@ fn bench_batch(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_function("crc32c_baseline", |b| {
             b.iter(|| ringlog_engine::crc::crc32c(black_box(&bytes[21..])))
+        });
+        // The implementation the node used until 2026-12-05 (engine/src/crc.rs says why not).
+        group.bench_function("crc32c_crate", |b| {
+            b.iter(|| crc32c::crc32c(black_box(&bytes[21..])))
         });
         group.bench_function("validate", |b| {
             b.iter(|| RecordBatch::parse(black_box(bytes.clone())).expect("valid"))
