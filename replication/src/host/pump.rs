@@ -92,7 +92,8 @@ impl<I: Io> Host<I> {
     pub(super) fn write_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
         let mut next_due_ms: Option<u64> = None;
         for store in self.stores.values_mut() {
-            if !store.log.confirmation_waiting() {
+            // A log out of space writes nothing alone: its flush's retry carries the record.
+            if !store.log.confirmation_waiting() || store.waiting_for_space() {
                 store.confirmation_due_ms = None;
                 continue;
             }
