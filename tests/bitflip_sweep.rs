@@ -103,7 +103,9 @@ fn log_since(log: &Path, from: u64) -> String {
 }
 
 /// Whether node `replica` holds every committed record of the topic (DescribeQuorum at the
-/// leader).
+/// leader), on its disk: a follower below the high-watermark fetches ahead of its flush
+/// (docs/raft.md), so the leader hears of records a kill -9 may still take. The sweep flips
+/// bits in what the disk holds; killed mid-flush, the active segment could hold nothing yet.
 fn caught_up(quorum: &Quorum, replica: i32) -> Option<()> {
     let (mut leader, _) = quorum.partition_leader(TOPIC)?;
     let view = leader.describe_quorum_of(TOPIC, 0).ok()?;
@@ -112,8 +114,29 @@ fn caught_up(quorum: &Quorum, replica: i32) -> Option<()> {
         .current_voters
         .iter()
         .find(|v| v.replica_id == replica)?;
-    (view.partition.high_watermark > 0 && state.log_end_offset >= view.partition.high_watermark)
+    let high_watermark = view.partition.high_watermark;
+    (high_watermark > 0
+        && state.log_end_offset >= high_watermark
+        && durable_end_offset(&quorum.data_dir(replica).join(format!("{TOPIC}-0")))?
+            >= high_watermark)
         .then_some(())
+}
+
+/// The end offset of the batches the newest segment's slots vouch for (`ringlog dump`).
+fn durable_end_offset(dir: &Path) -> Option<i64> {
+    let base = *segment_bases(dir).last()?;
+    let output = Command::new(quorum::RINGLOG)
+        .arg("dump")
+        .arg(dir.join(format!("{base:020}.log")))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let last = text
+        .lines()
+        .filter_map(|line| line.split("lastOffset: ").nth(1))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<i64>().ok())
+        .max();
+    Some(last.map_or(base as i64, |offset| offset + 1))
 }
 
 #[test]

@@ -134,6 +134,11 @@ fn a_waiting_confirmation_is_written_alone_when_no_flush_comes() {
             .confirmation_waiting()
     };
     assert!(waiting(&host), "the record waits for a next flush");
+    assert_eq!(
+        host.next_confirmation_due_ms(),
+        Some(now + CONFIRMATION_DELAY_MS),
+        "the turn that saw the flush complete names the due time for the runtime's wait"
+    );
     let deadline = host.tick(now).expect("tick");
     assert!(
         deadline <= now + CONFIRMATION_DELAY_MS,

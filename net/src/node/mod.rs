@@ -363,6 +363,8 @@ impl Node {
                 .min(self.handlers.next_deadline_ms())
                 .min(space_retry_ms.unwrap_or(u64::MAX))
                 .min(self.remote_leaders.parked_deadline_ms().unwrap_or(u64::MAX))
+                // A confirmation record that began to wait during this turn's pump.
+                .min(self.host.next_confirmation_due_ms().unwrap_or(u64::MAX))
                 .min(now + 100);
             // A backend without a readiness fd finished its operations inside the last
             // `submit_and_wait`; anything still in flight is picked up at once, not later.

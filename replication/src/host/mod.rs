@@ -234,6 +234,9 @@ pub struct Host<I: Io> {
     /// Fetched snapshots installed by the work list being executed, with the voter set each
     /// holds, for the core once the list is done (`execute`).
     installed_snapshots: Vec<(PartitionId, OffsetAndEpoch, Option<VoterSet>)>,
+    /// The earliest time a waiting confirmation record is written alone, as of the last scan
+    /// (`pump::write_due_confirmations`).
+    next_confirmation_due_ms: Option<u64>,
 }
 
 /// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
@@ -295,6 +298,7 @@ impl<I: Io> Host<I> {
             preopened: BTreeMap::new(),
             offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
+            next_confirmation_due_ms: None,
         })
     }
 

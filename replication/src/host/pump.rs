@@ -90,6 +90,18 @@ impl<I: Io> Host<I> {
     /// next flush has not come `CONFIRMATION_DELAY_MS` after the record began to wait writes it
     /// alone (docs/log.md). Returns the earliest time one is due, for the runtime's next wake.
     pub(super) fn write_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
+        let next_due_ms = self.scan_due_confirmations(now_ms);
+        self.next_confirmation_due_ms = next_due_ms;
+        next_due_ms
+    }
+
+    /// When the next waiting confirmation record is due (`write_due_confirmations`): the
+    /// runtime wakes then at the latest, whichever turn stamped it.
+    pub fn next_confirmation_due_ms(&self) -> Option<u64> {
+        self.next_confirmation_due_ms
+    }
+
+    fn scan_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
         let mut next_due_ms: Option<u64> = None;
         for store in self.stores.values_mut() {
             // A log out of space writes nothing alone: its flush's retry carries the record.
