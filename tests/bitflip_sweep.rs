@@ -23,8 +23,8 @@ use ringlog_engine::batch::RecordBatchBuilder;
 
 mod quorum;
 use quorum::{
-    Quorum, dumped_batches, eventually, produce_to, read_partition_batches_from, segment_bases,
-    serial,
+    Quorum, dumped_batch_lines, dumped_batches, eventually, produce_to,
+    read_partition_batches_from, segment_bases, serial,
 };
 
 const TOPIC: &str = "sweep";
@@ -125,14 +125,9 @@ fn caught_up(quorum: &Quorum, replica: i32) -> Option<()> {
 /// The end offset of the batches the newest segment's slots vouch for (`ringlog dump`).
 fn durable_end_offset(dir: &Path) -> Option<i64> {
     let base = *segment_bases(dir).last()?;
-    let output = Command::new(quorum::RINGLOG)
-        .arg("dump")
-        .arg(dir.join(format!("{base:020}.log")))
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    let last = text
-        .lines()
+    let lines = dumped_batch_lines(&dir.join(format!("{base:020}.log"))).ok()?;
+    let last = lines
+        .iter()
         .filter_map(|line| line.split("lastOffset: ").nth(1))
         .filter_map(|rest| rest.split(' ').next()?.parse::<i64>().ok())
         .max();

@@ -949,21 +949,33 @@ pub fn delete_records(
 pub fn dumped_batches(partition_dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for base in segment_bases(partition_dir) {
-        let output = Command::new(RINGLOG)
-            .arg("dump")
-            .arg(partition_dir.join(format!("{base:020}.log")))
-            .output()
-            .expect("ringlog dump runs");
-        assert!(output.status.success(), "{output:?}");
-        for line in String::from_utf8(output.stdout).unwrap().lines() {
-            if line.starts_with("baseOffset: ") {
-                let head = line.split(" position: ").next().unwrap();
-                let crc = line.split(" crc: ").nth(1).unwrap_or("");
-                out.push(format!("{head} crc: {crc}"));
-            }
+        let lines = dumped_batch_lines(&partition_dir.join(format!("{base:020}.log")))
+            .unwrap_or_else(|error| panic!("{error}"));
+        for line in lines {
+            let head = line.split(" position: ").next().unwrap();
+            let crc = line.split(" crc: ").nth(1).unwrap_or("");
+            out.push(format!("{head} crc: {crc}"));
         }
     }
     out
+}
+
+/// The batch lines (`baseOffset: ...`) `ringlog dump` prints for one segment file, or why it
+/// could not run.
+pub fn dumped_batch_lines(segment: &Path) -> Result<Vec<String>, String> {
+    let output = Command::new(RINGLOG)
+        .arg("dump")
+        .arg(segment)
+        .output()
+        .map_err(|error| format!("ringlog dump runs: {error}"))?;
+    if !output.status.success() {
+        return Err(format!("{output:?}"));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.starts_with("baseOffset: "))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// A consumer Fetch (v12 fields: replica id -1, no epochs, 1 MiB) of `topic`-0 at `offset`.

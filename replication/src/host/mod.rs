@@ -234,9 +234,6 @@ pub struct Host<I: Io> {
     /// Fetched snapshots installed by the work list being executed, with the voter set each
     /// holds, for the core once the list is done (`execute`).
     installed_snapshots: Vec<(PartitionId, OffsetAndEpoch, Option<VoterSet>)>,
-    /// The earliest time a waiting confirmation record is written alone, as of the last scan
-    /// (`pump::write_due_confirmations`).
-    next_confirmation_due_ms: Option<u64>,
 }
 
 /// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
@@ -298,7 +295,6 @@ impl<I: Io> Host<I> {
             preopened: BTreeMap::new(),
             offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
-            next_confirmation_due_ms: None,
         })
     }
 
@@ -531,10 +527,8 @@ impl<I: Io> Host<I> {
         self.now_ms = now_ms;
         let (work, next_deadline_ms) = self.multi.tick(now_ms)?;
         self.execute(work)?;
-        Ok(match self.write_due_confirmations(now_ms) {
-            Some(due_ms) => next_deadline_ms.min(due_ms),
-            None => next_deadline_ms,
-        })
+        self.write_due_confirmations(now_ms);
+        Ok(next_deadline_ms.min(self.next_confirmation_due_ms().unwrap_or(u64::MAX)))
     }
 
     /// A message from a peer.

@@ -88,21 +88,8 @@ impl<I: Io> Host<I> {
 
     /// A completed flush's confirmation record joins the next flush's submission; a log whose
     /// next flush has not come `CONFIRMATION_DELAY_MS` after the record began to wait writes it
-    /// alone (docs/log.md). Returns the earliest time one is due, for the runtime's next wake.
-    pub(super) fn write_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
-        let next_due_ms = self.scan_due_confirmations(now_ms);
-        self.next_confirmation_due_ms = next_due_ms;
-        next_due_ms
-    }
-
-    /// When the next waiting confirmation record is due (`write_due_confirmations`): the
-    /// runtime wakes then at the latest, whichever turn stamped it.
-    pub fn next_confirmation_due_ms(&self) -> Option<u64> {
-        self.next_confirmation_due_ms
-    }
-
-    fn scan_due_confirmations(&mut self, now_ms: u64) -> Option<u64> {
-        let mut next_due_ms: Option<u64> = None;
+    /// alone (docs/log.md).
+    pub(super) fn write_due_confirmations(&mut self, now_ms: u64) {
         for store in self.stores.values_mut() {
             // A log out of space writes nothing alone: its flush's retry carries the record.
             if !store.log.confirmation_waiting() || store.waiting_for_space() {
@@ -115,11 +102,17 @@ impl<I: Io> Host<I> {
             if due_ms <= now_ms {
                 store.log.write_confirmation(&mut self.io);
                 store.confirmation_due_ms = None;
-            } else {
-                next_due_ms = Some(next_due_ms.map_or(due_ms, |next| next.min(due_ms)));
             }
         }
-        next_due_ms
+    }
+
+    /// When the next waiting confirmation record is due (`write_due_confirmations`): the
+    /// runtime wakes then at the latest, whichever turn stamped it.
+    pub fn next_confirmation_due_ms(&self) -> Option<u64> {
+        self.stores
+            .values()
+            .filter_map(|store| store.confirmation_due_ms)
+            .min()
     }
 
     /// Runs the log start advances that waited for the ring to be idle (`execute`).

@@ -83,7 +83,7 @@ impl PartitionLog {
             Err(error) if error.is_no_space() => {}
             other => other?,
         }
-        self.maybe_start_confirmation(io);
+        self.write_confirmation(io);
         Ok(Routed::Mine {
             durable_end_offset_advanced_to: None,
         })
@@ -95,15 +95,11 @@ impl PartitionLog {
         self.confirmation_pending.is_some() && self.confirming.is_none()
     }
 
-    /// Write the waiting confirmation record alone, now (a plain write): for a log whose next
-    /// flush did not come soon after the last one (the host's `CONFIRMATION_DELAY_MS`).
+    /// Write the waiting confirmation record alone, now (a plain write), if none is in flight
+    /// and its segment still takes slots (a truncation or seal since then makes it moot): for a
+    /// log whose next flush did not come soon after the last one (the host's
+    /// `CONFIRMATION_DELAY_MS`), a blocking path, or the record that waited for one in flight.
     pub fn write_confirmation<I: Io>(&mut self, io: &mut I) {
-        self.maybe_start_confirmation(io);
-    }
-
-    /// Write the pending confirmation record if none is in flight and its segment still takes
-    /// slots (a truncation or seal since then makes it moot).
-    pub(super) fn maybe_start_confirmation<I: Io>(&mut self, io: &mut I) {
         if self.confirming.is_some() {
             return;
         }
