@@ -50,18 +50,17 @@ bytes_behind=$(du -sb "$folder/quorum/node-$leader/perf-0" | cut -f1)
 bytes_follower=$(du -sb "$folder/quorum/node-$follower/perf-0" | cut -f1)
 echo "leader's log end $end; follower behind by $((end - behind_from)) records, $((bytes_behind - bytes_follower)) bytes on disk"
 
-# Start it again and time its catch-up.
-sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-started=$(date +%s.%N)
-RUST_LOG=${NODE_LOG_LEVEL:-warn} "$RINGLOG" serve --config "$folder/quorum/node-$follower.properties" \
-  2>>"$folder/quorum/node-$follower.log" &
-PIDS[$follower]=$!
-# One poller for the whole wait: a process started every 20 ms (python, bash) took a third of
-# this 2-core machine's CPU from the nodes it measured.
-read -r partition_started caught < <(python3 - "${METRICS[$follower]}" "$end" <<'PY'
+# Start it again and time its catch-up. One poller for the whole wait (a process started every
+# 20 ms, python or bash, took a third of this 2-core machine's CPU from the nodes it measured),
+# started before the page cache is dropped: started after, its own start-up (python read back
+# from disk) was counted in the follower's, 0.3-0.8 s of the 2026-12-04 figures.
+poll_out="$folder/poll.out"
+rm -f "$poll_out"
+python3 - "${METRICS[$follower]}" "$end" >"$poll_out" <<'PY' &
 import re, sys, time, urllib.request
 port, end = sys.argv[1], int(sys.argv[2])
 pattern = re.compile(r'kafka_server_raft_metrics_log_end_offset\{partition="perf-0"\} (\S+)')
+print("ready", flush=True)
 started = None
 while True:
     try:
@@ -73,11 +72,27 @@ while True:
     if m and started is None:
         started = time.time()
     if m and int(float(m.group(1))) >= end:
-        print(f"{started:.6f} {time.time():.6f}")
+        print(f"{started:.6f} {time.time():.6f}", flush=True)
         break
     time.sleep(0.02)
 PY
-)
+poller=$!
+until grep -q ready "$poll_out" 2>/dev/null; do sleep 0.05; done
+sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+# The leader's log leaves the cache; the binary comes back (a restarted node's usually is).
+cat "$RINGLOG" >/dev/null
+leader_cpu_before=$(awk '{print $14+$15}' "/proc/${PIDS[$leader]}/stat")
+started=$(date +%s.%N)
+RUST_LOG=${NODE_LOG_LEVEL:-warn} "$RINGLOG" serve --config "$folder/quorum/node-$follower.properties" \
+  2>>"$folder/quorum/node-$follower.log" &
+PIDS[$follower]=$!
+wait "$poller"
+read -r partition_started caught < <(tail -n 1 "$poll_out")
+# CPU time (user + system, in clock ticks of 10 ms) from /proc/<pid>/stat: the follower's since
+# its start, the leader's during the catch-up.
+follower_cpu=$(awk '{print $14+$15}' "/proc/${PIDS[$follower]}/stat")
+leader_cpu=$(( $(awk '{print $14+$15}' "/proc/${PIDS[$leader]}/stat") - leader_cpu_before ))
+echo "CPU: follower ${follower_cpu}0 ms since its start, leader ${leader_cpu}0 ms during the catch-up"
 
 # The disk's sequential read rate, same run (direct, so the page cache does not answer).
 fio --name=seqread --filename="$folder/fio.dat" --size=1g --rw=read --bs=1m --direct=1 \
