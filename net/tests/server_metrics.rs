@@ -6,7 +6,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use ringlog_net::metrics::{MetricsRegistry, MetricsServer, RaftMetrics, fuzz_metrics_request};
+use ringlog_net::metrics::{
+    MetricsRegistry, MetricsServer, RaftMetrics, WindowedStat, fuzz_metrics_request,
+};
 
 /// Starts the endpoint on its own runtime thread; the returned sender stops it.
 fn start(registry: MetricsRegistry) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
@@ -127,7 +129,12 @@ fn parse_exposition(body: &str) -> HashMap<String, f64> {
 #[test]
 fn metrics_endpoint_serves_parseable_raft_metrics() {
     let registry = MetricsRegistry::new();
-    let raft = RaftMetrics::new(&registry, "__cluster_metadata-0");
+    // The node's one event loop: every partition's group shows the same poll-idle-ratio.
+    let poll_idle_ratio = WindowedStat::default();
+    let raft = RaftMetrics::new(&registry, "__cluster_metadata-0", &poll_idle_ratio);
+    let _other = RaftMetrics::new(&registry, "perf-0", &poll_idle_ratio);
+    poll_idle_ratio.record(0.25);
+    poll_idle_ratio.record(0.75);
     raft.current_state.set("leader");
     raft.current_epoch.set(7.0);
     raft.current_leader.set(1.0);
@@ -155,6 +162,12 @@ fn metrics_endpoint_serves_parseable_raft_metrics() {
         "300 records over one 30 s window"
     );
     assert_eq!(value("snapshots_generated_total"), 2.0);
+    for partition in ["__cluster_metadata-0", "perf-0"] {
+        let series =
+            |name: &str| format!("kafka_server_raft_metrics_{name}{{partition=\"{partition}\"}}");
+        assert_eq!(samples[&series("poll_idle_ratio_avg")], 0.5, "{partition}");
+        assert_eq!(samples[&series("poll_idle_ratio_max")], 0.75, "{partition}");
+    }
     for state in RaftMetrics::STATES {
         let series = format!(
             "kafka_server_raft_metrics_current_state{{partition=\"__cluster_metadata-0\",state=\"{state}\"}}"

@@ -59,8 +59,13 @@ impl RaftMetrics {
         registry.unregister(&[("partition", partition)]);
     }
 
-    /// Registers the group for `partition` (e.g. `__cluster_metadata-0`).
-    pub fn new(registry: &MetricsRegistry, partition: &str) -> RaftMetrics {
+    /// Registers the group for `partition` (e.g. `__cluster_metadata-0`). `poll_idle_ratio` is
+    /// the node's event loop's, which every partition's group shows.
+    pub fn new(
+        registry: &MetricsRegistry,
+        partition: &str,
+        poll_idle_ratio: &WindowedStat,
+    ) -> RaftMetrics {
         const GROUP: &str = "kafka_server_raft_metrics";
         let labels = [("partition", partition)];
         let name = |metric: &str| format!("{GROUP}_{}", metric.replace('-', "_"));
@@ -113,10 +118,11 @@ impl RaftMetrics {
                 "Records fetched from the leader per second",
                 &labels,
             ),
-            poll_idle_ratio: registry.windowed(
+            poll_idle_ratio: registry.windowed_shared(
                 &name("poll-idle-ratio"),
                 "Share of time the event loop waited",
                 &labels,
+                poll_idle_ratio,
             ),
             snapshot_count: registry.gauge(&name("snapshot-count"), "Snapshots on disk", &labels),
             latest_snapshot_size_bytes: registry.gauge(

@@ -88,6 +88,14 @@ impl WindowedStat {
     }
 }
 
+impl Default for WindowedStat {
+    /// A stat no registry shows yet: [`MetricsRegistry::windowed_shared`] registers it under
+    /// each set of labels that shares it.
+    fn default() -> Self {
+        WindowedStat(Arc::new(Mutex::new(Window::new(Instant::now()))))
+    }
+}
+
 /// Sum of recorded amounts per second over the last windows.
 #[derive(Clone)]
 pub struct Rate(Arc<Mutex<Window>>);
@@ -234,6 +242,19 @@ impl MetricsRegistry {
         let window = Arc::new(Mutex::new(Window::new(Instant::now())));
         self.register(name, help, labels, Value::Windowed(window.clone()));
         WindowedStat(window)
+    }
+
+    /// Registers `stat`, which other label sets may show too: one recording is then one update
+    /// for all of them (the node's one event loop, shown in every partition's group).
+    pub fn windowed_shared(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        stat: &WindowedStat,
+    ) -> WindowedStat {
+        self.register(name, help, labels, Value::Windowed(stat.0.clone()));
+        stat.clone()
     }
 
     pub fn rate(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Rate {
