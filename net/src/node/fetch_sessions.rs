@@ -88,6 +88,16 @@ impl FetchSessions {
         }
     }
 
+    /// The node stopped running `partition` (its topic was deleted, or a storage error took it
+    /// offline): no later wire Fetch carries it, and a partition id used again starts as one
+    /// never answered (not idle).
+    pub(super) fn forget(&mut self, partition: PartitionId) {
+        self.idle.remove(&partition);
+        for session in self.peers.values_mut() {
+            session.outstanding.remove(&partition);
+        }
+    }
+
     /// Whether `partition`'s latest answer carried no records (never answered: not idle).
     pub(super) fn is_idle(&self, partition: PartitionId) -> bool {
         self.idle.contains(&partition)
@@ -173,6 +183,18 @@ mod tests {
         sessions.sent(2, None);
         assert!(sessions.request(2, vec![]).is_empty());
         assert!(sessions.take_answer(2, 5));
+    }
+
+    #[test]
+    fn a_forgotten_partition_leaves_every_session_and_the_idle_set() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))]);
+        sessions.sent(2, Some(1));
+        sessions.note_answer(7, true);
+        sessions.forget(7);
+        assert!(!sessions.is_idle(7), "an id used again starts unanswered");
+        let next = sessions.request(2, vec![]);
+        assert_eq!(next.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]

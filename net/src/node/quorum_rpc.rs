@@ -670,6 +670,7 @@ impl QuorumRpc {
         partition: PartitionId,
         code: ErrorCode,
     ) -> Result<(), NodeError> {
+        self.fetch_sessions.forget(partition);
         for id in self.slots.forget_partition(partition, code) {
             self.maybe_complete(q, id)?;
         }
