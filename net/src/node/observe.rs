@@ -16,7 +16,7 @@
 //! | election-latency-avg/max | from entering Candidate to a known leader of a later or equal epoch |
 //! | append-records-rate | records the log end moved by while leader |
 //! | fetch-records-rate | records the log end moved by while following |
-//! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working) |
+//! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working); the node's one loop, so one window that every partition's group shows |
 //! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, rescanned at most once a second |
 //! | snapshots-generated-total, snapshots-fetched-total | the host's per-partition counts of snapshots written (state machine, retention and DeleteRecords cuts) and installed from a leader, since start ([`Observer::observe_snapshot_totals`]) |
 //!
