@@ -171,7 +171,7 @@ pub fn build_batch(records: &[KeyValue<'_>], control: bool, timestamp_ms: i64) -
     batch.put_i32(-1); // baseSequence
     batch.put_i32(records.len() as i32);
     batch.extend_from_slice(&body);
-    let crc = ringlog_engine::crc::crc32c(&batch[21..]);
+    let crc = ringlog_engine::batch::header::compute_crc(&batch);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
     batch.freeze()
 }
@@ -338,7 +338,7 @@ mod tests {
         );
         assert!(is_control_batch(&b) && !is_control_batch(&a));
         assert_eq!(
-            ringlog_engine::crc::crc32c(&b[21..]).to_be_bytes(),
+            ringlog_engine::batch::header::compute_crc(&b).to_be_bytes(),
             b[17..21]
         );
     }

@@ -461,7 +461,7 @@ mod tests {
                 block_index: 3,
                 data: data.clone(),
                 flush_start_position: 512,
-                flush_blocks_crc32c: crate::crc::crc32c(&flushed),
+                flush_blocks_crc32c: ::crc32c::crc32c(&flushed),
                 data_end_position: 3 * 512 + 300,
                 header_crc32c: encoded_slot_header_crc32c(encoded.as_slice()),
             }
@@ -511,7 +511,7 @@ mod tests {
         // A header claiming an end a whole block before what it covers is not ours.
         let mut crafted = encoded.as_slice().to_vec();
         crafted[48..56].copy_from_slice(&1000u64.to_be_bytes());
-        let crc = crate::crc::crc32c(&crafted[..56]);
+        let crc = ::crc32c::crc32c(&crafted[..56]);
         crafted[56..60].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(decode_slot(&crafted, block), None);
     }

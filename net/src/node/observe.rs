@@ -82,7 +82,7 @@ pub(crate) struct Observer {
     busy_since: Instant,
     /// The event loop's `poll-idle-ratio`, one window that every partition's group shows:
     /// recorded once per wake-up, where a window per partition cost 100 clock reads and lock
-    /// round trips per turn, 14 % of a voter's CPU with 100 partitions (docs/benchmarks.md).
+    /// round trips per turn, 1.35 % of all CPU samples with 100 partitions (docs/benchmarks.md).
     poll_idle_ratio: WindowedStat,
 }
 
