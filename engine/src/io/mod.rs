@@ -31,6 +31,7 @@ use std::sync::Arc;
 mod any;
 mod buffer;
 mod common;
+mod group_sync;
 pub mod memory;
 mod posix;
 pub mod syscall;

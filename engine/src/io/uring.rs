@@ -31,6 +31,7 @@ use super::common::{
     UNKNOWN_FILE_PATH, check_direct_alignment, check_transfer_len, errno, failed_completion,
     take_read_buf,
 };
+use super::group_sync::GroupSync;
 use super::posix::{self, BLOCK_SIZE_BYTES_MIN, PosixFiles};
 use super::{AlignedBuf, Completion, FileId, FileReader, Io, IoError, Op, OpId, OpenOptions};
 
@@ -54,6 +55,14 @@ pub struct UringIo {
     readiness: OwnedFd,
     /// A completed read's buffer given back (`Io::recycle_read_buf`) for the next read.
     spare_read_buf: Option<AlignedBuf>,
+    /// Standalone fdatasyncs submitted together go to one `syncfs` on a thread
+    /// (group_sync.rs); `None` when off.
+    group_sync: Option<GroupSync>,
+    /// Operations of `in_flight` held by `group_sync` (never in the kernel's ring).
+    group_ops: usize,
+    /// Per open file: its device if it is on a filesystem whose fdatasyncs may be grouped
+    /// (`group_sync::group_device`), looked up at its first fdatasync.
+    group_devices: HashMap<FileId, Option<u64>>,
 }
 
 struct InFlight {
@@ -61,6 +70,8 @@ struct InFlight {
     /// The buffer a read fills (writes keep theirs inside `op`).
     read_buf: Option<AlignedBuf>,
     linked: bool,
+    /// Held by `group_sync`, not the ring.
+    group: bool,
 }
 
 impl UringIo {
@@ -76,6 +87,14 @@ impl UringIo {
     }
 
     pub fn with_block_size(block_size_bytes: usize) -> std::io::Result<Self> {
+        let group_sync = group_sync_from_env().then_some(super::group_sync::DIRTY_LIMIT_BYTES);
+        Self::with_options(block_size_bytes, group_sync)
+    }
+
+    /// As [`UringIo::with_block_size`], whatever the environment says: group sync off (`None`)
+    /// or on, grouping only while the machine's dirty page cache is below the given bytes
+    /// (group_sync.rs; `u64::MAX` always groups).
+    pub fn with_options(block_size_bytes: usize, group_sync: Option<u64>) -> std::io::Result<Self> {
         assert!(
             block_size_bytes.is_power_of_two(),
             "block size must be a power of two"
@@ -90,6 +109,12 @@ impl UringIo {
         // SAFETY: `raw` is a fresh, valid descriptor (checked above) owned by nobody else.
         let readiness = unsafe { OwnedFd::from_raw_fd(raw) };
         ring.submitter().register_eventfd(readiness.as_raw_fd())?;
+        let group_sync = match group_sync {
+            Some(dirty_limit_bytes) => {
+                Some(GroupSync::start(readiness.try_clone()?, dirty_limit_bytes)?)
+            }
+            None => None,
+        };
         Ok(UringIo {
             ring,
             files: PosixFiles::new(),
@@ -100,6 +125,9 @@ impl UringIo {
             ready: VecDeque::new(),
             readiness,
             spare_read_buf: None,
+            group_sync,
+            group_ops: 0,
+            group_devices: HashMap::new(),
         })
     }
 
@@ -137,6 +165,7 @@ impl UringIo {
             op,
             read_buf: None,
             linked,
+            group: false,
         };
         let entry = match &mut flight.op {
             Op::Write { offset, buf, .. } => opcode::Write::new(fd, buf.as_ptr(), buf.len() as u32)
@@ -206,8 +235,109 @@ impl UringIo {
         }
     }
 
+    /// Batches of fdatasyncs made durable by one `syncfs` so far (group_sync.rs).
+    pub fn grouped_syncs(&self) -> u64 {
+        self.group_sync
+            .as_ref()
+            .map_or(0, GroupSync::grouped_batches)
+    }
+
+    /// Hands a standalone fdatasync to the group sync instead of the ring. Refused (the op comes
+    /// back) when group sync is off, for a directory (whose entries need a full fsync), and for
+    /// a file on a filesystem other than ext4 or XFS.
+    fn offer_to_group(&mut self, op_id: OpId, op: Op) -> Result<(), Op> {
+        let Some(group) = &mut self.group_sync else {
+            return Err(op);
+        };
+        let Op::Fdatasync { file } = op else {
+            return Err(op);
+        };
+        let entry = self.files.get_mut(file).expect("validated");
+        if entry.directory {
+            return Err(op);
+        }
+        let fd = entry.file.as_raw_fd();
+        let device = *self
+            .group_devices
+            .entry(file)
+            .or_insert_with(|| super::group_sync::group_device(fd));
+        if device.is_none() {
+            return Err(op);
+        }
+        entry.in_flight += 1;
+        group.add((op_id.0, fd));
+        self.group_ops += 1;
+        let previous = self.in_flight.insert(
+            op_id.0,
+            InFlight {
+                op,
+                read_buf: None,
+                linked: false,
+                group: true,
+            },
+        );
+        assert!(previous.is_none(), "op id {op_id:?} reused while in flight");
+        Ok(())
+    }
+
+    /// Starts the group sync's next batch; what it hands back goes to the ring one by one.
+    fn kick_group(&mut self) {
+        let Some(group) = &mut self.group_sync else {
+            return;
+        };
+        let mut to_ring = Vec::new();
+        group.kick(&mut to_ring);
+        for (id, _) in to_ring {
+            self.group_ops -= 1;
+            let flight = self.in_flight.remove(&id).expect("a group op is in flight");
+            let file = self
+                .files
+                .get_mut(flight.op.file())
+                .expect("a file with operations in flight stays open");
+            file.in_flight -= 1;
+            let entry = self.prepare(OpId(id), flight.op, false, false);
+            self.enqueue(vec![entry]);
+        }
+    }
+
+    /// Moves the group sync's finished fdatasyncs into `ready` and starts its next batch.
+    fn reap_group(&mut self) {
+        let Some(group) = &mut self.group_sync else {
+            return;
+        };
+        let mut outcomes = Vec::new();
+        group.collect(&mut outcomes);
+        for (id, error) in outcomes {
+            self.group_ops -= 1;
+            let flight = self.in_flight.remove(&id).expect("a group op is in flight");
+            assert!(flight.group, "the group sync completes only its own ops");
+            let file = self
+                .files
+                .get_mut(flight.op.file())
+                .expect("a file with operations in flight stays open");
+            file.in_flight -= 1;
+            let result = if error == 0 {
+                Ok(0)
+            } else {
+                Err(IoError::new(
+                    flight.op.operation_name(),
+                    &file.path,
+                    flight.op.offset(),
+                    errno(error),
+                ))
+            };
+            self.ready.push_back(Completion {
+                op_id: OpId(id),
+                result,
+                buf: None,
+            });
+        }
+        self.kick_group();
+    }
+
     /// Move every available CQE into `ready` (or back into the ring, for a retryable standalone op).
     fn reap(&mut self) {
+        self.reap_group();
         let cqes: Vec<(u64, i32)> = self
             .ring
             .completion()
@@ -278,6 +408,20 @@ impl UringIo {
     }
 }
 
+/// The environment variable that turns group sync off (`off`); on by default.
+pub const GROUP_SYNC_ENV: &str = "RINGLOG_GROUP_SYNC";
+
+/// Whether `RINGLOG_GROUP_SYNC` leaves group sync on (anything but `off`, `0` or `false`).
+fn group_sync_from_env() -> bool {
+    match std::env::var(GROUP_SYNC_ENV) {
+        Ok(text) => !matches!(
+            text.trim().to_ascii_lowercase().as_str(),
+            "off" | "0" | "false"
+        ),
+        Err(_) => true,
+    }
+}
+
 /// Submit one NOP and wait for it: proves the ring works end to end.
 fn probe_nop(ring: &mut IoUring) -> std::io::Result<()> {
     const PROBE_USER_DATA: u64 = u64::MAX;
@@ -312,6 +456,7 @@ impl Io for UringIo {
     }
 
     fn close(&mut self, file: FileId) -> Result<(), IoError> {
+        self.group_devices.remove(&file);
         self.files.close(file)
     }
 
@@ -389,8 +534,10 @@ impl Io for UringIo {
         match self.validate(&op) {
             Err((path, e)) => self.ready.push_back(failed_completion(op_id, op, &path, e)),
             Ok(()) => {
-                let entry = self.prepare(op_id, op, false, false);
-                self.enqueue(vec![entry]);
+                if let Err(op) = self.offer_to_group(op_id, op) {
+                    let entry = self.prepare(op_id, op, false, false);
+                    self.enqueue(vec![entry]);
+                }
             }
         }
         op_id
@@ -443,18 +590,28 @@ impl Io for UringIo {
     fn submit_and_wait(&mut self, min_completions: usize) -> Result<(), IoError> {
         let target = min_completions.min(self.in_flight());
         loop {
+            self.kick_group();
             self.fill_from_overflow();
             let missing = target.saturating_sub(self.ready.len());
             // While units are parked, only submit (never block): they need the SQ room that the
             // submission frees. `want` never exceeds what is in the kernel, so this cannot hang.
-            let in_kernel =
-                self.in_flight.len() - self.overflow.iter().map(Vec::len).sum::<usize>();
+            let in_kernel = self.in_flight.len()
+                - self.group_ops
+                - self.overflow.iter().map(Vec::len).sum::<usize>();
             let want = if self.overflow.is_empty() {
                 missing.min(in_kernel)
             } else {
                 0
             };
             let went_through = self.enter(want)?;
+            if want == 0
+                && missing > 0
+                && let Some(group) = &mut self.group_sync
+                && group.busy()
+            {
+                // What is missing can only come from the group sync's batch.
+                group.wait_batch();
+            }
             self.reap();
             if went_through
                 && self.overflow.is_empty()
@@ -510,6 +667,10 @@ impl Io for UringIo {
 
 impl Drop for UringIo {
     fn drop(&mut self) {
+        // The sync thread finishes its batch (the files are still open) and ends; the group's
+        // operations own no buffer.
+        self.group_sync.take();
+        self.in_flight.retain(|_, flight| !flight.group);
         // Parked units never reached the kernel: their buffers can go.
         let parked: Vec<u64> = self
             .overflow
