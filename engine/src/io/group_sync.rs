@@ -334,24 +334,19 @@ pub(super) fn group_device(fd: RawFd) -> Option<u64> {
 }
 
 fn syncfs(fd: RawFd) -> i32 {
-    loop {
-        // SAFETY: plain syscall on an open descriptor.
-        if unsafe { libc::syncfs(fd) } == 0 {
-            return 0;
-        }
-        let e = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        if e != libc::EINTR {
-            return e;
-        }
-    }
+    // SAFETY: plain syscall on an open descriptor.
+    retry_eintr(|| unsafe { libc::syncfs(fd) })
 }
 
 fn fdatasync(fd: RawFd) -> i32 {
+    // SAFETY: plain syscall on an open descriptor.
+    retry_eintr(|| unsafe { libc::fdatasync(fd) })
+}
+
+/// 0, or the errno of the call, which is retried while interrupted.
+fn retry_eintr(mut call: impl FnMut() -> libc::c_int) -> i32 {
     loop {
-        // SAFETY: plain syscall on an open descriptor.
-        if unsafe { libc::fdatasync(fd) } == 0 {
+        if call() == 0 {
             return 0;
         }
         let e = std::io::Error::last_os_error()

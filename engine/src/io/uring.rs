@@ -288,16 +288,24 @@ impl UringIo {
         let mut to_ring = Vec::new();
         group.kick(&mut to_ring);
         for (id, _) in to_ring {
-            self.group_ops -= 1;
-            let flight = self.in_flight.remove(&id).expect("a group op is in flight");
-            let file = self
-                .files
-                .get_mut(flight.op.file())
-                .expect("a file with operations in flight stays open");
-            file.in_flight -= 1;
+            let (flight, _) = self.take_group_op(id);
             let entry = self.prepare(OpId(id), flight.op, false, false);
             self.enqueue(vec![entry]);
         }
+    }
+
+    /// Takes a group sync op out of `in_flight` (and its file's count); returns it and its
+    /// file's path.
+    fn take_group_op(&mut self, id: u64) -> (InFlight, std::path::PathBuf) {
+        self.group_ops -= 1;
+        let flight = self.in_flight.remove(&id).expect("a group op is in flight");
+        assert!(flight.group, "only the group sync's own ops");
+        let file = self
+            .files
+            .get_mut(flight.op.file())
+            .expect("a file with operations in flight stays open");
+        file.in_flight -= 1;
+        (flight, file.path.clone())
     }
 
     /// Moves the group sync's finished fdatasyncs into `ready` and starts its next batch.
@@ -308,20 +316,13 @@ impl UringIo {
         let mut outcomes = Vec::new();
         group.collect(&mut outcomes);
         for (id, error) in outcomes {
-            self.group_ops -= 1;
-            let flight = self.in_flight.remove(&id).expect("a group op is in flight");
-            assert!(flight.group, "the group sync completes only its own ops");
-            let file = self
-                .files
-                .get_mut(flight.op.file())
-                .expect("a file with operations in flight stays open");
-            file.in_flight -= 1;
+            let (flight, path) = self.take_group_op(id);
             let result = if error == 0 {
                 Ok(0)
             } else {
                 Err(IoError::new(
                     flight.op.operation_name(),
-                    &file.path,
+                    &path,
                     flight.op.offset(),
                     errno(error),
                 ))
