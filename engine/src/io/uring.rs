@@ -244,7 +244,7 @@ impl UringIo {
 
     /// Hands a standalone fdatasync to the group sync instead of the ring. Refused (the op comes
     /// back) when group sync is off, for a directory (whose entries need a full fsync), and for
-    /// a file on a filesystem other than ext4 or XFS.
+    /// a file on a filesystem other than ext4.
     fn offer_to_group(&mut self, op_id: OpId, op: Op) -> Result<(), Op> {
         let Some(group) = &mut self.group_sync else {
             return Err(op);
