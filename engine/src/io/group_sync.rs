@@ -133,9 +133,9 @@ impl GroupSync {
     /// Starts the next batch if none is on the thread. Hands the requests back for the ring
     /// instead when there is only one (an fdatasync alone gains nothing from a group) or when
     /// too much is dirty for a cheap `syncfs`.
-    pub(super) fn kick(&mut self, to_ring: &mut Vec<Request>) {
+    pub(super) fn kick(&mut self) -> Vec<Request> {
         if self.busy || self.pending.is_empty() {
-            return;
+            return Vec::new();
         }
         let cheap = self.syncfs_cheap.load(Ordering::Relaxed);
         if self.pending.len() == 1 || !cheap {
@@ -143,13 +143,13 @@ impl GroupSync {
                 // Not looking (idle) or too much dirty: ask for a fresh look, once.
                 self.send(Vec::new());
             }
-            to_ring.append(&mut self.pending);
-            return;
+            return std::mem::take(&mut self.pending);
         }
         let batch = std::mem::take(&mut self.pending);
         self.busy = true;
         self.batches_sent += 1;
         self.send(batch);
+        Vec::new()
     }
 
     fn send(&self, batch: Vec<Request>) {
@@ -161,15 +161,15 @@ impl GroupSync {
     }
 
     /// The outcomes of finished batches; the next batch may start.
-    pub(super) fn collect(&mut self, out: &mut Vec<Outcome>) {
+    pub(super) fn collect(&mut self) -> Vec<Outcome> {
         let (lock, _) = &*self.done;
         let mut done = lock
             .lock()
             .expect("the sync thread never panics holding it");
-        out.append(&mut done.outcomes);
         if done.batches_done == self.batches_sent {
             self.busy = false;
         }
+        std::mem::take(&mut done.outcomes)
     }
 
     /// Blocks until the batch on the thread is done (for the backend's blocking waits).

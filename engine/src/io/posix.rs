@@ -29,6 +29,9 @@ pub(crate) struct PosixFile {
     /// Data operations submitted and not yet completed; `close` asserts it is zero, because closing
     /// the descriptor while the kernel still uses it could make it hit a reused descriptor.
     pub in_flight: usize,
+    /// The io_uring backend's group sync: the file's device if its fdatasyncs may be grouped,
+    /// looked up at its first fdatasync (`None` until then).
+    pub group_device: Option<Option<u64>>,
 }
 
 pub(crate) struct PosixFiles {
@@ -101,6 +104,7 @@ impl PosixFiles {
             read_only: options.read_only,
             directory: false,
             in_flight: 0,
+            group_device: None,
         };
         self.files.insert(id, entry);
         Ok(id)
@@ -121,6 +125,7 @@ impl PosixFiles {
             read_only: true,
             directory: true,
             in_flight: 0,
+            group_device: None,
         };
         self.files.insert(id, entry);
         Ok(id)

@@ -60,9 +60,6 @@ pub struct UringIo {
     group_sync: Option<GroupSync>,
     /// Operations of `in_flight` held by `group_sync` (never in the kernel's ring).
     group_ops: usize,
-    /// Per open file: its device if it is on a filesystem whose fdatasyncs may be grouped
-    /// (`group_sync::group_device`), looked up at its first fdatasync.
-    group_devices: HashMap<FileId, Option<u64>>,
 }
 
 struct InFlight {
@@ -127,7 +124,6 @@ impl UringIo {
             spare_read_buf: None,
             group_sync,
             group_ops: 0,
-            group_devices: HashMap::new(),
         })
     }
 
@@ -257,11 +253,11 @@ impl UringIo {
             return Err(op);
         }
         let fd = entry.file.as_raw_fd();
-        let device = *self
-            .group_devices
-            .entry(file)
-            .or_insert_with(|| super::group_sync::group_device(fd));
-        if device.is_none() {
+        if entry
+            .group_device
+            .get_or_insert_with(|| super::group_sync::group_device(fd))
+            .is_none()
+        {
             return Err(op);
         }
         entry.in_flight += 1;
@@ -285,9 +281,7 @@ impl UringIo {
         let Some(group) = &mut self.group_sync else {
             return;
         };
-        let mut to_ring = Vec::new();
-        group.kick(&mut to_ring);
-        for (id, _) in to_ring {
+        for (id, _) in group.kick() {
             let (flight, _) = self.take_group_op(id);
             let entry = self.prepare(OpId(id), flight.op, false, false);
             self.enqueue(vec![entry]);
@@ -313,9 +307,7 @@ impl UringIo {
         let Some(group) = &mut self.group_sync else {
             return;
         };
-        let mut outcomes = Vec::new();
-        group.collect(&mut outcomes);
-        for (id, error) in outcomes {
+        for (id, error) in group.collect() {
             let (flight, path) = self.take_group_op(id);
             let result = if error == 0 {
                 Ok(0)
@@ -457,7 +449,6 @@ impl Io for UringIo {
     }
 
     fn close(&mut self, file: FileId) -> Result<(), IoError> {
-        self.group_devices.remove(&file);
         self.files.close(file)
     }
 
