@@ -3,7 +3,7 @@
 //! other messages) bound for one peer into one request, as Kafka's Fetch carries many
 //! partitions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
@@ -32,6 +32,66 @@ pub struct PartitionWork {
 pub struct MultiRaft {
     node_id: NodeId,
     partitions: BTreeMap<PartitionId, Raft>,
+    /// Which groups the next tick reaches.
+    ticks: TickSchedule,
+}
+
+/// Which groups a tick reaches. A group rests after a tick until the deadline that tick
+/// returned, unless anything else reaches it first (a step, an append, a persisted report...):
+/// then it is awake, and the next tick reaches it. A tick of a resting group would have no
+/// work: every timer a tick acts on is in [`Raft::next_deadline_ms`], and nothing else
+/// changed. Groups whose idle tick is not a no-op ([`Raft::idle_tick_is_noop`]: standing for
+/// election, a leader waiting to advance its log start) stay awake. The deadline a group
+/// rests until is a lower bound: a leader's check-quorum deadline, counting the leader as
+/// fetching now, would come out later from a later tick, so it is ticked once early.
+///
+/// Every group is either awake or resting, never both.
+#[derive(Clone, Debug, Default)]
+struct TickSchedule {
+    awake: BTreeSet<PartitionId>,
+    /// Resting groups by the deadline they rest until, earliest first.
+    resting: BTreeSet<(u64, PartitionId)>,
+    /// Each resting group's deadline (its key in `resting`).
+    resting_until: BTreeMap<PartitionId, u64>,
+}
+
+impl TickSchedule {
+    fn wake(&mut self, partition: PartitionId) {
+        if let Some(due) = self.resting_until.remove(&partition) {
+            self.resting.remove(&(due, partition));
+        }
+        self.awake.insert(partition);
+    }
+
+    fn rest(&mut self, partition: PartitionId, until_ms: u64) {
+        debug_assert!(!self.awake.contains(&partition));
+        self.resting.insert((until_ms, partition));
+        let before = self.resting_until.insert(partition, until_ms);
+        debug_assert!(before.is_none(), "partition {partition} rests twice");
+    }
+
+    fn forget(&mut self, partition: PartitionId) {
+        if let Some(due) = self.resting_until.remove(&partition) {
+            self.resting.remove(&(due, partition));
+        }
+        self.awake.remove(&partition);
+    }
+
+    /// Wakes the groups whose deadline came and takes every awake one, in partition order.
+    fn take_due(&mut self, now_ms: u64) -> BTreeSet<PartitionId> {
+        while let Some(&(due, partition)) = self.resting.first()
+            && due <= now_ms
+        {
+            self.resting.pop_first();
+            self.resting_until.remove(&partition);
+            self.awake.insert(partition);
+        }
+        std::mem::take(&mut self.awake)
+    }
+
+    fn earliest_resting_ms(&self) -> u64 {
+        self.resting.first().map_or(u64::MAX, |&(due, _)| due)
+    }
 }
 
 impl MultiRaft {
@@ -52,6 +112,10 @@ impl MultiRaft {
         }
         Ok(Self {
             node_id: config.node_id,
+            ticks: TickSchedule {
+                awake: groups.keys().copied().collect(),
+                ..TickSchedule::default()
+            },
             partitions: groups,
         })
     }
@@ -80,12 +144,14 @@ impl MultiRaft {
                 now_ms,
             )?,
         );
+        self.ticks.wake(partition);
         Ok(())
     }
 
     /// Stops a partition's group (its topic was deleted): no more work or messages come from
     /// it, and a message for it is refused with `UnknownPartition`. Returns the group.
     pub fn remove_partition(&mut self, partition: PartitionId) -> Option<Raft> {
+        self.ticks.forget(partition);
         self.partitions.remove(&partition)
     }
 
@@ -120,6 +186,7 @@ impl MultiRaft {
                 now_ms,
             )?,
         );
+        self.ticks.wake(partition);
         Ok(())
     }
 
@@ -137,6 +204,7 @@ impl MultiRaft {
         let mut multi = Self {
             node_id: config.node_id,
             partitions: BTreeMap::new(),
+            ticks: TickSchedule::default(),
         };
         for (&partition, recovered) in partitions {
             multi.add_partition_recovered(
@@ -177,7 +245,11 @@ impl MultiRaft {
         self.partitions.iter().map(|(p, r)| (*p, r))
     }
 
+    /// A group about to be reached by something other than a tick: due for the next tick.
     fn group(&mut self, partition: PartitionId) -> Result<&mut Raft, RaftError> {
+        if self.partitions.contains_key(&partition) {
+            self.ticks.wake(partition);
+        }
         self.partitions
             .get_mut(&partition)
             .ok_or(RaftError::UnknownPartition(partition))
@@ -201,16 +273,55 @@ impl MultiRaft {
         Ok(Self::tag(message.partition, work))
     }
 
-    /// Ticks every group; returns the work and the earliest next deadline of them all.
+    /// Ticks every group that is due ([`TickSchedule`]); returns the work and the earliest
+    /// next deadline of them all. This runs every turn of a host's loop, and with many
+    /// partitions most of them rest between their timers.
     pub fn tick(&mut self, now_ms: u64) -> Result<(Vec<PartitionWork>, u64), RaftError> {
+        #[cfg(feature = "sim")]
+        self.check_resting_ticks(now_ms)?;
         let mut all = Vec::new();
         let mut next = u64::MAX;
-        for (&partition, raft) in &mut self.partitions {
-            let (work, deadline) = raft.tick(now_ms)?;
+        let mut due = self.ticks.take_due(now_ms).into_iter();
+        while let Some(partition) = due.next() {
+            let raft = self
+                .partitions
+                .get_mut(&partition)
+                .expect("a scheduled group is hosted");
+            let (work, deadline) = match raft.tick(now_ms) {
+                Ok(ticked) => ticked,
+                Err(error) => {
+                    // Nothing is lost: this group and the ones after it tick next time.
+                    self.ticks.wake(partition);
+                    due.for_each(|partition| self.ticks.wake(partition));
+                    return Err(error);
+                }
+            };
             all.extend(Self::tag(partition, work));
+            if raft.idle_tick_is_noop() {
+                self.ticks.rest(partition, deadline);
+            } else {
+                self.ticks.wake(partition);
+            }
             next = next.min(deadline);
         }
-        Ok((all, next))
+        Ok((all, next.min(self.ticks.earliest_resting_ms())))
+    }
+
+    /// The simulator checks [`TickSchedule`]'s claim: a resting group's tick has no work.
+    #[cfg(feature = "sim")]
+    fn check_resting_ticks(&self, now_ms: u64) -> Result<(), RaftError> {
+        for (&partition, &due) in &self.ticks.resting_until {
+            if due <= now_ms {
+                continue;
+            }
+            let (work, _) = self.partitions[&partition].clone().tick(now_ms)?;
+            assert!(
+                work.is_empty(),
+                "partition {partition}: a tick before its deadline {due} (now {now_ms}) had work: \
+                 {work:?}"
+            );
+        }
+        Ok(())
     }
 
     /// [`Raft::stand_first`] for one partition.
@@ -250,6 +361,9 @@ impl MultiRaft {
         partition: PartitionId,
         replica: NodeId,
     ) -> Vec<PartitionWork> {
+        if self.partitions.contains_key(&partition) {
+            self.ticks.wake(partition);
+        }
         match self.partitions.get_mut(&partition) {
             Some(raft) => Self::tag(partition, raft.complete_parked_fetch(now_ms, replica)),
             None => Vec::new(),

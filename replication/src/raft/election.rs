@@ -526,7 +526,10 @@ impl Raft {
             );
             return self.transition_to_resigned(out);
         }
-        if now >= leader.begin_quorum_resend_ms {
+        // The resend timer runs only while a voter has not acknowledged the epoch (as
+        // `next_deadline_ms` has it): a voter added later hears BeginQuorumEpoch at the next
+        // tick, not at the end of a period that ran while nobody needed it.
+        if now >= leader.begin_quorum_resend_ms && self.has_unendorsed_voter(leader) {
             if let EpochState::Leader(leader) = &mut self.state {
                 leader.begin_quorum_resend_ms = now + self.config.request_timeout_ms;
             }

@@ -586,6 +586,30 @@ impl Raft {
         }
     }
 
+    /// Whether a tick before [`Raft::next_deadline_ms`], with nothing else reaching the group
+    /// since its last tick, has no work and changes nothing but the clock. Not while it stands
+    /// for election: a Prospective's or Candidate's tick draws its next timeout from the RNG
+    /// whether or not a timer is due, so skipping one would change the timeouts of every later
+    /// election. Nor while a leader waits to advance its log start: a lagging replica stops
+    /// holding it back once its last fetch is older than the fetch timeout, a time no
+    /// deadline names.
+    pub fn idle_tick_is_noop(&self) -> bool {
+        match self.state {
+            EpochState::Prospective(_) | EpochState::Candidate(_) => false,
+            EpochState::Leader(_) => !self.log_start_advance_pending(),
+            _ => true,
+        }
+    }
+
+    /// Whether a voter other than the leader has not acknowledged its epoch yet (KIP-595:
+    /// BeginQuorumEpoch is sent again until each has).
+    fn has_unendorsed_voter(&self, leader: &crate::quorum::LeaderState) -> bool {
+        let local = self.config.node_id;
+        self.voter_set()
+            .iter_ids()
+            .any(|v| v != local && !leader.endorsed.contains(&v))
+    }
+
     /// The earliest time at which `tick` has something to do.
     pub fn next_deadline_ms(&self) -> u64 {
         let mut deadline = match &self.state {
@@ -597,12 +621,7 @@ impl Raft {
                 .unwrap_or(s.election_deadline_ms.min(s.vote_resend_ms)),
             EpochState::Leader(s) => {
                 let parked = s.parked.next_deadline_ms();
-                let local = self.config.node_id;
-                let unendorsed = self
-                    .voter_set()
-                    .iter_ids()
-                    .any(|v| v != local && !s.endorsed.contains(&v));
-                let begin = if unendorsed {
+                let begin = if self.has_unendorsed_voter(s) {
                     s.begin_quorum_resend_ms
                 } else {
                     u64::MAX
