@@ -76,6 +76,9 @@ pub struct NodeConfig {
     pub controller_socket_timeout_ms: u64,
     pub retry_backoff_ms: u64,
     pub fetch_max_wait_ms: u64,
+    /// `idle.poll.us`: how long the event loop polls after a busy turn before it sleeps
+    /// (node/mod.rs, `run`).
+    pub idle_poll_us: u64,
     pub segment_size_bytes: u64,
     pub max_record_bytes_between_snapshots: u64,
     pub snapshot_minimum_records: u64,
@@ -364,6 +367,7 @@ impl NodeConfig {
             controller_socket_timeout_ms: values.positive("controller.socket.timeout.ms")?,
             retry_backoff_ms: values.positive("controller.quorum.retry.backoff.ms")?,
             fetch_max_wait_ms: values.number("controller.quorum.fetch.max.wait.ms")?,
+            idle_poll_us: values.number("idle.poll.us")?,
             segment_size_bytes: values.positive("metadata.log.segment.bytes")?,
             max_record_bytes_between_snapshots: values
                 .number("metadata.log.max.record.bytes.between.snapshots")?,

@@ -258,6 +258,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The largest record batch a Produce request may carry (MESSAGE_TOO_LARGE above it).",
     },
     KeyDefinition {
+        name: "idle.poll.us",
+        aliases: &[],
+        default: Some("400"),
+        doc: "Not in Kafka. After a turn of the event loop that handled something, the loop polls for its next event for this many microseconds before it sleeps, so an answer that comes back within that time does not wait for a halted CPU to wake; 0 never polls. An idle node does not poll.",
+    },
+    KeyDefinition {
         name: "metrics.listener",
         aliases: &[],
         default: Some(""),

@@ -337,6 +337,9 @@ impl Node {
             ),
             None => None,
         };
+        let idle_poll = Duration::from_micros(self.config.idle_poll_us);
+        // Whether the last wait ended in something to handle (not the timer).
+        let mut busy = false;
         loop {
             let now = self.now_ms();
             let began = Instant::now();
@@ -389,21 +392,39 @@ impl Node {
             }
             let due = self.started + Duration::from_millis(wake_ms);
             let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(due));
+            tokio::pin!(sleep);
             self.stall.end_turn();
             let wait_began = self.observer.poll_wait_begins();
-            let wake = tokio::select! {
-                biased;
-                _ = terminate.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
-                _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
-                event = events.recv() => Wake::Event(event),
-                // Never None: the node holds a sender.
-                Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
-                ready = storage_signal(storage_ready.as_ref()), if storage_waits => {
-                    ready.map_err(NodeError::Runtime)?;
-                    Wake::Storage
-                }
-                _ = sleep => Wake::Timer,
+            // After a busy turn the next event tends to come within microseconds (a follower's
+            // answer, a flush's completion, a client's next record): poll for it a while
+            // instead of sleeping, since a halted CPU takes tens of microseconds to wake
+            // (`idle.poll.us`). Each poll is an io_uring no-op: the runtime submits what the
+            // turn queued and reaps every completion (socket reads too) on the way, which
+            // a plain yield would not (tokio-uring submits only when the thread parks).
+            let poll_until = (busy && !idle_poll.is_zero()).then(|| Instant::now() + idle_poll);
+            let wake = loop {
+                let polling = poll_until.is_some_and(|until| Instant::now() < until);
+                let wake = tokio::select! {
+                    biased;
+                    _ = terminate.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
+                    _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
+                    event = events.recv() => Wake::Event(event),
+                    // Never None: the node holds a sender.
+                    Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
+                    ready = storage_signal(storage_ready.as_ref()), if storage_waits => {
+                        ready.map_err(NodeError::Runtime)?;
+                        Wake::Storage
+                    }
+                    _ = &mut sleep => Wake::Timer,
+                    _ = tokio_uring::no_op(), if polling => {
+                        // Another process with work on this CPU goes first.
+                        std::thread::yield_now();
+                        continue;
+                    }
+                };
+                break wake;
             };
+            busy = !matches!(wake, Wake::Timer);
             // Only the wait counts as idle (poll-idle-ratio), not the event's handling.
             self.observer.poll_wait_ends(wait_began);
             self.stall.begin_turn();
