@@ -2,12 +2,13 @@
 # One acks=all record at a time on a fresh `ringlog dev` quorum (three voters and an observer on
 # 127.0.0.1, fsync on), for two or more ringlog binaries in alternation, ROUNDS times each, in
 # one run: the p50/p99 commit latency and records/s of each run, the medians per binary, and
-# each over the first binary's (CLIENTS and BATCH_RECORDS make it a throughput run, PARTITIONS
+# each over the first binary's (CLIENTS, IN_FLIGHT (requests per client) and BATCH_RECORDS make it a throughput run, PARTITIONS
 # spreads it over a topic of that many partitions). Used to judge a change to the commit path against the binary before
 # it on the same machine in the same minutes.
 #
 #   scripts/commit-latency-ab.sh LABEL=BINARY LABEL=BINARY [...]
-#   ROUNDS=3 DURATION_SECS=8 RECORD_SIZE=1024 CLIENTS=1 BATCH_RECORDS=1 PARTITIONS=1 FOLDER=/tmp/x \
+#   ROUNDS=3 DURATION_SECS=8 RECORD_SIZE=1024 CLIENTS=1 IN_FLIGHT=1 BATCH_RECORDS=1 PARTITIONS=1 \
+#     FOLDER=/tmp/x \
 #     scripts/commit-latency-ab.sh \
 #     old=a/ringlog new=b/ringlog
 set -euo pipefail
@@ -15,6 +16,7 @@ folder="${FOLDER:-$(mktemp -d /tmp/commit-latency-ab.XXXXXX)}"
 mkdir -p "$folder"
 rounds="${ROUNDS:-3}"; duration="${DURATION_SECS:-8}"; record_size="${RECORD_SIZE:-1024}"
 clients="${CLIENTS:-1}"; batch_records="${BATCH_RECORDS:-1}"; partitions="${PARTITIONS:-1}"
+in_flight="${IN_FLIGHT:-1}"
 port=19193
 
 run_one() { # binary label round
@@ -25,7 +27,7 @@ run_one() { # binary label round
   local dev=$!
   for _ in $(seq 1 100); do grep -q '^leader:' "$data/dev.log" 2>/dev/null && break; sleep 0.1; done
   "$bin" perf append --bootstrap "127.0.0.1:$port" --clients "$clients" --batch-records "$batch_records" \
-    --partitions "$partitions" \
+    --partitions "$partitions" --in-flight "$in_flight" \
     --record-size "$record_size" --warmup-secs 2 --duration-secs "$duration" --json \
     >"$data/perf.json" 2>"$data/perf.err" || true
   kill -TERM "$dev" 2>/dev/null || true

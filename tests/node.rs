@@ -547,3 +547,43 @@ fn garbage_and_a_huge_size_prefix_leave_the_server_serving() {
     let acknowledged = produce_all(&cluster, leader, &values("after-garbage", 3));
     wait_for_values(&cluster, leader, &acknowledged);
 }
+
+/// `idle.poll.us`: the loop polls for its next event only after a busy turn. A quorum that was
+/// busy and then has nothing to do must go back to sleep: over two idle seconds each node uses
+/// a small fraction of a core (a loop that kept polling would use all of one: ~2 s).
+#[test]
+fn a_quorum_with_nothing_to_do_stops_polling() {
+    let _serial = serial();
+    let cluster = Cluster::start(3, 0, "idle.poll.us=400\n");
+    let (_, _) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+    let acknowledged = produce_all(&cluster, leader, &values("busy", 200));
+    for id in 1..=3 {
+        wait_for_values(&cluster, id, &acknowledged);
+    }
+    let cpu_seconds = |pid: u32| -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the command's closing parenthesis: utime and stime are the 12th and
+        // 13th of them, in clock ticks.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        // SAFETY: sysconf reads a constant.
+        ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    };
+    let pids: Vec<u32> = cluster
+        .nodes
+        .iter()
+        .map(|node| node.child.as_ref().unwrap().id())
+        .collect();
+    let before: Vec<f64> = pids.iter().map(|&pid| cpu_seconds(pid)).collect();
+    std::thread::sleep(Duration::from_secs(2));
+    for (index, &pid) in pids.iter().enumerate() {
+        let used = cpu_seconds(pid) - before[index];
+        assert!(
+            used < 0.5,
+            "node {} used {used:.2} s of CPU in 2 idle seconds",
+            index + 1
+        );
+    }
+}
