@@ -36,7 +36,13 @@ fn groups_here(dir: &Path) -> bool {
 /// io_uring with group sync on whatever the dirty page cache (tests must not depend on what else
 /// the machine writes), unless this host forbids io_uring.
 fn uring() -> Option<UringIo> {
-    match UringIo::with_options(4096, Some(u64::MAX)) {
+    uring_with(Some(u64::MAX))
+}
+
+/// io_uring with the given group sync (`UringIo::with_options`), unless this host forbids
+/// io_uring.
+fn uring_with(group_sync: Option<u64>) -> Option<UringIo> {
+    match UringIo::with_options(4096, group_sync) {
         Ok(io) => Some(io),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)) => {
             eprintln!("io_uring is not permitted on this host ({e}); skipped");
@@ -177,12 +183,9 @@ fn files_on_tmpfs_are_not_grouped() {
 
 #[test]
 fn group_sync_off_sends_every_fdatasync_to_the_ring() {
-    let io = match UringIo::with_options(4096, None) {
-        Ok(io) => io,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)) => return,
-        Err(e) => panic!("io_uring setup failed: {e}"),
+    let Some(mut io) = uring_with(None) else {
+        return;
     };
-    let mut io = io;
     let dir = build_fs_dir("group-sync-off");
     let files = written_files(&mut io, &dir, 4);
     let ids = fdatasyncs(&mut io, &files);
