@@ -392,3 +392,43 @@ fn a_segment_keeps_its_slot_region_when_the_segment_size_changes_between_runs() 
     assert_eq!(report.log_end_offset, 40, "{report:?}");
     assert_eq!(read_all(&mut log, &mut io).len(), 40);
 }
+
+/// A leader's append of batches whose CRC was checked on arrival (a validated Produce) keeps
+/// the same bytes as the checking append, and still refuses what does not frame.
+#[test]
+fn crc_checked_leader_append_stores_what_the_checking_append_stores() {
+    let mut io = MemoryIo::with_seed(2);
+    let (mut checking, _) =
+        PartitionLog::open(&mut io, Path::new("/data/a-0"), small_config()).unwrap();
+    let (mut checked, _) =
+        PartitionLog::open(&mut io, Path::new("/data/b-0"), small_config()).unwrap();
+    for i in 0..5u64 {
+        let two = [batch_bytes(2, 100, i), batch_bytes(1, 50, i + 100)].concat();
+        let a = checking
+            .append_as_leader(BytesMut::from(&two[..]), 3)
+            .unwrap();
+        let b = checked
+            .append_crc_checked_as_leader(BytesMut::from(&two[..]), 3)
+            .unwrap();
+        assert_eq!(a, b);
+    }
+    assert_eq!(checking.flush_and_wait(&mut io).unwrap(), 15);
+    assert_eq!(checked.flush_and_wait(&mut io).unwrap(), 15);
+    let a = read_all(&mut checking, &mut io);
+    let b = read_all(&mut checked, &mut io);
+    assert_eq!(a.len(), 10);
+    assert!(
+        a.iter().zip(&b).all(|(a, b)| a.as_bytes() == b.as_bytes()),
+        "the same stamped bytes"
+    );
+
+    // A batch length below the minimum: refused, nothing kept.
+    let mut short = batch_bytes(1, 10, 9).to_vec();
+    short[8..12].copy_from_slice(&10i32.to_be_bytes());
+    let refused = checked.append_crc_checked_as_leader(BytesMut::from(&short[..]), 3);
+    assert!(
+        matches!(refused, Err(LogError::InvalidBatch { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(checked.log_end_offset(), 15);
+}

@@ -300,6 +300,13 @@ pub(crate) fn check_crc_and_counts(batch: &[u8], position: u64) -> Result<(), Ba
             actual,
         });
     }
+    check_counts(batch, position)
+}
+
+/// The header-only sanity checks of [`check_crc_and_counts`], without the CRC: for batches whose
+/// CRC their producer already checked.
+pub(crate) fn check_counts(batch: &[u8], position: u64) -> Result<(), BatchError> {
+    debug_assert!(batch.len() >= RECORD_BATCH_OVERHEAD);
     let header = RecordBatchHeader::view(batch);
     if header.records_count() < 0 {
         return Err(BatchError::InvalidRecordsCount {

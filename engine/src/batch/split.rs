@@ -112,6 +112,23 @@ pub(crate) fn validate_front_batch(
     Ok(size_bytes)
 }
 
+/// [`validate_front_batch`] without the CRC, for batches whose CRC was checked when they
+/// arrived (a leader's append of a validated Produce: each batch's CRC is computed once). The
+/// frame and the header's counts are still checked.
+pub(crate) fn frame_front_batch(
+    buf: &[u8],
+    position: u64,
+    max_size_bytes: usize,
+) -> Result<usize, BatchError> {
+    let size_bytes = front_batch_size(buf, position, max_size_bytes)?;
+    header::check_counts(&buf[..size_bytes], position)?;
+    debug_assert!(
+        header::check_crc_and_counts(&buf[..size_bytes], position).is_ok(),
+        "a batch appended as CRC-checked has a bad CRC"
+    );
+    Ok(size_bytes)
+}
+
 /// The size of the whole batch at the front of `buf`, its frame checked (magic, length).
 fn front_batch_size(buf: &[u8], position: u64, max_size_bytes: usize) -> Result<usize, BatchError> {
     match header::check_frame(buf, position, max_size_bytes)? {

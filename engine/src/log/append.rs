@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// Whether an append computes each batch's CRC or its caller did when the batch arrived.
+#[derive(Clone, Copy)]
+enum Crc {
+    Check,
+    Checked,
+}
+
 /// Offsets assigned to (leader) or accepted from (follower) one append call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -20,6 +27,26 @@ impl PartitionLog {
         batches: BytesMut,
         leader_epoch: i32,
     ) -> Result<AppendInfo, LogError> {
+        self.leader_append(batches, leader_epoch, Crc::Check)
+    }
+
+    /// [`PartitionLog::append_as_leader`] of batches whose CRC the caller checked when they
+    /// arrived (a Produce's batches, validated before anything is stored; batches the node
+    /// built): their frames and counts are checked, their CRC not computed again.
+    pub fn append_crc_checked_as_leader(
+        &mut self,
+        batches: BytesMut,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
+        self.leader_append(batches, leader_epoch, Crc::Checked)
+    }
+
+    fn leader_append(
+        &mut self,
+        batches: BytesMut,
+        leader_epoch: i32,
+        crc: Crc,
+    ) -> Result<AppendInfo, LogError> {
         self.check_running()?;
         if let Some(latest) = self.epoch_cache.latest_epoch()
             && leader_epoch < latest
@@ -34,19 +61,21 @@ impl PartitionLog {
         // (the buffer may be a slice of a larger receive buffer, so it is never re-owned).
         let mut batches = batches;
         let mut metas = std::mem::take(&mut self.append_metas);
-        let result = self.frame_batches(&batches, &mut metas).and_then(|()| {
-            let mut next_offset = self.log_end_offset();
-            for meta in &mut metas {
-                let batch = &mut batches[meta.start..meta.start + meta.size_bytes];
-                stamp_base_offset(batch, next_offset);
-                stamp_partition_leader_epoch(batch, leader_epoch);
-                meta.base_offset = next_offset;
-                meta.last_offset = next_offset + meta.last_offset_delta;
-                meta.epoch = leader_epoch;
-                next_offset = meta.last_offset + 1;
-            }
-            self.append_validated(batches.freeze(), &metas)
-        });
+        let result = self
+            .frame_batches(&batches, &mut metas, crc)
+            .and_then(|()| {
+                let mut next_offset = self.log_end_offset();
+                for meta in &mut metas {
+                    let batch = &mut batches[meta.start..meta.start + meta.size_bytes];
+                    stamp_base_offset(batch, next_offset);
+                    stamp_partition_leader_epoch(batch, leader_epoch);
+                    meta.base_offset = next_offset;
+                    meta.last_offset = next_offset + meta.last_offset_delta;
+                    meta.epoch = leader_epoch;
+                    next_offset = meta.last_offset + 1;
+                }
+                self.append_validated(batches.freeze(), &metas)
+            });
         self.append_metas = metas;
         result
     }
@@ -56,36 +85,44 @@ impl PartitionLog {
     pub fn append_as_follower(&mut self, batches: Bytes) -> Result<AppendInfo, LogError> {
         self.check_running()?;
         let mut metas = std::mem::take(&mut self.append_metas);
-        let result = self.frame_batches(&batches, &mut metas).and_then(|()| {
-            let mut chain = BatchChainValidator::expecting(
-                self.log_end_offset(),
-                self.epoch_cache
-                    .latest_epoch()
-                    .unwrap_or(crate::batch::NO_PARTITION_LEADER_EPOCH),
-            );
-            for meta in &metas {
-                let header = RecordBatchHeader::view(&batches[meta.start..]);
-                chain
-                    .check_header(header, meta.start as u64)
-                    .map_err(|source| self.invalid(source))?;
-            }
-            self.append_validated(batches, &metas)
-        });
+        let result = self
+            .frame_batches(&batches, &mut metas, Crc::Check)
+            .and_then(|()| {
+                let mut chain = BatchChainValidator::expecting(
+                    self.log_end_offset(),
+                    self.epoch_cache
+                        .latest_epoch()
+                        .unwrap_or(crate::batch::NO_PARTITION_LEADER_EPOCH),
+                );
+                for meta in &metas {
+                    let header = RecordBatchHeader::view(&batches[meta.start..]);
+                    chain
+                        .check_header(header, meta.start as u64)
+                        .map_err(|source| self.invalid(source))?;
+                }
+                self.append_validated(batches, &metas)
+            });
         self.append_metas = metas;
         result
     }
 
-    /// Frame and CRC-check every batch of an append into `metas` (cleared first), reading the
-    /// headers in place.
-    fn frame_batches(&self, bytes: &[u8], metas: &mut Vec<BatchMeta>) -> Result<(), LogError> {
+    /// Frame (and, unless the caller did, CRC-check) every batch of an append into `metas`
+    /// (cleared first), reading the headers in place.
+    fn frame_batches(
+        &self,
+        bytes: &[u8],
+        metas: &mut Vec<BatchMeta>,
+        crc: Crc,
+    ) -> Result<(), LogError> {
         metas.clear();
         let mut start = 0;
         while start < bytes.len() {
-            let size_bytes = validate_front_batch(
-                &bytes[start..],
-                start as u64,
-                self.config.max_batch_size_bytes,
-            )
+            let rest = &bytes[start..];
+            let max = self.config.max_batch_size_bytes;
+            let size_bytes = match crc {
+                Crc::Check => validate_front_batch(rest, start as u64, max),
+                Crc::Checked => frame_front_batch(rest, start as u64, max),
+            }
             .map_err(|source| self.invalid(source))?;
             if size_bytes as u64 > self.config.segment_size_bytes {
                 return Err(LogError::BatchTooLarge {

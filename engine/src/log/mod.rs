@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::batch::split::validate_front_batch;
+use crate::batch::split::{frame_front_batch, validate_front_batch};
 use crate::batch::{
     BatchChainValidator, RecordBatchHeader, stamp_base_offset, stamp_partition_leader_epoch,
 };

@@ -51,14 +51,18 @@ pub(crate) fn validate_produce_records(
         if batch.records_count() <= 0 {
             return Err((ErrorCode::InvalidRecord, "a batch without records".into()));
         }
+        // Kafka's rule for v2 batches from clients (LogValidator): baseOffset 0. The leader
+        // stamps the real offsets (and the epoch over the client's -1) as it appends.
+        let base_offset = batch.header().base_offset();
+        if base_offset != 0 {
+            return Err((
+                ErrorCode::InvalidRecord,
+                format!("the baseOffset of a record batch must be 0, not {base_offset}"),
+            ));
+        }
         check_record_offsets(&batch)?;
-        // Clients send partitionLeaderEpoch -1 and baseOffset 0; the core reads both as
-        // unsigned header fields, so they are stamped (outside the CRC) before it sees them.
-        // The engine stamps the real values at the append.
-        let mut stamped = bytes::BytesMut::from(&batch.as_bytes()[..]);
-        ringlog_engine::batch::stamp_base_offset(&mut stamped, 0);
-        ringlog_engine::batch::stamp_partition_leader_epoch(&mut stamped, 0);
-        batches.push(stamped.freeze());
+        // A slice of the request: not copied here (the append's one copy stamps it).
+        batches.push(batch.into_bytes());
     }
     Ok(batches)
 }
@@ -226,6 +230,25 @@ mod tests {
 
         let code = validate_produce_records(None, 1 << 20).unwrap_err().0;
         assert_eq!(code, ErrorCode::InvalidRecord);
+
+        // baseOffset is outside the CRC: a client's must be 0 (Kafka's LogValidator), the
+        // partitionLeaderEpoch may be anything (clients send -1; the leader stamps its own).
+        let mut based = good.to_vec();
+        based[0..8].copy_from_slice(&5i64.to_be_bytes());
+        let code = validate_produce_records(Some(&Bytes::from(based)), 1 << 20)
+            .unwrap_err()
+            .0;
+        assert_eq!(code, ErrorCode::InvalidRecord);
+        let mut unstamped = good.to_vec();
+        unstamped[12..16].copy_from_slice(&(-1i32).to_be_bytes());
+        let unstamped = Bytes::from(unstamped);
+        let stored = validate_produce_records(Some(&unstamped), 1 << 20).unwrap();
+        assert_eq!(stored, vec![unstamped.clone()], "stored as sent");
+        assert_eq!(
+            stored[0].as_ptr(),
+            unstamped.as_ptr(),
+            "a slice, not a copy"
+        );
     }
 
     /// `batch`'s header with `section` as its records section and `codec` in its attributes,
@@ -262,9 +285,8 @@ mod tests {
             let sent = builder.build().into_bytes();
             let stored = validate(sent.clone()).unwrap();
             assert_eq!(stored.len(), 1, "{codec:?}");
-            // Only baseOffset and partitionLeaderEpoch (outside the CRC) are stamped.
-            assert_eq!(stored[0][8..12], sent[8..12], "{codec:?}");
-            assert_eq!(stored[0][16..], sent[16..], "{codec:?}");
+            // Stored as sent (stamped only as the leader appends).
+            assert_eq!(stored[0], sent, "{codec:?}");
         }
 
         let plain = batch(&[b"a", b"b"]);

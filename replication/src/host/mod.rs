@@ -543,7 +543,9 @@ impl<I: Io> Host<I> {
         Ok(self.execute(work)?)
     }
 
-    /// Leader: appends a client's batches (Produce).
+    /// Leader: appends a client's batches (Produce). Each batch's CRC must have been checked
+    /// when it arrived (a Produce is validated before anything is stored); the store does not
+    /// compute it again ([`PartitionStore::append_as_leader`]).
     pub fn append(
         &mut self,
         now_ms: u64,

@@ -267,6 +267,10 @@ impl PartitionStore {
     }
 
     /// Leader append: stamps offsets from the log end and `leader_epoch`. Returns the base offset.
+    /// Each batch's CRC was checked when it arrived ([`crate::host::Host::append`]); the engine
+    /// frames them without computing it again. The one copy here takes the batches out of the
+    /// request that carried them (shared, read-only) into a buffer the stamps can be written to,
+    /// which the log keeps for reads; the log's write tail is the second.
     pub fn append_as_leader(
         &mut self,
         batches: &[Bytes],
@@ -277,7 +281,9 @@ impl PartitionStore {
         for batch in batches {
             bytes.extend_from_slice(batch);
         }
-        let info = self.log.append_as_leader(bytes, leader_epoch as i32)?;
+        let info = self
+            .log
+            .append_crc_checked_as_leader(bytes, leader_epoch as i32)?;
         Ok(info.base_offset as u64)
     }
 
