@@ -65,19 +65,25 @@ impl<I: Io> Host<I> {
     /// Removes the `repair-pending` marker of every partition whose core has caught up with a
     /// leader since its log was repaired (store.rs, `open_repairing`).
     fn finish_repairs(&mut self) {
+        if self.repairing.is_empty() {
+            return;
+        }
         let done: Vec<PartitionId> = self
-            .stores
+            .repairing
             .iter()
-            .filter(|(id, store)| {
-                store.repair_pending
+            .copied()
+            .filter(|id| {
+                self.stores
+                    .get(id)
+                    .is_some_and(|store| store.repair_pending)
                     && self
                         .multi
-                        .partition(**id)
+                        .partition(*id)
                         .is_some_and(|raft| !raft.repair_pending())
             })
-            .map(|(id, _)| *id)
             .collect();
         for partition in done {
+            self.repairing.remove(&partition);
             let store = self.stores.get_mut(&partition).expect("listed above");
             match store.finish_repair(&mut self.io) {
                 Ok(()) => tracing::info!(partition, "repaired: caught up with the leader"),

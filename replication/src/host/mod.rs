@@ -37,7 +37,7 @@ mod pump;
 pub mod snapshots;
 pub mod store;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -234,6 +234,9 @@ pub struct Host<I: Io> {
     /// Fetched snapshots installed by the work list being executed, with the voter set each
     /// holds, for the core once the list is done (`execute`).
     installed_snapshots: Vec<(PartitionId, OffsetAndEpoch, Option<VoterSet>)>,
+    /// The partitions whose store carries the `repair-pending` marker, for `finish_repairs`
+    /// to look at after each work list instead of walking every store.
+    repairing: BTreeSet<PartitionId>,
 }
 
 /// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
@@ -274,6 +277,11 @@ impl<I: Io> Host<I> {
             stores.insert(spec.id, store);
             recovered.insert(spec.id, state);
         }
+        let repairing = stores
+            .iter()
+            .filter(|(_, store)| store.repair_pending)
+            .map(|(id, _)| *id)
+            .collect();
         let multi = MultiRaft::new_recovered(
             quorum,
             &recovered,
@@ -295,6 +303,7 @@ impl<I: Io> Host<I> {
             preopened: BTreeMap::new(),
             offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
+            repairing,
         })
     }
 
@@ -422,6 +431,9 @@ impl<I: Io> Host<I> {
             seed,
             now_ms,
         )?;
+        if store.repair_pending {
+            self.repairing.insert(spec.id);
+        }
         self.stores.insert(spec.id, store);
         Ok(recovered)
     }
@@ -436,6 +448,7 @@ impl<I: Io> Host<I> {
         for held in &mut self.held {
             held.targets.retain(|t| t.partition != id);
         }
+        self.repairing.remove(&id);
         let mut store = self.stores.remove(&id)?;
         let dir = store.dir.clone();
         if let Err(error) = store.finish_quorum_state(&mut self.io) {

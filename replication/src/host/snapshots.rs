@@ -495,7 +495,13 @@ impl<I: Io> Host<I> {
         now_ms: u64,
     ) -> Result<bool, super::HostError> {
         let mut any = false;
-        let partitions: Vec<PartitionId> = self.stores.keys().copied().collect();
+        // Called on every pump: a walk that allocates only when a snapshot was written.
+        let partitions: Vec<PartitionId> = self
+            .stores
+            .iter()
+            .filter(|(_, store)| !store.snapshots.written.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
         for partition in partitions {
             let written = std::mem::take(
                 &mut self
