@@ -354,22 +354,6 @@ impl MultiRaft {
         Ok((result, Self::tag(partition, work)))
     }
 
-    /// [`Raft::complete_parked_fetch`] of one partition; nothing for a partition not hosted.
-    pub fn complete_parked_fetch(
-        &mut self,
-        now_ms: u64,
-        partition: PartitionId,
-        replica: NodeId,
-    ) -> Vec<PartitionWork> {
-        if self.partitions.contains_key(&partition) {
-            self.ticks.wake(partition);
-        }
-        match self.partitions.get_mut(&partition) {
-            Some(raft) => Self::tag(partition, raft.complete_parked_fetch(now_ms, replica)),
-            None => Vec::new(),
-        }
-    }
-
     /// KIP-853 AddRaftVoter on one partition's leader ([`Raft::add_voter_with_info`]).
     pub fn add_voter(
         &mut self,

@@ -5,10 +5,18 @@
 //! node gave each replica fetch), and once every slot is filled the request leaves as one wire
 //! response (requests.rs builds it).
 //!
+//! A replica Fetch leaves once any of its parts has the core's answer; the parts the core
+//! still holds parked are left out of that answer and carried to the replica's next Fetch
+//! (which, from a ringlog follower's fetch session, asks for them again unchanged): the core
+//! is not stepped again for them, and their answer, when it comes, goes out in whichever
+//! Fetch of the replica then carries them (KIP-227's incremental responses, which leave out
+//! the partitions with nothing to say). An idle partition so costs the leader one core step
+//! and one answer per long poll, not per round of its busy neighbours.
+//!
 //! Owns only this bookkeeping: it never steps the host nor touches a socket. The node
 //! registers a request, steps the core, and asks here which request is complete.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use ringlog_replication::{self as core, NodeId, PartitionId};
 
@@ -29,9 +37,12 @@ pub(super) struct PendingRequest {
     started_ms: u64,
     /// The core is still being stepped with this request's parts (`QuorumRpc::start_request`, quorum_rpc.rs).
     stepping: bool,
-    /// A replica Fetch's parked parts were asked to answer early, because another part of the
-    /// same request had an answer ([`AnswerSlots::note_partial`]).
-    released: bool,
+    /// Replica Fetch parts left out of this request's answer: parked in the core, carried to
+    /// the replica's next Fetch ([`AnswerSlots::register`]).
+    omitted: Vec<bool>,
+    /// Per replica Fetch part, the core correlation id whose answer fills it (its own, or
+    /// the parked fetch it was carried to).
+    fetch_ids: Vec<Option<u64>>,
 }
 
 /// A core step a registered request asks for: (slot, partition, sender, message).
@@ -52,8 +63,28 @@ pub(super) struct AnswerSlots {
     /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
     latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
     next_core_correlation_id: u64,
-    /// Replica Fetch requests whose parked parts are to be answered now.
-    parked_releases: Vec<u64>,
+    /// What each replica fetch the core holds asked for, by core correlation id, with its
+    /// replica and partition: a replica's next Fetch asking the same is carried to it.
+    asks: HashMap<u64, (NodeId, PartitionId, core::FetchRequest)>,
+    /// Parked replica fetches left out of the answer of the request they came in, not yet
+    /// carried by a later one.
+    carried: HashSet<u64>,
+    /// Answers of carried fetches that came while no request of their replica carried them,
+    /// with their file regions: the replica's next Fetch asking the same takes them.
+    held: HashMap<u64, (PartAnswer, Option<FileRegion>)>,
+    /// Earlier Fetches on a connection whose later one was answered, to complete.
+    releasable: Vec<u64>,
+}
+
+/// Whether two replica fetches ask for the same (the core's correlation id and the byte
+/// budget, which the follower shares anew each round, aside).
+fn same_ask(a: &core::FetchRequest, b: &core::FetchRequest) -> bool {
+    a.replica_id == b.replica_id
+        && a.current_leader_epoch == b.current_leader_epoch
+        && a.fetch_offset == b.fetch_offset
+        && a.last_fetched_epoch == b.last_fetched_epoch
+        && a.max_wait_ms == b.max_wait_ms
+        && a.replica_directory_id == b.replica_directory_id
 }
 
 impl AnswerSlots {
@@ -64,33 +95,69 @@ impl AnswerSlots {
     }
 
     /// Registers an answer slot per part (a part that names no hosted partition is answered
-    /// with its error at once). Returns the request's id, the core steps to run, and the ids
+    /// with its error at once). Returns the request's id, the core steps to run, the ids
     /// of earlier replica fetches these supersede (the core drops a parked fetch when the
     /// same replica fetches again; the node answers the old request so its connection moves
-    /// on).
+    /// on), and the earlier requests a part was carried away from (complete, maybe, now).
+    ///
+    /// A replica fetch that asks for what the replica's previous fetch of that partition
+    /// asked, while the core still holds that one parked (or holds its answer here), is not
+    /// stepped: the parked fetch's answer fills this request's slot.
     pub(super) fn register(
         &mut self,
         responder: Responder,
         api: ApiKey,
         parts: Vec<InboundPart>,
         now_ms: u64,
-    ) -> (u64, Vec<Step>, Vec<u64>) {
+    ) -> (u64, Vec<Step>, Vec<u64>, Vec<u64>) {
         let id = self.next_pending_id;
         self.next_pending_id += 1;
         let mut answers = Vec::with_capacity(parts.len());
+        let mut fetch_ids = vec![None; parts.len()];
         let mut steps = Vec::new();
         let mut superseded = Vec::new();
+        let mut carried_from = Vec::new();
         for (slot, part) in parts.iter().enumerate() {
             match &part.target {
                 Err(error) => answers.push(Some(PartAnswer::Error(*error))),
                 Ok((partition, from, message)) => {
                     answers.push(None);
                     if let core::Message::FetchRequest(f) = message {
+                        let key = (*from, *partition);
+                        let parked = self.latest_replica_fetch.get(&key).copied().filter(|old| {
+                            self.asks
+                                .get(old)
+                                .is_some_and(|(_, _, asked)| same_ask(asked, f))
+                        });
+                        if let Some(old) = parked {
+                            fetch_ids[slot] = Some(old);
+                            if let Some((answer, region)) = self.held.remove(&old) {
+                                self.asks.remove(&old);
+                                if let Some(region) = region {
+                                    self.fetch_regions.insert(old, region);
+                                }
+                                answers[slot] = Some(answer);
+                            } else {
+                                self.carried.remove(&old);
+                                if let Some((earlier, earlier_slot)) =
+                                    self.fetch_slots.insert(old, (id, slot))
+                                    && let Some(pending) = self.pending.get_mut(&earlier)
+                                    && pending.answers[earlier_slot].is_none()
+                                {
+                                    pending.omitted[earlier_slot] = true;
+                                    carried_from.push(earlier);
+                                }
+                            }
+                            continue;
+                        }
+                        fetch_ids[slot] = Some(f.correlation_id);
                         self.fetch_slots.insert(f.correlation_id, (id, slot));
-                        if let Some(old) = self
-                            .latest_replica_fetch
-                            .insert((*from, *partition), f.correlation_id)
-                        {
+                        self.asks
+                            .insert(f.correlation_id, (*from, *partition, f.clone()));
+                        if let Some(old) = self.latest_replica_fetch.insert(key, f.correlation_id) {
+                            self.asks.remove(&old);
+                            self.carried.remove(&old);
+                            self.held.remove(&old);
                             superseded.push(old);
                         }
                     } else {
@@ -109,14 +176,15 @@ impl AnswerSlots {
                 responder,
                 api,
                 snapshot_regions: vec![None; parts.len()],
+                omitted: vec![false; parts.len()],
+                fetch_ids,
                 parts,
                 answers,
                 started_ms: now_ms,
                 stepping: true,
-                released: false,
             },
         );
-        (id, steps, superseded)
+        (id, steps, superseded, carried_from)
     }
 
     /// The core has been stepped with every part of request `id`.
@@ -155,7 +223,15 @@ impl AnswerSlots {
         response: core::FetchResponse,
         region: Option<FileRegion>,
     ) -> Option<u64> {
-        let slot = self.fetch_slots.remove(&response.correlation_id);
+        let correlation_id = response.correlation_id;
+        if self.carried.remove(&correlation_id) {
+            // Carried, and no request of the replica carries it yet: its next one takes it.
+            let answer = PartAnswer::Core(core::Message::FetchResponse(response));
+            self.held.insert(correlation_id, (answer, region));
+            return None;
+        }
+        self.asks.remove(&correlation_id);
+        let slot = self.fetch_slots.remove(&correlation_id);
         let open = slot.is_some_and(|(id, slot)| {
             self.pending
                 .get(&id)
@@ -207,22 +283,37 @@ impl AnswerSlots {
         &mut self,
         id: u64,
     ) -> Option<(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>)> {
-        let done = self
-            .pending
-            .get(&id)
-            .is_some_and(|p| p.answers.iter().all(Option::is_some));
+        self.note_partial(id);
+        let done = self.pending.get(&id).is_some_and(|p| {
+            p.answers
+                .iter()
+                .zip(&p.omitted)
+                .all(|(answer, omitted)| answer.is_some() || *omitted)
+        });
         if !done {
-            self.note_partial(id);
             return None;
         }
         let mut pending = self.pending.remove(&id).expect("checked above");
         if pending.api == ApiKey::Fetch {
             self.release_earlier_fetches_on(pending.responder.connection_id(), id);
         }
-        let answers: Vec<PartAnswer> = std::mem::take(&mut pending.answers)
+        // The parts left out are not in the wire response.
+        let omitted = std::mem::take(&mut pending.omitted);
+        let parts = std::mem::take(&mut pending.parts);
+        let regions_in = std::mem::take(&mut pending.snapshot_regions);
+        let mut answers = Vec::with_capacity(parts.len());
+        for (((part, answer), omitted), region) in parts
             .into_iter()
-            .map(|a| a.expect("all answered"))
-            .collect();
+            .zip(std::mem::take(&mut pending.answers))
+            .zip(omitted)
+            .zip(regions_in)
+        {
+            if !omitted {
+                pending.parts.push(part);
+                pending.snapshot_regions.push(region);
+                answers.push(answer.expect("all answered"));
+            }
+        }
         let mut regions = HashMap::new();
         for answer in &answers {
             if let PartAnswer::Core(core::Message::FetchResponse(r)) = answer
@@ -236,72 +327,75 @@ impl AnswerSlots {
 
     /// A replica Fetch leaves as one wire response, so a partition whose fetch the core parked
     /// (long poll, up to `fetch.max.wait.ms`) would hold the answers of the others: once any
-    /// part has the core's answer, the parts still parked are answered with what they have, in
-    /// the same loop turn (`Node::release_parked_fetches`, from `pump`, so the core is not
-    /// called while a work list runs). Kafka does the same: a Fetch completes when any
-    /// partition has something to return. Without it a node leading an idle and a busy
-    /// partition answered the busy partition's followers only when the idle one's wait ended,
-    /// and each commit there took that long.
+    /// part has the core's answer (and every part was stepped), the parts still parked are
+    /// left out of the answer and carried ([`AnswerSlots::register`]). Kafka does the same: a
+    /// Fetch completes when any partition has something to return. Without it a node leading
+    /// an idle and a busy partition answered the busy partition's followers only when the idle
+    /// one's wait ended, and each commit there took that long.
     fn note_partial(&mut self, id: u64) {
-        let Some(pending) = self.pending.get_mut(&id) else {
+        let Some(pending) = self.pending.get(&id) else {
             return;
         };
         let has_core_answer = pending
             .answers
             .iter()
             .any(|a| matches!(a, Some(PartAnswer::Core(_))));
-        if pending.api == ApiKey::Fetch && !pending.stepping && !pending.released && has_core_answer
-        {
-            pending.released = true;
-            self.parked_releases.push(id);
+        if pending.api == ApiKey::Fetch && !pending.stepping && has_core_answer {
+            self.carry_parked(id);
+        }
+    }
+
+    /// Leaves request `id`'s parts without an answer out of it: their fetches stay parked
+    /// in the core, carried to the replica's next Fetch.
+    fn carry_parked(&mut self, id: u64) {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        for slot in 0..pending.answers.len() {
+            if pending.answers[slot].is_some() || pending.omitted[slot] {
+                continue;
+            }
+            let Some(fetch_id) = pending.fetch_ids[slot] else {
+                continue;
+            };
+            pending.omitted[slot] = true;
+            if self.fetch_slots.get(&fetch_id) == Some(&(id, slot)) {
+                self.fetch_slots.remove(&fetch_id);
+                self.carried.insert(fetch_id);
+            }
         }
     }
 
     /// The server answers a connection's requests in order, so an answered Fetch would wait
     /// behind an earlier Fetch on the same connection that the core parked: those earlier ones
-    /// are answered now with what they have (a follower fetching an idle and a busy partition
-    /// from one leader sends them on one connection). Only an answer that is ready releases
-    /// the ones ahead of it, so idle fetches still wait their long poll.
+    /// leave now, their parked parts carried. Only an answer that is ready moves the ones
+    /// ahead of it, so idle fetches still wait their long poll.
     fn release_earlier_fetches_on(&mut self, connection_id: u64, answered: u64) {
-        for (&id, pending) in &mut self.pending {
-            if id < answered
-                && pending.api == ApiKey::Fetch
-                && !pending.stepping
-                && !pending.released
-                && pending.responder.connection_id() == connection_id
-            {
-                pending.released = true;
-                self.parked_releases.push(id);
-            }
+        let earlier: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(id, pending)| {
+                **id < answered
+                    && pending.api == ApiKey::Fetch
+                    && !pending.stepping
+                    && pending.responder.connection_id() == connection_id
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in earlier {
+            self.carry_parked(id);
+            self.releasable.push(id);
         }
     }
 
-    pub(super) fn has_releases(&self) -> bool {
-        !self.parked_releases.is_empty()
+    /// Requests that may be complete now (earlier Fetches on a connection whose later one
+    /// was answered): the node completes each ([`AnswerSlots::take_complete`]).
+    pub(super) fn take_releasable(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.releasable)
     }
 
-    /// The (partition, replica) of every parked part of the requests queued for release,
-    /// oldest request first (the order the connection answers them in).
-    pub(super) fn take_releases(&mut self) -> Vec<(PartitionId, NodeId)> {
-        let mut ids = std::mem::take(&mut self.parked_releases);
-        ids.sort_unstable();
-        let mut parked = Vec::new();
-        for id in ids {
-            let Some(pending) = self.pending.get(&id) else {
-                continue;
-            };
-            parked.extend(
-                pending
-                    .answers
-                    .iter()
-                    .zip(&pending.parts)
-                    .filter(|(answer, _)| answer.is_none())
-                    .filter_map(|(_, part)| {
-                        part.target.as_ref().ok().map(|(p, from, _)| (*p, *from))
-                    }),
-            );
-        }
-        parked
+    pub(super) fn has_releasable(&self) -> bool {
+        !self.releasable.is_empty()
     }
 
     /// Fills every open slot of the requests older than `limit_ms` (a dropped long poll, a
@@ -328,8 +422,10 @@ impl AnswerSlots {
     fn fill_all(&mut self, ids: &[u64], code: ErrorCode) {
         for id in ids {
             if let Some(pending) = self.pending.get_mut(id) {
-                for answer in &mut pending.answers {
-                    answer.get_or_insert(PartAnswer::Error(code));
+                for (answer, omitted) in pending.answers.iter_mut().zip(&pending.omitted) {
+                    if !omitted {
+                        answer.get_or_insert(PartAnswer::Error(code));
+                    }
                 }
             }
         }
@@ -344,15 +440,185 @@ impl AnswerSlots {
         self.latest_replica_fetch
             .retain(|(_, p), _| *p != partition);
         self.fifo.retain(|(_, _, p), _| *p != partition);
+        let gone: Vec<u64> = self
+            .asks
+            .iter()
+            .filter(|(_, (_, p, _))| *p == partition)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.asks.remove(&id);
+            self.carried.remove(&id);
+            self.held.remove(&id);
+        }
         let mut ids = std::collections::BTreeSet::new();
         for (id, pending) in &mut self.pending {
-            for (answer, part) in pending.answers.iter_mut().zip(&pending.parts) {
-                if answer.is_none() && part.target.as_ref().is_ok_and(|(p, _, _)| *p == partition) {
+            for ((answer, part), omitted) in pending
+                .answers
+                .iter_mut()
+                .zip(&pending.parts)
+                .zip(&pending.omitted)
+            {
+                if answer.is_none()
+                    && !omitted
+                    && part.target.as_ref().is_ok_and(|(p, _, _)| *p == partition)
+                {
                     *answer = Some(PartAnswer::Error(code));
                     ids.insert(*id);
                 }
             }
         }
         ids.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::wire::Uuid;
+
+    const REPLICA: NodeId = 2;
+
+    fn ask(fetch_offset: u64) -> core::FetchRequest {
+        core::FetchRequest {
+            correlation_id: 0,
+            replica_id: REPLICA,
+            current_leader_epoch: 1,
+            fetch_offset,
+            last_fetched_epoch: 1,
+            max_bytes: 1 << 20,
+            max_wait_ms: 500,
+            replica_directory_id: [0; 16],
+        }
+    }
+
+    /// A replica Fetch of (partition, fetch offset) parts, each given the next core
+    /// correlation id as the node does.
+    fn register(
+        slots: &mut AnswerSlots,
+        parts: &[(PartitionId, u64)],
+    ) -> (u64, Vec<u64>, Vec<u64>, Vec<u64>) {
+        let (responder, _reply) = Responder::for_test(1);
+        let parts = parts
+            .iter()
+            .map(|&(partition, offset)| {
+                let mut fetch = ask(offset);
+                fetch.correlation_id = slots.next_fetch_correlation_id();
+                InboundPart {
+                    topic: "t".into(),
+                    topic_id: Uuid::ZERO,
+                    index: partition as i32,
+                    target: Ok((partition, REPLICA, core::Message::FetchRequest(fetch))),
+                }
+            })
+            .collect();
+        let (id, steps, superseded, carried_from) =
+            slots.register(responder, ApiKey::Fetch, parts, 0);
+        let stepped = steps
+            .iter()
+            .map(|(_, _, _, m)| match m {
+                core::Message::FetchRequest(f) => f.correlation_id,
+                _ => unreachable!(),
+            })
+            .collect();
+        slots.stepped(id);
+        (id, stepped, superseded, carried_from)
+    }
+
+    fn answer(correlation_id: u64, records: &'static [u8]) -> core::FetchResponse {
+        let mut response = core::FetchResponse::unreachable(correlation_id);
+        response.error_code = core::ErrorCode::None;
+        response.records = bytes::Bytes::from_static(records);
+        response
+    }
+
+    fn answered_partitions(
+        done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
+    ) -> Vec<i32> {
+        done.0.parts.iter().map(|p| p.index).collect()
+    }
+
+    #[test]
+    fn parked_parts_are_left_out_and_carried_to_the_replica_s_next_fetch() {
+        let mut slots = AnswerSlots::default();
+        // Fetch 1: partitions 1 (busy) and 2 (idle); both stepped into the core.
+        let (r1, stepped, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
+        assert_eq!(stepped, vec![1, 2]);
+        // The core answers partition 1 at once and parks 2: the Fetch leaves with 1 only.
+        assert_eq!(slots.answer_fetch(answer(1, b"x"), None), Some(r1));
+        let done = slots
+            .take_complete(r1)
+            .expect("complete without the parked part");
+        assert_eq!(answered_partitions(&done), vec![1]);
+
+        // Fetch 2 asks 1 anew and 2 unchanged: only 1 is stepped; 2 is carried.
+        let (r2, stepped, superseded, carried_from) = register(&mut slots, &[(1, 11), (2, 20)]);
+        assert_eq!(stepped, vec![3], "the unchanged ask is not stepped again");
+        assert_eq!(
+            superseded,
+            vec![1],
+            "1's answered fetch: nothing left to answer"
+        );
+        assert!(carried_from.is_empty(), "fetch 1 has left");
+        assert!(slots.take_complete(r2).is_none(), "nothing answered yet");
+        // The parked fetch of 2 (core id 2) is answered: it fills fetch 2's slot, and the
+        // Fetch leaves with 2, leaving 1 (now parked) out.
+        assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
+        let done = slots.take_complete(r2).expect("complete");
+        assert_eq!(answered_partitions(&done), vec![2]);
+        match &done.1[0] {
+            PartAnswer::Core(core::Message::FetchResponse(r)) => assert_eq!(r.correlation_id, 2),
+            _ => panic!("the parked fetch's answer"),
+        }
+
+        // 1's parked fetch (core id 3) is answered while no Fetch carries it: held.
+        assert_eq!(slots.answer_fetch(answer(3, b"z"), None), None);
+        // Fetch 3 asks 1 unchanged: not stepped, answered from what was held.
+        let (r3, stepped, _, _) = register(&mut slots, &[(1, 11), (2, 21)]);
+        assert_eq!(stepped, vec![6], "only 2's new ask");
+        let done = slots.take_complete(r3).expect("the held answer is ready");
+        assert_eq!(
+            answered_partitions(&done),
+            vec![1],
+            "2's new fetch left out (parked)"
+        );
+
+        // Fetch 4 asks 2 differently from its parked fetch (core id 6): stepped, and the
+        // parked one is superseded (the core drops it).
+        let (_r4, stepped, superseded, _) = register(&mut slots, &[(1, 12), (2, 22)]);
+        assert_eq!(stepped, vec![7, 8]);
+        assert_eq!(superseded, vec![3, 6]);
+        // The superseded fetch's late answer goes nowhere.
+        assert_eq!(slots.answer_fetch(answer(6, b""), None), None);
+        assert!(slots.held.is_empty() && slots.carried.is_empty());
+    }
+
+    #[test]
+    fn an_earlier_fetch_whose_parts_are_carried_away_leaves_empty() {
+        let mut slots = AnswerSlots::default();
+        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
+        assert!(slots.take_complete(r1).is_none(), "both parked");
+        // The replica's next Fetch asks the same: both carried to it, the first leaves empty.
+        let (r2, stepped, _, carried_from) = register(&mut slots, &[(1, 10), (2, 20)]);
+        assert!(stepped.is_empty());
+        assert_eq!(carried_from, vec![r1, r1]);
+        let done = slots.take_complete(r1).expect("nothing left to wait for");
+        assert!(answered_partitions(&done).is_empty());
+        assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
+        let done = slots.take_complete(r2).expect("complete");
+        assert_eq!(answered_partitions(&done), vec![2]);
+    }
+
+    #[test]
+    fn a_forgotten_partition_leaves_nothing_carried_or_held() {
+        let mut slots = AnswerSlots::default();
+        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
+        slots.answer_fetch(answer(1, b"x"), None);
+        slots.take_complete(r1).expect("complete");
+        assert!(slots.carried.contains(&2));
+        slots.answer_fetch(answer(2, b""), None);
+        assert!(slots.held.contains_key(&2));
+        slots.forget_partition(2, ErrorCode::NotLeaderOrFollower);
+        assert!(slots.held.is_empty() && slots.carried.is_empty() && slots.asks.is_empty());
     }
 }

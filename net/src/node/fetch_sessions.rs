@@ -16,7 +16,11 @@
 //! request is answered right away and only the newest waits. Its answer is the one delivered
 //! to the cores; a superseded request's answer (or failure) is dropped, since each of its
 //! partitions is in the newest request too. This is Kafka's one fetch session per leader
-//! (KIP-227) without its incremental encoding.
+//! (KIP-227) without its incremental request encoding. Its responses are incremental: the
+//! leader answers once any partition has something and leaves out the partitions whose
+//! fetch it still holds parked (answer_slots.rs); those stay outstanding here, and the next
+//! wire Fetch (a core's next fetch, or alone after `RESEND_AFTER_MS` if none asks) carries
+//! them again unchanged, which the leader recognises without stepping its core.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -31,12 +35,21 @@ pub(super) struct FetchSessions {
     idle: HashSet<PartitionId>,
 }
 
+/// How long fetches the leader left out of its answer may wait, with no wire Fetch in flight,
+/// for a core's next fetch to carry them before they are sent alone. A follower's core fetches
+/// again right after an answer, or after the flush of what it appended (well under this): the
+/// wait only matters when no partition of the session fetches soon (an answer that was an
+/// error backs off), and bounds how long the leader holds the answers it has for them.
+pub(super) const RESEND_AFTER_MS: u64 = 5;
+
 #[derive(Default)]
 struct Session {
     /// The cores' fetches to this peer not yet answered, by partition.
     outstanding: BTreeMap<PartitionId, core::FetchRequest>,
     /// The wire correlation id of the newest Fetch sent with them.
     newest: Option<i32>,
+    /// Since when fetches are outstanding here with no wire Fetch in flight.
+    unsent_since_ms: Option<u64>,
 }
 
 impl FetchSessions {
@@ -69,6 +82,7 @@ impl FetchSessions {
     /// The wire Fetch carrying them left as `correlation_id` (`None`: it could not be queued).
     pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>) {
         let session = self.peers.entry(to).or_default();
+        session.unsent_since_ms = None;
         match correlation_id {
             Some(id) => session.newest = Some(id),
             // Nothing is in flight to this peer: its cores learn of it at their fetch timeout.
@@ -104,8 +118,10 @@ impl FetchSessions {
     }
 
     /// The answer (or failure) of wire Fetch `correlation_id` from `peer`: `true` when it is
-    /// the newest, whose partitions are then no longer outstanding; `false` when a later
-    /// Fetch superseded it (drop it: its partitions are in the later one).
+    /// the newest (nothing of this session is then in flight); `false` when a later Fetch
+    /// superseded it (drop it: its partitions are in the later one). The partitions the
+    /// answer carries are then no longer outstanding ([`FetchSessions::answered`]); a
+    /// leader leaves out the ones whose fetch it still holds parked, and those stay.
     pub(super) fn take_answer(&mut self, peer: NodeId, correlation_id: i32) -> bool {
         let Some(session) = self.peers.get_mut(&peer) else {
             return true;
@@ -113,12 +129,68 @@ impl FetchSessions {
         match session.newest {
             Some(newest) if newest == correlation_id => {
                 session.newest = None;
-                session.outstanding.clear();
                 true
             }
             Some(_) => false,
             None => true,
         }
+    }
+
+    /// The fetches of these partitions to `peer` were answered (or failed).
+    pub(super) fn answered(&mut self, peer: NodeId, partitions: impl Iterator<Item = PartitionId>) {
+        if let Some(session) = self.peers.get_mut(&peer) {
+            for partition in partitions {
+                session.outstanding.remove(&partition);
+            }
+        }
+    }
+
+    /// Whether fetches to `peer` are outstanding with no wire Fetch in flight carrying them
+    /// (the leader left them out of its answer).
+    #[cfg(test)]
+    fn wants_resend(&self, peer: NodeId) -> bool {
+        self.peers.get(&peer).is_some_and(Session::wants_resend)
+    }
+
+    /// After an answer from `peer` was delivered: if fetches the leader left out are still
+    /// outstanding with nothing in flight, they leave with the next core's fetch, or alone
+    /// [`RESEND_AFTER_MS`] from now ([`FetchSessions::due_resends`]), so the leader always
+    /// gets a Fetch to answer them in.
+    pub(super) fn note_left_out(&mut self, peer: NodeId, now_ms: u64) {
+        if let Some(session) = self.peers.get_mut(&peer)
+            && session.wants_resend()
+        {
+            session.unsent_since_ms.get_or_insert(now_ms);
+        }
+    }
+
+    /// The peers whose left-out fetches waited [`RESEND_AFTER_MS`] for a core's fetch.
+    pub(super) fn due_resends(&self, now_ms: u64) -> Vec<NodeId> {
+        self.peers
+            .iter()
+            .filter(|(_, s)| s.wants_resend())
+            .filter(|(_, s)| {
+                s.unsent_since_ms
+                    .is_some_and(|since| since + RESEND_AFTER_MS <= now_ms)
+            })
+            .map(|(peer, _)| *peer)
+            .collect()
+    }
+
+    /// When the earliest such resend is due (the event loop's wake-up).
+    pub(super) fn next_resend_ms(&self) -> Option<u64> {
+        self.peers
+            .values()
+            .filter(|s| s.wants_resend())
+            .filter_map(|s| s.unsent_since_ms)
+            .min()
+            .map(|since| since + RESEND_AFTER_MS)
+    }
+}
+
+impl Session {
+    fn wants_resend(&self) -> bool {
+        self.newest.is_none() && !self.outstanding.is_empty()
     }
 }
 
@@ -160,6 +232,31 @@ mod tests {
         sessions.sent(3, Some(101));
         assert!(!sessions.take_answer(3, 100), "superseded: dropped");
         assert!(sessions.take_answer(3, 101), "the newest is delivered");
+        // The leader answered 1 and 4 and left 2 (parked there) out.
+        sessions.answered(3, [1, 4].into_iter());
+        assert!(
+            sessions.wants_resend(3),
+            "2 is outstanding, nothing in flight"
+        );
+        sessions.note_left_out(3, 1_000);
+        assert_eq!(sessions.next_resend_ms(), Some(1_000 + RESEND_AFTER_MS));
+        assert!(sessions.due_resends(1_000 + RESEND_AFTER_MS - 1).is_empty());
+        assert_eq!(sessions.due_resends(1_000 + RESEND_AFTER_MS), vec![3]);
+        let again = sessions.request(3, vec![]);
+        assert_eq!(
+            again
+                .iter()
+                .map(|(p, f)| (*p, f.correlation_id))
+                .collect::<Vec<_>>(),
+            vec![(2, 11)],
+            "asked again unchanged"
+        );
+        sessions.sent(3, Some(102));
+        assert!(!sessions.wants_resend(3));
+        assert_eq!(sessions.next_resend_ms(), None);
+        assert!(sessions.take_answer(3, 102));
+        sessions.answered(3, [2].into_iter());
+        assert!(!sessions.wants_resend(3));
         assert!(
             sessions.request(3, vec![]).is_empty(),
             "nothing outstanding"
@@ -181,6 +278,7 @@ mod tests {
         let mut sessions = FetchSessions::default();
         sessions.request(2, vec![(1, fetch(10, 5))]);
         sessions.sent(2, None);
+        assert!(!sessions.wants_resend(2));
         assert!(sessions.request(2, vec![]).is_empty());
         assert!(sessions.take_answer(2, 5));
     }

@@ -378,6 +378,8 @@ impl Node {
                 .min(self.handlers.next_deadline_ms())
                 .min(space_retry_ms.unwrap_or(u64::MAX))
                 .min(self.remote_leaders.parked_deadline_ms().unwrap_or(u64::MAX))
+                // Fetches a leader left out of its answer, if no core's fetch carries them.
+                .min(self.quorum.next_fetch_resend_ms().unwrap_or(u64::MAX))
                 // A confirmation record that began to wait during this turn's pump.
                 .min(self.host.next_confirmation_due_ms().unwrap_or(u64::MAX))
                 .min(now + if observe_later { 1 } else { 100 });

@@ -185,7 +185,14 @@ impl QuorumRpc {
         parts: Vec<InboundPart>,
         later: &mut Vec<Output>,
     ) -> Result<(), NodeError> {
-        let (id, steps, superseded) = self.slots.register(responder, api, parts, q.now_ms);
+        let (id, steps, superseded, carried_from) =
+            self.slots.register(responder, api, parts, q.now_ms);
+        // Earlier requests whose parked parts this one carries now: they may be complete.
+        for earlier in carried_from {
+            if let Err(error) = self.maybe_complete(q, earlier) {
+                tracing::warn!(%error, "answering a fetch");
+            }
+        }
         for old in superseded {
             // The core drops a parked fetch when the same replica fetches again; answer the
             // old request so its connection moves on.
@@ -399,6 +406,9 @@ impl QuorumRpc {
     fn flush_fetches(&mut self, q: &mut Qx) -> Result<(), NodeError> {
         for (to, list) in std::mem::take(&mut self.fetches) {
             let list = self.fetch_sessions.request(to, list);
+            if list.is_empty() {
+                continue;
+            }
             let sessions = &self.fetch_sessions;
             let request = requests::fetch_request(
                 q.host,
@@ -534,6 +544,8 @@ impl QuorumRpc {
             _ => Vec::new(),
         };
         if matches!(pending, PeerPending::Fetch(_)) {
+            self.fetch_sessions
+                .answered(peer, parts.iter().map(|(partition, _)| *partition));
             for (partition, message) in &parts {
                 if let core::Message::FetchResponse(r) = message {
                     self.fetch_sessions
@@ -574,6 +586,9 @@ impl QuorumRpc {
             }
         }
         self.deliver(q, later)?;
+        // Partitions the leader left out (parked there) go with the next wire Fetch: a core's
+        // (in this delivery or soon after its flush), or alone when none comes (`expire`).
+        self.fetch_sessions.note_left_out(peer, q.now_ms);
         Ok(log_start_moved.then_some(PeerAnswer::LeaderLogStartMoved))
     }
 
@@ -598,6 +613,8 @@ impl QuorumRpc {
                     answers.push(PeerAnswer::ProducerIdBlock(None));
                 }
                 Some(PeerPending::Fetch(fetches)) if self.fetch_sessions.take_answer(peer, id) => {
+                    self.fetch_sessions
+                        .answered(peer, fetches.iter().map(|(partition, _)| *partition));
                     for (partition, correlation_id) in fetches {
                         let message = core::Message::FetchResponse(
                             core::FetchResponse::unreachable(correlation_id),
@@ -623,21 +640,24 @@ impl QuorumRpc {
 
     // ---- parked fetches, deadlines, stopped partitions ----------------------------------
 
-    pub(super) fn has_releases(&self) -> bool {
-        self.slots.has_releases()
+    /// When fetches a leader left out must leave alone, if no core's fetch carries them first
+    /// (fetch_sessions.rs).
+    pub(super) fn next_fetch_resend_ms(&self) -> Option<u64> {
+        self.fetch_sessions.next_resend_ms()
     }
 
-    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
-    /// answer (answer_slots.rs, `note_partial`).
-    pub(super) fn release_parked_fetches(
-        &mut self,
-        q: &mut Qx,
-        later: &mut Vec<Output>,
-    ) -> Result<(), NodeError> {
-        for (partition, replica) in self.slots.take_releases() {
-            q.host.complete_parked_fetch(q.now_ms, partition, replica)?;
-            // Each answer fills its slot; the last one sends the wire response.
-            self.deliver(q, later)?;
+    pub(super) fn has_releases(&self) -> bool {
+        self.slots.has_releasable()
+    }
+
+    /// Completes the replica Fetches that an answered later Fetch on the same connection
+    /// released (answer_slots.rs, `release_earlier_fetches_on`): their parked parts carried,
+    /// they leave now, in order.
+    pub(super) fn send_released_fetches(&mut self, q: &Qx) -> Result<(), NodeError> {
+        let mut ids = self.slots.take_releasable();
+        ids.sort_unstable();
+        for id in ids {
+            self.maybe_complete(q, id)?;
         }
         Ok(())
     }
@@ -645,7 +665,17 @@ impl QuorumRpc {
     /// Answers quorum requests the core never answered (a dropped long-poll, a lost leader)
     /// so their connections are not blocked forever, and forwarded admin requests the
     /// controller did not answer in time.
-    pub(super) fn expire(&mut self, q: &Qx) {
+    pub(super) fn expire(&mut self, q: &mut Qx) {
+        // Fetches a leader left out of its answer, for which no core's fetch came.
+        let due = self.fetch_sessions.due_resends(q.now_ms);
+        if !due.is_empty() {
+            for peer in due {
+                self.fetches.entry(peer).or_default();
+            }
+            if let Err(error) = self.flush_fetches(q) {
+                tracing::warn!(%error, "sending left-out fetches again");
+            }
+        }
         let limit_ms = q.config.fetch_max_wait_ms + q.config.request_timeout_ms;
         for id in self.slots.expire(q.now_ms, limit_ms) {
             if let Err(error) = self.maybe_complete(q, id) {

@@ -120,6 +120,23 @@ impl Responder {
         // A closed connection drops the answer: the client is gone.
         let _ = self.tx.send(reply);
     }
+
+    /// A responder for tests of the loop's bookkeeping, with the receiver of its reply.
+    #[cfg(test)]
+    pub(super) fn for_test(connection_id: u64) -> (Responder, oneshot::Receiver<Reply>) {
+        let (tx, rx) = oneshot::channel();
+        let peer = std::sync::Arc::new(Peer {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 9)),
+            principal: std::sync::Arc::from("User:ANONYMOUS"),
+        });
+        let responder = Responder {
+            tx,
+            connection_id,
+            peer,
+            listener: ListenerRole::Combined,
+        };
+        (responder, rx)
+    }
 }
 
 /// The node as the server's request handler: every request becomes an event of the loop,

@@ -633,18 +633,6 @@ impl<I: Io> Host<I> {
         Ok(self.execute(work)?)
     }
 
-    /// Answers `replica`'s parked fetch of `partition` now, with what it has.
-    pub fn complete_parked_fetch(
-        &mut self,
-        now_ms: u64,
-        partition: PartitionId,
-        replica: NodeId,
-    ) -> Result<(), HostError> {
-        self.now_ms = now_ms;
-        let work = self.multi.complete_parked_fetch(now_ms, partition, replica);
-        Ok(self.execute(work)?)
-    }
-
     /// What the runtime must do, in order, since the last call.
     pub fn take_output(&mut self) -> Vec<Output> {
         std::mem::take(&mut self.output)

@@ -239,24 +239,6 @@ impl Raft {
         }
     }
 
-    /// Answers one replica's parked fetch, if it has one (see `Raft::complete_parked_fetch`).
-    pub(crate) fn complete_parked_fetch_of(&mut self, replica: NodeId, out: &mut Out) {
-        let EpochState::Leader(leader) = &mut self.state else {
-            return;
-        };
-        let Some(parked) = leader.parked.take(&replica) else {
-            return;
-        };
-        self.note_high_watermark_sent(replica);
-        let response = self.fetch_response(parked.correlation_id, ErrorCode::None);
-        out.push(Work::SendFetchResponse {
-            to: replica,
-            response,
-            fetch_offset: parked.fetch_offset,
-            max_bytes: parked.max_bytes,
-        });
-    }
-
     /// Answers parked fetches: all of them when data arrived or the high-watermark moved
     /// (`only_expired == false`), else only those whose wait is over.
     pub(crate) fn complete_parked_fetches(&mut self, out: &mut Out, only_expired: bool) {

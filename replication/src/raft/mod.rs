@@ -381,18 +381,6 @@ impl Raft {
         Ok(self.tick(now_ms)?.0)
     }
 
-    /// Answers `replica`'s parked Fetch now, with what is there (possibly nothing). A host
-    /// whose wire Fetch carried several partitions calls this for the partitions still parked
-    /// once another partition of the same request was answered: a Fetch is answered as a
-    /// whole, so one idle partition's long poll must not hold a busy partition's records
-    /// (Kafka answers a Fetch once any partition has something to return).
-    pub fn complete_parked_fetch(&mut self, now_ms: u64, replica: NodeId) -> Vec<Work> {
-        self.advance_clock(now_ms);
-        let mut out = self.new_out();
-        self.complete_parked_fetch_of(replica, &mut out);
-        out.finish()
-    }
-
     /// The host finished a flush or a quorum-state write.
     pub fn on_persisted(
         &mut self,

@@ -1454,42 +1454,6 @@ fn append_on_a_follower_is_a_typed_error_and_malformed_batches_are_refused() {
     assert_eq!(batch_headers(&lc).unwrap()[0].records_count, 1);
 }
 
-#[test]
-fn a_parked_fetch_is_answered_on_the_host_s_request() {
-    // A wire Fetch carrying several partitions is answered as a whole: when another partition
-    // of it has records, the host asks for this one's parked fetch at once (empty is fine).
-    let mut raft = leader_1_with_a_parked_fetch_from_2();
-    assert!(
-        raft.complete_parked_fetch(5_101, 3).is_empty(),
-        "3 has none"
-    );
-    let work = raft.complete_parked_fetch(5_101, 2);
-    let [
-        Work::SendFetchResponse {
-            to: 2,
-            response,
-            fetch_offset: 1,
-            ..
-        },
-    ] = work.as_slice()
-    else {
-        panic!("one answer to 2: {work:?}");
-    };
-    assert_eq!(response.correlation_id, 9);
-    assert_eq!(response.high_watermark, 1);
-    assert!(
-        raft.complete_parked_fetch(5_102, 2).is_empty(),
-        "answered once"
-    );
-    let (work, _) = raft.tick(5_700).unwrap();
-    assert!(
-        !work
-            .iter()
-            .any(|w| matches!(w, Work::SendFetchResponse { .. })),
-        "no second answer when its wait would have ended: {work:?}"
-    );
-}
-
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;
 

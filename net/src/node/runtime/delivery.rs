@@ -149,12 +149,10 @@ impl Node {
             .send(&q, to, request, version, pending, fetch_lane)
     }
 
-    /// Asks the core for the parked parts of the replica Fetches whose other parts have an
-    /// answer (quorum_rpc.rs).
-    pub(in crate::node) fn release_parked_fetches(&mut self) -> Result<(), NodeError> {
-        let mut later = Vec::new();
-        let mut q = qx!(self);
-        self.quorum.release_parked_fetches(&mut q, &mut later)?;
-        self.deliver_later(later)
+    /// Sends the replica Fetches that a later answered one on the same connection released
+    /// (quorum_rpc.rs).
+    pub(in crate::node) fn send_released_fetches(&mut self) -> Result<(), NodeError> {
+        let q = qx!(self);
+        self.quorum.send_released_fetches(&q)
     }
 }

@@ -1,8 +1,9 @@
 //! Storage completions and the API layer's waiters and deadlines. The host drains the ring,
 //! reports durability to the core and releases what waited on it (`Host::pump`); the node then
-//! delivers the host's output, answers produce waiters and releases parked replica fetches,
-//! until nothing is left to do. What a routed completion queued reaches the kernel before the
-//! event loop sleeps on the ring's readiness fd (pump.rs). The deadlines of one loop turn
+//! delivers the host's output, answers produce waiters and sends the replica Fetches that a
+//! later answer on their connection released, until nothing is left to do. What a routed
+//! completion queued reaches the kernel before the event loop sleeps on the ring's readiness fd
+//! (pump.rs). The deadlines of one loop turn
 //! (quorum requests, produces, parked fetches, groups, DeleteRecords, voter changes) are run
 //! by `expire`.
 
@@ -28,15 +29,15 @@ impl Node {
             // Its stages are timed inside (handlers.rs).
             self.check_waiters()?;
             if self.quorum.has_releases() {
-                self.release_parked_fetches()?;
+                self.send_released_fetches()?;
             }
         }
     }
 
     /// The deadlines of one loop turn: the quorum's unanswered requests, the API layer's.
     pub(in crate::node) fn expire(&mut self, now: u64) {
-        let q = qx!(self);
-        self.quorum.expire(&q);
+        let mut q = qx!(self);
+        self.quorum.expire(&mut q);
         self.handlers_expire(now);
         let mut cx = cx!(self);
         metadata::answer_parked_metadata(
