@@ -16,7 +16,7 @@
 //! Owns only this bookkeeping: it never steps the host nor touches a socket. The node
 //! registers a request, steps the core, and asks here which request is complete.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use ringlog_replication::{self as core, NodeId, PartitionId};
 
@@ -64,11 +64,10 @@ pub(super) struct AnswerSlots {
     latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
     next_core_correlation_id: u64,
     /// What each replica fetch the core holds asked for, by core correlation id, with its
-    /// replica and partition: a replica's next Fetch asking the same is carried to it.
+    /// replica and partition: a replica's next Fetch asking the same is carried to it. One
+    /// with no answer slot (`fetch_slots`) and no held answer was left out of its request and
+    /// no later one carries it yet.
     asks: HashMap<u64, (NodeId, PartitionId, core::FetchRequest)>,
-    /// Parked replica fetches left out of the answer of the request they came in, not yet
-    /// carried by a later one.
-    carried: HashSet<u64>,
     /// Answers of carried fetches that came while no request of their replica carried them,
     /// with their file regions: the replica's next Fetch asking the same takes them.
     held: HashMap<u64, (PartAnswer, Option<FileRegion>)>,
@@ -137,16 +136,13 @@ impl AnswerSlots {
                                     self.fetch_regions.insert(old, region);
                                 }
                                 answers[slot] = Some(answer);
-                            } else {
-                                self.carried.remove(&old);
-                                if let Some((earlier, earlier_slot)) =
-                                    self.fetch_slots.insert(old, (id, slot))
-                                    && let Some(pending) = self.pending.get_mut(&earlier)
-                                    && pending.answers[earlier_slot].is_none()
-                                {
-                                    pending.omitted[earlier_slot] = true;
-                                    carried_from.push(earlier);
-                                }
+                            } else if let Some((earlier, earlier_slot)) =
+                                self.fetch_slots.insert(old, (id, slot))
+                                && let Some(pending) = self.pending.get_mut(&earlier)
+                                && pending.answers[earlier_slot].is_none()
+                            {
+                                pending.omitted[earlier_slot] = true;
+                                carried_from.push(earlier);
                             }
                             continue;
                         }
@@ -156,7 +152,6 @@ impl AnswerSlots {
                             .insert(f.correlation_id, (*from, *partition, f.clone()));
                         if let Some(old) = self.latest_replica_fetch.insert(key, f.correlation_id) {
                             self.asks.remove(&old);
-                            self.carried.remove(&old);
                             self.held.remove(&old);
                             superseded.push(old);
                         }
@@ -224,7 +219,7 @@ impl AnswerSlots {
         region: Option<FileRegion>,
     ) -> Option<u64> {
         let correlation_id = response.correlation_id;
-        if self.carried.remove(&correlation_id) {
+        if self.is_carried(correlation_id) {
             // Carried, and no request of the replica carries it yet: its next one takes it.
             let answer = PartAnswer::Core(core::Message::FetchResponse(response));
             self.held.insert(correlation_id, (answer, region));
@@ -361,7 +356,6 @@ impl AnswerSlots {
             pending.omitted[slot] = true;
             if self.fetch_slots.get(&fetch_id) == Some(&(id, slot)) {
                 self.fetch_slots.remove(&fetch_id);
-                self.carried.insert(fetch_id);
             }
         }
     }
@@ -386,6 +380,14 @@ impl AnswerSlots {
             self.carry_parked(id);
             self.releasable.push(id);
         }
+    }
+
+    /// Whether the core's parked fetch `correlation_id` was left out of its request's answer
+    /// and no later request carries it yet (no slot, no held answer).
+    fn is_carried(&self, correlation_id: u64) -> bool {
+        self.asks.contains_key(&correlation_id)
+            && !self.fetch_slots.contains_key(&correlation_id)
+            && !self.held.contains_key(&correlation_id)
     }
 
     /// Requests that may be complete now (earlier Fetches on a connection whose later one
@@ -448,7 +450,6 @@ impl AnswerSlots {
             .collect();
         for id in gone {
             self.asks.remove(&id);
-            self.carried.remove(&id);
             self.held.remove(&id);
         }
         let mut ids = std::collections::BTreeSet::new();
@@ -478,6 +479,12 @@ mod tests {
     use crate::protocol::wire::Uuid;
 
     const REPLICA: NodeId = 2;
+
+    impl AnswerSlots {
+        fn any_carried(&self) -> bool {
+            self.asks.keys().any(|id| self.is_carried(*id))
+        }
+    }
 
     fn ask(fetch_offset: u64) -> core::FetchRequest {
         core::FetchRequest {
@@ -590,7 +597,7 @@ mod tests {
         assert_eq!(superseded, vec![3, 6]);
         // The superseded fetch's late answer goes nowhere.
         assert_eq!(slots.answer_fetch(answer(6, b""), None), None);
-        assert!(slots.held.is_empty() && slots.carried.is_empty());
+        assert!(slots.held.is_empty() && !slots.any_carried());
     }
 
     #[test]
@@ -615,10 +622,10 @@ mod tests {
         let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
         slots.answer_fetch(answer(1, b"x"), None);
         slots.take_complete(r1).expect("complete");
-        assert!(slots.carried.contains(&2));
+        assert!(slots.is_carried(2));
         slots.answer_fetch(answer(2, b""), None);
         assert!(slots.held.contains_key(&2));
         slots.forget_partition(2, ErrorCode::NotLeaderOrFollower);
-        assert!(slots.held.is_empty() && slots.carried.is_empty() && slots.asks.is_empty());
+        assert!(slots.held.is_empty() && !slots.any_carried() && slots.asks.is_empty());
     }
 }

@@ -646,7 +646,7 @@ impl QuorumRpc {
         self.fetch_sessions.next_resend_ms()
     }
 
-    pub(super) fn has_releases(&self) -> bool {
+    pub(super) fn has_released_fetches(&self) -> bool {
         self.slots.has_releasable()
     }
 

@@ -65,21 +65,14 @@ impl<I: Io> Host<I> {
     /// Removes the `repair-pending` marker of every partition whose core has caught up with a
     /// leader since its log was repaired (store.rs, `open_repairing`).
     fn finish_repairs(&mut self) {
-        if self.repairing.is_empty() {
-            return;
-        }
         let done: Vec<PartitionId> = self
             .repairing
             .iter()
             .copied()
             .filter(|id| {
-                self.stores
-                    .get(id)
-                    .is_some_and(|store| store.repair_pending)
-                    && self
-                        .multi
-                        .partition(*id)
-                        .is_some_and(|raft| !raft.repair_pending())
+                self.multi
+                    .partition(*id)
+                    .is_some_and(|raft| !raft.repair_pending())
             })
             .collect();
         for partition in done {

@@ -3,9 +3,8 @@
 //! delivers the host's output, answers produce waiters and sends the replica Fetches that a
 //! later answer on their connection released, until nothing is left to do. What a routed
 //! completion queued reaches the kernel before the event loop sleeps on the ring's readiness fd
-//! (pump.rs). The deadlines of one loop turn
-//! (quorum requests, produces, parked fetches, groups, DeleteRecords, voter changes) are run
-//! by `expire`.
+//! (pump.rs). The deadlines of one loop turn (quorum requests, produces, parked fetches, groups,
+//! DeleteRecords, voter changes) are run by `expire`.
 
 use super::super::*;
 
@@ -21,14 +20,18 @@ impl Node {
             self.stall.part(began, "pump: host");
             // One more round after anything happened: what the waiters' check did (retention's
             // snapshot, a topic's partitions started) is reported to the core in it.
-            if !first && !progressed && !self.host.has_output() && !self.quorum.has_releases() {
+            if !first
+                && !progressed
+                && !self.host.has_output()
+                && !self.quorum.has_released_fetches()
+            {
                 return Ok(());
             }
             first = false;
             self.deliver()?;
             // Its stages are timed inside (handlers.rs).
             self.check_waiters()?;
-            if self.quorum.has_releases() {
+            if self.quorum.has_released_fetches() {
                 self.send_released_fetches()?;
             }
         }
