@@ -170,3 +170,88 @@ fn after_a_truncation_the_list_names_only_the_new_history() {
     assert_eq!(batches_as_bytes(&mut log, &mut io), after);
     assert!(end <= 30);
 }
+
+fn deferring() -> LogConfig {
+    LogConfig {
+        defer_listed_check_after_crash: true,
+        ..config()
+    }
+}
+
+/// Flips one bit of the file at `position`.
+fn flip(path: &Path, position: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[position as usize] ^= 0x10;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn after_a_crash_a_deferred_check_opens_from_the_lists_and_checks_them_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut io = SyscallIo::new();
+    let (mut log, _) = open(&mut io, dir.path());
+    append(&mut log, &mut io, 0, 300, 2);
+    assert!(log.segment_base_offsets().len() > 2, "rolled");
+    let before = batches_as_bytes(&mut log, &mut io);
+    let end = log.log_end_offset();
+    drop(log);
+
+    // A crash, then an open that takes the listed batches unread.
+    let (mut log, report) = PartitionLog::open(&mut io, dir.path(), deferring()).unwrap();
+    assert!(!report.clean_shutdown);
+    assert!(report.batches_from_list > 250, "{report:?}");
+    let unverified: usize = report.unverified.iter().map(|u| u.batches()).sum();
+    assert_eq!(unverified, report.batches_from_list);
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(batches_as_bytes(&mut log, &mut io), before);
+    // Each segment's listed batches read back, checked from another `Io` while the log is open.
+    let mut checker = SyscallIo::new();
+    for batches in &report.unverified {
+        PartitionLog::verify_listed(&mut checker, batches, &deferring()).unwrap();
+        assert!(batches.end_offset() <= end);
+    }
+    // Appends go on after them.
+    append(&mut log, &mut io, 300, 3, 3);
+    assert_eq!(batches_as_bytes(&mut log, &mut io).len(), 303);
+}
+
+#[test]
+fn a_bit_flipped_in_a_listed_batch_before_a_crash_is_found_by_the_deferred_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut io = SyscallIo::new();
+    let (mut log, _) = open(&mut io, dir.path());
+    append(&mut log, &mut io, 0, 300, 2);
+    let bases = log.segment_base_offsets();
+    drop(log);
+    // A bit of a record in the first (sealed) segment's tenth batch or so.
+    let sealed = dir.path().join(format!("{:020}.log", bases[0]));
+    flip(&sealed, 2000);
+
+    let (_, report) = PartitionLog::open(&mut io, dir.path(), deferring()).unwrap();
+    let first = report
+        .unverified
+        .iter()
+        .find(|u| u.base_offset() == bases[0])
+        .expect("the sealed segment's batches unverified");
+    assert_eq!(first.path(), sealed);
+    match PartitionLog::verify_listed(&mut SyscallIo::new(), first, &deferring()) {
+        Err(ringlog_engine::log::LogError::Corruption { path, position, .. }) => {
+            assert_eq!(path, sealed);
+            assert!(position <= 2000, "names the damaged batch: {position}");
+        }
+        other => panic!("the flip was not found: {other:?}"),
+    }
+    // The other segments read back.
+    for other in report
+        .unverified
+        .iter()
+        .filter(|u| u.base_offset() != bases[0])
+    {
+        PartitionLog::verify_listed(&mut SyscallIo::new(), other, &deferring()).unwrap();
+    }
+    // Without deferring, the open itself refuses, naming the same file.
+    match PartitionLog::open(&mut SyscallIo::new(), dir.path(), config()) {
+        Err(ringlog_engine::log::LogError::Corruption { path, .. }) => assert_eq!(path, sealed),
+        other => panic!("opened past the flip: {:?}", other.map(|(_, r)| r)),
+    }
+}

@@ -150,6 +150,14 @@ impl OpenOptions {
         read_only: false,
         direct: true,
     };
+    /// An existing file, read only, with O_DIRECT (a segment's `.log` checked behind the log
+    /// that writes it: `PartitionLog::verify_listed`).
+    pub const DIRECT_READ_ONLY: OpenOptions = OpenOptions {
+        create: false,
+        create_new: false,
+        read_only: true,
+        direct: true,
+    };
 }
 
 /// A data operation to submit.

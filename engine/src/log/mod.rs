@@ -52,7 +52,7 @@ pub use error::LogError;
 pub use flush::Routed;
 pub use fuzz::{fuzz_log_recovery, log_recovery_input_outcome};
 pub use read::ReadView;
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, UnverifiedBatches};
 use segment::{BatchEntry, Chunk, Segment};
 pub use tail_slot::{SegmentEnd, read_segment_data, read_segment_end, segment_file_image};
 
@@ -108,6 +108,12 @@ pub struct LogConfig {
     /// `sendfile` on the event loop's thread (156 MB/s of reads at 159 MB/s of produce,
     /// 2026-12-04).
     pub tail_cache_bytes: u64,
+    /// After a crash, take the batches a segment's batch list names below its partial last
+    /// block without reading them, as after a clean close, and report them in
+    /// [`RecoveryReport::unverified`] for the caller to check off the start path
+    /// ([`PartitionLog::verify_listed`]); the log opens in the time its lists and unlisted
+    /// tails take to read, not its size. Off: every batch is read and checked at open.
+    pub defer_listed_check_after_crash: bool,
 }
 
 impl Default for LogConfig {
@@ -121,6 +127,7 @@ impl Default for LogConfig {
             recovery_read_bytes: DEFAULT_RECOVERY_READ_BYTES,
             batch_list_interval_bytes: DEFAULT_BATCH_LIST_INTERVAL_BYTES,
             tail_cache_bytes: DEFAULT_TAIL_CACHE_BYTES,
+            defer_listed_check_after_crash: false,
         }
     }
 }

@@ -92,6 +92,52 @@ pub struct RecoveryReport {
     pub batches_from_list: usize,
     /// The log was closed cleanly (its `clean-shutdown` marker was there).
     pub clean_shutdown: bool,
+    /// After a crash with [`LogConfig::defer_listed_check_after_crash`]: per segment, the
+    /// listed batches taken without reading them, to be checked by
+    /// [`PartitionLog::verify_listed`] (counted in `batches_from_list` too).
+    pub unverified: Vec<UnverifiedBatches>,
+}
+
+/// Batches of one segment that recovery took from its batch list after a crash without reading
+/// them: `[0, end)` of the segment file, all in its data area (below the partial last block the
+/// slot holds). They were durable when listed (a list names only flushed batches); what is not
+/// known is whether they still read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnverifiedBatches {
+    pub(crate) path: PathBuf,
+    pub(crate) base_offset: i64,
+    /// The epoch of the batch before the segment's first (the previous segment's last).
+    pub(crate) previous_epoch: i32,
+    pub(crate) listed: Vec<batch_list::ListedBatch>,
+}
+
+impl UnverifiedBatches {
+    /// The segment file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The segment's base offset.
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Where the listed batches end in the file.
+    pub fn end_position(&self) -> u64 {
+        self.listed.last().map_or(0, batch_list::ListedBatch::end)
+    }
+
+    /// The offset after the last listed batch.
+    pub fn end_offset(&self) -> i64 {
+        self.listed
+            .last()
+            .map_or(self.base_offset, |batch| batch.last_offset + 1)
+    }
+
+    /// How many batches.
+    pub fn batches(&self) -> usize {
+        self.listed.len()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,7 +420,25 @@ impl PartitionLog {
                 checkpoint_found.as_ref(),
                 &log.config,
             )?;
-            let scan = if report.clean_shutdown {
+            let deferred = !report.clean_shutdown && log.config.defer_listed_check_after_crash;
+            if deferred && !image.overlay.is_empty() {
+                // The background check reads the data area alone: the listed batches that
+                // reach into the partial last block (the slot's copy) are scanned here.
+                let below = listed
+                    .iter()
+                    .take_while(|batch| batch.end() <= image.overlay_start)
+                    .count();
+                listed.truncate(below);
+            }
+            if deferred && !listed.is_empty() {
+                report.unverified.push(UnverifiedBatches {
+                    path: log_path.clone(),
+                    base_offset: base,
+                    previous_epoch: last_epoch,
+                    listed: listed.clone(),
+                });
+            }
+            let scan = if report.clean_shutdown || deferred {
                 report.batches_from_list += listed.len();
                 scan_segment(
                     io,
@@ -561,6 +625,93 @@ impl PartitionLog {
         report.log_start_offset = log.log_start_offset;
         report.log_end_offset = log.log_end_offset();
         Ok((log, report))
+    }
+}
+
+impl PartitionLog {
+    /// Makes the next open of the (closed) log in `dir` read and check every batch of the
+    /// segment at `base_offset`, whatever its batch list says: the segment's list and the
+    /// clean-shutdown marker go, durably (the other segments' lists are then taken as after a
+    /// crash). For damage found by [`PartitionLog::verify_listed`]: the
+    /// open then refuses the segment (`LogError::Corruption`), as it would have without the
+    /// lists.
+    pub fn check_at_next_open<I: Io>(
+        io: &mut I,
+        dir: &Path,
+        base_offset: i64,
+    ) -> Result<(), LogError> {
+        for path in [
+            dir.join(batch_list::CLEAN_SHUTDOWN_FILE),
+            batch_list::path(dir, base_offset),
+        ] {
+            if io.exists(&path) {
+                io.remove_file(&path)?;
+            }
+        }
+        io.sync_dir(dir)?;
+        Ok(())
+    }
+
+    /// Reads and checks the batches recovery took from a batch list without reading them
+    /// ([`RecoveryReport::unverified`]): frame, CRC32C, offsets continuing from the segment's
+    /// base, epochs never backwards, and each batch where and what its list record says. Opens
+    /// the segment file itself (read only), so it may run on another thread with an `Io` of its
+    /// own while the log serves; the bytes it reads are durable and never rewritten while the
+    /// log holds them (a cut below them, or the segment's deletion, makes the result moot:
+    /// the caller checks the log still holds them). Damage is `LogError::Corruption` naming the
+    /// first batch that does not read back.
+    pub fn verify_listed<I: Io>(
+        io: &mut I,
+        unverified: &UnverifiedBatches,
+        config: &LogConfig,
+    ) -> Result<(), LogError> {
+        let end = unverified.end_position();
+        let file = io.open(&unverified.path, OpenOptions::DIRECT_READ_ONLY)?;
+        let image = SegmentImage {
+            file,
+            path: &unverified.path,
+            file_end: end,
+            len: end,
+            overlay_start: end,
+            overlay: &[],
+        };
+        let scanned = scan_segment(
+            io,
+            &image,
+            Scan::after(&[], unverified.base_offset, unverified.previous_epoch),
+            config,
+        );
+        let closed = io.close(file);
+        let scan = scanned?;
+        closed?;
+        let agreeing = unverified
+            .listed
+            .iter()
+            .zip(&scan.entries)
+            .take_while(|(listed, (entry, size_bytes))| {
+                **listed == batch_list::ListedBatch::of(entry, *size_bytes)
+            })
+            .count();
+        if agreeing == unverified.listed.len() {
+            return Ok(());
+        }
+        let position = unverified.listed[agreeing].position;
+        let reason = if scan.entries.len() > agreeing {
+            format!(
+                "the batch at byte {position} is not the one the batch list names (offsets {}..={})",
+                unverified.listed[agreeing].base_offset, unverified.listed[agreeing].last_offset
+            )
+        } else {
+            format!(
+                "acknowledged bytes below the durable mark are damaged (checked after a crash, behind the start): {}",
+                scan.stop_reason
+            )
+        };
+        Err(LogError::Corruption {
+            path: unverified.path.clone(),
+            position,
+            reason,
+        })
     }
 }
 
