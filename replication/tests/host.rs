@@ -758,3 +758,53 @@ fn the_quorum_state_names_the_applied_offset() {
         );
     }
 }
+
+/// A partition recovered ahead of its start (`Host::preopen`) is the one `add_partition` starts,
+/// not closed and opened again on the loop: until 2026-12-06 a preopened log's tail-cache
+/// budget (zeroed for a follower at open) made its settings differ from the spec's, so every
+/// restart recovered each topic partition twice, the second time on the event loop. Seen
+/// here through what a crash's recovery leaves to check behind the start, which a second,
+/// clean open would not leave.
+#[test]
+fn a_preopened_partition_is_started_as_it_was_recovered_not_opened_again() {
+    use ringlog_engine::log::PartitionLog;
+    let mut io = MemoryIo::new(MemoryConfig::default());
+    let dir: std::path::PathBuf = "/data/topic-0".into();
+    let log_config = LogConfig {
+        segment_size_bytes: 64 * 1024,
+        batch_list_interval_bytes: 4096,
+        defer_listed_check_after_crash: true,
+        ..LogConfig::default()
+    };
+    let (mut log, _) = PartitionLog::open(&mut io, &dir, log_config.clone()).expect("open");
+    for value in 0..200u64 {
+        log.append_as_leader(batch(value).into(), 1)
+            .expect("append");
+        log.flush_and_wait(&mut io).expect("flush");
+    }
+    // A crash: no close, so the lists' batches are taken unread.
+    drop(log);
+    let mut host = open(io, None);
+    host.preopen(dir.clone(), log_config.clone())
+        .expect("preopen");
+    let quorum = QuorumConfig::new(1, &[1]).expect("one voter");
+    host.add_partition(
+        &quorum,
+        PartitionSpec {
+            id: 1,
+            dir,
+            log_config,
+            keeps_snapshots: false,
+        },
+        7,
+        0,
+    )
+    .expect("started");
+    let (unverified, _) = host.take_unverified(1);
+    assert!(!unverified.is_empty(), "the preopened log was opened again");
+    assert_eq!(
+        host.store(1).expect("hosted").log.log_end_offset(),
+        200,
+        "every batch kept"
+    );
+}

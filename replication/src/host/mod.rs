@@ -42,7 +42,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use ringlog_engine::io::Io;
-use ringlog_engine::log::LogConfig;
+use ringlog_engine::log::{LogConfig, UnverifiedBatches};
 
 use crate::error::RaftError;
 use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
@@ -392,7 +392,7 @@ impl<I: Io> Host<I> {
             return Err(StorageError::NotHosted(spec.id).into());
         }
         let preopened = match self.preopened.remove(&spec.dir) {
-            Some((store, recovered)) if *store.log.config() == spec.log_config => {
+            Some((store, recovered)) if store.opened_with(&spec.log_config) => {
                 Some((store, recovered))
             }
             Some((store, _)) => {
@@ -677,6 +677,37 @@ impl<I: Io> Host<I> {
         if let Some(store) = self.stores.get_mut(&partition) {
             store.log.set_segment_size_bytes(segment_size_bytes);
         }
+    }
+
+    /// The batches a started partition's recovery took unread from its batch lists after a
+    /// crash (`LogConfig::defer_listed_check_after_crash`), with the partition's truncation
+    /// count now, for the runtime to read and check behind the start
+    /// (`PartitionLog::verify_listed`); each partition's once.
+    pub fn take_unverified(&mut self, partition: PartitionId) -> (Vec<UnverifiedBatches>, u64) {
+        self.stores
+            .get_mut(&partition)
+            .map_or((Vec::new(), 0), |store| {
+                (std::mem::take(&mut store.unverified), store.truncations)
+            })
+    }
+
+    /// Whether a partition's log still holds the batches [`Host::take_unverified`] gave when
+    /// its truncation count was `truncations`: the same segment, not cut since (a cut, and the
+    /// records written after it, may have replaced them), and not removed by a log start move.
+    pub fn still_holds(
+        &self,
+        partition: PartitionId,
+        batches: &UnverifiedBatches,
+        truncations: u64,
+    ) -> bool {
+        self.stores.get(&partition).is_some_and(|store| {
+            store.truncations == truncations
+                && store
+                    .log
+                    .segment_base_offsets()
+                    .contains(&batches.base_offset())
+                && store.log.log_end_offset() >= batches.end_offset()
+        })
     }
 
     pub fn stores(&self) -> impl Iterator<Item = (PartitionId, &PartitionStore)> {

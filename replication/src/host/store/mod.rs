@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{Completion, FileReader, Io};
-use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed};
+use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed, UnverifiedBatches};
 use ringlog_engine::offset_checkpoint::{self, OffsetCheckpointError};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
 use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
@@ -131,6 +131,10 @@ pub struct PartitionStore {
     /// When the waiting confirmation record of the log's last flush is written alone if no
     /// flush has carried it by then (`Host::write_due_confirmations`).
     pub confirmation_due_ms: Option<u64>,
+    /// The batches recovery took from the batch lists after a crash without reading them
+    /// (`LogConfig::defer_listed_check_after_crash`), for the runtime to check behind the
+    /// start (`Host::take_unverified`).
+    pub unverified: Vec<UnverifiedBatches>,
 }
 
 impl PartitionStore {
@@ -146,6 +150,15 @@ impl PartitionStore {
         });
     }
 
+    /// Whether the log was opened with `config`: its settings as given at open, the tail
+    /// cache's budget included (a follower's log keeps none while it follows,
+    /// [`PartitionStore::set_leading`]).
+    pub fn opened_with(&self, config: &LogConfig) -> bool {
+        let mut opened = self.log.config().clone();
+        opened.tail_cache_bytes = self.leader_tail_cache_bytes;
+        opened == *config
+    }
+
     /// Opens (and recovers) the partition's log and reads its quorum-state. Its blocking reads
     /// take only their own completions; other logs' stay in the ring for them.
     pub fn open<I: Io>(
@@ -157,9 +170,16 @@ impl PartitionStore {
         keeps_snapshots: bool,
         repair: bool,
     ) -> Result<(PartitionStore, RecoveredState), StorageError> {
+        let mut unverified: Vec<UnverifiedBatches>;
         let (log, snapshots, recovered_snapshots) = loop {
-            let (mut log, report) = open_repairing(io, dir, log_config.clone(), repair)?;
-            tracing::info!(dir = %dir.display(), ?report, "partition log recovered");
+            let (mut log, mut report) = open_repairing(io, dir, log_config.clone(), repair)?;
+            unverified = std::mem::take(&mut report.unverified);
+            tracing::info!(
+                dir = %dir.display(),
+                ?report,
+                unverified_segments = unverified.len(),
+                "partition log recovered"
+            );
             match PartitionSnapshots::recover(io, &mut log) {
                 Ok((snapshots, recovered)) => break (log, snapshots, recovered),
                 // The snapshot the log starts at no longer reads back (the log cannot start
@@ -257,6 +277,7 @@ impl PartitionStore {
             repair_pending,
             leader_tail_cache_bytes: log_config.tail_cache_bytes,
             confirmation_due_ms: None,
+            unverified,
         };
         let mut store = store;
         store.log.set_tail_cache_bytes(0);
