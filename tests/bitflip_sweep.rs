@@ -346,10 +346,19 @@ fn outcome_of(
             if quorum.exited().iter().any(|(id, _)| *id == follower) {
                 return Some(true);
             }
-            let started = log_since(log, from)
+            let said = log_since(log, from);
+            let ours = |l: &&str| l.contains(&format!("{TOPIC}-0"));
+            let started = said
                 .lines()
-                .any(|l| l.contains("partition started") && l.contains(&format!("{TOPIC}-0")));
+                .any(|l| l.contains("partition started") && ours(&l));
+            // After a kill, the batches its lists name are checked behind the start
+            // (net/src/node/listed_checks.rs): wait for that check's verdict too.
+            let checked = !said.lines().any(|l| l.contains("taken unread") && ours(&l))
+                || said.lines().any(|l| {
+                    (l.contains("all read back") || l.contains("does not read back")) && ours(&l)
+                });
             (started
+                && checked
                 && caught_up(quorum, follower).is_some()
                 && !partition_dir.join("repair-pending").exists())
             .then_some(false)

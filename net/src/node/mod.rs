@@ -46,6 +46,7 @@ mod groups;
 mod handlers;
 mod idempotence;
 mod leader_endpoints;
+mod listed_checks;
 mod metadata;
 mod observe;
 mod own_endpoint;
@@ -180,6 +181,7 @@ enum Wake {
     Signal,
     Event(Option<Event>),
     SnapshotDone(snapshots::SnapshotDone),
+    ListedChecked(listed_checks::ListedChecked),
     /// The ring posted a completion (its readiness fd became readable).
     Storage,
     Timer,
@@ -191,6 +193,10 @@ pub(crate) struct Node {
     /// which the loop takes when it starts.
     snapshot_writers: snapshots::SnapshotWriters,
     snapshot_done_rx: Option<UnboundedReceiver<snapshots::SnapshotDone>>,
+    /// Checks behind the start the batches a crash's recovery took unread (listed_checks.rs);
+    /// its reports come on `listed_checked_rx`, which the loop takes when it starts.
+    listed_checks: listed_checks::ListedChecks,
+    listed_checked_rx: Option<UnboundedReceiver<listed_checks::ListedChecked>>,
     cluster_id: String,
     table: PartitionTable,
     /// The replication core, the partition stores and the executor of the core's work.
@@ -271,9 +277,12 @@ impl Node {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let (snapshot_writers, snapshot_done_rx) = snapshots::SnapshotWriters::new();
+        let (listed_checks, listed_checked_rx) = listed_checks::ListedChecks::new();
         let mut node = Node {
             snapshot_writers,
             snapshot_done_rx: Some(snapshot_done_rx),
+            listed_checks,
+            listed_checked_rx: Some(listed_checked_rx),
             config,
             cluster_id,
             table,
@@ -319,6 +328,10 @@ impl Node {
         self.stall.begin_turn();
         let mut snapshot_done = self
             .snapshot_done_rx
+            .take()
+            .expect("the event loop runs once");
+        let mut listed_checked = self
+            .listed_checked_rx
             .take()
             .expect("the event loop runs once");
         // The ring signals this fd for every completion it posts: the loop sleeps until then,
@@ -413,6 +426,7 @@ impl Node {
                     event = events.recv() => Wake::Event(event),
                     // Never None: the node holds a sender.
                     Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
+                    Some(checked) = listed_checked.recv() => Wake::ListedChecked(checked),
                     ready = storage_signal(storage_ready.as_ref()), if storage_waits => {
                         ready.map_err(NodeError::Runtime)?;
                         Wake::Storage
@@ -447,6 +461,11 @@ impl Node {
                     let began = Instant::now();
                     done.report_to(&mut self.host);
                     self.stall.step(began, "snapshot generated", "");
+                }
+                Wake::ListedChecked(checked) => {
+                    let began = Instant::now();
+                    self.on_listed_checked(checked)?;
+                    self.stall.step(began, "listed batches checked", "");
                 }
                 Wake::Timer => self.stall.woke_after_timer(due),
                 // `pump`, at the top of the loop, drains the completions.

@@ -318,6 +318,9 @@ fn topic_log_config(config: &NodeConfig, topic: &TopicRecord) -> LogConfig {
             .map_or(config.segment_size_bytes, |b| b as u64),
         max_batch_size_bytes: (config.message_max_bytes as usize)
             .max(ringlog_engine::batch::DEFAULT_MAX_BATCH_SIZE_BYTES),
+        // After a crash the batch lists stand in for reading; the batches they name are
+        // checked behind the start (listed_checks.rs).
+        defer_listed_check_after_crash: true,
         ..LogConfig::default()
     }
 }

@@ -76,6 +76,12 @@ impl Node {
             now,
         )?;
         self.handlers.producers.adopt_preopened(id, &dir);
+        // After a crash: the batches its recovery took unread, checked behind the start.
+        let (unverified, truncations) = self.host.take_unverified(id);
+        if let Some(log_config) = self.host.store(id).map(|store| store.log.config().clone()) {
+            self.listed_checks
+                .submit(id, dir.clone(), truncations, unverified, &log_config)?;
+        }
         // Idempotent producing's state exists from the partition's start and follows every
         // append, the follower's too: a follower that becomes leader answers its first Produce
         // without reading its whole log on the loop (seen in scripts/fault-run.sh as 1.5-6 s
@@ -255,6 +261,76 @@ impl Node {
         self.after_call()
     }
 
+    /// A segment's listed batches checked behind the start (listed_checks.rs). Damage to
+    /// batches the partition still holds restarts it with that segment read at open, which sets
+    /// the segment and every later one aside and fetches their records again from a peer
+    /// (docs/node.md, "Storage faults"); with no peer, the partition goes offline.
+    pub(in crate::node) fn on_listed_checked(
+        &mut self,
+        checked: listed_checks::ListedChecked,
+    ) -> Result<(), NodeError> {
+        let host = &self.host;
+        let verdict = self.listed_checks.on_checked(&checked, || {
+            host.still_holds(checked.partition, &checked.batches, checked.truncations)
+        });
+        let id = checked.partition;
+        match verdict {
+            listed_checks::Verdict::Nothing => Ok(()),
+            listed_checks::Verdict::AllReadBack { dir } => {
+                tracing::info!(
+                    partition = id,
+                    dir = %dir.display(),
+                    "listed batches checked after a crash: all read back"
+                );
+                Ok(())
+            }
+            listed_checks::Verdict::Damaged {
+                base_offset,
+                reason,
+            } => {
+                let hosted = self.table.get(id).clone();
+                tracing::error!(
+                    partition = id,
+                    dir = %self.table.dir_name(id),
+                    segment = base_offset,
+                    reason,
+                    "a batch taken unread after a crash does not read back: the partition restarts to repair the segment from a peer"
+                );
+                let Some(topic) = self.handlers.topics.image.get(&hosted.topic).cloned() else {
+                    return Ok(());
+                };
+                let dir = self.host.remove_partition(id);
+                self.forget_partition(id, ErrorCode::NotLeaderOrFollower)?;
+                if let Some(dir) = &dir {
+                    let mut io = ringlog_engine::io::SyscallIo::for_dir(dir);
+                    ringlog_engine::log::PartitionLog::check_at_next_open(
+                        &mut io,
+                        dir,
+                        base_offset,
+                    )
+                    .map_err(|error| NodeError::Storage(error.into()))?;
+                }
+                match self.start_partition(&topic, hosted.index) {
+                    Ok(()) => Ok(()),
+                    // No peer to repair from (a single replica): the partition stays down,
+                    // the node goes on (docs/node.md, "Storage faults").
+                    Err(NodeError::Storage(error)) => {
+                        tracing::error!(
+                            topic = %hosted.topic,
+                            index = hosted.index,
+                            %error,
+                            "the damaged partition cannot start: offline until the file is restored"
+                        );
+                        self.offline
+                            .record((hosted.topic.clone(), hosted.index), error.to_string());
+                        Ok(())
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    }
+
     /// Forgets a partition the host no longer runs (its topic was deleted, or a storage error
     /// took it offline): what waits on it is answered `code`, lookups skip it.
     pub(in crate::node) fn forget_partition(
@@ -266,6 +342,7 @@ impl Node {
             .produces
             .fail_partition(&cx!(self), id, code)?;
         self.observer.remove_partition(id);
+        self.listed_checks.forget(id);
         // Lookups skip it from now on: peer messages and client requests for it are answered
         // UNKNOWN_TOPIC_OR_PARTITION, late responses are refused by the core (no group).
         self.table.remove(id);

@@ -1,0 +1,206 @@
+//! The check behind the start: after a crash, a topic partition's log opens from its segments'
+//! batch lists as after a clean close (`LogConfig::defer_listed_check_after_crash`), so a
+//! restart takes the time of its lists and unlisted tails, not of its log (reading 1.9 GB of
+//! logs held a restarted node 4-6 s before it served, docs/benchmarks.md). The batches taken
+//! unread are read and checked here, on a `listed-check` thread with its own plain-syscall
+//! backend, one segment at a time, while the partition serves; damage found is repaired as at
+//! a start (docs/node.md, "Storage faults"): the runtime restarts the partition with that
+//! segment read at open, which sets it aside and fetches the records again from the leader.
+//!
+//! The metadata partition keeps the check at open: the node's topics, configs and voters come
+//! from it, and its segments are small.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use ringlog_engine::io::SyscallIo;
+use ringlog_engine::log::{LogConfig, LogError, PartitionLog, UnverifiedBatches};
+use ringlog_replication::PartitionId;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::NodeError;
+
+/// One segment's listed batches to read and check.
+struct Job {
+    partition: PartitionId,
+    /// Which start of the partition gave it (a restarted partition's older jobs are moot).
+    start: u64,
+    truncations: u64,
+    batches: UnverifiedBatches,
+    config: LogConfig,
+}
+
+/// What the thread found of one segment.
+#[derive(Debug)]
+pub struct ListedChecked {
+    pub(super) partition: PartitionId,
+    start: u64,
+    pub(super) truncations: u64,
+    pub(super) batches: UnverifiedBatches,
+    pub(super) result: Result<(), LogError>,
+}
+
+/// What the loop does with a report ([`ListedChecks::on_checked`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Nothing to do (a partition restarted or stopped since, or segments still to check).
+    Nothing,
+    /// Every listed batch of the partition read back.
+    AllReadBack { dir: PathBuf },
+    /// A listed batch did not read back (or could not be read): restart the partition with
+    /// the segment at `base_offset` read at open.
+    Damaged { base_offset: i64, reason: String },
+}
+
+/// The thread and what it still has to check, per partition.
+pub(super) struct ListedChecks {
+    jobs: Option<mpsc::Sender<Job>>,
+    done: UnboundedSender<ListedChecked>,
+    /// Per partition: its start's number and how many segments are still to report.
+    pending: BTreeMap<PartitionId, (u64, usize, PathBuf)>,
+    starts: u64,
+}
+
+impl ListedChecks {
+    pub(super) fn new() -> (ListedChecks, UnboundedReceiver<ListedChecked>) {
+        let (done, reports) = unbounded_channel();
+        (
+            ListedChecks {
+                jobs: None,
+                done,
+                pending: BTreeMap::new(),
+                starts: 0,
+            },
+            reports,
+        )
+    }
+
+    /// Queues a started partition's unread batches (`Host::take_unverified`); the thread is
+    /// started with the first.
+    pub(super) fn submit(
+        &mut self,
+        partition: PartitionId,
+        dir: PathBuf,
+        truncations: u64,
+        unverified: Vec<UnverifiedBatches>,
+        config: &LogConfig,
+    ) -> Result<(), NodeError> {
+        self.starts += 1;
+        self.pending.remove(&partition);
+        if unverified.is_empty() {
+            return Ok(());
+        }
+        let sender = match &self.jobs {
+            Some(sender) => sender.clone(),
+            None => {
+                let (sender, receiver) = mpsc::channel::<Job>();
+                let done = self.done.clone();
+                std::thread::Builder::new()
+                    .name("listed-check".into())
+                    .spawn(move || check_jobs(receiver, done))
+                    .map_err(NodeError::Runtime)?;
+                self.jobs = Some(sender.clone());
+                sender
+            }
+        };
+        let segments = unverified.len();
+        let batches: usize = unverified.iter().map(UnverifiedBatches::batches).sum();
+        tracing::info!(
+            partition,
+            dir = %dir.display(),
+            segments,
+            batches,
+            "listed batches taken unread after a crash: checking them behind the start"
+        );
+        self.pending
+            .insert(partition, (self.starts, segments, dir.clone()));
+        for batches in unverified {
+            let job = Job {
+                partition,
+                start: self.starts,
+                truncations,
+                batches,
+                config: config.clone(),
+            };
+            // The thread ends only when the sender goes: this cannot fail while `self` lives.
+            sender
+                .send(job)
+                .map_err(|_| NodeError::Runtime(std::io::Error::other("listed-check ended")))?;
+        }
+        Ok(())
+    }
+
+    /// The partition stopped (deleted, taken offline, restarted): its reports are moot.
+    pub(super) fn forget(&mut self, partition: PartitionId) {
+        self.pending.remove(&partition);
+    }
+
+    /// A report from the thread. `still_held` says whether the partition's log still holds the
+    /// batches checked (`Host::still_holds`): damage to batches cut or removed since is moot.
+    pub(super) fn on_checked(
+        &mut self,
+        checked: &ListedChecked,
+        still_held: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let Some((start, remaining, dir)) = self.pending.get_mut(&checked.partition) else {
+            return Verdict::Nothing;
+        };
+        if *start != checked.start {
+            return Verdict::Nothing;
+        }
+        match &checked.result {
+            Ok(()) => {
+                *remaining -= 1;
+                if *remaining > 0 {
+                    return Verdict::Nothing;
+                }
+                let dir = dir.clone();
+                self.pending.remove(&checked.partition);
+                Verdict::AllReadBack { dir }
+            }
+            Err(error) => {
+                if !still_held() {
+                    *remaining -= 1;
+                    if *remaining == 0 {
+                        self.pending.remove(&checked.partition);
+                    }
+                    return Verdict::Nothing;
+                }
+                self.pending.remove(&checked.partition);
+                Verdict::Damaged {
+                    base_offset: checked.batches.base_offset(),
+                    reason: error.to_string(),
+                }
+            }
+        }
+    }
+}
+
+/// The `listed-check` thread: each segment's listed batches read (O_DIRECT, a chunk at a time,
+/// `LogConfig::recovery_read_bytes`) and checked, in the order queued, each result reported.
+fn check_jobs(jobs: mpsc::Receiver<Job>, done: UnboundedSender<ListedChecked>) {
+    let mut io: Option<SyscallIo> = None;
+    while let Ok(job) = jobs.recv() {
+        let io = io.get_or_insert_with(|| {
+            SyscallIo::for_dir(
+                job.batches
+                    .path()
+                    .parent()
+                    .unwrap_or(std::path::Path::new(".")),
+            )
+        });
+        let result = PartitionLog::verify_listed(io, &job.batches, &job.config);
+        let checked = ListedChecked {
+            partition: job.partition,
+            start: job.start,
+            truncations: job.truncations,
+            batches: job.batches,
+            result,
+        };
+        if done.send(checked).is_err() {
+            // The loop is gone: the node is stopping.
+            return;
+        }
+    }
+}
