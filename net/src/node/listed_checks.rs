@@ -204,3 +204,109 @@ fn check_jobs(jobs: mpsc::Receiver<Job>, done: UnboundedSender<ListedChecked>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog_engine::batch::RecordBatchBuilder;
+
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_size_bytes: 16 * 1024,
+            batch_list_interval_bytes: 1024,
+            defer_listed_check_after_crash: true,
+            ..LogConfig::default()
+        }
+    }
+
+    /// A log of a few segments in `dir`, left as a crash leaves it, opened again deferring:
+    /// what its recovery took unread.
+    fn crashed_log(dir: &std::path::Path) -> Vec<UnverifiedBatches> {
+        let mut io = SyscallIo::for_dir(dir);
+        let (mut log, _) = PartitionLog::open(&mut io, dir, config()).unwrap();
+        for seed in 0..60u64 {
+            let mut builder = RecordBatchBuilder::new(0);
+            builder.append(0, None, Some(&[seed as u8; 700]), &[]);
+            log.append_as_leader(builder.build().into_bytes().into(), 1)
+                .unwrap();
+            log.flush_and_wait(&mut io).unwrap();
+        }
+        drop(log);
+        let (_, report) = PartitionLog::open(&mut io, dir, config()).unwrap();
+        assert!(report.unverified.len() >= 2, "{report:?}");
+        report.unverified
+    }
+
+    fn next(reports: &mut UnboundedReceiver<ListedChecked>) -> ListedChecked {
+        reports.blocking_recv().expect("the thread reports")
+    }
+
+    #[test]
+    fn every_segment_read_back_is_one_verdict_and_a_restart_makes_older_reports_moot() {
+        let dir = tempfile::tempdir().unwrap();
+        let unverified = crashed_log(dir.path());
+        let segments = unverified.len();
+        let (mut checks, mut reports) = ListedChecks::new();
+        checks
+            .submit(7, dir.path().into(), 0, unverified.clone(), &config())
+            .unwrap();
+        for segment in 0..segments {
+            let checked = next(&mut reports);
+            assert!(checked.result.is_ok(), "{checked:?}");
+            let verdict = checks.on_checked(&checked, || panic!("asked only on damage"));
+            if segment + 1 < segments {
+                assert_eq!(verdict, Verdict::Nothing);
+            } else {
+                assert_eq!(
+                    verdict,
+                    Verdict::AllReadBack {
+                        dir: dir.path().into()
+                    }
+                );
+            }
+        }
+        // Started again before the first start's reports came: those are moot.
+        checks
+            .submit(7, dir.path().into(), 0, unverified.clone(), &config())
+            .unwrap();
+        let stale = next(&mut reports);
+        checks
+            .submit(7, dir.path().into(), 0, unverified, &config())
+            .unwrap();
+        assert_eq!(checks.on_checked(&stale, || true), Verdict::Nothing);
+        // A stopped partition's reports too.
+        checks.forget(7);
+        let forgotten = next(&mut reports);
+        assert_eq!(checks.on_checked(&forgotten, || true), Verdict::Nothing);
+    }
+
+    #[test]
+    fn a_flipped_bit_is_damage_while_the_log_still_holds_the_batch_and_moot_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let unverified = crashed_log(dir.path());
+        let first = unverified[0].clone();
+        let mut bytes = std::fs::read(first.path()).unwrap();
+        bytes[1000] ^= 0x04;
+        std::fs::write(first.path(), bytes).unwrap();
+        let (mut checks, mut reports) = ListedChecks::new();
+        checks
+            .submit(3, dir.path().into(), 5, vec![first.clone()], &config())
+            .unwrap();
+        let checked = next(&mut reports);
+        assert!(
+            checked.result.is_err(),
+            "the flip was read back: {checked:?}"
+        );
+        assert_eq!(checked.truncations, 5);
+        // Cut or removed since: nothing to repair.
+        assert_eq!(checks.on_checked(&checked, || false), Verdict::Nothing);
+        checks
+            .submit(3, dir.path().into(), 5, vec![first.clone()], &config())
+            .unwrap();
+        let checked = next(&mut reports);
+        match checks.on_checked(&checked, || true) {
+            Verdict::Damaged { base_offset, .. } => assert_eq!(base_offset, first.base_offset()),
+            other => panic!("not damage: {other:?}"),
+        }
+    }
+}
