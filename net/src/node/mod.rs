@@ -197,6 +197,11 @@ pub(crate) struct Node {
     /// its reports come on `listed_checked_rx`, which the loop takes when it starts.
     listed_checks: listed_checks::ListedChecks,
     listed_checked_rx: Option<UnboundedReceiver<listed_checks::ListedChecked>>,
+    /// Topic changes the image applied that this node has still to run: partitions to start
+    /// or stop, a few milliseconds of them per loop turn (runtime/partitions.rs).
+    topic_changes: std::collections::VecDeque<topic_image::PendingTopicChange>,
+    /// When this turn's run of them ends (`None`: not begun this turn).
+    topic_changes_until: Option<Instant>,
     cluster_id: String,
     table: PartitionTable,
     /// The replication core, the partition stores and the executor of the core's work.
@@ -283,6 +288,8 @@ impl Node {
             snapshot_done_rx: Some(snapshot_done_rx),
             listed_checks,
             listed_checked_rx: Some(listed_checked_rx),
+            topic_changes: std::collections::VecDeque::new(),
+            topic_changes_until: None,
             config,
             cluster_id,
             table,
@@ -400,6 +407,11 @@ impl Node {
             // `submit_and_wait`; anything still in flight is picked up at once, not later.
             let storage_waits = self.host.storage_in_flight();
             if storage_waits && storage_ready.is_none() {
+                wake_ms = now;
+            }
+            // Partitions of a new topic left to start: the next few at once, after whatever
+            // else is ready.
+            if self.has_topic_changes() {
                 wake_ms = now;
             }
             if let Some(until) = self.shutdown_until_ms {

@@ -13,6 +13,8 @@ impl Node {
     /// them, until nothing is left to do.
     pub(in crate::node) fn pump(&mut self) -> Result<(), NodeError> {
         let mut first = true;
+        // A new turn: queued topic changes get their budget again (runtime/partitions.rs).
+        self.topic_changes_until = None;
         loop {
             let now = self.now_ms();
             let began = Instant::now();
