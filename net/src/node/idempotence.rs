@@ -30,7 +30,7 @@ const REBUILD_CHUNK_BYTES: u32 = 1 << 20;
 /// How many committed records between two saves of a partition's producer-state file: at most
 /// this many are read again at a restart to rebuild the producer state (docs/node.md, "Event-loop
 /// stalls"). A save is a write and a rename of a few KiB, no fsync, off the commit path.
-const SAVE_EVERY_RECORDS: u64 = 50_000;
+const SAVE_EVERY_RECORDS: u64 = 10_000;
 
 #[derive(Debug, Default)]
 pub(crate) struct Producers {
