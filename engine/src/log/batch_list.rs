@@ -163,6 +163,16 @@ pub(crate) fn consistent_prefix(
     listed.len()
 }
 
+/// How many of `listed` name exactly the batches a scan found (`entries`, each with its size),
+/// from the segment's start.
+pub(crate) fn agreeing_prefix(listed: &[ListedBatch], entries: &[(BatchEntry, u64)]) -> usize {
+    listed
+        .iter()
+        .zip(entries)
+        .take_while(|(listed, (entry, size_bytes))| **listed == ListedBatch::of(entry, *size_bytes))
+        .count()
+}
+
 /// The listed batches as the segment's in-memory entries.
 pub(crate) fn entries(listed: &[ListedBatch]) -> Vec<BatchEntry> {
     let mut out: Vec<BatchEntry> = Vec::with_capacity(listed.len());

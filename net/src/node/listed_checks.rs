@@ -28,8 +28,6 @@ const CHECK_READ_BYTES: u64 = 1 << 20;
 /// One segment's listed batches to read and check.
 struct Job {
     partition: PartitionId,
-    /// Which start of the partition gave it (a restarted partition's older jobs are moot).
-    start: u64,
     truncations: u64,
     batches: UnverifiedBatches,
     config: LogConfig,
@@ -39,7 +37,6 @@ struct Job {
 #[derive(Debug)]
 pub struct ListedChecked {
     pub(super) partition: PartitionId,
-    start: u64,
     pub(super) truncations: u64,
     pub(super) batches: UnverifiedBatches,
     pub(super) result: Result<(), LogError>,
@@ -61,9 +58,10 @@ pub(super) enum Verdict {
 pub(super) struct ListedChecks {
     jobs: Option<mpsc::Sender<Job>>,
     done: UnboundedSender<ListedChecked>,
-    /// Per partition: its start's number and how many segments are still to report.
-    pending: BTreeMap<PartitionId, (u64, usize, PathBuf)>,
-    starts: u64,
+    /// Per partition: how many segments are still to report, and its folder. A partition
+    /// that stops is forgotten, and a restart is a new `PartitionId` (`PartitionTable::add`
+    /// never reuses one), so a report of a partition not here is moot.
+    pending: BTreeMap<PartitionId, (usize, PathBuf)>,
 }
 
 impl ListedChecks {
@@ -74,7 +72,6 @@ impl ListedChecks {
                 jobs: None,
                 done,
                 pending: BTreeMap::new(),
-                starts: 0,
             },
             reports,
         )
@@ -90,8 +87,10 @@ impl ListedChecks {
         unverified: Vec<UnverifiedBatches>,
         config: &LogConfig,
     ) -> Result<(), NodeError> {
-        self.starts += 1;
-        self.pending.remove(&partition);
+        debug_assert!(
+            !self.pending.contains_key(&partition),
+            "partition {partition} started twice"
+        );
         if unverified.is_empty() {
             return Ok(());
         }
@@ -117,8 +116,7 @@ impl ListedChecks {
             batches,
             "listed batches taken unread after a crash: checking them behind the start"
         );
-        self.pending
-            .insert(partition, (self.starts, segments, dir.clone()));
+        self.pending.insert(partition, (segments, dir.clone()));
         let config = LogConfig {
             recovery_read_bytes: CHECK_READ_BYTES,
             ..config.clone()
@@ -126,7 +124,6 @@ impl ListedChecks {
         for batches in unverified {
             let job = Job {
                 partition,
-                start: self.starts,
                 truncations,
                 batches,
                 config: config.clone(),
@@ -151,36 +148,29 @@ impl ListedChecks {
         checked: &ListedChecked,
         still_held: impl FnOnce() -> bool,
     ) -> Verdict {
-        let Some((start, remaining, dir)) = self.pending.get_mut(&checked.partition) else {
+        let Some((remaining, dir)) = self.pending.get_mut(&checked.partition) else {
             return Verdict::Nothing;
         };
-        if *start != checked.start {
+        if let Err(error) = &checked.result
+            && still_held()
+        {
+            self.pending.remove(&checked.partition);
+            return Verdict::Damaged {
+                base_offset: checked.batches.base_offset(),
+                reason: error.to_string(),
+            };
+        }
+        // Read back, or moot (cut or removed since).
+        *remaining -= 1;
+        if *remaining > 0 {
             return Verdict::Nothing;
         }
-        match &checked.result {
-            Ok(()) => {
-                *remaining -= 1;
-                if *remaining > 0 {
-                    return Verdict::Nothing;
-                }
-                let dir = dir.clone();
-                self.pending.remove(&checked.partition);
-                Verdict::AllReadBack { dir }
-            }
-            Err(error) => {
-                if !still_held() {
-                    *remaining -= 1;
-                    if *remaining == 0 {
-                        self.pending.remove(&checked.partition);
-                    }
-                    return Verdict::Nothing;
-                }
-                self.pending.remove(&checked.partition);
-                Verdict::Damaged {
-                    base_offset: checked.batches.base_offset(),
-                    reason: error.to_string(),
-                }
-            }
+        let dir = dir.clone();
+        self.pending.remove(&checked.partition);
+        if checked.result.is_ok() {
+            Verdict::AllReadBack { dir }
+        } else {
+            Verdict::Nothing
         }
     }
 }
@@ -202,7 +192,6 @@ fn check_jobs(jobs: mpsc::Receiver<Job>, done: UnboundedSender<ListedChecked>) {
         let result = PartitionLog::verify_listed(io, &job.batches, &job.config);
         let checked = ListedChecked {
             partition: job.partition,
-            start: job.start,
             truncations: job.truncations,
             batches: job.batches,
             result,
@@ -302,17 +291,19 @@ mod tests {
                 );
             }
         }
-        // Started again before the first start's reports came: those are moot.
+        // Restarted before the first start's reports came (as the node restarts a partition:
+        // forgotten, then started under a new id): those are moot.
         checks
-            .submit(7, dir.path().into(), 0, unverified.clone(), &config())
+            .submit(8, dir.path().into(), 0, unverified.clone(), &config())
             .unwrap();
         let stale = next(&mut reports);
+        checks.forget(8);
         checks
-            .submit(7, dir.path().into(), 0, unverified, &config())
+            .submit(9, dir.path().into(), 0, unverified, &config())
             .unwrap();
         assert_eq!(checks.on_checked(&stale, || true), Verdict::Nothing);
         // A stopped partition's reports too.
-        checks.forget(7);
+        checks.forget(9);
         let forgotten = next(&mut reports);
         assert_eq!(checks.on_checked(&forgotten, || true), Verdict::Nothing);
     }

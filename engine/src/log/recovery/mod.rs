@@ -451,14 +451,7 @@ impl PartitionLog {
                 // it names what was read.
                 let scan =
                     scan_segment(io, &image, Scan::after(&[], base, last_epoch), &log.config)?;
-                let agreeing = listed
-                    .iter()
-                    .zip(&scan.entries)
-                    .take_while(|(listed, (entry, size_bytes))| {
-                        **listed == batch_list::ListedBatch::of(entry, *size_bytes)
-                    })
-                    .count();
-                listed.truncate(agreeing);
+                listed.truncate(batch_list::agreeing_prefix(&listed, &scan.entries));
                 scan
             };
             if let Some((flush_start, reason)) = damaged_last_flush {
@@ -684,14 +677,7 @@ impl PartitionLog {
         let closed = io.close(file);
         let scan = scanned?;
         closed?;
-        let agreeing = unverified
-            .listed
-            .iter()
-            .zip(&scan.entries)
-            .take_while(|(listed, (entry, size_bytes))| {
-                **listed == batch_list::ListedBatch::of(entry, *size_bytes)
-            })
-            .count();
+        let agreeing = batch_list::agreeing_prefix(&unverified.listed, &scan.entries);
         if agreeing == unverified.listed.len() {
             return Ok(());
         }

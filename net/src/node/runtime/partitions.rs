@@ -74,15 +74,8 @@ impl Node {
         let until = *self
             .topic_changes_until
             .get_or_insert_with(|| Instant::now() + TOPIC_CHANGES_BUDGET);
-        let mut ran = 0;
-        while !self.topic_changes.is_empty() {
-            if Instant::now() >= until && !(first_this_turn && ran == 0) {
-                break;
-            }
-            let Some(change) = self.topic_changes.pop_front() else {
-                break;
-            };
-            ran += 1;
+        let mut may_run = first_this_turn || Instant::now() < until;
+        while may_run && let Some(change) = self.topic_changes.pop_front() {
             match change {
                 Pending::Start { topic, index } => self.start_partition(&topic, index)?,
                 Pending::Settle {
@@ -105,6 +98,7 @@ impl Node {
                     applied,
                 )?,
             }
+            may_run = Instant::now() < until;
         }
         Ok(())
     }
