@@ -349,16 +349,19 @@ fn acting_on_a_committed_voter_set_only_is_caught() {
 /// does (156 and 707 another way). Since a leader's BeginQuorumEpoch timer runs only while a
 /// voter has not acknowledged its epoch (also 2026-12-05), seeds 1514, 1832, 2247, 2430, 2478,
 /// 2529 and 2824 of 0..3,000 show it, and 135, 807, 1765, 2190, 2459, 2554 and 2847 another way
-/// (a committed batch truncated, or log matching broken).
+/// (a committed batch truncated, or log matching broken). Since a new epoch's checkpoint and a
+/// new segment's file are synced through the ring (2026-12-06), seeds 360, 1364, 1368, 1849,
+/// 3180 and 3511 of 0..4,000 show it, and 253, 374, 492, 1184, 2772, 2783, 2851 and 3311 as a
+/// committed batch truncated.
 #[test]
 fn a_replaced_disk_voting_as_the_old_voter_is_caught() {
     let caught = first_caught_core(
         Mutation::VoteIgnoresDirectoryId,
         true,
-        1510..1520,
+        360..370,
         "below the high-watermark",
     );
-    assert!(caught.is_some(), "no reconfig seed of 1510..1520 caught it");
+    assert!(caught.is_some(), "no reconfig seed of 360..370 caught it");
 }
 
 /// A follower that fetches ahead of its flush while its records are not yet committed lets
@@ -430,15 +433,17 @@ fn the_core_s_other_mutations_are_caught_through_the_host() {
 /// seed 13399 is the only one of 0..15,000 (`--seeds 15000`). Since a flush's confirmation
 /// record rides on the next flush's submission (2026-12-05), seeds 13363, 14141 and 14363 of
 /// 0..20,000 show it this way (9548, 10517 and 15796 as a truncation below the high-watermark;
-/// `--seeds 10000`, then `--start 10000 --seeds 10000`). The deleted model simulator's first
-/// was 501 of 1,000.
+/// `--seeds 10000`, then `--start 10000 --seeds 10000`). Since a new epoch's checkpoint and a
+/// new segment's file are synced through the ring (2026-12-06), seeds 692 and 14863 of 0..20,000
+/// (`--seeds 20000`; 144, 2661, 6809, 13577, 14199, 16537 and 19348 as a truncation below the
+/// high-watermark). The deleted model simulator's first was 501 of 1,000.
 #[test]
 fn skipping_the_own_epoch_commit_rule_is_caught() {
     let caught = first_caught_core(
         Mutation::SkipOwnEpochCommitRule,
         false,
-        13360..13370,
+        690..700,
         "truncated committed batch",
     );
-    assert!(caught.is_some(), "no seed of 13360..13370 caught it");
+    assert!(caught.is_some(), "no seed of 690..700 caught it");
 }

@@ -41,8 +41,12 @@
 //! Completions are matched by `OpId` and the chain carries the log's truncation generation, so
 //! a completion from before a truncation can never move the durable offset (openraft's IOId idea).
 //!
-//! Here: the chain and its completions; the confirmation record in [`confirmation`]; creating a
-//! segment's files and reserving its data area ahead of writes in [`segment_files`].
+//! Before a chain's first write, the files it needs (a new epoch's leader-epoch-checkpoint, a new
+//! segment's `.log`) are made durable through the ring, never by a blocking sync ([`prepare`]).
+//!
+//! Here: the chain and its completions; the confirmation record in [`confirmation`]; the files a
+//! chain needs first in [`prepare`]; reserving a segment's data area ahead of writes in
+//! [`segment_files`].
 
 use std::path::PathBuf;
 
@@ -55,7 +59,10 @@ use super::{LogError, PartitionLog};
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId, OpenOptions};
 
 mod confirmation;
+mod prepare;
 mod segment_files;
+
+pub(crate) use prepare::Preparation;
 
 /// What [`PartitionLog::on_completion`] made of a completion.
 #[derive(Debug)]
@@ -211,6 +218,7 @@ impl PartitionLog {
         match self.maybe_start_flush(io) {
             Ok(()) => {
                 if self.in_flight.is_some()
+                    || self.preparing.is_some()
                     || self.durable_end_offset >= self.flush_requested_offset
                 {
                     self.waiting_for_space = None;
@@ -263,7 +271,10 @@ impl PartitionLog {
             .as_mut()
             .filter(|flight| flight.op_ids.contains(&completion.op_id))
         else {
-            return self.on_confirmation_completion(io, completion);
+            return match self.on_preparation_completion(io, completion)? {
+                Routed::Foreign(completion) => self.on_confirmation_completion(io, completion),
+                mine => Ok(mine),
+            };
         };
         let slot = flight
             .op_ids
@@ -439,7 +450,7 @@ impl PartitionLog {
 
     /// Block until no chain and no confirmation is in flight.
     pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        while self.in_flight.is_some() || self.confirming.is_some() {
+        while self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some() {
             self.wait_for_own_completions(io)?;
         }
         Ok(())
@@ -455,6 +466,9 @@ impl PartitionLog {
         let mut ids: Vec<OpId> = Vec::new();
         if let Some(flight) = &self.in_flight {
             ids.extend(&flight.op_ids);
+        }
+        if let Some(preparation) = &self.preparing {
+            ids.extend(preparation.op_ids());
         }
         if let Some(confirming) = &self.confirming {
             ids.extend(&confirming.op_ids);
@@ -518,7 +532,10 @@ impl PartitionLog {
     }
 
     pub(crate) fn maybe_start_flush<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        if self.in_flight.is_some() || self.durable_end_offset >= self.flush_requested_offset {
+        if self.in_flight.is_some()
+            || self.preparing.is_some()
+            || self.durable_end_offset >= self.flush_requested_offset
+        {
             return Ok(());
         }
         let Some(index) = self
@@ -528,24 +545,15 @@ impl PartitionLog {
         else {
             return Ok(());
         };
-        if self.confirming.is_some()
-            && (self.segments[index].sealed
-                || self.epoch_cache_dirty
-                || self.segments[index].file.is_none())
-        {
-            // The blocking writes below (epoch checkpoint, a new segment's file) could swallow
-            // the confirmation's completions, and a seal's slot makes it moot: none of them
-            // while it is in flight. Its completion starts this flush (one small round trip
-            // later, and only at a roll or a new epoch).
+        if self.confirming.is_some() && self.segments[index].sealed {
+            // A seal's slot makes the confirmation in flight moot, and its record position is
+            // written once at a time: the seal waits for it (one small round trip, at a roll).
             return Ok(());
         }
-        if self.epoch_cache_dirty {
-            // Rare (a new epoch): written before the chain so the blocking write cannot swallow
-            // one of our own completions.
-            self.persist_epoch_cache(io)?;
-        }
-        if self.segments[index].file.is_none() {
-            self.create_segment_files(io, index)?;
+        if self.needs_preparation(index) {
+            // A new epoch's checkpoint, a new segment's file: made durable through the ring
+            // first (`prepare`), whose completion starts the chain.
+            return self.start_preparation(io, index);
         }
         self.start_chain(io, index)
     }

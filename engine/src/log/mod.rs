@@ -133,7 +133,7 @@ impl Default for LogConfig {
 }
 
 /// In-flight flush chain of one segment, and confirmation records (see `flush.rs`).
-pub(crate) use flush::{InFlightConfirmation, InFlightFlush, PendingConfirmation};
+pub(crate) use flush::{InFlightConfirmation, InFlightFlush, PendingConfirmation, Preparation};
 
 pub struct PartitionLog {
     dir: PathBuf,
@@ -146,6 +146,9 @@ pub struct PartitionLog {
     epoch_cache: LeaderEpochCache,
     epoch_cache_dirty: bool,
     in_flight: Option<InFlightFlush>,
+    /// The files a chain needs before it starts (a new epoch's checkpoint, a new segment's
+    /// `.log`), being made durable through the ring (`flush::prepare`).
+    preparing: Option<Preparation>,
     /// The confirmation record being written (off the critical path), and the next one.
     confirming: Option<InFlightConfirmation>,
     confirmation_pending: Option<PendingConfirmation>,
@@ -204,9 +207,9 @@ impl PartitionLog {
         self.durable_end_offset
     }
 
-    /// Whether a flush chain is in flight.
+    /// Whether a flush is under way: its chain, or the files it needs first, in flight.
     pub fn flush_in_flight(&self) -> bool {
-        self.in_flight.is_some()
+        self.in_flight.is_some() || self.preparing.is_some()
     }
 
     /// Kafka's endOffsetFor for a fetcher's LastFetchedEpoch (KIP-320).
@@ -283,8 +286,9 @@ impl PartitionLog {
     }
 
     /// Write the whole leader-epoch cache to its checkpoint now (blocking: tmp, fsync, rename)
-    /// and mark it clean. Called where the cache changed with the log (a new epoch, a
-    /// truncation, a log start advance, a reset).
+    /// and mark it clean. Called by the blocking operations that change the cache (a truncation,
+    /// a log start advance, a reset); a new epoch's entry is written through the ring before
+    /// its first chain (`flush::prepare`).
     fn persist_epoch_cache<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         let path = self.epoch_checkpoint_path();
         self.epoch_cache
@@ -307,6 +311,7 @@ impl std::fmt::Debug for PartitionLog {
             .field("durable_end_offset", &self.durable_end_offset)
             .field("segments", &self.segment_base_offsets())
             .field("flush_in_flight", &self.in_flight.is_some())
+            .field("preparing", &self.preparing.is_some())
             .field("stopped", &self.stopped)
             .field("waiting_for_space", &self.waiting_for_space)
             .finish()

@@ -140,7 +140,7 @@ impl PartitionLog {
     /// record that follows, as an event loop would not).
     pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         while self.durable_end_offset < self.flush_requested_offset
-            && (self.in_flight.is_some() || self.confirming.is_some())
+            && (self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some())
         {
             self.wait_for_own_completions(io)?;
         }

@@ -230,6 +230,7 @@ impl PartitionLog {
             epoch_cache: LeaderEpochCache::new(),
             epoch_cache_dirty: false,
             in_flight: None,
+            preparing: None,
             confirming: None,
             confirmation_pending: None,
             confirmation_unsynced: None,
