@@ -144,10 +144,11 @@ impl PartitionLog {
         {
             self.wait_for_own_completions(io)?;
         }
-        if self.confirming.is_some() || self.in_flight.is_some() {
+        if self.confirming.is_some() || self.in_flight.is_some() || self.preparing.is_some() {
             // The completion that made the records durable queued the confirmation record (or
-            // the next flush, carrying it): hand it to the kernel now, so it runs while the
-            // caller builds its next appends instead of waiting for the caller's next call.
+            // the next flush, carrying it, or that flush's preparation): hand it to the kernel
+            // now, so it runs while the caller builds its next appends instead of waiting for
+            // the caller's next call.
             io.submit_and_wait(0)?;
         }
         Ok(())

@@ -28,7 +28,7 @@
 
 use std::path::PathBuf;
 
-use super::super::segment::{self};
+use super::super::segment;
 use super::super::tail_slot::{self, encode_slot};
 use super::super::{LogError, PartitionLog, blocking};
 use super::Routed;
