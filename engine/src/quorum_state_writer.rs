@@ -27,7 +27,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::io::{AlignedBuf, Completion, FileId, Io, Op, OpId, OpenOptions};
+use crate::io::{Completion, FileId, Io, Op, OpId};
 use crate::log::blocking;
 use crate::quorum_state::{QuorumStateData, QuorumStateError};
 
@@ -253,13 +253,7 @@ impl QuorumStateWriter {
         ticket: u64,
         bytes: Vec<u8>,
     ) -> Result<(), QuorumStateError> {
-        let file = match io.open(
-            &self.tmp_path,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        ) {
+        let file = match blocking::open_emptied(io, &self.tmp_path) {
             Ok(file) => file,
             Err(error) => {
                 if error.is_no_space() {
@@ -268,22 +262,7 @@ impl QuorumStateWriter {
                 return Err(error.into());
             }
         };
-        if let Err(error) = io.set_len(file, 0) {
-            let _ = io.close(file);
-            if error.is_no_space() {
-                self.waiting_for_space = Some((ticket, bytes));
-            }
-            return Err(error.into());
-        }
-        let buf = AlignedBuf::from_slice(&bytes, io.block_size_bytes());
-        let pending = io.submit_linked(vec![
-            Op::Write {
-                file,
-                offset: 0,
-                buf,
-            },
-            Op::Fdatasync { file },
-        ]);
+        let pending = blocking::submit_write_and_sync(io, file, &bytes);
         self.stage = Stage::Writing {
             ticket,
             file,

@@ -103,6 +103,22 @@ pub(crate) fn read_range<I: Io>(
 /// Write a whole file with an arbitrary length and make it durable (buffered file, not O_DIRECT).
 /// Not atomic: use [`write_file_atomically`] where a torn file must not be seen.
 pub(crate) fn write_whole_file<I: Io>(io: &mut I, path: &Path, data: &[u8]) -> Result<(), IoError> {
+    let file = open_emptied(io, path)?;
+    let ids = submit_write_and_sync(io, file, data);
+    let result = crate::io::wait_for_all(io, &ids).and_then(|completions| {
+        for mut completion in completions {
+            completion_result(&mut completion)?;
+        }
+        Ok(())
+    });
+    let closed = io.close(file);
+    result.and(closed)
+}
+
+/// `path` created or emptied, open for buffered writes; no file is left open if emptying fails.
+/// The first step of [`write_whole_file`], and of the writes that wait for the ring instead
+/// (the log's chain preparation, the quorum-state writer).
+pub(crate) fn open_emptied<I: Io>(io: &mut I, path: &Path) -> Result<FileId, IoError> {
     let file = io.open(
         path,
         OpenOptions {
@@ -110,25 +126,27 @@ pub(crate) fn write_whole_file<I: Io>(io: &mut I, path: &Path, data: &[u8]) -> R
             ..Default::default()
         },
     )?;
-    let result = (|| {
-        io.set_len(file, 0)?;
-        let mut ops = Vec::new();
-        if !data.is_empty() {
-            let buf = AlignedBuf::from_slice(data, io.block_size_bytes());
-            ops.push(Op::Write {
-                file,
-                offset: 0,
-                buf,
-            });
-        }
-        ops.push(Op::Fdatasync { file });
-        for mut completion in run_ops(io, ops, true)? {
-            completion_result(&mut completion)?;
-        }
-        Ok(())
-    })();
-    let closed = io.close(file);
-    result.and(closed)
+    if let Err(error) = io.set_len(file, 0) {
+        let _ = io.close(file);
+        return Err(error);
+    }
+    Ok(file)
+}
+
+/// Submits `data` written at the start of `file` (an emptied buffered file) and an fdatasync,
+/// as one linked chain: the second step of [`write_whole_file`], without the wait.
+pub(crate) fn submit_write_and_sync<I: Io>(io: &mut I, file: FileId, data: &[u8]) -> Vec<OpId> {
+    let mut ops = Vec::new();
+    if !data.is_empty() {
+        let buf = AlignedBuf::from_slice(data, io.block_size_bytes());
+        ops.push(Op::Write {
+            file,
+            offset: 0,
+            buf,
+        });
+    }
+    ops.push(Op::Fdatasync { file });
+    io.submit_linked(ops)
 }
 
 /// Replace `path` atomically: write `path.tmp`, fdatasync it, rename it over `path`, fsync the

@@ -116,22 +116,7 @@ impl PartitionLog {
         if self.epoch_cache_dirty {
             let path = self.epoch_checkpoint_path();
             let tmp_path = blocking::tmp_path(&path);
-            let opened = io
-                .open(
-                    &tmp_path,
-                    OpenOptions {
-                        create: true,
-                        ..Default::default()
-                    },
-                )
-                .and_then(|file| match io.set_len(file, 0) {
-                    Ok(()) => Ok(file),
-                    Err(error) => {
-                        let _ = io.close(file);
-                        Err(error)
-                    }
-                });
-            match opened {
+            match blocking::open_emptied(io, &tmp_path) {
                 Ok(file) => {
                     checkpoint = Some(TmpFile {
                         file: Some(file),
@@ -174,15 +159,11 @@ impl PartitionLog {
         if let Some(tmp) = &checkpoint {
             let file = tmp.file.expect("opened above");
             let encoded = self.epoch_cache.encode();
-            let buf = AlignedBuf::from_slice(encoded.as_bytes(), io.block_size_bytes());
-            pending.extend(io.submit_linked(vec![
-                Op::Write {
-                    file,
-                    offset: 0,
-                    buf,
-                },
-                Op::Fdatasync { file },
-            ]));
+            pending.extend(blocking::submit_write_and_sync(
+                io,
+                file,
+                encoded.as_bytes(),
+            ));
             // The cache as of now is on its way; a change from here on makes it dirty again
             // (and a failure below restores the flag).
             self.epoch_cache_dirty = false;
