@@ -18,6 +18,8 @@ for tool in gcc:gcc pkg-config:pkg-config fusermount3:fuse3; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 [ -f /usr/include/fuse3/fuse.h ] || need_apt+=(libfuse3-dev)
+# pip for the Python clients below (Debian's python3 comes without it).
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   echo "test-all: installing ${need_apt[*]}"
@@ -33,7 +35,10 @@ PYTHON_CLIENTS=(confluent-kafka==2.16.1 kafka-python==3.0.12 lz4==4.4.5)
 if ! python3 -c 'import confluent_kafka, kafka, lz4, sys
 sys.exit(0 if (confluent_kafka.__version__, kafka.__version__, lz4.__version__) == ("2.16.1", "3.0.12", "4.4.5") else 1)' 2>/dev/null; then
   echo "test-all: installing ${PYTHON_CLIENTS[*]}"
-  python3 -m pip install --quiet --user "${PYTHON_CLIENTS[@]}"
+  # Debian 12's own python3 refuses --user installs (PEP 668, "externally managed"): the
+  # pinned clients go to the user's site-packages all the same, which nothing of Debian's uses.
+  python3 -m pip install --quiet --user "${PYTHON_CLIENTS[@]}" 2>/dev/null \
+    || python3 -m pip install --quiet --user --break-system-packages "${PYTHON_CLIENTS[@]}"
 fi
 
 # Run as root: tests/disk_full.rs mounts a 64 MiB tmpfs for a node's data folder (mount(8)),
