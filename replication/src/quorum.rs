@@ -15,8 +15,10 @@
 //! then, when its election timer fires, becomes Unattached in the same epoch as an observer
 //! (`check_to_removed`), since it may not stand.
 //!
-//! Only voters (the local node is in the voter set in force: `controller.quorum.voters`, or
-//! the newest voter set record in its log) become Prospective, Voted, Candidate or Leader: observers never vote, never stand and never lead. KIP-996: a timeout
+//! Only replicas that may stand (`Raft::may_stand`: the local node is in the voter set in
+//! force, `controller.quorum.voters` or the newest voter set record in its log, or in the
+//! committed one while a newer record removing it is not known to be committed) become
+//! Prospective, Candidate or Leader: observers never stand and never lead. KIP-996: a timeout
 //! makes a voter Prospective in its *current* epoch, and only a majority of pre-votes makes it a
 //! Candidate, which always moves to epoch e + 1; a lost election goes back to Prospective. So a
 //! voter that merely lost touch (a slow disk, a stalled process, a one-sided partition) cannot

@@ -211,6 +211,14 @@ impl VoterSetHistory {
         self.entries.last().map(|e| e.offset)
     }
 
+    /// The committed voter set: the newest record below `high_watermark`, or the bootstrap set.
+    pub fn committed(&self, high_watermark: u64) -> &VoterSet {
+        let index = self.entries.partition_point(|e| e.offset < high_watermark);
+        index
+            .checked_sub(1)
+            .map_or(&self.bootstrap, |i| &self.entries[i].voters)
+    }
+
     /// The voter set in force at `offset`: the newest record at or below it.
     pub fn at(&self, offset: u64) -> &VoterSet {
         let index = self.entries.partition_point(|e| e.offset <= offset);

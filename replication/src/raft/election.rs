@@ -191,13 +191,13 @@ impl Raft {
     /// ourselves is persisted before any Vote request leaves.
     pub(crate) fn transition_to_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
         self.state
-            .check_to_candidate(self.is_local_voter(), self.majority())?;
+            .check_to_candidate(self.may_stand(), self.majority())?;
         let epoch = self.epoch() + 1;
         let local = self.config.node_id;
         let deadline = self.now_ms + self.random_election_timeout_ms();
         self.state = EpochState::Candidate(CandidateState {
             epoch,
-            granting: BTreeSet::from([local]),
+            granting: self.own_grant(),
             rejecting: BTreeSet::new(),
             election_deadline_ms: deadline,
             backoff_until_ms: None,
@@ -642,8 +642,9 @@ impl Raft {
             return Ok(());
         };
         if now >= resigned.election_deadline_ms {
-            if !self.is_local_voter() {
-                // Removed from the voter set: it may not stand; it looks for the new leader.
+            if !self.may_stand() {
+                // Removed from the voter set, and the removal committed: it may not stand; it
+                // looks for the new leader.
                 return self.transition_to_removed_observer();
             }
             return self.transition_to_prospective(out);

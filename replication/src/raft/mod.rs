@@ -270,7 +270,7 @@ impl Raft {
             repair_target: None,
         };
         let local = raft.config.node_id;
-        let is_voter = raft.is_local_voter();
+        let may_stand = raft.may_stand();
         raft.state = match (election.leader_id, election.voted_for) {
             // As Kafka's QuorumState does, it tells every other voter, at its first poll, that
             // it no longer leads (EndQuorumEpoch): a voter that has since followed a newer
@@ -278,7 +278,7 @@ impl Raft {
             // of after an election timeout (1.4 s in scripts/catch-up.sh when the stopped
             // follower had led the metadata partition, 2026-12-04); voters still in its epoch
             // stand sooner.
-            (Some(leader), _) if leader == local && is_voter => {
+            (Some(leader), _) if leader == local && may_stand => {
                 let others: Vec<NodeId> = raft
                     .voter_set()
                     .ids()
@@ -298,13 +298,13 @@ impl Raft {
                 leader_id: leader,
                 fetch_timeout_deadline_ms: now_ms + raft.config.fetch_timeout_ms,
             }),
-            (_, Some(voted)) if is_voter => EpochState::Voted(VotedState {
+            (_, Some(voted)) if may_stand => EpochState::Voted(VotedState {
                 epoch: election.epoch,
                 voted_id: voted,
                 election_deadline_ms: now_ms + raft.random_election_timeout_ms(),
             }),
             _ => {
-                let deadline = is_voter.then(|| now_ms + raft.random_election_timeout_ms());
+                let deadline = may_stand.then(|| now_ms + raft.random_election_timeout_ms());
                 EpochState::Unattached(UnattachedState {
                     epoch: election.epoch,
                     election_deadline_ms: deadline,
@@ -710,11 +710,12 @@ impl Raft {
             }
             EpochState::Voted(s) => {
                 if now >= s.election_deadline_ms {
-                    if self.is_local_voter() {
+                    if self.may_stand() {
                         self.transition_to_prospective(out)?;
                     } else if let EpochState::Voted(v) = &mut self.state {
-                        // Not a voter in its own log: it may not stand; it fetches as an
-                        // observer until it learns the leader.
+                        // Not a voter in its own log (nor one whose removal it does not know to
+                        // be committed): it may not stand; it fetches as an observer until it
+                        // learns the leader.
                         v.election_deadline_ms = u64::MAX;
                     }
                 }
@@ -735,7 +736,7 @@ impl Raft {
                         voter = self.is_local_voter(),
                         "fetch timeout"
                     );
-                    if self.is_local_voter() {
+                    if self.may_stand() {
                         self.transition_to_prospective(out)?;
                     } else {
                         // An observer keeps its leader but asks another voter who leads now.

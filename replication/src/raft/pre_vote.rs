@@ -21,16 +21,15 @@ impl Raft {
             self.postpone_standing();
             return Ok(());
         }
-        self.state.check_to_prospective(self.is_local_voter())?;
+        self.state.check_to_prospective(self.may_stand())?;
         let retained_leader_id = match &self.state {
             EpochState::Follower(f) => Some(f.leader_id),
             _ => None,
         };
-        let local = self.config.node_id;
         self.state = EpochState::Prospective(ProspectiveState {
             epoch: self.epoch(),
             retained_leader_id,
-            granting: BTreeSet::from([local]),
+            granting: self.own_grant(),
             rejecting: BTreeSet::new(),
             election_deadline_ms: self.now_ms + self.random_election_timeout_ms(),
             vote_resend_ms: self.now_ms + self.config.request_timeout_ms,
@@ -38,7 +37,7 @@ impl Raft {
         // Nothing durable changes: same epoch, same vote. A restart comes back as before.
         self.fetch_in_flight = None;
         self.fetch_timer_paused = false;
-        if self.majority() == 1 {
+        if self.majority() == 1 && self.is_local_voter() {
             return self.transition_to_candidate(out);
         }
         self.send_vote_requests(out, &BTreeSet::new(), true);
@@ -51,12 +50,12 @@ impl Raft {
         let now = self.now_ms;
         let next_round_ms = now + self.random_election_timeout_ms();
         let request_timeout_ms = self.config.request_timeout_ms;
-        let local = self.config.node_id;
+        let own_grant = self.own_grant();
         let EpochState::Prospective(p) = &mut self.state else {
             return Ok(());
         };
         let answered: BTreeSet<NodeId> = if now >= p.election_deadline_ms {
-            p.granting = BTreeSet::from([local]);
+            p.granting = own_grant;
             p.rejecting.clear();
             p.election_deadline_ms = next_round_ms;
             BTreeSet::new()

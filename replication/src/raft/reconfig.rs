@@ -19,6 +19,8 @@
 //!   observer (Unattached, fetching) instead of standing.
 //! - A removed voter learns of it from its own log: it keeps fetching as an observer.
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 
 use super::{Out, Raft};
@@ -38,19 +40,14 @@ impl Raft {
     pub fn voter_set(&self) -> &VoterSet {
         if self.config.mutated(Mutation::ActOnCommittedVoterSet) {
             // Broken on purpose: only a committed voter set counts.
-            let high_watermark = self.log.high_watermark();
-            return match self
-                .voters
-                .entries()
-                .iter()
-                .rev()
-                .find(|e| e.offset < high_watermark)
-            {
-                Some(entry) => &entry.voters,
-                None => self.voters.bootstrap(),
-            };
+            return self.committed_voter_set();
         }
         self.voters.latest()
+    }
+
+    /// The newest voter set below this replica's high-watermark (committed as far as it knows).
+    pub(crate) fn committed_voter_set(&self) -> &VoterSet {
+        self.voters.committed(self.log.high_watermark())
     }
 
     /// Every voter set record this replica's log holds, over the bootstrap set.
@@ -72,6 +69,38 @@ impl Raft {
     /// is added again (KIP-853 `QuorumState.isVoter`, the local `ReplicaKey`).
     pub(crate) fn is_local_voter(&self) -> bool {
         self.is_voter_key(self.config.node_id, self.config.directory_id)
+    }
+
+    /// Whether this replica may stand for election: a voter of the set in force, or a voter of
+    /// the committed set that a record it does not yet know to be committed removed. A leader
+    /// that removed itself and crashed before the removal committed may hold the only copy of
+    /// it, and the longest log; if it could not stand, the old set would have to elect someone
+    /// without its vote (it refuses shorter logs), and one more lost voter in that set (a
+    /// replaced disk, `InvalidVoterKey`) left no majority at all, for good (simulator: 7 of the
+    /// reconfig seeds 0..10,000 before 2026-12-06, `host_reconfig_regression_seeds`). Standing
+    /// is safe for any replica: it counts only grants of its set in force (`own_grant`),
+    /// and as leader it commits the removal and resigns (`maybe_resign_after_removal`).
+    ///
+    /// Removed means its id is gone from the set in force: a set that still names the id with
+    /// another disk (a replaced disk, `InvalidVoterKey`) is no removal, and that replica never
+    /// stands.
+    pub(crate) fn may_stand(&self) -> bool {
+        let local = self.config.node_id;
+        self.is_local_voter()
+            || (!self.voter_set().contains(local)
+                && self
+                    .committed_voter_set()
+                    .is_voter_key(local, self.config.directory_id))
+    }
+
+    /// The votes a Prospective or Candidate starts with: its own, if it is a voter of the set
+    /// in force (a replica standing under `may_stand` only counts the others').
+    pub(crate) fn own_grant(&self) -> BTreeSet<NodeId> {
+        if self.is_local_voter() {
+            BTreeSet::from([self.config.node_id])
+        } else {
+            BTreeSet::new()
+        }
     }
 
     /// KIP-853: replica `id` with disk `directory_id` is a voter of the set in force.

@@ -47,12 +47,22 @@ fn lone_leader_on_disk(directory_id: [u8; 16]) -> Raft {
 }
 
 fn fetch_from(raft: &mut Raft, now_ms: u64, replica: NodeId, fetch_offset: u64) -> Vec<Work> {
+    fetch_after_epoch(raft, now_ms, replica, fetch_offset, 1)
+}
+
+fn fetch_after_epoch(
+    raft: &mut Raft,
+    now_ms: u64,
+    replica: NodeId,
+    fetch_offset: u64,
+    last_fetched_epoch: Epoch,
+) -> Vec<Work> {
     let request = FetchRequest {
         correlation_id: now_ms,
         replica_id: replica,
         current_leader_epoch: raft.epoch(),
         fetch_offset,
-        last_fetched_epoch: 1,
+        last_fetched_epoch,
         max_bytes: 1024,
         max_wait_ms: 500,
         replica_directory_id: [0; 16],
@@ -373,4 +383,121 @@ fn update_voter_replaces_endpoints_and_keeps_the_ids() {
         raft.update_voter(5_005, 2, info(9003)),
         Err(RaftError::UnknownVoter(2))
     ));
+}
+
+/// Persists every quorum-state write in `work` at once; returns `work` and what followed.
+fn persist_quorum_states(raft: &mut Raft, now_ms: u64, work: Vec<Work>) -> Vec<Work> {
+    let mut all = work.clone();
+    for item in work {
+        if let Work::WriteQuorumState(state) = item {
+            all.extend(
+                raft.on_persisted(now_ms, Persisted::QuorumState(state))
+                    .unwrap(),
+            );
+        }
+    }
+    all
+}
+
+fn vote_requests_to(work: &[Work], pre_vote: bool) -> Vec<NodeId> {
+    work.iter()
+        .filter_map(|w| match w {
+            Work::Send {
+                to,
+                message: Message::VoteRequest(r),
+            }
+            | Work::SendAfterPersist {
+                to,
+                message: Message::VoteRequest(r),
+            } if r.pre_vote == pre_vote => Some(*to),
+            _ => None,
+        })
+        .collect()
+}
+
+fn vote_granted(epoch: Epoch) -> Message {
+    Message::VoteResponse(crate::message::VoteResponse {
+        error_code: ErrorCode::None,
+        current_leader: LeaderIdAndEpoch {
+            leader_id: None,
+            leader_epoch: epoch,
+        },
+        vote_granted: true,
+    })
+}
+
+/// A leader that removed itself and crashed before the removal committed holds the only copy
+/// of it and the longest log. It stands (counting only the grants of its set in force), leads
+/// until the removal commits, then resigns and never stands again. Before 2026-12-06 it never
+/// stood: the old set {1, 2, 3, 5} had to elect someone else without its vote (it refuses
+/// shorter logs), and with voter 5's disk replaced nobody could be elected (simulator, profile
+/// reconfig, seed 106 of a build with another operation stream).
+#[test]
+fn a_leader_whose_removal_is_uncommitted_stands_after_a_restart() {
+    let recovered = RecoveredState {
+        repair_pending: false,
+        election: ElectionState {
+            epoch: 2,
+            leader_id: Some(2),
+            voted_for: Some(2),
+        },
+        log_start_offset: 0,
+        log_end_offset: 10,
+        epoch_cache: vec![OffsetAndEpoch::new(0, 1), OffsetAndEpoch::new(6, 2)],
+    };
+    let removal = vec![VoterSetEntry {
+        offset: 8,
+        voters: set(&[1, 3, 5]),
+    }];
+    let config = QuorumConfig::new(2, &[1, 2, 3, 5]).unwrap();
+    let mut raft = Raft::recover(
+        config,
+        &recovered,
+        RecoveredSnapshots::default(),
+        removal,
+        7,
+        0,
+    )
+    .unwrap();
+    assert_eq!(raft.voter_set(), &set(&[1, 3, 5]));
+    assert!(!raft.is_local_voter());
+    assert!(raft.may_stand(), "the committed set (bootstrap) names it");
+
+    let (work, _) = raft.tick(60_000).unwrap();
+    let work = persist_quorum_states(&mut raft, 60_000, work);
+    assert!(
+        matches!(raft.state(), EpochState::Prospective(_)),
+        "{:?}: {work:?}",
+        raft.state()
+    );
+    assert_eq!(vote_requests_to(&work, true), vec![1, 3, 5]);
+    // Its own pre-vote does not count: it is not in the set it acts on.
+    raft.step(60_001, 1, vote_granted(2)).unwrap();
+    assert!(matches!(raft.state(), EpochState::Prospective(_)));
+    let work = raft.step(60_002, 3, vote_granted(2)).unwrap();
+    let work = persist_quorum_states(&mut raft, 60_002, work);
+    assert_eq!(raft.epoch(), 3);
+    assert_eq!(vote_requests_to(&work, false), vec![1, 3, 5]);
+    raft.step(60_003, 1, vote_granted(3)).unwrap();
+    assert!(!raft.is_leader(), "one grant of three is no majority");
+    let work = raft.step(60_004, 3, vote_granted(3)).unwrap();
+    persist_quorum_states(&mut raft, 60_004, work);
+    assert!(raft.is_leader());
+
+    // It leads without counting itself: its own flush commits nothing.
+    flush_all(&mut raft, 60_005);
+    let end = raft.log().log_end_offset();
+    assert!(end > 10, "the LeaderChange record of epoch 3");
+    assert_eq!(raft.high_watermark(), 0);
+    fetch_after_epoch(&mut raft, 60_006, 1, end, 3);
+    assert_eq!(raft.high_watermark(), 0);
+    // A majority of {1, 3, 5} has it: the removal is committed, and the leader resigns.
+    fetch_after_epoch(&mut raft, 60_007, 3, end, 3);
+    assert_eq!(raft.high_watermark(), end);
+    assert!(matches!(raft.state(), EpochState::Resigned(_)));
+    assert!(!raft.may_stand());
+    let (work, _) = raft.tick(120_000).unwrap();
+    assert!(matches!(raft.state(), EpochState::Unattached(_)));
+    assert!(vote_requests_to(&work, true).is_empty());
+    assert!(vote_requests_to(&work, false).is_empty());
 }

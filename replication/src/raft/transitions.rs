@@ -16,7 +16,7 @@ impl Raft {
     ) -> Result<(), RaftError> {
         self.state.check_to_unattached(epoch)?;
         let deadline = self
-            .is_local_voter()
+            .may_stand()
             .then(|| self.now_ms + self.random_election_timeout_ms());
         self.state = EpochState::Unattached(UnattachedState {
             epoch,
