@@ -215,6 +215,52 @@ fn a_blocking_wait_leaves_another_log_s_completions_to_it() {
     assert_eq!(b.durable_end_offset(), 1);
 }
 
+/// A truncation removes epochs from the cache without writing the checkpoint (two blocking syncs
+/// on the caller's thread until 2026-12-06): the next chain's preparation writes it before any
+/// batch after the cut is flushed, and a crash before that reopens to the truncated log with
+/// the cache rebuilt from the batches.
+#[test]
+fn a_truncation_s_checkpoint_is_written_by_the_next_chain_not_at_once() {
+    let mut io = MemoryIo::with_seed(5);
+    let dir = Path::new("/data/p-cut");
+    let checkpoint = dir.join("leader-epoch-checkpoint");
+    let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    log.append_as_leader(batch_bytes(2, 50, 1), 1).unwrap();
+    log.append_as_leader(batch_bytes(2, 50, 2), 4).unwrap();
+    assert_eq!(log.flush_and_wait(&mut io).unwrap(), 4);
+    let durable =
+        |io: &MemoryIo| String::from_utf8(io.durable_bytes(&checkpoint).unwrap()).unwrap();
+    assert!(durable(&io).lines().any(|line| line == "4 2"));
+
+    assert_eq!(log.truncate_to(&mut io, 2, 0).unwrap(), 2);
+    assert_eq!(log.latest_epoch(), Some(1), "the cache itself is cut");
+    assert!(
+        durable(&io).lines().any(|line| line == "4 2"),
+        "the file waits for the next chain"
+    );
+    // A crash now: the batches say what the cache is.
+    let mut crashed = MemoryIo::from_snapshot(&io.snapshot(), io.config().clone());
+    crashed.crash();
+    let (reopened, report) = PartitionLog::open(&mut crashed, dir, small_config()).unwrap();
+    assert_eq!(report.log_end_offset, 2);
+    assert_eq!(reopened.latest_epoch(), Some(1));
+    assert!(report.epoch_checkpoint_rewritten);
+
+    // The next chain: epoch 1 again after the cut (no new entry), the file written first.
+    let stamped_again = stamped(batch_bytes(1, 50, 3), 2, 1);
+    log.append_as_follower(stamped_again).unwrap();
+    log.flush(&mut io).unwrap();
+    assert!(
+        durable(&io).lines().any(|line| line == "4 2"),
+        "not before the chain's preparation"
+    );
+    assert_eq!(log.flush_and_wait(&mut io).unwrap(), 3);
+    assert!(!durable(&io).lines().any(|line| line.starts_with("4 ")));
+    log.close(&mut io).unwrap();
+    let (_, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+    assert!(!report.epoch_checkpoint_rewritten);
+}
+
 #[test]
 fn segments_roll_and_reads_cross_them() {
     let mut io = MemoryIo::with_seed(4);

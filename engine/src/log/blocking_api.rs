@@ -117,9 +117,11 @@ impl PartitionLog {
 
         self.durable_end_offset = new_end_offset;
         self.flush_requested_offset = new_end_offset;
-        if self.epoch_cache.truncate_from_end(new_end_offset) {
-            self.persist_epoch_cache(io)?;
-        }
+        // The checkpoint on disk may keep the removed epochs until the next chain's preparation
+        // writes it (`flush::prepare`), or `close`: recovery rebuilds the cache from the batches
+        // and only compares batch lists with the file, and entries past the log end name no
+        // batch. Written here, a truncation cost two more syncs on the caller's thread.
+        self.epoch_cache_dirty |= self.epoch_cache.truncate_from_end(new_end_offset);
         Ok(new_end_offset)
     }
 
@@ -158,9 +160,9 @@ impl PartitionLog {
         if !removed.is_empty() {
             io.sync_dir(&self.dir)?;
         }
-        if self.epoch_cache.truncate_from_start(offset) {
-            self.persist_epoch_cache(io)?;
-        }
+        // As after a truncation: entries below the log start name no batch left; the next
+        // chain's preparation or `close` writes the file.
+        self.epoch_cache_dirty |= self.epoch_cache.truncate_from_start(offset);
         Ok(removed.len())
     }
 
@@ -174,6 +176,11 @@ impl PartitionLog {
         };
         let waited = self.wait_for_in_flight(io);
         if flushed.is_ok() && waited.is_ok() && self.stopped.is_none() {
+            // A truncation or a log start advance since the last chain left the checkpoint to
+            // be written: a clean restart compares the batch lists with it.
+            if self.epoch_cache_dirty {
+                self.persist_epoch_cache(io)?;
+            }
             // Everything is durable: a clean restart reads no batch again (batch_list).
             self.write_batch_lists(io, true);
             let active = self.active();

@@ -286,9 +286,10 @@ impl PartitionLog {
     }
 
     /// Write the whole leader-epoch cache to its checkpoint now (blocking: tmp, fsync, rename)
-    /// and mark it clean. Called by the blocking operations that change the cache (a truncation,
-    /// a log start advance, a reset); a new epoch's entry is written through the ring before
-    /// its first chain (`flush::prepare`).
+    /// and mark it clean: at a reset and at `close` if dirty. Otherwise the cache is written
+    /// through the ring before the next chain (`flush::prepare`): a new epoch before any of its
+    /// batches is flushed; a truncation's or log start advance's removed entries name no batch
+    /// left and wait for that chain.
     fn persist_epoch_cache<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
         let path = self.epoch_checkpoint_path();
         self.epoch_cache
