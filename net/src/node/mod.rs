@@ -45,6 +45,7 @@ mod fetch_snapshot;
 mod groups;
 mod handlers;
 mod idempotence;
+mod idle_poll;
 mod leader_endpoints;
 mod listed_checks;
 mod metadata;
@@ -237,6 +238,9 @@ pub(crate) struct Node {
     /// Requests for peers the handlers queued in their last call (context.rs), sent by
     /// `after_call`.
     to_peers: Vec<context::PeerRequest>,
+    /// Bytes appended lately: the loop polls before it sleeps only while they are few
+    /// (idle_poll.rs).
+    append_load: idle_poll::AppendLoad,
 }
 
 impl Node {
@@ -307,6 +311,7 @@ impl Node {
             offline: storage_faults::OfflinePartitions::default(),
             to_peers: Vec::new(),
             observed_ms: None,
+            append_load: idle_poll::AppendLoad::default(),
         };
         // Idempotent producing's state is read from each log here, before the loop runs, and
         // then follows every append: never a scan of the log on the loop when this node becomes
@@ -428,7 +433,10 @@ impl Node {
             // (`idle.poll.us`). Each poll is an io_uring no-op: the runtime submits what the
             // turn queued and reaps every completion (socket reads too) on the way, which
             // a plain yield would not (tokio-uring submits only when the thread parks).
-            let poll_until = (busy && !idle_poll.is_zero()).then(|| Instant::now() + idle_poll);
+            // Only while the load is light (idle_poll.rs): under a heavy one the loop has work
+            // queued anyway, and polling there lengthened the tail.
+            let poll_until = (busy && !idle_poll.is_zero() && self.append_load.light(now))
+                .then(|| Instant::now() + idle_poll);
             let wake = loop {
                 let polling = poll_until.is_some_and(|until| Instant::now() < until);
                 let wake = tokio::select! {

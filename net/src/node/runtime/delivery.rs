@@ -62,14 +62,19 @@ impl Node {
                     partition,
                     base_offset,
                     batches,
-                } => self
-                    .handlers
-                    .producers
-                    .track_leader_append(partition, base_offset, &batches),
-                Output::FollowerAppended { partition, records } => self
-                    .handlers
-                    .producers
-                    .track_follower_append(partition, &records),
+                } => {
+                    self.append_load
+                        .record(batches.iter().map(|batch| batch.len()).sum());
+                    self.handlers
+                        .producers
+                        .track_leader_append(partition, base_offset, &batches)
+                }
+                Output::FollowerAppended { partition, records } => {
+                    self.append_load.record(records.len());
+                    self.handlers
+                        .producers
+                        .track_follower_append(partition, &records)
+                }
                 Output::Truncated {
                     partition,
                     offset,
