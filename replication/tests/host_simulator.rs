@@ -18,10 +18,10 @@ fn run_range(seeds: std::ops::Range<u64>) -> Vec<SimReport> {
     run_range_with(seeds, |_| {})
 }
 
-/// Runs `seeds` with the options `configure` sets, and fails with every violation's replay
-/// command.
+/// Runs `seeds` (a range, or a list) with the options `configure` sets, and fails with every
+/// violation's replay command.
 fn run_range_with(
-    seeds: std::ops::Range<u64>,
+    seeds: impl IntoIterator<Item = u64>,
     configure: impl Fn(&mut HostSimOptions),
 ) -> Vec<SimReport> {
     let mut reports = Vec::new();
@@ -167,15 +167,7 @@ fn host_regression_seeds() {
         (7_001_101, Some(1)),
     ];
     for &(seed, voters) in REGRESSION_SEEDS {
-        let mut options = HostSimOptions::new(seed);
-        options.voters = voters;
-        let report = run_host_seed(&options);
-        assert!(
-            report.violation.is_none(),
-            "seed {seed}: {:?}\n  replay: {}",
-            report.violation,
-            options.replay_command()
-        );
+        run_range_with([seed], |options| options.voters = voters);
     }
 }
 
@@ -189,18 +181,8 @@ fn host_regression_seeds() {
 /// state; they pass either way.
 #[test]
 fn host_reconfig_regression_seeds() {
-    const REGRESSION_SEEDS: &[u64] = &[2267, 2693, 2703, 3720, 6882, 8198, 8731];
-    for &seed in REGRESSION_SEEDS {
-        let mut options = HostSimOptions::new(seed);
-        options.reconfig = true;
-        let report = run_host_seed(&options);
-        assert!(
-            report.violation.is_none(),
-            "seed {seed}: {:?}\n  replay: {}",
-            report.violation,
-            options.replay_command()
-        );
-    }
+    const REGRESSION_SEEDS: [u64; 7] = [2267, 2693, 2703, 3720, 6882, 8198, 8731];
+    run_range_with(REGRESSION_SEEDS, |options| options.reconfig = true);
 }
 
 #[test]
