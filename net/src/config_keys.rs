@@ -261,7 +261,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "idle.poll.us",
         aliases: &[],
         default: Some("400"),
-        doc: "Not in Kafka. After a turn of the event loop that handled something, while the node appends under 8 MiB/s, the loop polls for its next event for this many microseconds before it sleeps, so an answer that comes back within that time does not wait for a halted CPU to wake; 0 never polls. An idle or heavily loaded node does not poll.",
+        doc: "Not in Kafka. After a turn of the event loop that handled something, while records flow through the node at under 8 MiB/s, the loop polls for its next event for this many microseconds before it sleeps, so an answer that comes back within that time does not wait for a halted CPU to wake; 0 never polls. A node with no records flowing (idle, or electing) or a heavily loaded one does not poll.",
     },
     KeyDefinition {
         name: "metrics.listener",
