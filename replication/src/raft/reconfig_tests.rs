@@ -12,6 +12,8 @@ use crate::records::{build_batch, stamp_batch, voters_batch};
 use crate::types::OffsetAndEpoch;
 use crate::voters::{VoterSet, VoterSetEntry};
 
+use super::tests::{persist_quorum_state, vote_response};
+
 fn set(ids: &[NodeId]) -> VoterSet {
     VoterSet::from_ids(ids).unwrap()
 }
@@ -59,13 +61,7 @@ fn fetch_after_epoch(
 ) -> Vec<Work> {
     let request = FetchRequest {
         correlation_id: now_ms,
-        replica_id: replica,
-        current_leader_epoch: raft.epoch(),
-        fetch_offset,
-        last_fetched_epoch,
-        max_bytes: 1024,
-        max_wait_ms: 500,
-        replica_directory_id: [0; 16],
+        ..super::tests::fetch(replica, raft.epoch(), fetch_offset, last_fetched_epoch)
     };
     raft.step(now_ms, replica, Message::FetchRequest(request))
         .unwrap()
@@ -385,20 +381,6 @@ fn update_voter_replaces_endpoints_and_keeps_the_ids() {
     ));
 }
 
-/// Persists every quorum-state write in `work` at once; returns `work` and what followed.
-fn persist_quorum_states(raft: &mut Raft, now_ms: u64, work: Vec<Work>) -> Vec<Work> {
-    let mut all = work.clone();
-    for item in work {
-        if let Work::WriteQuorumState(state) = item {
-            all.extend(
-                raft.on_persisted(now_ms, Persisted::QuorumState(state))
-                    .unwrap(),
-            );
-        }
-    }
-    all
-}
-
 fn vote_requests_to(work: &[Work], pre_vote: bool) -> Vec<NodeId> {
     work.iter()
         .filter_map(|w| match w {
@@ -413,17 +395,6 @@ fn vote_requests_to(work: &[Work], pre_vote: bool) -> Vec<NodeId> {
             _ => None,
         })
         .collect()
-}
-
-fn vote_granted(epoch: Epoch) -> Message {
-    Message::VoteResponse(crate::message::VoteResponse {
-        error_code: ErrorCode::None,
-        current_leader: LeaderIdAndEpoch {
-            leader_id: None,
-            leader_epoch: epoch,
-        },
-        vote_granted: true,
-    })
 }
 
 /// A leader that removed itself and crashed before the removal committed holds the only copy
@@ -464,7 +435,7 @@ fn a_leader_whose_removal_is_uncommitted_stands_after_a_restart() {
     assert!(raft.may_stand(), "the committed set (bootstrap) names it");
 
     let (work, _) = raft.tick(60_000).unwrap();
-    let work = persist_quorum_states(&mut raft, 60_000, work);
+    persist_quorum_state(&mut raft, 60_000, &work);
     assert!(
         matches!(raft.state(), EpochState::Prospective(_)),
         "{:?}: {work:?}",
@@ -472,16 +443,16 @@ fn a_leader_whose_removal_is_uncommitted_stands_after_a_restart() {
     );
     assert_eq!(vote_requests_to(&work, true), vec![1, 3, 5]);
     // Its own pre-vote does not count: it is not in the set it acts on.
-    raft.step(60_001, 1, vote_granted(2)).unwrap();
+    raft.step(60_001, 1, vote_response(true, 2, None)).unwrap();
     assert!(matches!(raft.state(), EpochState::Prospective(_)));
-    let work = raft.step(60_002, 3, vote_granted(2)).unwrap();
-    let work = persist_quorum_states(&mut raft, 60_002, work);
+    let work = raft.step(60_002, 3, vote_response(true, 2, None)).unwrap();
+    persist_quorum_state(&mut raft, 60_002, &work);
     assert_eq!(raft.epoch(), 3);
     assert_eq!(vote_requests_to(&work, false), vec![1, 3, 5]);
-    raft.step(60_003, 1, vote_granted(3)).unwrap();
+    raft.step(60_003, 1, vote_response(true, 3, None)).unwrap();
     assert!(!raft.is_leader(), "one grant of three is no majority");
-    let work = raft.step(60_004, 3, vote_granted(3)).unwrap();
-    persist_quorum_states(&mut raft, 60_004, work);
+    let work = raft.step(60_004, 3, vote_response(true, 3, None)).unwrap();
+    persist_quorum_state(&mut raft, 60_004, &work);
     assert!(raft.is_leader());
 
     // It leads without counting itself: its own flush commits nothing.

@@ -52,7 +52,7 @@ fn pre_vote_request(
     })
 }
 
-fn vote_response(granted: bool, epoch: Epoch, leader_id: Option<NodeId>) -> Message {
+pub(super) fn vote_response(granted: bool, epoch: Epoch, leader_id: Option<NodeId>) -> Message {
     Message::VoteResponse(VoteResponse {
         error_code: ErrorCode::None,
         current_leader: LeaderIdAndEpoch {
