@@ -9,7 +9,11 @@ producers (acks=all, idempotent) write unique values to a topic. At the end ever
 running, a consumer reads the whole topic from every partition's beginning, and the run fails if
 any acknowledged value is missing or if a value appears twice (the producers are idempotent).
 
-Prints one JSON line with the acknowledged records/s of each phase and their ratio.
+Prints one JSON line with the acknowledged records/s of each phase and their ratio, and the
+nodes' event-loop turns in each phase that held the loop's thread, or used its CPU, past 5, 20,
+100 and 500 ms (`ringlog_event_loop_turns_*`, scraped from each node's metrics every half
+second; a paused node's turn counts as held for the pause; what a killed node counted since
+the last scrape is lost with it).
 """
 import argparse
 import json
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -69,6 +74,63 @@ def produce_loop(bootstrap, topic, index, stop, acked, lock, record_size):
     producer.flush(150)
 
 
+class TurnCounts:
+    """The event-loop turn counters of every node, summed over restarts (a counter that went
+    down belongs to a new process: its value is all new)."""
+
+    PREFIX = "ringlog_event_loop_"
+
+    def __init__(self, configs):
+        self.ports = []
+        for config in configs:
+            with open(config) as f:
+                listener = [l.split("=", 1)[1].strip() for l in f if l.startswith("metrics.listener=")]
+            self.ports.append(listener[0].rsplit(":", 1)[1] if listener else None)
+        self.last = [{} for _ in configs]
+        self.total = {}
+        self.longest_ms = 0.0
+        self.lock = threading.Lock()
+
+    def scrape(self):
+        for index, port in enumerate(self.ports):
+            if port is None:
+                continue
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.3).read().decode()
+            except Exception:  # killed, paused or starting: the next scrape counts it
+                continue
+            with self.lock:
+                for line in body.splitlines():
+                    if not line.startswith(self.PREFIX):
+                        continue
+                    key, value = line.rsplit(" ", 1)
+                    value = float(value)
+                    if key.startswith(self.PREFIX + "longest_turn_ms"):
+                        self.longest_ms = max(self.longest_ms, value)
+                        continue
+                    before = self.last[index].get(key, 0.0)
+                    self.total[key] = self.total.get(key, 0.0) + (value - before if value >= before else value)
+                    self.last[index][key] = value
+
+    def snapshot(self):
+        with self.lock:
+            return dict(self.total)
+
+    @staticmethod
+    def summary(before, after):
+        def over(family):
+            out = {}
+            for key, value in after.items():
+                if key.startswith(TurnCounts.PREFIX + family):
+                    ms = key.split('over_ms="', 1)[1].split('"', 1)[0]
+                    out[ms] = int(value - before.get(key, 0.0))
+            return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+        turns = TurnCounts.PREFIX + "turns_total"
+        return {"turns": int(after.get(turns, 0.0) - before.get(turns, 0.0)),
+                "held_over_ms": over("turns_held_over_total"),
+                "cpu_over_ms": over("turns_cpu_over_total")}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
@@ -106,10 +168,22 @@ def main():
                for i in range(args.producers)]
     for thread in threads:
         thread.start()
+    turns = TurnCounts(args.configs)
+    scraping = threading.Event()
+
+    def scrape_loop():
+        while not scraping.wait(0.5):
+            turns.scrape()
+    scraper = threading.Thread(target=scrape_loop)
+    scraper.start()
     try:
         phase_start = time.monotonic()
+        turns.scrape()
+        turns_at_start = turns.snapshot()
         time.sleep(args.seconds)
         fault_start = time.monotonic()
+        turns.scrape()
+        turns_at_faults = turns.snapshot()
         faults = []
         while time.monotonic() - fault_start < args.seconds:
             victim = rng.choice(nodes)
@@ -127,7 +201,11 @@ def main():
                 victim.process.send_signal(signal.SIGCONT)
             time.sleep(max(0.0, args.every - 2))
         fault_end = time.monotonic()
+        turns.scrape()
+        turns_at_end = turns.snapshot()
     finally:
+        scraping.set()
+        scraper.join()
         stop.set()
         for thread in threads:
             thread.join(200)
@@ -195,6 +273,9 @@ def main():
         "faulty_records_per_s": round(faulty / (fault_end - fault_start), 1),
     }
     result["ratio"] = round(result["faulty_records_per_s"] / max(result["fault_free_records_per_s"], 1e-9), 3)
+    result["loop_turns_fault_free"] = TurnCounts.summary(turns_at_start, turns_at_faults)
+    result["loop_turns_faults"] = TurnCounts.summary(turns_at_faults, turns_at_end)
+    result["longest_loop_turn_ms"] = round(turns.longest_ms, 1)
     print(json.dumps(result), flush=True)
     for node in nodes:
         node.process.send_signal(signal.SIGTERM)

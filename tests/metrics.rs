@@ -81,6 +81,18 @@ fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
     );
     let idle = metric(&samples, "poll_idle_ratio_avg", "").unwrap();
     assert!((0.0..=1.0).contains(&idle), "poll-idle-ratio {idle}");
+    // The node-wide event-loop turns: counted, each threshold's count at most the one below it
+    // (a turn past 20 ms is also past 5 ms), and the longest turn measured.
+    let turns = samples["ringlog_event_loop_turns_total"];
+    assert!(turns > 0.0, "the loop turned {turns} times");
+    for family in ["held", "cpu"] {
+        let over = |ms: u32| {
+            samples[&format!("ringlog_event_loop_turns_{family}_over_total{{over_ms=\"{ms}\"}}")]
+        };
+        assert!(over(5) <= turns && over(20) <= over(5) && over(100) <= over(20));
+        assert!(over(500) <= over(100));
+    }
+    assert!(samples["ringlog_event_loop_longest_turn_ms"] > 0.0);
     assert_eq!(metric(&samples, "snapshot_count", ""), Some(0.0));
 
     // A follower: its state, the same leader and epoch, and fetched records.

@@ -275,13 +275,13 @@ impl Node {
             config.fetch_snapshot_max_bytes,
         );
         let mut host = Host::open(io, host_config, &quorum, specs, random_seed(), 0)?;
-        let stall = observe::StallWatch::new(config.fetch_timeout_ms);
-        host.set_probe(Box::new(stall.probe()));
-        let quorum = quorum_rpc::QuorumRpc::open(&config, events.clone())?;
         let observer = observe::Observer::new(table.ids().map(|id| {
             let dir = config.metadata_log_dir.join(table.dir_name(id));
             (id, table.dir_name(id), dir)
         }));
+        let stall = observe::StallWatch::new(config.fetch_timeout_ms, &observer.registry());
+        host.set_probe(Box::new(stall.probe()));
+        let quorum = quorum_rpc::QuorumRpc::open(&config, events.clone())?;
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

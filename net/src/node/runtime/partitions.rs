@@ -22,8 +22,12 @@ impl Node {
     pub(in crate::node) fn apply_metadata_records(&mut self) -> Result<(), NodeError> {
         // Between work lists, like the rest of this: retention's snapshots are reported to
         // the core by the same pump round.
+        let began = Instant::now();
         self.maybe_enforce_retention()?;
+        self.stall.part(began, "pump: retention");
+        let began = Instant::now();
         let changes = topic_image::apply_images(&mut self.handlers, &self.host, &self.table);
+        self.stall.part(began, "pump: metadata image");
         if let Some(changes) = changes {
             use topic_image::PendingTopicChange as Pending;
             for change in changes {
@@ -56,11 +60,15 @@ impl Node {
                 applied: self.handlers.topics.applied_offset,
             });
         }
+        let began = Instant::now();
         self.run_topic_changes()?;
+        self.stall.part(began, "pump: topic changes");
         // Admin requests are answered once this node has done what the records they wait for
         // asked of it (a created topic's partitions started here).
         if self.topic_changes.is_empty() {
+            let began = Instant::now();
             self.answer_admin()?;
+            self.stall.part(began, "pump: admin answers");
         }
         Ok(())
     }

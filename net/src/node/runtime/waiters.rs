@@ -62,9 +62,8 @@ impl Node {
     /// answered (handlers/produce.rs), and the parked consumer fetches whose partitions gained
     /// committed records (handlers/consumer_fetch.rs). Each stage is timed for the stall watch.
     pub(in crate::node) fn check_waiters(&mut self) -> Result<(), NodeError> {
-        let began = Instant::now();
+        // Timed inside, by stage (runtime/partitions.rs).
         self.apply_metadata_records()?;
-        self.stall.part(began, "pump: apply_metadata_records");
         let began = Instant::now();
         let env = groups::GroupsEnv {
             topics: &self.handlers.topics,
