@@ -188,22 +188,39 @@ pub fn write(dir: &Path, state: &SavedProducerState) -> Result<(), ProducerState
     Ok(())
 }
 
-/// Writes `state` into partition folder `dir` without waiting for the disk: a temporary file
-/// renamed over the old one, no fsync (the node's periodic save, idempotence.rs). A crash may
-/// leave the old file, the new one, or a torn one that fails its checksum and is not trusted;
-/// never a file that reads as another state.
+/// Writes `state` into partition folder `dir` without waiting for the disk (the node's periodic
+/// save, idempotence.rs): over the old file's bytes, in place, then cut to the new length if it
+/// shrank. A crash may leave the old file, the new one, or a mix that fails its checksum (the
+/// checksum is the last four bytes, over everything before them) and is not trusted; never a
+/// file that reads as another state.
+///
+/// In place, not a temporary file renamed over the old one as until 2026-12-06: the rename
+/// dropped the old file's inode on the event loop, and on a filesystem mounted with `discard`
+/// (this machine's ext4) freeing its block waits for the device's discard. Off-CPU samples of
+/// a node under a 20-partition load had the loop thread blocked there 121 times in 5 s, in
+/// `blkdev_issue_discard` under `rename` (docs/benchmarks.md, "Where the loop blocked").
 pub fn write_unsynced(
     dir: &Path,
     state: &SavedProducerState,
 ) -> Result<(), ProducerStateFileError> {
+    use std::os::unix::fs::FileExt;
     let path = dir.join(PRODUCER_STATE_FILE);
-    let part = dir.join(format!("{PRODUCER_STATE_FILE}.part"));
     let io = |source| ProducerStateFileError::Io {
         path: path.clone(),
         source,
     };
-    std::fs::write(&part, encode(state)).map_err(io)?;
-    std::fs::rename(&part, &path).map_err(io)
+    let bytes = encode(state);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    file.write_all_at(&bytes, 0).map_err(io)?;
+    if file.metadata().map_err(io)?.len() > bytes.len() as u64 {
+        file.set_len(bytes.len() as u64).map_err(io)?;
+    }
+    Ok(())
 }
 
 /// Removes the file of partition folder `dir` (none there is no error): a file the log start
@@ -257,6 +274,41 @@ mod tests {
         write(dir.path(), &state()).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(state()));
         assert!(!dir.path().join("producer-state.part").exists());
+    }
+
+    /// The node's save writes over the same file (its inode stays: no block of an old inode is
+    /// freed on the event loop), longer or shorter than before, and reads back exactly.
+    #[test]
+    fn an_unsynced_save_overwrites_the_file_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PRODUCER_STATE_FILE);
+        let mut shorter = state();
+        shorter.batches.truncate(1);
+        write_unsynced(dir.path(), &shorter).unwrap();
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        write_unsynced(dir.path(), &state()).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(state()));
+        write_unsynced(dir.path(), &shorter).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(shorter.clone()));
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            encode(&shorter).len() as u64
+        );
+    }
+
+    /// A crash between the in-place write of a shorter state and the cut leaves the new bytes
+    /// followed by the old file's tail: never trusted (its last four bytes are the old
+    /// checksum, over other bytes).
+    #[test]
+    fn a_shorter_save_not_yet_cut_is_not_trusted() {
+        let mut shorter = state();
+        shorter.batches.truncate(1);
+        let mut mixed = encode(&state());
+        let new = encode(&shorter);
+        mixed[..new.len()].copy_from_slice(&new);
+        assert_eq!(decode(&mixed), Err("checksum mismatch"));
     }
 
     /// Every single bit flipped anywhere in the file, and every truncation, is detected: a
