@@ -171,6 +171,21 @@ fn host_regression_seeds() {
     }
 }
 
+/// A single voter with an observer downloading its snapshot (`sim --voters 1 --observers 1
+/// --seed 63929`, 1 of 60,000..64,000 failed until 2026-12-06): the leader answered the
+/// observer's FetchSnapshot with a range of snapshot 293 and, in the same work list, deleted
+/// the snapshots older than its new one at 341; the simulator's runtime, whose memory backend
+/// has no readers, then read the range by its path, gone. A production answer holds an open
+/// reader and sends the bytes anyway; the host now deletes retired snapshots at the start of
+/// its next pump, after the answers (`Work::DeleteSnapshotsBefore`, host/execute.rs).
+#[test]
+fn host_snapshot_retired_while_answered_seed() {
+    run_range_with([63_929], |options| {
+        options.voters = Some(1);
+        options.observers = Some(1);
+    });
+}
+
 /// Reconfig seeds that ended with no leader until 2026-12-06 (7 of 0..10,000, `sim --reconfig
 /// --seeds 10000`): a leader removed itself and crashed before the removal committed; back, it
 /// held the longest log and, by the set its log put in force, no right to stand, and the old

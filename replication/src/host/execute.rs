@@ -242,8 +242,16 @@ impl<I: Io> Host<I> {
                 let deferred = store.deferred_log_start_offset.get_or_insert(offset);
                 *deferred = (*deferred).max(offset);
             }
+            // At the start of the next pump, not here: an answer of this same call may name a
+            // range of an older snapshot (a follower's download going on while the log start
+            // passes it). A runtime sends that range after the call, through the reader the
+            // range holds, which outlives the file's name; a runtime without readers (the
+            // memory backend's, in the simulator) reads it by its path, which must still be
+            // there. Kafka, too, renames a deleted snapshot and removes it later.
             Work::DeleteSnapshotsBefore { snapshot_id } => {
-                self.delete_old_snapshots(partition, snapshot_id)?
+                let store = self.stores.get_mut(&partition).expect("hosted partition");
+                let deferred = store.deferred_snapshot_deletion.get_or_insert(snapshot_id);
+                *deferred = (*deferred).max(snapshot_id);
             }
             Work::SendFetchSnapshotResponse {
                 to,

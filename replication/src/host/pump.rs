@@ -24,6 +24,9 @@ impl<I: Io> Host<I> {
     /// anything happened (the runtime then looks at the output and at what waits on it).
     pub fn pump(&mut self, now_ms: u64) -> Result<bool, HostError> {
         self.now_ms = now_ms;
+        // Before anything of this call can answer: the snapshots earlier calls retired
+        // (`Work::DeleteSnapshotsBefore`).
+        self.delete_deferred_snapshots();
         let mut any = false;
         loop {
             // Routing a completion can queue the next operation (a flush's fdatasync after its
@@ -113,6 +116,21 @@ impl<I: Io> Host<I> {
             .values()
             .filter_map(|store| store.confirmation_due_ms)
             .min()
+    }
+
+    /// Deletes the snapshots older than each partition's retired one (`execute`). A failure
+    /// takes the partition offline, as it did when the work list deleted them.
+    fn delete_deferred_snapshots(&mut self) {
+        let due: Vec<(PartitionId, crate::types::OffsetAndEpoch)> = self
+            .stores
+            .iter_mut()
+            .filter_map(|(id, store)| store.deferred_snapshot_deletion.take().map(|s| (*id, s)))
+            .collect();
+        for (partition, snapshot_id) in due {
+            if let Err(error) = self.delete_old_snapshots(partition, snapshot_id) {
+                self.take_offline(partition, &error);
+            }
+        }
     }
 
     /// Runs the log start advances that waited for the ring to be idle (`execute`).
