@@ -156,6 +156,9 @@ impl Io for AnyIo {
     fn remove_file(&mut self, path: &Path) -> Result<(), IoError> {
         delegate!(self, io => io.remove_file(path))
     }
+    fn remove_file_release_later(&mut self, path: &Path) -> Result<(), IoError> {
+        delegate!(self, io => io.remove_file_release_later(path))
+    }
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         delegate!(self, io => io.sync_dir(path))
     }

@@ -207,6 +207,10 @@ impl Io for SyscallIo {
         posix::remove_file(path)
     }
 
+    fn remove_file_release_later(&mut self, path: &Path) -> Result<(), IoError> {
+        super::release::remove_file_release_later(path)
+    }
+
     fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
         posix::sync_dir(path)
     }

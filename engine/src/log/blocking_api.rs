@@ -238,10 +238,13 @@ impl PartitionLog {
         if let Some(file) = segment.file {
             io.close(file)?;
         }
+        // The blocks of a written segment are released off this thread (`Io::
+        // remove_file_release_later`): freeing them waits for the device's discard where the
+        // filesystem discards, ~200 ms per GiB on the event loop (docs/log.md).
         for extension in ["log", "index", "batches"] {
             let path = segment::segment_file_path(&self.dir, segment.base_offset, extension);
             if io.exists(&path) {
-                io.remove_file(&path)?;
+                io.remove_file_release_later(&path)?;
             }
         }
         Ok(())

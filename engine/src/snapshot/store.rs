@@ -228,7 +228,8 @@ pub fn delete_snapshot<I: Io>(
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     io.rename(&path, &deleted)?;
     io.sync_dir(&dir)?;
-    io.remove_file(&deleted)?;
+    // A state machine's snapshot can be large: its blocks are released off this thread.
+    io.remove_file_release_later(&deleted)?;
     io.sync_dir(&dir)?;
     Ok(())
 }
