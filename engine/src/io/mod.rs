@@ -321,7 +321,9 @@ pub trait Io {
     /// Names (not paths) of the entries of a directory, sorted.
     fn list_dir(&mut self, path: &Path) -> Result<Vec<String>, IoError>;
     fn exists(&mut self, path: &Path) -> bool;
-    /// Atomic rename. Durable only after `sync_dir` of the parent(s).
+    /// Atomic rename. Durable only after `sync_dir` of the parent(s). The real backends
+    /// release a file `to` replaced on a background thread (`release.rs`), as
+    /// [`Io::remove_file_release_later`] does.
     fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError>;
     /// Remove a file. Durable only after `sync_dir` of the parent.
     fn remove_file(&mut self, path: &Path) -> Result<(), IoError>;

@@ -242,10 +242,6 @@ pub(crate) fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
-pub(crate) fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
-    std::fs::rename(from, to).map_err(|e| IoError::new("rename", from, 0, e))
-}
-
 pub(crate) fn remove_file(path: &Path) -> Result<(), IoError> {
     std::fs::remove_file(path).map_err(|e| IoError::new("remove_file", path, 0, e))
 }

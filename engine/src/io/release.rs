@@ -1,4 +1,4 @@
-//! Releasing removed files' blocks off the caller's thread.
+//! Releasing removed and replaced files' blocks off the caller's thread.
 //!
 //! Unlinking a file frees its blocks when its inode goes, and on a filesystem that discards
 //! freed blocks as it frees them (ext4 mounted with `discard`, as this project's test machines
@@ -12,7 +12,8 @@
 //! with a plain unlink (so a crash or a restart sees exactly what it would have seen), and the
 //! inode goes with that close, on that thread. The delay outlasts the readers of the file the
 //! caller still drops after the call (a deleted segment's own reader, a reply being sent from
-//! it): whoever closes the last descriptor frees the blocks.
+//! it): whoever closes the last descriptor frees the blocks. [`rename_release_later`] does the
+//! same for the file a rename replaces.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -40,6 +41,24 @@ pub(crate) fn remove_file_release_later(path: &Path) -> Result<(), IoError> {
         .ok();
     std::fs::remove_file(path).map_err(|e| IoError::new("remove_file", path, 0, e))?;
     if let Some(file) = held {
+        hand_over(file);
+    }
+    Ok(())
+}
+
+/// Renames `from` to `to` as `rename(2)` does; a file `to` named before is released on the
+/// releasing thread instead of by the rename (the quorum-state file and the
+/// leader-epoch-checkpoint are replaced so at every new epoch, many partitions in one turn
+/// after a failover).
+pub(crate) fn rename_release_later(from: &Path, to: &Path) -> Result<(), IoError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let replaced = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(to)
+        .ok();
+    std::fs::rename(from, to).map_err(|e| IoError::new("rename", from, 0, e))?;
+    if let Some(file) = replaced {
         hand_over(file);
     }
     Ok(())
@@ -133,6 +152,28 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        // A file replaced by a rename is released the same way.
+        let old = dir.path().join("quorum-state");
+        let new = dir.path().join("quorum-state.tmp");
+        std::fs::write(&old, b"old").unwrap();
+        std::fs::write(&new, b"new").unwrap();
+        rename_release_later(&new, &old).unwrap();
+        assert_eq!(std::fs::read(&old).unwrap(), b"new");
+        assert!(!new.exists());
+        let replaced_held = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .flatten()
+                .any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|t| {
+                        t.to_string_lossy() == format!("{} (deleted)", old.display())
+                    })
+                })
+        };
+        assert!(replaced_held(), "a descriptor holds the replaced file");
+        // A rename with nothing to replace, and one that fails, hold nothing.
+        rename_release_later(&old, &new).unwrap();
+        assert!(rename_release_later(&old, &new).is_err());
         // A name that is not there is an error, as for a plain unlink.
         assert!(remove_file_release_later(&dir.path().join("gone")).is_err());
     }

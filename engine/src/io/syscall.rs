@@ -200,7 +200,7 @@ impl Io for SyscallIo {
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError> {
-        posix::rename(from, to)
+        super::release::rename_release_later(from, to)
     }
 
     fn remove_file(&mut self, path: &Path) -> Result<(), IoError> {

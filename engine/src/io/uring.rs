@@ -477,7 +477,7 @@ impl Io for UringIo {
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError> {
-        posix::rename(from, to)
+        super::release::rename_release_later(from, to)
     }
 
     fn remove_file(&mut self, path: &Path) -> Result<(), IoError> {
