@@ -33,12 +33,7 @@ static RELEASER: Mutex<Option<Sender<(Instant, File)>>> = Mutex::new(None);
 /// Removes `path` now and releases its blocks on the releasing thread (see the module doc). If
 /// the file cannot be opened first (it is gone, or not ours to open), this is a plain unlink.
 pub(crate) fn remove_file_release_later(path: &Path) -> Result<(), IoError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let held = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
-        .open(path)
-        .ok();
+    let held = hold(path);
     std::fs::remove_file(path).map_err(|e| IoError::new("remove_file", path, 0, e))?;
     if let Some(file) = held {
         hand_over(file);
@@ -51,17 +46,23 @@ pub(crate) fn remove_file_release_later(path: &Path) -> Result<(), IoError> {
 /// leader-epoch-checkpoint are replaced so at every new epoch, many partitions in one turn
 /// after a failover).
 pub(crate) fn rename_release_later(from: &Path, to: &Path) -> Result<(), IoError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let replaced = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
-        .open(to)
-        .ok();
+    let replaced = hold(to);
     std::fs::rename(from, to).map_err(|e| IoError::new("rename", from, 0, e))?;
     if let Some(file) = replaced {
         hand_over(file);
     }
     Ok(())
+}
+
+/// An `O_PATH` descriptor of the file at `path` (it holds the inode, reads nothing), if there
+/// is one.
+fn hold(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()
 }
 
 /// Queues `file` to be closed on the releasing thread after [`RELEASE_DELAY`]; closes it here
@@ -113,6 +114,16 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    /// Whether a descriptor of this process holds the removed file once named `path`
+    /// (`/proc/self/fd` names it `<path> (deleted)`).
+    fn held_removed(path: &Path) -> bool {
+        let removed = format!("{} (deleted)", path.display());
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == removed))
+    }
+
     /// The name is gone at once; the inode lives on (its blocks still allocated) until the
     /// releasing thread closes the held descriptor, which frees them. (`/proc/self/fd` names a
     /// descriptor of a removed file `<path> (deleted)`.)
@@ -125,27 +136,17 @@ mod tests {
         // count drops to 0 at the unlink while the held descriptors keep it.
         let reader = File::open(&path).unwrap();
         remove_file_release_later(&path).unwrap();
+        assert_eq!(reader.metadata().unwrap().nlink(), 0);
+        drop(reader);
+        // The releasing thread's descriptor still holds the inode, then closes it.
+        assert!(held_removed(&path), "a descriptor holds the removed file");
         assert!(
             !path.exists(),
             "the name is removed before the call returns"
         );
-        assert_eq!(reader.metadata().unwrap().nlink(), 0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        drop(reader);
-        // The releasing thread's descriptor still holds the inode, then closes it.
-        let removed = format!("{} (deleted)", path.display());
-        let held = || {
-            std::fs::read_dir("/proc/self/fd")
-                .unwrap()
-                .flatten()
-                .any(|fd| {
-                    std::fs::read_link(fd.path())
-                        .is_ok_and(|target| target.to_string_lossy() == removed)
-                })
-        };
-        assert!(held(), "a descriptor holds the removed file");
         let deadline = Instant::now() + RELEASE_DELAY + Duration::from_secs(5);
-        while held() {
+        while held_removed(&path) {
             assert!(
                 Instant::now() < deadline,
                 "the removed file was never released"
@@ -158,19 +159,9 @@ mod tests {
         std::fs::write(&old, b"old").unwrap();
         std::fs::write(&new, b"new").unwrap();
         rename_release_later(&new, &old).unwrap();
+        assert!(held_removed(&old), "a descriptor holds the replaced file");
         assert_eq!(std::fs::read(&old).unwrap(), b"new");
         assert!(!new.exists());
-        let replaced_held = || {
-            std::fs::read_dir("/proc/self/fd")
-                .unwrap()
-                .flatten()
-                .any(|fd| {
-                    std::fs::read_link(fd.path()).is_ok_and(|t| {
-                        t.to_string_lossy() == format!("{} (deleted)", old.display())
-                    })
-                })
-        };
-        assert!(replaced_held(), "a descriptor holds the replaced file");
         // A rename with nothing to replace, and one that fails, hold nothing.
         rename_release_later(&old, &new).unwrap();
         assert!(rename_release_later(&old, &new).is_err());

@@ -479,36 +479,32 @@ impl StallWatch {
             .slowest_part
             .get()
             .unwrap_or((Duration::ZERO, "nothing"));
-        if held < self.warn_after {
-            tracing::debug!(
-                held_ms = held.as_millis() as u64,
-                cpu_ms = cpu.as_millis() as u64,
-                voluntary_switches = usage.voluntary_switches,
-                involuntary_switches = usage.involuntary_switches,
-                slowest_step = what,
-                slowest_detail = detail,
-                slowest_ms = slowest.as_millis() as u64,
-                slowest_part = part,
-                slowest_part_ms = part_took.as_millis() as u64,
-                steps = self.steps,
-                "event loop turn past {} ms",
-                TURN_THRESHOLDS_MS[0]
-            );
-            return;
+        // The same fields at two levels (tracing's level is fixed per call site).
+        macro_rules! turn_event {
+            ($level:ident, $($message:tt)+) => {
+                tracing::$level!(
+                    held_ms = held.as_millis() as u64,
+                    cpu_ms = cpu.as_millis() as u64,
+                    voluntary_switches = usage.voluntary_switches,
+                    involuntary_switches = usage.involuntary_switches,
+                    slowest_step = what,
+                    slowest_detail = detail,
+                    slowest_ms = slowest.as_millis() as u64,
+                    slowest_part = part,
+                    slowest_part_ms = part_took.as_millis() as u64,
+                    steps = self.steps,
+                    $($message)+
+                )
+            };
         }
-        tracing::warn!(
-            held_ms = held.as_millis() as u64,
-            cpu_ms = cpu.as_millis() as u64,
-            voluntary_switches = usage.voluntary_switches,
-            involuntary_switches = usage.involuntary_switches,
-            slowest_step = what,
-            slowest_detail = detail,
-            slowest_ms = slowest.as_millis() as u64,
-            slowest_part = part,
-            slowest_part_ms = part_took.as_millis() as u64,
-            steps = self.steps,
-            "event loop stalled: one turn held the thread past a quarter of the fetch timeout"
-        );
+        if held < self.warn_after {
+            turn_event!(debug, "event loop turn past {} ms", TURN_THRESHOLDS_MS[0]);
+        } else {
+            turn_event!(
+                warn,
+                "event loop stalled: one turn held the thread past a quarter of the fetch timeout"
+            );
+        }
     }
 
     /// The loop's timer was due at `due` and it woke now.
