@@ -402,7 +402,7 @@ impl Cluster {
                 Some(host) => {
                     for (partition, raft) in host.multi().partitions() {
                         parts.push(format!(
-                            "{}/{partition}:{}@{} leader={:?} end={} hw={} in-flight={} durable={} flush-target={} deadline={}",
+                            "{}/{partition}:{}@{} leader={:?} end={} hw={} in-flight={} durable={} flush-target={} deadline={} voters={:?} committed-voters={:?}",
                             node.id,
                             raft.state().name(),
                             raft.epoch(),
@@ -413,6 +413,8 @@ impl Cluster {
                             host.store(partition).map_or(0, |s| s.log.durable_end_offset()),
                             host.store(partition).map_or(0, |s| s.flush_target),
                             raft.next_deadline_ms(),
+                            raft.voter_set().ids(),
+                            raft.committed_voter_set().ids(),
                         ));
                     }
                 }
