@@ -186,6 +186,21 @@ fn host_snapshot_retired_while_answered_seed() {
     });
 }
 
+/// A reconfig seed the simulator's own fault model failed until 2026-12-06 (`sim --reconfig
+/// --partitions 2 --observers 1 --seed 180850`, 1 of 180,000..182,999): with nodes 1-3 down
+/// (a power loss) it replaced node 4's disk, having checked only the live logs' voter sets,
+/// while node 2's log held {1, 4} (an uncommitted removal of itself); that set had lost one of
+/// two voters for good and the partition stayed leaderless. A voter's disk is now replaced
+/// only while every node is up (`replaceable_voter_disks`).
+#[test]
+fn host_reconfig_disk_replaced_with_sets_out_of_sight_seed() {
+    run_range_with([180_850], |options| {
+        options.reconfig = true;
+        options.partitions = Some(2);
+        options.observers = Some(1);
+    });
+}
+
 /// Reconfig seeds that ended with no leader until 2026-12-06 (7 of 0..10,000, `sim --reconfig
 /// --seeds 10000`): a leader removed itself and crashed before the removal committed; back, it
 /// held the longest log and, by the set its log put in force, no right to stand, and the old
