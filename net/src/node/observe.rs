@@ -347,7 +347,6 @@ impl TurnMetrics {
 /// Times the steps of one event-loop turn (see the module doc).
 pub(crate) struct StallWatch {
     metrics: TurnMetrics,
-    longest: Duration,
     warn_after: Duration,
     turn_began: Instant,
     /// The slowest step of the current turn: (time, what, detail).
@@ -408,7 +407,6 @@ impl StallWatch {
     pub(crate) fn new(fetch_timeout_ms: u64, registry: &MetricsRegistry) -> StallWatch {
         StallWatch {
             metrics: TurnMetrics::new(registry),
-            longest: Duration::ZERO,
             warn_after: Duration::from_millis((fetch_timeout_ms / 4).max(1)),
             turn_began: Instant::now(),
             slowest: None,
@@ -456,9 +454,9 @@ impl StallWatch {
     pub(crate) fn end_turn(&mut self) {
         let held = self.turn_began.elapsed();
         self.metrics.turns.increment(1);
-        if held > self.longest {
-            self.longest = held;
-            self.metrics.longest_ms.set(held.as_secs_f64() * 1e3);
+        let held_ms = held.as_secs_f64() * 1e3;
+        if held_ms > self.metrics.longest_ms.get() {
+            self.metrics.longest_ms.set(held_ms);
         }
         if held < Duration::from_millis(TURN_THRESHOLDS_MS[0]) {
             return;

@@ -249,9 +249,11 @@ impl<I: Io> Host<I> {
             // memory backend's, in the simulator) reads it by its path, which must still be
             // there. Kafka, too, renames a deleted snapshot and removes it later.
             Work::DeleteSnapshotsBefore { snapshot_id } => {
-                let store = self.stores.get_mut(&partition).expect("hosted partition");
-                let deferred = store.deferred_snapshot_deletion.get_or_insert(snapshot_id);
-                *deferred = (*deferred).max(snapshot_id);
+                let retired = self
+                    .retired_snapshots
+                    .entry(partition)
+                    .or_insert(snapshot_id);
+                *retired = (*retired).max(snapshot_id);
             }
             Work::SendFetchSnapshotResponse {
                 to,

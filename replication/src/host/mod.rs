@@ -237,6 +237,11 @@ pub struct Host<I: Io> {
     /// The partitions whose store carries the `repair-pending` marker, for `finish_repairs`
     /// to look at after each work list instead of walking every store.
     repairing: BTreeSet<PartitionId>,
+    /// KIP-630: per partition, the snapshot older ones are deleted before, at the start of the
+    /// next `pump`, once the answers of the call that retired them were carried out
+    /// (`Work::DeleteSnapshotsBefore`, execute.rs). Kept here, as `repairing`, so a pump does
+    /// not walk every store to find them.
+    retired_snapshots: BTreeMap<PartitionId, OffsetAndEpoch>,
 }
 
 /// A partition taken offline by a storage error (Kafka's offline log directory, per partition).
@@ -304,6 +309,7 @@ impl<I: Io> Host<I> {
             offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
             repairing,
+            retired_snapshots: BTreeMap::new(),
         })
     }
 
@@ -449,6 +455,7 @@ impl<I: Io> Host<I> {
             held.targets.retain(|t| t.partition != id);
         }
         self.repairing.remove(&id);
+        self.retired_snapshots.remove(&id);
         let mut store = self.stores.remove(&id)?;
         let dir = store.dir.clone();
         if let Err(error) = store.finish_quorum_state(&mut self.io) {

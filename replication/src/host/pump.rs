@@ -121,12 +121,7 @@ impl<I: Io> Host<I> {
     /// Deletes the snapshots older than each partition's retired one (`execute`). A failure
     /// takes the partition offline, as it did when the work list deleted them.
     fn delete_deferred_snapshots(&mut self) {
-        let due: Vec<(PartitionId, crate::types::OffsetAndEpoch)> = self
-            .stores
-            .iter_mut()
-            .filter_map(|(id, store)| store.deferred_snapshot_deletion.take().map(|s| (*id, s)))
-            .collect();
-        for (partition, snapshot_id) in due {
+        for (partition, snapshot_id) in std::mem::take(&mut self.retired_snapshots) {
             if let Err(error) = self.delete_old_snapshots(partition, snapshot_id) {
                 self.take_offline(partition, &error);
             }

@@ -101,9 +101,6 @@ pub struct PartitionStore {
     pub recovered_snapshots: RecoveredSnapshots,
     /// A log start advance the core asked for, run once no I/O is in flight (`Host::pump`).
     pub deferred_log_start_offset: Option<u64>,
-    /// KIP-630: the snapshots older than this one are deleted at the start of the next
-    /// `Host::pump`, after the answers of the call that asked were carried out (`execute`).
-    pub deferred_snapshot_deletion: Option<crate::types::OffsetAndEpoch>,
     /// Whether the partition runs the key-value state machine with KIP-630 snapshots (the
     /// runtime decides from the topic's `cleanup.policy`; a `delete` topic's log must not be
     /// cut behind a snapshot).
@@ -271,7 +268,6 @@ impl PartitionStore {
             snapshots,
             recovered_snapshots,
             deferred_log_start_offset: None,
-            deferred_snapshot_deletion: None,
             keeps_snapshots,
             recovered_voter_entries: Vec::new(),
             voter_records_scanned: false,
