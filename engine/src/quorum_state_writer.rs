@@ -129,6 +129,11 @@ impl QuorumStateWriter {
             || self.waiting_for_space.is_some()
     }
 
+    /// Whether an operation of the writer is in flight: a completion can be its own only then.
+    pub fn awaits_completions(&self) -> bool {
+        !matches!(self.stage, Stage::Idle)
+    }
+
     /// Whether a write waits for disk space (it met ENOSPC or EDQUOT).
     pub fn waiting_for_space(&self) -> bool {
         self.waiting_for_space.is_some()

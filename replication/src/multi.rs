@@ -34,6 +34,11 @@ pub struct MultiRaft {
     partitions: BTreeMap<PartitionId, Raft>,
     /// Which groups the next tick reaches.
     ticks: TickSchedule,
+    /// The groups reached since the last [`MultiRaft::take_touched`] (stepped, ticked,
+    /// appended to, told of a persisted write or a snapshot, added): only these can show a
+    /// state other than the one a host's observer last saw, so it looks at them alone rather
+    /// than at every group on every turn.
+    touched: BTreeSet<PartitionId>,
 }
 
 /// Which groups a tick reaches. A group rests after a tick until the deadline that tick
@@ -116,6 +121,7 @@ impl MultiRaft {
                 awake: groups.keys().copied().collect(),
                 ..TickSchedule::default()
             },
+            touched: groups.keys().copied().collect(),
             partitions: groups,
         })
     }
@@ -145,6 +151,7 @@ impl MultiRaft {
             )?,
         );
         self.ticks.wake(partition);
+        self.touched.insert(partition);
         Ok(())
     }
 
@@ -152,6 +159,7 @@ impl MultiRaft {
     /// it, and a message for it is refused with `UnknownPartition`. Returns the group.
     pub fn remove_partition(&mut self, partition: PartitionId) -> Option<Raft> {
         self.ticks.forget(partition);
+        self.touched.remove(&partition);
         self.partitions.remove(&partition)
     }
 
@@ -187,6 +195,7 @@ impl MultiRaft {
             )?,
         );
         self.ticks.wake(partition);
+        self.touched.insert(partition);
         Ok(())
     }
 
@@ -205,6 +214,7 @@ impl MultiRaft {
             node_id: config.node_id,
             partitions: BTreeMap::new(),
             ticks: TickSchedule::default(),
+            touched: BTreeSet::new(),
         };
         for (&partition, recovered) in partitions {
             multi.add_partition_recovered(
@@ -245,10 +255,17 @@ impl MultiRaft {
         self.partitions.iter().map(|(p, r)| (*p, r))
     }
 
+    /// The groups reached since the last call, in partition order (`touched`): a group not
+    /// among them shows the state it showed at the last call.
+    pub fn take_touched(&mut self) -> BTreeSet<PartitionId> {
+        std::mem::take(&mut self.touched)
+    }
+
     /// A group about to be reached by something other than a tick: due for the next tick.
     fn group(&mut self, partition: PartitionId) -> Result<&mut Raft, RaftError> {
         if self.partitions.contains_key(&partition) {
             self.ticks.wake(partition);
+            self.touched.insert(partition);
         }
         self.partitions
             .get_mut(&partition)
@@ -287,6 +304,7 @@ impl MultiRaft {
                 .partitions
                 .get_mut(&partition)
                 .expect("a scheduled group is hosted");
+            self.touched.insert(partition);
             let (work, deadline) = match raft.tick(now_ms) {
                 Ok(ticked) => ticked,
                 Err(error) => {

@@ -125,3 +125,52 @@ fn partitions_elect_independently_and_sends_batch_by_peer() {
         );
     }
 }
+
+/// `take_touched` names exactly the groups reached since the last call: a host's observer looks
+/// at those alone, so a group left out would show a stale state in the metrics.
+#[test]
+fn touched_groups_are_those_reached_since_the_last_look() {
+    let config = QuorumConfig::new(1, &[1, 2, 3]).unwrap();
+    let partitions: BTreeMap<u32, RecoveredState> = (0..4)
+        .map(|partition| (partition, RecoveredState::default()))
+        .collect();
+    let mut node = MultiRaft::new(&config, &partitions, 5, 0).unwrap();
+    // Every group is new: all are named once.
+    assert_eq!(
+        node.take_touched().into_iter().collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert!(node.take_touched().is_empty(), "nothing reached them since");
+    // A tick reaches the groups due (all of them, never ticked), and each rests after it.
+    let (_, next_ms) = node.tick(1).unwrap();
+    assert_eq!(node.take_touched().len(), 4);
+    // Before any deadline, a tick reaches none of the resting groups.
+    node.tick(next_ms - 1).unwrap();
+    assert!(
+        node.take_touched().is_empty(),
+        "resting groups were not reached"
+    );
+    // A step reaches its group alone, even one the core refuses.
+    let message = |partition| PartitionMessage {
+        partition,
+        message: Message::VoteResponse(VoteResponse {
+            error_code: ringlog_replication::ErrorCode::None,
+            current_leader: ringlog_replication::LeaderIdAndEpoch {
+                leader_id: None,
+                leader_epoch: 0,
+            },
+            vote_granted: false,
+        }),
+    };
+    node.step(2, 2, message(2)).unwrap();
+    assert_eq!(node.take_touched().into_iter().collect::<Vec<_>>(), vec![2]);
+    assert!(matches!(
+        node.step(2, 2, message(9)),
+        Err(RaftError::UnknownPartition(9))
+    ));
+    assert!(node.take_touched().is_empty(), "no group 9 to name");
+    // A removed group is forgotten, touched or not.
+    node.step(3, 2, message(1)).unwrap();
+    node.remove_partition(1);
+    assert!(node.take_touched().is_empty());
+}

@@ -79,7 +79,7 @@ mod topics;
 pub mod transport;
 pub mod unclean;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -379,15 +379,19 @@ impl Node {
             let observe_later = self.observed_ms == Some(now);
             if !observe_later {
                 self.observed_ms = Some(now);
-                self.log_leader_changes();
-                self.observer.observe(self.host.multi());
+                // Only the groups reached since the last look can show anything new (a
+                // snapshot written or installed reaches its group too).
+                let touched = self.host.take_touched_partitions();
+                self.log_leader_changes(&touched);
+                self.observer.observe(self.host.multi(), &touched);
                 self.observer
-                    .observe_snapshot_totals(self.host.stores().map(|(id, store)| {
-                        (
+                    .observe_snapshot_totals(touched.iter().filter_map(|&id| {
+                        let store = self.host.store(id)?;
+                        Some((
                             id,
                             store.snapshots.generated_total,
                             store.snapshots.fetched_total,
-                        )
+                        ))
                     }));
             }
             self.stall.step(began, "observe", "");
@@ -629,8 +633,11 @@ impl Node {
         }
     }
 
-    fn log_leader_changes(&mut self) {
-        for (partition, raft) in self.host.multi().partitions() {
+    fn log_leader_changes(&mut self, touched: &BTreeSet<PartitionId>) {
+        for &partition in touched {
+            let Some(raft) = self.host.multi().partition(partition) else {
+                continue;
+            };
             let now = (raft.leader_id(), raft.epoch());
             if self.last_leader.get(&partition) != Some(&now) {
                 self.last_leader.insert(partition, now);

@@ -32,7 +32,7 @@
 //! among them the thread's voluntary context switches in the turn (it blocked in a system call)
 //! and involuntary ones (another thread or process took the CPU).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,9 @@ pub(crate) struct Observer {
     /// Partitions whose flush waits for disk space (ENOSPC, EDQUOT).
     partitions_waiting_for_space: Gauge,
     partitions: BTreeMap<PartitionId, PartitionObserver>,
+    /// Partitions added since the last `observe`: looked at then whether or not their group
+    /// was reached meanwhile.
+    unseen: BTreeSet<PartitionId>,
     last_snapshot_scan: Option<Instant>,
     busy_since: Instant,
     /// The event loop's `poll-idle-ratio`, one window that every partition's group shows:
@@ -113,6 +116,7 @@ impl Observer {
             offline_partitions,
             partitions_waiting_for_space,
             partitions: BTreeMap::new(),
+            unseen: BTreeSet::new(),
             last_snapshot_scan: None,
             busy_since: Instant::now(),
             poll_idle_ratio: WindowedStat::default(),
@@ -138,6 +142,7 @@ impl Observer {
         };
         let previous = self.partitions.insert(id, partition);
         debug_assert!(previous.is_none(), "partition {id} observed twice");
+        self.unseen.insert(id);
     }
 
     /// A partition left the node (its topic was deleted): its metrics leave the scrape.
@@ -145,6 +150,7 @@ impl Observer {
         if let Some(partition) = self.partitions.remove(&id) {
             RaftMetrics::unregister(&self.registry, &partition.label);
         }
+        self.unseen.remove(&id);
     }
 
     pub(crate) fn registry(&self) -> MetricsRegistry {
@@ -196,10 +202,19 @@ impl Observer {
         }
     }
 
-    pub(crate) fn observe(&mut self, multi: &MultiRaft) {
+    /// `touched`: the groups reached since the last call ([`MultiRaft::take_touched`]); any
+    /// other shows what it showed then. A hundred partitions walked on every turn cost ~2.5 %
+    /// of a loaded voter's CPU (2026-12-06).
+    pub(crate) fn observe(&mut self, multi: &MultiRaft, touched: &BTreeSet<PartitionId>) {
         let now = Instant::now();
-        for (id, raft) in multi.partitions() {
+        let unseen = std::mem::take(&mut self.unseen);
+        for id in touched.union(&unseen).copied() {
             let Some(p) = self.partitions.get_mut(&id) else {
+                continue;
+            };
+            let Some(raft) = multi.partition(id) else {
+                // Observed once its group starts.
+                self.unseen.insert(id);
                 continue;
             };
             let m = &p.metrics;

@@ -89,6 +89,13 @@ impl PartitionLog {
         })
     }
 
+    /// Whether an operation of this log may be in flight: a completion can be this log's only
+    /// then (a flush's chain, a preparation's, a confirmation record's), so a router offers
+    /// completions to such logs alone.
+    pub fn awaits_completions(&self) -> bool {
+        self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some()
+    }
+
     /// Whether a completed flush's confirmation record waits to be written: it joins the next
     /// flush's submission, or [`PartitionLog::write_confirmation`] writes it alone.
     pub fn confirmation_waiting(&self) -> bool {

@@ -40,7 +40,9 @@ mod repair;
 mod tests;
 mod voter_records;
 use crate::records::{batch_headers, kraft_versions_in, voter_sets_in};
-use crate::types::{ElectionState, Epoch, OffsetAndEpoch, RecoveredSnapshots, RecoveredState};
+use crate::types::{
+    ElectionState, Epoch, OffsetAndEpoch, PartitionId, RecoveredSnapshots, RecoveredState,
+};
 use crate::voters::VoterSetEntry;
 
 /// The file of a partition folder holding [`PartitionStore::delete_records_offset`].
@@ -356,6 +358,12 @@ impl PartitionStore {
         Ok(())
     }
 
+    /// Whether the log or the quorum-state writer has an operation in flight: only such a
+    /// store can own a completion ([`route_completions`]).
+    pub fn awaits_completions(&self) -> bool {
+        self.log.awaits_completions() || self.quorum_state.awaits_completions()
+    }
+
     /// Whether a flush or a quorum-state write the core asked for has not completed yet.
     pub fn persistence_outstanding(&self) -> bool {
         (self.log.durable_end_offset() as u64) < self.flush_target
@@ -363,23 +371,25 @@ impl PartitionStore {
     }
 }
 
-/// Offers each completion to every log and quorum-state writer. A store's error does not stop
-/// the routing of the others' completions: it is returned with the store's index in `stores`
-/// (the host takes that partition offline, or lets it wait for space: `Host::pump`).
+/// Offers each completion to the logs and quorum-state writers of `stores`: those that await
+/// completions ([`PartitionStore::awaits_completions`], every owner of one drained from the
+/// ring). A store's error does not stop the routing of the others' completions: it is returned
+/// with the store's partition (the host takes that partition offline, or lets it wait for
+/// space: `Host::pump`).
 pub fn route_completions<I: Io>(
     io: &mut I,
-    stores: &mut [&mut PartitionStore],
+    stores: &mut [(PartitionId, &mut PartitionStore)],
     completions: Vec<Completion>,
-) -> Vec<(usize, StorageError)> {
+) -> Vec<(PartitionId, StorageError)> {
     let mut failures = Vec::new();
     'next: for completion in completions {
         let mut completion = completion;
-        for (index, store) in stores.iter_mut().enumerate() {
+        for (partition, store) in stores.iter_mut() {
             match store.log.on_completion(io, completion) {
                 Ok(Routed::Mine { .. }) => continue 'next,
                 Ok(Routed::Foreign(back)) => completion = back,
                 Err(error) => {
-                    failures.push((index, error.into()));
+                    failures.push((*partition, error.into()));
                     continue 'next;
                 }
             }
@@ -387,7 +397,7 @@ pub fn route_completions<I: Io>(
                 Ok(WriterRouted::Mine { .. }) => continue 'next,
                 Ok(WriterRouted::Foreign(back)) => completion = back,
                 Err(error) => {
-                    failures.push((index, error.into()));
+                    failures.push((*partition, error.into()));
                     continue 'next;
                 }
             }

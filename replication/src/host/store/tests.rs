@@ -41,7 +41,7 @@ fn completions_of_another_log_survive_a_partition_opening() {
         let mut ready = Vec::new();
         io.submit_and_wait(0).unwrap();
         io.drain_completions(&mut ready);
-        assert!(route_completions(&mut io, &mut [&mut a], ready).is_empty());
+        assert!(route_completions(&mut io, &mut [(0, &mut a)], ready).is_empty());
         if a.log.durable_end_offset() == 1 {
             return;
         }
