@@ -43,12 +43,10 @@ impl<I: Io> Host<I> {
                 .is_some_and(|r| r.is_leader());
             if let Some(store) = self.stores.get_mut(&partition) {
                 store.set_leading(leads);
-                // A blocking wait of the engine's (a truncation's, a roll's) may have
-                // completed a flush whose confirmation record now waits.
-                if store.log.confirmation_waiting() {
-                    self.confirmations_watched.insert(partition);
-                }
             }
+            // A flush it started carries a waiting confirmation record; a blocking wait of the
+            // engine's (a truncation's, a roll's) may have completed one whose record waits.
+            self.confirmations_fresh.push(partition);
             self.probe.end(name);
         }
         // KIP-853: a fetched snapshot installed by this list brings its voter set; the core

@@ -242,15 +242,22 @@ pub struct Host<I: Io> {
     /// (`Work::DeleteSnapshotsBefore`, execute.rs). Kept here, as `repairing`, so a pump does
     /// not walk every store to find them.
     retired_snapshots: BTreeMap<PartitionId, OffsetAndEpoch>,
-    /// The partitions whose log may hold a confirmation record waiting to be written
-    /// (`write_due_confirmations`): a record begins to wait when a flush completes, so every
-    /// store that owned an operation at a drain joins, and leaves once it has none waiting.
-    /// Walking every store for them on every turn was ~2 % of a loaded voter's CPU with a
-    /// hundred partitions (2026-12-06).
+    /// The partitions whose log holds a confirmation record waiting to be written
+    /// (`write_due_confirmations`). Walking every store for them on every turn was ~2 % of a
+    /// loaded voter's CPU with a hundred partitions (2026-12-06).
     confirmations_watched: BTreeSet<PartitionId>,
+    /// Partitions whose record may have begun or stopped waiting since the last
+    /// `write_due_confirmations`, which looks at them first: every owner of a drained
+    /// completion (a flush completes), every partition a work list reached (a flush carries
+    /// the record; a truncation's or roll's blocking wait completes one).
+    confirmations_fresh: Vec<PartitionId>,
+    /// The watched records' due times (each store's `confirmation_due_ms`), earliest first:
+    /// before the first, nothing is written.
+    confirmations_due: BTreeSet<(u64, PartitionId)>,
+    /// A watched log waits for disk space: its record is looked at on every call.
+    confirmations_space_waiting: bool,
     /// When `write_due_confirmations` last looked at every store (a record that began to wait
-    /// outside a drain, in a blocking wait of the engine's, is found within
-    /// `CONFIRMATION_SWEEP_MS`).
+    /// some other way is found within `CONFIRMATION_SWEEP_MS`).
     confirmations_swept_ms: u64,
 }
 
@@ -321,6 +328,9 @@ impl<I: Io> Host<I> {
             repairing,
             retired_snapshots: BTreeMap::new(),
             confirmations_watched: BTreeSet::new(),
+            confirmations_fresh: Vec::new(),
+            confirmations_due: BTreeSet::new(),
+            confirmations_space_waiting: false,
             confirmations_swept_ms: 0,
         })
     }
@@ -469,6 +479,8 @@ impl<I: Io> Host<I> {
         self.repairing.remove(&id);
         self.retired_snapshots.remove(&id);
         self.confirmations_watched.remove(&id);
+        self.confirmations_due
+            .retain(|(_, partition)| *partition != id);
         let mut store = self.stores.remove(&id)?;
         let dir = store.dir.clone();
         if let Err(error) = store.finish_quorum_state(&mut self.io) {

@@ -88,7 +88,7 @@ impl<I: Io> Host<I> {
             .filter(|(_, store)| store.awaits_completions())
             .map(|(id, store)| (*id, store))
             .collect();
-        self.confirmations_watched
+        self.confirmations_fresh
             .extend(owners.iter().map(|(id, _)| *id));
         let failures = store::route_completions(&mut self.io, &mut owners, ready);
         for (partition, error) in failures {
@@ -104,58 +104,105 @@ impl<I: Io> Host<I> {
 
     /// A completed flush's confirmation record joins the next flush's submission; a log whose
     /// next flush has not come `CONFIRMATION_DELAY_MS` after the record began to wait writes it
-    /// alone (docs/log.md). Looks at the watched partitions (`confirmations_watched`), and at
-    /// every store once per `CONFIRMATION_SWEEP_MS`.
+    /// alone (docs/log.md). The record's due time is stamped at the first call after it began
+    /// to wait; the partitions where that can have happened are `confirmations_fresh`, and
+    /// every store is looked at once per `CONFIRMATION_SWEEP_MS`. The watched ones are walked
+    /// only once the earliest of them is due.
     pub(super) fn write_due_confirmations(&mut self, now_ms: u64) {
-        // Simulator builds look every time, so a record that began to wait unwatched fails
-        // the run where it happened.
+        // Simulator builds look every time, so a record that began or stopped waiting unseen
+        // fails the run where it happened.
         if cfg!(feature = "sim") || now_ms >= self.confirmations_swept_ms + CONFIRMATION_SWEEP_MS {
             self.confirmations_swept_ms = now_ms;
             for (partition, store) in &self.stores {
-                if store.log.confirmation_waiting()
-                    && !self.confirmations_watched.contains(partition)
+                if self.confirmations_fresh.contains(partition) {
+                    continue;
+                }
+                let waiting = store.log.confirmation_waiting();
+                if (waiting && !self.confirmations_watched.contains(partition))
+                    || (!waiting && store.confirmation_due_ms.is_some())
                 {
-                    // Every way a record begins to wait should have put its partition here.
+                    // Every way a record begins or stops waiting should have named its
+                    // partition.
                     #[cfg(feature = "sim")]
-                    panic!("partition {partition}: a confirmation record waits unwatched");
+                    panic!(
+                        "partition {partition}: a confirmation record began or stopped waiting \
+                         unseen (waiting {waiting})"
+                    );
                     #[cfg(not(feature = "sim"))]
-                    self.confirmations_watched.insert(*partition);
+                    self.confirmations_fresh.push(*partition);
                 }
             }
         }
-        let stores = &mut self.stores;
-        let io = &mut self.io;
-        self.confirmations_watched.retain(|partition| {
-            let Some(store) = stores.get_mut(partition) else {
-                return false;
-            };
-            if !store.log.confirmation_waiting() {
-                store.confirmation_due_ms = None;
-                return false;
+        for partition in std::mem::take(&mut self.confirmations_fresh) {
+            self.look_at_confirmation(partition, now_ms, false);
+        }
+        // The due ones, in partition order (the order their writes are submitted in); all of
+        // them while a log waits for space (its record gets no due time until it has space).
+        let mut looked_at: Vec<PartitionId> = if self.confirmations_space_waiting {
+            self.confirmations_space_waiting = false;
+            self.confirmations_watched.iter().copied().collect()
+        } else {
+            self.confirmations_due
+                .iter()
+                .take_while(|&&(due_ms, _)| due_ms <= now_ms)
+                .map(|&(_, partition)| partition)
+                .collect()
+        };
+        looked_at.sort_unstable();
+        for partition in looked_at {
+            self.look_at_confirmation(partition, now_ms, true);
+        }
+    }
+
+    /// One partition's waiting confirmation record: stamped when first seen waiting, written
+    /// alone when due (`write`), forgotten once it no longer waits.
+    fn look_at_confirmation(&mut self, partition: PartitionId, now_ms: u64, write: bool) {
+        let Some(store) = self.stores.get_mut(&partition) else {
+            self.confirmations_watched.remove(&partition);
+            return;
+        };
+        let due = &mut self.confirmations_due;
+        let mut clear = |store: &mut PartitionStore| {
+            if let Some(due_ms) = store.confirmation_due_ms.take() {
+                due.remove(&(due_ms, partition));
             }
-            // A log out of space writes nothing alone: its flush's retry carries the record.
-            if store.waiting_for_space() {
-                store.confirmation_due_ms = None;
-                return true;
+        };
+        if !store.log.confirmation_waiting() {
+            clear(store);
+            self.confirmations_watched.remove(&partition);
+            return;
+        }
+        self.confirmations_watched.insert(partition);
+        // A log out of space writes nothing alone: its flush's retry carries the record.
+        if store.waiting_for_space() {
+            clear(store);
+            self.confirmations_space_waiting = true;
+            return;
+        }
+        let due_ms = match store.confirmation_due_ms {
+            Some(due_ms) => due_ms,
+            None => {
+                let due_ms = now_ms + CONFIRMATION_DELAY_MS;
+                store.confirmation_due_ms = Some(due_ms);
+                self.confirmations_due.insert((due_ms, partition));
+                due_ms
             }
-            let due_ms = *store
-                .confirmation_due_ms
-                .get_or_insert(now_ms + CONFIRMATION_DELAY_MS);
-            if due_ms <= now_ms {
-                store.log.write_confirmation(io);
-                store.confirmation_due_ms = None;
+        };
+        let mut clear = |store: &mut PartitionStore| {
+            if let Some(due_ms) = store.confirmation_due_ms.take() {
+                self.confirmations_due.remove(&(due_ms, partition));
             }
-            true
-        });
+        };
+        if write && due_ms <= now_ms {
+            store.log.write_confirmation(&mut self.io);
+            clear(store);
+        }
     }
 
     /// When the next waiting confirmation record is due (`write_due_confirmations`): the
     /// runtime wakes then at the latest, whichever turn stamped it.
     pub fn next_confirmation_due_ms(&self) -> Option<u64> {
-        self.confirmations_watched
-            .iter()
-            .filter_map(|partition| self.stores.get(partition)?.confirmation_due_ms)
-            .min()
+        self.confirmations_due.first().map(|&(due_ms, _)| due_ms)
     }
 
     /// Deletes the snapshots older than each partition's retired one (`execute`). A failure
