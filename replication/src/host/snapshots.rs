@@ -314,6 +314,7 @@ impl<I: Io> Host<I> {
             return Ok(());
         };
         let dir = store.dir.clone();
+        self.abort_moot_fetch(partition, job.snapshot_id)?;
         job.voters = self.snapshot_voters(partition, job.snapshot_id);
         #[cfg(feature = "sim")]
         if self.config.mutation == Some(super::HostMutation::SnapshotOneRecordOff) {
@@ -378,6 +379,10 @@ impl<I: Io> Host<I> {
             return false;
         };
         let dir = store.dir.clone();
+        if let Err(error) = self.abort_moot_fetch(partition, job.snapshot_id) {
+            self.take_offline(partition, &error);
+            return false;
+        }
         job.voters = self.snapshot_voters(partition, job.snapshot_id);
         tracing::info!(partition, snapshot = ?job.snapshot_id, "snapshot generation started (asked for)");
         self.output.push(Output::GenerateSnapshot {
@@ -448,6 +453,29 @@ impl<I: Io> Host<I> {
     /// cut: no state machine state crosses it; a header and a footer, a few hundred bytes, and
     /// the runtime's `producer_state` at the cut when given), reported to the core at the next
     /// `pump` so the log start follows it.
+    /// A snapshot at `snapshot_id` is about to be written here (generated, or an empty cut).
+    /// A fetch of a snapshot no newer than it, left from a leader's answer the core has since
+    /// moved past (it caught up from the log), is moot: its writer is dropped and its `.part`
+    /// removed first, since a fetch of the same id writes the same `.part` path, and a stale
+    /// writer aborted later would remove what the local snapshot froze or is writing under
+    /// that name (`sim --reconfig --voters 5 --seed 46`: the partition went offline).
+    fn abort_moot_fetch(
+        &mut self,
+        partition: PartitionId,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Result<(), StorageError> {
+        let store = self.stores.get_mut(&partition).expect("hosted partition");
+        if let Some(writer) = store
+            .snapshots
+            .fetching
+            .take_if(|writer| writer.snapshot_id() <= engine_id(snapshot_id))
+        {
+            tracing::info!(partition, fetched = ?writer.snapshot_id(), snapshot = ?snapshot_id, "a snapshot fetch left behind is dropped");
+            writer.abort(&mut self.io)?;
+        }
+        Ok(())
+    }
+
     pub fn record_empty_snapshot(
         &mut self,
         partition: PartitionId,
@@ -455,6 +483,7 @@ impl<I: Io> Host<I> {
         now_wall_ms: u64,
         producer_state: Option<Bytes>,
     ) -> Result<(), StorageError> {
+        self.abort_moot_fetch(partition, snapshot_id)?;
         let voters = self.snapshot_voters(partition, snapshot_id);
         let store = self.stores.get_mut(&partition).expect("hosted partition");
         let format = store.snapshots.state_machine.snapshot_format();
