@@ -12,7 +12,8 @@ impl Node {
         now_ms: u64,
     ) -> Result<Option<u64>, NodeError> {
         let waiting = self.host.partitions_waiting_for_space();
-        if self.space_retry.due(!waiting.is_empty(), now_ms) {
+        let retried = self.space_retry.due(!waiting.is_empty(), now_ms);
+        if retried {
             let asked = self.host.retry_flushes();
             tracing::debug!(
                 asked,
@@ -31,10 +32,18 @@ impl Node {
             )?;
         }
         self.adopt_offline_partitions()?;
-        self.observer.observe_storage_faults(
-            self.offline.by_name.len(),
-            self.host.partitions_waiting_for_space().len(),
-        );
+        // Only a retry can have changed which wait (a flush starts waiting for space when its
+        // completion is routed, in `pump`): the second walk over every store is for then.
+        let still_waiting = if retried {
+            self.host.partitions_waiting_for_space().len()
+        } else {
+            waiting
+                .iter()
+                .filter(|partition| self.host.waiting_for_space(**partition))
+                .count()
+        };
+        self.observer
+            .observe_storage_faults(self.offline.by_name.len(), still_waiting);
         Ok(self.space_retry.deadline_ms())
     }
 
