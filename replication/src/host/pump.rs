@@ -18,9 +18,9 @@ use crate::work::Persisted;
 /// which it is not yet on the medium anyway (docs/log.md, "Known limits").
 pub const CONFIRMATION_DELAY_MS: u64 = 5;
 
-/// How often `write_due_confirmations` looks at every store for a waiting confirmation record
-/// it was not told of (a record that began to wait in a blocking wait of the engine's, not at a
-/// drain); simulator builds fail instead if it finds one.
+/// How often `write_due_confirmations` looks at every store for a confirmation record that began
+/// or stopped waiting on a path that did not name its partition (`confirmations_fresh`); none is
+/// known, and simulator builds look on every call and fail if they find one.
 const CONFIRMATION_SWEEP_MS: u64 = 100;
 
 impl<I: Io> Host<I> {
@@ -133,7 +133,11 @@ impl<I: Io> Host<I> {
                 }
             }
         }
-        for partition in std::mem::take(&mut self.confirmations_fresh) {
+        // A work list names its partition once per item.
+        let mut fresh = std::mem::take(&mut self.confirmations_fresh);
+        fresh.sort_unstable();
+        fresh.dedup();
+        for partition in fresh {
             self.look_at_confirmation(partition, now_ms, false);
         }
         // The due ones, in partition order (the order their writes are submitted in); all of
