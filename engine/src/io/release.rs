@@ -33,12 +33,9 @@ static RELEASER: Mutex<Option<Sender<(Instant, File)>>> = Mutex::new(None);
 /// Removes `path` now and releases its blocks on the releasing thread (see the module doc). If
 /// the file cannot be opened first (it is gone, or not ours to open), this is a plain unlink.
 pub(crate) fn remove_file_release_later(path: &Path) -> Result<(), IoError> {
-    let held = hold(path);
-    std::fs::remove_file(path).map_err(|e| IoError::new("remove_file", path, 0, e))?;
-    if let Some(file) = held {
-        hand_over(file);
-    }
-    Ok(())
+    releasing(path, || {
+        std::fs::remove_file(path).map_err(|e| IoError::new("remove_file", path, 0, e))
+    })
 }
 
 /// Renames `from` to `to` as `rename(2)` does; a file `to` named before is released on the
@@ -46,9 +43,18 @@ pub(crate) fn remove_file_release_later(path: &Path) -> Result<(), IoError> {
 /// leader-epoch-checkpoint are replaced so at every new epoch, many partitions in one turn
 /// after a failover).
 pub(crate) fn rename_release_later(from: &Path, to: &Path) -> Result<(), IoError> {
-    let replaced = hold(to);
-    std::fs::rename(from, to).map_err(|e| IoError::new("rename", from, 0, e))?;
-    if let Some(file) = replaced {
+    releasing(to, || {
+        std::fs::rename(from, to).map_err(|e| IoError::new("rename", from, 0, e))
+    })
+}
+
+/// Runs `unlink`, which removes the name `path` (a removal, a rename over it), holding the
+/// file it named; once the name is gone the releasing thread gets the file. A failed `unlink`
+/// drops the hold here, which releases nothing: the name still holds the file.
+fn releasing(path: &Path, unlink: impl FnOnce() -> Result<(), IoError>) -> Result<(), IoError> {
+    let held = hold(path);
+    unlink()?;
+    if let Some(file) = held {
         hand_over(file);
     }
     Ok(())

@@ -448,9 +448,16 @@ impl PartitionLog {
         })
     }
 
+    /// Whether an operation of this log may be in flight (a flush's chain, a preparation's, a
+    /// confirmation record's): a completion can be this log's only then, so a router offers
+    /// completions to such logs alone, and a blocking wait waits while it holds.
+    pub fn awaits_completions(&self) -> bool {
+        self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some()
+    }
+
     /// Block until no chain and no confirmation is in flight.
     pub(crate) fn wait_for_in_flight<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        while self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some() {
+        while self.awaits_completions() {
             self.wait_for_own_completions(io)?;
         }
         Ok(())

@@ -70,6 +70,8 @@ impl<I: Io> Host<I> {
                 Err(error) => self.take_offline(*partition, &error),
             }
         }
+        // A retried flush carries its log's waiting confirmation record.
+        self.confirmations.fresh.extend(&waiting);
         waiting.len()
     }
 }

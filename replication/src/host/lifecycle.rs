@@ -138,9 +138,7 @@ impl<I: Io> Host<I> {
         }
         self.repairing.remove(&id);
         self.retired_snapshots.remove(&id);
-        self.confirmations_watched.remove(&id);
-        self.confirmations_due
-            .retain(|(_, partition)| *partition != id);
+        self.confirmations.forget(id);
         let mut store = self.stores.remove(&id)?;
         let dir = store.dir.clone();
         if let Err(error) = store.finish_quorum_state(&mut self.io) {

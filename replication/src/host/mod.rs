@@ -33,9 +33,11 @@
 //! every other partition, and the process, go on.
 
 // What lives where: `drive` (calls that step the core), `execute` (a work list carried out),
-// `pump` (storage completions, durability reports, confirmation records), `lifecycle`
+// `pump` (storage completions, durability reports), `confirmations` (records written alone),
+// `lifecycle`
 // (partitions added, removed, closed), `faults` (out of space, offline), `reads`, `output`,
 // `snapshots` (KIP-630), `store` (one partition's files).
+mod confirmations;
 mod drive;
 mod execute;
 mod faults;
@@ -61,9 +63,9 @@ use crate::types::{NodeId, OffsetAndEpoch, PartitionId, QuorumConfig, RecoveredS
 use crate::voters::VoterSet;
 use crate::work::Persisted;
 
+pub use confirmations::CONFIRMATION_DELAY_MS;
 pub use faults::OfflinePartition;
 pub use output::Output;
-pub use pump::CONFIRMATION_DELAY_MS;
 pub use snapshots::{GenerationOutcome, PartitionSnapshots, SnapshotJob, write_snapshot_job};
 pub use store::{FileRange, PartitionStore, Records, StorageError, route_completions};
 
@@ -197,23 +199,8 @@ pub struct Host<I: Io> {
     /// (`Work::DeleteSnapshotsBefore`, execute.rs). Kept here, as `repairing`, so a pump does
     /// not walk every store to find them.
     retired_snapshots: BTreeMap<PartitionId, OffsetAndEpoch>,
-    /// The partitions whose log holds a confirmation record waiting to be written
-    /// (`write_due_confirmations`). Walking every store for them on every turn was ~2 % of a
-    /// loaded voter's CPU with a hundred partitions (2026-12-06).
-    confirmations_watched: BTreeSet<PartitionId>,
-    /// Partitions whose record may have begun or stopped waiting since the last
-    /// `write_due_confirmations`, which looks at them first: every owner of a drained
-    /// completion (a flush completes), every partition a work list reached (a flush carries
-    /// the record; a truncation's or roll's blocking wait completes one).
-    confirmations_fresh: Vec<PartitionId>,
-    /// The watched records' due times (each store's `confirmation_due_ms`), earliest first:
-    /// before the first, nothing is written.
-    confirmations_due: BTreeSet<(u64, PartitionId)>,
-    /// A watched log waits for disk space: its record is looked at on every call.
-    confirmations_space_waiting: bool,
-    /// When `write_due_confirmations` last looked at every store (a record that began to wait
-    /// some other way is found within `CONFIRMATION_SWEEP_MS`).
-    confirmations_swept_ms: u64,
+    /// Confirmation records waiting to be written alone (confirmations.rs).
+    confirmations: confirmations::ConfirmationWatch,
 }
 
 impl<I: Io> Host<I> {
@@ -275,11 +262,7 @@ impl<I: Io> Host<I> {
             installed_snapshots: Vec::new(),
             repairing,
             retired_snapshots: BTreeMap::new(),
-            confirmations_watched: BTreeSet::new(),
-            confirmations_fresh: Vec::new(),
-            confirmations_due: BTreeSet::new(),
-            confirmations_space_waiting: false,
-            confirmations_swept_ms: 0,
+            confirmations: Default::default(),
         })
     }
 

@@ -12,17 +12,6 @@ use super::{Host, HostError};
 use crate::types::PartitionId;
 use crate::work::Persisted;
 
-/// How long a completed flush's confirmation record waits for the next flush of its log to
-/// carry it before it is written alone. One record at a time flushes every ~0.5 ms here, so the
-/// record nearly always rides; an idle log writes it 5 ms late, a small part of the window in
-/// which it is not yet on the medium anyway (docs/log.md, "Known limits").
-pub const CONFIRMATION_DELAY_MS: u64 = 5;
-
-/// How often `write_due_confirmations` looks at every store for a confirmation record that began
-/// or stopped waiting on a path that did not name its partition (`confirmations_fresh`); none is
-/// known, and simulator builds look on every call and fail if they find one.
-const CONFIRMATION_SWEEP_MS: u64 = 100;
-
 impl<I: Io> Host<I> {
     /// Drains storage completions, reports durability, releases held messages and feeds the
     /// queued persistence reports to the core until nothing is left to do. Returns whether
@@ -88,7 +77,8 @@ impl<I: Io> Host<I> {
             .filter(|(_, store)| store.awaits_completions())
             .map(|(id, store)| (*id, store))
             .collect();
-        self.confirmations_fresh
+        self.confirmations
+            .fresh
             .extend(owners.iter().map(|(id, _)| *id));
         let failures = store::route_completions(&mut self.io, &mut owners, ready);
         for (partition, error) in failures {
@@ -100,113 +90,6 @@ impl<I: Io> Host<I> {
             }
         }
         Ok(true)
-    }
-
-    /// A completed flush's confirmation record joins the next flush's submission; a log whose
-    /// next flush has not come `CONFIRMATION_DELAY_MS` after the record began to wait writes it
-    /// alone (docs/log.md). The record's due time is stamped at the first call after it began
-    /// to wait; the partitions where that can have happened are `confirmations_fresh`, and
-    /// every store is looked at once per `CONFIRMATION_SWEEP_MS`. The watched ones are walked
-    /// only once the earliest of them is due.
-    pub(super) fn write_due_confirmations(&mut self, now_ms: u64) {
-        // Simulator builds look every time, so a record that began or stopped waiting unseen
-        // fails the run where it happened.
-        if cfg!(feature = "sim") || now_ms >= self.confirmations_swept_ms + CONFIRMATION_SWEEP_MS {
-            self.confirmations_swept_ms = now_ms;
-            for (partition, store) in &self.stores {
-                if self.confirmations_fresh.contains(partition) {
-                    continue;
-                }
-                let waiting = store.log.confirmation_waiting();
-                if (waiting && !self.confirmations_watched.contains(partition))
-                    || (!waiting && store.confirmation_due_ms.is_some())
-                {
-                    // Every way a record begins or stops waiting should have named its
-                    // partition.
-                    #[cfg(feature = "sim")]
-                    panic!(
-                        "partition {partition}: a confirmation record began or stopped waiting \
-                         unseen (waiting {waiting})"
-                    );
-                    #[cfg(not(feature = "sim"))]
-                    self.confirmations_fresh.push(*partition);
-                }
-            }
-        }
-        // A work list names its partition once per item.
-        let mut fresh = std::mem::take(&mut self.confirmations_fresh);
-        fresh.sort_unstable();
-        fresh.dedup();
-        for partition in fresh {
-            self.look_at_confirmation(partition, now_ms, false);
-        }
-        // The due ones, in partition order (the order their writes are submitted in); all of
-        // them while a log waits for space (its record gets no due time until it has space).
-        let mut looked_at: Vec<PartitionId> = if self.confirmations_space_waiting {
-            self.confirmations_space_waiting = false;
-            self.confirmations_watched.iter().copied().collect()
-        } else {
-            self.confirmations_due
-                .iter()
-                .take_while(|&&(due_ms, _)| due_ms <= now_ms)
-                .map(|&(_, partition)| partition)
-                .collect()
-        };
-        looked_at.sort_unstable();
-        for partition in looked_at {
-            self.look_at_confirmation(partition, now_ms, true);
-        }
-    }
-
-    /// One partition's waiting confirmation record: stamped when first seen waiting, written
-    /// alone when due (`write`), forgotten once it no longer waits.
-    fn look_at_confirmation(&mut self, partition: PartitionId, now_ms: u64, write: bool) {
-        let Some(store) = self.stores.get_mut(&partition) else {
-            self.confirmations_watched.remove(&partition);
-            return;
-        };
-        let due = &mut self.confirmations_due;
-        let mut clear = |store: &mut PartitionStore| {
-            if let Some(due_ms) = store.confirmation_due_ms.take() {
-                due.remove(&(due_ms, partition));
-            }
-        };
-        if !store.log.confirmation_waiting() {
-            clear(store);
-            self.confirmations_watched.remove(&partition);
-            return;
-        }
-        self.confirmations_watched.insert(partition);
-        // A log out of space writes nothing alone: its flush's retry carries the record.
-        if store.waiting_for_space() {
-            clear(store);
-            self.confirmations_space_waiting = true;
-            return;
-        }
-        let due_ms = match store.confirmation_due_ms {
-            Some(due_ms) => due_ms,
-            None => {
-                let due_ms = now_ms + CONFIRMATION_DELAY_MS;
-                store.confirmation_due_ms = Some(due_ms);
-                self.confirmations_due.insert((due_ms, partition));
-                due_ms
-            }
-        };
-        let mut clear = |store: &mut PartitionStore| {
-            if let Some(due_ms) = store.confirmation_due_ms.take() {
-                self.confirmations_due.remove(&(due_ms, partition));
-            }
-        };
-        if write && due_ms <= now_ms {
-            store.log.write_confirmation(&mut self.io);
-            clear(store);
-        }
-    }
-
-    /// When the next waiting confirmation record is due (`write_due_confirmations`): the
-    /// runtime wakes then at the latest, whichever turn stamped it.
-    pub fn next_confirmation_due_ms(&self) -> Option<u64> {
-        self.confirmations_due.first().map(|&(due_ms, _)| due_ms)
     }
 
     /// Deletes the snapshots older than each partition's retired one (`execute`). A failure

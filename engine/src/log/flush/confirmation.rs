@@ -89,13 +89,6 @@ impl PartitionLog {
         })
     }
 
-    /// Whether an operation of this log may be in flight: a completion can be this log's only
-    /// then (a flush's chain, a preparation's, a confirmation record's), so a router offers
-    /// completions to such logs alone.
-    pub fn awaits_completions(&self) -> bool {
-        self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some()
-    }
-
     /// Whether a completed flush's confirmation record waits to be written: it joins the next
     /// flush's submission, or [`PartitionLog::write_confirmation`] writes it alone.
     pub fn confirmation_waiting(&self) -> bool {
@@ -146,12 +139,10 @@ impl PartitionLog {
     /// Block until the records appended so far are durable (not waiting for the confirmation
     /// record that follows, as an event loop would not).
     pub(crate) fn wait_until_durable<I: Io>(&mut self, io: &mut I) -> Result<(), LogError> {
-        while self.durable_end_offset < self.flush_requested_offset
-            && (self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some())
-        {
+        while self.durable_end_offset < self.flush_requested_offset && self.awaits_completions() {
             self.wait_for_own_completions(io)?;
         }
-        if self.confirming.is_some() || self.in_flight.is_some() || self.preparing.is_some() {
+        if self.awaits_completions() {
             // The completion that made the records durable queued the confirmation record (or
             // the next flush, carrying it, or that flush's preparation): hand it to the kernel
             // now, so it runs while the caller builds its next appends instead of waiting for
