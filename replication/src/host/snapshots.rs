@@ -449,10 +449,6 @@ impl<I: Io> Host<I> {
         store.snapshots.min_records = min_records;
     }
 
-    /// Records an empty snapshot at `snapshot_id` (a `cleanup.policy=delete` topic's retention
-    /// cut: no state machine state crosses it; a header and a footer, a few hundred bytes, and
-    /// the runtime's `producer_state` at the cut when given), reported to the core at the next
-    /// `pump` so the log start follows it.
     /// A snapshot at `snapshot_id` is about to be written here (generated, or an empty cut).
     /// A fetch of a snapshot no newer than it, left from a leader's answer the core has since
     /// moved past (it caught up from the log), is moot: its writer is dropped and its `.part`
@@ -476,6 +472,10 @@ impl<I: Io> Host<I> {
         Ok(())
     }
 
+    /// Records an empty snapshot at `snapshot_id` (a `cleanup.policy=delete` topic's retention
+    /// cut: no state machine state crosses it; a header and a footer, a few hundred bytes, and
+    /// the runtime's `producer_state` at the cut when given), reported to the core at the next
+    /// `pump` so the log start follows it.
     pub fn record_empty_snapshot(
         &mut self,
         partition: PartitionId,
