@@ -18,10 +18,11 @@
 //! The test runs as root (it mounts a FUSE filesystem) with gcc, pkg-config, libfuse3-dev and
 //! fuse3 installed (scripts/test-all.sh installs them); it fails and says why otherwise.
 
+#[path = "disk_errors/eiofs.rs"]
+mod eiofs;
 mod quorum;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use ringlog_net::client::Client;
@@ -29,6 +30,7 @@ use ringlog_net::clients::TopicPartition;
 use ringlog_net::clients::producer::{Producer, ProducerConfig};
 use ringlog_net::protocol::{Request, Response, metadata_request};
 
+use eiofs::FaultyDisk;
 use quorum::{Quorum, agreed_leader, eventually, read_partition_values, scrape_metrics, serial};
 
 /// The topic whose partition folder fails on node 3.
@@ -39,110 +41,6 @@ const HEALTHY: &str = "eio-b";
 const FAULTY_NODE: i32 = 3;
 /// Records per topic in each phase.
 const PHASE_RECORDS: usize = 20;
-
-/// eiofs mounted over a node's (formatted, not started) data folder: the folder's contents
-/// move to a backing folder beside it, and the mount shows them at the old path, so the
-/// node's configuration stays as it is. Unmounted and stopped on drop.
-struct FaultyDisk {
-    mount: PathBuf,
-    trigger: PathBuf,
-    log: PathBuf,
-    daemon: Child,
-}
-
-impl FaultyDisk {
-    /// Mounts eiofs on `data` (its contents moved to `data`.backing), failing under
-    /// `faulty_folder` while the trigger file exists.
-    fn mount_over(data: &Path, faulty_folder: &str) -> FaultyDisk {
-        let program = build_eiofs();
-        let backing = data.with_extension("backing");
-        std::fs::rename(data, &backing).unwrap();
-        std::fs::create_dir(data).unwrap();
-        let trigger = data.with_extension("eio-trigger");
-        let log = data.with_extension("eiofs.log");
-        let daemon = Command::new(&program)
-            .arg(&backing)
-            .arg(data)
-            .arg(faulty_folder)
-            .arg(&trigger)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("starting eiofs");
-        let mut disk = FaultyDisk {
-            mount: data.to_path_buf(),
-            trigger,
-            log,
-            daemon,
-        };
-        let mount = data.display().to_string();
-        eventually(Duration::from_secs(10), "eiofs mounted", || {
-            if let Ok(Some(status)) = disk.daemon.try_wait() {
-                panic!(
-                    "eiofs exited ({status}) before mounting {mount}: this test mounts a FUSE \
-                     filesystem and must run as root with /dev/fuse: {}",
-                    std::fs::read_to_string(&disk.log).unwrap_or_default()
-                );
-            }
-            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-            mounts
-                .lines()
-                .any(|l| l.split(' ').nth(1) == Some(mount.as_str()) && l.contains("fuse"))
-                .then_some(())
-        });
-        disk
-    }
-
-    /// From now on the faulty folder answers EIO.
-    fn fail(&self) {
-        std::fs::write(&self.trigger, b"").unwrap();
-    }
-
-    /// The disk is healthy again.
-    fn heal(&self) {
-        std::fs::remove_file(&self.trigger).unwrap();
-    }
-
-    /// eiofs's log: one line per refused call.
-    fn refusals(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.starts_with("eiofs: EIO"))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for FaultyDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-    }
-}
-
-/// Compiles tests/disk_errors/eiofs.c into this test's scratch folder.
-fn build_eiofs() -> PathBuf {
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/disk_errors/eiofs.c");
-    let program = Path::new(env!("CARGO_TARGET_TMPDIR")).join("eiofs");
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "gcc -O2 -Wall -Werror -o '{}' '{source}' $(pkg-config --cflags --libs fuse3)",
-            program.display()
-        ))
-        .output()
-        .expect("running sh");
-    assert!(
-        output.status.success(),
-        "building eiofs needs gcc, pkg-config and libfuse3-dev (scripts/test-all.sh installs \
-         them): {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    program
-}
 
 /// Produces `PHASE_RECORDS` records to each topic, alternating, with ringlog's producer
 /// (acks=all, each record sent on its own and acknowledged before the next). A leader going
@@ -290,7 +188,15 @@ fn give_node_3_the_role(quorum: &mut Quorum, role: Role) -> i32 {
 fn eio_takes_one_replica_offline(role: Role) {
     let _serial = serial();
     let mut quorum = Quorum::format(3);
-    let disk = FaultyDisk::mount_over(&quorum.data_dir(FAULTY_NODE), &format!("{FAULTY}-0"));
+    let disk = FaultyDisk::mount_over(
+        &quorum.data_dir(FAULTY_NODE),
+        &format!("{FAULTY}-0"),
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/disk_errors/eiofs.c"
+        )),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
     quorum.start_all();
     quorum.create_topic(FAULTY, 1, &[]);
     quorum.create_topic(HEALTHY, 1, &[]);

@@ -1,6 +1,9 @@
 //! Records in a reply reach the client byte for byte, whether they come from a file region
-//! (sendfile), an in-memory region, or in-memory records inside the response.
+//! (sendfile, or read through the ring when the page cache lacks it), an in-memory region, or
+//! in-memory records inside the response.
 
+#[path = "../../tests/disk_errors/eiofs.rs"]
+mod eiofs;
 mod server_support;
 
 use std::fs::File;
@@ -106,12 +109,17 @@ impl RequestHandler for RegionHandler {
 
 fn temp_file() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.checkpoint");
+    let path = write_file_contents(dir.path());
+    (dir, path)
+}
+
+fn write_file_contents(folder: &std::path::Path) -> PathBuf {
+    let path = folder.join("00000000000000000000.checkpoint");
     File::create(&path)
         .unwrap()
         .write_all(&file_contents())
         .unwrap();
-    (dir, path)
+    path
 }
 
 fn start(path: PathBuf) -> ServerThread {
@@ -196,4 +204,63 @@ fn a_region_that_cannot_be_sent_closes_only_its_connection() {
     expect_closed(&mut stream);
 
     api_versions_round_trip(server.local_addr());
+}
+
+/// A file region whose pages the page cache does not hold is not sent with `sendfile`, which
+/// would wait for the disk on the server's only thread: while the disk holds the region's
+/// reads (eiofs, a FUSE filesystem, with its hold file), the server answers another connection;
+/// once the disk answers, the region arrives byte for byte. Runs as root with /dev/fuse, gcc,
+/// pkg-config and libfuse3-dev (scripts/test-all.sh installs them).
+#[test]
+fn a_region_the_page_cache_lacks_does_not_hold_the_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("slow")).unwrap();
+    write_file_contents(&data.join("slow"));
+    // Written before the mount, so the mount's page cache holds none of it.
+    let disk = eiofs::FaultyDisk::mount_over(
+        &data,
+        "slow",
+        std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/disk_errors/eiofs.c"
+        )),
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
+    disk.hold_reads();
+    let server = start(data.join("slow/00000000000000000000.checkpoint"));
+    let mut stream = connect(server.local_addr());
+    let request = Request::FetchSnapshot(FetchSnapshotRequest::default());
+    stream
+        .write_all(&request_frame(1, VERSION, &request))
+        .unwrap();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while disk.held_reads().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never read the region"
+        );
+        // The pause between two looks at eiofs's log, not a wait for the read itself.
+        std::thread::park_timeout(std::time::Duration::from_millis(20));
+    }
+
+    // The region's read is held; the thread is not. (Released before failing: the server's
+    // thread, were it held, would keep the test from ending.)
+    let address = server.local_addr();
+    let answered = std::panic::catch_unwind(|| api_versions_round_trip(address));
+    disk.release_reads();
+    assert!(
+        answered.is_ok(),
+        "another connection waited for the disk's held read"
+    );
+    let (correlation_id, first) = read_response(&mut stream, ApiKey::FetchSnapshot, VERSION);
+    assert_eq!(correlation_id, 1);
+    let contents = file_contents();
+    let start = REGION_POSITION as usize;
+    let records = records_of(&first);
+    assert!(
+        records[0][..] == contents[start..start + REGION_LENGTH as usize],
+        "file region differs"
+    );
+    assert_eq!(records[1], memory_records());
 }

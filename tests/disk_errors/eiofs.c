@@ -2,7 +2,7 @@
  * eiofs: a FUSE passthrough filesystem whose one folder fails with EIO on demand, for
  * tests/disk_errors.rs (issue 17; docs/node.md, "Storage faults").
  *
- *   eiofs BACKING MOUNTPOINT FAULTY_FOLDER TRIGGER_FILE
+ *   eiofs BACKING MOUNTPOINT FAULTY_FOLDER TRIGGER_FILE [HOLD_FILE]
  *
  * Every operation on MOUNTPOINT is done on the same path under BACKING. While TRIGGER_FILE
  * exists (a path outside the mount, checked on every call), every write, fsync, fdatasync,
@@ -11,6 +11,11 @@
  * go through. Each
  * refused call is logged to stderr ("eiofs: EIO write /A-0/0.log"), so the test can tell the
  * fault was met.
+ *
+ * HOLD_FILE, when given: while it exists, every read of a file under MOUNTPOINT/FAULTY_FOLDER
+ * waits (looking again every 10 ms) until it is removed, as a disk too busy to answer would,
+ * and logs "eiofs: held read /A-0/0.log" as it begins to wait (net/tests/server_zero_copy.rs:
+ * the server's thread must not wait with it).
  *
  * O_DIRECT: the kernel's FUSE client accepts an O_DIRECT open and sends the writes through
  * synchronously (no page cache); this file opens the backing file without O_DIRECT (the
@@ -40,6 +45,7 @@ static const char *backing;
 static char faulty[PATH_MAX];
 static size_t faulty_len;
 static const char *trigger;
+static const char *hold;
 
 /* The backing path of a path under the mount ("/A-0/0.log"). */
 static void real_path(char out[PATH_MAX], const char *path) {
@@ -54,6 +60,15 @@ static int refused(const char *op, const char *path) {
     if (path[faulty_len] != '\0' && path[faulty_len] != '/') return 0;
     fprintf(stderr, "eiofs: EIO %s %s\n", op, path);
     return 1;
+}
+
+/* Waits while the hold file exists, for a read of `path` under the faulty folder. */
+static void held(const char *op, const char *path) {
+    if (hold == NULL || access(hold, F_OK) != 0) return;
+    if (strncmp(path, faulty, faulty_len) != 0) return;
+    if (path[faulty_len] != '\0' && path[faulty_len] != '/') return;
+    fprintf(stderr, "eiofs: held %s %s\n", op, path);
+    while (access(hold, F_OK) == 0) usleep(10000);
 }
 
 static void *eio_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
@@ -196,7 +211,7 @@ static int eio_open(const char *path, struct fuse_file_info *fi) {
 
 static int eio_read(const char *path, char *buf, size_t size, off_t offset,
                     struct fuse_file_info *fi) {
-    (void)path;
+    held("read", path);
     ssize_t res = pread((int)fi->fh, buf, size, offset);
     return res == -1 ? -errno : (int)res;
 }
@@ -278,14 +293,16 @@ static const struct fuse_operations operations = {
 };
 
 int main(int argc, char *argv[]) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s BACKING MOUNTPOINT FAULTY_FOLDER TRIGGER_FILE\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s BACKING MOUNTPOINT FAULTY_FOLDER TRIGGER_FILE [HOLD_FILE]\n",
+                argv[0]);
         return 2;
     }
     backing = argv[1];
     snprintf(faulty, sizeof faulty, "/%s", argv[3]);
     faulty_len = strlen(faulty);
     trigger = argv[4];
+    hold = argc == 6 ? argv[5] : NULL;
     /* Foreground, so the test owns the process; the kernel checks permissions as on the
      * backing folder. */
     char *fuse_argv[] = {argv[0], "-f", "-o", "default_permissions", argv[2], NULL};

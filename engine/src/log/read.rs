@@ -228,8 +228,9 @@ impl PartitionLog {
                 .expect("bytes below written_full_end are in an open file");
             // A reader this far behind reads on sequentially (a follower or observer catching
             // up, a consumer): have the kernel read what follows into the page cache now, so
-            // its next read is not a disk read inside `sendfile` on the event loop's thread
-            // (the segment is written with O_DIRECT, so none of it is cached).
+            // its next read finds the pages cached (sent with `sendfile`) or on their way
+            // (the server reads those through its ring); the segment is written with
+            // O_DIRECT, so none of it is cached.
             if let Some(reader) = &segment.reader {
                 let ahead_end = (end + READ_AHEAD_BYTES).min(segment.written_full_end);
                 if ahead_end > end {

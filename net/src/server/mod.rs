@@ -18,7 +18,8 @@
 //!
 //! Records in a reply are never copied into the response buffer: in-memory records go out in a
 //! vectored write next to the encoded bytes, a file region goes from the file to the socket
-//! with `sendfile(2)` ([`writer`]).
+//! with `sendfile(2)`, except pieces the page cache lacks, which are read through the ring so
+//! the thread never waits for the disk ([`writer`], [`file_pages`]).
 //!
 //! The server binds the client listener (or the only one) and, with `controller.listener.names`,
 //! a controller listener; each connection knows its [`ListenerRole`], and the handler decides
@@ -32,6 +33,7 @@
 
 mod connection;
 mod connection_limits;
+mod file_pages;
 pub(crate) mod frame;
 mod memory_pool;
 mod metrics;

@@ -5,24 +5,30 @@
 //! pages to the socket in one call. The socket is non-blocking (io_uring reads and writes on it
 //! still wait for readiness inside the kernel, so only `sendfile` sees `EAGAIN`); on `EAGAIN`
 //! the writer waits for writability on tokio's reactor, which drives tokio-uring's ring too.
-//! The cost: a page-cache miss makes `sendfile` read the disk on this thread; the writer asks
-//! for read-ahead (`posix_fadvise(WILLNEED)`) first. See `docs/server.md`.
+//!
+//! `sendfile` of a page the cache does not hold would read the disk on this thread, the node's
+//! only one. So a region goes in pieces of [`FILE_PIECE_BYTES`]: a piece whose pages are all
+//! cached, read in completely ([`file_pages`](super::file_pages)), with `sendfile`; any other
+//! piece is read through the ring (a buffered read, which waits for the disk without holding
+//! the thread) and written from that buffer. See `docs/server.md`, "Zero-copy records".
 //!
 //! A TLS connection's bytes go through rustls: buffers are written one after the other into
 //! the session (which cuts them into records) and flushed at the end of each reply, and a file
-//! region is read (`pread(2)`, in chunks of [`TLS_FILE_CHUNK_BYTES`]) and written like any
+//! region is read through the ring (in pieces of [`FILE_PIECE_BYTES`]) and written like any
 //! buffer: encryption needs the bytes in userspace, so `sendfile` cannot apply (kTLS could
 //! keep it; not used).
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::rc::Rc;
 
 use bytes::{Buf, Bytes};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWriteExt, Interest};
+use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 
+use super::file_pages::CachedPages;
 use super::{FileRegion, RecordsSource};
 use crate::protocol::ResponsePart;
 
@@ -30,8 +36,8 @@ use crate::protocol::ResponsePart;
 const MAX_IOVECS: usize = 512;
 /// Most bytes asked of one `sendfile` call (it moves at most 0x7ffff000 anyway).
 const MAX_SENDFILE_BYTES: usize = 1 << 30;
-/// Bytes of a file region read at a time for a TLS connection.
-const TLS_FILE_CHUNK_BYTES: usize = 256 * 1024;
+/// Bytes of a file region looked at (cached or not) and sent or read at a time.
+const FILE_PIECE_BYTES: u64 = 1 << 20;
 
 /// The write side of a TLS session.
 type TlsWriter = tokio::io::WriteHalf<super::tls_stream::ServerTlsStream>;
@@ -202,67 +208,75 @@ impl SocketWriter {
         Ok(())
     }
 
-    /// A file region through the TLS session: read in chunks, each written and flushed.
+    /// A file region through the TLS session: read through the ring piece by piece, each
+    /// piece written into the session; flushed at the end.
     async fn copy_file_region(&mut self, region: &FileRegion) -> Result<(), WriteError> {
-        let tls = self.tls.as_mut().expect("a TLS connection");
-        let file_fd = region.raw_fd();
+        let mut reader = PieceReader::new(region)?;
         let mut position = region.position;
-        let mut remaining = region.length as usize;
-        let mut chunk = vec![0u8; remaining.min(TLS_FILE_CHUNK_BYTES)];
-        while remaining > 0 {
-            let want = remaining.min(chunk.len());
-            // SAFETY: `chunk` holds at least `want` bytes; the region keeps `file_fd` open.
-            let read = unsafe {
-                libc::pread(
-                    file_fd,
-                    chunk.as_mut_ptr().cast(),
-                    want,
-                    position as libc::off_t,
-                )
-            };
-            if read < 0 {
-                let error = io::Error::last_os_error();
-                if error.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(WriteError::Io(error));
-            }
-            if read == 0 {
-                return Err(WriteError::FileEnded {
-                    fd: file_fd,
-                    position,
-                    missing_bytes: remaining,
-                });
-            }
-            let read = read as usize;
-            tls.write_all(&chunk[..read]).await?;
-            position += read as u64;
-            remaining -= read;
+        let end = region.position + u64::from(region.length);
+        while position < end {
+            let piece = (end - position).min(FILE_PIECE_BYTES);
+            let bytes = reader.read(position, piece).await?;
+            let tls = self.tls.as_mut().expect("a TLS connection");
+            tls.write_all(bytes).await?;
+            position += piece;
         }
+        let tls = self.tls.as_mut().expect("a TLS connection");
         tls.flush().await?;
         Ok(())
     }
 
-    /// Moves a file region to the socket without a userspace copy.
+    /// Moves a file region to the socket: each piece the page cache holds without a userspace
+    /// copy (`sendfile`), any other piece read through the ring and written from its buffer, so
+    /// the thread never waits for the disk.
     pub(crate) async fn send_file_region(&mut self, region: &FileRegion) -> Result<(), WriteError> {
-        let file_fd = region.raw_fd();
-        let socket_fd = self.stream.as_raw_fd();
-        let mut offset = i64::try_from(region.position).map_err(|_| {
+        let end = region.position + u64::from(region.length);
+        if region.length == 0 {
+            return Ok(());
+        }
+        i64::try_from(end).map_err(|_| {
             WriteError::Io(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "file position above i64::MAX",
             ))
         })?;
-        let mut remaining = region.length as usize;
-        if remaining == 0 {
-            return Ok(());
+        // Without a mapping to ask (mmap refused), every piece is read through the ring.
+        let mut cached =
+            CachedPages::map(region.raw_fd(), region.position, end - region.position).ok();
+        let mut reader: Option<PieceReader> = None;
+        let mut position = region.position;
+        while position < end {
+            let piece = (end - position).min(FILE_PIECE_BYTES);
+            if cached
+                .as_mut()
+                .is_some_and(|pages| pages.all_cached(position, piece))
+            {
+                self.sendfile(region.raw_fd(), position, piece).await?;
+            } else {
+                if reader.is_none() {
+                    reader = Some(PieceReader::new(region)?);
+                }
+                let reader = reader.as_mut().expect("made above");
+                let buffer = reader.take(position, piece).await?;
+                let (result, buffer) = self.stream.write_all(buffer).await;
+                reader.give_back(buffer);
+                result.map_err(WriteError::Io)?;
+            }
+            position += piece;
         }
-        // Start read-ahead so sendfile finds the pages cached rather than reading the disk
-        // synchronously on this thread. Advice only: its failure changes nothing.
-        // SAFETY: plain syscall on a descriptor the region keeps open.
-        unsafe {
-            libc::posix_fadvise(file_fd, offset, remaining as i64, libc::POSIX_FADV_WILLNEED);
-        }
+        Ok(())
+    }
+
+    /// `sendfile` of `[position, position + length)`, whose pages the cache holds.
+    async fn sendfile(
+        &mut self,
+        file_fd: RawFd,
+        position: u64,
+        length: u64,
+    ) -> Result<(), WriteError> {
+        let socket_fd = self.stream.as_raw_fd();
+        let mut offset = position as i64;
+        let mut remaining = length as usize;
         if self.readiness.is_none() {
             // SAFETY: the descriptor stays open while `readiness` lives: the writer owns an
             // `Rc` of the stream and drops `readiness` in `close` before that `Rc`.
@@ -307,6 +321,58 @@ impl SocketWriter {
             }
         }
         Ok(())
+    }
+}
+
+/// Reads pieces of a file region through the runtime's ring, into one buffer reused for each.
+struct PieceReader {
+    /// A duplicate of the region's descriptor (the ring's file owns and closes its own).
+    file: tokio_uring::fs::File,
+    fd: RawFd,
+    buffer: Option<Vec<u8>>,
+}
+
+impl PieceReader {
+    fn new(region: &FileRegion) -> Result<PieceReader, WriteError> {
+        let owned = region.file.as_fd().try_clone_to_owned()?;
+        Ok(PieceReader {
+            file: tokio_uring::fs::File::from_std(std::fs::File::from(owned)),
+            fd: region.raw_fd(),
+            buffer: None,
+        })
+    }
+
+    /// `[position, position + length)` read into the buffer, which the caller hands back.
+    async fn take(&mut self, position: u64, length: u64) -> Result<Vec<u8>, WriteError> {
+        let mut buffer = self.buffer.take().unwrap_or_default();
+        buffer.clear();
+        buffer.reserve_exact(length as usize);
+        let (result, buffer) = self
+            .file
+            .read_exact_at(buffer.slice(..length as usize), position)
+            .await;
+        let buffer = buffer.into_inner();
+        match result {
+            Ok(()) => Ok(buffer),
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(WriteError::FileEnded {
+                    fd: self.fd,
+                    position,
+                    missing_bytes: length as usize - buffer.len(),
+                })
+            }
+            Err(error) => Err(WriteError::Io(error)),
+        }
+    }
+
+    fn give_back(&mut self, buffer: Vec<u8>) {
+        self.buffer = Some(buffer);
+    }
+
+    /// The piece read, borrowed until the next read.
+    async fn read(&mut self, position: u64, length: u64) -> Result<&[u8], WriteError> {
+        let buffer = self.take(position, length).await?;
+        Ok(self.buffer.insert(buffer))
     }
 }
 
