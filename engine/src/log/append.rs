@@ -275,8 +275,12 @@ impl PartitionLog {
         );
         active.sealed = true;
         let region_offset = self.new_segment_region_offset();
-        self.segments
-            .push(Segment::new_empty(base_offset, block, region_offset));
+        self.segments.push(Segment::new_empty(
+            &self.dir,
+            base_offset,
+            block,
+            region_offset,
+        ));
     }
 }
 

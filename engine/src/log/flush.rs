@@ -48,7 +48,8 @@
 //! chain needs first in [`prepare`]; reserving a segment's data area ahead of writes in
 //! [`segment_files`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::segment::{self, round_down, round_up};
 use super::tail_slot::{
@@ -81,12 +82,12 @@ pub(crate) struct InFlightFlush {
     segment_base_offset: i64,
     op_ids: Vec<OpId>,
     /// (path, file position) of each op, for errors.
-    op_targets: Vec<(PathBuf, u64)>,
+    op_targets: Vec<(Arc<Path>, u64)>,
     /// A chain of several writes ends with one fdatasync of the segment file, submitted once
     /// they all completed (an fdatasync covers only completed writes): one device cache flush
     /// for the chain, where a dsync write each would cost one flush per write on a device
     /// without FUA. A chain of one write is that write with `RWF_DSYNC` and has none.
-    fdatasync: Option<(Op, (PathBuf, u64))>,
+    fdatasync: Option<(Op, (Arc<Path>, u64))>,
     /// The fdatasync's id once submitted (its completion is no write).
     fdatasync_op: Option<OpId>,
     completed: usize,
@@ -121,7 +122,7 @@ pub(crate) struct InFlightFlush {
 #[derive(Debug)]
 pub(crate) struct RetryWrite {
     op: Op,
-    target: (PathBuf, u64),
+    target: (Arc<Path>, u64),
     block_write: bool,
 }
 
@@ -132,7 +133,7 @@ pub(crate) struct InFlightConfirmation {
     op_ids: Vec<OpId>,
     file: FileId,
     completed: usize,
-    path: PathBuf,
+    path: Arc<Path>,
     position: u64,
     /// The first failure and whether it is ENOSPC/EDQUOT (then the record is simply written
     /// again later).
@@ -363,7 +364,7 @@ impl PartitionLog {
             && flight.failure.is_none()
         {
             let (path, position) = flight.op_targets[slot].clone();
-            flight.failure = Some((path, position, error));
+            flight.failure = Some((path.to_path_buf(), position, error));
         }
         if flight.completed < flight.op_ids.len() {
             return Ok(Routed::Mine {
@@ -380,7 +381,7 @@ impl PartitionLog {
                 .expect("a retried write records its error");
             let (path, position) = flight.retry[0].target.clone();
             let error = LogError::NoSpace {
-                path,
+                path: path.to_path_buf(),
                 position,
                 source,
             };
@@ -569,10 +570,9 @@ impl PartitionLog {
         let block = self.block_size_bytes;
         let sealing_end = round_up(self.segments[index].size_bytes, block);
         self.reserve_ahead(io, index, sealing_end)?;
-        let dir = self.dir.clone();
         let segment = &mut self.segments[index];
         let file = segment.file.expect("created above");
-        let log_path = segment::segment_file_path(&dir, segment.base_offset, "log");
+        let log_path = segment.log_path.clone();
         let end = segment.size_bytes;
         let sealing = segment.sealed;
         let full_end = round_down(end, block);
@@ -729,7 +729,11 @@ impl PartitionLog {
         let mut index_op_ids = Vec::new();
         if sealing {
             // The index is advisory (recovery rebuilds it): its own chain, in parallel.
-            let index_path = segment::segment_file_path(&dir, segment.base_offset, "index");
+            let index_path: Arc<Path> = Arc::from(segment::segment_file_path(
+                &self.dir,
+                segment.base_offset,
+                "index",
+            ));
             let index_fd = io.open(
                 &index_path,
                 OpenOptions {

@@ -16,6 +16,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -92,6 +93,9 @@ impl Chunk {
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub base_offset: i64,
+    /// The `.log` file's path, made once (flushes name it in their errors; a path built per
+    /// flush was a handful of allocations each).
+    pub log_path: Arc<Path>,
     /// The offset the next batch appended here gets.
     pub next_offset: i64,
     pub size_bytes: u64,
@@ -132,9 +136,15 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    pub fn new_empty(base_offset: i64, block_size_bytes: usize, region_offset: u64) -> Segment {
+    pub fn new_empty(
+        dir: &Path,
+        base_offset: i64,
+        block_size_bytes: usize,
+        region_offset: u64,
+    ) -> Segment {
         Segment {
             base_offset,
+            log_path: Arc::from(segment_file_path(dir, base_offset, "log")),
             next_offset: base_offset,
             size_bytes: 0,
             batches: Vec::new(),

@@ -71,7 +71,7 @@ impl PartitionLog {
                 confirming.path
             ));
             return Err(LogError::WriteFailed {
-                path: confirming.path,
+                path: confirming.path.to_path_buf(),
                 position,
                 source,
             });
@@ -118,7 +118,7 @@ impl PartitionLog {
         let Some(file) = segment.file else {
             return;
         };
-        let path = segment::segment_file_path(&self.dir, segment.base_offset, "log");
+        let path = segment.log_path.clone();
         let position = segment.region_offset + confirmation_offset(block);
         let op_ids = vec![io.submit(Op::Write {
             file,

@@ -504,7 +504,7 @@ impl PartitionLog {
             }
 
             // Build the in-memory segment from the valid prefix.
-            let mut segment = Segment::new_empty(base, block, region_offset);
+            let mut segment = Segment::new_empty(dir, base, block, region_offset);
             for (entry, size_bytes) in &scan.entries {
                 segment.index.on_batch_appended(
                     base,
@@ -588,7 +588,7 @@ impl PartitionLog {
         if log.segments.is_empty() {
             let region_offset = log.new_segment_region_offset();
             log.segments
-                .push(Segment::new_empty(0, block, region_offset));
+                .push(Segment::new_empty(&log.dir, 0, block, region_offset));
         }
         log.log_start_offset = log.segments[0].base_offset;
         log.durable_end_offset = log.log_end_offset();
