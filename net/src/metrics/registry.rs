@@ -70,7 +70,12 @@ pub struct StateGauge(Arc<Mutex<String>>);
 
 impl StateGauge {
     pub fn set(&self, state: &str) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = state.to_string();
+        let mut current = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Set on every turn with the same state, mostly: no new string for that.
+        if *current != state {
+            current.clear();
+            current.push_str(state);
+        }
     }
 }
 

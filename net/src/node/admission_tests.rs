@@ -237,7 +237,7 @@ fn the_nodes_own_requests_are_admitted_by_a_peer() {
         max_wait_ms: 500,
         replica_directory_id: [0; 16],
     };
-    let request = Request::Fetch(fetch_request(CLUSTER, 4, &[(hosted, &fetch, false)]));
+    let request = Request::Fetch(fetch_request(CLUSTER, 4, &[(hosted, &fetch, false, -1)]));
     let received = through_the_wire(request, PEER_FETCH_VERSION);
     assert_eq!(
         admit(&received, PEER_FETCH_VERSION, CLUSTER, &config, &all_voters),

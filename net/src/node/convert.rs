@@ -575,27 +575,27 @@ fn partition_shares(fetches: &[(u32, bool)]) -> Vec<u32> {
 pub fn fetch_request(
     cluster_id: &str,
     replica_id: NodeId,
-    fetches: &[(&HostedPartition, &core::FetchRequest, bool)],
+    fetches: &[(&HostedPartition, &core::FetchRequest, bool, i64)],
 ) -> fetch_req::FetchRequest {
     let max_wait_ms = fetches
         .iter()
-        .map(|(_, f, _)| f.max_wait_ms)
+        .map(|(_, f, _, _)| f.max_wait_ms)
         .min()
         .unwrap_or(0);
     let shares = partition_shares(
         &fetches
             .iter()
-            .map(|(_, f, idle)| (f.max_bytes, *idle))
+            .map(|(_, f, idle, _)| (f.max_bytes, *idle))
             .collect::<Vec<_>>(),
     );
     let mut topics: Vec<fetch_req::FetchTopic> = Vec::new();
-    for ((hosted, f, _), share) in fetches.iter().zip(shares) {
+    for ((hosted, f, _, log_start_offset), share) in fetches.iter().zip(shares) {
         let partition = fetch_req::FetchPartition {
             partition: hosted.index,
             current_leader_epoch: f.current_leader_epoch as i32,
             fetch_offset: f.fetch_offset as i64,
             last_fetched_epoch: f.last_fetched_epoch as i32,
-            log_start_offset: -1,
+            log_start_offset: *log_start_offset,
             partition_max_bytes: i32::try_from(share).unwrap_or(i32::MAX),
             replica_directory_id: Uuid(f.replica_directory_id),
             ..Default::default()

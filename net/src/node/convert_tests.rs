@@ -174,7 +174,7 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
         max_wait_ms: 500,
         replica_directory_id: [0; 16],
     };
-    let one = fetch_request("c", 3, &[(table.get(0), &fetch, false)]);
+    let one = fetch_request("c", 3, &[(table.get(0), &fetch, false, -1)]);
     assert_eq!(one.topics[0].partitions[0].partition_max_bytes, 8 << 20);
     let ids: Vec<PartitionId> = (0..100)
         .map(|index| {
@@ -197,7 +197,7 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
     for idle in [false, true] {
         let hosted: Vec<_> = ids
             .iter()
-            .map(|id| (table.get(*id), &fetch, idle))
+            .map(|id| (table.get(*id), &fetch, idle, -1))
             .collect();
         let many = fetch_request("c", 3, &hosted);
         let shares = asked(&many);
@@ -214,7 +214,7 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
     let hosted: Vec<_> = ids
         .iter()
         .enumerate()
-        .map(|(i, id)| (table.get(*id), &fetch, i != 42))
+        .map(|(i, id)| (table.get(*id), &fetch, i != 42, -1))
         .collect();
     let shares = asked(&fetch_request("c", 3, &hosted));
     assert!(
@@ -230,7 +230,7 @@ fn a_wire_fetch_shares_one_response_budget_among_its_partitions() {
     let hosted: Vec<_> = ids
         .iter()
         .enumerate()
-        .map(|(i, id)| (table.get(*id), &one_mib, i != 42))
+        .map(|(i, id)| (table.get(*id), &one_mib, i != 42, -1))
         .collect();
     assert_eq!(asked(&fetch_request("c", 3, &hosted))[42], 1 << 20);
 }
@@ -248,7 +248,7 @@ fn fetch_round_trip_keeps_diverging_epoch_and_records() {
         max_wait_ms: 500,
         replica_directory_id: [3; 16],
     };
-    let wire = fetch_request("c", 3, &[(table.get(0), &fetch, false)]);
+    let wire = fetch_request("c", 3, &[(table.get(0), &fetch, false, -1)]);
     let Request::Fetch(decoded) = round_trip_request(Request::Fetch(wire), PEER_FETCH_VERSION)
     else {
         panic!()

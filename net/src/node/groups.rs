@@ -59,6 +59,9 @@ pub(super) struct GroupsState {
     next_token: u64,
     /// The `__consumer_offsets` partitions this node coordinates: index → (partition, epoch).
     loaded: BTreeMap<i32, (PartitionId, u32)>,
+    /// The `__consumer_offsets` partitions this node hosts, for the table of that shape
+    /// (`PartitionTable::shape`): `pump`, called after every storage step, looks only at them.
+    hosted_offsets: ((usize, usize), Vec<PartitionId>),
     /// OffsetCommit, OffsetDelete and DeleteGroups waiting for their records (group_offsets.rs).
     writes: Vec<group_offsets::PendingWrite>,
     /// When this node last asked the controller for `__consumer_offsets`.
@@ -99,6 +102,7 @@ impl GroupsState {
             waiting: HashMap::new(),
             next_token: 1,
             loaded: BTreeMap::new(),
+            hosted_offsets: Default::default(),
             writes: Vec::new(),
             offsets_topic_asked_ms: None,
             offsets_topic_wanted: false,
@@ -317,15 +321,21 @@ impl GroupsState {
     /// whose records committed are answered.
     pub(super) fn pump(&mut self, cx: &mut Cx, env: GroupsEnv) -> Result<(), NodeError> {
         let mut out = Outbox::new();
-        // One pass over the hosted partitions (not a lookup per offsets partition).
+        // A walk over every hosted partition after every storage step was ~0.7 % of a voter's
+        // CPU under 100 busy partitions (2026-12-06): the offsets partitions are found again
+        // only when the table changed.
+        if self.hosted_offsets.0 != cx.table.shape() {
+            let ids = cx
+                .table
+                .ids()
+                .filter(|id| cx.table.get(*id).topic == OFFSETS_TOPIC)
+                .collect();
+            self.hosted_offsets = (cx.table.shape(), ids);
+        }
         let mut now_loaded = BTreeMap::new();
-        for (partition, raft) in cx.host.multi().partitions() {
-            let hosted = cx.table.get(partition);
-            if raft.is_leader()
-                && hosted.topic == OFFSETS_TOPIC
-                && let Some(epoch) = caught_up_leader_epoch(cx.host, partition)
-            {
-                now_loaded.insert(hosted.index, (partition, epoch));
+        for &partition in &self.hosted_offsets.1 {
+            if let Some(epoch) = caught_up_leader_epoch(cx.host, partition) {
+                now_loaded.insert(cx.table.get(partition).index, (partition, epoch));
             }
         }
         if now_loaded != self.loaded {

@@ -155,20 +155,16 @@ pub(super) fn fetch_request(
     list: &[(PartitionId, core::FetchRequest)],
     idle: impl Fn(PartitionId) -> bool,
 ) -> fetch_request::FetchRequest {
+    // The log start by id (a lookup of each wire partition by topic name and index walked the
+    // table once per partition).
     let hosted: Vec<_> = list
         .iter()
-        .map(|(p, f)| (table.get(*p), f, idle(*p)))
+        .map(|(p, f)| {
+            let log_start_offset = host
+                .store(*p)
+                .map_or(-1, |store| store.client_log_start_offset() as i64);
+            (table.get(*p), f, idle(*p), log_start_offset)
+        })
         .collect();
-    let mut request = convert::fetch_request(cluster_id, node_id, &hosted);
-    for topic in &mut request.topics {
-        for partition in &mut topic.partitions {
-            if let Some(store) = table
-                .find(&topic.topic, partition.partition)
-                .and_then(|id| host.store(id))
-            {
-                partition.log_start_offset = store.client_log_start_offset() as i64;
-            }
-        }
-    }
-    request
+    convert::fetch_request(cluster_id, node_id, &hosted)
 }
