@@ -546,3 +546,25 @@ fn crc_checked_leader_append_stores_what_the_checking_append_stores() {
     );
     assert_eq!(checked.log_end_offset(), 15);
 }
+
+/// Opening a log makes its folder's entry durable, also when the folder was there already: an
+/// earlier run may have made it and died before syncing its parent. And folders created by the
+/// open itself, several levels deep, all survive a crash.
+#[test]
+fn open_makes_the_log_folder_durable_whether_it_existed_or_not() {
+    let mut io = MemoryIo::with_seed(3);
+    // An earlier run's folder: `/data` durable in `/`, `/data/old-0` not yet in `/data`.
+    io.create_dir_all(Path::new("/data/old-0")).unwrap();
+    io.sync_dir(Path::new("/")).unwrap();
+    for dir in ["/data/old-0", "/data/new/deeper/p-0"] {
+        let dir = Path::new(dir);
+        let (mut log, _) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+        log.append_as_leader(batch_bytes(2, 50, 1), 1).unwrap();
+        assert_eq!(log.flush_and_wait(&mut io).unwrap(), 2);
+        drop(log);
+        io.crash();
+        let (log, report) = PartitionLog::open(&mut io, dir, small_config()).unwrap();
+        assert_eq!(report.log_end_offset, 2, "{} after a crash", dir.display());
+        drop(log);
+    }
+}
