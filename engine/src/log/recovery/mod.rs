@@ -183,32 +183,33 @@ impl PartitionLog {
             "segment_size_bytes must be in 1..=2^31-1 (index positions are 32-bit)"
         );
         let block = io.block_size_bytes();
-        // The folder itself, and each folder created now, must survive a crash: the folder
-        // and its parent are synced (the folder may be one an earlier run created and died
-        // before syncing), and from there up to the first ancestor that existed before this
-        // call (it holds the topmost new folder's entry). Not every ancestor up to `/`: that
-        // was seven fsyncs per partition opened here, on every start and topic creation
-        // (`strace`, 2026-12-06), for folders that are the operator's or synced when made.
         let existing_depth = dir
             .ancestors()
             .take_while(|ancestor| !ancestor.as_os_str().is_empty())
             .position(|ancestor| io.exists(ancestor));
         io.create_dir_all(dir)?;
+        let mut report = RecoveryReport::default();
+        // Closed cleanly: the batch lists stand in for reading (module batch_list). The
+        // marker goes first, durably (with the folder's sync below): whatever happens from
+        // here on is not a clean close.
+        let marker = dir.join(batch_list::CLEAN_SHUTDOWN_FILE);
+        report.clean_shutdown = io.exists(&marker);
+        if report.clean_shutdown {
+            io.remove_file(&marker)?;
+        }
+        // The folder itself, and each folder created now, must survive a crash: the folder
+        // and its parent are synced (the folder may be one an earlier run created and died
+        // before syncing), and from there up to the first ancestor that existed before this
+        // call (it holds the topmost new folder's entry). Until 2026-12-06 every ancestor up to
+        // `/` was synced, and the folder once more after the marker's removal: nine fsyncs per
+        // partition opened at a node's start in a folder seven levels deep, two now (`strace
+        // -c`, docs/log.md "Recovery").
         let last_depth = existing_depth.unwrap_or(usize::MAX).max(1);
         for (depth, ancestor) in dir.ancestors().enumerate() {
             if ancestor.as_os_str().is_empty() || depth > last_depth {
                 break;
             }
             io.sync_dir(ancestor)?;
-        }
-        let mut report = RecoveryReport::default();
-        // Closed cleanly: the batch lists stand in for reading (module batch_list). The
-        // marker goes first, durably: whatever happens from here on is not a clean close.
-        let marker = dir.join(batch_list::CLEAN_SHUTDOWN_FILE);
-        report.clean_shutdown = io.exists(&marker);
-        if report.clean_shutdown {
-            io.remove_file(&marker)?;
-            io.sync_dir(dir)?;
         }
         let names = io.list_dir(dir)?;
         let mut bases: Vec<i64> = names
