@@ -47,6 +47,7 @@ impl<I: Io> Host<I> {
             // A flush it started carries a waiting confirmation record; a blocking wait of the
             // engine's (a truncation's, a roll's) may have completed one whose record waits.
             self.confirmations.fresh.push(partition);
+            self.durability_news.insert(partition);
             self.probe.end(name);
         }
         // KIP-853: a fetched snapshot installed by this list brings its voter set; the core

@@ -72,6 +72,7 @@ impl<I: Io> Host<I> {
         }
         // A retried flush carries its log's waiting confirmation record.
         self.confirmations.fresh.extend(&waiting);
+        self.durability_news.extend(&waiting);
         waiting.len()
     }
 }

@@ -201,6 +201,12 @@ pub struct Host<I: Io> {
     retired_snapshots: BTreeMap<PartitionId, OffsetAndEpoch>,
     /// Confirmation records waiting to be written alone (confirmations.rs).
     confirmations: confirmations::ConfirmationWatch,
+    /// The partitions whose durable end or quorum state may have moved since `pump` last
+    /// reported them: the stores that had an operation in flight when completions were
+    /// drained, those a work list reached, those whose flush was retried or whose log start
+    /// advance ran in `pump`. The reports look at these only (pump.rs); simulator builds check
+    /// every store after each report.
+    durability_news: BTreeSet<PartitionId>,
 }
 
 impl<I: Io> Host<I> {
@@ -263,6 +269,7 @@ impl<I: Io> Host<I> {
             repairing,
             retired_snapshots: BTreeMap::new(),
             confirmations: Default::default(),
+            durability_news: BTreeSet::new(),
         })
     }
 

@@ -34,8 +34,7 @@ impl<I: Io> Host<I> {
             self.probe.begin();
             self.advance_deferred_log_starts()?;
             self.probe.end("pump: advance_deferred_log_starts");
-            self.report_durable();
-            self.report_quorum_states();
+            self.report_durability();
             self.release_held();
             any |= routed;
             let Some((partition, persisted)) = self.persisted.pop_front() else {
@@ -80,6 +79,8 @@ impl<I: Io> Host<I> {
         self.confirmations
             .fresh
             .extend(owners.iter().map(|(id, _)| *id));
+        self.durability_news
+            .extend(owners.iter().map(|(id, _)| *id));
         let failures = store::route_completions(&mut self.io, &mut owners, ready);
         for (partition, error) in failures {
             if error.is_no_space() {
@@ -116,6 +117,8 @@ impl<I: Io> Host<I> {
             .filter_map(|(id, store)| store.deferred_log_start_offset.take().map(|o| (*id, o)))
             .collect();
         for (partition, offset) in due {
+            // Its advance waits for the log's chain in flight, whose completion it routes.
+            self.durability_news.insert(partition);
             let store = &self.stores[&partition];
             // A snapshot install may have moved the log past it meanwhile.
             let end = store.log.log_end_offset() as u64;
@@ -129,14 +132,22 @@ impl<I: Io> Host<I> {
         Ok(())
     }
 
-    /// Queues `Persisted::Log` for every log whose durable end moved since the last report.
-    fn report_durable(&mut self) {
+    /// Queues `Persisted::Log` for every log whose durable end moved since the last report, and
+    /// `Persisted::QuorumState` for every partition whose quorum-state write completed. Only
+    /// the partitions with news are looked at (`durability_news`): walking every store on
+    /// every turn of `pump` was ~0.9 % of a loaded voter's samples under 100 partitions
+    /// (2026-12-06).
+    fn report_durability(&mut self) {
         #[cfg(feature = "sim")]
         let acknowledge_early =
             self.config.mutation == Some(super::HostMutation::AcknowledgeBeforeFlush);
         #[cfg(not(feature = "sim"))]
         let acknowledge_early = false;
-        for (partition, store) in &mut self.stores {
+        let news = std::mem::take(&mut self.durability_news);
+        for &partition in &news {
+            let Some(store) = self.stores.get_mut(&partition) else {
+                continue;
+            };
             let durable = if acknowledge_early {
                 store.log.log_end_offset() as u64
             } else {
@@ -145,10 +156,10 @@ impl<I: Io> Host<I> {
             if durable > store.reported_durable_end_offset {
                 let generation = self
                     .multi
-                    .partition(*partition)
+                    .partition(partition)
                     .map_or(0, |r| r.log().generation());
                 self.persisted.push_back((
-                    *partition,
+                    partition,
                     Persisted::Log {
                         generation,
                         end_offset: durable,
@@ -157,15 +168,31 @@ impl<I: Io> Host<I> {
             }
             store.reported_durable_end_offset = durable;
         }
-    }
-
-    /// Queues `Persisted::QuorumState` for every partition whose quorum-state write completed.
-    fn report_quorum_states(&mut self) {
-        for (partition, store) in &mut self.stores {
-            if let Some(state) = store.take_durable_quorum_state() {
+        // The quorum states after every log's report, as the core has always heard them.
+        for &partition in &news {
+            if let Some(state) = self
+                .stores
+                .get_mut(&partition)
+                .and_then(|store| store.take_durable_quorum_state())
+            {
                 self.persisted
-                    .push_back((*partition, Persisted::QuorumState(state)));
+                    .push_back((partition, Persisted::QuorumState(state)));
             }
+        }
+        #[cfg(feature = "sim")]
+        for (partition, store) in &self.stores {
+            let durable = if acknowledge_early {
+                store.log.log_end_offset() as u64
+            } else {
+                store.log.durable_end_offset() as u64
+            };
+            assert!(
+                durable == store.reported_durable_end_offset && !store.has_durable_quorum_state(),
+                "partition {partition}: durability news no path named (durable end {durable}, \
+                 reported {}, quorum state waiting {})",
+                store.reported_durable_end_offset,
+                store.has_durable_quorum_state()
+            );
         }
     }
 

@@ -72,6 +72,14 @@ impl PartitionStore {
         newest
     }
 
+    /// Whether [`PartitionStore::take_durable_quorum_state`] would return a state now.
+    pub fn has_durable_quorum_state(&self) -> bool {
+        let durable = self.quorum_state.durable_ticket();
+        self.quorum_state_requested
+            .front()
+            .is_some_and(|(ticket, _)| *ticket <= durable)
+    }
+
     /// Waits for the quorum-state writes in flight (the partition is being closed).
     pub fn finish_quorum_state<I: Io>(&mut self, io: &mut I) -> Result<(), StorageError> {
         Ok(self.quorum_state.finish_blocking(io)?)
