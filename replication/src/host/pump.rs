@@ -148,11 +148,7 @@ impl<I: Io> Host<I> {
             let Some(store) = self.stores.get_mut(&partition) else {
                 continue;
             };
-            let durable = if acknowledge_early {
-                store.log.log_end_offset() as u64
-            } else {
-                store.log.durable_end_offset() as u64
-            };
+            let durable = reportable_end(store, acknowledge_early);
             if durable > store.reported_durable_end_offset {
                 let generation = self
                     .multi
@@ -181,11 +177,7 @@ impl<I: Io> Host<I> {
         }
         #[cfg(feature = "sim")]
         for (partition, store) in &self.stores {
-            let durable = if acknowledge_early {
-                store.log.log_end_offset() as u64
-            } else {
-                store.log.durable_end_offset() as u64
-            };
+            let durable = reportable_end(store, acknowledge_early);
             assert!(
                 durable == store.reported_durable_end_offset && !store.has_durable_quorum_state(),
                 "partition {partition}: durability news no path named (durable end {durable}, \
@@ -200,5 +192,15 @@ impl<I: Io> Host<I> {
     /// or, for a backend without one, pumps again at once).
     pub fn storage_in_flight(&self) -> bool {
         self.io.in_flight() > 0
+    }
+}
+
+/// The end a store's report names: its log's durable end (its log end under the simulator's
+/// acknowledge-before-flush mutation).
+fn reportable_end(store: &PartitionStore, acknowledge_early: bool) -> u64 {
+    if acknowledge_early {
+        store.log.log_end_offset() as u64
+    } else {
+        store.log.durable_end_offset() as u64
     }
 }

@@ -2,12 +2,14 @@
 //! preopened partition's log), the batches a crash's recovery left to check behind the start,
 //! and DeleteRecords' offset below which clients read nothing.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 
 use ringlog_engine::io::Io;
 use ringlog_engine::log::UnverifiedBatches;
 
-use super::{FileRange, Host, Records, StorageError};
+use super::{FileRange, Host, PartitionStore, Records, StorageError};
 use crate::types::PartitionId;
 
 impl<I: Io> Host<I> {
@@ -18,10 +20,7 @@ impl<I: Io> Host<I> {
         offset: u64,
         max_bytes: u32,
     ) -> Result<Bytes, StorageError> {
-        let store = self
-            .stores
-            .get_mut(&partition)
-            .ok_or(StorageError::NotHosted(partition))?;
+        let store = hosted(&mut self.stores, partition)?;
         store.read(&mut self.io, offset, max_bytes)
     }
 
@@ -33,10 +32,7 @@ impl<I: Io> Host<I> {
         max_bytes: u32,
         end_offset: u64,
     ) -> Result<Records, StorageError> {
-        let store = self
-            .stores
-            .get_mut(&partition)
-            .ok_or(StorageError::NotHosted(partition))?;
+        let store = hosted(&mut self.stores, partition)?;
         store.read_region(&mut self.io, offset, max_bytes, end_offset)
     }
 
@@ -100,10 +96,17 @@ impl<I: Io> Host<I> {
         partition: PartitionId,
         offset: u64,
     ) -> Result<(), StorageError> {
-        let store = self
-            .stores
-            .get_mut(&partition)
-            .ok_or(StorageError::NotHosted(partition))?;
+        let store = hosted(&mut self.stores, partition)?;
         store.record_delete_records_offset(&mut self.io, offset)
     }
+}
+
+/// The store of a hosted partition (a field borrow, so the caller keeps `self.io`).
+fn hosted(
+    stores: &mut BTreeMap<PartitionId, PartitionStore>,
+    partition: PartitionId,
+) -> Result<&mut PartitionStore, StorageError> {
+    stores
+        .get_mut(&partition)
+        .ok_or(StorageError::NotHosted(partition))
 }
