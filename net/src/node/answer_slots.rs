@@ -43,6 +43,9 @@ pub(super) struct PendingRequest {
     /// Per replica Fetch part, the core correlation id whose answer fills it (its own, or
     /// the parked fetch it was carried to).
     fetch_ids: Vec<Option<u64>>,
+    /// A replica Fetch's session (KIP-227, replica_fetch_sessions.rs), named in its answer
+    /// (0: sessionless).
+    pub(super) fetch_session_id: i32,
 }
 
 /// A core step a registered request asks for: (slot, partition, sender, message).
@@ -177,9 +180,17 @@ impl AnswerSlots {
                 answers,
                 started_ms: now_ms,
                 stepping: true,
+                fetch_session_id: 0,
             },
         );
         (id, steps, superseded, carried_from)
+    }
+
+    /// The fetch session request `id`'s answer names (KIP-227).
+    pub(super) fn set_fetch_session_id(&mut self, id: u64, session_id: i32) {
+        if let Some(pending) = self.pending.get_mut(&id) {
+            pending.fetch_session_id = session_id;
+        }
     }
 
     /// The core has been stepped with every part of request `id`.

@@ -210,46 +210,63 @@ pub fn replica_fetch_parts(
     request: &fetch_req::FetchRequest,
     version: i16,
     table: &PartitionTable,
+    next_id: impl FnMut() -> u64,
+) -> Vec<InboundPart> {
+    let named = request.topics.iter().flat_map(|topic| {
+        topic
+            .partitions
+            .iter()
+            .map(move |p| (topic.topic.as_str(), topic.topic_id, p))
+    });
+    replica_fetch_parts_of(named, request, version, table, next_id)
+}
+
+/// [`replica_fetch_parts`] of the partitions `named` (topic name, topic id, the wire
+/// partition) stand for, with `request`'s replica and wait: a Fetch's own, or those its
+/// fetch session stands for (KIP-227, replica_fetch_sessions.rs).
+pub fn replica_fetch_parts_of<'a>(
+    named: impl Iterator<Item = (&'a str, Uuid, &'a fetch_req::FetchPartition)>,
+    request: &fetch_req::FetchRequest,
+    version: i16,
+    table: &PartitionTable,
     mut next_id: impl FnMut() -> u64,
 ) -> Vec<InboundPart> {
     let replica_id = fetch_replica_id(request, version);
     let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
     let mut parts = Vec::new();
-    for topic in &request.topics {
-        for p in &topic.partitions {
-            let found = if version >= 13 {
-                table.find_by_id(topic.topic_id, p.partition)
-            } else {
-                table.find(&topic.topic, p.partition)
-            };
-            let target = match found {
-                None => Err(ErrorCode::UnknownTopicOrPartition),
-                Some(id) => (|| {
-                    Ok((
-                        id,
+    for (topic_name, topic_id, p) in named {
+        let found = if version >= 13 {
+            table.find_by_id(topic_id, p.partition)
+        } else {
+            table.find(topic_name, p.partition)
+        };
+        let target = match found {
+            None => Err(ErrorCode::UnknownTopicOrPartition),
+            Some(id) => (|| {
+                Ok((
+                    id,
+                    replica_id,
+                    core::Message::FetchRequest(core::FetchRequest {
+                        correlation_id: next_id(),
                         replica_id,
-                        core::Message::FetchRequest(core::FetchRequest {
-                            correlation_id: next_id(),
-                            replica_id,
-                            current_leader_epoch: epoch(p.current_leader_epoch)?,
-                            fetch_offset: offset(p.fetch_offset)?,
-                            // -1 (no record fetched yet) is epoch 0 in the core.
-                            last_fetched_epoch: Epoch::try_from(p.last_fetched_epoch).unwrap_or(0),
-                            max_bytes: u32::try_from(p.partition_max_bytes).unwrap_or(0),
-                            max_wait_ms,
-                            // KIP-853 (v17+; zero before): which disk fetches.
-                            replica_directory_id: p.replica_directory_id.0,
-                        }),
-                    ))
-                })(),
-            };
-            parts.push(InboundPart {
-                topic: topic.topic.clone(),
-                topic_id: topic.topic_id,
-                index: p.partition,
-                target,
-            });
-        }
+                        current_leader_epoch: epoch(p.current_leader_epoch)?,
+                        fetch_offset: offset(p.fetch_offset)?,
+                        // -1 (no record fetched yet) is epoch 0 in the core.
+                        last_fetched_epoch: Epoch::try_from(p.last_fetched_epoch).unwrap_or(0),
+                        max_bytes: u32::try_from(p.partition_max_bytes).unwrap_or(0),
+                        max_wait_ms,
+                        // KIP-853 (v17+; zero before): which disk fetches.
+                        replica_directory_id: p.replica_directory_id.0,
+                    }),
+                ))
+            })(),
+        };
+        parts.push(InboundPart {
+            topic: topic_name.to_string(),
+            topic_id,
+            index: p.partition,
+            target,
+        });
     }
     parts
 }
@@ -577,6 +594,51 @@ pub fn fetch_request(
     replica_id: NodeId,
     fetches: &[(&HostedPartition, &core::FetchRequest, bool, i64)],
 ) -> fetch_req::FetchRequest {
+    fetch_request_in_session(
+        cluster_id,
+        replica_id,
+        fetches,
+        &FetchSessionPlan::sessionless(),
+    )
+}
+
+/// Where a replica Fetch stands in its fetch session with the leader (KIP-227,
+/// fetch_sessions.rs): the session and epoch it names, which of the partitions outstanding
+/// there it names (an incremental Fetch leaves out those whose ask the leader holds
+/// unchanged; empty: all), and the partitions the leader's session should forget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FetchSessionPlan {
+    pub session_id: i32,
+    pub session_epoch: i32,
+    pub named: Vec<bool>,
+    pub forgotten: Vec<(Uuid, i32)>,
+}
+
+impl FetchSessionPlan {
+    /// A full Fetch outside any session (SessionId 0, SessionEpoch -1).
+    pub fn sessionless() -> FetchSessionPlan {
+        FetchSessionPlan {
+            session_id: 0,
+            session_epoch: -1,
+            named: Vec::new(),
+            forgotten: Vec::new(),
+        }
+    }
+
+    fn names(&self, i: usize) -> bool {
+        self.named.get(i).copied().unwrap_or(true)
+    }
+}
+
+/// [`fetch_request`] in a session: the byte shares and the wait are those of every
+/// outstanding partition (what the full Fetch would ask), the partitions named those `plan`
+/// names. A partition left out has its log start unread (`-1` will do).
+pub fn fetch_request_in_session(
+    cluster_id: &str,
+    replica_id: NodeId,
+    fetches: &[(&HostedPartition, &core::FetchRequest, bool, i64)],
+    plan: &FetchSessionPlan,
+) -> fetch_req::FetchRequest {
     let max_wait_ms = fetches
         .iter()
         .map(|(_, f, _, _)| f.max_wait_ms)
@@ -589,7 +651,10 @@ pub fn fetch_request(
             .collect::<Vec<_>>(),
     );
     let mut topics: Vec<fetch_req::FetchTopic> = Vec::new();
-    for ((hosted, f, _, log_start_offset), share) in fetches.iter().zip(shares) {
+    for (i, ((hosted, f, _, log_start_offset), share)) in fetches.iter().zip(shares).enumerate() {
+        if !plan.names(i) {
+            continue;
+        }
         let partition = fetch_req::FetchPartition {
             partition: hosted.index,
             current_leader_epoch: f.current_leader_epoch as i32,
@@ -620,9 +685,28 @@ pub fn fetch_request(
         max_wait_ms: i32::try_from(max_wait_ms).unwrap_or(i32::MAX),
         min_bytes: 1,
         max_bytes: REPLICA_FETCH_RESPONSE_MAX_BYTES as i32,
+        session_id: plan.session_id,
+        session_epoch: plan.session_epoch,
         topics,
+        forgotten_topics_data: forgotten_topics(&plan.forgotten),
         ..Default::default()
     }
+}
+
+/// Forgotten partitions grouped by topic id, in the order given.
+fn forgotten_topics(forgotten: &[(Uuid, i32)]) -> Vec<fetch_req::ForgottenTopic> {
+    let mut topics: Vec<fetch_req::ForgottenTopic> = Vec::new();
+    for (topic_id, index) in forgotten {
+        match topics.iter_mut().find(|t| t.topic_id == *topic_id) {
+            Some(topic) => topic.partitions.push(*index),
+            None => topics.push(fetch_req::ForgottenTopic {
+                topic_id: *topic_id,
+                partitions: vec![*index],
+                ..Default::default()
+            }),
+        }
+    }
+    topics
 }
 
 /// The per-partition core responses in a peer's wire response. Partitions not hosted here are

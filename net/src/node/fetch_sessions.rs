@@ -16,7 +16,9 @@
 //! request is answered right away and only the newest waits. Its answer is the one delivered
 //! to the cores; a superseded request's answer (or failure) is dropped, since each of its
 //! partitions is in the newest request too. This is Kafka's one fetch session per leader
-//! (KIP-227) without its incremental request encoding. Its responses are incremental: the
+//! (KIP-227), its requests incremental too: once the leader has named its session, a Fetch
+//! names only the partitions whose ask changed and forgets those no longer outstanding, and
+//! the leader fills in the rest (replica_fetch_sessions.rs). Its responses are incremental: the
 //! leader answers once any partition has something and leaves out the partitions whose
 //! fetch it still holds parked (answer_slots.rs); those stay outstanding here, and the next
 //! wire Fetch (a core's next fetch, or alone after `RESEND_AFTER_MS` if none asks) carries
@@ -25,6 +27,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ringlog_replication::{self as core, NodeId, PartitionId};
+
+use super::convert::FetchSessionPlan;
+use crate::protocol::ErrorCode;
+use crate::protocol::wire::Uuid;
 
 #[derive(Default)]
 pub(super) struct FetchSessions {
@@ -50,7 +56,41 @@ struct Session {
     newest: Option<i32>,
     /// Since when fetches are outstanding here with no wire Fetch in flight.
     unsent_since_ms: Option<u64>,
+    /// The leader's side of it: its fetch session (KIP-227).
+    wire: WireSession,
 }
+
+/// The follower's view of its fetch session at a leader (KIP-227): the leader remembers each
+/// partition's last ask (replica_fetch_sessions.rs), so a Fetch names only the partitions whose
+/// ask changed and forgets those no longer outstanding there.
+#[derive(Default)]
+struct WireSession {
+    /// The leader's session id (0: none yet; the next Fetch is a full one that opens one).
+    id: i32,
+    /// The epoch of the last Fetch sent in it (0: the full one that opened it).
+    epoch: i32,
+    /// What the leader's session holds after the last Fetch sent: every partition it
+    /// carried, with its wire key (topic id, index) and the core's ask.
+    view: BTreeMap<PartitionId, HeldAsk>,
+    /// The full Fetch that opens a session, its wire correlation id, until its answer names
+    /// the session (an earlier full Fetch's answer names a session this one replaced).
+    opening: Option<i32>,
+    /// The Fetch being built: taken into the view at [`FetchSessions::sent`].
+    planned: Option<Planned>,
+}
+
+/// What a Fetch changes in the leader's session.
+struct Planned {
+    epoch: i32,
+    /// A full Fetch: the session holds only `changes`.
+    replace: bool,
+    /// Partitions the Fetch names (their new ask) or forgets (`None`).
+    changes: Vec<(PartitionId, Option<HeldAsk>)>,
+}
+
+/// A partition's ask as the leader's session holds it: its wire key (topic id, index) and the
+/// core's fetch.
+type HeldAsk = ((Uuid, i32), core::FetchRequest);
 
 impl FetchSessions {
     /// The cores ask to fetch `list` from `to`: returns what the next wire Fetch to `to`
@@ -79,17 +119,140 @@ impl FetchSessions {
             .collect()
     }
 
+    /// How the next wire Fetch to `to`, carrying `list` (what [`FetchSessions::request`]
+    /// returned, in partition order, with each partition's wire key), stands in the leader's
+    /// session: a full Fetch opening one while none is known, else an incremental one naming
+    /// the partitions whose ask the leader does not hold and forgetting those it holds that
+    /// are not in `list`. The session's view changes only once the Fetch is sent.
+    pub(super) fn plan(
+        &mut self,
+        to: NodeId,
+        list: &[(PartitionId, core::FetchRequest)],
+        key: impl Fn(PartitionId) -> (Uuid, i32),
+    ) -> FetchSessionPlan {
+        let wire = &mut self.peers.entry(to).or_default().wire;
+        if wire.id == 0 {
+            let view = list.iter().map(|(p, f)| (*p, Some((key(*p), f.clone()))));
+            wire.planned = Some(Planned {
+                epoch: 0,
+                replace: true,
+                changes: view.collect(),
+            });
+            return FetchSessionPlan {
+                session_id: 0,
+                session_epoch: 0,
+                named: Vec::new(),
+                forgotten: Vec::new(),
+            };
+        }
+        // Both in partition order: one walk.
+        debug_assert!(list.windows(2).all(|w| w[0].0 < w[1].0));
+        let mut named = Vec::with_capacity(list.len());
+        let mut forgotten = Vec::new();
+        let mut changes = Vec::new();
+        let mut held = wire.view.iter().peekable();
+        for (p, f) in list {
+            while let Some((gone, (gone_key, _))) = held.next_if(|(q, _)| *q < p) {
+                forgotten.push(*gone_key);
+                changes.push((*gone, None));
+            }
+            let now = key(*p);
+            let same = match held.next_if(|(q, _)| *q == p) {
+                Some((_, (held_key, _))) if *held_key != now => {
+                    // The id now names another partition (a topic made again).
+                    forgotten.push(*held_key);
+                    false
+                }
+                Some((_, (_, held_ask))) => held_ask == f,
+                None => false,
+            };
+            named.push(!same);
+            if !same {
+                changes.push((*p, Some((now, f.clone()))));
+            }
+        }
+        for (gone, (gone_key, _)) in held {
+            forgotten.push(*gone_key);
+            changes.push((*gone, None));
+        }
+        forgotten.sort();
+        let epoch = next_epoch(wire.epoch);
+        wire.planned = Some(Planned {
+            epoch,
+            replace: false,
+            changes,
+        });
+        FetchSessionPlan {
+            session_id: wire.id,
+            session_epoch: epoch,
+            named,
+            forgotten,
+        }
+    }
+
     /// The wire Fetch carrying them left as `correlation_id` (`None`: it could not be queued).
     pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>) {
         let session = self.peers.entry(to).or_default();
         session.unsent_since_ms = None;
+        let planned = session.wire.planned.take();
         match correlation_id {
-            Some(id) => session.newest = Some(id),
+            Some(id) => {
+                session.newest = Some(id);
+                if let Some(planned) = planned {
+                    let wire = &mut session.wire;
+                    if planned.replace {
+                        wire.view.clear();
+                    }
+                    for (partition, change) in planned.changes {
+                        match change {
+                            Some(ask) => wire.view.insert(partition, ask),
+                            None => wire.view.remove(&partition),
+                        };
+                    }
+                    if wire.id == 0 {
+                        wire.opening = Some(id);
+                    } else {
+                        wire.epoch = planned.epoch;
+                    }
+                }
+            }
             // Nothing is in flight to this peer: its cores learn of it at their fetch timeout.
             None => {
                 session.newest = None;
                 session.outstanding.clear();
+                session.wire = WireSession::default();
             }
+        }
+    }
+
+    /// Wire Fetch `correlation_id` to `peer` was answered with this top-level error code and
+    /// session id: the answer to the full Fetch that opened a session names it; an error
+    /// (the leader lost the session, or its epoch) starts over with a full Fetch.
+    pub(super) fn note_session(
+        &mut self,
+        peer: NodeId,
+        correlation_id: i32,
+        error_code: i16,
+        session_id: i32,
+    ) {
+        let Some(session) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let wire = &mut session.wire;
+        if error_code != ErrorCode::None.code() {
+            *wire = WireSession::default();
+        } else if wire.opening == Some(correlation_id) {
+            wire.opening = None;
+            // 0: the leader keeps no session; every Fetch stays a full one.
+            wire.id = session_id;
+            wire.epoch = 0;
+        }
+    }
+
+    /// The connection to `peer` failed: the next Fetch there is a full one.
+    pub(super) fn reset_wire(&mut self, peer: NodeId) {
+        if let Some(session) = self.peers.get_mut(&peer) {
+            session.wire = WireSession::default();
         }
     }
 
@@ -186,6 +349,11 @@ impl FetchSessions {
             .min()
             .map(|since| since + RESEND_AFTER_MS)
     }
+}
+
+/// KIP-227: the epoch after `epoch`, wrapping to 1 (0 opens a session, -1 closes it).
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
 
 impl Session {

@@ -67,6 +67,7 @@ use pump::{ReadinessFd, storage_signal};
 mod answer_slots;
 #[macro_use]
 mod quorum_rpc;
+mod replica_fetch_sessions;
 mod requests;
 mod retention;
 mod runtime;
@@ -281,7 +282,8 @@ impl Node {
         }));
         let stall = observe::StallWatch::new(config.fetch_timeout_ms, &observer.registry());
         host.set_probe(Box::new(stall.probe()));
-        let quorum = quorum_rpc::QuorumRpc::open(&config, events.clone())?;
+        let mut quorum = quorum_rpc::QuorumRpc::open(&config, events.clone())?;
+        quorum.register_metrics(&observer.registry());
         let started_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

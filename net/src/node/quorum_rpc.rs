@@ -33,12 +33,13 @@ use super::fetch_sessions::FetchSessions;
 use super::fetch_snapshot;
 use super::leader_endpoints::{self, Endpoints};
 use super::peers::Peers;
+use super::replica_fetch_sessions::ReplicaFetchSessions;
 use super::requests;
 use super::transport::{Event, PeerPending, Responder};
 use crate::config::NodeConfig;
 use crate::protocol::{
     ApiKey, ErrorCode, Request, RequestHeader, Response, allocate_producer_ids_response,
-    encode_response,
+    encode_response, fetch_response,
 };
 use crate::server::{FileRegion, RecordsSource};
 
@@ -86,6 +87,9 @@ pub(super) struct QuorumRpc {
     slots: AnswerSlots,
     /// One replica Fetch of ours waiting at each leader (fetch_sessions.rs).
     fetch_sessions: FetchSessions,
+    /// As a leader, each replica's fetch session (KIP-227 incremental Fetch requests,
+    /// replica_fetch_sessions.rs).
+    replica_sessions: ReplicaFetchSessions,
     /// The core's Fetch requests of the delivery under way, by leader; each leader gets one
     /// wire request with all of them (`flush_fetches`).
     fetches: BTreeMap<NodeId, Vec<(PartitionId, core::FetchRequest)>>,
@@ -104,10 +108,16 @@ impl QuorumRpc {
             peers: Peers::open(config, events)?,
             slots: AnswerSlots::default(),
             fetch_sessions: FetchSessions::default(),
+            replica_sessions: ReplicaFetchSessions::default(),
             fetches: BTreeMap::new(),
             snapshot_fetches: BTreeMap::new(),
             refusals: admission::RefusalLog::default(),
         })
+    }
+
+    /// The replica fetch sessions' metrics join the node's (replica_fetch_sessions.rs).
+    pub(super) fn register_metrics(&mut self, registry: &crate::metrics::MetricsRegistry) {
+        self.replica_sessions.register_metrics(registry);
     }
 
     /// A request from a connection: refused by admission (answered here), a quorum request
@@ -146,6 +156,7 @@ impl QuorumRpc {
             return Ok(None);
         }
         let node_id = q.config.node_id;
+        let mut session_id = 0;
         let (api, parts) = match request {
             Request::Vote(r) => (
                 ApiKey::Vote,
@@ -160,10 +171,41 @@ impl QuorumRpc {
                 convert::end_quorum_epoch_request_parts(&r, q.table),
             ),
             Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
+                let replica = convert::fetch_replica_id(&r, version);
+                // An incremental Fetch stands for its session's full one (KIP-227).
+                session_id = match self.replica_sessions.expand(replica, version, &r) {
+                    Ok(id) => id,
+                    Err(error) => {
+                        let response = Response::Fetch(fetch_response::FetchResponse {
+                            error_code: error.code(),
+                            ..Default::default()
+                        });
+                        match encode_response(header.correlation_id, version, &response) {
+                            Ok(frame) => responder.send(Some(frame)),
+                            Err(error) => tracing::warn!(%error, "encoding a session error"),
+                        }
+                        return Ok(None);
+                    }
+                };
                 let slots = &mut self.slots;
-                let parts = convert::replica_fetch_parts(&r, version, q.table, || {
-                    slots.next_fetch_correlation_id()
-                });
+                let next_id = || slots.next_fetch_correlation_id();
+                let parts = if session_id == 0 {
+                    convert::replica_fetch_parts(&r, version, q.table, next_id)
+                } else {
+                    let session = self.replica_sessions.parts(replica, session_id);
+                    let named = session.map(|(topic_id, p)| ("", topic_id, p));
+                    convert::replica_fetch_parts_of(named, &r, version, q.table, next_id)
+                };
+                if session_id != 0 {
+                    // Parts answered with an error (a partition not hosted here): the replica
+                    // stops asking for them, so the session lets them go.
+                    let unknown = parts
+                        .iter()
+                        .filter(|p| p.target.is_err())
+                        .map(|p| (p.topic_id, p.index));
+                    self.replica_sessions
+                        .forget_unknown(replica, session_id, unknown);
+                }
                 (ApiKey::Fetch, parts)
             }
             Request::FetchSnapshot(r) => (
@@ -172,7 +214,7 @@ impl QuorumRpc {
             ),
             other => return Ok(Some((responder, header, other))),
         };
-        self.start_request(q, responder, api, parts, later)?;
+        self.start_request(q, responder, api, parts, session_id, later)?;
         Ok(None)
     }
 
@@ -183,10 +225,12 @@ impl QuorumRpc {
         responder: Responder,
         api: ApiKey,
         parts: Vec<InboundPart>,
+        fetch_session_id: i32,
         later: &mut Vec<Output>,
     ) -> Result<(), NodeError> {
         let (id, steps, superseded, carried_from) =
             self.slots.register(responder, api, parts, q.now_ms);
+        self.slots.set_fetch_session_id(id, fetch_session_id);
         // Earlier requests whose parked parts this one carries now: they may be complete.
         for earlier in carried_from {
             if let Err(error) = self.maybe_complete(q, earlier) {
@@ -409,6 +453,10 @@ impl QuorumRpc {
             if list.is_empty() {
                 continue;
             }
+            let plan = self.fetch_sessions.plan(to, &list, |partition| {
+                let hosted = q.table.get(partition);
+                (hosted.topic_id, hosted.index)
+            });
             let sessions = &self.fetch_sessions;
             let request = requests::fetch_request(
                 q.host,
@@ -417,6 +465,7 @@ impl QuorumRpc {
                 q.config.node_id,
                 &list,
                 |partition| sessions.is_idle(partition),
+                &plan,
             );
             let pending =
                 PeerPending::Fetch(list.iter().map(|(p, f)| (*p, f.correlation_id)).collect());
@@ -492,6 +541,12 @@ impl QuorumRpc {
             super::context::metadata_raft(q.host, q.table),
             &response,
         );
+        // KIP-227: the answer to the Fetch that opened a session names it; an error on the
+        // whole Fetch (the leader lost our session) starts over with a full one.
+        if let (PeerPending::Fetch(_), Response::Fetch(r)) = (&pending, &response) {
+            self.fetch_sessions
+                .note_session(peer, correlation_id, r.error_code, r.session_id);
+        }
         let pending = match pending {
             PeerPending::Forward {
                 responder,
@@ -604,6 +659,8 @@ impl QuorumRpc {
         later: &mut Vec<Output>,
     ) -> Result<Vec<PeerAnswer>, NodeError> {
         let mut answers = Vec::new();
+        // The leader's fetch session is ours no more: the next Fetch there is a full one.
+        self.fetch_sessions.reset_wire(peer);
         for id in correlation_ids {
             match self.peers.pending.remove(&(peer, id)) {
                 Some(PeerPending::LeaderLookup(partitions)) => {

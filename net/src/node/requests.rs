@@ -52,6 +52,7 @@ pub(super) fn send_response(
         ),
         ApiKey::Fetch => {
             let mut response = convert::fetch_response(&pending.parts, &answers);
+            response.session_id = pending.fetch_session_id;
             raise_to_client_log_starts(host, &pending.parts, &mut response);
             let regions =
                 attach_fetch_regions(fetch_regions, &pending.parts, &answers, &mut response);
@@ -154,17 +155,21 @@ pub(super) fn fetch_request(
     node_id: NodeId,
     list: &[(PartitionId, core::FetchRequest)],
     idle: impl Fn(PartitionId) -> bool,
+    plan: &convert::FetchSessionPlan,
 ) -> fetch_request::FetchRequest {
     // The log start by id (a lookup of each wire partition by topic name and index walked the
-    // table once per partition).
+    // table once per partition), read only for the partitions the Fetch names.
     let hosted: Vec<_> = list
         .iter()
-        .map(|(p, f)| {
-            let log_start_offset = host
-                .store(*p)
-                .map_or(-1, |store| store.client_log_start_offset() as i64);
+        .enumerate()
+        .map(|(i, (p, f))| {
+            let named = plan.named.get(i).copied().unwrap_or(true);
+            let log_start_offset = match host.store(*p) {
+                Some(store) if named => store.client_log_start_offset() as i64,
+                _ => -1,
+            };
             (table.get(*p), f, idle(*p), log_start_offset)
         })
         .collect();
-    convert::fetch_request(cluster_id, node_id, &hosted)
+    convert::fetch_request_in_session(cluster_id, node_id, &hosted, plan)
 }
