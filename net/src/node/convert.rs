@@ -628,6 +628,12 @@ impl FetchSessionPlan {
     fn names(&self, i: usize) -> bool {
         self.named.get(i).copied().unwrap_or(true)
     }
+
+    /// KIP-227: the session epoch after `epoch`, wrapping to 1 (0 opens a session, -1 closes
+    /// it), as the leader expects it and the follower sends it.
+    pub fn next_epoch(epoch: i32) -> i32 {
+        if epoch == i32::MAX { 1 } else { epoch + 1 }
+    }
 }
 
 /// [`fetch_request`] in a session: the byte shares and the wait are those of every

@@ -176,7 +176,7 @@ impl FetchSessions {
             changes.push((*gone, None));
         }
         forgotten.sort();
-        let epoch = next_epoch(wire.epoch);
+        let epoch = FetchSessionPlan::next_epoch(wire.epoch);
         wire.planned = Some(Planned {
             epoch,
             replace: false,
@@ -349,11 +349,6 @@ impl FetchSessions {
             .min()
             .map(|since| since + RESEND_AFTER_MS)
     }
-}
-
-/// KIP-227: the epoch after `epoch`, wrapping to 1 (0 opens a session, -1 closes it).
-fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
 
 impl Session {

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use ringlog_replication::NodeId;
 
+use super::convert::FetchSessionPlan;
 use crate::metrics::{Counter, Gauge, MetricsRegistry};
 use crate::protocol::ErrorCode;
 use crate::protocol::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
@@ -154,7 +155,7 @@ impl ReplicaFetchSessions {
                 let Some(session) = self.by_replica.get_mut(&replica).filter(|s| s.id == id) else {
                     return Err(ErrorCode::FetchSessionIdNotFound);
                 };
-                if epoch != next_epoch(session.epoch) {
+                if epoch != FetchSessionPlan::next_epoch(session.epoch) {
                     // Kafka keeps the session; the replica's next Fetch is a full one anyway.
                     self.by_replica.remove(&replica);
                     return Err(ErrorCode::InvalidFetchSessionEpoch);
@@ -259,11 +260,6 @@ impl ReplicaFetchSessions {
     fn len(&self) -> usize {
         self.by_replica.len()
     }
-}
-
-/// KIP-227: the epoch after `epoch`, wrapping to 1 (0 opens a session, -1 closes it).
-fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
 
 #[cfg(test)]
