@@ -1,5 +1,9 @@
 //! Round trips of the wire ⇄ core mapping (KIP-595 messages through the real codec).
 use super::*;
+use bytes::Bytes;
+use ringlog_replication::OffsetAndEpoch;
+
+use crate::protocol::fetch_request as fetch_req;
 use crate::protocol::{
     ApiKey, Request, RequestHeader, Response, decode_request, decode_response, encode_request,
     encode_response,
