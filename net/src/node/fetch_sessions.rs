@@ -82,8 +82,6 @@ struct WireSession {
 /// What a Fetch changes in the leader's session.
 struct Planned {
     epoch: i32,
-    /// A full Fetch: the session holds only `changes`.
-    replace: bool,
     /// Partitions the Fetch names (their new ask) or forgets (`None`).
     changes: Vec<(PartitionId, Option<HeldAsk>)>,
 }
@@ -135,7 +133,6 @@ impl FetchSessions {
             let view = list.iter().map(|(p, f)| (*p, Some((key(*p), f.clone()))));
             wire.planned = Some(Planned {
                 epoch: 0,
-                replace: true,
                 changes: view.collect(),
             });
             return FetchSessionPlan {
@@ -177,11 +174,7 @@ impl FetchSessions {
         }
         forgotten.sort();
         let epoch = FetchSessionPlan::next_epoch(wire.epoch);
-        wire.planned = Some(Planned {
-            epoch,
-            replace: false,
-            changes,
-        });
+        wire.planned = Some(Planned { epoch, changes });
         FetchSessionPlan {
             session_id: wire.id,
             session_epoch: epoch,
@@ -200,7 +193,10 @@ impl FetchSessions {
                 session.newest = Some(id);
                 if let Some(planned) = planned {
                     let wire = &mut session.wire;
-                    if planned.replace {
+                    // Planned and sent in one call (`QuorumRpc::flush_fetches`), so no answer
+                    // came between: no session known then means the Fetch was a full one,
+                    // and the leader's new session holds only its partitions.
+                    if wire.id == 0 {
                         wire.view.clear();
                     }
                     for (partition, change) in planned.changes {

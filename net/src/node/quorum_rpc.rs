@@ -194,9 +194,8 @@ impl QuorumRpc {
                 } else {
                     let session = self.replica_sessions.parts(replica, session_id);
                     let named = session.map(|(topic_id, p)| ("", topic_id, p));
-                    convert::replica_fetch_parts_of(named, &r, version, q.table, next_id)
-                };
-                if session_id != 0 {
+                    let parts =
+                        convert::replica_fetch_parts_of(named, &r, version, q.table, next_id);
                     // Parts answered with an error (a partition not hosted here): the replica
                     // stops asking for them, so the session lets them go.
                     let unknown = parts
@@ -205,7 +204,8 @@ impl QuorumRpc {
                         .map(|p| (p.topic_id, p.index));
                     self.replica_sessions
                         .forget_unknown(replica, session_id, unknown);
-                }
+                    parts
+                };
                 (ApiKey::Fetch, parts)
             }
             Request::FetchSnapshot(r) => (

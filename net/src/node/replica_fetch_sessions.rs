@@ -166,13 +166,7 @@ impl ReplicaFetchSessions {
                         session.parts.remove(&(forgotten.topic_id, *index));
                     }
                 }
-                for topic in &request.topics {
-                    for p in &topic.partitions {
-                        session
-                            .parts
-                            .insert((topic.topic_id, p.partition), p.clone());
-                    }
-                }
+                session.parts.extend(keyed(&request.topics));
                 Ok(id)
             }
             _ => Err(ErrorCode::InvalidFetchSessionEpoch),
@@ -215,14 +209,7 @@ impl ReplicaFetchSessions {
             self.last_id + 1
         };
         let id = self.last_id;
-        let parts = topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| ((t.topic_id, p.partition), p.clone()))
-            })
-            .collect();
+        let parts = keyed(topics).collect();
         let replaced = self.by_replica.insert(
             replica,
             Session {
@@ -260,6 +247,15 @@ impl ReplicaFetchSessions {
     fn len(&self) -> usize {
         self.by_replica.len()
     }
+}
+
+/// A request's partitions keyed as a session holds them: (topic id, partition index).
+fn keyed(topics: &[FetchTopic]) -> impl Iterator<Item = ((Uuid, i32), FetchPartition)> + '_ {
+    topics.iter().flat_map(|t| {
+        t.partitions
+            .iter()
+            .map(|p| ((t.topic_id, p.partition), p.clone()))
+    })
 }
 
 #[cfg(test)]

@@ -163,9 +163,8 @@ pub(super) fn fetch_request(
         .iter()
         .enumerate()
         .map(|(i, (p, f))| {
-            let named = plan.named.get(i).copied().unwrap_or(true);
             let log_start_offset = match host.store(*p) {
-                Some(store) if named => store.client_log_start_offset() as i64,
+                Some(store) if plan.names(i) => store.client_log_start_offset() as i64,
                 _ => -1,
             };
             (table.get(*p), f, idle(*p), log_start_offset)

@@ -228,7 +228,8 @@ impl FetchSessionPlan {
         }
     }
 
-    fn names(&self, i: usize) -> bool {
+    /// Whether the Fetch names the `i`-th partition outstanding (a full Fetch names all).
+    pub fn names(&self, i: usize) -> bool {
         self.named.get(i).copied().unwrap_or(true)
     }
 
