@@ -37,7 +37,7 @@ pub(super) struct FetchSessions {
     peers: HashMap<NodeId, Session>,
     /// Partitions whose latest answer carried no records: caught up with their leader then.
     /// The next wire Fetch asks them for a small share of the response's bytes and the others
-    /// for the rest (`convert::partition_shares`).
+    /// for the rest (`convert::fetch::partition_shares`).
     idle: HashSet<PartitionId>,
 }
 

@@ -147,7 +147,7 @@ fn attach_fetch_regions(
 /// The one wire Fetch to a leader for the core fetches `list` (its fetch session's,
 /// fetch_sessions.rs), each partition carrying its client log start, which a leader's
 /// DeleteRecords waits for (delete_records.rs); `idle` says which partitions' latest answer
-/// carried no records (their share of the response's bytes, `convert::partition_shares`).
+/// carried no records (their share of the response's bytes, `convert::fetch::partition_shares`).
 pub(super) fn fetch_request(
     host: &Host<AnyIo>,
     table: &PartitionTable,

@@ -104,7 +104,7 @@ pub(super) fn quorum_config(
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
     // KRaft's MAX_FETCH_SIZE_BYTES: a follower behind by a GiB catches up in 128 rounds of
     // fetch, append and flush rather than 1,024 (docs/benchmarks.md, "Catching up"); a wire
-    // Fetch shares REPLICA_FETCH_RESPONSE_MAX_BYTES among its partitions (convert.rs).
+    // Fetch shares REPLICA_FETCH_RESPONSE_MAX_BYTES among its partitions (convert/fetch.rs).
     quorum.fetch_max_bytes = REPLICA_FETCH_MAX_BYTES;
     quorum.max_replication_lag_ms = config.max_replication_lag_ms;
     quorum.directory_id = config.directory_id.unwrap_or([0; 16]);
