@@ -260,11 +260,7 @@ impl PendingDeletes {
         }
         for topic in &request.topics {
             for p in &topic.partitions {
-                let found = if topic.topic.is_empty() {
-                    table.find_by_id(topic.topic_id, p.partition)
-                } else {
-                    table.find(&topic.topic, p.partition)
-                };
+                let found = table.find_named(&topic.topic, topic.topic_id, p.partition);
                 if let (Some(id), Ok(offset)) = (found, u64::try_from(p.log_start_offset)) {
                     deletes.replica_log_starts.insert((id, replica), offset);
                 }

@@ -123,6 +123,16 @@ impl PartitionTable {
         id
     }
 
+    /// A partition as a Fetch names it: by topic id where the topic name is empty (v13+, which
+    /// name topics by id only), else by name.
+    pub fn find_named(&self, topic: &str, topic_id: Uuid, index: i32) -> Option<PartitionId> {
+        if topic.is_empty() {
+            self.find_by_id(topic_id, index)
+        } else {
+            self.find(topic, index)
+        }
+    }
+
     /// The first partition not removed that `matches`, walking the whole table: what the maps
     /// answer, checked in debug builds.
     fn find_by_walk(&self, matches: impl Fn(&HostedPartition) -> bool) -> Option<PartitionId> {

@@ -329,13 +329,7 @@ pub fn peer_fetch_response_parts(
     let mut out = Vec::new();
     for t in &response.responses {
         for p in &t.partitions {
-            // v13+ name topics by id, older versions by name.
-            let found = if t.topic.is_empty() {
-                table.find_by_id(t.topic_id, p.partition_index)
-            } else {
-                table.find(&t.topic, p.partition_index)
-            };
-            let Some(id) = found else {
+            let Some(id) = table.find_named(&t.topic, t.topic_id, p.partition_index) else {
                 continue;
             };
             let Some(correlation_id) = correlation_for(id) else {
