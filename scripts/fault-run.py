@@ -4,7 +4,8 @@ starts the quorum and calls this).
 
 Phases, each `--seconds` long: a fault-free phase, then a fault phase in which one node at a
 time is killed (kill -9, restarted after 2 s) or paused (SIGSTOP, SIGCONT after 2 s) every
-`--every` seconds, never more than one at a time. Throughout, `--producers` confluent-kafka
+`--every` seconds, never more than one at a time (`--kind all`: every node killed at once
+instead, all restarted after 2 s). Throughout, `--producers` confluent-kafka
 producers (acks=all, idempotent) write unique values to a topic. At the end every node is
 running, a consumer reads the whole topic from every partition's beginning, and the run fails if
 any acknowledged value is missing or if a value appears twice (the producers are idempotent).
@@ -143,6 +144,10 @@ def main():
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--record-size", type=int, default=1024)
+    # "one": one node at a time killed or paused (the default, above); "all": every node
+    # killed with kill -9 at the same moment (a power cut of the whole quorum, as far as each
+    # process can tell), all started again 2 s later.
+    parser.add_argument("--kind", choices=["one", "all"], default="one")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     nodes = [Node(i + 1, args.binary, c, l) for i, (c, l) in enumerate(zip(args.configs, args.logs))]
@@ -186,6 +191,18 @@ def main():
         turns_at_faults = turns.snapshot()
         faults = []
         while time.monotonic() - fault_start < args.seconds:
+            if args.kind == "all":
+                log("kill every node")
+                faults.append((time.monotonic(), "kill all"))
+                for node in nodes:
+                    node.process.kill()
+                for node in nodes:
+                    node.process.wait()
+                time.sleep(2)
+                for node in nodes:
+                    node.start()
+                time.sleep(max(0.0, args.every - 2))
+                continue
             victim = rng.choice(nodes)
             kind = rng.choice(["kill", "pause"])
             log(f"{kind} node {victim.id}")

@@ -5,6 +5,7 @@
 # acknowledged records/s of both phases and their ratio as one JSON line. 127.0.0.1 only.
 #
 #   scripts/fault-run.sh [SECONDS_PER_PHASE=60] [EVERY=5] [PARTITIONS=1]   (RINGLOG=binary)
+#   KIND=all scripts/fault-run.sh …   every node killed (kill -9) at once instead, all restarted 2 s later
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"; every="${2:-5}"; partitions="${3:-1}"
@@ -34,4 +35,5 @@ done
 bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[2]},127.0.0.1:${ports[4]}"
 exec python3 scripts/fault-run.py --binary "$RINGLOG" \
   --configs "$folder"/node-{1,2,3}.properties --logs "$folder"/node-{1,2,3}.log \
-  --bootstrap "$bootstrap" --seconds "$seconds" --every "$every" --partitions "$partitions"
+  --bootstrap "$bootstrap" --seconds "$seconds" --every "$every" --partitions "$partitions" \
+  --kind "${KIND:-one}"
