@@ -36,3 +36,42 @@ fn a_killed_leader_is_replaced_before_its_followers_fetch_timeout() {
         agreed(&quorum, &[1, 2, 3]).filter(|(id, _)| *id == new_leader)
     });
 }
+
+/// The whole quorum killed at once, its former leader started first: its EndQuorumEpoch meets
+/// peers not yet listening, and the host answers the core's lost request BROKER_NOT_AVAILABLE,
+/// so it sends it again after the retry backoff (net/src/node/quorum_rpc.rs, `peer_failed`)
+/// and the others, once up, elect at once. With the request, fetch and election timeouts at
+/// two minutes, nothing else would move the quorum within the test's patience: before, the
+/// lost EndQuorumEpoch waited for the request timeout.
+#[test]
+fn a_quorum_killed_at_once_elects_when_its_restarted_leader_reaches_the_others() {
+    let _serial = serial();
+    let mut quorum = Quorum::format(3);
+    quorum.start_all();
+    let (leader, epoch) = quorum.wait_for_leader(Duration::from_secs(30));
+    quorum.kill_all();
+    for id in 1..=3 {
+        quorum.set_config(
+            id,
+            "controller.quorum.fetch.timeout.ms=120000\n\
+             controller.quorum.request.timeout.ms=120000\n\
+             controller.quorum.election.timeout.ms=120000",
+        );
+    }
+    quorum.start_node(leader);
+    // Its resignation goes out at its first turn, to peers that are down.
+    eventually(
+        Duration::from_secs(10),
+        "the former leader listening",
+        || std::net::TcpStream::connect(quorum.address(leader)).ok(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    quorum.start_all();
+    let (new_leader, new_epoch) = eventually(
+        Duration::from_secs(40),
+        "a new leader while every timeout (120 s) is far off",
+        || agreed(&quorum, &[1, 2, 3]).filter(|(_, e)| *e > epoch),
+    );
+    assert!((1..=3).contains(&new_leader));
+    assert!(new_epoch > epoch);
+}

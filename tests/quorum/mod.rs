@@ -419,6 +419,26 @@ impl Quorum {
         Some((client, leader))
     }
 
+    /// Sets `lines` (`key=value` lines) in node `id`'s config file, replacing the lines of the
+    /// same keys; its next start reads them.
+    pub fn set_config(&self, id: i32, lines: &str) {
+        let node = self.node(id);
+        let key = |line: &str| line.split('=').next().unwrap_or("").trim().to_string();
+        let new: Vec<&str> = lines
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let replaced: Vec<String> = new.iter().map(|l| key(l)).collect();
+        let text = std::fs::read_to_string(&node.config).unwrap();
+        let mut kept: Vec<&str> = text
+            .lines()
+            .filter(|l| !replaced.contains(&key(l)))
+            .collect();
+        kept.extend(new);
+        std::fs::write(&node.config, kept.join("\n") + "\n").unwrap();
+    }
+
     /// kill -9 every running node (no resignation, no flush); `start_all` brings them back.
     pub fn kill_all(&mut self) {
         for node in &mut self.nodes {

@@ -422,6 +422,34 @@ pub fn peer_request(
     })
 }
 
+/// What the core is told of a Vote, BeginQuorumEpoch or EndQuorumEpoch its peer's lane lost
+/// (`QuorumRpc::peer_failed`): BROKER_NOT_AVAILABLE, naming no leader (epoch 0 is never news).
+pub fn lost_quorum_request_answer(api: crate::protocol::ApiKey) -> core::Message {
+    use crate::protocol::ApiKey;
+    let error_code = core::ErrorCode::BrokerNotAvailable;
+    let current_leader = core::LeaderIdAndEpoch {
+        leader_id: None,
+        leader_epoch: 0,
+    };
+    match api {
+        ApiKey::Vote => core::Message::VoteResponse(core::VoteResponse {
+            error_code,
+            current_leader,
+            vote_granted: false,
+        }),
+        ApiKey::BeginQuorumEpoch => {
+            core::Message::BeginQuorumEpochResponse(core::BeginQuorumEpochResponse {
+                error_code,
+                current_leader,
+            })
+        }
+        _ => core::Message::EndQuorumEpochResponse(core::EndQuorumEpochResponse {
+            error_code,
+            current_leader,
+        }),
+    }
+}
+
 /// The per-partition core responses in a peer's wire response. Partitions not hosted here are
 /// skipped (a response can only name what we asked for).
 pub fn peer_response_parts(

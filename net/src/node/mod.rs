@@ -550,10 +550,15 @@ impl Node {
                 correlation_ids,
             } => {
                 let mut later = Vec::new();
+                let shutting_down = self.shutdown_until_ms.is_some();
                 let mut q = qx!(self);
-                let answers = self
-                    .quorum
-                    .peer_failed(&mut q, peer, correlation_ids, &mut later)?;
+                let answers = self.quorum.peer_failed(
+                    &mut q,
+                    peer,
+                    correlation_ids,
+                    shutting_down,
+                    &mut later,
+                )?;
                 self.deliver_later(later)?;
                 for answer in answers {
                     self.take_peer_answer(answer);

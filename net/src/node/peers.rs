@@ -180,7 +180,7 @@ impl Peers {
     pub(super) fn control_requests_pending(&self) -> bool {
         self.pending
             .values()
-            .any(|p| matches!(p, PeerPending::Control))
+            .any(|p| matches!(p, PeerPending::Quorum { .. }))
     }
 
     /// Forwarded admin requests the controller has not answered by their deadline (a paused

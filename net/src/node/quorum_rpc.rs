@@ -382,7 +382,9 @@ impl QuorumRpc {
                 else {
                     return Ok(());
                 };
-                self.send(q, to, request, version, PeerPending::Control, false)
+                let api = request.api_key();
+                let pending = PeerPending::Quorum { partition, api };
+                self.send(q, to, request, version, pending, false)
                     .map(|_| ())
             }
             core::Message::VoteResponse(_) => {
@@ -584,7 +586,9 @@ impl QuorumRpc {
                         .map(|(_, id)| *id)
                 })
             }
-            (PeerPending::Control, r) => convert::peer_response_parts(r, q.table),
+            (PeerPending::Control | PeerPending::Quorum { .. }, r) => {
+                convert::peer_response_parts(r, q.table)
+            }
             (PeerPending::FetchSnapshot(asked), Response::FetchSnapshot(r)) => {
                 fetch_snapshot::peer_response_parts(r, q.table, asked)
             }
@@ -651,11 +655,18 @@ impl QuorumRpc {
     /// fetch at its request timeout, and an observer looking for the leader would keep asking
     /// the same dead voter: the fetch is answered as failed (BROKER_NOT_AVAILABLE) so it backs
     /// off and asks the next one. Lost lookups and producer id requests are handed back.
+    ///
+    /// A lost Vote, BeginQuorumEpoch or EndQuorumEpoch is answered BROKER_NOT_AVAILABLE too: the
+    /// core asks again after `controller.quorum.retry.backoff.ms` (Kafka's request manager
+    /// retries a failed request so), where it would have waited its request timeout. Not while
+    /// this node shuts down: its resignation goes to whoever is listening, and the lane's
+    /// failure ends the wait for it.
     pub(super) fn peer_failed(
         &mut self,
         q: &mut Qx,
         peer: NodeId,
         correlation_ids: Vec<i32>,
+        shutting_down: bool,
         later: &mut Vec<Output>,
     ) -> Result<Vec<PeerAnswer>, NodeError> {
         let mut answers = Vec::new();
@@ -688,6 +699,20 @@ impl QuorumRpc {
                         }
                         self.deliver(q, later)?;
                     }
+                }
+                Some(PeerPending::Quorum { partition, api }) if !shutting_down => {
+                    let message = convert::lost_quorum_request_answer(api);
+                    let step = q
+                        .host
+                        .step(q.now_ms, peer, PartitionMessage { partition, message });
+                    match step {
+                        Ok(()) => {}
+                        Err(HostError::Raft(error)) => {
+                            tracing::debug!(%error, "failed quorum request not taken")
+                        }
+                        Err(HostError::Storage(error)) => return Err(error.into()),
+                    }
+                    self.deliver(q, later)?;
                 }
                 _ => {}
             }

@@ -429,7 +429,15 @@ pub(super) struct PeerLanes {
 
 /// What we sent a peer and wait for.
 pub(super) enum PeerPending {
+    /// A request whose answer, if any, only a core could use (a CreateTopics forwarded to the
+    /// controller); nothing is told of its loss.
     Control,
+    /// A core's Vote, BeginQuorumEpoch or EndQuorumEpoch for one partition: lost with a failed
+    /// lane, the core is answered BROKER_NOT_AVAILABLE (`QuorumRpc::peer_failed`).
+    Quorum {
+        partition: ringlog_replication::PartitionId,
+        api: ApiKey,
+    },
     /// This node's UpdateRaftVoter to the metadata leader (KIP-853, own_endpoint.rs).
     OwnEndpointUpdate,
     /// Partition and core correlation id of each fetch in the wire request.

@@ -494,11 +494,20 @@ impl Raft {
         if self.observe_leader(response.current_leader, out)? {
             return Ok(());
         }
-        if let EpochState::Leader(leader) = &mut self.state
-            && response.error_code == ErrorCode::None
-            && response.current_leader.leader_epoch == leader.epoch
-        {
-            leader.endorsed.insert(from);
+        let retry_at_ms = self.now_ms + self.config.retry_backoff_ms;
+        let EpochState::Leader(leader) = &mut self.state else {
+            return Ok(());
+        };
+        if response.error_code == ErrorCode::None {
+            if response.current_leader.leader_epoch == leader.epoch {
+                leader.endorsed.insert(from);
+            }
+        } else if response.error_code != ErrorCode::InvalidVoterKey {
+            // Not delivered (the host answers BROKER_NOT_AVAILABLE for a request its lane
+            // lost), or the voter cannot take it yet (it does not host the partition yet): ask
+            // again after the retry backoff, as Kafka's request manager does, not a request
+            // timeout later. A replaced disk (INVALID_VOTER_KEY) waits for the usual resend.
+            leader.begin_quorum_resend_ms = leader.begin_quorum_resend_ms.min(retry_at_ms);
         }
         Ok(())
     }
@@ -737,9 +746,21 @@ impl Raft {
         if self.observe_leader(response.current_leader, out)? {
             return Ok(());
         }
-        if let EpochState::Resigned(resigned) = &mut self.state
-            && response.current_leader.leader_epoch == resigned.epoch
-        {
+        let retry_at_ms = self.now_ms + self.config.retry_backoff_ms;
+        let EpochState::Resigned(resigned) = &mut self.state else {
+            return Ok(());
+        };
+        if response.error_code != ErrorCode::None {
+            // Not delivered (the host answers BROKER_NOT_AVAILABLE for a request its lane
+            // lost: a quorum restarted at once, whose peers are not listening yet), or not
+            // taken: tell that voter again after the retry backoff, as Kafka's request manager
+            // does, rather than a request timeout later, by when the election timeout has
+            // passed and the voters waited their fetch timeout (1.65 s after a restart of the
+            // whole quorum, docs/benchmarks.md "Every node killed at once").
+            if resigned.unacknowledged.contains(&from) {
+                resigned.end_quorum_resend_ms = resigned.end_quorum_resend_ms.min(retry_at_ms);
+            }
+        } else if response.current_leader.leader_epoch == resigned.epoch {
             resigned.unacknowledged.remove(&from);
         }
         Ok(())

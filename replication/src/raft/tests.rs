@@ -1465,3 +1465,6 @@ mod pre_vote_tests;
 
 #[path = "single_voter_tests.rs"]
 mod single_voter_tests;
+
+#[path = "lost_request_tests.rs"]
+mod lost_request_tests;
