@@ -687,37 +687,36 @@ impl QuorumRpc {
                         let message = core::Message::FetchResponse(
                             core::FetchResponse::unreachable(correlation_id),
                         );
-                        let step =
-                            q.host
-                                .step(q.now_ms, peer, PartitionMessage { partition, message });
-                        match step {
-                            Ok(()) => {}
-                            Err(HostError::Raft(error)) => {
-                                tracing::debug!(%error, "failed fetch not taken")
-                            }
-                            Err(HostError::Storage(error)) => return Err(error.into()),
-                        }
-                        self.deliver(q, later)?;
+                        self.step_lost(q, peer, PartitionMessage { partition, message }, later)?;
                     }
                 }
                 Some(PeerPending::Quorum { partition, api }) if !shutting_down => {
                     let message = convert::lost_quorum_request_answer(api);
-                    let step = q
-                        .host
-                        .step(q.now_ms, peer, PartitionMessage { partition, message });
-                    match step {
-                        Ok(()) => {}
-                        Err(HostError::Raft(error)) => {
-                            tracing::debug!(%error, "failed quorum request not taken")
-                        }
-                        Err(HostError::Storage(error)) => return Err(error.into()),
-                    }
-                    self.deliver(q, later)?;
+                    self.step_lost(q, peer, PartitionMessage { partition, message }, later)?;
                 }
                 _ => {}
             }
         }
         Ok(answers)
+    }
+
+    /// Steps a core with the answer standing for a request its peer's lane lost, and delivers
+    /// what that asks for. A core that no longer waits for it refuses it; that is logged only.
+    fn step_lost(
+        &mut self,
+        q: &mut Qx,
+        peer: NodeId,
+        message: PartitionMessage,
+        later: &mut Vec<Output>,
+    ) -> Result<(), NodeError> {
+        match q.host.step(q.now_ms, peer, message) {
+            Ok(()) => {}
+            Err(HostError::Raft(error)) => {
+                tracing::debug!(%error, "lost request's answer not taken")
+            }
+            Err(HostError::Storage(error)) => return Err(error.into()),
+        }
+        self.deliver(q, later)
     }
 
     // ---- parked fetches, deadlines, stopped partitions ----------------------------------

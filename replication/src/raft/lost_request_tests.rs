@@ -13,24 +13,6 @@ fn not_delivered() -> LeaderIdAndEpoch {
     }
 }
 
-/// Node 1 restarted after leading epoch 4: Resigned, its first tick sends EndQuorumEpoch.
-fn resigned_1() -> Raft {
-    let recovered = RecoveredState {
-        election: ElectionState {
-            epoch: 4,
-            leader_id: Some(1),
-            voted_for: Some(1),
-        },
-        log_end_offset: 1,
-        epoch_cache: vec![OffsetAndEpoch::new(0, 4)],
-        ..Default::default()
-    };
-    let mut raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
-    let (work, _) = raft.tick(1).unwrap();
-    assert_eq!(work, end_quorum_epoch_to(1, 4, &[2, 3]).1);
-    raft
-}
-
 #[test]
 fn a_lost_end_quorum_epoch_is_sent_again_after_the_retry_backoff() {
     let mut raft = resigned_1();

@@ -1378,6 +1378,27 @@ fn observers_never_stand_but_may_vote() {
     assert_eq!(observer.epoch(), 1);
 }
 
+/// Node 1 restarted after leading epoch 4 (log end 1): it comes back Resigned, and its first
+/// tick (at 1 ms) sends EndQuorumEpoch to the other voters.
+fn resigned_1() -> Raft {
+    let recovered = RecoveredState {
+        election: ElectionState {
+            epoch: 4,
+            leader_id: Some(1),
+            voted_for: Some(1),
+        },
+        log_end_offset: 1,
+        epoch_cache: vec![OffsetAndEpoch::new(0, 4)],
+        ..Default::default()
+    };
+    let mut raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
+    assert!(matches!(raft.state(), EpochState::Resigned(_)));
+    assert_eq!(raft.log().end_offset_and_epoch(), OffsetAndEpoch::new(1, 4));
+    let (work, _) = raft.tick(1).unwrap();
+    assert_eq!(work, end_quorum_epoch_to(1, 4, &[2, 3]).1);
+    raft
+}
+
 #[test]
 fn restart_keeps_the_vote_and_a_former_leader_comes_back_resigned() {
     let recovered = RecoveredState {
@@ -1397,22 +1418,8 @@ fn restart_keeps_the_vote_and_a_former_leader_comes_back_resigned() {
             message: vote_response(false, 4, None)
         }]
     );
-    let recovered = RecoveredState {
-        election: ElectionState {
-            epoch: 4,
-            leader_id: Some(1),
-            voted_for: Some(1),
-        },
-        log_end_offset: 1,
-        epoch_cache: vec![OffsetAndEpoch::new(0, 4)],
-        ..Default::default()
-    };
-    let mut raft = Raft::new(config(1), &recovered, 1, 0).unwrap();
-    assert!(matches!(raft.state(), EpochState::Resigned(_)));
-    assert_eq!(raft.log().end_offset_and_epoch(), OffsetAndEpoch::new(1, 4));
     // Its first tick tells the other voters it no longer leads epoch 4...
-    let (work, _) = raft.tick(1).unwrap();
-    assert_eq!(work, end_quorum_epoch_to(1, 4, &[2, 3]).1);
+    let mut raft = resigned_1();
     // ...and a voter that has followed a newer leader meanwhile names it: the restarted node
     // follows it at once, not after an election timeout.
     raft.step(
