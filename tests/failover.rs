@@ -39,7 +39,7 @@ fn a_killed_leader_is_replaced_before_its_followers_fetch_timeout() {
 
 /// The whole quorum killed at once, its former leader started first: its EndQuorumEpoch meets
 /// peers not yet listening, and the host answers the core's lost request BROKER_NOT_AVAILABLE,
-/// so it sends it again after the retry backoff (net/src/node/quorum_rpc.rs, `peer_failed`)
+/// so it sends it again after the retry backoff (net/src/node/quorum_rpc/peer_answers.rs, `peer_failed`)
 /// and the others, once up, elect at once. With the request, fetch and election timeouts at
 /// two minutes, nothing else would move the quorum within the test's patience: before, the
 /// lost EndQuorumEpoch waited for the request timeout.
@@ -58,14 +58,25 @@ fn a_quorum_killed_at_once_elects_when_its_restarted_leader_reaches_the_others()
              controller.quorum.election.timeout.ms=120000",
         );
     }
+    // Its resignation goes out at its first turn, to peers that are down: the others start
+    // once its log shows a lane to them failing (the lanes log that at debug level).
+    let log = quorum.node(leader).log.clone();
+    let earlier = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+    quorum.env.push((
+        "RUST_LOG".into(),
+        "info,ringlog_net::node::transport=debug".into(),
+    ));
     quorum.start_node(leader);
-    // Its resignation goes out at its first turn, to peers that are down.
     eventually(
         Duration::from_secs(10),
-        "the former leader listening",
-        || std::net::TcpStream::connect(quorum.address(leader)).ok(),
+        "a lane of the former leader failing",
+        || {
+            let text = std::fs::read(&log).ok()?;
+            String::from_utf8_lossy(text.get(earlier..)?)
+                .contains("peer unreachable")
+                .then_some(())
+        },
     );
-    std::thread::sleep(Duration::from_millis(500));
     quorum.start_all();
     let (new_leader, new_epoch) = eventually(
         Duration::from_secs(40),

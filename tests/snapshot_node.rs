@@ -332,13 +332,12 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
     const CHUNK_BYTES: i32 = 1237;
     let mut fetched = Vec::new();
     let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
-    let not_yet_known = std::time::Instant::now();
-    loop {
-        let epoch = quorum
-            .describe(leader, TOPIC)
-            .unwrap()
-            .partition
-            .leader_epoch;
+    // The frozen file shows in the folder a moment before the leader's core is told of it (at
+    // its next pump); until then it answers SNAPSHOT_NOT_FOUND, as to a replica asking for a
+    // snapshot it never announced. A real follower only asks for an announced one.
+    // FetchSnapshot of the file from `position`, as the follower, in the leader's epoch.
+    let fetch_from = |client: &mut Client, position: usize| {
+        let epoch = quorum.describe(leader, TOPIC)?.partition.leader_epoch;
         let request = Request::FetchSnapshot(FetchSnapshotRequest {
             cluster_id: Some(CLUSTER_ID.to_string()),
             replica_id: follower,
@@ -352,25 +351,28 @@ fn fetch_snapshot_chunks_sent_from_the_file_are_its_exact_bytes() {
                         end_offset: name.snapshot_id.end_offset,
                         epoch: name.snapshot_id.epoch,
                     },
-                    position: fetched.len() as i64,
+                    position: position as i64,
                     ..Default::default()
                 }],
             }],
         });
-        let Response::FetchSnapshot(response) = client.request(&request, 0).unwrap() else {
-            panic!("not a FetchSnapshot response");
-        };
-        let part = &response.topics[0].partitions[0];
-        // The frozen file shows in the folder a moment before the leader's core is told of it
-        // (at its next pump); until then it answers SNAPSHOT_NOT_FOUND, as to a replica asking
-        // for a snapshot it never announced. A real follower only asks for an announced one.
-        if fetched.is_empty()
-            && part.error_code == ErrorCode::SnapshotNotFound.code()
-            && not_yet_known.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
+        match client.request(&request, 0).ok()? {
+            Response::FetchSnapshot(response) => Some(response),
+            other => panic!("not a FetchSnapshot response: {other:?}"),
         }
+    };
+    eventually(
+        Duration::from_secs(10),
+        "the leader knowing its snapshot",
+        || {
+            let response = fetch_from(&mut client, 0)?;
+            (response.topics[0].partitions[0].error_code != ErrorCode::SnapshotNotFound.code())
+                .then_some(())
+        },
+    );
+    loop {
+        let response = fetch_from(&mut client, fetched.len()).expect("a FetchSnapshot answer");
+        let part = &response.topics[0].partitions[0];
         assert_eq!(
             (response.error_code, part.error_code),
             (0, 0),

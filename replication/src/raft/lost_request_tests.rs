@@ -1,6 +1,6 @@
 //! A Vote, BeginQuorumEpoch or EndQuorumEpoch the host could not deliver (its peer's
 //! connection was refused or reset) comes back as an answer with BROKER_NOT_AVAILABLE and no
-//! leader (net/src/node/quorum_rpc.rs, `peer_failed`). The core asks again after the retry
+//! leader (net/src/node/quorum_rpc/peer_answers.rs, `peer_failed`). The core asks again after the retry
 //! backoff, as Kafka's request manager retries a failed request, rather than a request timeout
 //! later: after a restart of the whole quorum the first requests meet peers not yet listening.
 
