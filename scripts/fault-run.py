@@ -145,8 +145,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--record-size", type=int, default=1024)
     # "one": one node at a time killed or paused (the default, above); "all": every node
-    # killed with kill -9 at the same moment (a power cut of the whole quorum, as far as each
-    # process can tell), all started again 2 s later.
+    # killed with kill -9 at the same moment, all started again 2 s later (not a power cut:
+    # the kernel keeps what they wrote and did not sync; the simulator's power losses drop it).
     parser.add_argument("--kind", choices=["one", "all"], default="one")
     args = parser.parse_args()
     rng = random.Random(args.seed)
