@@ -446,7 +446,7 @@ mod tests {
                 table.add(HostedPartition {
                     topic: format!("t{}", i % 3),
                     topic_id: Uuid([1 + (i % 3) as u8; 16]),
-                    index: i as i32 / 3,
+                    index: i / 3,
                 })
             })
             .collect();
