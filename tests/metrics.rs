@@ -120,6 +120,27 @@ fn a_quorum_reports_kraft_metrics_that_follow_its_state() {
         metric(&winner, "election_latency_max", "").unwrap() > 0.0,
         "the leader went through Candidate and timed its election"
     );
+
+    // A DeleteRecords cut writes a snapshot at the new log start, which the leader's metrics
+    // show, with its size (the folder is listed again when the core's snapshots change).
+    let mut client =
+        Client::connect(&quorum.address(leader), Duration::from_secs(5)).expect("the leader");
+    let (code, low_watermark) = quorum::delete_records(&mut client, TOPIC, 20, 20_000);
+    assert_eq!(
+        (code, low_watermark),
+        (0, 20),
+        "DeleteRecords at the leader"
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the leader's metrics to show the cut's snapshot",
+        || {
+            let samples = scrape(leader_port)?;
+            let count = metric(&samples, "snapshot_count", "")?;
+            let size = metric(&samples, "latest_snapshot_size_bytes", "")?;
+            (count == 1.0 && size > 0.0).then_some(())
+        },
+    );
 }
 
 /// Sends `request` at API version `version` to each node in turn until one answers with an

@@ -17,7 +17,7 @@
 //! | append-records-rate | records the log end moved by while leader |
 //! | fetch-records-rate | records the log end moved by while following |
 //! | poll-idle-ratio-avg | per loop iteration: time waiting / (waiting + working); the node's one loop, so one window that every partition's group shows |
-//! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, rescanned at most once a second |
+//! | snapshot-count, latest-snapshot-size-bytes | the partition's `checkpoints/` folder, listed at most once a second and only when the core's latest or log-start snapshot changed (the node adds and deletes snapshot files only then), and each folder once every [`SNAPSHOT_REFRESH_ROUNDS`] seconds whatever changed |
 //! | snapshots-generated-total, snapshots-fetched-total | the host's per-partition counts of snapshots written (state machine, retention and DeleteRecords cuts) and installed from a leader, since start ([`Observer::observe_snapshot_totals`]) |
 //!
 //! | ringlog_event_loop_turns_total, ringlog_event_loop_turns_held_over_total{over_ms}, ringlog_event_loop_turns_cpu_over_total{over_ms}, ringlog_event_loop_longest_turn_ms | node-wide, since the start ([`StallWatch`]): every turn of the loop, those that held its thread (wall clock) or used its CPU past 5, 20, 100 and 500 ms, and the longest |
@@ -36,12 +36,17 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ringlog_replication::{EpochState, MultiRaft, NodeId, PartitionId};
+use ringlog_replication::{EpochState, MultiRaft, NodeId, OffsetAndEpoch, PartitionId};
 
 use crate::metrics::{Counter, Gauge, MetricsRegistry, RaftMetrics, WindowedStat};
 
-/// How often the snapshot folders are listed.
+/// How often the snapshot folders whose snapshots changed are listed.
 const SNAPSHOT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// Every folder is listed again once in this many scan rounds (spread over the rounds, so a
+/// round lists at most 1/this of the folders besides the changed ones): a file added or
+/// removed by hand shows within a minute. Until 2026-12-06 every partition's folder was
+/// listed every second on the loop thread: with 1,000 partitions a turn of ~5 ms each second.
+const SNAPSHOT_REFRESH_ROUNDS: u64 = 60;
 /// Appended offsets remembered per partition for commit latency; older ones are dropped (a
 /// stalled quorum must not grow memory).
 const MAX_COMMIT_SAMPLES: usize = 4096;
@@ -51,6 +56,9 @@ struct PartitionObserver {
     /// The metric label, `<topic>-<index>`.
     label: String,
     checkpoints: PathBuf,
+    /// The core's (latest, log-start) snapshot ids when `checkpoints` was last listed (`None`
+    /// inside: no group then); `None`: never listed.
+    snapshots_listed_at: Option<Option<SnapshotSignature>>,
     last_log_end_offset: Option<u64>,
     was_leader: bool,
     /// Loop time at which an election started, until a leader is known.
@@ -62,6 +70,10 @@ struct PartitionObserver {
     /// node's CPU, 2026-12-04).
     last_seen: Option<Seen>,
 }
+
+/// The core's latest snapshot and the one at its log start: the node writes or installs a
+/// snapshot file only as the first changes, and deletes older ones only as the second does.
+type SnapshotSignature = (Option<OffsetAndEpoch>, Option<OffsetAndEpoch>);
 
 /// A partition's view as the metrics show it; everything `observe` records follows from a
 /// change of it.
@@ -87,6 +99,8 @@ pub(crate) struct Observer {
     /// was reached meanwhile.
     unseen: BTreeSet<PartitionId>,
     last_snapshot_scan: Option<Instant>,
+    /// Scan rounds so far: which folders the round lists whatever changed.
+    snapshot_scan_rounds: u64,
     busy_since: Instant,
     /// The event loop's `poll-idle-ratio`, one window that every partition's group shows:
     /// recorded once per wake-up, where a window per partition cost 100 clock reads and lock
@@ -118,6 +132,7 @@ impl Observer {
             partitions: BTreeMap::new(),
             unseen: BTreeSet::new(),
             last_snapshot_scan: None,
+            snapshot_scan_rounds: 0,
             busy_since: Instant::now(),
             poll_idle_ratio: WindowedStat::default(),
         };
@@ -134,6 +149,7 @@ impl Observer {
             metrics: RaftMetrics::new(&self.registry, &label, &self.poll_idle_ratio),
             label,
             checkpoints: dir.join("checkpoints"),
+            snapshots_listed_at: None,
             last_log_end_offset: None,
             last_seen: None,
             was_leader: false,
@@ -306,14 +322,41 @@ impl Observer {
             .is_none_or(|last| now.saturating_duration_since(last) >= SNAPSHOT_SCAN_INTERVAL);
         if scan_due {
             self.last_snapshot_scan = Some(now);
-            for p in self.partitions.values() {
-                let (count, latest_size_bytes) = scan_snapshots(&p.checkpoints);
-                p.metrics.snapshot_count.set(count as f64);
-                p.metrics
-                    .latest_snapshot_size_bytes
-                    .set(latest_size_bytes as f64);
-            }
+            self.list_snapshot_folders(|id| {
+                multi.partition(id).map(|raft| {
+                    let log = raft.log();
+                    (log.latest_snapshot_id(), log.log_start_snapshot_id())
+                })
+            });
         }
+    }
+
+    /// One scan round: lists the `checkpoints/` folder of each partition whose snapshots
+    /// changed since its last listing (`signature`: the core's view; `None` for a group not
+    /// started yet) and of every [`SNAPSHOT_REFRESH_ROUNDS`]th other one, in turn. Returns how
+    /// many folders it listed.
+    fn list_snapshot_folders(
+        &mut self,
+        signature: impl Fn(PartitionId) -> Option<SnapshotSignature>,
+    ) -> usize {
+        let round = self.snapshot_scan_rounds;
+        self.snapshot_scan_rounds += 1;
+        let mut listed = 0;
+        for (&id, p) in &mut self.partitions {
+            let now_seen = signature(id);
+            let refresh = (u64::from(id) + round).is_multiple_of(SNAPSHOT_REFRESH_ROUNDS);
+            if p.snapshots_listed_at == Some(now_seen) && !refresh {
+                continue;
+            }
+            p.snapshots_listed_at = Some(now_seen);
+            let (count, latest_size_bytes) = scan_snapshots(&p.checkpoints);
+            p.metrics.snapshot_count.set(count as f64);
+            p.metrics
+                .latest_snapshot_size_bytes
+                .set(latest_size_bytes as f64);
+            listed += 1;
+        }
+        listed
     }
 }
 
@@ -614,6 +657,61 @@ mod tests {
             0.0
         );
         assert!(value("ringlog_event_loop_longest_turn_ms") >= 8.0);
+    }
+
+    /// A scan round lists only the folders whose snapshots changed in the core's view, and
+    /// every folder once in [`SNAPSHOT_REFRESH_ROUNDS`] rounds; a listing shows what the folder
+    /// holds.
+    #[test]
+    fn a_scan_round_lists_the_folders_whose_snapshots_changed_and_a_share_of_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let folders: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("t-{i}"))).collect();
+        let mut observer = Observer::new(
+            folders
+                .iter()
+                .enumerate()
+                .map(|(i, folder)| (i as PartitionId, format!("t-{i}"), folder.clone())),
+        );
+        let signatures = std::cell::RefCell::new(vec![(None, None); 3]);
+        let signature = |id: PartitionId| Some(signatures.borrow()[id as usize]);
+        let count = |observer: &Observer, id: PartitionId| {
+            observer.partitions[&id].metrics.snapshot_count.get()
+        };
+
+        assert_eq!(observer.list_snapshot_folders(signature), 3, "never listed");
+        assert_eq!(
+            observer.list_snapshot_folders(signature),
+            0,
+            "nothing changed"
+        );
+        let checkpoints = folders[1].join("checkpoints");
+        std::fs::create_dir_all(&checkpoints).unwrap();
+        std::fs::write(
+            checkpoints.join(format!("{:020}-{:020}.checkpoint", 100, 1)),
+            [0u8; 10],
+        )
+        .unwrap();
+        assert_eq!(observer.list_snapshot_folders(signature), 0);
+        assert_eq!(count(&observer, 1), 0.0, "not listed since");
+
+        signatures.borrow_mut()[1].0 = Some(OffsetAndEpoch {
+            offset: 100,
+            epoch: 1,
+        });
+        assert_eq!(observer.list_snapshot_folders(signature), 1);
+        assert_eq!(count(&observer, 1), 1.0);
+
+        // A file removed behind the core's back shows at the partition's refresh round.
+        std::fs::remove_dir_all(&checkpoints).unwrap();
+        let mut listed = 0;
+        for _ in 0..SNAPSHOT_REFRESH_ROUNDS {
+            listed += observer.list_snapshot_folders(signature);
+        }
+        assert_eq!(
+            listed, 3,
+            "each folder once in {SNAPSHOT_REFRESH_ROUNDS} rounds"
+        );
+        assert_eq!(count(&observer, 1), 0.0);
     }
 
     #[test]
