@@ -219,3 +219,48 @@ fn retention_bytes_moves_the_log_start_on_every_replica() {
         "the script never trimmed"
     );
 }
+
+/// Retention by age: a segment whose last append is older than `retention.ms` goes once the
+/// next one is not the active segment's place, on every replica, and the active one stays
+/// (the rule reads the age only of the segments it decides about, retention.rs).
+#[test]
+fn retention_ms_removes_old_segments_and_keeps_the_active_one() {
+    let _serial = serial();
+    let quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(20));
+    let topic = "aged";
+    quorum.create_topic(
+        topic,
+        1,
+        &[
+            ("segment.bytes", "65536"),
+            ("retention.ms", "1000"),
+            ("retention.bytes", "-1"),
+        ],
+    );
+    let (leader, _) = quorum.wait_for_leader_of(topic, Duration::from_secs(20));
+    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(5)).unwrap();
+    let value = "a".repeat(8000);
+    let mut last = 0;
+    for _ in 0..40 {
+        let (code, offset) = quorum::produce_to(&mut client, topic, 0, quorum::batch_of(&value));
+        assert_eq!(code, 0, "produce to {topic}");
+        last = offset;
+    }
+    for node in &quorum.nodes {
+        let dir = quorum.data_dir(node.id).join(format!("{topic}-0"));
+        let bases = eventually(
+            Duration::from_secs(30),
+            &format!("node {}'s old segments to go", node.id),
+            || {
+                let (bases, snapshot) = segments_and_snapshot(&dir);
+                (snapshot && bases.len() == 1 && bases[0] > 0).then_some(bases)
+            },
+        );
+        assert!(
+            bases[0] <= last as u64,
+            "node {}: the active segment, holding offset {last}, stays ({bases:?})",
+            node.id
+        );
+    }
+}

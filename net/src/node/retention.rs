@@ -41,19 +41,22 @@ pub const RETENTION_CHECK_INTERVAL_MS: u64 = 1000;
 pub struct SegmentInfo {
     pub base_offset: u64,
     pub size_bytes: u64,
-    /// Wall-clock ms of the segment's last append (its file's mtime); `None` if unknown.
-    pub last_modified_ms: Option<u64>,
 }
 
 /// The log start offset retention moves to, if any: the base offset of the first segment
 /// kept. Segments go from the oldest while the partition stays above `retention.bytes`
 /// without them, or while they are older than `retention.ms`; never the last segment, and
 /// never past `high_watermark` (only committed records may be cut: a snapshot is committed).
+/// `last_modified_ms` gives a segment's last append in wall-clock ms (its file's mtime;
+/// `None` if unknown), asked only of the segments the time rule decides about: the check runs
+/// every second over every partition on the event loop, and until 2026-12-06 it read every
+/// segment's mtime, the active one's too (a `statx` per segment per second).
 pub fn retention_target(
     segments: &[SegmentInfo],
     high_watermark: u64,
     config: &TopicConfig,
     now_wall_ms: u64,
+    last_modified_ms: impl Fn(&SegmentInfo) -> Option<u64>,
 ) -> Option<u64> {
     if !config.cleanup_policy.deletes() {
         return None;
@@ -67,9 +70,9 @@ pub fn retention_target(
         }
         let over_size = config.retention_bytes >= 0
             && remaining_bytes - segment.size_bytes >= config.retention_bytes as u64;
-        let too_old = config.retention_ms >= 0
-            && segment
-                .last_modified_ms
+        let too_old = !over_size
+            && config.retention_ms >= 0
+            && last_modified_ms(&segment)
                 .is_some_and(|t| now_wall_ms.saturating_sub(t) > config.retention_ms as u64);
         if !(over_size || too_old) {
             break;
@@ -183,7 +186,6 @@ impl Topics {
             let Some(raft) = host.raft(id) else {
                 continue;
             };
-            let epoch_cache: Vec<OffsetAndEpoch> = raft.log().epoch_cache().to_vec();
             let Some(store) = host.store(id) else {
                 continue;
             };
@@ -194,12 +196,15 @@ impl Topics {
                 .map(|(base, size_bytes)| SegmentInfo {
                     base_offset: base.max(0) as u64,
                     size_bytes,
-                    last_modified_ms: segment_last_modified_ms(&store.dir, base.max(0) as u64),
                 })
                 .collect();
-            let Some(target) =
-                retention_target(&segments, store.high_watermark, &config, now_wall_ms)
-            else {
+            let Some(target) = retention_target(
+                &segments,
+                store.high_watermark,
+                &config,
+                now_wall_ms,
+                |segment| segment_last_modified_ms(&store.dir, segment.base_offset),
+            ) else {
                 continue;
             };
             let latest = store.snapshots.latest_snapshot_id.map_or(0, |s| s.offset);
@@ -208,7 +213,9 @@ impl Topics {
                 continue;
             }
             // The snapshot's epoch is that of the record just below its end offset.
-            let epoch = epoch_cache
+            let epoch = raft
+                .log()
+                .epoch_cache()
                 .iter()
                 .rev()
                 .find(|e| e.offset < target)
@@ -236,15 +243,43 @@ mod tests {
     use super::*;
     use crate::node::topic_record::CleanupPolicy;
 
-    fn segments(sizes: &[(u64, u64, u64)]) -> Vec<SegmentInfo> {
-        sizes
+    /// (base offset, size, last modified) of each segment.
+    type Segments = Vec<(u64, u64, u64)>;
+
+    fn segments(sizes: &[(u64, u64, u64)]) -> Segments {
+        sizes.to_vec()
+    }
+
+    /// `retention_target` over `s`, counting the segments whose age it asked for in `asked`.
+    fn target_asking(
+        s: &Segments,
+        high_watermark: u64,
+        config: &TopicConfig,
+        now_wall_ms: u64,
+        asked: &std::cell::Cell<usize>,
+    ) -> Option<u64> {
+        let infos: Vec<SegmentInfo> = s
             .iter()
-            .map(|&(base_offset, size_bytes, modified)| SegmentInfo {
+            .map(|&(base_offset, size_bytes, _)| SegmentInfo {
                 base_offset,
                 size_bytes,
-                last_modified_ms: Some(modified),
             })
-            .collect()
+            .collect();
+        super::retention_target(&infos, high_watermark, config, now_wall_ms, |segment| {
+            asked.set(asked.get() + 1);
+            s.iter()
+                .find(|&&(base, _, _)| base == segment.base_offset)
+                .map(|&(_, _, modified)| modified)
+        })
+    }
+
+    fn target(
+        s: &Segments,
+        high_watermark: u64,
+        config: &TopicConfig,
+        now_wall_ms: u64,
+    ) -> Option<u64> {
+        target_asking(s, high_watermark, config, now_wall_ms, &Default::default())
     }
 
     fn config(retention_bytes: i64, retention_ms: i64) -> TopicConfig {
@@ -260,20 +295,20 @@ mod tests {
         // Kafka's rule: a segment goes only if the rest still holds retention.bytes. Four
         // segments of 100 bytes, retention.bytes 250: one goes (300 left; two would leave 200).
         let s = segments(&[(0, 100, 0), (10, 100, 0), (20, 100, 0), (30, 100, 0)]);
-        assert_eq!(retention_target(&s, 40, &config(250, -1), 0), Some(10));
-        assert_eq!(retention_target(&s, 40, &config(200, -1), 0), Some(20));
+        assert_eq!(target(&s, 40, &config(250, -1), 0), Some(10));
+        assert_eq!(target(&s, 40, &config(200, -1), 0), Some(20));
         // Exactly at the bound: deleting one leaves 300 ≥ 300.
-        assert_eq!(retention_target(&s, 40, &config(300, -1), 0), Some(10));
-        assert_eq!(retention_target(&s, 40, &config(400, -1), 0), None);
+        assert_eq!(target(&s, 40, &config(300, -1), 0), Some(10));
+        assert_eq!(target(&s, 40, &config(400, -1), 0), None);
         // Never past the high-watermark (a cut must be committed).
-        assert_eq!(retention_target(&s, 15, &config(0, -1), 0), Some(10));
+        assert_eq!(target(&s, 15, &config(0, -1), 0), Some(10));
         // Never the active (last) segment.
-        assert_eq!(retention_target(&s, 40, &config(0, -1), 0), Some(30));
+        assert_eq!(target(&s, 40, &config(0, -1), 0), Some(30));
         // No limits, or the snapshot policy: nothing.
-        assert_eq!(retention_target(&s, 40, &config(-1, -1), 0), None);
+        assert_eq!(target(&s, 40, &config(-1, -1), 0), None);
         let mut snapshot = config(0, -1);
         snapshot.cleanup_policy = CleanupPolicy::Snapshot;
-        assert_eq!(retention_target(&s, 40, &snapshot, 0), None);
+        assert_eq!(target(&s, 40, &snapshot, 0), None);
     }
 
     #[test]
@@ -286,10 +321,33 @@ mod tests {
         ]);
         // At 10 000 with retention.ms 5 000: the first two are older; the third is not, so the
         // fourth (older, but after a young one) stays too.
+        assert_eq!(target(&s, 40, &config(-1, 5_000), 10_000), Some(20));
+        assert_eq!(target(&s, 40, &config(-1, 50_000), 10_000), None);
+    }
+
+    /// The time rule reads a segment's age only where it decides: up to the first young
+    /// segment, never the active (last) one, not at all for a partition of one segment.
+    #[test]
+    fn time_retention_asks_the_age_of_the_segments_it_decides_about_only() {
+        let asked = std::cell::Cell::new(0);
+        let one = segments(&[(0, 10, 1_000)]);
         assert_eq!(
-            retention_target(&s, 40, &config(-1, 5_000), 10_000),
+            target_asking(&one, 10, &config(-1, 5_000), 10_000, &asked),
+            None
+        );
+        assert_eq!(asked.get(), 0, "one segment: the active one, never deleted");
+        let young = segments(&[(0, 10, 9_000), (10, 10, 9_500), (20, 10, 9_900)]);
+        assert_eq!(
+            target_asking(&young, 30, &config(-1, 5_000), 10_000, &asked),
+            None
+        );
+        assert_eq!(asked.get(), 1, "the oldest is young: the rest are younger");
+        asked.set(0);
+        let old = segments(&[(0, 10, 1_000), (10, 10, 2_000), (20, 10, 3_000)]);
+        assert_eq!(
+            target_asking(&old, 30, &config(-1, 5_000), 10_000, &asked),
             Some(20)
         );
-        assert_eq!(retention_target(&s, 40, &config(-1, 50_000), 10_000), None);
+        assert_eq!(asked.get(), 2, "never the active segment");
     }
 }
