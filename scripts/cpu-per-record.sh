@@ -28,7 +28,10 @@ pids=$(cat "$folder"/nodes/node-*.pid)
 snapshot() { # one line per thread: pid tid name ticks
   for pid in $pids; do
     for task in /proc/"$pid"/task/*; do
-      echo "$pid $(basename "$task") $(tr ' ' _ <"$task/comm") $(awk '{print $14 + $15}' "$task/stat")"
+      # An io_uring worker may exit between the listing and the reads: skip it.
+      comm=$(tr ' ' _ <"$task/comm" 2>/dev/null) || continue
+      ticks=$(awk '{print $14 + $15}' "$task/stat" 2>/dev/null) || continue
+      echo "$pid $(basename "$task") $comm $ticks"
     done
   done
 }
