@@ -285,9 +285,8 @@ impl Raft {
 
     pub(crate) fn poll_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
         let now = self.now_ms;
-        let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
         let request_timeout = self.config.request_timeout_ms;
-        let EpochState::Candidate(candidate) = &mut self.state else {
+        let EpochState::Candidate(candidate) = &self.state else {
             return Ok(());
         };
         match candidate.backoff_until_ms {
@@ -295,11 +294,19 @@ impl Raft {
             Some(until) if now >= until => return self.transition_to_prospective(out),
             Some(_) => return Ok(()),
             None if now >= candidate.election_deadline_ms => {
-                candidate.backoff_until_ms = Some(now + backoff);
+                // Drawn only when due, so that a tick before the deadline changes nothing and
+                // a waiting candidate may rest between its timers (`idle_tick_is_noop`).
+                let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
+                if let EpochState::Candidate(candidate) = &mut self.state {
+                    candidate.backoff_until_ms = Some(now + backoff);
+                }
                 return Ok(());
             }
             None => {}
         }
+        let EpochState::Candidate(candidate) = &mut self.state else {
+            return Ok(());
+        };
         if now >= candidate.vote_resend_ms {
             candidate.vote_resend_ms = now + request_timeout;
             let answered: BTreeSet<NodeId> = candidate

@@ -575,15 +575,15 @@ impl Raft {
     }
 
     /// Whether a tick before [`Raft::next_deadline_ms`], with nothing else reaching the group
-    /// since its last tick, has no work and changes nothing but the clock. Not while it stands
-    /// for election: a Prospective's or Candidate's tick draws its next timeout from the RNG
-    /// whether or not a timer is due, so skipping one would change the timeouts of every later
-    /// election. Nor while a leader waits to advance its log start: a lagging replica stops
-    /// holding it back once its last fetch is older than the fetch timeout, a time no
-    /// deadline names.
+    /// since its last tick, has no work and changes nothing but the clock. Not while a leader
+    /// waits to advance its log start: a lagging replica stops holding it back once its last
+    /// fetch is older than the fetch timeout, a time no deadline names. A Prospective or
+    /// Candidate rests too since 2026-12-07: its tick used to draw its next timeout from the
+    /// RNG whether or not a timer was due, so every one was ticked on every turn of the host's
+    /// loop, and a thousand partitions electing at once held two cores busy with those ticks
+    /// (and the walks over the groups they touched) until elections timed out again.
     pub fn idle_tick_is_noop(&self) -> bool {
         match self.state {
-            EpochState::Prospective(_) | EpochState::Candidate(_) => false,
             EpochState::Leader(_) => !self.log_start_advance_pending(),
             _ => true,
         }

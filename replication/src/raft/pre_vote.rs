@@ -48,13 +48,26 @@ impl Raft {
     /// asked again every request timeout.
     pub(crate) fn poll_prospective(&mut self, out: &mut Out) -> Result<(), RaftError> {
         let now = self.now_ms;
-        let next_round_ms = now + self.random_election_timeout_ms();
         let request_timeout_ms = self.config.request_timeout_ms;
-        let own_grant = self.own_grant();
+        let EpochState::Prospective(p) = &self.state else {
+            return Ok(());
+        };
+        if now < p.election_deadline_ms && now < p.vote_resend_ms {
+            // Nothing due, and nothing drawn from the RNG: a tick before the deadline changes
+            // nothing, so a waiting Prospective may rest between its timers
+            // (`idle_tick_is_noop`).
+            return Ok(());
+        }
+        let new_round = now >= p.election_deadline_ms;
+        let (next_round_ms, own_grant) = if new_round {
+            (now + self.random_election_timeout_ms(), self.own_grant())
+        } else {
+            (0, BTreeSet::new())
+        };
         let EpochState::Prospective(p) = &mut self.state else {
             return Ok(());
         };
-        let answered: BTreeSet<NodeId> = if now >= p.election_deadline_ms {
+        let answered: BTreeSet<NodeId> = if new_round {
             p.granting = own_grant;
             p.rejecting.clear();
             p.election_deadline_ms = next_round_ms;
