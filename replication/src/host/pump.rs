@@ -109,11 +109,15 @@ impl<I: Io> Host<I> {
             return Ok(());
         }
         // A log waiting for space keeps its advance until its flush went through (the engine's
-        // advance waits for the chain first).
+        // advance waits for the chain first). Asked only of a log with an advance deferred:
+        // this runs whenever the ring is idle, and asking every log was 9 % of a voter's CPU
+        // with a thousand partitions electing (2026-12-07).
         let due: Vec<(PartitionId, u64)> = self
             .stores
             .iter_mut()
-            .filter(|(_, store)| !store.waiting_for_space())
+            .filter(|(_, store)| {
+                store.deferred_log_start_offset.is_some() && !store.waiting_for_space()
+            })
             .filter_map(|(id, store)| store.deferred_log_start_offset.take().map(|o| (*id, o)))
             .collect();
         for (partition, offset) in due {
