@@ -99,7 +99,10 @@ pub enum AppendError {
         code: Option<ErrorCode>,
         message: Option<String>,
     },
-    #[error("no leader for {partition} within {waited_secs} s (last errors: {errors:?})")]
+    #[error(
+        "no leader for {partition} within {waited_secs} s (last errors: {})",
+        some_errors(.errors)
+    )]
     NoLeader {
         partition: TopicPartition,
         waited_secs: u64,
@@ -790,4 +793,35 @@ fn run_client(
         }
     }
     (totals, unsent)
+}
+
+/// The first few of a Metadata answer's partition errors, and how many more there were: a
+/// thousand-partition topic without leaders would otherwise print a thousand.
+fn some_errors(errors: &[(TopicPartition, ErrorCode)]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = format!("{:?}", &errors[..errors.len().min(SHOWN)]);
+    if errors.len() > SHOWN {
+        text.push_str(&format!(" and {} more", errors.len() - SHOWN));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_no_leader_error_names_a_few_partitions_and_counts_the_rest() {
+        let errors: Vec<_> = (0..7)
+            .map(|p| (TopicPartition::new("t", p), ErrorCode::LeaderNotAvailable))
+            .collect();
+        let text = AppendError::NoLeader {
+            partition: TopicPartition::new("t", 0),
+            waited_secs: 30,
+            errors,
+        }
+        .to_string();
+        assert!(text.ends_with(" and 2 more)"), "{text}");
+        assert_eq!(text.matches("LeaderNotAvailable").count(), 5, "{text}");
+    }
 }
