@@ -286,7 +286,9 @@ impl Raft {
     pub(crate) fn poll_candidate(&mut self, out: &mut Out) -> Result<(), RaftError> {
         let now = self.now_ms;
         let request_timeout = self.config.request_timeout_ms;
-        let EpochState::Candidate(candidate) = &self.state else {
+        let backoff_max_ms = self.config.election_backoff_max_ms;
+        let rng = &mut self.rng;
+        let EpochState::Candidate(candidate) = &mut self.state else {
             return Ok(());
         };
         match candidate.backoff_until_ms {
@@ -296,17 +298,11 @@ impl Raft {
             None if now >= candidate.election_deadline_ms => {
                 // Drawn only when due, so that a tick before the deadline changes nothing and
                 // a waiting candidate may rest between its timers (`idle_tick_is_noop`).
-                let backoff = self.rng.below(self.config.election_backoff_max_ms + 1);
-                if let EpochState::Candidate(candidate) = &mut self.state {
-                    candidate.backoff_until_ms = Some(now + backoff);
-                }
+                candidate.backoff_until_ms = Some(now + rng.below(backoff_max_ms + 1));
                 return Ok(());
             }
             None => {}
         }
-        let EpochState::Candidate(candidate) = &mut self.state else {
-            return Ok(());
-        };
         if now >= candidate.vote_resend_ms {
             candidate.vote_resend_ms = now + request_timeout;
             let answered: BTreeSet<NodeId> = candidate

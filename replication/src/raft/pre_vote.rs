@@ -52,30 +52,27 @@ impl Raft {
         let EpochState::Prospective(p) = &self.state else {
             return Ok(());
         };
-        if now < p.election_deadline_ms && now < p.vote_resend_ms {
+        let new_round = now >= p.election_deadline_ms;
+        if !new_round && now < p.vote_resend_ms {
             // Nothing due, and nothing drawn from the RNG: a tick before the deadline changes
             // nothing, so a waiting Prospective may rest between its timers
             // (`idle_tick_is_noop`).
             return Ok(());
         }
-        let new_round = now >= p.election_deadline_ms;
-        let (next_round_ms, own_grant) = if new_round {
-            (now + self.random_election_timeout_ms(), self.own_grant())
-        } else {
-            (0, BTreeSet::new())
-        };
+        // A new round's deadline and own grant, drawn and read only when it starts.
+        let next_round =
+            new_round.then(|| (now + self.random_election_timeout_ms(), self.own_grant()));
         let EpochState::Prospective(p) = &mut self.state else {
             return Ok(());
         };
-        let answered: BTreeSet<NodeId> = if new_round {
-            p.granting = own_grant;
-            p.rejecting.clear();
-            p.election_deadline_ms = next_round_ms;
-            BTreeSet::new()
-        } else if now >= p.vote_resend_ms {
-            p.granting.union(&p.rejecting).copied().collect()
-        } else {
-            return Ok(());
+        let answered: BTreeSet<NodeId> = match next_round {
+            Some((next_round_ms, own_grant)) => {
+                p.granting = own_grant;
+                p.rejecting.clear();
+                p.election_deadline_ms = next_round_ms;
+                BTreeSet::new()
+            }
+            None => p.granting.union(&p.rejecting).copied().collect(),
         };
         p.vote_resend_ms = now + request_timeout_ms;
         self.send_vote_requests(out, &answered, true);
