@@ -42,7 +42,6 @@ pub(super) fn ensure_topic(
         topics: vec![create_topics_request::CreatableTopic {
             name: topic.into(),
             num_partitions: partitions,
-            // The node accepts exactly 3 today (every voter holds every partition).
             // The cluster's default (CreateTopics v4+): a quorum of one voter takes it too.
             replication_factor: -1,
             configs: configs
