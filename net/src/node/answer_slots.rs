@@ -78,14 +78,16 @@ pub(super) struct AnswerSlots {
     releasable: Vec<u64>,
 }
 
-/// Whether two replica fetches ask for the same (the core's correlation id and the byte
-/// budget, which the follower shares anew each round, aside).
+/// Whether two replica fetches ask for the same (the core's correlation id, the byte budget,
+/// which the follower shares anew each round, and the wait aside: a Fetch has one MaxWaitMs
+/// for all its partitions, the least of its fetches', so one partition's first fetch to a new
+/// leader, which does not long-poll, would otherwise make every parked fetch of the session
+/// look new, each answered REQUEST_TIMED_OUT and stepped again).
 fn same_ask(a: &core::FetchRequest, b: &core::FetchRequest) -> bool {
     a.replica_id == b.replica_id
         && a.current_leader_epoch == b.current_leader_epoch
         && a.fetch_offset == b.fetch_offset
         && a.last_fetched_epoch == b.last_fetched_epoch
-        && a.max_wait_ms == b.max_wait_ms
         && a.replica_directory_id == b.replica_directory_id
 }
 
@@ -516,11 +518,21 @@ mod tests {
         slots: &mut AnswerSlots,
         parts: &[(PartitionId, u64)],
     ) -> (u64, Vec<u64>, Vec<u64>, Vec<u64>) {
+        register_waiting(slots, parts, 500)
+    }
+
+    /// [`register`] of a Fetch whose MaxWaitMs is `max_wait_ms` (every part has the request's).
+    fn register_waiting(
+        slots: &mut AnswerSlots,
+        parts: &[(PartitionId, u64)],
+        max_wait_ms: u64,
+    ) -> (u64, Vec<u64>, Vec<u64>, Vec<u64>) {
         let (responder, _reply) = Responder::for_test(1);
         let parts = parts
             .iter()
             .map(|&(partition, offset)| {
                 let mut fetch = ask(offset);
+                fetch.max_wait_ms = max_wait_ms;
                 fetch.correlation_id = slots.next_fetch_correlation_id();
                 InboundPart {
                     topic: "t".into(),
@@ -625,6 +637,27 @@ mod tests {
         assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
         let done = slots.take_complete(r2).expect("complete");
         assert_eq!(answered_partitions(&done), vec![2]);
+    }
+
+    #[test]
+    fn a_parked_fetch_is_carried_whatever_the_next_fetch_s_wait() {
+        let mut slots = AnswerSlots::default();
+        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
+        assert!(slots.take_complete(r1).is_none(), "both parked");
+        // The replica's next Fetch adds partition 3's first fetch to a new leader, which does
+        // not long-poll: the whole Fetch says MaxWaitMs 0. 1 and 2 ask what they asked.
+        let (r2, stepped, superseded, carried_from) =
+            register_waiting(&mut slots, &[(1, 10), (2, 20), (3, 0)], 0);
+        assert_eq!(stepped, vec![5], "only 3 is stepped");
+        assert!(
+            superseded.is_empty(),
+            "the parked fetches are not answered REQUEST_TIMED_OUT"
+        );
+        assert_eq!(carried_from, vec![r1, r1]);
+        assert_eq!(slots.answer_fetch(answer(5, b""), None), Some(r2));
+        let done = slots.take_complete(r2).expect("3's answer");
+        assert_eq!(answered_partitions(&done), vec![3]);
+        assert!(slots.is_carried(1) && slots.is_carried(2), "still parked");
     }
 
     #[test]

@@ -13,9 +13,27 @@
 //! outstanding (the core's request as it sent it: same offsets, same correlation id) and
 //! supersedes the one before it. The leader's core takes a replica's new fetch of a partition
 //! in place of its parked one (whose slot the node answers at once), so the superseded wire
-//! request is answered right away and only the newest waits. Its answer is the one delivered
-//! to the cores; a superseded request's answer (or failure) is dropped, since each of its
-//! partitions is in the newest request too. This is Kafka's one fetch session per leader
+//! request is answered right away and only the newest waits. Every answer, a superseded
+//! request's too, is delivered part by part: a partition's part goes to its core when the
+//! session still waits for exactly the fetch it answers (the core's same request), and is
+//! dropped when that fetch was answered already (a later Fetch carried it again) or its core
+//! asked anew since. A superseded answer's errors are dropped too: the later Fetch carries
+//! the same ask, and the leader answers it again. Dropping superseded answers whole, as this did before 2026-12-07, let a
+//! follower whose cores asked again faster than the leader's round trip (a thousand
+//! partitions, their elections spread in time) never hear an answer: each arrived superseded,
+//! every fetch timed out after 2 s, the pre-votes that followed were refused and named the
+//! leader, its cores asked again, and the cycle went on. A superseded request's failure is
+//! still dropped (the newest one, on the same lane, fails with it).
+//!
+//! At most [`MAX_IN_FLIGHT`] wire Fetches are in flight to a leader: the parked one and the
+//! one superseding it, which the leader answers at once. A core's fetch that comes while two
+//! are out is held and leaves, with every other outstanding fetch, in the turn the older of
+//! the two is answered: about one round trip later, never a timer. Before 2026-12-07 every
+//! turn with a new fetch sent one more wire Fetch: with a thousand partitions whose elections
+//! spread their fetches in time, each of a follower's turns sent one, each carrying a third
+//! of the partitions, and the leader and the follower spent their CPU building, expanding and
+//! answering them (both cores busy with no load, fetches unanswered for the whole 2 s fetch
+//! timeout, leaders resigning on check quorum). This is Kafka's one fetch session per leader
 //! (KIP-227), its requests incremental too: once the leader has named its session, a Fetch
 //! names only the partitions whose ask changed and forgets those no longer outstanding, and
 //! the leader fills in the rest (replica_fetch_sessions.rs). Its responses are incremental: the
@@ -48,12 +66,21 @@ pub(super) struct FetchSessions {
 /// error backs off), and bounds how long the leader holds the answers it has for them.
 pub(super) const RESEND_AFTER_MS: u64 = 5;
 
+/// Wire Fetches in flight to one leader at most: the one it may hold parked and the one
+/// superseding it.
+pub(super) const MAX_IN_FLIGHT: usize = 2;
+
 #[derive(Default)]
 struct Session {
     /// The cores' fetches to this peer not yet answered, by partition.
     outstanding: BTreeMap<PartitionId, core::FetchRequest>,
     /// The wire correlation id of the newest Fetch sent with them.
     newest: Option<i32>,
+    /// The wire Fetches sent here and not yet answered (nor failed), oldest first.
+    in_flight: Vec<i32>,
+    /// A fetch is outstanding that no wire Fetch carries yet: it came while
+    /// [`MAX_IN_FLIGHT`] were out, and leaves when one is answered.
+    held: bool,
     /// Since when fetches are outstanding here with no wire Fetch in flight.
     unsent_since_ms: Option<u64>,
     /// The leader's side of it: its fetch session (KIP-227).
@@ -93,7 +120,9 @@ type HeldAsk = ((Uuid, i32), core::FetchRequest);
 impl FetchSessions {
     /// The cores ask to fetch `list` from `to`: returns what the next wire Fetch to `to`
     /// carries, every partition outstanding there with these (a partition's new fetch replaces
-    /// its older one; a partition now fetching from `to` no longer fetches elsewhere).
+    /// its older one; a partition now fetching from `to` no longer fetches elsewhere). Nothing
+    /// while [`MAX_IN_FLIGHT`] wire Fetches are out there: the fetches are held until one is
+    /// answered ([`FetchSessions::take_answer`]).
     pub(super) fn request(
         &mut self,
         to: NodeId,
@@ -109,6 +138,10 @@ impl FetchSessions {
         let session = self.peers.entry(to).or_default();
         for (partition, request) in list {
             session.outstanding.insert(partition, request);
+        }
+        if session.in_flight.len() >= MAX_IN_FLIGHT {
+            session.held |= !session.outstanding.is_empty();
+            return Vec::new();
         }
         session
             .outstanding
@@ -187,10 +220,12 @@ impl FetchSessions {
     pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>) {
         let session = self.peers.entry(to).or_default();
         session.unsent_since_ms = None;
+        session.held = false;
         let planned = session.wire.planned.take();
         match correlation_id {
             Some(id) => {
                 session.newest = Some(id);
+                session.in_flight.push(id);
                 if let Some(planned) = planned {
                     let wire = &mut session.wire;
                     // Planned and sent in one call (`QuorumRpc::flush_fetches`), so no answer
@@ -276,15 +311,16 @@ impl FetchSessions {
         self.idle.contains(&partition)
     }
 
-    /// The answer (or failure) of wire Fetch `correlation_id` from `peer`: `true` when it is
-    /// the newest (nothing of this session is then in flight); `false` when a later Fetch
-    /// superseded it (drop it: its partitions are in the later one). The partitions the
-    /// answer carries are then no longer outstanding ([`FetchSessions::answered`]); a
-    /// leader leaves out the ones whose fetch it still holds parked, and those stay.
+    /// The answer (or failure) of wire Fetch `correlation_id` from `peer` came: `true` when it
+    /// is the newest (nothing of this session is then in flight), `false` when a later Fetch
+    /// superseded it. Either way its parts are delivered where [`FetchSessions::settle`] says;
+    /// a leader leaves out the partitions whose fetch it still holds parked, and those stay
+    /// outstanding.
     pub(super) fn take_answer(&mut self, peer: NodeId, correlation_id: i32) -> bool {
         let Some(session) = self.peers.get_mut(&peer) else {
             return true;
         };
+        session.in_flight.retain(|id| *id != correlation_id);
         match session.newest {
             Some(newest) if newest == correlation_id => {
                 session.newest = None;
@@ -295,13 +331,36 @@ impl FetchSessions {
         }
     }
 
-    /// The fetches of these partitions to `peer` were answered (or failed).
-    pub(super) fn answered(&mut self, peer: NodeId, partitions: impl Iterator<Item = PartitionId>) {
-        if let Some(session) = self.peers.get_mut(&peer) {
-            for partition in partitions {
-                session.outstanding.remove(&partition);
-            }
+    /// An answer from `peer` (of whichever of its wire Fetches) carries `partition`'s answer
+    /// to the core fetch `core_correlation_id`: `true` (deliver it; the partition is no longer
+    /// outstanding) when the session still waits for exactly that fetch, `false` (drop it)
+    /// when an earlier answer settled it or the partition's core asked anew since (its newer
+    /// fetch waits), or fetches elsewhere now.
+    pub(super) fn settle(
+        &mut self,
+        peer: NodeId,
+        partition: PartitionId,
+        core_correlation_id: u64,
+    ) -> bool {
+        let Some(session) = self.peers.get_mut(&peer) else {
+            return false;
+        };
+        let waits = session
+            .outstanding
+            .get(&partition)
+            .is_some_and(|f| f.correlation_id == core_correlation_id);
+        if waits {
+            session.outstanding.remove(&partition);
         }
+        waits
+    }
+
+    /// Whether fetches held back at `peer` (while [`MAX_IN_FLIGHT`] wire Fetches were out)
+    /// may leave now: the node then sends the session's next wire Fetch in this turn.
+    pub(super) fn held_may_leave(&self, peer: NodeId) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|s| s.held && s.in_flight.len() < MAX_IN_FLIGHT)
     }
 
     /// Whether fetches to `peer` are outstanding with no wire Fetch in flight carrying them
@@ -389,10 +448,11 @@ mod tests {
             vec![(1, 10, 5), (2, 11, 7), (4, 12, 9)]
         );
         sessions.sent(3, Some(101));
-        assert!(!sessions.take_answer(3, 100), "superseded: dropped");
-        assert!(sessions.take_answer(3, 101), "the newest is delivered");
+        assert!(!sessions.take_answer(3, 100), "superseded");
+        assert!(sessions.take_answer(3, 101), "the newest");
         // The leader answered 1 and 4 and left 2 (parked there) out.
-        sessions.answered(3, [1, 4].into_iter());
+        assert!(sessions.settle(3, 1, 10));
+        assert!(sessions.settle(3, 4, 12));
         assert!(
             sessions.wants_resend(3),
             "2 is outstanding, nothing in flight"
@@ -414,12 +474,83 @@ mod tests {
         assert!(!sessions.wants_resend(3));
         assert_eq!(sessions.next_resend_ms(), None);
         assert!(sessions.take_answer(3, 102));
-        sessions.answered(3, [2].into_iter());
+        assert!(sessions.settle(3, 2, 11));
         assert!(!sessions.wants_resend(3));
         assert!(
             sessions.request(3, vec![]).is_empty(),
             "nothing outstanding"
         );
+    }
+
+    #[test]
+    fn a_superseded_answer_is_delivered_where_its_fetch_still_waits() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))]);
+        sessions.sent(3, Some(100));
+        // Partition 3's core asks (a new leader learned, say) before 100's answer is back.
+        sessions.request(3, vec![(3, fetch(12, 0))]);
+        sessions.sent(3, Some(101));
+        // 100's answer carries 1 and 2: their fetches still wait, so it is theirs. Dropping it
+        // left a follower whose cores kept asking faster than the round trip unanswered.
+        assert!(!sessions.take_answer(3, 100));
+        assert!(sessions.settle(3, 1, 10));
+        assert!(sessions.settle(3, 2, 11));
+        // Partition 1's core fetches on from its new offset before 101's answer is back.
+        sessions.request(3, vec![(1, fetch(13, 9))]);
+        sessions.sent(3, Some(102));
+        // 101 carried 1's old fetch, 2's settled one and 3's: only 3's part is delivered.
+        assert!(!sessions.take_answer(3, 101));
+        assert!(!sessions.settle(3, 1, 10), "1 asked anew since");
+        assert!(!sessions.settle(3, 2, 11), "2 was answered already");
+        assert!(sessions.settle(3, 3, 12));
+        assert!(sessions.take_answer(3, 102));
+        assert!(sessions.settle(3, 1, 13));
+        assert!(
+            sessions.request(3, vec![]).is_empty(),
+            "nothing outstanding"
+        );
+    }
+
+    #[test]
+    fn a_third_wire_fetch_waits_for_one_of_two_in_flight_to_be_answered() {
+        let mut sessions = FetchSessions::default();
+        let first = sessions.request(3, vec![(1, fetch(10, 5))]);
+        assert_eq!(first.len(), 1);
+        sessions.sent(3, Some(100));
+        let second = sessions.request(3, vec![(2, fetch(11, 7))]);
+        assert_eq!(second.len(), 2, "supersedes the first");
+        sessions.sent(3, Some(101));
+        assert!(!sessions.held_may_leave(3));
+        // Two are out: partition 4's fetch is held, nothing is sent.
+        assert!(sessions.request(3, vec![(4, fetch(12, 0))]).is_empty());
+        assert!(!sessions.held_may_leave(3), "still two out");
+        // The first (superseded, answered at once by the leader) comes back: the held fetch
+        // leaves now, with every outstanding one.
+        assert!(!sessions.take_answer(3, 100));
+        assert!(sessions.held_may_leave(3));
+        let third = sessions.request(3, vec![]);
+        assert_eq!(
+            third.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
+        sessions.sent(3, Some(102));
+        assert!(!sessions.held_may_leave(3));
+        // A lane's failure counts as an answer too.
+        assert!(!sessions.take_answer(3, 101));
+        assert!(sessions.take_answer(3, 102));
+        assert!(!sessions.held_may_leave(3), "nothing held");
+    }
+
+    #[test]
+    fn an_answer_from_a_former_leader_is_not_delivered() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(2, vec![(1, fetch(10, 5))]);
+        sessions.sent(2, Some(1));
+        sessions.request(3, vec![(1, fetch(10, 5))]);
+        sessions.sent(3, Some(2));
+        assert!(sessions.take_answer(2, 1));
+        assert!(!sessions.settle(2, 1, 10), "1 fetches from 3 now");
+        assert!(sessions.settle(3, 1, 10));
     }
 
     #[test]

@@ -525,7 +525,10 @@ mod tests {
                 // The connection failed with it.
                 follower.sent(leader, Some(wire_id));
                 follower.reset_wire(leader);
-                follower.answered(leader, list.iter().map(|(p, _)| *p));
+                follower.take_answer(leader, wire_id);
+                for (p, f) in &list {
+                    follower.settle(leader, *p, f.correlation_id);
+                }
                 continue;
             }
             follower.sent(leader, Some(wire_id));
@@ -566,13 +569,12 @@ mod tests {
                     assert_eq!(served, full, "plan {plan:?}");
                     follower.note_session(leader, wire_id, 0, session_id);
                     // The leader answers some of them.
-                    let answered: Vec<_> = list
-                        .iter()
-                        .map(|(p, _)| *p)
-                        .filter(|_| next(2) == 0)
-                        .collect();
                     follower.take_answer(leader, wire_id);
-                    follower.answered(leader, answered.into_iter());
+                    for (p, f) in &list {
+                        if next(2) == 0 {
+                            follower.settle(leader, *p, f.correlation_id);
+                        }
+                    }
                 }
                 Err(error) => {
                     follower.note_session(leader, wire_id, error.code(), 0);

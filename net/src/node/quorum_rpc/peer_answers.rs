@@ -43,10 +43,6 @@ impl QuorumRpc {
                 responder.send(Some(frame));
                 return Ok(None);
             }
-            PeerPending::Fetch(_) if !self.fetch_sessions.take_answer(peer, correlation_id) => {
-                // Superseded by a later Fetch that carries the same partitions' fetches.
-                return Ok(None);
-            }
             PeerPending::ProducerIdBlock => {
                 let answer = match response {
                     Response::AllocateProducerIds(r) => Some(r),
@@ -59,13 +55,25 @@ impl QuorumRpc {
             }
             other => other,
         };
-        let parts = match (&pending, &response) {
+        let mut newest = true;
+        if matches!(pending, PeerPending::Fetch(_)) {
+            // The newest of this session's Fetches, or one a later Fetch superseded: its parts
+            // are delivered all the same where their fetch still waits (`settle` below).
+            newest = self.fetch_sessions.take_answer(peer, correlation_id);
+            if self.fetch_sessions.held_may_leave(peer) {
+                // Fetches held while two wire Fetches were out leave with this turn's
+                // (`deliver` below sends them).
+                self.fetches.entry(peer).or_default();
+            }
+        }
+        let mut parts = match (&pending, &response) {
             (PeerPending::Fetch(fetches), Response::Fetch(r)) => {
+                // In partition order (fetch_sessions.rs), so a search per answered part.
                 convert::peer_fetch_response_parts(r, q.table, |partition| {
                     fetches
-                        .iter()
-                        .find(|(p, _)| *p == partition)
-                        .map(|(_, id)| *id)
+                        .binary_search_by_key(&partition, |(p, _)| *p)
+                        .ok()
+                        .map(|i| fetches[i].1)
                 })
             }
             (PeerPending::Control | PeerPending::Quorum { .. }, r) => {
@@ -85,8 +93,17 @@ impl QuorumRpc {
             _ => Vec::new(),
         };
         if matches!(pending, PeerPending::Fetch(_)) {
-            self.fetch_sessions
-                .answered(peer, parts.iter().map(|(partition, _)| *partition));
+            let sessions = &mut self.fetch_sessions;
+            // A superseded answer's errors are dropped: the leader answers a part that the
+            // later Fetch asks differently REQUEST_TIMED_OUT, and any other error the later
+            // Fetch, carrying the same ask, is answered again.
+            parts.retain(|(partition, message)| match message {
+                core::Message::FetchResponse(r) => {
+                    (newest || r.error_code == core::ErrorCode::None)
+                        && sessions.settle(peer, *partition, r.correlation_id)
+                }
+                _ => true,
+            });
             for (partition, message) in &parts {
                 if let core::Message::FetchResponse(r) = message {
                     self.fetch_sessions
@@ -163,9 +180,10 @@ impl QuorumRpc {
                     answers.push(PeerAnswer::ProducerIdBlock(None));
                 }
                 Some(PeerPending::Fetch(fetches)) if self.fetch_sessions.take_answer(peer, id) => {
-                    self.fetch_sessions
-                        .answered(peer, fetches.iter().map(|(partition, _)| *partition));
                     for (partition, correlation_id) in fetches {
+                        if !self.fetch_sessions.settle(peer, partition, correlation_id) {
+                            continue;
+                        }
                         let message = core::Message::FetchResponse(
                             core::FetchResponse::unreachable(correlation_id),
                         );
@@ -178,6 +196,10 @@ impl QuorumRpc {
                 }
                 _ => {}
             }
+        }
+        if self.fetch_sessions.held_may_leave(peer) {
+            self.fetches.entry(peer).or_default();
+            self.deliver(q, later)?;
         }
         Ok(answers)
     }
