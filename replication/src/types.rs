@@ -96,6 +96,12 @@ pub struct QuorumConfig {
     /// `replica.fetch.wait.max.ms`-style long-poll (default 500): how long the leader parks an
     /// empty fetch.
     pub fetch_max_wait_ms: u64,
+    /// Long polls end on multiples of this many milliseconds of the host's clock (default 0:
+    /// each after its own `fetch_max_wait_ms`; the node sets 100): a parked fetch is answered
+    /// at the last multiple within its wait. A replica's idle fetches of many partitions,
+    /// parked at different moments, then end in the same tick and come back in one wire Fetch
+    /// instead of one each (docs/node.md, "A follower's fetch session per leader").
+    pub fetch_wait_grain_ms: u64,
     /// `controller.quorum.request.timeout.ms` (default 2000): when an unanswered request is
     /// sent again.
     pub request_timeout_ms: u64,
@@ -157,6 +163,7 @@ impl QuorumConfig {
             election_backoff_max_ms: 1000,
             fetch_timeout_ms: 2000,
             fetch_max_wait_ms: 500,
+            fetch_wait_grain_ms: 0,
             request_timeout_ms: 2000,
             retry_backoff_ms: 20,
             fetch_max_bytes: 1 << 20,

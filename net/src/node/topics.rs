@@ -102,6 +102,9 @@ pub(super) fn quorum_config(
     quorum.request_timeout_ms = config.request_timeout_ms;
     quorum.retry_backoff_ms = config.retry_backoff_ms;
     quorum.fetch_max_wait_ms = config.fetch_max_wait_ms;
+    // A replica's idle partitions' long polls end together (docs/node.md, "A follower's fetch
+    // session per leader").
+    quorum.fetch_wait_grain_ms = LONG_POLL_GRAIN_MS;
     // KRaft's MAX_FETCH_SIZE_BYTES: a follower behind by a GiB catches up in 128 rounds of
     // fetch, append and flush rather than 1,024 (docs/benchmarks.md, "Catching up"); a wire
     // Fetch shares REPLICA_FETCH_RESPONSE_MAX_BYTES among its partitions (convert/fetch.rs).
@@ -113,6 +116,12 @@ pub(super) fn quorum_config(
 
 /// The most bytes of one partition a replica Fetch asks for or is answered with.
 pub(super) const REPLICA_FETCH_MAX_BYTES: u32 = 8 * 1024 * 1024;
+
+/// Long polls end on multiples of this many milliseconds (`QuorumConfig::fetch_wait_grain_ms`):
+/// a follower's idle partitions, parked at their leader at different moments, come back in a
+/// few wire Fetches per `fetch.max.wait.ms` rather than one each, and each wire Fetch costs
+/// the leader every partition of the session.
+const LONG_POLL_GRAIN_MS: u64 = 100;
 
 /// The ids the core knows `controller.quorum.bootstrap.servers` by: Kafka's -2, -3, … (never a
 /// node id; -1 means "none" on the wire).

@@ -145,7 +145,7 @@ impl Raft {
                             fetch_offset: request.fetch_offset,
                             max_bytes,
                         },
-                        now + max_wait_ms,
+                        long_poll_deadline(now, max_wait_ms, self.config.fetch_wait_grain_ms),
                     );
                 }
                 if is_voter {
@@ -566,5 +566,42 @@ impl Raft {
                 + self.config.request_timeout_ms,
         });
         out.send(to, Message::FetchRequest(request));
+    }
+}
+
+/// When a fetch parked at `now_ms` for up to `max_wait_ms` is answered: at the last multiple of
+/// `grain_ms` within its wait, or when the wait ends if it is shorter than the grain (or there
+/// is none). Never later than asked, and always after `now_ms`.
+pub(crate) fn long_poll_deadline(now_ms: u64, max_wait_ms: u64, grain_ms: u64) -> u64 {
+    let end = now_ms + max_wait_ms;
+    if grain_ms == 0 || max_wait_ms < grain_ms {
+        return end;
+    }
+    end - end % grain_ms
+}
+
+#[cfg(test)]
+mod long_poll_tests {
+    use super::long_poll_deadline;
+
+    #[test]
+    fn a_long_poll_ends_on_the_grain_within_its_wait() {
+        assert_eq!(long_poll_deadline(1_234, 500, 0), 1_734, "no grain");
+        assert_eq!(long_poll_deadline(1_234, 500, 100), 1_700);
+        assert_eq!(
+            long_poll_deadline(1_299, 500, 100),
+            1_700,
+            "parked together"
+        );
+        assert_eq!(long_poll_deadline(1_300, 500, 100), 1_800);
+        assert_eq!(
+            long_poll_deadline(1_234, 50, 100),
+            1_284,
+            "shorter than the grain"
+        );
+        for now in 0..1_000 {
+            let deadline = long_poll_deadline(now, 100, 100);
+            assert!(deadline > now && deadline <= now + 100, "{now}: {deadline}");
+        }
     }
 }
