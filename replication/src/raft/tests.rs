@@ -790,6 +790,43 @@ fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
 }
 
 #[test]
+fn a_long_poll_ends_on_the_grain_within_its_wait() {
+    let mut config = config(1);
+    config.fetch_wait_grain_ms = 100;
+    let mut raft = leader_1_of(config);
+    raft.on_persisted(
+        5_000,
+        Persisted::Log {
+            generation: 0,
+            end_offset: 1,
+        },
+    )
+    .unwrap();
+    raft.step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap(); // moves the HW to 1
+    // Parked at 5,234 for 500 ms: answered at 5,700, the last multiple of 100 within the
+    // wait, as is node 3's parked at 5,299.
+    let work = raft
+        .step(5_234, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    assert!(work.is_empty(), "parked: {work:?}");
+    raft.step(5_299, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    assert_eq!(raft.next_deadline_ms(), 5_700);
+    let (work, _) = raft.tick(5_699).unwrap();
+    assert!(work.is_empty(), "{work:?}");
+    let (work, _) = raft.tick(5_700).unwrap();
+    let answered: Vec<NodeId> = work
+        .iter()
+        .filter_map(|w| match w {
+            Work::SendFetchResponse { to, .. } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, vec![2, 3], "both in one tick: {work:?}");
+}
+
+#[test]
 fn high_watermark_needs_a_majority_of_durable_copies() {
     let mut raft = leader_1();
     raft.append(5_001, vec![client_batch(2)]).unwrap(); // offsets 1..=2
