@@ -697,10 +697,10 @@ fn only_fetch_response_to(work: &[Work], to: NodeId) -> &FetchResponse {
     }
 }
 
-/// Leader 1 with its LeaderChange durable, the high-watermark at 1 after node 2's first fetch,
-/// and node 2's second fetch (at the log end) parked: the long poll.
-fn leader_1_with_a_parked_fetch_from_2() -> Raft {
-    let mut raft = leader_1();
+/// Leader 1 (of `config`) with its LeaderChange durable and the high-watermark at 1 after node
+/// 2's first fetch, at 5,100.
+fn leader_1_at_high_watermark_1(config: QuorumConfig) -> Raft {
+    let mut raft = leader_1_of(config);
     raft.on_persisted(
         5_000,
         Persisted::Log {
@@ -711,6 +711,13 @@ fn leader_1_with_a_parked_fetch_from_2() -> Raft {
     .unwrap();
     raft.step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
         .unwrap(); // moves the HW to 1
+    raft
+}
+
+/// [`leader_1_at_high_watermark_1`] with node 2's second fetch (at the log end) parked: the
+/// long poll.
+fn leader_1_with_a_parked_fetch_from_2() -> Raft {
+    let mut raft = leader_1_at_high_watermark_1(config(1));
     let work = raft
         .step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
         .unwrap();
@@ -793,17 +800,7 @@ fn parked_fetch_is_answered_when_data_arrives_or_the_wait_ends() {
 fn a_long_poll_ends_on_the_grain_within_its_wait() {
     let mut config = config(1);
     config.fetch_wait_grain_ms = 100;
-    let mut raft = leader_1_of(config);
-    raft.on_persisted(
-        5_000,
-        Persisted::Log {
-            generation: 0,
-            end_offset: 1,
-        },
-    )
-    .unwrap();
-    raft.step(5_100, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
-        .unwrap(); // moves the HW to 1
+    let mut raft = leader_1_at_high_watermark_1(config);
     // Parked at 5,234 for 500 ms: answered at 5,700, the last multiple of 100 within the
     // wait, as is node 3's parked at 5,299.
     let work = raft
