@@ -1,7 +1,8 @@
 //! The simulator runner: every node runs the production host (docs/simulator.md):
 //! `cargo run -p ringlog-replication --features sim --bin sim -- [--seeds N] [--start S]
 //! [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig]
-//! [--fault-phase-ms MS] [--mutation NAME] [--trace]` (`--trace`: one seed's history on stderr).
+//! [--fault-phase-ms MS] [--grain-ms MS] [--mutation NAME] [--trace]` (`--trace`: one seed's
+//! history on stderr; `--grain-ms`: long polls end on multiples of MS, as the node's do).
 //!
 //! Runs seeds `start..start+N` (or the single seed S), prints how often each fault class fired
 //! and, for every failing seed, the violation and a one-line replay command. Exits non-zero on
@@ -21,7 +22,7 @@ use ringlog_replication::sim::{HostSimOptions, run_host_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: sim [--seeds N] [--start S] [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig] [--trace] [--fault-phase-ms MS] [--mutation {}|{}|{}|{}]",
+        "usage: sim [--seeds N] [--start S] [--seed S] [--voters 1-5] [--observers 0-2] [--partitions 1-4] [--reconfig] [--trace] [--fault-phase-ms MS] [--grain-ms MS] [--mutation {}|{}|{}|{}]",
         host_mutation_name(HostMutation::AcknowledgeBeforeFlush),
         host_mutation_name(HostMutation::SendBeforeQuorumState),
         host_mutation_name(HostMutation::SnapshotOneRecordOff),
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
     let mut voters = None;
     let mut observers = None;
     let mut fault_phase_ms = None;
+    let mut grain_ms = 0;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -66,6 +68,10 @@ fn main() -> ExitCode {
         match args[i].as_str() {
             "--fault-phase-ms" => match value.parse() {
                 Ok(ms) => fault_phase_ms = Some(ms),
+                _ => return usage(),
+            },
+            "--grain-ms" => match value.parse() {
+                Ok(ms) => grain_ms = ms,
                 _ => return usage(),
             },
             "--voters" => match value.parse() {
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         if let Some(ms) = fault_phase_ms {
             options.fault_phase_ms = ms;
         }
+        options.long_poll_grain_ms = grain_ms;
         let report = run_host_seed(&options);
         for (fault, count) in &report.faults {
             *faults.entry(fault).or_default() += count;

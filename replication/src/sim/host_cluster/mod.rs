@@ -182,6 +182,7 @@ impl Cluster {
             quorum.election_backoff_max_ms = 150;
             quorum.fetch_timeout_ms = 400;
             quorum.fetch_max_wait_ms = 100;
+            quorum.fetch_wait_grain_ms = options.long_poll_grain_ms;
             quorum.request_timeout_ms = 200;
             quorum.fetch_max_bytes = fetch_max_bytes;
             quorum.max_replication_lag_ms = max_replication_lag_ms;

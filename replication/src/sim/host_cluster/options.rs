@@ -32,6 +32,10 @@ pub struct HostSimOptions {
     pub fault_phase_ms: u64,
     /// After the faults stop: the time the cluster has to elect a leader and catch everyone up.
     pub liveness_budget_ms: u64,
+    /// `QuorumConfig::fetch_wait_grain_ms` of every node (0: each long poll ends on its own;
+    /// the node runs with 100 against a 500 ms wait, the simulator's wait is 100 ms). Not drawn
+    /// from the seed, so runs without it keep their histories.
+    pub long_poll_grain_ms: u64,
 }
 
 impl HostSimOptions {
@@ -47,6 +51,7 @@ impl HostSimOptions {
             trace: false,
             fault_phase_ms: 3_000,
             liveness_budget_ms: 20_000,
+            long_poll_grain_ms: 0,
         }
     }
 
@@ -76,6 +81,9 @@ impl HostSimOptions {
         }
         if self.fault_phase_ms != HostSimOptions::new(self.seed).fault_phase_ms {
             command.push_str(&format!(" --fault-phase-ms {}", self.fault_phase_ms));
+        }
+        if self.long_poll_grain_ms != 0 {
+            command.push_str(&format!(" --grain-ms {}", self.long_poll_grain_ms));
         }
         command
     }
