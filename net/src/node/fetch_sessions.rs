@@ -70,14 +70,21 @@ pub(super) const RESEND_AFTER_MS: u64 = 5;
 /// superseding it.
 pub(super) const MAX_IN_FLIGHT: usize = 2;
 
+/// A wire Fetch unanswered this long no longer counts as in flight. A leader answers every
+/// Fetch within its wait and request timeout (2.5 s by default, `QuorumRpc::expire`), or its
+/// connection fails and every Fetch on it with it; should an answer still be lost, the held
+/// fetches leave with the next core's fetch after this, not never.
+const UNANSWERED_AFTER_MS: u64 = 5_000;
+
 #[derive(Default)]
 struct Session {
     /// The cores' fetches to this peer not yet answered, by partition.
     outstanding: BTreeMap<PartitionId, core::FetchRequest>,
     /// The wire correlation id of the newest Fetch sent with them.
     newest: Option<i32>,
-    /// The wire Fetches sent here and not yet answered (nor failed), oldest first.
-    in_flight: Vec<i32>,
+    /// The wire Fetches sent here and not yet answered (nor failed), oldest first, with when
+    /// they were sent.
+    in_flight: Vec<(i32, u64)>,
     /// A fetch is outstanding that no wire Fetch carries yet: it came while
     /// [`MAX_IN_FLIGHT`] were out, and leaves when one is answered.
     held: bool,
@@ -127,6 +134,7 @@ impl FetchSessions {
         &mut self,
         to: NodeId,
         list: Vec<(PartitionId, core::FetchRequest)>,
+        now_ms: u64,
     ) -> Vec<(PartitionId, core::FetchRequest)> {
         for (peer, session) in self.peers.iter_mut() {
             if *peer != to {
@@ -139,6 +147,9 @@ impl FetchSessions {
         for (partition, request) in list {
             session.outstanding.insert(partition, request);
         }
+        session
+            .in_flight
+            .retain(|(_, sent_ms)| sent_ms + UNANSWERED_AFTER_MS > now_ms);
         if session.in_flight.len() >= MAX_IN_FLIGHT {
             session.held |= !session.outstanding.is_empty();
             return Vec::new();
@@ -217,7 +228,7 @@ impl FetchSessions {
     }
 
     /// The wire Fetch carrying them left as `correlation_id` (`None`: it could not be queued).
-    pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>) {
+    pub(super) fn sent(&mut self, to: NodeId, correlation_id: Option<i32>, now_ms: u64) {
         let session = self.peers.entry(to).or_default();
         session.unsent_since_ms = None;
         session.held = false;
@@ -225,7 +236,7 @@ impl FetchSessions {
         match correlation_id {
             Some(id) => {
                 session.newest = Some(id);
-                session.in_flight.push(id);
+                session.in_flight.push((id, now_ms));
                 if let Some(planned) = planned {
                     let wire = &mut session.wire;
                     // Planned and sent in one call (`QuorumRpc::flush_fetches`), so no answer
@@ -320,7 +331,7 @@ impl FetchSessions {
         let Some(session) = self.peers.get_mut(&peer) else {
             return true;
         };
-        session.in_flight.retain(|id| *id != correlation_id);
+        session.in_flight.retain(|(id, _)| *id != correlation_id);
         match session.newest {
             Some(newest) if newest == correlation_id => {
                 session.newest = None;
@@ -432,14 +443,14 @@ mod tests {
     #[test]
     fn each_wire_fetch_carries_every_outstanding_partition_and_supersedes_the_last() {
         let mut sessions = FetchSessions::default();
-        let first = sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))]);
+        let first = sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))], 0);
         assert_eq!(
             first.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
             vec![1, 2]
         );
-        sessions.sent(3, Some(100));
+        sessions.sent(3, Some(100), 0);
         // Partition 4's core asks later: the next wire Fetch carries 1 and 2 again, unchanged.
-        let second = sessions.request(3, vec![(4, fetch(12, 9))]);
+        let second = sessions.request(3, vec![(4, fetch(12, 9))], 0);
         assert_eq!(
             second
                 .iter()
@@ -447,7 +458,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(1, 10, 5), (2, 11, 7), (4, 12, 9)]
         );
-        sessions.sent(3, Some(101));
+        sessions.sent(3, Some(101), 0);
         assert!(!sessions.take_answer(3, 100), "superseded");
         assert!(sessions.take_answer(3, 101), "the newest");
         // The leader answered 1 and 4 and left 2 (parked there) out.
@@ -461,7 +472,7 @@ mod tests {
         assert_eq!(sessions.next_resend_ms(), Some(1_000 + RESEND_AFTER_MS));
         assert!(sessions.due_resends(1_000 + RESEND_AFTER_MS - 1).is_empty());
         assert_eq!(sessions.due_resends(1_000 + RESEND_AFTER_MS), vec![3]);
-        let again = sessions.request(3, vec![]);
+        let again = sessions.request(3, vec![], 0);
         assert_eq!(
             again
                 .iter()
@@ -470,14 +481,14 @@ mod tests {
             vec![(2, 11)],
             "asked again unchanged"
         );
-        sessions.sent(3, Some(102));
+        sessions.sent(3, Some(102), 0);
         assert!(!sessions.wants_resend(3));
         assert_eq!(sessions.next_resend_ms(), None);
         assert!(sessions.take_answer(3, 102));
         assert!(sessions.settle(3, 2, 11));
         assert!(!sessions.wants_resend(3));
         assert!(
-            sessions.request(3, vec![]).is_empty(),
+            sessions.request(3, vec![], 0).is_empty(),
             "nothing outstanding"
         );
     }
@@ -485,19 +496,19 @@ mod tests {
     #[test]
     fn a_superseded_answer_is_delivered_where_its_fetch_still_waits() {
         let mut sessions = FetchSessions::default();
-        sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))]);
-        sessions.sent(3, Some(100));
+        sessions.request(3, vec![(1, fetch(10, 5)), (2, fetch(11, 7))], 0);
+        sessions.sent(3, Some(100), 0);
         // Partition 3's core asks (a new leader learned, say) before 100's answer is back.
-        sessions.request(3, vec![(3, fetch(12, 0))]);
-        sessions.sent(3, Some(101));
+        sessions.request(3, vec![(3, fetch(12, 0))], 0);
+        sessions.sent(3, Some(101), 0);
         // 100's answer carries 1 and 2: their fetches still wait, so it is theirs. Dropping it
         // left a follower whose cores kept asking faster than the round trip unanswered.
         assert!(!sessions.take_answer(3, 100));
         assert!(sessions.settle(3, 1, 10));
         assert!(sessions.settle(3, 2, 11));
         // Partition 1's core fetches on from its new offset before 101's answer is back.
-        sessions.request(3, vec![(1, fetch(13, 9))]);
-        sessions.sent(3, Some(102));
+        sessions.request(3, vec![(1, fetch(13, 9))], 0);
+        sessions.sent(3, Some(102), 0);
         // 101 carried 1's old fetch, 2's settled one and 3's: only 3's part is delivered.
         assert!(!sessions.take_answer(3, 101));
         assert!(!sessions.settle(3, 1, 10), "1 asked anew since");
@@ -506,7 +517,7 @@ mod tests {
         assert!(sessions.take_answer(3, 102));
         assert!(sessions.settle(3, 1, 13));
         assert!(
-            sessions.request(3, vec![]).is_empty(),
+            sessions.request(3, vec![], 0).is_empty(),
             "nothing outstanding"
         );
     }
@@ -514,26 +525,26 @@ mod tests {
     #[test]
     fn a_third_wire_fetch_waits_for_one_of_two_in_flight_to_be_answered() {
         let mut sessions = FetchSessions::default();
-        let first = sessions.request(3, vec![(1, fetch(10, 5))]);
+        let first = sessions.request(3, vec![(1, fetch(10, 5))], 0);
         assert_eq!(first.len(), 1);
-        sessions.sent(3, Some(100));
-        let second = sessions.request(3, vec![(2, fetch(11, 7))]);
+        sessions.sent(3, Some(100), 0);
+        let second = sessions.request(3, vec![(2, fetch(11, 7))], 0);
         assert_eq!(second.len(), 2, "supersedes the first");
-        sessions.sent(3, Some(101));
+        sessions.sent(3, Some(101), 0);
         assert!(!sessions.held_may_leave(3));
         // Two are out: partition 4's fetch is held, nothing is sent.
-        assert!(sessions.request(3, vec![(4, fetch(12, 0))]).is_empty());
+        assert!(sessions.request(3, vec![(4, fetch(12, 0))], 0).is_empty());
         assert!(!sessions.held_may_leave(3), "still two out");
         // The first (superseded, answered at once by the leader) comes back: the held fetch
         // leaves now, with every outstanding one.
         assert!(!sessions.take_answer(3, 100));
         assert!(sessions.held_may_leave(3));
-        let third = sessions.request(3, vec![]);
+        let third = sessions.request(3, vec![], 0);
         assert_eq!(
             third.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
             vec![1, 2, 4]
         );
-        sessions.sent(3, Some(102));
+        sessions.sent(3, Some(102), 0);
         assert!(!sessions.held_may_leave(3));
         // A lane's failure counts as an answer too.
         assert!(!sessions.take_answer(3, 101));
@@ -542,12 +553,33 @@ mod tests {
     }
 
     #[test]
+    fn a_wire_fetch_unanswered_for_long_no_longer_holds_the_next() {
+        let mut sessions = FetchSessions::default();
+        sessions.request(3, vec![(1, fetch(10, 5))], 1_000);
+        sessions.sent(3, Some(100), 1_000);
+        sessions.request(3, vec![(2, fetch(11, 7))], 1_000);
+        sessions.sent(3, Some(101), 1_000);
+        // Neither is ever answered, nor does their lane fail.
+        let at = 1_000 + UNANSWERED_AFTER_MS;
+        assert!(
+            sessions
+                .request(3, vec![(4, fetch(12, 0))], at - 1)
+                .is_empty()
+        );
+        let list = sessions.request(3, vec![], at);
+        assert_eq!(
+            list.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
+    }
+
+    #[test]
     fn an_answer_from_a_former_leader_is_not_delivered() {
         let mut sessions = FetchSessions::default();
-        sessions.request(2, vec![(1, fetch(10, 5))]);
-        sessions.sent(2, Some(1));
-        sessions.request(3, vec![(1, fetch(10, 5))]);
-        sessions.sent(3, Some(2));
+        sessions.request(2, vec![(1, fetch(10, 5))], 0);
+        sessions.sent(2, Some(1), 0);
+        sessions.request(3, vec![(1, fetch(10, 5))], 0);
+        sessions.sent(3, Some(2), 0);
         assert!(sessions.take_answer(2, 1));
         assert!(!sessions.settle(2, 1, 10), "1 fetches from 3 now");
         assert!(sessions.settle(3, 1, 10));
@@ -556,32 +588,32 @@ mod tests {
     #[test]
     fn a_partition_that_fetches_from_a_new_leader_leaves_the_old_session() {
         let mut sessions = FetchSessions::default();
-        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))]);
-        sessions.sent(2, Some(1));
-        sessions.request(3, vec![(1, fetch(12, 5))]);
-        let to_old = sessions.request(2, vec![]);
+        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))], 0);
+        sessions.sent(2, Some(1), 0);
+        sessions.request(3, vec![(1, fetch(12, 5))], 0);
+        let to_old = sessions.request(2, vec![], 0);
         assert_eq!(to_old.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![7]);
     }
 
     #[test]
     fn a_fetch_that_could_not_be_queued_leaves_nothing_outstanding() {
         let mut sessions = FetchSessions::default();
-        sessions.request(2, vec![(1, fetch(10, 5))]);
-        sessions.sent(2, None);
+        sessions.request(2, vec![(1, fetch(10, 5))], 0);
+        sessions.sent(2, None, 0);
         assert!(!sessions.wants_resend(2));
-        assert!(sessions.request(2, vec![]).is_empty());
+        assert!(sessions.request(2, vec![], 0).is_empty());
         assert!(sessions.take_answer(2, 5));
     }
 
     #[test]
     fn a_forgotten_partition_leaves_every_session_and_the_idle_set() {
         let mut sessions = FetchSessions::default();
-        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))]);
-        sessions.sent(2, Some(1));
+        sessions.request(2, vec![(1, fetch(10, 5)), (7, fetch(11, 5))], 0);
+        sessions.sent(2, Some(1), 0);
         sessions.note_answer(7, true);
         sessions.forget(7);
         assert!(!sessions.is_idle(7), "an id used again starts unanswered");
-        let next = sessions.request(2, vec![]);
+        let next = sessions.request(2, vec![], 0);
         assert_eq!(next.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![1]);
     }
 

@@ -453,7 +453,7 @@ impl QuorumRpc {
     /// partition outstanding there, fetch_sessions.rs) and FetchSnapshot requests.
     fn flush_fetches(&mut self, q: &mut Qx) -> Result<(), NodeError> {
         for (to, list) in std::mem::take(&mut self.fetches) {
-            let list = self.fetch_sessions.request(to, list);
+            let list = self.fetch_sessions.request(to, list, q.now_ms);
             if list.is_empty() {
                 continue;
             }
@@ -481,7 +481,7 @@ impl QuorumRpc {
                 pending,
                 true,
             )?;
-            self.fetch_sessions.sent(to, sent);
+            self.fetch_sessions.sent(to, sent, q.now_ms);
         }
         for (to, list) in std::mem::take(&mut self.snapshot_fetches) {
             let hosted: Vec<_> = list.iter().map(|(p, r)| (q.table.get(*p), r)).collect();

@@ -501,13 +501,13 @@ mod tests {
                         .first()
                         .map_or_else(|| ask(replica), |(_, f)| f.clone())
                 };
-                follower.request(other_leader, vec![(p, moved)]);
+                follower.request(other_leader, vec![(p, moved)], 0);
                 asks.retain(|(q, _)| *q != p);
             }
             if next(20) == 0 {
                 follower.forget(ids[next(ids.len() as u64) as usize]);
             }
-            let list = follower.request(leader, asks);
+            let list = follower.request(leader, asks, 0);
             if list.is_empty() {
                 continue;
             }
@@ -523,7 +523,7 @@ mod tests {
             wire_id += 1;
             if next(50) == 0 {
                 // The connection failed with it.
-                follower.sent(leader, Some(wire_id));
+                follower.sent(leader, Some(wire_id), 0);
                 follower.reset_wire(leader);
                 follower.take_answer(leader, wire_id);
                 for (p, f) in &list {
@@ -531,7 +531,7 @@ mod tests {
                 }
                 continue;
             }
-            follower.sent(leader, Some(wire_id));
+            follower.sent(leader, Some(wire_id), 0);
             if plan.session_id != 0 {
                 incremental += 1;
             }
