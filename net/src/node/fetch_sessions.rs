@@ -80,10 +80,8 @@ const UNANSWERED_AFTER_MS: u64 = 5_000;
 struct Session {
     /// The cores' fetches to this peer not yet answered, by partition.
     outstanding: BTreeMap<PartitionId, core::FetchRequest>,
-    /// The wire correlation id of the newest Fetch sent with them.
-    newest: Option<i32>,
     /// The wire Fetches sent here and not yet answered (nor failed), oldest first, with when
-    /// they were sent.
+    /// they were sent: the last is the newest, which carries every outstanding fetch.
     in_flight: Vec<(i32, u64)>,
     /// A fetch is outstanding that no wire Fetch carries yet: it came while
     /// [`MAX_IN_FLIGHT`] were out, and leaves when one is answered.
@@ -235,7 +233,6 @@ impl FetchSessions {
         let planned = session.wire.planned.take();
         match correlation_id {
             Some(id) => {
-                session.newest = Some(id);
                 session.in_flight.push((id, now_ms));
                 if let Some(planned) = planned {
                     let wire = &mut session.wire;
@@ -260,7 +257,6 @@ impl FetchSessions {
             }
             // Nothing is in flight to this peer: its cores learn of it at their fetch timeout.
             None => {
-                session.newest = None;
                 session.outstanding.clear();
                 session.wire = WireSession::default();
             }
@@ -331,14 +327,18 @@ impl FetchSessions {
         let Some(session) = self.peers.get_mut(&peer) else {
             return true;
         };
-        session.in_flight.retain(|(id, _)| *id != correlation_id);
-        match session.newest {
-            Some(newest) if newest == correlation_id => {
-                session.newest = None;
-                true
+        // Answers come in order on the lane, so a Fetch is the newest when none sent after it
+        // is still out.
+        match session
+            .in_flight
+            .iter()
+            .position(|(id, _)| *id == correlation_id)
+        {
+            Some(at) => {
+                session.in_flight.remove(at);
+                at == session.in_flight.len()
             }
-            Some(_) => false,
-            None => true,
+            None => session.in_flight.is_empty(),
         }
     }
 
@@ -419,7 +419,7 @@ impl FetchSessions {
 
 impl Session {
     fn wants_resend(&self) -> bool {
-        self.newest.is_none() && !self.outstanding.is_empty()
+        self.in_flight.is_empty() && !self.outstanding.is_empty()
     }
 }
 
