@@ -1,7 +1,7 @@
 //! Producer ids unique across the cluster (KIP-730's blocks through the metadata log,
 //! net/src/node/producer_ids.rs), on real `ringlog serve` processes: ids handed out by every
 //! node, across a kill -9 of the metadata leader and a restart of the whole cluster, never
-//! repeat.
+//! repeat; and every node holds its first block before any producer asks.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -137,4 +137,53 @@ fn producer_id_blocks_are_asked_for_on_the_controller_listener() {
     let mut seen = HashMap::new();
     take_ids(&quorum, &[1, 2, 3], 1100, &mut seen, "controller listeners");
     assert_eq!(seen.len(), 3 * 1100);
+}
+
+/// A node asks for its first block once it knows the controller, not at the first
+/// InitProducerId: once every node has logged its block, each node's first InitProducerId is
+/// answered with an id at once, where before 2026-12-07 each node answered its first one
+/// COORDINATOR_LOAD_IN_PROGRESS and librdkafka's producers logged a warning and retried.
+/// The controller's own block (node 1 leads or not) and the observer's are both checked.
+#[test]
+fn every_node_holds_a_block_before_its_first_init_producer_id() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "controller.quorum.observers=4");
+    quorum.add_node(4, "controller.quorum.observers=4");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    for id in [1, 2, 3, 4] {
+        let log = quorum.node(id).log.clone();
+        eventually(
+            Duration::from_secs(30),
+            &format!("node {id}'s first producer id block"),
+            || {
+                let text = std::fs::read_to_string(&log).ok()?;
+                text.contains("producer id block received").then_some(())
+            },
+        );
+    }
+    let mut seen = HashMap::new();
+    for id in [1, 2, 3, 4] {
+        let mut client = Client::connect(&quorum.address(id), Duration::from_secs(2)).unwrap();
+        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            ..Default::default()
+        });
+        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+            panic!("not an InitProducerId answer")
+        };
+        assert_eq!(
+            r.error_code,
+            0,
+            "node {id}'s first InitProducerId\n{}",
+            quorum.dump_logs()
+        );
+        assert!(
+            seen.insert(r.producer_id, id).is_none(),
+            "id handed out twice"
+        );
+    }
 }

@@ -32,7 +32,9 @@
 //! ever answered, so no id repeats; a node that restarts forgets the rest of its block, as
 //! Kafka's brokers do.
 //!
-//! On a node ([`ProducerIdManager`]): InitProducerId takes the next id of the current block;
+//! On a node ([`ProducerIdManager`]): the first block is asked for once the node knows the
+//! controller, before any InitProducerId (`prefetch_first_block`); InitProducerId takes the
+//! next id of the current block;
 //! when 90% of it is used the next block is asked for ahead of time (Kafka's
 //! `PidPrefetchThreshold`); with no id left it answers COORDINATOR_LOAD_IN_PROGRESS and asks,
 //! and the client retries (Kafka's answer: clients treat it as retriable). An ask unanswered
@@ -251,6 +253,8 @@ pub struct ProducerIdManager {
     next_block: Option<ProducerIdsBlock>,
     /// When the last ask for a block left (`None`: none in flight).
     asked_ms: Option<u64>,
+    /// When the first block was last asked for ahead of any InitProducerId.
+    prefetched_ms: Option<u64>,
 }
 
 /// What InitProducerId gets from the manager.
@@ -314,6 +318,11 @@ impl ProducerIdManager {
             tracing::error!(?block, current = ?self.current, "producer id block refused: invalid or not above the current one");
             return;
         }
+        tracing::info!(
+            first = block.first,
+            len = block.len,
+            "producer id block received"
+        );
         self.next_block = Some(block);
     }
 }
@@ -336,6 +345,27 @@ impl ProducerIdManager {
         claimed
             .producer_id
             .ok_or(ErrorCode::CoordinatorLoadInProgress)
+    }
+
+    /// Asks for this node's first block before any InitProducerId needs it, so the first
+    /// idempotent producer a node serves is not answered COORDINATOR_LOAD_IN_PROGRESS and made
+    /// to retry (Kafka's brokers ask at the first InitProducerId; a restart forgoes at most
+    /// one block of ids, as it does when a block was in use). Asks only with no block here or
+    /// coming, and no ask in flight (or one past the request timeout).
+    pub(super) fn prefetch_first_block(&mut self, cx: &mut Cx, control: &mut ProducerIdControl) {
+        let now = cx.now_ms;
+        let timeout = cx.config.request_timeout_ms;
+        let waited = |at: Option<u64>| at.is_none_or(|at| now >= at.saturating_add(timeout));
+        // A refusal or a failed connection clears `asked_ms` at once: `prefetched_ms` keeps
+        // the tries a request timeout apart.
+        if self.current.is_none()
+            && self.next_block.is_none()
+            && waited(self.asked_ms)
+            && waited(self.prefetched_ms)
+        {
+            self.prefetched_ms = Some(now);
+            self.ask_for_block(cx, control, now);
+        }
     }
 
     /// Asks the controller for this node's next block: itself when it leads the metadata
@@ -391,13 +421,6 @@ impl ProducerIdManager {
                 len: r.producer_id_len,
             })
         });
-        if let Some(block) = block {
-            tracing::info!(
-                first = block.first,
-                len = block.len,
-                "producer id block received"
-            );
-        }
         self.answered(block);
     }
 }

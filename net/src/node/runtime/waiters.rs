@@ -126,6 +126,9 @@ impl Node {
             tracing::warn!(%error, "voter change deadlines");
         }
         let mut cx = cx!(self);
+        self.handlers
+            .producer_ids
+            .prefetch_first_block(&mut cx, &mut self.handlers.producer_id_control);
         self.handlers.own_endpoint.maybe_send_update(&mut cx);
         if let Err(error) = self.after_call() {
             tracing::warn!(%error, "sending UpdateRaftVoter");
