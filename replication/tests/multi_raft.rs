@@ -17,6 +17,7 @@ fn partitions_elect_independently_and_sends_batch_by_peer() {
     ]
     .into();
     let mut node = MultiRaft::new(&config, &partitions, 5, 0).unwrap();
+    node.set_check_resting_ticks(true);
     // Both groups time out and ask for pre-votes (KIP-996), in epoch 0.
     let (work, _) = node.tick(10_000).unwrap();
     let pre_votes = work
@@ -135,6 +136,7 @@ fn touched_groups_are_those_reached_since_the_last_look() {
         .map(|partition| (partition, RecoveredState::default()))
         .collect();
     let mut node = MultiRaft::new(&config, &partitions, 5, 0).unwrap();
+    node.set_check_resting_ticks(true);
     // Every group is new: all are named once.
     assert_eq!(
         node.take_touched().into_iter().collect::<Vec<_>>(),

@@ -78,6 +78,7 @@ fn leader_of_epoch_2() -> MultiRaft {
     };
     let partitions: BTreeMap<u32, RecoveredState> = [(0, recovered)].into();
     let mut node = MultiRaft::new(&config, &partitions, 7, 0).unwrap();
+    node.set_check_resting_ticks(true);
     let mut out = Outcome::default();
     let (work, _) = node.tick(10_000).unwrap();
     drive(&mut node, 10_000, work, &mut out);

@@ -93,6 +93,10 @@ pub struct HostConfig {
     /// A rule of the host broken on purpose, to show that tests catch it (sim builds only).
     #[cfg(feature = "sim")]
     pub mutation: Option<HostMutation>,
+    /// The simulator's check of every resting group on every tick
+    /// ([`MultiRaft::set_check_resting_ticks`]; sim builds only, off unless set).
+    #[cfg(feature = "sim")]
+    pub check_resting_ticks: bool,
 }
 
 impl HostConfig {
@@ -109,6 +113,8 @@ impl HostConfig {
             fetch_snapshot_max_bytes,
             #[cfg(feature = "sim")]
             mutation: None,
+            #[cfg(feature = "sim")]
+            check_resting_ticks: false,
         }
     }
 }
@@ -245,7 +251,8 @@ impl<I: Io> Host<I> {
             .filter(|(_, store)| store.repair_pending)
             .map(|(id, _)| *id)
             .collect();
-        let multi = MultiRaft::new_recovered(
+        #[allow(unused_mut)]
+        let mut multi = MultiRaft::new_recovered(
             quorum,
             &recovered,
             &recovered_snapshots,
@@ -253,6 +260,8 @@ impl<I: Io> Host<I> {
             seed,
             now_ms,
         )?;
+        #[cfg(feature = "sim")]
+        multi.set_check_resting_ticks(config.check_resting_ticks);
         Ok(Host {
             io,
             config,

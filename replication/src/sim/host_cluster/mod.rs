@@ -227,6 +227,7 @@ impl Cluster {
             [500u32, 4_000, 1 << 20][rng.below(3) as usize],
         );
         host_config.mutation = options.mutation;
+        host_config.check_resting_ticks = true;
         // Completions arrive over several pumps; a crash tears or drops what was not synced.
         let memory_faults = FaultConfig {
             delay_probability: [0.2, 0.5, 0.8][rng.below(3) as usize],
