@@ -94,13 +94,23 @@ impl QuorumRpc {
         };
         if matches!(pending, PeerPending::Fetch(_)) {
             let sessions = &mut self.fetch_sessions;
-            // A superseded answer's errors are dropped: the leader answers a part that the
-            // later Fetch asks differently REQUEST_TIMED_OUT, and any other error the later
-            // Fetch, carrying the same ask, is answered again.
+            // A superseded answer's errors are dropped (the leader answers a part that the
+            // later Fetch asks differently REQUEST_TIMED_OUT, and a session error the later
+            // Fetch is answered too), but not those that name the leader: a replica asking a
+            // voter that does not lead the partition learns the leader only from them. Dropped
+            // too until 2026-12-07, an observer that sent two Fetches at a time never learned
+            // the leaders of half a 1,000-partition topic, and its leader-less fetches, which
+            // do not long-poll, kept every voter answering it at once (docs/node.md).
             parts.retain(|(partition, message)| match message {
                 core::Message::FetchResponse(r) => {
-                    (newest || r.error_code == core::ErrorCode::None)
-                        && sessions.settle(peer, *partition, r.correlation_id)
+                    let names_leader = matches!(
+                        r.error_code,
+                        core::ErrorCode::None
+                            | core::ErrorCode::NotLeaderOrFollower
+                            | core::ErrorCode::FencedLeaderEpoch
+                            | core::ErrorCode::UnknownLeaderEpoch
+                    );
+                    (newest || names_leader) && sessions.settle(peer, *partition, r.correlation_id)
                 }
                 _ => true,
             });
