@@ -13,6 +13,13 @@
 //! the partitions with nothing to say). An idle partition so costs the leader one core step
 //! and one answer per long poll, not per round of its busy neighbours.
 //!
+//! In a fetch session (KIP-227, replica_fetch_sessions.rs) a replica's incremental Fetch names
+//! only the partitions whose ask changed; the others ask what they asked, so their parked
+//! fetches are carried by the session, not by a request: the replica's newest Fetch of the
+//! session is its carrier ([`FetchCarrier`]), and a carried fetch's answer joins the carrier as
+//! one more part (or is held for the next one). The leader so touches the partitions a Fetch
+//! names and those with something to say, never the session's others.
+//!
 //! Owns only this bookkeeping: it never steps the host nor touches a socket. The node
 //! registers a request, steps the core, and asks here which request is complete.
 
@@ -46,6 +53,31 @@ pub(super) struct PendingRequest {
     /// A replica Fetch's session (KIP-227, replica_fetch_sessions.rs), named in its answer
     /// (0: sessionless).
     pub(super) fetch_session_id: i32,
+    /// The replica whose session's carried fetches this request carries: it waits for any
+    /// answer, even with no part of its own.
+    carrier_of: Option<NodeId>,
+    /// Leaves with what it has: a later Fetch of its replica carries the session now, or
+    /// it expired.
+    released: bool,
+}
+
+/// A replica Fetch in a fetch session: whose, which session, and whether it is incremental
+/// (it names only what changed; the session's other partitions ask what they asked).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FetchCarrier {
+    pub(super) replica: NodeId,
+    pub(super) session_id: i32,
+    pub(super) incremental: bool,
+}
+
+/// A replica fetch the core holds: what it asked, the wire part that asked it (to answer it
+/// in a later request), and the fetch session it was asked in (0: none).
+struct Ask {
+    replica: NodeId,
+    partition: PartitionId,
+    request: core::FetchRequest,
+    part: InboundPart,
+    session_id: i32,
 }
 
 /// A core step a registered request asks for: (slot, partition, sender, message).
@@ -70,12 +102,14 @@ pub(super) struct AnswerSlots {
     /// replica and partition: a replica's next Fetch asking the same is carried to it. One
     /// with no answer slot (`fetch_slots`) and no held answer was left out of its request and
     /// no later one carries it yet.
-    asks: HashMap<u64, (NodeId, PartitionId, core::FetchRequest)>,
+    asks: HashMap<u64, Ask>,
     /// Answers of carried fetches that came while no request of their replica carried them,
     /// with their file regions: the replica's next Fetch asking the same takes them.
     held: HashMap<u64, (PartAnswer, Option<FileRegion>)>,
     /// Earlier Fetches on a connection whose later one was answered, to complete.
     releasable: Vec<u64>,
+    /// Each replica's fetch session and the request carrying its carried fetches.
+    carriers: HashMap<NodeId, (i32, u64)>,
 }
 
 /// Whether two replica fetches ask for the same (the core's correlation id, the byte budget,
@@ -107,15 +141,21 @@ impl AnswerSlots {
     /// A replica fetch that asks for what the replica's previous fetch of that partition
     /// asked, while the core still holds that one parked (or holds its answer here), is not
     /// stepped: the parked fetch's answer fills this request's slot.
+    ///
+    /// A Fetch in a session (`session`) becomes its replica's carrier: the previous carrier
+    /// leaves with what it has, and an incremental Fetch takes the answers held for the
+    /// session's partitions it does not name.
     pub(super) fn register(
         &mut self,
         responder: Responder,
         api: ApiKey,
-        parts: Vec<InboundPart>,
+        mut parts: Vec<InboundPart>,
         now_ms: u64,
+        session: Option<FetchCarrier>,
     ) -> (u64, Vec<Step>, Vec<u64>, Vec<u64>) {
         let id = self.next_pending_id;
         self.next_pending_id += 1;
+        let session_id = session.map_or(0, |s| s.session_id);
         let mut answers = Vec::with_capacity(parts.len());
         let mut fetch_ids = vec![None; parts.len()];
         let mut steps = Vec::new();
@@ -131,10 +171,13 @@ impl AnswerSlots {
                         let parked = self.latest_replica_fetch.get(&key).copied().filter(|old| {
                             self.asks
                                 .get(old)
-                                .is_some_and(|(_, _, asked)| same_ask(asked, f))
+                                .is_some_and(|ask| same_ask(&ask.request, f))
                         });
                         if let Some(old) = parked {
                             fetch_ids[slot] = Some(old);
+                            if let Some(ask) = self.asks.get_mut(&old) {
+                                ask.session_id = session_id;
+                            }
                             if let Some((answer, region)) = self.held.remove(&old) {
                                 self.asks.remove(&old);
                                 if let Some(region) = region {
@@ -153,8 +196,14 @@ impl AnswerSlots {
                         }
                         fetch_ids[slot] = Some(f.correlation_id);
                         self.fetch_slots.insert(f.correlation_id, (id, slot));
-                        self.asks
-                            .insert(f.correlation_id, (*from, *partition, f.clone()));
+                        let ask = Ask {
+                            replica: *from,
+                            partition: *partition,
+                            request: f.clone(),
+                            part: part.clone(),
+                            session_id,
+                        };
+                        self.asks.insert(f.correlation_id, ask);
                         if let Some(old) = self.latest_replica_fetch.insert(key, f.correlation_id) {
                             self.asks.remove(&old);
                             self.held.remove(&old);
@@ -170,6 +219,16 @@ impl AnswerSlots {
                 }
             }
         }
+        if let Some(session) = session {
+            carried_from.extend(self.take_over_session(session, id));
+            if session.incremental {
+                for (cid, part, answer) in self.take_held_of(session) {
+                    parts.push(part);
+                    answers.push(Some(answer));
+                    fetch_ids.push(Some(cid));
+                }
+            }
+        }
         self.pending.insert(
             id,
             PendingRequest {
@@ -182,16 +241,73 @@ impl AnswerSlots {
                 answers,
                 started_ms: now_ms,
                 stepping: true,
-                fetch_session_id: 0,
+                fetch_session_id: session_id,
+                carrier_of: session.map(|s| s.replica),
+                released: false,
             },
         );
         (id, steps, superseded, carried_from)
     }
 
-    /// The fetch session request `id`'s answer names (KIP-227).
-    pub(super) fn set_fetch_session_id(&mut self, id: u64, session_id: i32) {
-        if let Some(pending) = self.pending.get_mut(&id) {
-            pending.fetch_session_id = session_id;
+    /// Request `id` carries `session` from now on: the previous carrier leaves with what it
+    /// has (returned, for the node to complete), its parked parts carried by the session. A
+    /// full Fetch opens a new session: what the replica's earlier ones carried is let go (the
+    /// full Fetch named everything it still asks).
+    fn take_over_session(&mut self, session: FetchCarrier, id: u64) -> Option<u64> {
+        if !session.incremental {
+            let stale: Vec<u64> = self
+                .asks
+                .iter()
+                .filter(|(_, a)| a.replica == session.replica && a.session_id != session.session_id)
+                .map(|(cid, _)| *cid)
+                .collect();
+            for cid in stale {
+                self.asks.remove(&cid);
+                self.held.remove(&cid);
+            }
+        }
+        let (_, previous) = self
+            .carriers
+            .insert(session.replica, (session.session_id, id))?;
+        self.carry_parked(previous);
+        let pending = self.pending.get_mut(&previous)?;
+        pending.released = true;
+        Some(previous)
+    }
+
+    /// The answers held for `session`'s carried fetches, each with its wire part: the
+    /// session's next Fetch takes them (their regions kept for its response).
+    fn take_held_of(&mut self, session: FetchCarrier) -> Vec<(u64, InboundPart, PartAnswer)> {
+        let ids: Vec<u64> = self
+            .held
+            .keys()
+            .copied()
+            .filter(|cid| {
+                self.asks.get(cid).is_some_and(|a| {
+                    a.replica == session.replica && a.session_id == session.session_id
+                })
+            })
+            .collect();
+        let mut taken = Vec::with_capacity(ids.len());
+        for cid in ids {
+            let (answer, region) = self.held.remove(&cid).expect("listed above");
+            let ask = self.asks.remove(&cid).expect("listed above");
+            if let Some(region) = region {
+                self.fetch_regions.insert(cid, region);
+            }
+            taken.push((cid, ask.part, answer));
+        }
+        taken
+    }
+
+    /// A replica's incremental Fetch forgot `partitions` (ForgottenTopicsData): their parked
+    /// fetches are no longer carried, and their held answers are dropped.
+    pub(super) fn forget_session_parts(&mut self, replica: NodeId, partitions: &[PartitionId]) {
+        for partition in partitions {
+            if let Some(cid) = self.latest_replica_fetch.remove(&(replica, *partition)) {
+                self.asks.remove(&cid);
+                self.held.remove(&cid);
+            }
         }
     }
 
@@ -233,8 +349,22 @@ impl AnswerSlots {
     ) -> Option<u64> {
         let correlation_id = response.correlation_id;
         if self.is_carried(correlation_id) {
-            // Carried, and no request of the replica carries it yet: its next one takes it.
             let answer = PartAnswer::Core(core::Message::FetchResponse(response));
+            // Carried by its session: it joins the session's carrier as one more part.
+            if let Some(id) = self.carrier_for(correlation_id) {
+                let ask = self.asks.remove(&correlation_id).expect("carried");
+                if let Some(region) = region {
+                    self.fetch_regions.insert(correlation_id, region);
+                }
+                let pending = self.pending.get_mut(&id).expect("a carrier is pending");
+                pending.parts.push(ask.part);
+                pending.answers.push(Some(answer));
+                pending.omitted.push(false);
+                pending.fetch_ids.push(Some(correlation_id));
+                pending.snapshot_regions.push(None);
+                return Some(id);
+            }
+            // No request of the replica carries it yet: its next one takes it.
             self.held.insert(correlation_id, (answer, region));
             return None;
         }
@@ -255,6 +385,18 @@ impl AnswerSlots {
             PartAnswer::Core(core::Message::FetchResponse(response)),
         );
         Some(id)
+    }
+
+    /// The pending request that carries the session of carried fetch `correlation_id`, if
+    /// one does and has not been released.
+    fn carrier_for(&self, correlation_id: u64) -> Option<u64> {
+        let ask = self.asks.get(&correlation_id)?;
+        if ask.session_id == 0 {
+            return None;
+        }
+        let (session_id, id) = *self.carriers.get(&ask.replica)?;
+        let pending = self.pending.get(&id)?;
+        (session_id == ask.session_id && !pending.released).then_some(id)
     }
 
     /// Fills the oldest open slot of (`to`, `api`, `partition`) with a core answer (and, for
@@ -293,15 +435,25 @@ impl AnswerSlots {
     ) -> Option<(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>)> {
         self.note_partial(id);
         let done = self.pending.get(&id).is_some_and(|p| {
-            p.answers
+            let all = p
+                .answers
                 .iter()
                 .zip(&p.omitted)
-                .all(|(answer, omitted)| answer.is_some() || *omitted)
+                .all(|(answer, omitted)| answer.is_some() || *omitted);
+            // A session's carrier waits for any answer, even with no part of its own.
+            let carried =
+                p.carrier_of.is_none() || p.released || p.answers.iter().any(Option::is_some);
+            all && carried
         });
         if !done {
             return None;
         }
         let mut pending = self.pending.remove(&id).expect("checked above");
+        if let Some(replica) = pending.carrier_of
+            && self.carriers.get(&replica).is_some_and(|(_, c)| *c == id)
+        {
+            self.carriers.remove(&replica);
+        }
         if pending.api == ApiKey::Fetch {
             self.release_earlier_fetches_on(pending.responder.connection_id(), id);
         }
@@ -437,6 +589,7 @@ impl AnswerSlots {
     fn fill_all(&mut self, ids: &[u64], code: ErrorCode) {
         for id in ids {
             if let Some(pending) = self.pending.get_mut(id) {
+                pending.released = true;
                 for (answer, omitted) in pending.answers.iter_mut().zip(&pending.omitted) {
                     if !omitted {
                         answer.get_or_insert(PartAnswer::Error(code));
@@ -458,7 +611,7 @@ impl AnswerSlots {
         let gone: Vec<u64> = self
             .asks
             .iter()
-            .filter(|(_, (_, p, _))| *p == partition)
+            .filter(|(_, ask)| ask.partition == partition)
             .map(|(id, _)| *id)
             .collect();
         for id in gone {
@@ -487,189 +640,4 @@ impl AnswerSlots {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::wire::Uuid;
-
-    const REPLICA: NodeId = 2;
-
-    impl AnswerSlots {
-        fn any_carried(&self) -> bool {
-            self.asks.keys().any(|id| self.is_carried(*id))
-        }
-    }
-
-    fn ask(fetch_offset: u64) -> core::FetchRequest {
-        core::FetchRequest {
-            correlation_id: 0,
-            replica_id: REPLICA,
-            current_leader_epoch: 1,
-            fetch_offset,
-            last_fetched_epoch: 1,
-            max_bytes: 1 << 20,
-            max_wait_ms: 500,
-            replica_directory_id: [0; 16],
-        }
-    }
-
-    /// A replica Fetch of (partition, fetch offset) parts, each given the next core
-    /// correlation id as the node does.
-    fn register(
-        slots: &mut AnswerSlots,
-        parts: &[(PartitionId, u64)],
-    ) -> (u64, Vec<u64>, Vec<u64>, Vec<u64>) {
-        register_waiting(slots, parts, 500)
-    }
-
-    /// [`register`] of a Fetch whose MaxWaitMs is `max_wait_ms` (every part has the request's).
-    fn register_waiting(
-        slots: &mut AnswerSlots,
-        parts: &[(PartitionId, u64)],
-        max_wait_ms: u64,
-    ) -> (u64, Vec<u64>, Vec<u64>, Vec<u64>) {
-        let (responder, _reply) = Responder::for_test(1);
-        let parts = parts
-            .iter()
-            .map(|&(partition, offset)| {
-                let mut fetch = ask(offset);
-                fetch.max_wait_ms = max_wait_ms;
-                fetch.correlation_id = slots.next_fetch_correlation_id();
-                InboundPart {
-                    topic: "t".into(),
-                    topic_id: Uuid::ZERO,
-                    index: partition as i32,
-                    target: Ok((partition, REPLICA, core::Message::FetchRequest(fetch))),
-                }
-            })
-            .collect();
-        let (id, steps, superseded, carried_from) =
-            slots.register(responder, ApiKey::Fetch, parts, 0);
-        let stepped = steps
-            .iter()
-            .map(|(_, _, _, m)| match m {
-                core::Message::FetchRequest(f) => f.correlation_id,
-                _ => unreachable!(),
-            })
-            .collect();
-        slots.stepped(id);
-        (id, stepped, superseded, carried_from)
-    }
-
-    fn answer(correlation_id: u64, records: &'static [u8]) -> core::FetchResponse {
-        let mut response = core::FetchResponse::unreachable(correlation_id);
-        response.error_code = core::ErrorCode::None;
-        response.records = bytes::Bytes::from_static(records);
-        response
-    }
-
-    fn answered_partitions(
-        done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
-    ) -> Vec<i32> {
-        done.0.parts.iter().map(|p| p.index).collect()
-    }
-
-    #[test]
-    fn parked_parts_are_left_out_and_carried_to_the_replica_s_next_fetch() {
-        let mut slots = AnswerSlots::default();
-        // Fetch 1: partitions 1 (busy) and 2 (idle); both stepped into the core.
-        let (r1, stepped, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
-        assert_eq!(stepped, vec![1, 2]);
-        // The core answers partition 1 at once and parks 2: the Fetch leaves with 1 only.
-        assert_eq!(slots.answer_fetch(answer(1, b"x"), None), Some(r1));
-        let done = slots
-            .take_complete(r1)
-            .expect("complete without the parked part");
-        assert_eq!(answered_partitions(&done), vec![1]);
-
-        // Fetch 2 asks 1 anew and 2 unchanged: only 1 is stepped; 2 is carried.
-        let (r2, stepped, superseded, carried_from) = register(&mut slots, &[(1, 11), (2, 20)]);
-        assert_eq!(stepped, vec![3], "the unchanged ask is not stepped again");
-        assert_eq!(
-            superseded,
-            vec![1],
-            "1's answered fetch: nothing left to answer"
-        );
-        assert!(carried_from.is_empty(), "fetch 1 has left");
-        assert!(slots.take_complete(r2).is_none(), "nothing answered yet");
-        // The parked fetch of 2 (core id 2) is answered: it fills fetch 2's slot, and the
-        // Fetch leaves with 2, leaving 1 (now parked) out.
-        assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
-        let done = slots.take_complete(r2).expect("complete");
-        assert_eq!(answered_partitions(&done), vec![2]);
-        match &done.1[0] {
-            PartAnswer::Core(core::Message::FetchResponse(r)) => assert_eq!(r.correlation_id, 2),
-            _ => panic!("the parked fetch's answer"),
-        }
-
-        // 1's parked fetch (core id 3) is answered while no Fetch carries it: held.
-        assert_eq!(slots.answer_fetch(answer(3, b"z"), None), None);
-        // Fetch 3 asks 1 unchanged: not stepped, answered from what was held.
-        let (r3, stepped, _, _) = register(&mut slots, &[(1, 11), (2, 21)]);
-        assert_eq!(stepped, vec![6], "only 2's new ask");
-        let done = slots.take_complete(r3).expect("the held answer is ready");
-        assert_eq!(
-            answered_partitions(&done),
-            vec![1],
-            "2's new fetch left out (parked)"
-        );
-
-        // Fetch 4 asks 2 differently from its parked fetch (core id 6): stepped, and the
-        // parked one is superseded (the core drops it).
-        let (_r4, stepped, superseded, _) = register(&mut slots, &[(1, 12), (2, 22)]);
-        assert_eq!(stepped, vec![7, 8]);
-        assert_eq!(superseded, vec![3, 6]);
-        // The superseded fetch's late answer goes nowhere.
-        assert_eq!(slots.answer_fetch(answer(6, b""), None), None);
-        assert!(slots.held.is_empty() && !slots.any_carried());
-    }
-
-    #[test]
-    fn an_earlier_fetch_whose_parts_are_carried_away_leaves_empty() {
-        let mut slots = AnswerSlots::default();
-        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
-        assert!(slots.take_complete(r1).is_none(), "both parked");
-        // The replica's next Fetch asks the same: both carried to it, the first leaves empty.
-        let (r2, stepped, _, carried_from) = register(&mut slots, &[(1, 10), (2, 20)]);
-        assert!(stepped.is_empty());
-        assert_eq!(carried_from, vec![r1, r1]);
-        let done = slots.take_complete(r1).expect("nothing left to wait for");
-        assert!(answered_partitions(&done).is_empty());
-        assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
-        let done = slots.take_complete(r2).expect("complete");
-        assert_eq!(answered_partitions(&done), vec![2]);
-    }
-
-    #[test]
-    fn a_parked_fetch_is_carried_whatever_the_next_fetch_s_wait() {
-        let mut slots = AnswerSlots::default();
-        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
-        assert!(slots.take_complete(r1).is_none(), "both parked");
-        // The replica's next Fetch adds partition 3's first fetch to a new leader, which does
-        // not long-poll: the whole Fetch says MaxWaitMs 0. 1 and 2 ask what they asked.
-        let (r2, stepped, superseded, carried_from) =
-            register_waiting(&mut slots, &[(1, 10), (2, 20), (3, 0)], 0);
-        assert_eq!(stepped, vec![5], "only 3 is stepped");
-        assert!(
-            superseded.is_empty(),
-            "the parked fetches are not answered REQUEST_TIMED_OUT"
-        );
-        assert_eq!(carried_from, vec![r1, r1]);
-        assert_eq!(slots.answer_fetch(answer(5, b""), None), Some(r2));
-        let done = slots.take_complete(r2).expect("3's answer");
-        assert_eq!(answered_partitions(&done), vec![3]);
-        assert!(slots.is_carried(1) && slots.is_carried(2), "still parked");
-    }
-
-    #[test]
-    fn a_forgotten_partition_leaves_nothing_carried_or_held() {
-        let mut slots = AnswerSlots::default();
-        let (r1, _, _, _) = register(&mut slots, &[(1, 10), (2, 20)]);
-        slots.answer_fetch(answer(1, b"x"), None);
-        slots.take_complete(r1).expect("complete");
-        assert!(slots.is_carried(2));
-        slots.answer_fetch(answer(2, b""), None);
-        assert!(slots.held.contains_key(&2));
-        slots.forget_partition(2, ErrorCode::NotLeaderOrFollower);
-        assert!(slots.held.is_empty() && !slots.any_carried() && slots.asks.is_empty());
-    }
-}
+mod tests;

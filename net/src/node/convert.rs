@@ -34,7 +34,7 @@ mod fetch;
 pub use fetch::{
     FetchSessionPlan, REPLICA_FETCH_RESPONSE_MAX_BYTES, fetch_partition_data,
     fetch_partition_error, fetch_replica_id, fetch_request, fetch_request_in_session,
-    fetch_response, peer_fetch_response_parts, replica_fetch_parts, replica_fetch_parts_of,
+    fetch_response, peer_fetch_response_parts, replica_fetch_parts,
 };
 
 /// Wire versions the node uses for the requests it sends to peers.

@@ -27,7 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::NodeError;
 use super::admission::{self, TopicRef};
-use super::answer_slots::AnswerSlots;
+use super::answer_slots::{AnswerSlots, FetchCarrier};
 use super::convert::{self, InboundPart, PartAnswer, PartitionTable};
 use super::fetch_sessions::FetchSessions;
 use super::fetch_snapshot;
@@ -158,7 +158,7 @@ impl QuorumRpc {
             return Ok(None);
         }
         let node_id = q.config.node_id;
-        let mut session_id = 0;
+        let mut session = None;
         let (api, parts) = match request {
             Request::Vote(r) => (
                 ApiKey::Vote,
@@ -174,8 +174,9 @@ impl QuorumRpc {
             ),
             Request::Fetch(r) if convert::fetch_replica_id(&r, version) >= 0 => {
                 let replica = convert::fetch_replica_id(&r, version);
-                // An incremental Fetch stands for its session's full one (KIP-227).
-                session_id = match self.replica_sessions.expand(replica, version, &r) {
+                // An incremental Fetch names what changed in its session (KIP-227); the
+                // session's other parked fetches are carried (answer_slots.rs).
+                let session_id = match self.replica_sessions.take(replica, version, &r) {
                     Ok(id) => id,
                     Err(error) => {
                         let response = Response::Fetch(fetch_response::FetchResponse {
@@ -191,13 +192,8 @@ impl QuorumRpc {
                 };
                 let slots = &mut self.slots;
                 let next_id = || slots.next_fetch_correlation_id();
-                let parts = if session_id == 0 {
-                    convert::replica_fetch_parts(&r, version, q.table, next_id)
-                } else {
-                    let session = self.replica_sessions.parts(replica, session_id);
-                    let named = session.map(|(topic_id, p)| ("", topic_id, p));
-                    let parts =
-                        convert::replica_fetch_parts_of(named, &r, version, q.table, next_id);
+                let parts = convert::replica_fetch_parts(&r, version, q.table, next_id);
+                if session_id != 0 {
                     // Parts answered with an error (a partition not hosted here): the replica
                     // stops asking for them, so the session lets them go.
                     let unknown = parts
@@ -206,8 +202,19 @@ impl QuorumRpc {
                         .map(|p| (p.topic_id, p.index));
                     self.replica_sessions
                         .forget_unknown(replica, session_id, unknown);
-                    parts
-                };
+                    let forgotten: Vec<PartitionId> = r
+                        .forgotten_topics_data
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(move |i| (t.topic_id, *i)))
+                        .filter_map(|(topic_id, index)| q.table.find_by_id(topic_id, index))
+                        .collect();
+                    self.slots.forget_session_parts(replica, &forgotten);
+                    session = Some(FetchCarrier {
+                        replica,
+                        session_id,
+                        incremental: r.session_epoch > 0,
+                    });
+                }
                 (ApiKey::Fetch, parts)
             }
             Request::FetchSnapshot(r) => (
@@ -216,7 +223,7 @@ impl QuorumRpc {
             ),
             other => return Ok(Some((responder, header, other))),
         };
-        self.start_request(q, responder, api, parts, session_id, later)?;
+        self.start_request(q, responder, api, parts, session, later)?;
         Ok(None)
     }
 
@@ -227,12 +234,12 @@ impl QuorumRpc {
         responder: Responder,
         api: ApiKey,
         parts: Vec<InboundPart>,
-        fetch_session_id: i32,
+        session: Option<FetchCarrier>,
         later: &mut Vec<Output>,
     ) -> Result<(), NodeError> {
-        let (id, steps, superseded, carried_from) =
-            self.slots.register(responder, api, parts, q.now_ms);
-        self.slots.set_fetch_session_id(id, fetch_session_id);
+        let (id, steps, superseded, carried_from) = self
+            .slots
+            .register(responder, api, parts, q.now_ms, session);
         // Earlier requests whose parked parts this one carries now: they may be complete.
         for earlier in carried_from {
             if let Err(error) = self.maybe_complete(q, earlier) {

@@ -1,14 +1,17 @@
 //! A leader's fetch sessions with its replicas (KIP-227): an incremental replica Fetch names
-//! only the partitions whose fetch changed since the replica's previous Fetch, and the leader
-//! fills in the rest from the session.
+//! only the partitions whose fetch changed since the replica's previous Fetch; the session's
+//! other partitions ask what they asked.
 //!
 //! A follower's every wire Fetch to a leader carries every partition it fetches there
 //! (fetch_sessions.rs); with a hundred partitions most of them are parked at the leader, asked
 //! again unchanged each round, so each round encoded, sent, decoded and looked up dozens of
 //! partitions to learn nothing. The session remembers each partition's last ask (the wire
-//! partition as the replica sent it); [`ReplicaFetchSessions::expand`] turns an incremental
-//! request into the full request it stands for, which the node then serves exactly as before
-//! (answer_slots.rs recognises the unchanged parts and carries their parked fetches).
+//! partition as the replica sent it); [`ReplicaFetchSessions::take`] checks a request's
+//! session and epoch and takes its changes. The node steps only the partitions a Fetch names;
+//! the session's other parked fetches are carried by the replica's newest Fetch, their answers
+//! joining it when they come (answer_slots.rs). Until 2026-12-07 the leader turned every
+//! incremental request back into the full request it stands for, every partition of the
+//! session looked up and registered per Fetch.
 //!
 //! Kafka's rules (`FetchSession.scala`, KIP-227's table), for Fetch v13+ (topic ids):
 //! SessionId 0 and SessionEpoch -1, a sessionless full Fetch; SessionEpoch 0, a full Fetch that
@@ -116,19 +119,20 @@ impl ReplicaFetchSessions {
     /// Takes `request`, a replica's Fetch at `version`, into the replica's session:
     /// `Ok(session id)` to answer it with (0: sessionless, the request is the full one), or the
     /// error that answers the whole Fetch (the session unknown, or its epoch not the next).
-    /// In a session, [`ReplicaFetchSessions::parts`] are the full request's partitions.
-    pub(super) fn expand(
+    /// In a session, only the partitions the request names are stepped; the others ask what
+    /// they asked (answer_slots.rs carries their parked fetches).
+    pub(super) fn take(
         &mut self,
         replica: NodeId,
         version: i16,
         request: &FetchRequest,
     ) -> Result<i32, ErrorCode> {
-        let taken = self.take(replica, version, request);
+        let taken = self.take_into_session(replica, version, request);
         self.note(&taken, request.session_epoch > 0);
         taken
     }
 
-    fn take(
+    fn take_into_session(
         &mut self,
         replica: NodeId,
         version: i16,
@@ -174,12 +178,10 @@ impl ReplicaFetchSessions {
     }
 
     /// Session `id`'s partitions, each with its last ask: what the replica's latest Fetch in
-    /// it stands for, by topic id and partition index.
-    pub(super) fn parts(
-        &self,
-        replica: NodeId,
-        id: i32,
-    ) -> impl Iterator<Item = (Uuid, &FetchPartition)> {
+    /// it stands for, by topic id and partition index (the tests check that this is what the
+    /// follower has outstanding, which the carried fetches rely on).
+    #[cfg(test)]
+    fn parts(&self, replica: NodeId, id: i32) -> impl Iterator<Item = (Uuid, &FetchPartition)> {
         self.by_replica
             .get(&replica)
             .filter(|s| s.id == id)
@@ -187,7 +189,7 @@ impl ReplicaFetchSessions {
             .flat_map(|s| s.parts.iter().map(|((topic_id, _), p)| (*topic_id, p)))
     }
 
-    /// The expanded request's parts this node does not host: the replica was answered
+    /// The request's parts this node does not host: the replica was answered
     /// UNKNOWN_TOPIC_OR_PARTITION for them and will not ask again, so the session lets them go.
     pub(super) fn forget_unknown(
         &mut self,
@@ -324,20 +326,17 @@ mod tests {
     fn an_incremental_fetch_stands_for_the_session_s_full_fetch() {
         let mut sessions = ReplicaFetchSessions::default();
         let full = request(0, 0, &[(1, 0, 10), (1, 1, 20), (2, 0, 30)], &[]);
-        let id = sessions.expand(2, VERSION, &full).unwrap();
+        let id = sessions.take(2, VERSION, &full).unwrap();
         assert!(id > 0, "a full Fetch with epoch 0 opens a session");
         assert_eq!(asked(&sessions, id), [(1, 0, 10), (1, 1, 20), (2, 0, 30)]);
 
         // Partition 1-1 moved on, 2-0 is no longer fetched here, 2-1 is new; 1-0 is unchanged.
         let next = request(id, 1, &[(1, 1, 25), (2, 1, 5)], &[(2, 0)]);
-        assert_eq!(sessions.expand(2, VERSION, &next), Ok(id));
+        assert_eq!(sessions.take(2, VERSION, &next), Ok(id));
         assert_eq!(asked(&sessions, id), [(1, 0, 10), (1, 1, 25), (2, 1, 5)]);
 
         // Nothing changed: the Fetch names nothing and stands for all of them.
-        assert_eq!(
-            sessions.expand(2, VERSION, &request(id, 2, &[], &[])),
-            Ok(id)
-        );
+        assert_eq!(sessions.take(2, VERSION, &request(id, 2, &[], &[])), Ok(id));
         assert_eq!(asked(&sessions, id), [(1, 0, 10), (1, 1, 25), (2, 1, 5)]);
     }
 
@@ -345,27 +344,27 @@ mod tests {
     fn a_wrong_epoch_or_an_unknown_session_answers_the_whole_fetch() {
         let mut sessions = ReplicaFetchSessions::default();
         let id = sessions
-            .expand(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
+            .take(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
             .unwrap();
         // Epoch 2 where 1 is next: refused, and the session is gone.
         assert_eq!(
-            sessions.expand(2, VERSION, &request(id, 2, &[], &[])),
+            sessions.take(2, VERSION, &request(id, 2, &[], &[])),
             Err(ErrorCode::InvalidFetchSessionEpoch)
         );
         assert_eq!(
-            sessions.expand(2, VERSION, &request(id, 1, &[], &[])),
+            sessions.take(2, VERSION, &request(id, 1, &[], &[])),
             Err(ErrorCode::FetchSessionIdNotFound)
         );
         // Another replica cannot use this replica's session.
         let id = sessions
-            .expand(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
+            .take(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
             .unwrap();
         assert_eq!(
-            sessions.expand(3, VERSION, &request(id, 1, &[], &[])),
+            sessions.take(3, VERSION, &request(id, 1, &[], &[])),
             Err(ErrorCode::FetchSessionIdNotFound)
         );
         assert_eq!(
-            sessions.expand(2, VERSION, &request(id, -2, &[], &[])),
+            sessions.take(2, VERSION, &request(id, -2, &[], &[])),
             Err(ErrorCode::InvalidFetchSessionEpoch)
         );
     }
@@ -374,24 +373,24 @@ mod tests {
     fn a_new_full_fetch_replaces_the_replica_s_session() {
         let mut sessions = ReplicaFetchSessions::default();
         let first = sessions
-            .expand(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
+            .take(2, VERSION, &request(0, 0, &[(1, 0, 10)], &[]))
             .unwrap();
         let second = sessions
-            .expand(2, VERSION, &request(0, 0, &[(1, 1, 7)], &[]))
+            .take(2, VERSION, &request(0, 0, &[(1, 1, 7)], &[]))
             .unwrap();
         assert_ne!(first, second);
         assert_eq!(
-            sessions.expand(2, VERSION, &request(first, 1, &[], &[])),
+            sessions.take(2, VERSION, &request(first, 1, &[], &[])),
             Err(ErrorCode::FetchSessionIdNotFound)
         );
         assert_eq!(
-            sessions.expand(2, VERSION, &request(second, 1, &[], &[])),
+            sessions.take(2, VERSION, &request(second, 1, &[], &[])),
             Ok(second)
         );
         assert_eq!(asked(&sessions, second), [(1, 1, 7)]);
         // Sessionless: epoch -1 closes it and is answered with session id 0.
         assert_eq!(
-            sessions.expand(2, VERSION, &request(second, -1, &[(1, 1, 8)], &[])),
+            sessions.take(2, VERSION, &request(second, -1, &[(1, 1, 8)], &[])),
             Ok(0)
         );
         assert_eq!(sessions.len(), 0);
@@ -402,24 +401,24 @@ mod tests {
         let mut sessions = ReplicaFetchSessions::default();
         for replica in 0..(MAX_SESSIONS as i32 + 10) {
             sessions
-                .expand(replica, VERSION, &request(0, 0, &[(1, 0, 1)], &[]))
+                .take(replica, VERSION, &request(0, 0, &[(1, 0, 1)], &[]))
                 .unwrap();
         }
         assert_eq!(sessions.len(), MAX_SESSIONS);
         // The newest replica's session is held; the first ones went.
         let newest = MAX_SESSIONS as i32 + 9;
         assert_eq!(
-            sessions.expand(0, VERSION, &request(1, 1, &[], &[])),
+            sessions.take(0, VERSION, &request(1, 1, &[], &[])),
             Err(ErrorCode::FetchSessionIdNotFound)
         );
         let id = sessions.by_replica[&newest].id;
         // A partition this node does not host leaves the session.
         sessions
-            .expand(newest, VERSION, &request(id, 1, &[(9, 3, 1)], &[]))
+            .take(newest, VERSION, &request(id, 1, &[(9, 3, 1)], &[]))
             .unwrap();
         sessions.forget_unknown(newest, id, [(topic(9), 3)].into_iter());
         sessions
-            .expand(newest, VERSION, &request(id, 2, &[], &[]))
+            .take(newest, VERSION, &request(id, 2, &[], &[]))
             .unwrap();
         let left: Vec<_> = sessions
             .parts(newest, id)
@@ -430,9 +429,10 @@ mod tests {
 
     /// The follower's side (fetch_sessions.rs) and the leader's, through the codec: under any
     /// sequence of cores asking, answers, partitions forgotten or moving to another leader,
-    /// lost sessions and failed connections, every incremental Fetch the follower sends
-    /// expands at the leader to the full Fetch it stands for (every outstanding partition,
-    /// each with its current ask), and no partition's ask is ever served stale.
+    /// lost sessions and failed connections, after every incremental Fetch the follower sends
+    /// the leader's session holds the full Fetch it stands for (every outstanding partition,
+    /// each with its current ask), and no partition's ask is ever served stale: what the
+    /// leader's carried fetches (answer_slots.rs) rely on.
     #[test]
     fn every_incremental_fetch_expands_to_the_full_fetch_it_stands_for() {
         use super::super::convert::{self, HostedPartition, PartitionTable, fetch_replica_id};
@@ -550,7 +550,7 @@ mod tests {
                 // The leader lost every session (evicted).
                 sessions = ReplicaFetchSessions::default();
             }
-            match sessions.expand(replica, VERSION, &decoded) {
+            match sessions.take(replica, VERSION, &decoded) {
                 Ok(session_id) => {
                     assert_ne!(session_id, 0);
                     let mut served: Vec<_> = sessions
@@ -589,11 +589,11 @@ mod tests {
     fn before_topic_ids_fetches_are_sessionless() {
         let mut sessions = ReplicaFetchSessions::default();
         assert_eq!(
-            sessions.expand(2, 12, &request(0, 0, &[(1, 0, 1)], &[])),
+            sessions.take(2, 12, &request(0, 0, &[(1, 0, 1)], &[])),
             Ok(0)
         );
         assert_eq!(
-            sessions.expand(2, 12, &request(5, 1, &[], &[])),
+            sessions.take(2, 12, &request(5, 1, &[], &[])),
             Err(ErrorCode::FetchSessionIdNotFound)
         );
         assert_eq!(sessions.len(), 0);

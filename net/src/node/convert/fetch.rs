@@ -43,10 +43,7 @@ pub fn replica_fetch_parts(
     replica_fetch_parts_of(named, request, version, table, next_id)
 }
 
-/// [`replica_fetch_parts`] of the partitions `named` (topic name, topic id, the wire
-/// partition) stand for, with `request`'s replica and wait: a Fetch's own, or those its
-/// fetch session stands for (KIP-227, replica_fetch_sessions.rs).
-pub fn replica_fetch_parts_of<'a>(
+fn replica_fetch_parts_of<'a>(
     named: impl Iterator<Item = (&'a str, Uuid, &'a fetch_req::FetchPartition)>,
     request: &fetch_req::FetchRequest,
     version: i16,
