@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use ringlog_net::client::Client;
-use ringlog_net::protocol::{Request, Response, init_producer_id_request};
+use ringlog_net::protocol::Response;
 
 mod quorum;
-use quorum::{Quorum, eventually, serial};
+use quorum::{Quorum, eventually, new_producer_request, serial};
 
 /// COORDINATOR_LOAD_IN_PROGRESS: the node has no block yet (Kafka's answer; clients retry).
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
@@ -25,14 +25,7 @@ fn new_producer_id(client: &mut Option<Client>, address: &str) -> i64 {
             if client.is_none() {
                 *client = Client::connect(address, Duration::from_secs(2)).ok();
             }
-            let request =
-                Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
-                    transactional_id: None,
-                    transaction_timeout_ms: -1,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    ..Default::default()
-                });
+            let request = new_producer_request();
             let Ok(Response::InitProducerId(r)) = client.as_mut()?.request(&request, 4) else {
                 *client = None;
                 return None;
@@ -165,14 +158,8 @@ fn every_node_holds_a_block_before_its_first_init_producer_id() {
     let mut seen = HashMap::new();
     for id in [1, 2, 3, 4] {
         let mut client = Client::connect(&quorum.address(id), Duration::from_secs(2)).unwrap();
-        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
-            transactional_id: None,
-            transaction_timeout_ms: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        });
-        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+        let Response::InitProducerId(r) = client.request(&new_producer_request(), 4).unwrap()
+        else {
             panic!("not an InitProducerId answer")
         };
         assert_eq!(

@@ -12,14 +12,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use ringlog_engine::batch::{BatchIter, RecordBatchBuilder};
 use ringlog_net::client::{Client, fetched_records};
-use ringlog_net::protocol::{
-    Request, Response, init_producer_id_request, list_offsets_request as lo_req,
-};
+use ringlog_net::protocol::{Request, Response, list_offsets_request as lo_req};
 
 mod quorum;
 use quorum::{
     Quorum, agreed_leader, checkpoints, consumer_fetch_request, eventually, high_watermark,
-    produce_to, run_client_script, segment_bases, serial,
+    new_producer_request, produce_to, run_client_script, segment_bases, serial,
 };
 
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
@@ -48,14 +46,8 @@ fn idempotent_batch(producer_id: i64, sequence: i32, count: usize) -> Bytes {
 /// A new producer id from `client`, retried while the node gets its first block.
 fn new_producer_id(client: &mut Client) -> i64 {
     eventually(Duration::from_secs(20), "a producer id", || {
-        let request = Request::InitProducerId(init_producer_id_request::InitProducerIdRequest {
-            transactional_id: None,
-            transaction_timeout_ms: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        });
-        let Response::InitProducerId(r) = client.request(&request, 4).unwrap() else {
+        let Response::InitProducerId(r) = client.request(&new_producer_request(), 4).unwrap()
+        else {
             panic!("not an InitProducerId answer")
         };
         match r.error_code {

@@ -801,6 +801,18 @@ pub fn run_client_script<C>(
     );
 }
 
+/// InitProducerId for a new idempotent producer (no transactional id, no id or epoch yet).
+pub fn new_producer_request() -> ringlog_net::protocol::Request {
+    use ringlog_net::protocol::{Request, init_producer_id_request::InitProducerIdRequest};
+    Request::InitProducerId(InitProducerIdRequest {
+        transactional_id: None,
+        transaction_timeout_ms: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        ..Default::default()
+    })
+}
+
 /// A node's `GET /metrics` (`metrics.listener`) over HTTP/1.0: sample name (with labels) →
 /// value.
 pub fn scrape_metrics(port: u16) -> Option<std::collections::HashMap<String, f64>> {

@@ -98,6 +98,19 @@ fn answer(correlation_id: u64, records: &'static [u8]) -> core::FetchResponse {
     response
 }
 
+/// The first part of `done` is the core's answer to fetch `correlation_id`.
+fn assert_first_answers(
+    done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
+    correlation_id: u64,
+) {
+    match &done.1[0] {
+        PartAnswer::Core(core::Message::FetchResponse(r)) => {
+            assert_eq!(r.correlation_id, correlation_id)
+        }
+        _ => panic!("the parked fetch's answer"),
+    }
+}
+
 fn answered_partitions(
     done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
 ) -> Vec<i32> {
@@ -132,10 +145,7 @@ fn parked_parts_are_left_out_and_carried_to_the_replica_s_next_fetch() {
     assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
     let done = slots.take_complete(r2).expect("complete");
     assert_eq!(answered_partitions(&done), vec![2]);
-    match &done.1[0] {
-        PartAnswer::Core(core::Message::FetchResponse(r)) => assert_eq!(r.correlation_id, 2),
-        _ => panic!("the parked fetch's answer"),
-    }
+    assert_first_answers(&done, 2);
 
     // 1's parked fetch (core id 3) is answered while no Fetch carries it: held.
     assert_eq!(slots.answer_fetch(answer(3, b"z"), None), None);
@@ -231,10 +241,7 @@ fn an_incremental_fetch_carries_the_session_s_parked_fetches_it_does_not_name() 
     assert_eq!(slots.answer_fetch(answer(2, b"y"), None), Some(r2));
     let done = slots.take_complete(r2).expect("complete");
     assert_eq!(answered_partitions(&done), vec![2]);
-    match &done.1[0] {
-        PartAnswer::Core(core::Message::FetchResponse(r)) => assert_eq!(r.correlation_id, 2),
-        _ => panic!("the parked fetch's answer"),
-    }
+    assert_first_answers(&done, 2);
     // 1's answer comes while no Fetch of the session waits: held, and the session's next
     // Fetch, which names 2's new ask only, takes it.
     assert_eq!(slots.answer_fetch(answer(1, b"x"), None), None);
