@@ -17,8 +17,9 @@
 //! request's too, is delivered part by part: a partition's part goes to its core when the
 //! session still waits for exactly the fetch it answers (the core's same request), and is
 //! dropped when that fetch was answered already (a later Fetch carried it again) or its core
-//! asked anew since. A superseded answer's errors are dropped too: the later Fetch carries
-//! the same ask, and the leader answers it again. Dropping superseded answers whole, as this did before 2026-12-07, let a
+//! asked anew since. A superseded answer's errors are dropped too (the later Fetch carries
+//! the same ask, and the leader answers it again), except those that name the leader
+//! (peer_answers.rs). Dropping superseded answers whole, as this did before 2026-12-07, let a
 //! follower whose cores asked again faster than the leader's round trip (a thousand
 //! partitions, their elections spread in time) never hear an answer: each arrived superseded,
 //! every fetch timed out after 2 s, the pre-votes that followed were refused and named the
