@@ -340,7 +340,8 @@ impl ProducerIdManager {
         let timeout = cx.config.request_timeout_ms;
         let claimed = self.claim(now, timeout);
         if claimed.ask {
-            self.ask_for_block(cx, control, now);
+            // Without a controller yet nothing leaves: the next InitProducerId asks again.
+            let _asked = self.ask_for_block(cx, control, now);
         }
         claimed
             .producer_id
@@ -357,35 +358,38 @@ impl ProducerIdManager {
         let timeout = cx.config.request_timeout_ms;
         let waited = |at: Option<u64>| at.is_none_or(|at| now >= at.saturating_add(timeout));
         // A refusal or a failed connection clears `asked_ms` at once: `prefetched_ms` keeps
-        // the tries a request timeout apart.
+        // the tries a request timeout apart. It is set only when an ask left, so a node that
+        // does not know the controller yet asks in the turn it learns it.
         if self.current.is_none()
             && self.next_block.is_none()
             && waited(self.asked_ms)
             && waited(self.prefetched_ms)
+            && self.ask_for_block(cx, control, now)
         {
             self.prefetched_ms = Some(now);
-            self.ask_for_block(cx, control, now);
         }
     }
 
     /// Asks the controller for this node's next block: itself when it leads the metadata
     /// partition, else with AllocateProducerIds.
-    fn ask_for_block(&mut self, cx: &mut Cx, control: &mut ProducerIdControl, now: u64) {
+    /// Returns whether it asked (false: no controller known yet, or this node is the
+    /// controller and still catching up).
+    fn ask_for_block(&mut self, cx: &mut Cx, control: &mut ProducerIdControl, now: u64) -> bool {
         let raft = cx.metadata_raft();
         if raft.is_leader() {
             if !cx.controller_active() {
                 // Catching up: asked again at the next InitProducerId.
-                return;
+                return false;
             }
             // Marked asked first: a refusal below answers at once and clears it.
             self.asked(now);
             if let Err(error) = control.allocate_block(cx, self, BlockRequester::Local) {
                 tracing::warn!(%error, "producer id block not allocated");
             }
-            return;
+            return true;
         }
         let Some(controller) = raft.leader_id() else {
-            return;
+            return false;
         };
         let request = apid_req::AllocateProducerIdsRequest {
             broker_id: cx.config.node_id,
@@ -400,6 +404,7 @@ impl ProducerIdManager {
         );
         tracing::debug!(controller, "producer id block asked for");
         self.asked(now);
+        true
     }
 
     /// The controller's answer to this node's AllocateProducerIds (or its connection failed:
