@@ -56,6 +56,10 @@ pub const PRODUCER_IDS_RECORD_KEY: &[u8] = b"ringlog.producer_ids.v1";
 /// AllocateProducerIds' only version.
 const ALLOCATE_PRODUCER_IDS_VERSION: i16 = 0;
 
+/// How long a node waits before asking again for its first block when its ask was refused
+/// or lost (Kafka's `retry.backoff.ms`).
+const PREFETCH_RETRY_MS: u64 = 100;
+
 /// Kafka's `PidPrefetchThreshold`: the next block is asked for when this share of the current
 /// one is used (numerator over [`PREFETCH_DENOMINATOR`]).
 const PREFETCH_NUMERATOR: i64 = 9;
@@ -356,14 +360,20 @@ impl ProducerIdManager {
     pub(super) fn prefetch_first_block(&mut self, cx: &mut Cx, control: &mut ProducerIdControl) {
         let now = cx.now_ms;
         let timeout = cx.config.request_timeout_ms;
-        let waited = |at: Option<u64>| at.is_none_or(|at| now >= at.saturating_add(timeout));
-        // A refusal or a failed connection clears `asked_ms` at once: `prefetched_ms` keeps
-        // the tries a request timeout apart. It is set only when an ask left, so a node that
-        // does not know the controller yet asks in the turn it learns it.
+        let in_flight = self
+            .asked_ms
+            .is_some_and(|at| now < at.saturating_add(timeout));
+        // A refusal (a controller just elected answers NOT_CONTROLLER until it has caught up)
+        // or a failed connection clears `asked_ms` at once: `prefetched_ms` keeps the tries
+        // `PREFETCH_RETRY_MS` apart. It is set only when an ask left, so a node that does not
+        // know the controller yet asks in the turn it learns it.
+        let retried = self
+            .prefetched_ms
+            .is_some_and(|at| now < at.saturating_add(PREFETCH_RETRY_MS));
         if self.current.is_none()
             && self.next_block.is_none()
-            && waited(self.asked_ms)
-            && waited(self.prefetched_ms)
+            && !in_flight
+            && !retried
             && self.ask_for_block(cx, control, now)
         {
             self.prefetched_ms = Some(now);
@@ -417,7 +427,7 @@ impl ProducerIdManager {
             if r.error_code != 0 {
                 tracing::info!(
                     error = ?ErrorCode::from_code(r.error_code),
-                    "producer id block refused; asked again at the next InitProducerId"
+                    "producer id block refused; asked again (its first block 100 ms later, any other at the next InitProducerId)"
                 );
                 return None;
             }
