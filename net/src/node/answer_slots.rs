@@ -70,14 +70,27 @@ pub(super) struct FetchCarrier {
     pub(super) incremental: bool,
 }
 
-/// A replica fetch the core holds: what it asked, the wire part that asked it (to answer it
-/// in a later request), and the fetch session it was asked in (0: none).
+/// A replica fetch the core holds: the wire part that asked it (its partition, replica and
+/// core request; kept to answer it in a later request), and the fetch session it was asked in
+/// (0: none).
 struct Ask {
-    replica: NodeId,
-    partition: PartitionId,
-    request: core::FetchRequest,
     part: InboundPart,
     session_id: i32,
+}
+
+impl Ask {
+    /// The part's hosted partition, its replica and what it asked: an ask is registered only
+    /// for a part that names a hosted partition with a replica fetch.
+    fn target(&self) -> (PartitionId, NodeId, &core::FetchRequest) {
+        match &self.part.target {
+            Ok((partition, replica, core::Message::FetchRequest(f))) => (*partition, *replica, f),
+            _ => unreachable!("an ask is a hosted partition's replica fetch"),
+        }
+    }
+
+    fn replica(&self) -> NodeId {
+        self.target().1
+    }
 }
 
 /// A core step a registered request asks for: (slot, partition, sender, message).
@@ -171,7 +184,7 @@ impl AnswerSlots {
                         let parked = self.latest_replica_fetch.get(&key).copied().filter(|old| {
                             self.asks
                                 .get(old)
-                                .is_some_and(|ask| same_ask(&ask.request, f))
+                                .is_some_and(|ask| same_ask(ask.target().2, f))
                         });
                         if let Some(old) = parked {
                             fetch_ids[slot] = Some(old);
@@ -197,9 +210,6 @@ impl AnswerSlots {
                         fetch_ids[slot] = Some(f.correlation_id);
                         self.fetch_slots.insert(f.correlation_id, (id, slot));
                         let ask = Ask {
-                            replica: *from,
-                            partition: *partition,
-                            request: f.clone(),
                             part: part.clone(),
                             session_id,
                         };
@@ -258,7 +268,9 @@ impl AnswerSlots {
             let stale: Vec<u64> = self
                 .asks
                 .iter()
-                .filter(|(_, a)| a.replica == session.replica && a.session_id != session.session_id)
+                .filter(|(_, a)| {
+                    a.replica() == session.replica && a.session_id != session.session_id
+                })
                 .map(|(cid, _)| *cid)
                 .collect();
             for cid in stale {
@@ -284,7 +296,7 @@ impl AnswerSlots {
             .copied()
             .filter(|cid| {
                 self.asks.get(cid).is_some_and(|a| {
-                    a.replica == session.replica && a.session_id == session.session_id
+                    a.replica() == session.replica && a.session_id == session.session_id
                 })
             })
             .collect();
@@ -394,7 +406,7 @@ impl AnswerSlots {
         if ask.session_id == 0 {
             return None;
         }
-        let (session_id, id) = *self.carriers.get(&ask.replica)?;
+        let (session_id, id) = *self.carriers.get(&ask.replica())?;
         let pending = self.pending.get(&id)?;
         (session_id == ask.session_id && !pending.released).then_some(id)
     }
@@ -611,7 +623,7 @@ impl AnswerSlots {
         let gone: Vec<u64> = self
             .asks
             .iter()
-            .filter(|(_, ask)| ask.partition == partition)
+            .filter(|(_, ask)| ask.target().0 == partition)
             .map(|(id, _)| *id)
             .collect();
         for id in gone {

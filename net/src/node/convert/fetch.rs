@@ -32,28 +32,17 @@ pub fn replica_fetch_parts(
     request: &fetch_req::FetchRequest,
     version: i16,
     table: &PartitionTable,
-    next_id: impl FnMut() -> u64,
-) -> Vec<InboundPart> {
-    let named = request.topics.iter().flat_map(|topic| {
-        topic
-            .partitions
-            .iter()
-            .map(move |p| (topic.topic.as_str(), topic.topic_id, p))
-    });
-    replica_fetch_parts_of(named, request, version, table, next_id)
-}
-
-fn replica_fetch_parts_of<'a>(
-    named: impl Iterator<Item = (&'a str, Uuid, &'a fetch_req::FetchPartition)>,
-    request: &fetch_req::FetchRequest,
-    version: i16,
-    table: &PartitionTable,
     mut next_id: impl FnMut() -> u64,
 ) -> Vec<InboundPart> {
     let replica_id = fetch_replica_id(request, version);
     let max_wait_ms = u64::try_from(request.max_wait_ms).unwrap_or(0);
     let mut parts = Vec::new();
-    for (topic_name, topic_id, p) in named {
+    let named = request
+        .topics
+        .iter()
+        .flat_map(|topic| topic.partitions.iter().map(move |p| (topic, p)));
+    for (topic, p) in named {
+        let (topic_name, topic_id) = (topic.topic.as_str(), topic.topic_id);
         let found = if version >= 13 {
             table.find_by_id(topic_id, p.partition)
         } else {
