@@ -324,6 +324,42 @@ fn set_len_and_preallocate(io: &mut impl Io, root: &Path) {
     io.close(file).expect("close");
 }
 
+/// `Op::Fallocate`, the ring's `preallocate`: completes with 0, keeps the size and the bytes,
+/// and a read-only handle refuses it.
+fn fallocate_through_the_ring(io: &mut impl Io, root: &Path) {
+    let path = root.join("reserved");
+    let file = io.open(&path, CREATE).expect("open");
+    write(io, file, 0, b"0123456789");
+    let done = run_one(
+        io,
+        Op::Fallocate {
+            file,
+            offset: 4096,
+            len_bytes: 1 << 20,
+        },
+    );
+    assert_eq!(done.result.expect("fallocate"), 0);
+    assert!(done.buf.is_none());
+    assert_eq!(
+        io.file_size_bytes(file).expect("size"),
+        10,
+        "a reservation keeps the size"
+    );
+    assert_eq!(read(io, file, 0, 100), b"0123456789");
+    io.close(file).expect("close");
+    let reader = io.open(&path, READ_ONLY).expect("open read-only");
+    let refused = run_one(
+        io,
+        Op::Fallocate {
+            file: reader,
+            offset: 0,
+            len_bytes: 4096,
+        },
+    );
+    assert_eq!(errno_of(&refused), Some(libc::EBADF));
+    io.close(reader).expect("close");
+}
+
 fn directory_operations(io: &mut impl Io, root: &Path) {
     let dir = root.join("topic-0").join("checkpoints");
     io.create_dir_all(&dir).expect("mkdir -p");
@@ -667,7 +703,7 @@ macro_rules! conformance_suite {
             conformance_suite!(@tests $make;
                 open_create_semantics, write_read_round_trip_direct, write_dsync_round_trip_direct,
                 short_read_at_eof, recycled_read_buffers,
-                set_len_and_preallocate, directory_operations, linked_write_then_fdatasync,
+                set_len_and_preallocate, fallocate_through_the_ring, directory_operations, linked_write_then_fdatasync,
                 failed_link_cancels_the_rest, completion_ids_match_submissions,
                 errors_carry_path_and_offset, drain_without_wait, alignment_enforced_on_direct_files,
                 directory_handle_syncs_through_the_ring);

@@ -20,6 +20,7 @@ impl Op {
             Op::WriteDsync { .. } => "write (dsync)",
             Op::Read { .. } => "read",
             Op::Fdatasync { .. } => "fdatasync",
+            Op::Fallocate { .. } => "fallocate",
         }
     }
 
@@ -28,26 +29,28 @@ impl Op {
             Op::Write { file, .. }
             | Op::WriteDsync { file, .. }
             | Op::Read { file, .. }
-            | Op::Fdatasync { file } => *file,
+            | Op::Fdatasync { file }
+            | Op::Fallocate { file, .. } => *file,
         }
     }
 
     /// The file offset the operation starts at (0 for fdatasync).
     pub fn offset(&self) -> u64 {
         match self {
-            Op::Write { offset, .. } | Op::WriteDsync { offset, .. } | Op::Read { offset, .. } => {
-                *offset
-            }
+            Op::Write { offset, .. }
+            | Op::WriteDsync { offset, .. }
+            | Op::Read { offset, .. }
+            | Op::Fallocate { offset, .. } => *offset,
             Op::Fdatasync { .. } => 0,
         }
     }
 
-    /// The number of bytes the operation asks for (0 for fdatasync).
+    /// The number of bytes the operation transfers (0 for fdatasync and fallocate).
     pub fn len_bytes(&self) -> usize {
         match self {
             Op::Write { buf, .. } | Op::WriteDsync { buf, .. } => buf.len(),
             Op::Read { len, .. } => *len,
-            Op::Fdatasync { .. } => 0,
+            Op::Fdatasync { .. } | Op::Fallocate { .. } => 0,
         }
     }
 
@@ -55,13 +58,16 @@ impl Op {
     pub(crate) fn into_buf(self) -> Option<AlignedBuf> {
         match self {
             Op::Write { buf, .. } | Op::WriteDsync { buf, .. } => Some(buf),
-            Op::Read { .. } | Op::Fdatasync { .. } => None,
+            Op::Read { .. } | Op::Fdatasync { .. } | Op::Fallocate { .. } => None,
         }
     }
 
-    /// Whether the operation writes bytes (a read-only handle refuses it).
+    /// Whether the operation changes the file (a read-only handle refuses it).
     pub fn is_write(&self) -> bool {
-        matches!(self, Op::Write { .. } | Op::WriteDsync { .. })
+        matches!(
+            self,
+            Op::Write { .. } | Op::WriteDsync { .. } | Op::Fallocate { .. }
+        )
     }
 }
 
@@ -86,7 +92,7 @@ pub(crate) fn check_direct_alignment(
         Op::Read { offset, len, .. } => {
             offset.is_multiple_of(block) && (*len as u64).is_multiple_of(block)
         }
-        Op::Fdatasync { .. } => true,
+        Op::Fdatasync { .. } | Op::Fallocate { .. } => true,
     };
     if aligned {
         Ok(())

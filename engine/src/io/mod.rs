@@ -190,6 +190,15 @@ pub enum Op {
     /// directory handle ([`Io::open_dir`]): make its entries (creations, renames, removals)
     /// durable, a full fsync, since a directory's fdatasync need not cover them.
     Fdatasync { file: FileId },
+    /// Reserve the file's blocks in `[offset, offset + len_bytes)` without changing its size
+    /// (`fallocate(FALLOC_FL_KEEP_SIZE)`), so a later write there cannot fail for space; the
+    /// same as [`Io::preallocate`], but off the caller's thread (on io_uring a worker runs it).
+    /// Completes with 0. A filesystem without fallocate answers EOPNOTSUPP.
+    Fallocate {
+        file: FileId,
+        offset: u64,
+        len_bytes: u64,
+    },
 }
 
 /// The result of one data operation.

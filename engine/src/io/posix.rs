@@ -198,22 +198,11 @@ impl PosixFiles {
         if len == 0 {
             return Ok(());
         }
-        loop {
-            // SAFETY: the descriptor is owned by `entry.file` and open for the whole call;
-            // fallocate touches no user memory.
-            let rc = unsafe {
-                libc::fallocate(entry.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len)
-            };
-            if rc == 0 {
-                return Ok(());
-            }
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                // Reservation is an optimisation; a filesystem without fallocate still works.
-                Some(libc::EOPNOTSUPP) => return Ok(()),
-                _ => return Err(err(e)),
-            }
+        match fallocate_keep_size(&entry.file, 0, len_bytes) {
+            Ok(()) => Ok(()),
+            // Reservation is an optimisation; a filesystem without fallocate still works.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(()),
+            Err(e) => Err(err(e)),
         }
     }
 }
@@ -348,4 +337,28 @@ pub(crate) fn read_at(
     }
     bytes.truncate(filled);
     Ok(bytes)
+}
+
+/// `fallocate(FALLOC_FL_KEEP_SIZE)` of `[offset, offset + len_bytes)`, retried on EINTR: the
+/// blocks are reserved, the size stays.
+pub(crate) fn fallocate_keep_size(
+    file: &std::fs::File,
+    offset: u64,
+    len_bytes: u64,
+) -> std::io::Result<()> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| errno(libc::EFBIG))?;
+    let len = libc::off_t::try_from(len_bytes).map_err(|_| errno(libc::EFBIG))?;
+    loop {
+        // SAFETY: the descriptor is owned by `file`, open for the whole call; fallocate touches
+        // no user memory.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
 }

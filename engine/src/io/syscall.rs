@@ -112,6 +112,12 @@ impl SyscallIo {
                 (retry_eintr(|| entry.file.sync_all().map(|()| 0)), None)
             }
             Op::Fdatasync { .. } => (retry_eintr(|| entry.file.sync_data().map(|()| 0)), None),
+            Op::Fallocate {
+                offset, len_bytes, ..
+            } => (
+                super::posix::fallocate_keep_size(&entry.file, offset, len_bytes).map(|()| 0),
+                None,
+            ),
         };
         let result = result.map_err(|e| IoError::new(operation, &entry.path, offset, e));
         Completion { op_id, result, buf }

@@ -186,6 +186,15 @@ impl UringIo {
             Op::Fdatasync { .. } => opcode::Fsync::new(fd)
                 .flags(types::FsyncFlags::DATASYNC)
                 .build(),
+            // Always run by an io_uring worker: the submitting thread does not wait for the
+            // block allocator (nor for direct I/O in flight on the inode, which fallocate
+            // drains first).
+            Op::Fallocate {
+                offset, len_bytes, ..
+            } => opcode::Fallocate::new(fd, *len_bytes)
+                .offset(*offset)
+                .mode(libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
         };
         let previous = self.in_flight.insert(op_id.0, flight);
         assert!(previous.is_none(), "op id {op_id:?} reused while in flight");
@@ -373,7 +382,7 @@ impl UringIo {
                         buf
                     })
                 }
-                Op::Fdatasync { .. } => None,
+                Op::Fdatasync { .. } | Op::Fallocate { .. } => None,
             };
             self.ready.push_back(Completion {
                 op_id,

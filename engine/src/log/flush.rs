@@ -64,6 +64,7 @@ mod prepare;
 mod segment_files;
 
 pub(crate) use prepare::Preparation;
+pub(crate) use segment_files::InFlightReservation;
 
 /// What [`PartitionLog::on_completion`] made of a completion.
 #[derive(Debug)]
@@ -273,7 +274,14 @@ impl PartitionLog {
             .filter(|flight| flight.op_ids.contains(&completion.op_id))
         else {
             return match self.on_preparation_completion(io, completion)? {
-                Routed::Foreign(completion) => self.on_confirmation_completion(io, completion),
+                Routed::Foreign(completion) => {
+                    match self.on_confirmation_completion(io, completion)? {
+                        Routed::Foreign(completion) => {
+                            Ok(self.on_reservation_completion(completion))
+                        }
+                        mine => Ok(mine),
+                    }
+                }
                 mine => Ok(mine),
             };
         };
@@ -453,7 +461,10 @@ impl PartitionLog {
     /// confirmation record's): a completion can be this log's only then, so a router offers
     /// completions to such logs alone, and a blocking wait waits while it holds.
     pub fn awaits_completions(&self) -> bool {
-        self.in_flight.is_some() || self.preparing.is_some() || self.confirming.is_some()
+        self.in_flight.is_some()
+            || self.preparing.is_some()
+            || self.confirming.is_some()
+            || self.reserving.is_some()
     }
 
     /// Block until no chain and no confirmation is in flight.
@@ -481,6 +492,7 @@ impl PartitionLog {
         if let Some(confirming) = &self.confirming {
             ids.extend(&confirming.op_ids);
         }
+        ids.extend(self.reservation_op_id());
         for completion in crate::io::wait_for_any(io, &ids)? {
             let routed = self.on_completion(io, completion)?;
             assert!(

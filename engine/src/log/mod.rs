@@ -151,6 +151,11 @@ pub struct PartitionLog {
     preparing: Option<Preparation>,
     /// The confirmation record being written (off the critical path), and the next one.
     confirming: Option<InFlightConfirmation>,
+    /// The data area's next stretch being reserved through the ring (`flush::segment_files`).
+    reserving: Option<flush::InFlightReservation>,
+    /// A segment (base offset) whose reservation in the background failed, and its reserved
+    /// end then: none is submitted for it again until the synchronous path reserved more.
+    reservation_refused: Option<(i64, u64)>,
     confirmation_pending: Option<PendingConfirmation>,
     /// The segment file whose confirmation record was written alone, as a plain write, and
     /// has not been through a blocking path's fdatasync since (see `flush::confirmation`).

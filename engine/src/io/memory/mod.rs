@@ -441,6 +441,26 @@ impl MemoryIo {
                     buf: Some(buf),
                 }
             }
+            // As `preallocate`: the simulated medium never runs out of space unless a fault
+            // says so, and the size stays.
+            Op::Fallocate {
+                offset, len_bytes, ..
+            } => {
+                let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
+                if self.fault_fires(FaultKind::WriteEnospc, &path, offset, len) {
+                    let error = IoError::new("fallocate", &path, offset, errno(libc::ENOSPC));
+                    return Completion {
+                        op_id,
+                        result: Err(error),
+                        buf: None,
+                    };
+                }
+                Completion {
+                    op_id,
+                    result: Ok(0),
+                    buf: None,
+                }
+            }
             Op::Fdatasync { .. } => {
                 if self.fault_fires(FaultKind::FsyncEio, &path, 0, 0) {
                     // Linux marks the dirty pages clean after a failed writeback ("fsyncgate"): a

@@ -243,6 +243,8 @@ impl PartitionLog {
             in_flight: None,
             preparing: None,
             confirming: None,
+            reserving: None,
+            reservation_refused: None,
             confirmation_pending: None,
             confirmation_unsynced: None,
             spare_write_buf: None,
