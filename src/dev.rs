@@ -203,7 +203,7 @@ pub(crate) fn dev(
     let mut result = Ok(());
     for node in &mut nodes {
         match node.start(&exe) {
-            Ok(pid) => println!(
+            Ok(pid) => say!(
                 "node {} ({}): 127.0.0.1:{} (controller listener 127.0.0.1:{})   pid {pid}   log: {}",
                 node.id,
                 node.role(),
@@ -218,7 +218,7 @@ pub(crate) fn dev(
         }
     }
     if result.is_ok() {
-        println!(
+        say!(
             "cluster {cluster_id}, data in {}; pids in node-N.pid; a node that exits is {}; \
              Ctrl-C stops everything",
             data_dir.display(),
@@ -229,7 +229,7 @@ pub(crate) fn dev(
             }
         );
         for spare in nodes.iter().filter(|n| n.id > 4) {
-            println!(
+            say!(
                 "spare node {id}: ringlog add-voter --bootstrap-server 127.0.0.1:{first} \
                  --node-id {id} --endpoint 127.0.0.1:{port}   (ringlog remove-voter \
                  --bootstrap-server 127.0.0.1:{first} --node-id {id} to remove it)",
@@ -240,7 +240,7 @@ pub(crate) fn dev(
         }
         result = supervise(&mut nodes, &exe, restart);
     }
-    println!("stopping");
+    say!("stopping");
     for node in &nodes {
         if let Some(child) = &node.child {
             // SIGTERM: graceful (a leader resigns). The terminal's SIGINT may have come too.
@@ -250,8 +250,8 @@ pub(crate) fn dev(
     for node in &mut nodes {
         if let Some(mut child) = node.child.take() {
             match child.wait() {
-                Ok(status) => println!("node {} stopped ({status})", node.id),
-                Err(e) => println!("node {}: {e}", node.id),
+                Ok(status) => say!("node {} stopped ({status})", node.id),
+                Err(e) => say!("node {}: {e}", node.id),
             }
         }
         let _ = std::fs::remove_file(&node.pid_path);
@@ -291,13 +291,13 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
                         let _ = std::fs::remove_file(&node.pid_path);
                         if restart {
                             node.restart_at = Some(now + DEV_RESTART_DELAY);
-                            eprintln!(
+                            say_err!(
                                 "ringlog dev: node {} exited ({status}); restarting it in 1 s (see {})",
                                 node.id,
                                 node.log_path.display()
                             );
                         } else {
-                            eprintln!(
+                            say_err!(
                                 "ringlog dev: node {} exited ({status}); left down (--no-restart; see {})",
                                 node.id,
                                 node.log_path.display()
@@ -307,7 +307,7 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
                     for node in nodes.iter_mut() {
                         if node.restart_at.is_some_and(|at| at <= now) {
                             let pid = node.start(exe)?;
-                            eprintln!("ringlog dev: node {} restarted (pid {pid})", node.id);
+                            say_err!("ringlog dev: node {} restarted (pid {pid})", node.id);
                         }
                     }
                     if let Some(view) = addresses.iter().find_map(|a| {
@@ -315,7 +315,7 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
                     }) && view.partition.leader_id >= 0 {
                         let now = (view.partition.leader_id, view.partition.leader_epoch);
                         if last != Some(now) {
-                            println!(
+                            say!(
                                 "leader: node {} ({}), epoch {}, high-watermark {}",
                                 now.0,
                                 view.leader_address().unwrap_or_default(),

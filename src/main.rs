@@ -2,6 +2,25 @@
 //! into `ringlog-net` (node, clients) or `ringlog-engine` (files); the only logic of its own is
 //! `dev`'s process supervision and the output tables.
 
+/// `println!` that never panics, for what `dev` says (and `format`, which it runs): `dev` keeps
+/// supervising its nodes when its output cannot be written (stdout redirected to a full disk, a
+/// closed pipe). `println!` panics then ("failed printing to stdout"), and until 2026-12-07 took
+/// the whole quorum down with `dev` (tests/cli.rs).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// [`say!`] to stderr.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod dev;
 mod dump;
 mod perf;
@@ -244,11 +263,17 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Logging is best effort. With internal errors on, a log line that cannot be written
+        // (stderr on a full disk: `ringlog dev` keeps each node's log in its data folder) is
+        // reported with `eprintln!`, which panics when stderr cannot be written either: every
+        // node of a quorum whose disk filled exited with 101, and `dev` restarted each into
+        // the same panic (tests/disk_full.rs).
+        .log_internal_errors(false)
         .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("ringlog: {message}");
+            say_err!("ringlog: {message}");
             ExitCode::FAILURE
         }
     }
@@ -458,7 +483,7 @@ pub(crate) fn format(config: &NodeConfig, cluster_id: &str) -> Result<(), String
         ),
     };
     MetaProperties::format(&config.metadata_log_dir, &meta).map_err(|error| error.to_string())?;
-    println!(
+    say!(
         "Formatted {} for node {} in cluster {} (directory id {})",
         config.metadata_log_dir.display(),
         meta.node_id,

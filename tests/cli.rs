@@ -43,6 +43,17 @@ impl Dev {
     fn start(data_dir: &Path, base_port: u16, extra: &[&str], run: &str) -> Dev {
         let stdout = data_dir.with_extension(format!("{run}.stdout"));
         let stderr = data_dir.with_extension(format!("{run}.stderr"));
+        Dev::start_writing_to(data_dir, base_port, extra, stdout, stderr)
+    }
+
+    /// [`Dev::start`] with its stdout and stderr in the given files (created, or a device).
+    fn start_writing_to(
+        data_dir: &Path,
+        base_port: u16,
+        extra: &[&str],
+        stdout: PathBuf,
+        stderr: PathBuf,
+    ) -> Dev {
         let child = Command::new(RINGLOG)
             .arg("dev")
             .arg("--data-dir")
@@ -112,11 +123,11 @@ impl Dev {
     }
 
     fn stderr_text(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        text_of(&self.stderr)
     }
 
     fn stdout_text(&self) -> String {
-        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+        text_of(&self.stdout)
     }
 
     /// SIGTERM to `dev` (as Ctrl-C): it stops every node and exits; returns its exit status.
@@ -148,6 +159,15 @@ impl Drop for Dev {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A file's text; nothing for a device (/dev/full reads as zeros without end).
+fn text_of(path: &Path) -> String {
+    if path.is_file() {
+        std::fs::read_to_string(path).unwrap_or_default()
+    } else {
+        String::new()
     }
 }
 
@@ -252,6 +272,38 @@ fn dev_restarts_a_killed_leader_which_rejoins_and_runs_again_on_its_folder() {
         .collect();
     assert_eq!(values, ["before-1", "before-2", "after-1"]);
     assert!(!dev.stdout_text().contains("Formatted"), "formatted again");
+}
+
+/// `dev` keeps supervising its quorum when its own output cannot be written (stdout and stderr
+/// on a full disk; here /dev/full, which fails every write with ENOSPC). Until 2026-12-07 its
+/// first `println!` panicked ("failed printing to stdout"), and the nodes went down with it.
+#[test]
+fn dev_keeps_supervising_when_its_output_cannot_be_written() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let full = PathBuf::from("/dev/full");
+    let mut dev = Dev::start_writing_to(
+        &data_dir,
+        eight_free_ports(),
+        &[],
+        full.clone(),
+        full.clone(),
+    );
+    dev.create_topic();
+    let (leader, epoch) = dev.agreed_leader(&[1, 2, 3], 0, Duration::from_secs(30));
+    produce(&dev.address(leader), &["unprinted"]);
+    // A node that dies is still restarted (dev reports it on stderr, which fails).
+    let pid = dev.pid(leader).expect("node-N.pid of the leader");
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    eventually(Duration::from_secs(30), "the killed node restarted", || {
+        dev.pid(leader).filter(|new| *new != pid && is_alive(*new))
+    });
+    let others: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    let (successor, _) = dev.agreed_leader(&others, epoch, Duration::from_secs(30));
+    produce(&dev.address(successor), &["still unprinted"]);
+    let status = dev.stop();
+    assert!(status.success(), "dev exited with {status}");
 }
 
 /// With `--no-restart` a node that dies stays down, and the rest of the quorum keeps serving.

@@ -256,3 +256,29 @@ fn a_full_disk_refuses_produce_keeps_serving_and_resumes_when_space_returns() {
     assert!(quorum.exited().is_empty(), "the node never exited");
     quorum.kill_all();
 }
+
+/// A node whose log cannot be written keeps serving: logging is best effort. `ringlog dev`
+/// keeps each node's log in its data folder, so a full disk fails the log's writes too. Until
+/// 2026-12-07 the first log line that failed made the logger report it with `eprintln!`, which
+/// panicked ("failed printing to stderr"): every voter of a `dev` quorum whose disk filled
+/// exited with 101, and `dev` restarted each into the same panic. Here each node's stderr is
+/// /dev/full, which fails every write with ENOSPC.
+#[test]
+fn nodes_whose_logs_cannot_be_written_keep_serving() {
+    let _serial = serial();
+    let mut quorum = quorum::Quorum::format(3);
+    for node in &mut quorum.nodes {
+        node.log = PathBuf::from("/dev/full");
+    }
+    quorum.start_all();
+    quorum.create_topic(TOPIC, 1, &[]);
+    let (leader, _) = quorum.wait_for_leader_of(TOPIC, Duration::from_secs(30));
+    let mut client = Client::connect(&quorum.address(leader), Duration::from_secs(2)).unwrap();
+    let values: Vec<Vec<u8>> = (0..20).map(value).collect();
+    for value in &values {
+        let (error, _) = produce_to(&mut client, TOPIC, 0, batch(value));
+        assert_eq!(error, 0, "acks=all produce to a node that cannot log");
+    }
+    assert_eq!(read_partition_values(&mut client, TOPIC).unwrap(), values);
+    assert_eq!(quorum.exited(), vec![], "a node exited");
+}
