@@ -270,7 +270,16 @@ fn main() -> ExitCode {
         // the same panic (tests/disk_full.rs).
         .log_internal_errors(false)
         .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. } | Command::Dev { .. }) {
+        // A one-shot command whose reader went away (`ringlog dump FILE | head`) ends as any
+        // Unix filter does, by SIGPIPE, instead of panicking in `println!` on EPIPE. Rust
+        // ignores SIGPIPE for the whole process; its sockets send with MSG_NOSIGNAL, so only
+        // stdout and stderr see the default again. A node and `dev` keep ignoring it.
+        // SAFETY: no other thread runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             say_err!("ringlog: {message}");

@@ -122,3 +122,55 @@ fn dump_prints_the_producer_state_a_snapshot_carries() {
     );
     assert!(text.contains("key: k value: v"), "{text}");
 }
+
+/// `ringlog dump FILE --print-records | head -1`: the reader goes away after one line, and dump
+/// ends by SIGPIPE as a Unix filter does. Until 2026-12-07 it panicked in `println!` ("failed
+/// printing to stdout: Broken pipe", exit 101, a backtrace on stderr).
+#[test]
+fn dump_into_a_pipe_closed_early_ends_quietly() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("p-0");
+    let mut io = SyscallIo::for_dir(root.path());
+    let (mut log, _) = PartitionLog::open(&mut io, &dir, LogConfig::default()).unwrap();
+    // Far more output than a pipe holds (64 KiB), so dump is still writing when it closes.
+    for i in 0..200u32 {
+        let mut builder = RecordBatchBuilder::new(0);
+        for record in 0..50u32 {
+            builder.append(0, None, Some(format!("{i}-{record}").as_bytes()), &[]);
+        }
+        log.append_as_leader(BytesMut::from(&builder.build().as_bytes()[..]), 1)
+            .unwrap();
+    }
+    log.flush_and_wait(&mut io).unwrap();
+    log.close(&mut io).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringlog"))
+        .args(["dump", "--print-records"])
+        .arg(dir.join(format!("{:020}.log", 0)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ringlog runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("Dumping"), "{first}");
+    // The reader drops here, closing the pipe.
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGPIPE),
+        "{status}; stderr: {stderr}"
+    );
+    assert!(stderr.is_empty(), "{stderr}");
+}
