@@ -51,7 +51,9 @@ fn scenario<I: Io>(io: &mut I, dir: &Path) {
             assert!(reader.is_some(), "real files give sendfile a descriptor");
             assert_eq!(*position, 0);
         }
-        ReadView::Memory(_) => panic!("a sealed segment is read from its file"),
+        ReadView::Memory(_) | ReadView::Chunks(_) => {
+            panic!("a sealed segment is read from its file")
+        }
     }
     let batches = read_all(&mut log, io);
     assert_eq!(batches.len(), 200);

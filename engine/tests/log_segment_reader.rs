@@ -59,7 +59,9 @@ fn file_view(view: &ReadView) -> (Option<FileReader>, PathBuf, u64, usize) {
             *position,
             *length_bytes as usize,
         ),
-        ReadView::Memory(_) => panic!("a sealed segment is read from its file"),
+        ReadView::Memory(_) | ReadView::Chunks(_) => {
+            panic!("a sealed segment is read from its file")
+        }
     }
 }
 

@@ -43,11 +43,15 @@ fn read_from_file(log: &PartitionLog, io: &MemoryIo, offset: i64) -> bool {
     )
 }
 
-/// The batches of an in-memory view, checked whole and contiguous.
+/// The batches of an in-memory view (one slice or several chunks' slices, joined), checked
+/// whole and contiguous.
 fn batches_in(view: &ReadView) -> Vec<(i64, i64)> {
-    let ReadView::Memory(bytes) = view else {
-        panic!("a file region, not memory");
+    let bytes = match view {
+        ReadView::Memory(bytes) => bytes.to_vec(),
+        ReadView::Chunks(chunks) => chunks.concat(),
+        ReadView::File { .. } => panic!("a file region, not memory"),
     };
+    let bytes = &bytes[..];
     let mut out = Vec::new();
     let mut position = 0;
     while position < bytes.len() {
@@ -128,4 +132,28 @@ fn a_smaller_cache_drops_what_lies_beyond_it_at_once() {
     assert!(!read_from_file(&log, &io, 50));
     log.set_tail_cache_bytes(0);
     assert!(read_from_file(&log, &io, 50));
+}
+
+/// A read spanning several appends' chunks answers slices of them, by reference: until
+/// 2026-12-07 it copied them into one buffer, every replica fetch's bytes once more on the
+/// leader's thread (docs/log.md, "The tail cache").
+#[test]
+fn a_read_across_appends_answers_slices_of_their_chunks_without_a_copy() {
+    let (log, io) = filled(13, "/disk/slices", 4 << 20, 3);
+    let ReadView::Chunks(slices) = log.read(&io, 0, 1 << 20).unwrap() else {
+        panic!("three appends' chunks read as one buffer");
+    };
+    assert_eq!(slices.len(), 3);
+    // Each slice is the chunk itself: a read of one append alone starts at the same bytes.
+    for (offset, slice) in slices.iter().enumerate() {
+        let ReadView::Memory(alone) = log.read(&io, offset as i64, 1).unwrap() else {
+            panic!("one append's batch is one slice of its chunk");
+        };
+        assert_eq!(slice.as_ptr(), alone.as_ptr(), "append {offset} was copied");
+        assert_eq!(slice, &alone);
+    }
+    assert_eq!(
+        batches_in(&log.read(&io, 0, 1 << 20).unwrap()),
+        [(0, 0), (1, 1), (2, 2)]
+    );
 }

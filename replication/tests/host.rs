@@ -480,8 +480,8 @@ impl Cluster {
                         ..
                     } => {
                         let host = self.host_mut(id);
-                        if let Some(range) = records {
-                            response.records = host.read_file_range(&range).expect("read");
+                        if let Some(records) = records {
+                            response.records = host.records_bytes(&records).expect("read");
                         }
                         let node = self.nodes.get_mut(&id).expect("node");
                         if let Some((to, correlation_id)) =

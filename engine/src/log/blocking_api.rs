@@ -213,6 +213,7 @@ impl PartitionLog {
     ) -> Result<Bytes, LogError> {
         match view {
             ReadView::Memory(bytes) => Ok(bytes.clone()),
+            ReadView::Chunks(chunks) => Ok(Bytes::from(chunks.concat())),
             ReadView::File {
                 file,
                 position,
@@ -272,8 +273,8 @@ impl PartitionLog {
             .batches
             .get(first_in_memory)
             .map_or(position, |entry| entry.position.min(position));
-        let memory_bytes = match segment.copy_from_chunks(memory_from, position) {
-            Some(bytes) => bytes,
+        let memory_bytes = match segment.slices_of_chunks(memory_from, position) {
+            Some(slices) => slices.concat(),
             None => {
                 let file = segment.file.expect("bytes not in memory are in the file");
                 blocking::read_range(io, file, memory_from, Some(position - memory_from))?

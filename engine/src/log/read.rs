@@ -11,6 +11,9 @@ const READ_AHEAD_BYTES: u64 = 16 << 20;
 pub enum ReadView {
     /// A zero-copy slice of the in-memory tail.
     Memory(Bytes),
+    /// Slices of several appends' chunks of the in-memory tail, in order, by reference: the
+    /// read's bytes are their concatenation (a server sends them with one `writev`).
+    Chunks(Vec<Bytes>),
     /// A region of a segment file, for sendfile/splice from `reader` (or an `Io` read on the
     /// memory backend, which has no reader).
     File {
@@ -31,6 +34,7 @@ impl ReadView {
     pub fn len_bytes(&self) -> u64 {
         match self {
             ReadView::Memory(bytes) => bytes.len() as u64,
+            ReadView::Chunks(chunks) => chunks.iter().map(|chunk| chunk.len() as u64).sum(),
             ReadView::File { length_bytes, .. } => *length_bytes,
         }
     }
@@ -216,12 +220,15 @@ impl PartitionLog {
                 let to = (end - chunk.position) as usize;
                 return Ok(ReadView::Memory(chunk.bytes.slice(from..to)));
             }
-            // Several appends' chunks: one copy, up to `max_bytes`, where a view of the first
-            // chunk alone gave a follower one Produce request's batches per round trip.
-            let bytes = segment
-                .copy_from_chunks(start, end)
+            // Several appends' chunks, up to `max_bytes`, where a view of the first chunk alone
+            // gave a follower one Produce request's batches per round trip: a slice of each,
+            // by reference. Until 2026-12-07 they were copied into one buffer, each replica
+            // fetch's bytes once more on the leader's thread (7.7 % of a leader's loop under
+            // 32 clients x 64 x 1 KiB on 20 partitions, docs/benchmarks.md).
+            let chunks = segment
+                .slices_of_chunks(start, end)
                 .expect("the chunks hold every byte from the first chunk to the segment end");
-            Ok(ReadView::Memory(Bytes::from(bytes)))
+            Ok(ReadView::Chunks(chunks))
         } else {
             let file = segment
                 .file

@@ -197,24 +197,28 @@ impl Segment {
         }
     }
 
-    /// Copy `[from, to)` out of the in-memory chunks, if they hold all of it.
-    pub fn copy_from_chunks(&self, from: u64, to: u64) -> Option<Vec<u8>> {
+    /// `[from, to)` as slices of the in-memory chunks (by reference, in order), if they hold
+    /// all of it.
+    pub fn slices_of_chunks(&self, from: u64, to: u64) -> Option<Vec<Bytes>> {
         let first = self.chunks.front()?;
         if from < first.position || to > self.size_bytes {
             return None;
         }
-        let mut out = Vec::with_capacity((to - from) as usize);
+        let mut out = Vec::new();
+        let mut covered = 0;
         for chunk in &self.chunks {
             let start = from.max(chunk.position);
             let end = to.min(chunk.end());
             if start < end {
-                out.extend_from_slice(
-                    &chunk.bytes
-                        [(start - chunk.position) as usize..(end - chunk.position) as usize],
+                out.push(
+                    chunk
+                        .bytes
+                        .slice((start - chunk.position) as usize..(end - chunk.position) as usize),
                 );
+                covered += end - start;
             }
         }
-        (out.len() as u64 == to - from).then_some(out)
+        (covered == to - from).then_some(out)
     }
 }
 

@@ -30,7 +30,7 @@ use ringlog_replication::{self as core, NodeId, PartitionId};
 use super::convert::{InboundPart, PartAnswer};
 use super::transport::Responder;
 use crate::protocol::{ApiKey, ErrorCode};
-use crate::server::FileRegion;
+use crate::server::{FileRegion, RecordsSource};
 
 /// A request from a peer waiting for the core's answers (one per partition).
 pub(super) struct PendingRequest {
@@ -107,7 +107,7 @@ pub(super) struct AnswerSlots {
     fetch_slots: HashMap<u64, (u64, usize)>,
     /// File regions of replica fetch answers, by core correlation id, until their wire
     /// response is sent.
-    fetch_regions: HashMap<u64, FileRegion>,
+    fetch_regions: HashMap<u64, RecordsSource>,
     /// The latest replica fetch of each (replica, partition), to answer one it supersedes.
     latest_replica_fetch: HashMap<(NodeId, PartitionId), u64>,
     next_core_correlation_id: u64,
@@ -118,7 +118,7 @@ pub(super) struct AnswerSlots {
     asks: HashMap<u64, Ask>,
     /// Answers of carried fetches that came while no request of their replica carried them,
     /// with their file regions: the replica's next Fetch asking the same takes them.
-    held: HashMap<u64, (PartAnswer, Option<FileRegion>)>,
+    held: HashMap<u64, (PartAnswer, Option<RecordsSource>)>,
     /// Earlier Fetches on a connection whose later one was answered, to complete.
     releasable: Vec<u64>,
     /// Each replica's fetch session and the request carrying its carried fetches.
@@ -351,13 +351,14 @@ impl AnswerSlots {
         Some(id)
     }
 
-    /// The core's answer to a replica fetch part, with the file region of its records if it
-    /// has one: fills the slot and returns the request's id, or drops the region (closing its
-    /// descriptor) when no request waits for the answer.
+    /// The core's answer to a replica fetch part, with its records where they are not in the
+    /// response (slices of the log's tail, a file region): fills the slot and returns the
+    /// request's id, or drops the records (closing a region's descriptor) when no request
+    /// waits for the answer.
     pub(super) fn answer_fetch(
         &mut self,
         response: core::FetchResponse,
-        region: Option<FileRegion>,
+        region: Option<RecordsSource>,
     ) -> Option<u64> {
         let correlation_id = response.correlation_id;
         if self.is_carried(correlation_id) {
@@ -444,7 +445,7 @@ impl AnswerSlots {
     pub(super) fn take_complete(
         &mut self,
         id: u64,
-    ) -> Option<(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>)> {
+    ) -> Option<(PendingRequest, Vec<PartAnswer>, HashMap<u64, RecordsSource>)> {
         self.note_partial(id);
         let done = self.pending.get(&id).is_some_and(|p| {
             let all = p

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use ringlog_engine::io::AnyIo;
+use ringlog_replication::host::Records as HostRecords;
 use ringlog_replication::host::{FileRange, Host, HostError, Output, StorageError};
 use ringlog_replication::{self as core, NodeId, PartitionId, PartitionMessage};
 use tokio::sync::mpsc::UnboundedSender;
@@ -330,10 +331,15 @@ impl QuorumRpc {
                 records,
             } => {
                 let mut region = None;
-                match records.map(|range| open_range(q.host, &range)) {
+                let records = records.map(|records| match records {
+                    HostRecords::File(range) => open_range(q.host, &range),
+                    HostRecords::Chunks(chunks) => Ok(RecordsSource::Chunks(chunks)),
+                    HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
+                });
+                match records {
                     None => {}
-                    Some(Ok(RecordsSource::File(file))) => region = Some(file),
                     Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
+                    Some(Ok(source)) => region = Some(source),
                     Some(Err(error)) => {
                         tracing::error!(%error, "log read failed");
                         response.error_code = core::ErrorCode::UnknownServerError;
@@ -352,6 +358,11 @@ impl QuorumRpc {
                     Some(Ok(RecordsSource::File(region))) => Some(region),
                     Some(Ok(RecordsSource::Memory(bytes))) => {
                         response.unaligned_records = bytes;
+                        None
+                    }
+                    // A snapshot's range opens as a file or as bytes read, never as slices.
+                    Some(Ok(RecordsSource::Chunks(chunks))) => {
+                        response.unaligned_records = bytes::Bytes::from(chunks.concat());
                         None
                     }
                     Some(Err(error)) => {
@@ -430,7 +441,7 @@ impl QuorumRpc {
         &mut self,
         q: &Qx,
         response: core::FetchResponse,
-        region: Option<FileRegion>,
+        region: Option<RecordsSource>,
     ) -> Result<(), NodeError> {
         match self.slots.answer_fetch(response, region) {
             Some(id) => self.maybe_complete(q, id),

@@ -20,7 +20,7 @@ use super::convert::{self, InboundPart, PartAnswer, PartitionTable};
 use super::leader_endpoints::Endpoints;
 use crate::protocol::wire::Records;
 use crate::protocol::{ApiKey, Response, fetch_request, fetch_response};
-use crate::server::{FileRegion, RecordsSource, Reply};
+use crate::server::{RecordsSource, Reply};
 
 /// Sends the wire response of a request whose every slot is answered: replica Fetch answers
 /// carry each partition's client log start and their file regions (sendfile), FetchSnapshot
@@ -29,7 +29,7 @@ use crate::server::{FileRegion, RecordsSource, Reply};
 pub(super) fn send_response(
     pending: PendingRequest,
     answers: Vec<PartAnswer>,
-    fetch_regions: HashMap<u64, FileRegion>,
+    fetch_regions: HashMap<u64, RecordsSource>,
     host: &Host<AnyIo>,
     endpoints: Endpoints,
     fetch_snapshot_response_max_bytes: u64,
@@ -111,10 +111,11 @@ fn raise_to_client_log_starts(
     }
 }
 
-/// Puts the file regions read for this replica fetch's partitions into the wire response
-/// as external records (sent with sendfile by the server); returns them in token order.
+/// Puts the records of this replica fetch's partitions that are not in their answers (slices
+/// of the log's tail, written by reference; file regions, sent with sendfile) into the wire
+/// response as external records; returns them in token order.
 fn attach_fetch_regions(
-    mut fetch_regions: HashMap<u64, FileRegion>,
+    mut fetch_regions: HashMap<u64, RecordsSource>,
     parts: &[InboundPart],
     answers: &[PartAnswer],
     response: &mut fetch_response::FetchResponse,
@@ -134,11 +135,13 @@ fn attach_fetch_regions(
             .flat_map(|t| t.partitions.iter_mut())
             .find(|p| p.partition_index == part.index);
         if let Some(data) = data {
+            // A fetch answer's records fit one response (the host refuses a larger read).
+            let size_bytes = u32::try_from(region.size_bytes()).expect("records of one answer");
             data.records = Some(Records::External {
                 token: regions.len() as u64,
-                size_bytes: region.length,
+                size_bytes,
             });
-            regions.push(RecordsSource::File(region));
+            regions.push(region);
         }
     }
     regions

@@ -151,6 +151,9 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub enum RecordsSource {
     Memory(Bytes),
+    /// Several buffers whose concatenation is the records (slices of a log's in-memory tail),
+    /// written by reference with the frame's other buffers in one `writev`.
+    Chunks(Vec<Bytes>),
     File(FileRegion),
 }
 
@@ -158,6 +161,7 @@ impl RecordsSource {
     pub fn size_bytes(&self) -> u64 {
         match self {
             RecordsSource::Memory(bytes) => bytes.len() as u64,
+            RecordsSource::Chunks(chunks) => chunks.iter().map(|chunk| chunk.len() as u64).sum(),
             RecordsSource::File(region) => u64::from(region.length),
         }
     }

@@ -139,6 +139,7 @@ impl SocketWriter {
                     }
                     match source {
                         RecordsSource::Memory(bytes) => run.push(bytes.clone()),
+                        RecordsSource::Chunks(chunks) => run.extend(chunks.iter().cloned()),
                         RecordsSource::File(region) if self.tls.is_some() => {
                             self.write_vectored(std::mem::take(&mut run)).await?;
                             self.copy_file_region(region).await?;

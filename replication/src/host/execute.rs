@@ -140,7 +140,7 @@ impl<I: Io> Host<I> {
                 fetch_offset,
                 max_bytes,
             } => {
-                let mut records = None;
+                let mut records_out = None;
                 if response.error_code == ErrorCode::None
                     && response.diverging_epoch.is_none()
                     && response.snapshot_id.is_none()
@@ -148,9 +148,12 @@ impl<I: Io> Host<I> {
                     let store = self.stores.get_mut(&partition).expect("hosted partition");
                     match store.read_region(&mut self.io, fetch_offset, max_bytes, u64::MAX) {
                         Ok(Records::Memory(bytes)) => response.records = bytes,
-                        // Zero copy: the runtime sends the range with sendfile. The core never
-                        // looks at the records of a response it sent.
-                        Ok(Records::File(range)) => records = Some(range),
+                        // Zero copy: the runtime sends the slices with one writev, the range
+                        // with sendfile. The core never looks at the records of a response it
+                        // sent.
+                        Ok(records @ (Records::Chunks(_) | Records::File(_))) => {
+                            records_out = Some(records)
+                        }
                         // A read error is treated as corruption of that range: the fetcher
                         // gets no records (and retries), the host keeps serving the rest.
                         Err(error) => {
@@ -162,7 +165,7 @@ impl<I: Io> Host<I> {
                 self.output.push(Output::FetchResponse {
                     partition,
                     response,
-                    records,
+                    records: records_out,
                 });
             }
             Work::AppendAsLeader {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
-use super::{FileRange, SnapshotJob};
+use super::{FileRange, Records, SnapshotJob};
 use crate::message::{FetchResponse, FetchSnapshotResponse, Message};
 use crate::types::{NodeId, PartitionId};
 
@@ -19,11 +19,12 @@ pub enum Output {
         message: Message,
     },
     /// A replica fetch answered; `records`, when set, holds the answer's bytes (the response's
-    /// own `records` are then empty).
+    /// own `records` are then empty): slices of the in-memory tail or a file range, never
+    /// `Records::Memory` (one buffer goes in the response itself).
     FetchResponse {
         partition: PartitionId,
         response: FetchResponse,
-        records: Option<FileRange>,
+        records: Option<Records>,
     },
     /// KIP-630: a FetchSnapshot answered; `region`, when set, holds the answer's bytes.
     FetchSnapshotResponse {

@@ -39,6 +39,16 @@ impl<I: Io> Host<I> {
     /// The bytes of a file range, read into memory (for a runtime that cannot send the file
     /// itself, e.g. over the memory backend): from its reader, or through the backend where it
     /// has none.
+    /// The bytes of `records` in one buffer (a copy of slices, a read of a file range): for
+    /// the simulator and tests, which hand a response's records to a core as one message.
+    pub fn records_bytes(&mut self, records: &Records) -> Result<Bytes, StorageError> {
+        match records {
+            Records::Memory(bytes) => Ok(bytes.clone()),
+            Records::Chunks(chunks) => Ok(Bytes::from(chunks.concat())),
+            Records::File(range) => self.read_file_range(range),
+        }
+    }
+
     pub fn read_file_range(&mut self, range: &FileRange) -> Result<Bytes, StorageError> {
         let bytes = range
             .read(&mut self.io)

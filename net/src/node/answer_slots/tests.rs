@@ -100,7 +100,7 @@ fn answer(correlation_id: u64, records: &'static [u8]) -> core::FetchResponse {
 
 /// The first part of `done` is the core's answer to fetch `correlation_id`.
 fn assert_first_answers(
-    done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
+    done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, RecordsSource>),
     correlation_id: u64,
 ) {
     match &done.1[0] {
@@ -112,7 +112,7 @@ fn assert_first_answers(
 }
 
 fn answered_partitions(
-    done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, FileRegion>),
+    done: &(PendingRequest, Vec<PartAnswer>, HashMap<u64, RecordsSource>),
 ) -> Vec<i32> {
     done.0.parts.iter().map(|p| p.index).collect()
 }

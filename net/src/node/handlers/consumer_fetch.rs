@@ -283,6 +283,7 @@ fn read_for_consumer(
                     .read_region(id, p.fetch_offset as u64, max_bytes, high_watermark)
                     .and_then(|records| match records {
                         HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
+                        HostRecords::Chunks(chunks) => Ok(RecordsSource::Chunks(chunks)),
                         HostRecords::File(range) => open_range(cx.host, &range),
                     });
                 match read {
@@ -292,13 +293,15 @@ fn read_for_consumer(
                         has_data |= !bytes.is_empty();
                         data.records = Some(Records::Bytes(bytes));
                     }
-                    Ok(RecordsSource::File(region)) => {
-                        has_data |= region.length > 0;
+                    Ok(source @ (RecordsSource::Chunks(_) | RecordsSource::File(_))) => {
+                        // Records within one answer's MaxBytes (a u32).
+                        let size_bytes = u32::try_from(source.size_bytes()).unwrap_or(u32::MAX);
+                        has_data |= size_bytes > 0;
                         data.records = Some(Records::External {
                             token: regions.len() as u64,
-                            size_bytes: region.length,
+                            size_bytes,
                         });
-                        regions.push(RecordsSource::File(region));
+                        regions.push(source);
                     }
                     Err(error) => {
                         tracing::error!(%error, offset = p.fetch_offset, "log read failed");

@@ -10,6 +10,10 @@ use super::*;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Records {
     Memory(Bytes),
+    /// Slices of the log's in-memory tail, in order, by reference: their concatenation is
+    /// the read (`ReadView::Chunks`), sent with one `writev` rather than copied into one
+    /// buffer.
+    Chunks(Vec<Bytes>),
     File(FileRange),
 }
 
@@ -98,6 +102,7 @@ impl PartitionStore {
             .read_below(io, offset as i64, max_bytes as usize, end_offset)?;
         match view {
             ReadView::Memory(bytes) => Ok(Records::Memory(bytes)),
+            ReadView::Chunks(chunks) => Ok(Records::Chunks(chunks)),
             ReadView::File {
                 path,
                 reader,

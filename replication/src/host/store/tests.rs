@@ -65,9 +65,9 @@ fn only_a_leading_replica_keeps_the_tail_cache() {
         store.log.flush_and_wait(io).unwrap();
     };
     let in_memory = |store: &PartitionStore, io: &AnyIo| {
-        matches!(
+        !matches!(
             store.log.read(io, 5, 1 << 20).unwrap(),
-            ringlog_engine::log::ReadView::Memory(_)
+            ringlog_engine::log::ReadView::File { .. }
         )
     };
     store.set_leading(true);

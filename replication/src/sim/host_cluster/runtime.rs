@@ -198,11 +198,11 @@ impl Cluster {
                 mut response,
                 records,
             } => {
-                if let Some(range) = records {
-                    match self.host_mut(node).read_file_range(&range) {
+                if let Some(records) = records {
+                    match self.host_mut(node).records_bytes(&records) {
                         Ok(bytes) => response.records = bytes,
                         Err(error) => {
-                            self.fail(format!("node {node}: reading {range:?}: {error}"));
+                            self.fail(format!("node {node}: reading {records:?}: {error}"));
                             return;
                         }
                     }
