@@ -135,8 +135,8 @@ fn attach_fetch_regions(
             .flat_map(|t| t.partitions.iter_mut())
             .find(|p| p.partition_index == part.index);
         if let Some(data) = data {
-            // A fetch answer's records fit one response (the host refuses a larger read).
-            let size_bytes = u32::try_from(region.size_bytes()).expect("records of one answer");
+            let size_bytes = u32::try_from(region.size_bytes())
+                .expect("a read stays within one segment, at most 2 GiB");
             data.records = Some(Records::External {
                 token: regions.len() as u64,
                 size_bytes,

@@ -294,8 +294,8 @@ fn read_for_consumer(
                         data.records = Some(Records::Bytes(bytes));
                     }
                     Ok(source @ (RecordsSource::Chunks(_) | RecordsSource::File(_))) => {
-                        // Records within one answer's MaxBytes (a u32).
-                        let size_bytes = u32::try_from(source.size_bytes()).unwrap_or(u32::MAX);
+                        let size_bytes = u32::try_from(source.size_bytes())
+                            .expect("a read stays within one segment, at most 2 GiB");
                         has_data |= size_bytes > 0;
                         data.records = Some(Records::External {
                             token: regions.len() as u64,
