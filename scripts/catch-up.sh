@@ -9,6 +9,8 @@
 #
 #   scripts/catch-up.sh            (GIB=1, RINGLOG=target/release/ringlog)
 #   GIB=2 RINGLOG=/path/to/ringlog scripts/catch-up.sh
+# The nodes' data folders (several GB) are removed when the run ends, their logs kept in
+# target/catch-up/quorum; KEEP_DATA=1 keeps the data too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gib="${GIB:-1}"
@@ -17,7 +19,11 @@ command -v fio >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install
 source scripts/lib-quorum.sh
 folder="$PWD/target/catch-up"
 start_quorum "$folder/quorum"
-trap stop_quorum EXIT
+cleanup() {
+  stop_quorum
+  [ -n "${KEEP_DATA:-}" ] || rm -rf "$folder"/quorum/node-1 "$folder"/quorum/node-2 "$folder"/quorum/node-3
+}
+trap cleanup EXIT
 
 metric() { # node metric partition
   python3 - "${METRICS[$1]}" "$2" "$3" <<'PY'

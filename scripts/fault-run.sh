@@ -6,6 +6,8 @@
 #
 #   scripts/fault-run.sh [SECONDS_PER_PHASE=60] [EVERY=5] [PARTITIONS=1]   (RINGLOG=binary)
 #   KIND=all scripts/fault-run.sh …   every node killed (kill -9) at once instead, all restarted 2 s later
+# The nodes' data folders (gigabytes per node) are removed when the run ends, the nodes' logs
+# and properties kept in target/fault-run; KEEP_DATA=1 keeps the data too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"; every="${2:-5}"; partitions="${3:-1}"
@@ -33,7 +35,9 @@ PROPS
   "$RINGLOG" format --cluster-id "$cluster_id" --config "$folder/node-$id.properties" >/dev/null
 done
 bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[2]},127.0.0.1:${ports[4]}"
-exec python3 scripts/fault-run.py --binary "$RINGLOG" \
+# The run reads every acknowledged record back before it returns: the data is not needed after.
+[ -n "${KEEP_DATA:-}" ] || trap 'rm -rf "$folder"/node-1 "$folder"/node-2 "$folder"/node-3' EXIT
+python3 scripts/fault-run.py --binary "$RINGLOG" \
   --configs "$folder"/node-{1,2,3}.properties --logs "$folder"/node-{1,2,3}.log \
   --bootstrap "$bootstrap" --seconds "$seconds" --every "$every" --partitions "$partitions" \
   --kind "${KIND:-one}"
