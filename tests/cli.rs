@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use ringlog_net::client::{Client, QuorumView};
 
 mod quorum;
-use quorum::{Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial};
+use quorum::{
+    Quorum, RINGLOG, batch_of, eventually, free_port, read_partition_values, serial, text_of,
+};
 
 /// The topic the dev tests write (clients cannot produce to `__cluster_metadata`).
 const TOPIC: &str = "dev-records";
@@ -159,15 +161,6 @@ impl Drop for Dev {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-/// A file's text; nothing for a device (/dev/full reads as zeros without end).
-fn text_of(path: &Path) -> String {
-    if path.is_file() {
-        std::fs::read_to_string(path).unwrap_or_default()
-    } else {
-        String::new()
     }
 }
 

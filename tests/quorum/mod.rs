@@ -709,16 +709,20 @@ fn format_node(config: &Path, format_args: &[&str]) {
 }
 
 /// The last `lines` lines of each node's log, for a failing test's output.
+/// A file's text; nothing for a device: a node or `dev` may write to /dev/full
+/// (tests/disk_full.rs, tests/cli.rs), which reads as zeros without end.
+pub fn text_of(path: &Path) -> String {
+    if path.is_file() {
+        std::fs::read_to_string(path).unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 pub fn log_tails<'a>(logs: impl IntoIterator<Item = (i32, &'a Path)>, lines: usize) -> String {
     let mut out = String::new();
     for (id, log) in logs {
-        // Only files: a node may log to /dev/full (tests/disk_full.rs), which reads as zeros
-        // without end.
-        let text = if log.is_file() {
-            std::fs::read_to_string(log).unwrap_or_default()
-        } else {
-            format!("(logs to {}, not a file)", log.display())
-        };
+        let text = text_of(log);
         let tail: Vec<&str> = text.lines().rev().take(lines).collect();
         out.push_str(&format!("--- node {id} ---\n"));
         for line in tail.into_iter().rev() {

@@ -273,17 +273,17 @@ impl PartitionLog {
             .as_mut()
             .filter(|flight| flight.op_ids.contains(&completion.op_id))
         else {
-            return match self.on_preparation_completion(io, completion)? {
-                Routed::Foreign(completion) => {
-                    match self.on_confirmation_completion(io, completion)? {
-                        Routed::Foreign(completion) => {
-                            Ok(self.on_reservation_completion(completion))
-                        }
-                        mine => Ok(mine),
-                    }
-                }
-                mine => Ok(mine),
+            // Not the chain's: the preparation's, the confirmation record's, the reservation's,
+            // or another owner's (which the reservation hands back as foreign).
+            let completion = match self.on_preparation_completion(io, completion)? {
+                Routed::Foreign(completion) => completion,
+                mine => return Ok(mine),
             };
+            let completion = match self.on_confirmation_completion(io, completion)? {
+                Routed::Foreign(completion) => completion,
+                mine => return Ok(mine),
+            };
+            return Ok(self.on_reservation_completion(completion));
         };
         let slot = flight
             .op_ids

@@ -331,12 +331,7 @@ impl QuorumRpc {
                 records,
             } => {
                 let mut region = None;
-                let records = records.map(|records| match records {
-                    HostRecords::File(range) => open_range(q.host, &range),
-                    HostRecords::Chunks(chunks) => Ok(RecordsSource::Chunks(chunks)),
-                    HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
-                });
-                match records {
+                match records.map(|records| records_source(q.host, records)) {
                     None => {}
                     Some(Ok(RecordsSource::Memory(bytes))) => response.records = bytes,
                     Some(Ok(source)) => region = Some(source),
@@ -355,14 +350,9 @@ impl QuorumRpc {
             } => {
                 let region = match region.map(|r| open_range(q.host, &r)) {
                     None => None,
-                    Some(Ok(RecordsSource::File(region))) => Some(region),
-                    Some(Ok(RecordsSource::Memory(bytes))) => {
+                    Some(Ok(OpenedRange::File(region))) => Some(region),
+                    Some(Ok(OpenedRange::Read(bytes))) => {
                         response.unaligned_records = bytes;
-                        None
-                    }
-                    // A snapshot's range opens as a file or as bytes read, never as slices.
-                    Some(Ok(RecordsSource::Chunks(chunks))) => {
-                        response.unaligned_records = bytes::Bytes::from(chunks.concat());
                         None
                     }
                     Some(Err(error)) => {
@@ -614,16 +604,37 @@ impl QuorumRpc {
 /// open (a segment's, or the served snapshot's), whose clone keeps the bytes readable after a
 /// truncation or a deletion until they are on the socket; or the bytes read through the host
 /// where the file has no reader (the in-memory backend).
+pub(super) enum OpenedRange {
+    File(FileRegion),
+    Read(bytes::Bytes),
+}
+
 pub(super) fn open_range(
     host: &mut Host<AnyIo>,
     range: &FileRange,
-) -> Result<RecordsSource, StorageError> {
+) -> Result<OpenedRange, StorageError> {
     match &range.reader {
-        Some(reader) => Ok(RecordsSource::File(FileRegion {
+        Some(reader) => Ok(OpenedRange::File(FileRegion {
             file: Rc::new(reader.clone()),
             position: range.position,
             length: range.length,
         })),
-        None => Ok(RecordsSource::Memory(host.read_file_range(range)?)),
+        None => Ok(OpenedRange::Read(host.read_file_range(range)?)),
     }
+}
+
+/// A read of a partition's log as the server sends it: bytes and slices by reference, a file
+/// range opened ([`open_range`]).
+pub(super) fn records_source(
+    host: &mut Host<AnyIo>,
+    records: HostRecords,
+) -> Result<RecordsSource, StorageError> {
+    Ok(match records {
+        HostRecords::Memory(bytes) => RecordsSource::Memory(bytes),
+        HostRecords::Chunks(chunks) => RecordsSource::Chunks(chunks),
+        HostRecords::File(range) => match open_range(host, &range)? {
+            OpenedRange::File(region) => RecordsSource::File(region),
+            OpenedRange::Read(bytes) => RecordsSource::Memory(bytes),
+        },
+    })
 }

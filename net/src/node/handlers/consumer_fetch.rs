@@ -6,7 +6,6 @@
 use bytes::Bytes;
 
 use ringlog_replication::ValidatedOffset;
-use ringlog_replication::host::Records as HostRecords;
 
 use ringlog_replication::purgatory::Purgatory;
 
@@ -14,7 +13,7 @@ use super::super::NodeError;
 use super::super::context::Cx;
 use super::super::convert;
 use super::super::metadata::{PartitionLookup, check_current_leader_epoch};
-use super::super::quorum_rpc::open_range;
+use super::super::quorum_rpc::records_source;
 use super::super::transport::Responder;
 use crate::protocol::wire::Records;
 use crate::protocol::{ErrorCode, RequestHeader, Response, fetch_request, fetch_response};
@@ -281,11 +280,7 @@ fn read_for_consumer(
                 let read = cx
                     .host
                     .read_region(id, p.fetch_offset as u64, max_bytes, high_watermark)
-                    .and_then(|records| match records {
-                        HostRecords::Memory(bytes) => Ok(RecordsSource::Memory(bytes)),
-                        HostRecords::Chunks(chunks) => Ok(RecordsSource::Chunks(chunks)),
-                        HostRecords::File(range) => open_range(cx.host, &range),
-                    });
+                    .and_then(|records| records_source(cx.host, records));
                 match read {
                     // Zero copy: a tail slice is written by reference, a file region is
                     // sent with sendfile after the encoded bytes before it.
