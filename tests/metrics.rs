@@ -233,3 +233,63 @@ fn partitions_added_and_removed_at_runtime_join_and_leave_the_scrape() {
         );
     }
 }
+
+/// A leader keeps in memory what a stopped follower has not fetched (past its 4 MiB tail cache,
+/// within `replica.lag.cache.max.bytes`), so the follower catches up from memory, not from the
+/// disk; once the follower, started again, has fetched it, the leader lets it go.
+#[test]
+fn a_leader_keeps_what_a_stopped_follower_lacks_until_it_has_fetched_it() {
+    const MIB: f64 = (1 << 20) as f64;
+    let _serial = serial();
+    let mut quorum = Quorum::start(3);
+    quorum.wait_for_leader(Duration::from_secs(15));
+    quorum.create_topic("lagging", 1, &[]);
+    let (leader, _) = quorum.wait_for_leader_of("lagging", Duration::from_secs(15));
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    quorum.kill(follower);
+    let leader_address = quorum.address(leader);
+    quorum::run_ringlog(&[
+        "perf",
+        "append",
+        "--bootstrap",
+        &leader_address,
+        "--topic",
+        "lagging",
+        "--clients",
+        "2",
+        "--batch-records",
+        "32",
+        "--duration-secs",
+        "2",
+    ])
+    .expect("perf append with one voter down");
+    let leader_port = quorum.node(leader).metrics_port;
+    let end = |port: u16| metric_of(&scrape(port)?, "lagging-0", "log_end_offset", "");
+    let leader_end = end(leader_port).expect("the leader's log end");
+    let kept = eventually(
+        Duration::from_secs(10),
+        "the leader to keep what the follower lacks",
+        || {
+            scrape(leader_port)?
+                .get("ringlog_tail_cache_bytes")
+                .copied()
+        },
+    );
+    assert!(
+        kept >= 8.0 * MIB,
+        "{kept} bytes kept for {leader_end} records"
+    );
+    quorum.start_node(follower);
+    let follower_port = quorum.node(follower).metrics_port;
+    eventually(Duration::from_secs(30), "the follower to catch up", || {
+        (end(follower_port)? >= leader_end).then_some(())
+    });
+    eventually(
+        Duration::from_secs(10),
+        "the leader to let go of what the follower fetched",
+        || {
+            let kept = *scrape(leader_port)?.get("ringlog_tail_cache_bytes")?;
+            (kept <= 5.0 * MIB).then_some(())
+        },
+    );
+}

@@ -267,6 +267,8 @@ fn segments_roll_and_reads_cross_them() {
     let dir = Path::new("/data/p-3");
     let config = LogConfig {
         segment_size_bytes: 4096,
+        // One segment's worth: older segments keep no chunks in memory.
+        tail_cache_bytes: 4096,
         ..small_config()
     };
     let (mut log, _) = PartitionLog::open(&mut io, dir, config.clone()).unwrap();
@@ -287,7 +289,8 @@ fn segments_roll_and_reads_cross_them() {
         );
     }
     assert_eq!(read_all(&mut log, &mut io).len(), 40);
-    // Sealed segments are served as file regions (zero-copy), the tail from memory.
+    // Sealed segments behind the tail cache are served as file regions (zero-copy), the tail
+    // from memory.
     assert!(matches!(
         log.read(&io, 0, 1 << 20).unwrap(),
         ReadView::File { .. }

@@ -13,6 +13,8 @@ use ringlog_engine::log::{LogConfig, PartitionLog, ReadView, read_segment_end};
 fn config() -> LogConfig {
     LogConfig {
         segment_size_bytes: 64 * 1024,
+        // One segment's worth: the oldest segments keep no chunks, and are read from their files.
+        tail_cache_bytes: 64 * 1024,
         index_interval_bytes: 4096,
         // Recovery reads a few blocks at a time into the backend's recycled buffer.
         recovery_read_bytes: 3 * 4096,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use log_support::*;
 use ringlog_engine::io::MemoryIo;
-use ringlog_engine::log::{LogConfig, PartitionLog, ReadView};
+use ringlog_engine::log::{LaggingTailBudget, LogConfig, PartitionLog, ReadView};
 
 fn config(tail_cache_bytes: u64) -> LogConfig {
     LogConfig {
@@ -90,14 +90,14 @@ fn without_a_cache_what_was_written_is_read_from_the_file() {
 }
 
 /// A roll keeps the sealed segment's last bytes in memory (a follower still fetching its end
-/// reads memory, not the disk), and segments smaller than the cache do not pile up: only the
-/// newest sealed one keeps any.
+/// reads memory, not the disk), and segments smaller than the cache keep only what lies within
+/// it: the cache counts bytes behind the log's end, over its segments.
 #[test]
-fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
+fn a_roll_keeps_the_sealed_tail_and_older_segments_keep_only_what_the_cache_covers() {
     let mut io = MemoryIo::with_seed(9);
     let config = LogConfig {
         segment_size_bytes: 64 * 1024,
-        tail_cache_bytes: 1 << 20,
+        tail_cache_bytes: 128 * 1024,
         ..LogConfig::default()
     };
     let (mut log, _) = PartitionLog::open(&mut io, Path::new("/data/c-2"), config).unwrap();
@@ -119,10 +119,13 @@ fn a_roll_keeps_the_sealed_tail_and_only_the_newest_sealed_segment_keeps_any() {
             );
         }
     }
-    assert!(rolled_at.len() >= 4, "rolled at {rolled_at:?}");
+    assert!(rolled_at.len() >= 5, "rolled at {rolled_at:?}");
     let bases = log.segment_base_offsets();
-    // Two segments before the newest sealed one: dropped from memory.
-    assert!(read_from_file(&log, &io, bases[bases.len() - 3]));
+    // Within 128 KiB of the end, two segments back: memory. Three segments back and more
+    // (over 128 KiB behind): dropped.
+    assert!(!read_from_file(&log, &io, bases[bases.len() - 2]));
+    assert!(read_from_file(&log, &io, bases[bases.len() - 4]));
+    assert!(log.cached_bytes() <= (128 + 64) * 1024);
 }
 
 /// Shrinking the cache drops what is beyond it at once (a leader that became a follower).
@@ -156,4 +159,89 @@ fn a_read_across_appends_answers_slices_of_their_chunks_without_a_copy() {
         batches_in(&log.read(&io, 0, 1 << 20).unwrap()),
         [(0, 0), (1, 1), (2, 2)]
     );
+}
+
+/// KIP-595 replicas back from a restart fetch what they missed: a leader keeps it in memory
+/// (`PartitionLog::keep_for_lagging_replicas`) while the node's budget allows, and drops it
+/// once they have fetched it.
+#[test]
+fn what_a_lagging_replica_has_not_fetched_stays_in_memory_until_it_has() {
+    let budget = LaggingTailBudget::new(10 << 20);
+    let mut io = MemoryIo::with_seed(11);
+    let (mut log, _) =
+        PartitionLog::open(&mut io, Path::new("/data/c-4"), config(64 << 10)).unwrap();
+    log.keep_for_lagging_replicas(&budget, Some(0));
+    fill(&mut log, &mut io, 300);
+    log.append_as_leader(batch_bytes(1, 1000, 300), 1).unwrap();
+    // ~300 KB behind, far past the 64 KiB cache: memory, in whole batches from the one asked.
+    let view = log.read(&io, 10, 1 << 20).unwrap();
+    let batches = batches_in(&view);
+    assert_eq!((batches[0].0, batches.len()), (10, 291));
+    assert_eq!(budget.cached_bytes(), log.cached_bytes());
+    assert!(log.cached_bytes() > 300_000, "{}", log.cached_bytes());
+    // The replica fetched up to 100: what lies before it goes, what follows stays.
+    log.keep_for_lagging_replicas(&budget, Some(100));
+    assert!(read_from_file(&log, &io, 50));
+    assert!(!read_from_file(&log, &io, 100));
+    // None lags: back to the tail cache alone.
+    log.keep_for_lagging_replicas(&budget, None);
+    assert!(read_from_file(&log, &io, 100));
+    assert!(log.cached_bytes() < (64 << 10) + 8192);
+    assert_eq!(budget.cached_bytes(), log.cached_bytes());
+}
+
+/// Across a roll the kept chunks stay whole (the older segment's as well), and the budget the
+/// node's logs share bounds what all of them keep: a log that finds it spent keeps no more,
+/// and the bytes a dropped or truncated log held are given back.
+#[test]
+fn the_budget_shared_by_a_nodes_logs_bounds_what_they_keep_for_lagging_replicas() {
+    let budget = LaggingTailBudget::new(200 << 10);
+    let mut io = MemoryIo::with_seed(12);
+    let open = |io: &mut MemoryIo, dir: &str| {
+        let config = LogConfig {
+            segment_size_bytes: 64 * 1024,
+            tail_cache_bytes: 16 * 1024,
+            ..LogConfig::default()
+        };
+        PartitionLog::open(io, Path::new(dir), config).unwrap().0
+    };
+    let mut first = open(&mut io, "/data/c-5");
+    let mut second = open(&mut io, "/data/c-6");
+    first.keep_for_lagging_replicas(&budget, Some(0));
+    second.keep_for_lagging_replicas(&budget, Some(0));
+    fill(&mut first, &mut io, 300);
+    first
+        .append_as_leader(batch_bytes(1, 1000, 300), 1)
+        .unwrap();
+    assert!(first.segment_base_offsets().len() >= 5);
+    // ~310 KB appended: the newest ~200 KiB stay, across the segments they lie in, and the
+    // log drops its oldest as it appends on.
+    let kept = budget.cached_bytes();
+    assert!(kept.abs_diff(200 << 10) < 2200, "{kept}");
+    assert!(read_from_file(&first, &io, 0));
+    for offset in [150, 200, 250] {
+        assert!(!read_from_file(&first, &io, offset), "{offset}");
+    }
+    // The budget is spent: the second log keeps only its tail cache.
+    fill(&mut second, &mut io, 100);
+    second
+        .append_as_leader(batch_bytes(1, 1000, 100), 1)
+        .unwrap();
+    assert!(read_from_file(&second, &io, 10));
+    assert!(second.cached_bytes() < (16 << 10) + 8192);
+    // A truncation's chunks are counted as well.
+    second.truncate_to(&mut io, 95, 0).unwrap();
+    assert_eq!(
+        budget.cached_bytes(),
+        first.cached_bytes() + second.cached_bytes()
+    );
+    // The first log gone (its partition moved, or the node stopped leading it): its bytes
+    // come back, and the second keeps what its replica lacks again.
+    drop(first);
+    assert_eq!(budget.cached_bytes(), second.cached_bytes());
+    fill(&mut second, &mut io, 50);
+    second
+        .append_as_leader(batch_bytes(1, 1000, 500), 1)
+        .unwrap();
+    assert!(!read_from_file(&second, &io, 96));
 }

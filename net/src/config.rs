@@ -86,6 +86,8 @@ pub struct NodeConfig {
     pub max_snapshot_interval_ms: u64,
     pub fetch_snapshot_max_bytes: u32,
     pub fetch_snapshot_response_max_bytes: u32,
+    /// `replica.lag.cache.max.bytes` (`HostConfig::lagging_tail_budget_bytes`).
+    pub lagging_tail_budget_bytes: u64,
     pub max_replication_lag_ms: u64,
     pub socket_request_max_bytes: u32,
     /// `queued.max.request.bytes`; `None` is Kafka's -1, unbounded.
@@ -377,6 +379,7 @@ impl NodeConfig {
             fetch_snapshot_max_bytes: values.positive("replica.fetch.snapshot.max.bytes")?,
             fetch_snapshot_response_max_bytes: values
                 .positive("replica.fetch.snapshot.response.max.bytes")?,
+            lagging_tail_budget_bytes: values.number("replica.lag.cache.max.bytes")?,
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
             socket_request_max_bytes,
             queued_max_request_bytes,

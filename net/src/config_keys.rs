@@ -216,6 +216,12 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "The most snapshot bytes one FetchSnapshot response carries in all, shared fairly between its partitions.",
     },
     KeyDefinition {
+        name: "replica.lag.cache.max.bytes",
+        aliases: &[],
+        default: Some("1073741824"),
+        doc: "The most bytes of appended batches a node keeps in memory, over all the partitions it leads, for voters that have not fetched them yet (a follower back from a restart reads them from memory, not from the disk); 0 keeps none beyond each leader's 4 MiB tail cache.",
+    },
+    KeyDefinition {
         name: "max.replication.lag.ms",
         aliases: &["metadata.start.offset.lag.time.max.ms"],
         default: Some("604800000"),

@@ -256,6 +256,7 @@ impl PartitionLog {
         segment.size_bytes += run.len() as u64;
         segment.chunks.push_back(Chunk {
             position: run_position,
+            next_offset: segment.next_offset,
             bytes: run,
         });
         debug_assert_eq!(
@@ -275,7 +276,7 @@ impl PartitionLog {
         );
         active.sealed = true;
         let region_offset = self.new_segment_region_offset();
-        self.segments.push(Segment::new_empty(
+        self.push_segment(Segment::new_empty(
             &self.dir,
             base_offset,
             block,

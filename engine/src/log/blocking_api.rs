@@ -4,7 +4,8 @@
 use bytes::Bytes;
 
 use super::blocking;
-use super::segment::{self, Chunk, Segment, round_down};
+use super::chunks::Chunk;
+use super::segment::{self, Segment, round_down};
 use super::tail_slot::{encode_slot, slot_offset};
 use super::write_tail::WriteTail;
 use super::{LogError, PartitionLog, ReadView};
@@ -319,8 +320,15 @@ impl PartitionLog {
         if memory_from < position {
             segment.chunks.push_back(Chunk {
                 position: memory_from,
+                next_offset: new_end_offset,
                 bytes: Bytes::from(memory_bytes),
             });
+        } else {
+            // The segments holding chunks stay the newest ones (`release_cached_chunks`):
+            // older segments' chunks no longer reach the tail.
+            for older in &mut self.segments[..index] {
+                older.chunks.clear();
+            }
         }
         Ok(())
     }

@@ -23,6 +23,7 @@ mod append;
 mod batch_list;
 pub(crate) mod blocking;
 mod blocking_api;
+mod chunks;
 mod error;
 mod flush;
 mod fuzz;
@@ -48,12 +49,14 @@ use crate::io::{FileId, FileReader, Io};
 
 pub use append::AppendInfo;
 use append::BatchMeta;
+use chunks::Chunk;
+pub use chunks::LaggingTailBudget;
 pub use error::LogError;
 pub use flush::Routed;
 pub use fuzz::{fuzz_log_recovery, log_recovery_input_outcome};
 pub use read::ReadView;
 pub use recovery::{RecoveryReport, UnverifiedBatches};
-use segment::{BatchEntry, Chunk, Segment};
+use segment::{BatchEntry, Segment};
 pub use tail_slot::{SegmentEnd, read_segment_data, read_segment_end, segment_file_image};
 
 /// Kafka's `metadata.log.segment.bytes` default (1 GiB).
@@ -174,6 +177,9 @@ pub struct PartitionLog {
     /// Set while a flush waits for disk space (ENOSPC/EDQUOT): where, and the errno; see
     /// `waiting_for_space`.
     waiting_for_space: Option<(PathBuf, u64, i32)>,
+    /// The chunks kept behind the tail cache for replicas that lag, and the node's budget for
+    /// them ([`PartitionLog::keep_for_lagging_replicas`]).
+    lagging: Option<tail_cache::LaggingReplicas>,
 }
 
 impl PartitionLog {

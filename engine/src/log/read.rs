@@ -212,8 +212,8 @@ impl PartitionLog {
         if in_memory {
             let chunk = segment
                 .chunks
-                .iter()
-                .find(|chunk| chunk.position <= start && start < chunk.end())
+                .starting_at(start)
+                .next()
                 .expect("chunks cover every position from the first chunk to the segment end");
             if end <= chunk.end() {
                 let from = (start - chunk.position) as usize;

@@ -30,7 +30,7 @@ impl PartitionLog {
         }
         io.sync_dir(&self.dir)?;
         let region_offset = self.new_segment_region_offset();
-        self.segments.push(Segment::new_empty(
+        self.push_segment(Segment::new_empty(
             &self.dir,
             offset,
             self.block_size_bytes,

@@ -14,12 +14,12 @@
 //! the bytes of recent batches also live in `chunks` (the appended `Bytes`, zero-copy) so reads
 //! of the tail never touch the disk.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::chunks::Chunks;
 use super::index::SparseIndex;
 use super::write_tail::WriteTail;
 use crate::io::{FileId, FileReader};
@@ -77,19 +77,6 @@ impl BatchEntry {
     }
 }
 
-/// Appended bytes kept in memory, starting at a batch boundary.
-#[derive(Clone, Debug)]
-pub(crate) struct Chunk {
-    pub position: u64,
-    pub bytes: Bytes,
-}
-
-impl Chunk {
-    pub fn end(&self) -> u64 {
-        self.position + self.bytes.len() as u64
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub base_offset: i64,
@@ -124,7 +111,7 @@ pub(crate) struct Segment {
     /// blocks is in flight.
     pub write_tail: WriteTail,
     pub write_tail_start: u64,
-    pub chunks: VecDeque<Chunk>,
+    pub chunks: Chunks,
     /// Sequence number of the newest slot written to the segment's slot region.
     pub slot_sequence: u64,
     /// The data area below this is reserved on disk (`LogConfig::preallocate`); 0 for a segment
@@ -159,7 +146,7 @@ impl Segment {
             seal_durable: false,
             write_tail: WriteTail::new(block_size_bytes),
             write_tail_start: 0,
-            chunks: VecDeque::new(),
+            chunks: Chunks::default(),
             slot_sequence: 0,
             reserved_end: 0,
             batch_list_written: 0,
@@ -184,19 +171,6 @@ impl Segment {
             .partition_point(|batch| batch.last_offset < offset)
     }
 
-    /// Drop the in-memory chunks that lie entirely in full blocks already in the file and more
-    /// than `keep_written_bytes` before the end of what was written (`tail_cache_bytes`).
-    pub fn release_written_chunks(&mut self, keep_written_bytes: u64) {
-        let keep_from = self.written_full_end.saturating_sub(keep_written_bytes);
-        while let Some(front) = self.chunks.front() {
-            if front.end() <= keep_from {
-                self.chunks.pop_front();
-            } else {
-                break;
-            }
-        }
-    }
-
     /// `[from, to)` as slices of the in-memory chunks (by reference, in order), if they hold
     /// all of it.
     pub fn slices_of_chunks(&self, from: u64, to: u64) -> Option<Vec<Bytes>> {
@@ -206,7 +180,10 @@ impl Segment {
         }
         let mut out = Vec::new();
         let mut covered = 0;
-        for chunk in &self.chunks {
+        for chunk in self.chunks.starting_at(from) {
+            if chunk.position >= to {
+                break;
+            }
             let start = from.max(chunk.position);
             let end = to.min(chunk.end());
             if start < end {

@@ -269,12 +269,13 @@ impl Node {
             })
             .collect();
         let quorum = topics::quorum_config(&config, &voter_ids)?;
-        let host_config = HostConfig::new(
+        let mut host_config = HostConfig::new(
             cluster_id.clone(),
             voter_ids,
             snapshots::policy_config(&config),
             config.fetch_snapshot_max_bytes,
         );
+        host_config.lagging_tail_budget_bytes = config.lagging_tail_budget_bytes;
         let mut host = Host::open(io, host_config, &quorum, specs, random_seed(), 0)?;
         let observer = observe::Observer::new(table.ids().map(|id| {
             let dir = config.metadata_log_dir.join(table.dir_name(id));
@@ -386,6 +387,8 @@ impl Node {
                 let touched = self.host.take_touched_partitions();
                 self.log_leader_changes(&touched);
                 self.observer.observe(self.host.multi(), &touched);
+                self.observer
+                    .observe_tail_cache(self.host.tail_cache_bytes());
                 self.observer
                     .observe_snapshot_totals(touched.iter().filter_map(|&id| {
                         let store = self.host.store(id)?;

@@ -94,6 +94,7 @@ pub(crate) struct Observer {
     offline_partitions: Gauge,
     /// Partitions whose flush waits for disk space (ENOSPC, EDQUOT).
     partitions_waiting_for_space: Gauge,
+    tail_cache_bytes: Gauge,
     partitions: BTreeMap<PartitionId, PartitionObserver>,
     /// Partitions added since the last `observe`: looked at then whether or not their group
     /// was reached meanwhile.
@@ -125,7 +126,13 @@ impl Observer {
             "Partitions of this node whose writes wait for disk space (ENOSPC, EDQUOT).",
             &[],
         );
+        let tail_cache_bytes = registry.gauge(
+            "ringlog_tail_cache_bytes",
+            "Bytes of appended batches this node keeps in memory for its followers' reads: each leader's tail cache, and what lagging voters have not fetched yet (replica.lag.cache.max.bytes).",
+            &[],
+        );
         let mut observer = Observer {
+            tail_cache_bytes,
             registry,
             offline_partitions,
             partitions_waiting_for_space,
@@ -178,6 +185,11 @@ impl Observer {
         self.offline_partitions.set(offline as f64);
         self.partitions_waiting_for_space
             .set(waiting_for_space as f64);
+    }
+
+    /// The bytes of batches the node's logs keep in memory (`Host::tail_cache_bytes`).
+    pub(crate) fn observe_tail_cache(&mut self, bytes: u64) {
+        self.tail_cache_bytes.set(bytes as f64);
     }
 
     /// The loop is about to wait; returns the instant the wait began.

@@ -36,13 +36,14 @@ impl<I: Io> Host<I> {
                 Err(error) => self.take_offline(partition, &error),
             }
             // A new role always comes with work for its partition (a quorum-state write at
-            // least): the log's tail cache follows it here.
-            let leads = self
-                .multi
-                .partition(partition)
-                .is_some_and(|r| r.is_leader());
+            // least): the log's tail cache follows it here, and so does what it keeps for
+            // lagging voters (a voter's fetch comes with work too: its answer).
+            let raft = self.multi.partition(partition);
+            let leads = raft.is_some_and(|r| r.is_leader());
+            let lagging_from = raft.and_then(|r| r.lagging_voters_end_offset());
             if let Some(store) = self.stores.get_mut(&partition) {
                 store.set_leading(leads);
+                store.keep_for_lagging_voters(&self.lagging_tail, lagging_from);
             }
             // A flush it started carries a waiting confirmation record; a blocking wait of the
             // engine's (a truncation's, a roll's) may have completed one whose record waits.

@@ -34,6 +34,12 @@ impl<I: Io> Host<I> {
         }
     }
 
+    /// Bytes of appended batches the node's logs keep in memory: each leader's tail cache and
+    /// what its lagging voters have not fetched ([`HostConfig::lagging_tail_budget_bytes`]).
+    pub fn tail_cache_bytes(&self) -> u64 {
+        self.lagging_tail.cached_bytes()
+    }
+
     /// Partitions taken offline by a storage error.
     pub fn offline_partitions(&self) -> &BTreeMap<PartitionId, OfflinePartition> {
         &self.offline

@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
 use ringlog_engine::io::Io;
-use ringlog_engine::log::LogConfig;
+use ringlog_engine::log::{LaggingTailBudget, LogConfig};
 
 use crate::error::RaftError;
 use crate::message::Message;
@@ -79,6 +79,10 @@ pub enum HostError {
     Storage(#[from] StorageError),
 }
 
+/// [`HostConfig::lagging_tail_budget_bytes`] by default: a follower back from a restart 1 GiB
+/// behind reads all it missed from memory (docs/log.md "The tail cache").
+pub const DEFAULT_LAGGING_TAIL_BUDGET_BYTES: u64 = 1 << 30;
+
 /// The host's fixed settings.
 #[derive(Clone, Debug)]
 pub struct HostConfig {
@@ -90,6 +94,10 @@ pub struct HostConfig {
     pub snapshot_policy: SnapshotPolicyConfig,
     /// `replica.fetch.snapshot.max.bytes`: at most this much of one snapshot per answer.
     pub fetch_snapshot_max_bytes: u32,
+    /// `replica.lag.cache.max.bytes`: the bytes of appended batches the node's logs keep in
+    /// memory, all together, for voters that have not fetched them yet
+    /// ([`ringlog_engine::log::LaggingTailBudget`]; 0: none beyond each leader's tail cache).
+    pub lagging_tail_budget_bytes: u64,
     /// A rule of the host broken on purpose, to show that tests catch it (sim builds only).
     #[cfg(feature = "sim")]
     pub mutation: Option<HostMutation>,
@@ -111,6 +119,7 @@ impl HostConfig {
             voters,
             snapshot_policy,
             fetch_snapshot_max_bytes,
+            lagging_tail_budget_bytes: DEFAULT_LAGGING_TAIL_BUDGET_BYTES,
             #[cfg(feature = "sim")]
             mutation: None,
             #[cfg(feature = "sim")]
@@ -200,6 +209,9 @@ pub struct Host<I: Io> {
     /// The partitions whose store carries the `repair-pending` marker, for `finish_repairs`
     /// to look at after each work list instead of walking every store.
     repairing: BTreeSet<PartitionId>,
+    /// The memory the node's logs share for records their leaders' lagging voters still fetch
+    /// (`HostConfig::lagging_tail_budget_bytes`; execute.rs keeps each log's floor).
+    lagging_tail: LaggingTailBudget,
     /// KIP-630: per partition, the snapshot older ones are deleted before, at the start of the
     /// next `pump`, once the answers of the call that retired them were carried out
     /// (`Work::DeleteSnapshotsBefore`, execute.rs). Kept here, as `repairing`, so a pump does
@@ -262,6 +274,7 @@ impl<I: Io> Host<I> {
         )?;
         #[cfg(feature = "sim")]
         multi.set_check_resting_ticks(config.check_resting_ticks);
+        let lagging_tail = LaggingTailBudget::new(config.lagging_tail_budget_bytes);
         Ok(Host {
             io,
             config,
@@ -275,6 +288,7 @@ impl<I: Io> Host<I> {
             preopened: BTreeMap::new(),
             offline: BTreeMap::new(),
             installed_snapshots: Vec::new(),
+            lagging_tail,
             repairing,
             retired_snapshots: BTreeMap::new(),
             confirmations: Default::default(),

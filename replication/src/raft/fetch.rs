@@ -15,6 +15,23 @@ use crate::work::Work;
 pub(crate) const FETCH_AHEAD_RESPONSES: usize = 4;
 
 impl Raft {
+    /// While this replica leads: the least log end offset among the other voters, which fetch
+    /// what lies past it from this log (0 for a voter not heard from in this epoch, which may
+    /// need everything); `None` otherwise, or with no other voter. The host keeps the records
+    /// past it in memory while its budget allows (`PartitionLog::keep_for_lagging_replicas`).
+    /// Observers are not waited for: one gone for good would hold the budget.
+    pub fn lagging_voters_end_offset(&self) -> Option<u64> {
+        let EpochState::Leader(leader) = &self.state else {
+            return None;
+        };
+        leader
+            .voters
+            .iter()
+            .filter(|(id, _)| **id != self.config.node_id)
+            .map(|(_, progress)| progress.end_offset.unwrap_or(0))
+            .min()
+    }
+
     fn fetch_response(&self, correlation_id: u64, error_code: ErrorCode) -> FetchResponse {
         FetchResponse {
             correlation_id,

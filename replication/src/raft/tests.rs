@@ -875,6 +875,13 @@ fn high_watermark_needs_a_majority_of_durable_copies() {
             .log_end_offset,
         None
     );
+    // The host keeps in memory what the slowest other voter still fetches: node 3, not heard
+    // from in this epoch, may need everything; once it fetches at 3, nothing below it.
+    assert_eq!(raft.lagging_voters_end_offset(), Some(0));
+    raft.step(5_030, 3, Message::FetchRequest(fetch(3, 1, 3, 1)))
+        .unwrap();
+    assert_eq!(raft.lagging_voters_end_offset(), Some(3));
+    assert_eq!(follower_2().lagging_voters_end_offset(), None);
 }
 
 /// Node 2 follows 1 in epoch 1 and has a fetch in flight (correlation id 1).

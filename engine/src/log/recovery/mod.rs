@@ -57,8 +57,9 @@ use bytes::Bytes;
 
 use super::batch_list;
 use super::blocking;
+use super::chunks::Chunk;
 use super::index::SparseIndex;
-use super::segment::{self, Chunk, Segment, round_down, round_up};
+use super::segment::{self, Segment, round_down, round_up};
 use super::tail_slot;
 use super::write_tail::WriteTail;
 use super::{LogConfig, LogError, PartitionLog};
@@ -253,6 +254,7 @@ impl PartitionLog {
             generation: 0,
             stopped: None,
             waiting_for_space: None,
+            lagging: None,
         };
         let mut expected_next: Option<i64> = None;
         let mut last_epoch = crate::batch::NO_PARTITION_LEADER_EPOCH;
@@ -572,6 +574,7 @@ impl PartitionLog {
                         let position = segment.batches[first].position;
                         segment.chunks.push_back(Chunk {
                             position,
+                            next_offset: segment.next_offset,
                             bytes: kept.slice(at(position)..),
                         });
                     }

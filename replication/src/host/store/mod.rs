@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use ringlog_engine::io::{Completion, FileReader, Io};
-use ringlog_engine::log::{LogConfig, LogError, PartitionLog, ReadView, Routed, UnverifiedBatches};
+use ringlog_engine::log::{
+    LaggingTailBudget, LogConfig, LogError, PartitionLog, ReadView, Routed, UnverifiedBatches,
+};
 use ringlog_engine::offset_checkpoint::{self, OffsetCheckpointError};
 use ringlog_engine::quorum_state::{QUORUM_STATE_FILE_NAME, QuorumStateData, QuorumStateError};
 use ringlog_engine::quorum_state_writer::{QuorumStateWriter, WriterRouted};
@@ -150,6 +152,18 @@ impl PartitionStore {
         } else {
             0
         });
+    }
+
+    /// Keeps in memory the records past `lagging_from` (the least log end of the voters that
+    /// fetch from this leader; `None`: not leading, or none lags) while the node's `budget`
+    /// allows ([`PartitionLog::keep_for_lagging_replicas`]).
+    pub fn keep_for_lagging_voters(
+        &mut self,
+        budget: &LaggingTailBudget,
+        lagging_from: Option<u64>,
+    ) {
+        self.log
+            .keep_for_lagging_replicas(budget, lagging_from.map(|offset| offset as i64));
     }
 
     /// Whether the log was opened with `config`: its settings as given at open, the tail
