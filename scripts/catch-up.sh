@@ -68,6 +68,14 @@ log_bytes() { # partition folder
 bytes_behind=$(log_bytes "$folder/quorum/node-$leader/perf-0")
 bytes_follower=$(log_bytes "$folder/quorum/node-$follower/perf-0")
 echo "leader's log end $end; follower behind by $((end - behind_from)) records, $((bytes_behind - bytes_follower)) bytes of batches"
+# What the leader keeps in memory for the follower (`ringlog_tail_cache_bytes`, docs/log.md "What
+# lagging voters have not fetched") and what that costs it in resident memory.
+kept=$(python3 -c '
+import re, sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=1).read().decode()
+m = re.search(r"^ringlog_tail_cache_bytes (\S+)", body, re.M)
+print(int(float(m.group(1))) if m else "no")' "${METRICS[$leader]}")
+echo "leader: $kept bytes of batches kept in memory, $(awk '/VmRSS/ {print $2}' "/proc/${PIDS[$leader]}/status") KiB resident"
 
 # Start it again and time its catch-up. One poller for the whole wait (a process started every
 # 20 ms, python or bash, took a third of this 2-core machine's CPU from the nodes it measured),
