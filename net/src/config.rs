@@ -86,7 +86,8 @@ pub struct NodeConfig {
     pub max_snapshot_interval_ms: u64,
     pub fetch_snapshot_max_bytes: u32,
     pub fetch_snapshot_response_max_bytes: u32,
-    /// `replica.lag.cache.max.bytes` (`HostConfig::lagging_tail_budget_bytes`).
+    /// `replica.lag.cache.max.bytes` (`HostConfig::lagging_tail_budget_bytes`); unset, its
+    /// default but at most a sixteenth of the machine's memory ([`unset_lagging_tail_budget`]).
     pub lagging_tail_budget_bytes: u64,
     pub max_replication_lag_ms: u64,
     pub socket_request_max_bytes: u32,
@@ -379,7 +380,11 @@ impl NodeConfig {
             fetch_snapshot_max_bytes: values.positive("replica.fetch.snapshot.max.bytes")?,
             fetch_snapshot_response_max_bytes: values
                 .positive("replica.fetch.snapshot.response.max.bytes")?,
-            lagging_tail_budget_bytes: values.number("replica.lag.cache.max.bytes")?,
+            lagging_tail_budget_bytes: if values.set_in_file("replica.lag.cache.max.bytes") {
+                values.number("replica.lag.cache.max.bytes")?
+            } else {
+                unset_lagging_tail_budget(values.number("replica.lag.cache.max.bytes")?)
+            },
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
             socket_request_max_bytes,
             queued_max_request_bytes,
@@ -781,3 +786,21 @@ pub fn parse_observers(text: &str) -> Result<Vec<i32>, String> {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+/// `replica.lag.cache.max.bytes` when the file does not set it: the default (1 GiB), but at
+/// most a sixteenth of the machine's memory. `ringlog dev` runs three voters and an observer on
+/// one machine, each leader of some partitions: on a machine of 4 GiB the default would allow
+/// them most of it while a node is down.
+fn unset_lagging_tail_budget(default: u64) -> u64 {
+    // SAFETY: sysconf only reads the running system's values.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page_bytes <= 0 {
+        return default;
+    }
+    default.min(pages as u64 * page_bytes as u64 / 16)
+}

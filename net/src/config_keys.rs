@@ -219,7 +219,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "replica.lag.cache.max.bytes",
         aliases: &[],
         default: Some("1073741824"),
-        doc: "The most bytes of appended batches a node keeps in memory, over all the partitions it leads, for voters that have not fetched them yet (a follower back from a restart reads them from memory, not from the disk); 0 keeps none beyond each leader's 4 MiB tail cache.",
+        doc: "The most bytes of appended batches a node keeps in memory, over all the partitions it leads, for voters that have not fetched them yet (a follower back from a restart reads them from memory, not from the disk); 0 keeps none beyond each leader's 4 MiB tail cache. Unset, at most a sixteenth of the machine's memory.",
     },
     KeyDefinition {
         name: "max.replication.lag.ms",

@@ -613,3 +613,28 @@ fn bootstrap_servers_replace_the_voters() {
                listeners=127.0.0.1:9096\nmetadata.log.dir=/tmp/x\n";
     assert!(NodeConfig::parse("p", bad).is_err());
 }
+
+/// `replica.lag.cache.max.bytes`: as set, 0 and more than the default included; unset, 1 GiB
+/// but at most a sixteenth of the machine's memory (as /proc/meminfo counts it).
+#[test]
+fn the_lagging_tail_budget_is_bounded_by_the_machine_unless_set() {
+    let unset = NodeConfig::parse("p", MINIMAL).unwrap();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let mem_total_kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("MemTotal in /proc/meminfo");
+    let expected = (1u64 << 30).min(mem_total_kib * 1024 / 16);
+    // sysconf's pages and MemTotal differ by the kernel's own reservations: within 1 %.
+    let got = unset.lagging_tail_budget_bytes;
+    assert!(
+        got <= 1 << 30 && got.abs_diff(expected) <= expected / 100,
+        "{got} {expected}"
+    );
+    for value in [0u64, 1 << 20, 8 << 30] {
+        let file = format!("{MINIMAL}replica.lag.cache.max.bytes={value}\n");
+        let config = NodeConfig::parse("p", &file).unwrap();
+        assert_eq!(config.lagging_tail_budget_bytes, value);
+    }
+}
