@@ -122,6 +122,9 @@ impl<I: Io> Host<I> {
         if store.repair_pending {
             self.repairing.insert(spec.id);
         }
+        // Its chunks count against the node's budget from the start (none kept for lagging
+        // voters before its core says who lags).
+        store.keep_for_lagging_voters(&self.lagging_tail, None);
         self.stores.insert(spec.id, store);
         Ok(recovered)
     }

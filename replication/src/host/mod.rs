@@ -275,6 +275,11 @@ impl<I: Io> Host<I> {
         #[cfg(feature = "sim")]
         multi.set_check_resting_ticks(config.check_resting_ticks);
         let lagging_tail = LaggingTailBudget::new(config.lagging_tail_budget_bytes);
+        // Every log's chunks count against the node's budget from the start (recovery keeps a
+        // partial last block's); none is kept for lagging voters before the core says who lags.
+        for store in stores.values_mut() {
+            store.keep_for_lagging_voters(&lagging_tail, None);
+        }
         Ok(Host {
             io,
             config,

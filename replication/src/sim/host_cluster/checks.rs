@@ -170,7 +170,7 @@ impl Checks {
         }
     }
 
-    fn fail(&mut self, message: String) {
+    pub(super) fn fail(&mut self, message: String) {
         self.violation.get_or_insert(message);
     }
 

@@ -236,8 +236,15 @@ impl Cluster {
             writeback_probability: 0.3,
             ..FaultConfig::default()
         };
+        let segment_size_bytes = [4_096u64, 16_384, 1 << 20][rng.below(3) as usize];
+        // The tail cache and the lagging voters' budget in proportion to the segments (no draw
+        // of their own, so the seeds' other choices stay as they were): with small segments,
+        // reads behind the cache come from the files, and what lagging voters keep is spent and
+        // dropped, across rolls, truncations, resets and crashes.
+        host_config.lagging_tail_budget_bytes = 8 * segment_size_bytes;
         let log_config = LogConfig {
-            segment_size_bytes: [4_096u64, 16_384, 1 << 20][rng.below(3) as usize],
+            segment_size_bytes,
+            tail_cache_bytes: 2 * segment_size_bytes,
             ..LogConfig::default()
         };
         let network = Network::new(NetworkConfig {

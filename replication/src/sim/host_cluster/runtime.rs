@@ -293,6 +293,18 @@ impl Cluster {
         let Some(host) = self.nodes.get(&node).and_then(|n| n.host.as_ref()) else {
             return;
         };
+        // The bytes of chunks the node's logs count against their shared budget are the bytes
+        // they hold (docs/log.md, "What lagging voters have not fetched").
+        let held: u64 = host
+            .stores()
+            .map(|(_, store)| store.log.cached_bytes())
+            .sum();
+        if held != host.tail_cache_bytes() {
+            self.checks.fail(format!(
+                "node {node}: its logs hold {held} bytes of chunks, its budget counts {}",
+                host.tail_cache_bytes()
+            ));
+        }
         let (Some(store), Some(raft)) = (host.store(partition), host.raft(partition)) else {
             return;
         };
