@@ -80,7 +80,7 @@ pub enum HostError {
 }
 
 /// [`HostConfig::lagging_tail_budget_bytes`] by default: a follower back from a restart 1 GiB
-/// behind reads all it missed from memory (docs/log.md "The tail cache").
+/// behind reads all it missed from memory (docs/log.md "What lagging voters have not fetched").
 pub const DEFAULT_LAGGING_TAIL_BUDGET_BYTES: u64 = 1 << 30;
 
 /// The host's fixed settings.
