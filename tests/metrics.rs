@@ -248,24 +248,33 @@ fn a_leader_keeps_what_a_stopped_follower_lacks_until_it_has_fetched_it() {
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     quorum.kill(follower);
     let leader_address = quorum.address(leader);
-    quorum::run_ringlog(&[
-        "perf",
-        "append",
-        "--bootstrap",
-        &leader_address,
-        "--topic",
-        "lagging",
-        "--clients",
-        "2",
-        "--batch-records",
-        "32",
-        "--duration-secs",
-        "2",
-    ])
-    .expect("perf append with one voter down");
     let leader_port = quorum.node(leader).metrics_port;
     let end = |port: u16| metric_of(&scrape(port)?, "lagging-0", "log_end_offset", "");
-    let leader_end = end(leader_port).expect("the leader's log end");
+    // At least 16 Ki records of 1 KiB (16 MiB) while the follower is down, however fast this
+    // machine appends.
+    let mut leader_end = 0.0;
+    for _ in 0..60 {
+        if leader_end >= 16_384.0 {
+            break;
+        }
+        quorum::run_ringlog(&[
+            "perf",
+            "append",
+            "--bootstrap",
+            &leader_address,
+            "--topic",
+            "lagging",
+            "--clients",
+            "2",
+            "--batch-records",
+            "32",
+            "--duration-secs",
+            "1",
+        ])
+        .expect("perf append with one voter down");
+        leader_end = end(leader_port).expect("the leader's log end");
+    }
+    assert!(leader_end >= 16_384.0, "{leader_end} records in a minute");
     let kept = eventually(
         Duration::from_secs(10),
         "the leader to keep what the follower lacks",
