@@ -12,7 +12,6 @@
 //! metadata.log.dir=/var/lib/ringlog/1
 //! ```
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +22,18 @@ pub use listeners::{Listener, Listeners, SecurityProtocol};
 
 #[path = "config_keys.rs"]
 mod keys;
+
+#[path = "config_addresses.rs"]
+mod addresses;
+#[path = "config_properties.rs"]
+mod properties;
+#[path = "config_security.rs"]
+mod security;
+
+pub use addresses::{VoterAddress, parse_observers, parse_voters};
+use addresses::{parse_bootstrap_servers, split_host_port};
+use properties::Properties;
+use security::{sasl_mechanisms, tls_settings};
 
 /// One configuration key: the name we document, the other names accepted for it, the default as
 /// it would be written in the file (`None`: required), and what it means.
@@ -37,14 +48,6 @@ pub struct KeyDefinition {
 const MIB: u64 = 1024 * 1024;
 
 pub use keys::KEYS;
-
-/// A voter of the quorum as `controller.quorum.voters` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VoterAddress {
-    pub node_id: i32,
-    pub host: String,
-    pub port: u16,
-}
 
 /// The parsed, validated configuration of one node.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,7 +185,7 @@ impl NodeConfig {
         let quorum_voters = match values.get("controller.quorum.voters") {
             "" if quorum_bootstrap_servers.is_empty() => {
                 return Err(ConfigError::Missing {
-                    path: values.origin.clone(),
+                    path: origin.into(),
                     key: "controller.quorum.voters",
                 });
             }
@@ -482,311 +485,6 @@ impl NodeConfig {
     }
 }
 
-/// The `ssl.*` keys of a node with an SSL listener: PEM only, a keystore either as a file or as
-/// text, never both.
-/// `sasl.enabled.mechanisms`: SCRAM-SHA-256 and SCRAM-SHA-512, at least one, each once.
-fn sasl_mechanisms(text: &str) -> Result<Vec<crate::sasl::ScramMechanism>, String> {
-    let mut mechanisms = Vec::new();
-    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let mechanism = crate::sasl::ScramMechanism::from_name(name).ok_or_else(|| {
-            format!("{name} is not supported (SCRAM-SHA-256 and SCRAM-SHA-512 are)")
-        })?;
-        if !mechanisms.contains(&mechanism) {
-            mechanisms.push(mechanism);
-        }
-    }
-    if mechanisms.is_empty() {
-        return Err("name SCRAM-SHA-256 or SCRAM-SHA-512 for the SASL listener".into());
-    }
-    Ok(mechanisms)
-}
-
-fn tls_settings(values: &Properties) -> Result<crate::tls::TlsSettings, ConfigError> {
-    use crate::tls::{ClientAuth, PemSource, TlsSettings};
-    for key in ["ssl.keystore.type", "ssl.truststore.type"] {
-        if values.get(key) != "PEM" {
-            return Err(values.invalid(key, "only PEM is supported".into()));
-        }
-    }
-    if !values.get("ssl.key.password").is_empty() {
-        return Err(values.invalid(
-            "ssl.key.password",
-            "encrypted private keys are not supported; give an unencrypted key".into(),
-        ));
-    }
-    let location = values.get("ssl.keystore.location");
-    let chain = values.get("ssl.keystore.certificate.chain");
-    let key = values.get("ssl.keystore.key");
-    let (certificate_chain, private_key) = match (
-        location.is_empty(),
-        chain.is_empty(),
-        key.is_empty(),
-    ) {
-        (false, true, true) => (
-            PemSource::File(PathBuf::from(location)),
-            PemSource::File(PathBuf::from(location)),
-        ),
-        (true, false, false) => (PemSource::Text(chain.into()), PemSource::Text(key.into())),
-        (true, true, true) => {
-            return Err(values.invalid(
-                "ssl.keystore.location",
-                "an SSL listener needs this node's key and certificate (or ssl.keystore.certificate.chain and ssl.keystore.key)".into(),
-            ));
-        }
-        _ => {
-            return Err(values.invalid(
-                "ssl.keystore.location",
-                "give either ssl.keystore.location or both ssl.keystore.certificate.chain and ssl.keystore.key".into(),
-            ));
-        }
-    };
-    let truststore = match (
-        values.get("ssl.truststore.location"),
-        values.get("ssl.truststore.certificates"),
-    ) {
-        ("", "") => None,
-        (location, "") => Some(PemSource::File(PathBuf::from(location))),
-        ("", text) => Some(PemSource::Text(text.into())),
-        _ => {
-            return Err(values.invalid(
-                "ssl.truststore.location",
-                "give either ssl.truststore.location or ssl.truststore.certificates".into(),
-            ));
-        }
-    };
-    let client_auth = ClientAuth::parse(values.get("ssl.client.auth"))
-        .map_err(|reason| values.invalid("ssl.client.auth", reason))?;
-    let endpoint_identification = match values.get("ssl.endpoint.identification.algorithm") {
-        "https" => true,
-        "" => false,
-        _ => {
-            return Err(values.invalid(
-                "ssl.endpoint.identification.algorithm",
-                "expected https or nothing".into(),
-            ));
-        }
-    };
-    Ok(TlsSettings {
-        certificate_chain: Some(certificate_chain),
-        private_key: Some(private_key),
-        truststore,
-        client_auth,
-        endpoint_identification,
-    })
-}
-
-/// The raw key=value pairs of a file, keyed by the documented name (aliases resolved).
-struct Properties {
-    origin: String,
-    values: BTreeMap<&'static str, String>,
-    /// The keys the text set (under their name or an alias).
-    from_file: std::collections::BTreeSet<&'static str>,
-}
-
-impl Properties {
-    fn parse(origin: &str, text: &str) -> Result<Properties, ConfigError> {
-        let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
-        let mut spelled: BTreeMap<&'static str, String> = BTreeMap::new();
-        for (index, raw_line) in text.lines().enumerate() {
-            let line = raw_line.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            let Some(split_at) = line.find(['=', ':']) else {
-                return Err(ConfigError::Syntax {
-                    path: origin.into(),
-                    line: index + 1,
-                    text: line.into(),
-                });
-            };
-            let key = line[..split_at].trim();
-            let value = line[split_at + 1..].trim();
-            let Some(definition) = KEYS
-                .iter()
-                .find(|definition| definition.name == key || definition.aliases.contains(&key))
-            else {
-                return Err(ConfigError::UnknownKey {
-                    path: origin.into(),
-                    line: index + 1,
-                    key: key.into(),
-                });
-            };
-            if let Some(other) = spelled.insert(definition.name, key.to_string()) {
-                return Err(ConfigError::Duplicate {
-                    path: origin.into(),
-                    key: key.into(),
-                    other,
-                });
-            }
-            values.insert(definition.name, value.to_string());
-        }
-        for definition in KEYS {
-            if let Some(default) = definition.default {
-                values
-                    .entry(definition.name)
-                    .or_insert_with(|| default.to_string());
-            }
-        }
-        Ok(Properties {
-            origin: origin.into(),
-            values,
-            from_file: spelled.into_keys().collect(),
-        })
-    }
-
-    /// Every declared key with its value and whether the text set it.
-    fn resolved(&self) -> Vec<ResolvedProperty> {
-        KEYS.iter()
-            .map(|definition| ResolvedProperty {
-                name: definition.name,
-                value: self.values.get(definition.name).cloned(),
-                from_file: self.from_file.contains(definition.name),
-            })
-            .collect()
-    }
-
-    /// Whether the text set `key` (rather than its default).
-    fn set_in_file(&self, key: &'static str) -> bool {
-        self.from_file.contains(key)
-    }
-
-    fn get(&self, key: &'static str) -> &str {
-        debug_assert!(
-            KEYS.iter().any(|definition| definition.name == key),
-            "undeclared key {key}"
-        );
-        self.values.get(key).map(String::as_str).unwrap_or("")
-    }
-
-    fn required(&self, key: &'static str) -> Result<&str, ConfigError> {
-        match self.values.get(key) {
-            Some(value) if !value.is_empty() => Ok(value),
-            _ => Err(ConfigError::Missing {
-                path: self.origin.clone(),
-                key,
-            }),
-        }
-    }
-
-    fn number<T: std::str::FromStr>(&self, key: &'static str) -> Result<T, ConfigError> {
-        let text = self.required(key)?;
-        text.parse()
-            .map_err(|_| self.invalid(key, "expected a number".into()))
-    }
-
-    fn positive<T: std::str::FromStr + Default + PartialOrd>(
-        &self,
-        key: &'static str,
-    ) -> Result<T, ConfigError> {
-        let value: T = self.number(key)?;
-        if value <= T::default() {
-            return Err(self.invalid(key, "must be greater than zero".into()));
-        }
-        Ok(value)
-    }
-
-    fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
-        match self.required(key)? {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(self.invalid(key, "expected true or false".into())),
-        }
-    }
-
-    fn invalid(&self, key: &'static str, reason: String) -> ConfigError {
-        ConfigError::Invalid {
-            path: self.origin.clone(),
-            key,
-            value: self.get(key).to_string(),
-            reason,
-        }
-    }
-}
-
-fn split_host_port(text: &str) -> Result<(String, u16), String> {
-    let (host, port) = text
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{text:?} is not host:port"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("{port:?} is not a port"))?;
-    if host.is_empty() {
-        return Err(format!("{text:?} has no host"));
-    }
-    Ok((
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port,
-    ))
-}
-
-/// Parse `host:port,host:port` (`controller.quorum.bootstrap.servers`); empty: none.
-fn parse_bootstrap_servers(text: &str) -> Result<Vec<(String, u16)>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-        .map(split_host_port)
-        .collect()
-}
-
-/// Parse `1@host:port,2@host:port`: ids unique, at least one voter.
-pub fn parse_voters(text: &str) -> Result<Vec<VoterAddress>, String> {
-    let mut voters: Vec<VoterAddress> = Vec::new();
-    for entry in text
-        .split(',')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-    {
-        let (id, address) = entry
-            .split_once('@')
-            .ok_or_else(|| format!("{entry:?} is not id@host:port"))?;
-        let node_id: i32 = id.parse().map_err(|_| format!("{id:?} is not a node id"))?;
-        if node_id < 0 {
-            return Err(format!("voter id {node_id} is negative"));
-        }
-        let (host, port) = split_host_port(address)?;
-        if voters.iter().any(|voter| voter.node_id == node_id) {
-            return Err(format!("voter {node_id} is listed twice"));
-        }
-        voters.push(VoterAddress {
-            node_id,
-            host,
-            port,
-        });
-    }
-    if voters.is_empty() {
-        return Err("no voters".into());
-    }
-    Ok(voters)
-}
-
-/// `controller.quorum.observers`: node ids, comma separated (empty: no observers).
-pub fn parse_observers(text: &str) -> Result<Vec<i32>, String> {
-    let mut observers: Vec<i32> = Vec::new();
-    for entry in text
-        .split(',')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-    {
-        let node_id: i32 = entry
-            .parse()
-            .map_err(|_| format!("{entry:?} is not a node id"))?;
-        if node_id < 0 {
-            return Err(format!("observer id {node_id} is negative"));
-        }
-        if observers.contains(&node_id) {
-            return Err(format!("observer {node_id} is listed twice"));
-        }
-        observers.push(node_id);
-    }
-    Ok(observers)
-}
-
-#[cfg(test)]
-#[path = "config_tests.rs"]
-mod tests;
-
 /// `replica.lag.cache.max.bytes` when the file does not set it: the default (1 GiB), but at
 /// most a sixteenth of the machine's memory. `ringlog dev` runs three voters and an observer on
 /// one machine, each leader of some partitions: on a machine of 4 GiB the default would allow
@@ -804,3 +502,7 @@ fn unset_lagging_tail_budget(default: u64) -> u64 {
     }
     default.min(pages as u64 * page_bytes as u64 / 16)
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;
