@@ -708,7 +708,6 @@ fn format_node(config: &Path, format_args: &[&str]) {
     assert!(status.success(), "format {}", config.display());
 }
 
-/// The last `lines` lines of each node's log, for a failing test's output.
 /// A file's text; nothing for a device: a node or `dev` may write to /dev/full
 /// (tests/disk_full.rs, tests/cli.rs), which reads as zeros without end.
 pub fn text_of(path: &Path) -> String {
@@ -719,6 +718,7 @@ pub fn text_of(path: &Path) -> String {
     }
 }
 
+/// The last `lines` lines of each node's log, for a failing test's output.
 pub fn log_tails<'a>(logs: impl IntoIterator<Item = (i32, &'a Path)>, lines: usize) -> String {
     let mut out = String::new();
     for (id, log) in logs {

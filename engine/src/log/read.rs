@@ -210,25 +210,18 @@ impl PartitionLog {
             index += 1;
         }
         if in_memory {
-            let chunk = segment
-                .chunks
-                .starting_at(start)
-                .next()
-                .expect("chunks cover every position from the first chunk to the segment end");
-            if end <= chunk.end() {
-                let from = (start - chunk.position) as usize;
-                let to = (end - chunk.position) as usize;
-                return Ok(ReadView::Memory(chunk.bytes.slice(from..to)));
-            }
-            // Several appends' chunks, up to `max_bytes`, where a view of the first chunk alone
-            // gave a follower one Produce request's batches per round trip: a slice of each,
-            // by reference. Until 2026-12-07 they were copied into one buffer, each replica
-            // fetch's bytes once more on the leader's thread (7.7 % of a leader's loop under
-            // 32 clients x 64 x 1 KiB on 20 partitions, docs/benchmarks.md).
-            let chunks = segment
+            // A slice of each chunk the answer spans, up to `max_bytes`, by reference (a view of
+            // the first chunk alone gave a follower one Produce request's batches per round
+            // trip; until 2026-12-07 several were copied into one buffer, each replica fetch's
+            // bytes once more on the leader's thread: 7.7 % of a leader's loop under 32 clients
+            // x 64 x 1 KiB on 20 partitions, docs/benchmarks.md). One slice is a plain view.
+            let mut slices = segment
                 .slices_of_chunks(start, end)
                 .expect("the chunks hold every byte from the first chunk to the segment end");
-            Ok(ReadView::Chunks(chunks))
+            if slices.len() == 1 {
+                return Ok(ReadView::Memory(slices.pop().expect("one slice")));
+            }
+            Ok(ReadView::Chunks(slices))
         } else {
             let file = segment
                 .file

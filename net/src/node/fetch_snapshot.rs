@@ -117,12 +117,7 @@ pub fn response(
                     Some(region) => {
                         // A share never exceeds its demand, the region's u32 length.
                         let length = u32::try_from(share).expect("share within the region");
-                        let records = Records::External {
-                            token: sources.len() as u64,
-                            size_bytes: length,
-                        };
-                        sources.push(RecordsSource::File(FileRegion { length, ..region }));
-                        records
+                        RecordsSource::File(FileRegion { length, ..region }).attach_to(&mut sources)
                     }
                     None => Records::Bytes(r.unaligned_records.slice(..share as usize)),
                 };

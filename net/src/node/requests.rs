@@ -18,7 +18,6 @@ use super::NodeError;
 use super::answer_slots::PendingRequest;
 use super::convert::{self, InboundPart, PartAnswer, PartitionTable};
 use super::leader_endpoints::Endpoints;
-use crate::protocol::wire::Records;
 use crate::protocol::{ApiKey, Response, fetch_request, fetch_response};
 use crate::server::{RecordsSource, Reply};
 
@@ -135,13 +134,7 @@ fn attach_fetch_regions(
             .flat_map(|t| t.partitions.iter_mut())
             .find(|p| p.partition_index == part.index);
         if let Some(data) = data {
-            let size_bytes = u32::try_from(region.size_bytes())
-                .expect("a read stays within one segment, at most 2 GiB");
-            data.records = Some(Records::External {
-                token: regions.len() as u64,
-                size_bytes,
-            });
-            regions.push(region);
+            data.records = Some(region.attach_to(&mut regions));
         }
     }
     regions

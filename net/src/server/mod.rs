@@ -158,6 +158,17 @@ pub enum RecordsSource {
 }
 
 impl RecordsSource {
+    /// These bytes as a records field of a response to encode: `Records::External`, its token
+    /// the place this source takes in `sources` (which the writer sends after the encoded bytes
+    /// before each field, in token order).
+    pub fn attach_to(self, sources: &mut Vec<RecordsSource>) -> crate::protocol::wire::Records {
+        let size_bytes = u32::try_from(self.size_bytes())
+            .expect("a read stays within one segment, at most 2 GiB");
+        let token = sources.len() as u64;
+        sources.push(self);
+        crate::protocol::wire::Records::External { token, size_bytes }
+    }
+
     pub fn size_bytes(&self) -> u64 {
         match self {
             RecordsSource::Memory(bytes) => bytes.len() as u64,

@@ -36,9 +36,6 @@ impl<I: Io> Host<I> {
         store.read_region(&mut self.io, offset, max_bytes, end_offset)
     }
 
-    /// The bytes of a file range, read into memory (for a runtime that cannot send the file
-    /// itself, e.g. over the memory backend): from its reader, or through the backend where it
-    /// has none.
     /// The bytes of `records` in one buffer (a copy of slices, a read of a file range): for
     /// the simulator and tests, which hand a response's records to a core as one message.
     pub fn records_bytes(&mut self, records: &Records) -> Result<Bytes, StorageError> {
@@ -49,6 +46,9 @@ impl<I: Io> Host<I> {
         }
     }
 
+    /// The bytes of a file range, read into memory (for a runtime that cannot send the file
+    /// itself, e.g. over the memory backend): from its reader, or through the backend where it
+    /// has none.
     pub fn read_file_range(&mut self, range: &FileRange) -> Result<Bytes, StorageError> {
         let bytes = range
             .read(&mut self.io)

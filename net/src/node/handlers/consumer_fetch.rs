@@ -289,14 +289,8 @@ fn read_for_consumer(
                         data.records = Some(Records::Bytes(bytes));
                     }
                     Ok(source @ (RecordsSource::Chunks(_) | RecordsSource::File(_))) => {
-                        let size_bytes = u32::try_from(source.size_bytes())
-                            .expect("a read stays within one segment, at most 2 GiB");
-                        has_data |= size_bytes > 0;
-                        data.records = Some(Records::External {
-                            token: regions.len() as u64,
-                            size_bytes,
-                        });
-                        regions.push(source);
+                        has_data |= source.size_bytes() > 0;
+                        data.records = Some(source.attach_to(&mut regions));
                     }
                     Err(error) => {
                         tracing::error!(%error, offset = p.fetch_offset, "log read failed");
