@@ -205,3 +205,24 @@ fn dropping_the_backend_with_a_batch_outstanding_returns() {
     io.submit_and_wait(0).expect("submit");
     drop(io);
 }
+
+/// `sync_together`, for a thread of the caller's own (a node's new partition folders): each
+/// descriptor gets its own outcome, in order, whether the batch was grouped or not.
+#[test]
+fn sync_together_answers_each_descriptor_in_order() {
+    use std::os::fd::AsRawFd;
+    let dir = build_fs_dir("sync-together");
+    let files: Vec<std::fs::File> = (0..3)
+        .map(|n| std::fs::File::create(dir.join(format!("f{n}"))).expect("create"))
+        .collect();
+    let folder = std::fs::File::open(&dir).expect("open folder");
+    let mut fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    fds.push(folder.as_raw_fd());
+    assert_eq!(ringlog_engine::io::sync_together(&fds), vec![0; 4]);
+    // A descriptor that is not open gets its own error; the others still succeed.
+    fds.insert(1, -1);
+    let results = ringlog_engine::io::sync_together(&fds);
+    assert_eq!(results.len(), 5);
+    assert_eq!(results[1], libc::EBADF);
+    assert!(results.iter().enumerate().all(|(n, &r)| n == 1 || r == 0));
+}

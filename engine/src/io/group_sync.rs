@@ -304,6 +304,25 @@ pub(super) fn sync_batch(batch: &[Request]) -> (Vec<Outcome>, bool) {
     (outcomes, any_synced)
 }
 
+/// Makes the files and folders `fds` durable together, for a caller with a thread of its own
+/// that creates many at once (a node's new partition folders, net/src/node/folder_prep.rs):
+/// one `syncfs` and one fdatasync per ext4 device, as a group's batch is, while the machine's
+/// dirty page cache is below [`DIRTY_LIMIT_BYTES`]; else, and on any other filesystem, one
+/// fdatasync each. Returns each descriptor's outcome in order: 0 or the errno.
+pub fn sync_together(fds: &[RawFd]) -> Vec<i32> {
+    if !little_dirty(DIRTY_LIMIT_BYTES) {
+        return fds.iter().map(|&fd| fdatasync(fd)).collect();
+    }
+    let batch: Vec<Request> = fds
+        .iter()
+        .enumerate()
+        .map(|(index, &fd)| (index as u64, fd))
+        .collect();
+    let (mut outcomes, _) = sync_batch(&batch);
+    outcomes.sort_unstable_by_key(|&(index, _)| index);
+    outcomes.into_iter().map(|(_, result)| result).collect()
+}
+
 /// Whether the machine's dirty and under-writeback page cache is below `limit_bytes` (false if
 /// `/proc/meminfo` cannot be read: then nothing is grouped).
 fn little_dirty(limit_bytes: u64) -> bool {

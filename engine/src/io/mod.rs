@@ -42,6 +42,7 @@ pub use any::{AnyIo, BackendChoice, BackendChoiceError, IO_BACKEND_ENV, open_def
 
 pub use buffer::AlignedBuf;
 pub use common::TRANSFER_BYTES_MAX;
+pub use group_sync::sync_together;
 pub use memory::{MemoryConfig, MemoryIo};
 pub use posix::{BLOCK_SIZE_BYTES_MIN, discover_block_size_bytes};
 pub use syscall::SyscallIo;

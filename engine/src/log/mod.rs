@@ -117,6 +117,12 @@ pub struct LogConfig {
     /// ([`PartitionLog::verify_listed`]); the log opens in the time its lists and unlisted
     /// tails take to read, not its size. Off: every batch is read and checked at open.
     pub defer_listed_check_after_crash: bool,
+    /// The caller created the folder and made it durable, with its entry in the parent, just
+    /// before this open (a new topic partition's folder, made on the node's `folder-prep`
+    /// thread: net/src/node/folder_prep.rs): the open skips its syncs of the folder and its
+    /// parent. Off: they are synced, since the folder may be one an earlier run created and
+    /// died before syncing.
+    pub folder_durable_before_open: bool,
 }
 
 impl Default for LogConfig {
@@ -131,6 +137,7 @@ impl Default for LogConfig {
             batch_list_interval_bytes: DEFAULT_BATCH_LIST_INTERVAL_BYTES,
             tail_cache_bytes: DEFAULT_TAIL_CACHE_BYTES,
             defer_listed_check_after_crash: false,
+            folder_durable_before_open: false,
         }
     }
 }

@@ -42,6 +42,7 @@ mod describe_cluster;
 mod error;
 mod fetch_sessions;
 mod fetch_snapshot;
+mod folder_prep;
 mod groups;
 mod handlers;
 mod idempotence;
@@ -184,6 +185,7 @@ enum Wake {
     Event(Option<Event>),
     SnapshotDone(snapshots::SnapshotDone),
     ListedChecked(listed_checks::ListedChecked),
+    FolderPrepared(folder_prep::FolderPrepared),
     /// The ring posted a completion (its readiness fd became readable).
     Storage,
     Timer,
@@ -199,6 +201,10 @@ pub(crate) struct Node {
     /// its reports come on `listed_checked_rx`, which the loop takes when it starts.
     listed_checks: listed_checks::ListedChecks,
     listed_checked_rx: Option<UnboundedReceiver<listed_checks::ListedChecked>>,
+    /// Makes new partitions' folders ahead of their starts (folder_prep.rs); its reports come
+    /// on `folder_prepared_rx`, which the loop takes when it starts.
+    folder_prep: folder_prep::FolderPrep,
+    folder_prepared_rx: Option<UnboundedReceiver<folder_prep::FolderPrepared>>,
     /// Topic changes the image applied that this node has still to run: partitions to start
     /// or stop, a few milliseconds of them per loop turn (runtime/partitions.rs).
     topic_changes: std::collections::VecDeque<topic_image::PendingTopicChange>,
@@ -290,11 +296,14 @@ impl Node {
             .map_or(0, |d| d.as_millis() as u64);
         let (snapshot_writers, snapshot_done_rx) = snapshots::SnapshotWriters::new();
         let (listed_checks, listed_checked_rx) = listed_checks::ListedChecks::new();
+        let (folder_prep, folder_prepared_rx) = folder_prep::FolderPrep::new();
         let mut node = Node {
             snapshot_writers,
             snapshot_done_rx: Some(snapshot_done_rx),
             listed_checks,
             listed_checked_rx: Some(listed_checked_rx),
+            folder_prep,
+            folder_prepared_rx: Some(folder_prepared_rx),
             topic_changes: std::collections::VecDeque::new(),
             topic_changes_until: None,
             config,
@@ -347,6 +356,10 @@ impl Node {
             .expect("the event loop runs once");
         let mut listed_checked = self
             .listed_checked_rx
+            .take()
+            .expect("the event loop runs once");
+        let mut folder_prepared = self
+            .folder_prepared_rx
             .take()
             .expect("the event loop runs once");
         // The ring signals this fd for every completion it posts: the loop sleeps until then,
@@ -456,6 +469,7 @@ impl Node {
                     // Never None: the node holds a sender.
                     Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
                     Some(checked) = listed_checked.recv() => Wake::ListedChecked(checked),
+                    Some(prepared) = folder_prepared.recv() => Wake::FolderPrepared(prepared),
                     ready = storage_signal(storage_ready.as_ref()), if storage_waits => {
                         ready.map_err(NodeError::Runtime)?;
                         Wake::Storage
@@ -496,6 +510,8 @@ impl Node {
                     self.on_listed_checked(checked)?;
                     self.stall.step(began, "listed batches checked", "");
                 }
+                // `pump`, at the top of the loop, runs the starts that waited for it.
+                Wake::FolderPrepared(prepared) => self.folder_prep.on_prepared(prepared),
                 Wake::Timer => self.stall.woke_after_timer(due),
                 // `pump`, at the top of the loop, drains the completions.
                 Wake::Storage => {}

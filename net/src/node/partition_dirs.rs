@@ -147,6 +147,29 @@ impl PartitionMetadata {
     }
 }
 
+/// Creates a new partition folder `dir` (its parent exists) with its `partition.metadata`,
+/// leaving both to be made durable by the caller, which syncs many folders at once
+/// (folder_prep.rs). Returns the file and the folder, open, for that sync; an `AlreadyExists`
+/// error if the folder is there (then `prepare_partition_dir` decides what it is).
+pub(super) fn create_partition_dir_unsynced(
+    dir: &Path,
+    topic_id: Uuid,
+    created_below_offset: u64,
+) -> std::io::Result<(std::fs::File, std::fs::File)> {
+    use std::io::Write;
+    std::fs::create_dir(dir)?;
+    let mut file = std::fs::File::create(dir.join(PARTITION_METADATA_FILE))?;
+    file.write_all(
+        PartitionMetadata {
+            topic_id,
+            created_below_offset,
+        }
+        .encode()
+        .as_bytes(),
+    )?;
+    Ok((file, std::fs::File::open(dir)?))
+}
+
 /// The topic id a partition folder's `partition.metadata` names, if readable.
 pub(super) fn folder_topic_id(dir: &Path) -> Option<Uuid> {
     PartitionMetadata::read(dir).map(|m| m.topic_id)

@@ -267,18 +267,24 @@ pub(super) fn hosts_partition(config: &NodeConfig, topic: &TopicRecord, index: i
             .contains(&config.node_id)
 }
 
+/// The folder of partition `index` of topic `name`.
+pub(super) fn partition_dir(config: &NodeConfig, name: &str, index: i32) -> PathBuf {
+    config.metadata_log_dir.join(format!("{name}-{index}"))
+}
+
 /// Opens (or recovers) a topic partition's folder and starts its Raft group, whose voters
 /// are the partition's replicas; `created_below_offset` is the topic image's applied offset
-/// (partition_dirs.rs). Adds the partition to `table`; returns its id, its folder and what
-/// its recovery found. The node then gives it its producer state and metrics (mod.rs,
-/// `Node::start_partition`).
+/// (partition_dirs.rs). `folder_made`: the `folder-prep` thread has just made the folder and
+/// made it durable (folder_prep.rs), so it is opened as it is. Adds the partition to `table`;
+/// returns its id, its folder and what its recovery found. The node then gives it its
+/// producer state and metrics (mod.rs, `Node::start_partition`).
 pub(super) fn open_partition(
     host: &mut Host<AnyIo>,
     table: &mut PartitionTable,
     config: &NodeConfig,
     created_below_offset: u64,
-    topic: &TopicRecord,
-    index: i32,
+    (topic, index): (&TopicRecord, i32),
+    folder_made: bool,
     now: u64,
 ) -> Result<(PartitionId, PathBuf, RecoveredState), NodeError> {
     let hosted = HostedPartition {
@@ -286,11 +292,14 @@ pub(super) fn open_partition(
         topic_id: topic.topic_id,
         index,
     };
-    let dir: PathBuf = config
-        .metadata_log_dir
-        .join(format!("{}-{index}", topic.name));
-    prepare_partition_dir(host, &dir, topic.topic_id, created_below_offset)?;
-    let log_config = topic_log_config(config, topic);
+    let dir = partition_dir(config, &topic.name, index);
+    if !folder_made {
+        prepare_partition_dir(host, &dir, topic.topic_id, created_below_offset)?;
+    }
+    let log_config = LogConfig {
+        folder_durable_before_open: folder_made,
+        ..topic_log_config(config, topic)
+    };
     let id = table.add(hosted);
     let replicas = topic.replicas_of(index, &configured_voter_ids(config));
     let mut quorum = quorum_config(config, &replicas)?;
@@ -394,9 +403,7 @@ pub(super) fn preopen_list(
             if !hosts_partition(config, topic, index) {
                 continue;
             }
-            let dir = config
-                .metadata_log_dir
-                .join(format!("{}-{index}", topic.name));
+            let dir = partition_dir(config, &topic.name, index);
             if folder_topic_id(&dir) != Some(topic.topic_id) {
                 continue;
             }

@@ -205,9 +205,15 @@ impl PartitionLog {
         // `/` was synced, and the folder once more after the marker's removal: nine fsyncs per
         // partition opened at a node's start in a folder seven levels deep, two now (`strace
         // -c`, docs/log.md "Recovery").
+        // A folder its caller has just made durable (`LogConfig::folder_durable_before_open`)
+        // needs neither sync: a new topic partition's, one flush for many folders since
+        // 2026-12-07 where these were two per partition.
         let last_depth = existing_depth.unwrap_or(usize::MAX).max(1);
         for (depth, ancestor) in dir.ancestors().enumerate() {
-            if ancestor.as_os_str().is_empty() || depth > last_depth {
+            if ancestor.as_os_str().is_empty()
+                || depth > last_depth
+                || (config.folder_durable_before_open && existing_depth == Some(0))
+            {
                 break;
             }
             io.sync_dir(ancestor)?;

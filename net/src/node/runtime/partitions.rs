@@ -83,7 +83,12 @@ impl Node {
             .topic_changes_until
             .get_or_insert_with(|| Instant::now() + TOPIC_CHANGES_BUDGET);
         let mut may_run = first_this_turn || Instant::now() < until;
-        while may_run && let Some(change) = self.topic_changes.pop_front() {
+        self.ask_folders_ahead()?;
+        while may_run && !self.start_waits_for_folder() {
+            let Some(change) = self.topic_changes.pop_front() else {
+                break;
+            };
+            let ask_again = matches!(change, Pending::Delete(_) | Pending::Sweep { .. });
             match change {
                 Pending::Start { topic, index } => self.start_partition(&topic, index)?,
                 Pending::Settle {
@@ -106,14 +111,59 @@ impl Node {
                     applied,
                 )?,
             }
+            if ask_again {
+                self.ask_folders_ahead()?;
+            }
             may_run = Instant::now() < until;
         }
         Ok(())
     }
 
-    /// Whether topic changes wait to be run (the loop then does not sleep).
+    /// Whether topic changes wait to be run (the loop then does not sleep); not while the
+    /// next is a start whose folder the `folder-prep` thread is making (its report wakes
+    /// the loop).
     pub(in crate::node) fn has_topic_changes(&self) -> bool {
-        !self.topic_changes.is_empty()
+        !self.topic_changes.is_empty() && !self.start_waits_for_folder()
+    }
+
+    /// Whether the next queued change is a start whose folder is being made (folder_prep.rs).
+    fn start_waits_for_folder(&self) -> bool {
+        match self.topic_changes.front() {
+            Some(topic_image::PendingTopicChange::Start { topic, index }) => {
+                self.folder_prep.waiting(&topic_image::partition_dir(
+                    &self.config,
+                    &topic.name,
+                    *index,
+                ))
+            }
+            _ => false,
+        }
+    }
+
+    /// Asks the `folder-prep` thread for the folders of the queued starts whose folder is not
+    /// there yet, up to the first queued stop or sweep (which may remove folders of the same
+    /// names: a topic deleted and created again): they are made and synced together while
+    /// the loop goes on (folder_prep.rs).
+    fn ask_folders_ahead(&mut self) -> Result<(), NodeError> {
+        use topic_image::PendingTopicChange as Pending;
+        for change in &self.topic_changes {
+            match change {
+                Pending::Start { topic, index } => {
+                    let dir = topic_image::partition_dir(&self.config, &topic.name, *index);
+                    if self.offline_partition_error(&topic.name, *index).is_none() && !dir.exists()
+                    {
+                        self.folder_prep.ask(
+                            &dir,
+                            topic.topic_id,
+                            self.handlers.topics.applied_offset,
+                        )?;
+                    }
+                }
+                Pending::Settle { .. } => {}
+                Pending::Delete(_) | Pending::Sweep { .. } => break,
+            }
+        }
+        Ok(())
     }
 
     /// Opens (or recovers) a topic partition and starts its Raft group (topic_image.rs,
@@ -129,13 +179,18 @@ impl Node {
             return Ok(());
         }
         let now = self.now_ms();
+        let folder_made = self.folder_prep.take(&topic_image::partition_dir(
+            &self.config,
+            &topic.name,
+            index,
+        ));
         let (id, dir, recovered) = topic_image::open_partition(
             &mut self.host,
             &mut self.table,
             &self.config,
             self.handlers.topics.applied_offset,
-            topic,
-            index,
+            (topic, index),
+            folder_made,
             now,
         )?;
         self.handlers.producers.adopt_preopened(id, &dir);
