@@ -10,13 +10,16 @@
 # metrics before and after the load.
 #
 #   RINGLOG=target/release/ringlog ROUNDS=3 P=100 RATE=40000 scripts/topic-under-load.sh
+#
+# KEEP=1 keeps the last round's folder (node logs: NODE_LOG_LEVEL=warn,ringlog_net::node::observe=debug
+# logs every turn past 5 ms with its slowest step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${ROUNDS:-3}"; partitions="${P:-100}"; rate="${RATE:-40000}"
 folder="${FOLDER:-$(mktemp -d /tmp/topic-under-load.XXXXXX)}"
 [ -n "${RINGLOG:-}" ] || cargo build --quiet --release --bin ringlog
 source scripts/lib-quorum.sh
-trap 'stop_quorum 2>/dev/null || true; rm -rf "$folder/quorum"' EXIT
+trap 'stop_quorum 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$folder/quorum"' EXIT
 
 # Prints "turns>5 turns>20 turns>100 longest" summed (the longest: the largest) over the nodes.
 turns() {
