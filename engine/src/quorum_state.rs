@@ -30,6 +30,10 @@ pub const QUORUM_STATE_FILE_NAME: &str = "quorum-state";
 pub const QUORUM_STATE_DATA_VERSION: i16 = 0;
 /// The line after the JSON that carries its CRC32C ([`QuorumStateData::encode_file`]).
 const CHECKSUM_PREFIX: &str = "# crc32c ";
+/// Each copy of the state fills a slot of a multiple of this many bytes, padded with spaces,
+/// so that either copy can be written in place without touching the other
+/// ([`crate::quorum_state_writer`]).
+pub const QUORUM_STATE_SLOT_BYTES: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,38 +75,67 @@ impl QuorumStateData {
     }
 
     /// The file's content: two identical copies of Kafka's JSON followed by a line with its
-    /// CRC32C. The checksum catches a bit flipped at rest rather than reading it as another
-    /// epoch or vote (a JSON digit flips into another valid digit), and the second copy
-    /// repairs it: both are written in one atomic replace, so at rest they are always equal,
-    /// and a vote forgotten to damage could not be taken back from a peer.
+    /// CRC32C, each padded with spaces to its slot ([`QuorumStateData::encode_slot`]). The
+    /// checksum catches a bit flipped at rest rather than reading it as another epoch or vote
+    /// (a JSON digit flips into another valid digit), and the second copy repairs it: at rest
+    /// both are equal, and a vote forgotten to damage could not be taken back from a peer.
     pub fn encode_file(&self) -> String {
+        self.encode_slot(None)
+            .expect("a slot of its own size fits")
+            .repeat(2)
+    }
+
+    /// One copy padded with spaces to `slot_bytes`, or to the least multiple of
+    /// [`QUORUM_STATE_SLOT_BYTES`] that holds it (`None`); `None` if it does not fit.
+    pub fn encode_slot(&self, slot_bytes: Option<usize>) -> Option<String> {
         let json = self.encode();
         let crc = crate::crc::crc32c(json.as_bytes());
-        format!("{json}\n{CHECKSUM_PREFIX}{crc}\n").repeat(2)
+        let copy = format!("{json}\n{CHECKSUM_PREFIX}{crc}\n");
+        let slot =
+            slot_bytes.unwrap_or_else(|| copy.len().next_multiple_of(QUORUM_STATE_SLOT_BYTES));
+        (copy.len() <= slot).then(|| format!("{copy:<slot$}"))
+    }
+
+    /// The slot size of a file of `len_bytes` written as two slots (since 2026-12-07): its
+    /// copies can be written in place. `None` for a file of the layout before (the copies back
+    /// to back, a few hundred bytes), which is replaced whole.
+    pub fn slot_bytes_of_file(len_bytes: u64) -> Option<usize> {
+        let slot = (len_bytes / 2) as usize;
+        (len_bytes > 0
+            && len_bytes.is_multiple_of(2)
+            && slot.is_multiple_of(QUORUM_STATE_SLOT_BYTES))
+        .then_some(slot)
     }
 
     /// Parse the file's bytes; `path` only labels errors. The file's two halves are its two
     /// copies ([`QuorumStateData::encode_file`]): the first that passes its checksum is read
     /// (a damaged one is warned about); a file that is one copy (written earlier on
-    /// 2026-12-03) or Kafka's JSON alone (before) is read whole.
+    /// 2026-12-03) or Kafka's JSON alone (before) is read whole. The first copy is the one
+    /// written first in place (`quorum_state_writer`), so a first copy that reads is the newest
+    /// state: a crash between the two writes leaves it whole and the second older or torn.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, QuorumStateError> {
         Self::decode_and_check(bytes, path).map(|(state, _)| state)
     }
 
-    /// [`QuorumStateData::decode`], and whether one of the two copies was damaged.
+    /// [`QuorumStateData::decode`], and whether the copies differ (one damaged, or a crash
+    /// between the two writes in place): the file is then written whole again.
     fn decode_and_check(bytes: &[u8], path: &Path) -> Result<(Self, bool), QuorumStateError> {
         if bytes.len().is_multiple_of(2) && !bytes.is_empty() {
             let (first, second) = bytes.split_at(bytes.len() / 2);
             match Self::decode_copy(first, path) {
                 Ok(state) => {
-                    if first != second
-                        && let Err(error) = Self::decode_copy(second, path)
-                    {
-                        tracing::warn!(
-                            path = %path.display(),
-                            %error,
-                            "quorum-state: the second copy is damaged, the first is read"
-                        );
+                    if first != second {
+                        match Self::decode_copy(second, path) {
+                            Err(error) => tracing::warn!(
+                                path = %path.display(),
+                                %error,
+                                "quorum-state: the second copy is damaged, the first is read"
+                            ),
+                            Ok(_) => tracing::warn!(
+                                path = %path.display(),
+                                "quorum-state: the second copy is older (a crash between the two writes), the first is read"
+                            ),
+                        }
                         return Ok((state, true));
                     }
                     return Ok((state, false));
@@ -138,8 +171,10 @@ impl QuorumStateData {
             None => bytes,
             Some(at) => {
                 let (json, rest) = bytes.split_at(at);
+                // The slot's padding (spaces) after the line.
                 let crc = std::str::from_utf8(&rest[marker.len()..])
                     .ok()
+                    .map(|t| t.trim_end_matches(' '))
                     .and_then(|t| t.strip_suffix('\n'))
                     .and_then(|t| t.parse::<u32>().ok())
                     .ok_or_else(|| malformed("unreadable checksum line".into()))?;
@@ -265,20 +300,23 @@ mod tests {
             data_version: 0,
         };
         let good = state.encode_file().into_bytes();
+        assert_eq!(good.len(), 2 * QUORUM_STATE_SLOT_BYTES);
         assert_eq!(
             QuorumStateData::decode(&good, Path::new("q")).unwrap(),
             state
         );
+        let legacy_one = state.encode_slot(None).unwrap().trim_end().to_string() + "\n";
+        let legacy_one = legacy_one.into_bytes();
         for byte in 0..good.len() {
             for bit in 0..8 {
                 let mut flipped = good.clone();
                 flipped[byte] ^= 1 << bit;
                 let decoded = QuorumStateData::decode(&flipped, Path::new("q"));
                 assert_eq!(decoded.ok(), Some(state.clone()), "byte {byte} bit {bit}");
-                // One copy alone (as written earlier that day): every flip is refused.
-                let half = good.len() / 2;
-                let mut one = good[..half].to_vec();
-                if byte < half {
+                // One copy alone (as written earlier on 2026-12-03, unpadded): every flip
+                // is refused.
+                if byte < legacy_one.len() {
+                    let mut one = legacy_one.clone();
                     one[byte] ^= 1 << bit;
                     let decoded = QuorumStateData::decode(&one, Path::new("q"));
                     assert!(
@@ -297,6 +335,68 @@ mod tests {
         assert_eq!(
             QuorumStateData::decode(state.encode().as_bytes(), Path::new("q")).unwrap(),
             state
+        );
+    }
+
+    fn state(epoch: i32) -> QuorumStateData {
+        let mut state = QuorumStateData::initial("rl-1", &[1, 2, 3]);
+        state.leader_epoch = epoch;
+        state.voted_id = 2;
+        state
+    }
+
+    /// A crash between the two writes in place: the first slot is new and read (and the file
+    /// is to be written whole again); a torn first slot leaves the second, the old state.
+    #[test]
+    fn a_crash_between_the_slots_reads_the_first_whole_one() {
+        let (old, new) = (state(3).encode_file(), state(4).encode_file());
+        let slot = QUORUM_STATE_SLOT_BYTES;
+        let first_new = [&new.as_bytes()[..slot], &old.as_bytes()[slot..]].concat();
+        let (read, rewrite) =
+            QuorumStateData::decode_and_check(&first_new, Path::new("q")).unwrap();
+        assert_eq!((read.leader_epoch, rewrite), (4, true));
+        let mut torn = first_new.clone();
+        torn[100..600].fill(0);
+        let (read, rewrite) = QuorumStateData::decode_and_check(&torn, Path::new("q")).unwrap();
+        assert_eq!((read.leader_epoch, rewrite), (3, true));
+        let (read, rewrite) =
+            QuorumStateData::decode_and_check(new.as_bytes(), Path::new("q")).unwrap();
+        assert_eq!((read.leader_epoch, rewrite), (4, false));
+    }
+
+    /// The layout before slots (two copies back to back) still reads, and is replaced whole.
+    #[test]
+    fn the_layout_before_slots_reads_and_is_not_written_in_place() {
+        let copy = state(5).encode_slot(None).unwrap().trim_end().to_string() + "\n";
+        let before = copy.repeat(2);
+        assert_eq!(
+            QuorumStateData::decode(before.as_bytes(), Path::new("q"))
+                .unwrap()
+                .leader_epoch,
+            5
+        );
+        assert_eq!(
+            QuorumStateData::slot_bytes_of_file(before.len() as u64),
+            None
+        );
+        assert_eq!(
+            QuorumStateData::slot_bytes_of_file(state(5).encode_file().len() as u64),
+            Some(QUORUM_STATE_SLOT_BYTES)
+        );
+    }
+
+    /// A state larger than a slot (a thousand voters) takes as many slot units as it needs.
+    #[test]
+    fn a_large_state_takes_larger_slots() {
+        let voters: Vec<i32> = (1..=1000).collect();
+        let big = QuorumStateData::initial("rl-1", &voters);
+        let file = big.encode_file();
+        let slot = QuorumStateData::slot_bytes_of_file(file.len() as u64).unwrap();
+        assert!(slot > QUORUM_STATE_SLOT_BYTES && slot.is_multiple_of(QUORUM_STATE_SLOT_BYTES));
+        assert_eq!(big.encode_slot(Some(QUORUM_STATE_SLOT_BYTES)), None);
+        assert_eq!(
+            QuorumStateData::decode(file.as_bytes(), Path::new("q")).unwrap(),
+            big
         );
     }
 }

@@ -1,18 +1,33 @@
-//! The quorum-state file written without blocking the caller: the same steps as
-//! [`QuorumStateData::persist`] (write `quorum-state.tmp`, fdatasync it, rename it over
-//! `quorum-state`, fsync the folder), with both syncs submitted through the ring like a log
-//! flush, so an event loop goes on serving while they run.
+//! The quorum-state file written without blocking the caller, through the ring like a log
+//! flush, so an event loop goes on serving while it runs.
 //!
-//! Why: under write load, each of those syncs waits for the filesystem journal, behind the
-//! segments' fdatasyncs. Done synchronously on the node's only thread that was 1.5 to 7 s per
-//! vote or epoch change, every partition stalled meanwhile (docs/benchmarks.md, issue 16).
+//! Why: under write load, each sync waits for the filesystem journal, behind the segments'
+//! fdatasyncs. Done synchronously on the node's only thread that was 1.5 to 7 s per vote or
+//! epoch change, every partition stalled meanwhile (docs/benchmarks.md, issue 16).
+//!
+//! **In place** (since 2026-12-07), when the file holds its two copies in slots
+//! ([`QuorumStateData::slot_bytes_of_file`]) and the new copy fits: one chain writes the first
+//! slot, fdatasyncs, writes the second, fdatasyncs. A crash leaves the first slot new (then
+//! it is read: [`QuorumStateData::decode`] reads the first copy that passes its checksum) or
+//! torn with the second still the old state, never both damaged. No file is created, renamed
+//! or freed: the replace below created an inode, freed the old one (a discard where the
+//! filesystem discards) and wrote the folder twice, every vote and every epoch change, on the
+//! caller's thread for the creation (docs/benchmarks.md, "New partitions' folders off the
+//! loop").
+//!
+//! **Replaced** otherwise (no file yet, the layout before, a state that outgrew its slot): the
+//! same steps as [`QuorumStateData::persist`] (write `quorum-state.tmp`, fdatasync it, rename
+//! it over `quorum-state`, fsync the folder), both syncs through the ring.
 //!
 //! One write is in flight at a time, in order: a newer state asked for while one is in flight
 //! replaces any still waiting (the file holds one state; the newest wins), so the writes a caller
 //! sees complete are in issue order, and a later ticket's completion covers every earlier one.
 //!
 //! ```text
-//!  write(ticket, data) ─► [Writing: tmp write + fdatasync, linked]
+//!  write(ticket, data) ─► [Writing in place: slot 1 write, fdatasync, slot 2 write, fdatasync]
+//!                    │         │ all complete
+//!                    │         ▼ durable_ticket = ticket; the queued write (if any) starts
+//!                    └──────► [Writing: tmp write + fdatasync, linked]
 //!                              │ both complete
 //!                              ▼ rename tmp → quorum-state (metadata, synchronous, no sync)
 //!                         [SyncingFolder: fsync of the folder]
@@ -21,7 +36,8 @@
 //! ```
 //!
 //! Out of space (ENOSPC, EDQUOT while creating or writing the `.tmp`): nothing was renamed, so
-//! `quorum-state` still holds the previous state. The write is kept (or the newer one asked for
+//! `quorum-state` still holds the previous state (in place, an overwrite allocates nothing; a
+//! failed first slot leaves the second whole). The write is kept (or the newer one asked for
 //! meanwhile) and [`QuorumStateWriter::retry`] starts it again once space may have returned;
 //! `waiting_for_space` says so until then. What waits for the ticket keeps waiting.
 
@@ -56,6 +72,9 @@ enum Stage {
         pending: Vec<OpId>,
         /// The state being written, to write again if the disk is full.
         bytes: Vec<u8>,
+        /// Written in place into `quorum-state` itself (durable when the chain completes),
+        /// else into the `.tmp` (renamed, then the folder synced).
+        in_place: bool,
     },
     SyncingFolder {
         ticket: u64,
@@ -173,8 +192,9 @@ impl QuorumStateWriter {
                 file,
                 pending,
                 bytes,
+                in_place,
             } if pending.contains(&completion.op_id) => {
-                let (ticket, file) = (*ticket, *file);
+                let (ticket, file, in_place) = (*ticket, *file, *in_place);
                 pending.retain(|id| *id != completion.op_id);
                 let all = pending.is_empty();
                 if let Err(error) = completion.result {
@@ -204,6 +224,11 @@ impl QuorumStateWriter {
                 // A failure from here on leaves nothing in flight (the caller stops on it).
                 self.stage = Stage::Idle;
                 io.close(file)?;
+                if in_place {
+                    return Ok(WriterRouted::Mine {
+                        durable_ticket: Some(self.durable(io, ticket)?),
+                    });
+                }
                 io.rename(&self.tmp_path, &self.path)?;
                 let folder = io.open_dir(&self.folder)?;
                 let op_id = io.submit(Op::Fdatasync { file: folder });
@@ -225,16 +250,8 @@ impl QuorumStateWriter {
                 self.stage = Stage::Idle;
                 io.close(folder)?;
                 completion.result?;
-                assert!(
-                    ticket > self.durable_ticket,
-                    "writes complete in issue order"
-                );
-                self.durable_ticket = ticket;
-                if let Some((next, bytes)) = self.queued.take() {
-                    self.start(io, next, bytes)?;
-                }
                 Ok(WriterRouted::Mine {
-                    durable_ticket: Some(ticket),
+                    durable_ticket: Some(self.durable(io, ticket)?),
                 })
             }
             Stage::Abandoned { file, pending } if pending.contains(&completion.op_id) => {
@@ -252,12 +269,83 @@ impl QuorumStateWriter {
         }
     }
 
+    /// The write of `ticket` is durable: the queued one (if any) starts.
+    fn durable<I: Io>(&mut self, io: &mut I, ticket: u64) -> Result<u64, QuorumStateError> {
+        assert!(
+            ticket > self.durable_ticket,
+            "writes complete in issue order"
+        );
+        self.durable_ticket = ticket;
+        if let Some((next, bytes)) = self.queued.take() {
+            self.start(io, next, bytes)?;
+        }
+        Ok(ticket)
+    }
+
+    /// `quorum-state` opened for a write in place of `bytes` (a whole file's content, two
+    /// equal slots), if it holds two slots of the same size; else `None` (it is replaced).
+    fn open_in_place<I: Io>(
+        &self,
+        io: &mut I,
+        bytes: &[u8],
+    ) -> Result<Option<FileId>, QuorumStateError> {
+        if !io.exists(&self.path) {
+            return Ok(None);
+        }
+        let options = crate::io::OpenOptions {
+            create: false,
+            create_new: false,
+            read_only: false,
+            direct: false,
+        };
+        let file = io.open(&self.path, options)?;
+        match io.file_size_bytes(file) {
+            Ok(len)
+                if len == bytes.len() as u64
+                    && QuorumStateData::slot_bytes_of_file(len).is_some() =>
+            {
+                Ok(Some(file))
+            }
+            other => {
+                io.close(file)?;
+                other?;
+                Ok(None)
+            }
+        }
+    }
+
     fn start<I: Io>(
         &mut self,
         io: &mut I,
         ticket: u64,
         bytes: Vec<u8>,
     ) -> Result<(), QuorumStateError> {
+        if let Some(file) = self.open_in_place(io, &bytes)? {
+            let slot = bytes.len() / 2;
+            let block = io.block_size_bytes();
+            let pending = io.submit_linked(vec![
+                Op::Write {
+                    file,
+                    offset: 0,
+                    buf: crate::io::AlignedBuf::from_slice(&bytes[..slot], block),
+                },
+                Op::Fdatasync { file },
+                Op::Write {
+                    file,
+                    offset: slot as u64,
+                    buf: crate::io::AlignedBuf::from_slice(&bytes[slot..], block),
+                },
+                Op::Fdatasync { file },
+            ]);
+            self.stage = Stage::Writing {
+                ticket,
+                file,
+                pending,
+                bytes,
+                in_place: true,
+            };
+            return Ok(());
+        }
         let file = match blocking::open_emptied(io, &self.tmp_path) {
             Ok(file) => file,
             Err(error) => {
@@ -273,6 +361,7 @@ impl QuorumStateWriter {
             file,
             pending,
             bytes,
+            in_place: false,
         };
         Ok(())
     }
@@ -306,6 +395,15 @@ mod tests {
 
     fn state(epoch: i32) -> QuorumStateData {
         let mut s = QuorumStateData::initial("rl", &[1, 2, 3]);
+        s.leader_epoch = epoch;
+        s
+    }
+
+    /// A state whose copy spans several sectors (200 voters, about 3 KB of its 4 KiB slot),
+    /// so a crash can tear a copy in its middle.
+    fn large_state(epoch: i32) -> QuorumStateData {
+        let voters: Vec<i32> = (1..=200).collect();
+        let mut s = QuorumStateData::initial("rl", &voters);
         s.leader_epoch = epoch;
         s
     }
@@ -355,19 +453,65 @@ mod tests {
         assert_eq!(loaded.leader_epoch, 3);
     }
 
+    /// A file of two slots is written in place (one chain of four operations, no `.tmp`); a
+    /// crash before the chain completes, whatever it tears (copies that span sectors), leaves
+    /// the old state or the new one, never an unreadable file, and the new one once it
+    /// completed.
     #[test]
-    fn a_crash_before_completion_leaves_the_old_state_whole() {
-        let mut io = MemoryIo::with_seed(5);
-        let folder = Path::new("/p");
-        io.create_dir_all(folder).unwrap();
+    fn a_write_in_place_survives_a_crash_at_any_point_whole() {
+        let mut outcomes = [0usize; 2];
+        for seed in 0..200 {
+            // Every unsynced write may land torn or whole, in any combination.
+            let mut io = MemoryIo::new(crate::io::MemoryConfig {
+                seed,
+                faults: crate::io::memory::FaultConfig {
+                    tear_probability: 0.5,
+                    tear_every_unsynced_write: true,
+                    writeback_probability: 0.5,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            let folder = Path::new("/p");
+            io.create_dir_all(folder).unwrap();
+            io.sync_dir(Path::new("/")).unwrap();
+            let path = folder.join(QUORUM_STATE_FILE_NAME);
+            large_state(4).persist(&mut io, &path).unwrap();
+            let mut writer = QuorumStateWriter::new(&path);
+            writer.write(&mut io, 1, &large_state(5)).unwrap();
+            assert_eq!(writer.in_flight_op_ids().len(), 4, "in place");
+            assert!(!io.exists(&blocking::tmp_path(&path)));
+            // Some of the chain completes (none, the first write and its sync, or more).
+            let steps = seed as usize % 4;
+            if steps > 0 {
+                io.submit_and_wait(steps).unwrap();
+            }
+            let report = io.crash();
+            let loaded = QuorumStateData::load(&mut io, &path)
+                .unwrap_or_else(|e| panic!("seed {seed} steps {steps}: {e} {report:?}"))
+                .unwrap();
+            assert!(
+                [4, 5].contains(&loaded.leader_epoch),
+                "seed {seed}: {loaded:?}"
+            );
+            outcomes[(loaded.leader_epoch - 4) as usize] += 1;
+        }
+        assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+        // Completed: durable without a folder sync.
+        let mut io = MemoryIo::with_seed(1);
+        io.create_dir_all(Path::new("/p")).unwrap();
         io.sync_dir(Path::new("/")).unwrap();
-        let path = folder.join(QUORUM_STATE_FILE_NAME);
-        state(4).persist(&mut io, &path).unwrap();
+        let path = Path::new("/p").join(QUORUM_STATE_FILE_NAME);
         let mut writer = QuorumStateWriter::new(&path);
-        writer.write(&mut io, 1, &state(5)).unwrap();
+        writer.write(&mut io, 1, &state(6)).unwrap();
+        assert_eq!(writer.in_flight_op_ids().len(), 2, "no file yet: replaced");
+        assert_eq!(pump(&mut io, &mut writer), vec![1]);
+        writer.write(&mut io, 2, &state(7)).unwrap();
+        assert_eq!(writer.in_flight_op_ids().len(), 4, "then in place");
+        assert_eq!(pump(&mut io, &mut writer), vec![2]);
         io.crash();
         let loaded = QuorumStateData::load(&mut io, &path).unwrap().unwrap();
-        assert_eq!(loaded.leader_epoch, 4);
+        assert_eq!(loaded.leader_epoch, 7);
     }
 
     /// ENOSPC on the `.tmp`: the previous state stays whole, the write waits (the newest state

@@ -368,6 +368,42 @@ fn a_write_still_queued_at_the_crash_can_tear() {
     );
 }
 
+/// A chain still queued at the crash: its operations after an fdatasync never started (the
+/// kernel starts a linked operation once the one before completed), so only the writes before
+/// it may land.
+#[test]
+fn a_queued_chain_s_write_after_its_fdatasync_never_lands() {
+    for seed in 0..50 {
+        let mut io = io_with(
+            seed,
+            FaultConfig {
+                tear_probability: 0.5,
+                tear_every_unsynced_write: true,
+                writeback_probability: 0.5,
+                ..FaultConfig::default()
+            },
+        );
+        let file = durable_file(&mut io);
+        io.submit_linked(vec![
+            write_op(file, 0, &[1u8; 4096]),
+            Op::Fdatasync { file },
+            write_op(file, 4096, &[2u8; 4096]),
+            Op::Fdatasync { file },
+        ]);
+        let report = io.crash();
+        assert!(
+            report.torn_writes.iter().all(|t| t.offset == 0),
+            "seed {seed}: {report:?}"
+        );
+        let durable = io.durable_bytes(&file_path()).expect("file");
+        assert!(
+            durable.len() <= 4096,
+            "seed {seed}: {} bytes",
+            durable.len()
+        );
+    }
+}
+
 #[test]
 fn a_flipped_bit_is_visible_before_and_after_a_crash() {
     let mut io = MemoryIo::with_seed(1);

@@ -7,6 +7,7 @@
 //! | bytes of a write followed by a completed `Fdatasync` of the file | yes |
 //! | bytes of a completed `WriteDsync` (only its own range; the file grows to its end) | yes |
 //! | bytes of a write not yet covered by a completed `Fdatasync` | no, unless writeback (probability) let it through in full, or it is the file's newest such write (any such write with `tear_every_unsynced_write`) and is *torn*: a prefix cut at any byte lands |
+//! | bytes of a write still queued in a chain after an `Fdatasync` of that chain | no: a linked operation starts only once the one before it completed |
 //! | `set_len` followed by a completed `Fdatasync` | yes |
 //! | a created, renamed or removed directory entry, before `sync_dir` of its parent | no: the create disappears, the rename is undone, the removed file comes back |
 //! | a file whose data was synced but whose directory entry never was | no (unreachable from the root) |
@@ -175,11 +176,21 @@ impl MemoryIo {
             }
         }
         // Writes still queued were in flight at power loss: they may land (torn) too, after the
-        // completed ones of the same file.
+        // completed ones of the same file. Not those of a chain after its first fdatasync: the
+        // kernel starts a linked operation only once the one before completed, and that
+        // fdatasync never did (since 2026-12-07; before, a chain's write after its fdatasync
+        // could land while the write the fdatasync covered tore, which no kernel does).
         let mut lost_operations = self.ready.len();
         for unit in &self.queued {
+            let mut started = true;
             for (_, op) in unit {
                 lost_operations += 1;
+                if !started {
+                    continue;
+                }
+                if matches!(op, Op::Fdatasync { .. }) && unit.len() > 1 {
+                    started = false;
+                }
                 if let Op::Write { file, offset, buf } | Op::WriteDsync { file, offset, buf } = op
                     && let Some(open) = self.files.get(file)
                     && !open.read_only
