@@ -26,6 +26,7 @@ use std::sync::mpsc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::NodeError;
+use super::lazy_thread::LazyThread;
 use super::partition_dirs::create_partition_dir_unsynced;
 use crate::protocol::wire::Uuid;
 
@@ -59,8 +60,7 @@ pub(super) enum Outcome {
 
 /// The thread, and the folders asked for and not started yet.
 pub(super) struct FolderPrep {
-    jobs: Option<mpsc::Sender<Job>>,
-    done: UnboundedSender<FolderPrepared>,
+    thread: LazyThread<Job, FolderPrepared>,
     /// Asked for, not reported yet.
     asked: HashSet<PathBuf>,
     /// Reported, not taken by a start yet: whether it was made here.
@@ -72,8 +72,7 @@ impl FolderPrep {
         let (done, reports) = unbounded_channel();
         (
             FolderPrep {
-                jobs: None,
-                done,
+                thread: LazyThread::new("folder-prep", prepare, done),
                 asked: HashSet::new(),
                 reported: HashMap::new(),
             },
@@ -91,27 +90,11 @@ impl FolderPrep {
         if self.asked.contains(dir) || self.reported.contains_key(dir) {
             return Ok(());
         }
-        let sender = match &self.jobs {
-            Some(sender) => sender.clone(),
-            None => {
-                let (sender, receiver) = mpsc::channel::<Job>();
-                let done = self.done.clone();
-                std::thread::Builder::new()
-                    .name("folder-prep".into())
-                    .spawn(move || prepare(receiver, done))
-                    .map_err(NodeError::Runtime)?;
-                self.jobs = Some(sender.clone());
-                sender
-            }
-        };
-        // The thread ends only when the sender goes: this cannot fail while `self` lives.
-        sender
-            .send(Job {
-                dir: dir.to_path_buf(),
-                topic_id,
-                created_below_offset,
-            })
-            .map_err(|_| NodeError::Runtime(std::io::Error::other("folder-prep ended")))?;
+        self.thread.send(Job {
+            dir: dir.to_path_buf(),
+            topic_id,
+            created_below_offset,
+        })?;
         self.asked.insert(dir.to_path_buf());
         Ok(())
     }

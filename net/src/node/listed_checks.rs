@@ -20,6 +20,7 @@ use ringlog_replication::PartitionId;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::NodeError;
+use super::lazy_thread::LazyThread;
 
 /// How much the check reads at a time: a commit's write or fdatasync queued behind one of its
 /// reads waits for at most this much (an open reads 8 MiB at a time).
@@ -56,8 +57,7 @@ pub(super) enum Verdict {
 
 /// The thread and what it still has to check, per partition.
 pub(super) struct ListedChecks {
-    jobs: Option<mpsc::Sender<Job>>,
-    done: UnboundedSender<ListedChecked>,
+    thread: LazyThread<Job, ListedChecked>,
     /// Per partition: how many segments are still to report, and its folder. A partition
     /// that stops is forgotten, and a restart is a new `PartitionId` (`PartitionTable::add`
     /// never reuses one), so a report of a partition not here is moot.
@@ -69,8 +69,7 @@ impl ListedChecks {
         let (done, reports) = unbounded_channel();
         (
             ListedChecks {
-                jobs: None,
-                done,
+                thread: LazyThread::new("listed-check", check_jobs, done),
                 pending: BTreeMap::new(),
             },
             reports,
@@ -94,19 +93,6 @@ impl ListedChecks {
         if unverified.is_empty() {
             return Ok(());
         }
-        let sender = match &self.jobs {
-            Some(sender) => sender.clone(),
-            None => {
-                let (sender, receiver) = mpsc::channel::<Job>();
-                let done = self.done.clone();
-                std::thread::Builder::new()
-                    .name("listed-check".into())
-                    .spawn(move || check_jobs(receiver, done))
-                    .map_err(NodeError::Runtime)?;
-                self.jobs = Some(sender.clone());
-                sender
-            }
-        };
         let segments = unverified.len();
         let batches: usize = unverified.iter().map(UnverifiedBatches::batches).sum();
         tracing::info!(
@@ -128,10 +114,7 @@ impl ListedChecks {
                 batches,
                 config: config.clone(),
             };
-            // The thread ends only when the sender goes: this cannot fail while `self` lives.
-            sender
-                .send(job)
-                .map_err(|_| NodeError::Runtime(std::io::Error::other("listed-check ended")))?;
+            self.thread.send(job)?;
         }
         Ok(())
     }

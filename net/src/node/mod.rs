@@ -47,6 +47,7 @@ mod groups;
 mod handlers;
 mod idempotence;
 mod idle_poll;
+mod lazy_thread;
 mod leader_endpoints;
 mod listed_checks;
 mod metadata;
