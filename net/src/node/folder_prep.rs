@@ -87,7 +87,7 @@ impl FolderPrep {
         topic_id: Uuid,
         created_below_offset: u64,
     ) -> Result<(), NodeError> {
-        if self.asked.contains(dir) || self.reported.contains_key(dir) {
+        if self.knows(dir) {
             return Ok(());
         }
         self.thread.send(Job {
@@ -97,6 +97,11 @@ impl FolderPrep {
         })?;
         self.asked.insert(dir.to_path_buf());
         Ok(())
+    }
+
+    /// Whether `dir` was asked for and not taken by its start yet.
+    pub(super) fn knows(&self, dir: &Path) -> bool {
+        self.asked.contains(dir) || self.reported.contains_key(dir)
     }
 
     /// Whether the start of `dir` waits for the thread's report.

@@ -59,6 +59,7 @@ impl Node {
             self.topic_changes.push_back(Pending::Sweep {
                 applied: self.handlers.topics.applied_offset,
             });
+            self.ask_folders_ahead()?;
         }
         let began = Instant::now();
         self.run_topic_changes()?;
@@ -83,7 +84,6 @@ impl Node {
             .topic_changes_until
             .get_or_insert_with(|| Instant::now() + TOPIC_CHANGES_BUDGET);
         let mut may_run = first_this_turn || Instant::now() < until;
-        self.ask_folders_ahead()?;
         while may_run && !self.start_waits_for_folder() {
             let Some(change) = self.topic_changes.pop_front() else {
                 break;
@@ -143,14 +143,17 @@ impl Node {
     /// Asks the `folder-prep` thread for the folders of the queued starts whose folder is not
     /// there yet, up to the first queued stop or sweep (which may remove folders of the same
     /// names: a topic deleted and created again): they are made and synced together while
-    /// the loop goes on (folder_prep.rs).
+    /// the loop goes on (folder_prep.rs). Run when changes are queued and after a stop or a
+    /// sweep, not every turn: a thousand-partition topic's queue is walked a few times.
     fn ask_folders_ahead(&mut self) -> Result<(), NodeError> {
         use topic_image::PendingTopicChange as Pending;
         for change in &self.topic_changes {
             match change {
                 Pending::Start { topic, index } => {
                     let dir = topic_image::partition_dir(&self.config, &topic.name, *index);
-                    if self.offline_partition_error(&topic.name, *index).is_none() && !dir.exists()
+                    if !self.folder_prep.knows(&dir)
+                        && self.offline_partition_error(&topic.name, *index).is_none()
+                        && !dir.exists()
                     {
                         self.folder_prep.ask(
                             &dir,
