@@ -188,7 +188,7 @@ impl MemoryIo {
                 if !started {
                     continue;
                 }
-                if matches!(op, Op::Fdatasync { .. }) && unit.len() > 1 {
+                if matches!(op, Op::Fdatasync { .. }) {
                     started = false;
                 }
                 if let Op::Write { file, offset, buf } | Op::WriteDsync { file, offset, buf } = op
