@@ -15,6 +15,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use ringlog_replication::host::DEFAULT_LAGGING_TAIL_BUDGET_BYTES;
+
 #[path = "config_listeners.rs"]
 pub mod listeners;
 
@@ -386,7 +388,7 @@ impl NodeConfig {
             lagging_tail_budget_bytes: if values.set_in_file("replica.lag.cache.max.bytes") {
                 values.number("replica.lag.cache.max.bytes")?
             } else {
-                unset_lagging_tail_budget(values.number("replica.lag.cache.max.bytes")?)
+                unset_lagging_tail_budget(DEFAULT_LAGGING_TAIL_BUDGET_BYTES)
             },
             max_replication_lag_ms: values.positive("max.replication.lag.ms")?,
             socket_request_max_bytes,

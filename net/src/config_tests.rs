@@ -625,11 +625,18 @@ fn the_lagging_tail_budget_is_bounded_by_the_machine_unless_set() {
         .find_map(|line| line.strip_prefix("MemTotal:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("MemTotal in /proc/meminfo");
-    let expected = (1u64 << 30).min(mem_total_kib * 1024 / 16);
+    let expected = DEFAULT_LAGGING_TAIL_BUDGET_BYTES.min(mem_total_kib * 1024 / 16);
+    // The key's documented default is the host's own.
+    let documented = KEYS
+        .iter()
+        .find(|key| key.name == "replica.lag.cache.max.bytes")
+        .and_then(|key| key.default)
+        .expect("a documented default");
+    assert_eq!(documented, DEFAULT_LAGGING_TAIL_BUDGET_BYTES.to_string());
     // sysconf's pages and MemTotal differ by the kernel's own reservations: within 1 %.
     let got = unset.lagging_tail_budget_bytes;
     assert!(
-        got <= 1 << 30 && got.abs_diff(expected) <= expected / 100,
+        got <= DEFAULT_LAGGING_TAIL_BUDGET_BYTES && got.abs_diff(expected) <= expected / 100,
         "{got} {expected}"
     );
     for value in [0u64, 1 << 20, 8 << 30] {
