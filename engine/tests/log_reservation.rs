@@ -6,6 +6,9 @@
 //! allocator and for the direct writes in flight on the file (docs/benchmarks.md, "Where the
 //! loop blocked").
 
+#[macro_use]
+mod io_forward;
+
 mod log_support;
 
 use std::os::unix::fs::MetadataExt;
@@ -14,8 +17,7 @@ use std::path::Path;
 use log_support::*;
 use ringlog_engine::io::memory::{FaultKind, FaultTrigger};
 use ringlog_engine::io::{
-    Completion, FileId, Io, IoError, MemoryConfig, MemoryIo, Op, OpId, OpenOptions, SyscallIo,
-    UringIo,
+    FileId, Io, IoError, MemoryConfig, MemoryIo, Op, OpId, SyscallIo, UringIo,
 };
 use ringlog_engine::log::{LogConfig, PartitionLog};
 
@@ -44,48 +46,10 @@ impl<I: Io> CountingIo<I> {
 }
 
 impl<I: Io> Io for CountingIo<I> {
-    fn block_size_bytes(&self) -> usize {
-        self.inner.block_size_bytes()
-    }
-    fn open(&mut self, path: &Path, options: OpenOptions) -> Result<FileId, IoError> {
-        self.inner.open(path, options)
-    }
-    fn close(&mut self, file: FileId) -> Result<(), IoError> {
-        self.inner.close(file)
-    }
-    fn file_size_bytes(&mut self, file: FileId) -> Result<u64, IoError> {
-        self.inner.file_size_bytes(file)
-    }
-    fn set_len(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
-        self.inner.set_len(file, len_bytes)
-    }
+    forward_io!(inner; block_size_bytes, open, close, file_size_bytes, set_len, create_dir_all, list_dir, exists, rename, remove_file, sync_dir, open_dir, raw_fd, submit_and_wait, drain_completions, take_completions, ready_count, in_flight);
     fn preallocate(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
         self.synchronous += 1;
         self.inner.preallocate(file, len_bytes)
-    }
-    fn create_dir_all(&mut self, path: &Path) -> Result<(), IoError> {
-        self.inner.create_dir_all(path)
-    }
-    fn list_dir(&mut self, path: &Path) -> Result<Vec<String>, IoError> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&mut self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&mut self, path: &Path) -> Result<(), IoError> {
-        self.inner.remove_file(path)
-    }
-    fn sync_dir(&mut self, path: &Path) -> Result<(), IoError> {
-        self.inner.sync_dir(path)
-    }
-    fn open_dir(&mut self, path: &Path) -> Result<FileId, IoError> {
-        self.inner.open_dir(path)
-    }
-    fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
-        self.inner.raw_fd(file)
     }
     fn submit(&mut self, op: Op) -> OpId {
         self.count(&op);
@@ -96,21 +60,6 @@ impl<I: Io> Io for CountingIo<I> {
             self.count(op);
         }
         self.inner.submit_linked(ops)
-    }
-    fn submit_and_wait(&mut self, min_completions: usize) -> Result<(), IoError> {
-        self.inner.submit_and_wait(min_completions)
-    }
-    fn drain_completions(&mut self, out: &mut Vec<Completion>) {
-        self.inner.drain_completions(out)
-    }
-    fn take_completions(&mut self, ids: &[OpId], out: &mut Vec<Completion>) {
-        self.inner.take_completions(ids, out)
-    }
-    fn ready_count(&mut self) -> usize {
-        self.inner.ready_count()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
     }
 }
 

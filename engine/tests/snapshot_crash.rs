@@ -1,6 +1,9 @@
 //! KIP-630 snapshot durability on the memory backend: a crash after every step of writing and
 //! freezing a snapshot (with torn writes and random writeback) recovers to the old or the new
 //! snapshot, never a mix and never a `.part`; bit flips anywhere in a snapshot are detected.
+
+#[macro_use]
+mod io_forward;
 use std::path::{Path, PathBuf};
 
 use ringlog_engine::io::memory::{FaultConfig, SimRng};
@@ -81,21 +84,14 @@ fn libc_eio() -> i32 {
 }
 
 impl Io for DyingIo {
-    fn block_size_bytes(&self) -> usize {
-        self.inner.block_size_bytes()
-    }
+    // `close` is forwarded even when dead: it has no durability effect, and the backend must
+    // not leak.
+    forward_io!(inner; block_size_bytes, close, file_size_bytes, preallocate, list_dir, exists, raw_fd);
     fn open(&mut self, path: &Path, options: OpenOptions) -> Result<FileId, IoError> {
         if !self.alive() {
             return Err(DyingIo::dead("open", path));
         }
         self.inner.open(path, options)
-    }
-    fn close(&mut self, file: FileId) -> Result<(), IoError> {
-        // Always forwarded (a close has no durability effect; the backend must not leak).
-        self.inner.close(file)
-    }
-    fn file_size_bytes(&mut self, file: FileId) -> Result<u64, IoError> {
-        self.inner.file_size_bytes(file)
     }
     fn set_len(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
         if !self.alive() {
@@ -103,20 +99,11 @@ impl Io for DyingIo {
         }
         self.inner.set_len(file, len_bytes)
     }
-    fn preallocate(&mut self, file: FileId, len_bytes: u64) -> Result<(), IoError> {
-        self.inner.preallocate(file, len_bytes)
-    }
     fn create_dir_all(&mut self, path: &Path) -> Result<(), IoError> {
         if !self.alive() {
             return Err(DyingIo::dead("create_dir_all", path));
         }
         self.inner.create_dir_all(path)
-    }
-    fn list_dir(&mut self, path: &Path) -> Result<Vec<String>, IoError> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&mut self, path: &Path) -> bool {
-        self.inner.exists(path)
     }
     fn rename(&mut self, from: &Path, to: &Path) -> Result<(), IoError> {
         if !self.alive() {
@@ -141,9 +128,6 @@ impl Io for DyingIo {
             return Err(DyingIo::dead("open_dir", path));
         }
         self.inner.open_dir(path)
-    }
-    fn raw_fd(&self, file: FileId) -> Option<std::os::fd::RawFd> {
-        self.inner.raw_fd(file)
     }
     fn submit(&mut self, op: Op) -> OpId {
         if !self.alive() {
