@@ -152,6 +152,20 @@ pub(crate) fn dev(
             data_dir.display()
         ));
     }
+    // A node waits up to 10 s for its listener's address (a restarted node's predecessor may
+    // still hold it), so a port held by another program, or by a `dev` on another folder, would
+    // leave this quorum unstarted while the other one answered on its ports.
+    if let Some((port, error)) = (0..2 * count)
+        .map(|index| base_port + index)
+        .find_map(|port| Some((port, port_in_use(port)?)))
+    {
+        return Err(format!(
+            "127.0.0.1:{port} is taken ({error}): another `ringlog dev` or another program \
+             listens there; stop it, or give this one other ports with --base-port (it takes \
+             {} in a row from the base)",
+            2 * count
+        ));
+    }
     let voters = nodes[..3]
         .iter()
         .map(|n| format!("{}@127.0.0.1:{}", n.id, controller_port(n.port)))
@@ -329,4 +343,11 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
             }
         }
     })
+}
+
+/// Why the dev nodes could not listen on 127.0.0.1:`port`, if they could not.
+fn port_in_use(port: u16) -> Option<std::io::Error> {
+    // std's listener sets SO_REUSEADDR, as the node's does: a port whose last connections of
+    // an earlier run linger in TIME_WAIT counts as free.
+    std::net::TcpListener::bind(("127.0.0.1", port)).err()
 }

@@ -331,6 +331,43 @@ fn dev_with_no_restart_leaves_a_killed_node_down() {
     assert!(Client::connect(&dev.address(leader), Duration::from_millis(500)).is_err());
 }
 
+/// A port `dev` needs is held by another program (here: a listener of this test on node 2's
+/// controller port): `dev` refuses at once, naming the port and `--base-port`, and starts no
+/// node. Before, its nodes waited for the address while `dev` reported whatever quorum answered
+/// on those ports (another `dev` on another folder answered as if it were this one).
+#[test]
+fn dev_refuses_ports_another_program_holds() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let base_port = eight_free_ports();
+    let held = base_port + 5;
+    let _holder = std::net::TcpListener::bind(("127.0.0.1", held)).unwrap();
+    let output = run_cli(
+        &[
+            "dev",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--base-port",
+            &base_port.to_string(),
+        ],
+        "",
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{held} is taken")) && stderr.contains("--base-port"),
+        "{stderr}"
+    );
+    for id in 1..=4 {
+        assert!(
+            !data_dir.join(format!("node-{id}.pid")).exists(),
+            "node {id} started"
+        );
+    }
+}
+
 /// Every partition is its own quorum over the same voters: `describe-quorum --topic T
 /// --partition P` shows that partition's leader, epoch and replicas, asked at any node.
 #[test]
