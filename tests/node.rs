@@ -518,6 +518,42 @@ fn serve_refuses_an_unformatted_folder_and_an_unknown_key() {
     );
 }
 
+/// A second `serve` of a running node's configuration (the same data folder) is refused before
+/// it opens any log (after waiting 10 s for the holder to exit), naming the running node's pid,
+/// and the running node keeps serving with
+/// every record. Before 2026-12-07 the second process recovered the logs under the first (it
+/// could cut a tail being written or remove a snapshot being filled) and was stopped only by
+/// its busy listener's address, 10 s later.
+#[test]
+fn a_second_process_on_a_node_folder_is_refused_before_it_opens_anything() {
+    let _serial = serial();
+    let cluster = Cluster::start(1, 0, "");
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+    let mut acknowledged = produce_all(&cluster, leader, &values("before", 10));
+    let running = cluster.nodes[0].child.as_ref().expect("node 1 runs").id();
+
+    let second = Command::new(RINGLOG)
+        .arg("serve")
+        .arg("--config")
+        .arg(&cluster.nodes[0].config)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("is in use by another process (pid {running})")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("recovered"), "{stderr}");
+
+    acknowledged.extend(produce_all(&cluster, leader, &values("after", 10)));
+    wait_for_values(&cluster, 1, &acknowledged);
+}
+
 /// Bad input on a live socket (garbage, a huge size prefix) closes that connection only; the
 /// next client is served.
 #[test]

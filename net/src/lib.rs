@@ -3,6 +3,7 @@ pub mod acl;
 pub mod client;
 pub mod clients;
 pub mod config;
+pub mod data_dir_lock;
 pub mod groups;
 pub mod meta_properties;
 pub mod metrics;

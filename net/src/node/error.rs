@@ -15,6 +15,8 @@ pub enum NodeError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
+    DataDirLock(#[from] crate::data_dir_lock::DataDirLockError),
+    #[error(transparent)]
     IoBackend(#[from] BackendChoiceError),
     #[error("replication core: {0}")]
     Raft(#[from] RaftError),

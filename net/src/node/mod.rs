@@ -93,6 +93,7 @@ use ringlog_replication::{self as core, NodeId, PartitionId};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::config::{NodeConfig, SecurityProtocol};
+use crate::data_dir_lock::DataDirLock;
 use crate::meta_properties::MetaProperties;
 use crate::metrics::MetricsServer;
 use crate::protocol::{
@@ -110,6 +111,11 @@ pub use error::NodeError;
 /// resigns first). Blocks the calling thread.
 pub fn run(mut config: NodeConfig) -> Result<(), NodeError> {
     let meta = MetaProperties::check(&config.metadata_log_dir, config.node_id, None)?;
+    // Held until the process ends: no second process recovers or writes this folder meanwhile.
+    let _data_dir_lock = DataDirLock::acquire_waiting(
+        &config.metadata_log_dir,
+        std::time::Duration::from_millis(crate::server::BIND_RETRY_MS),
+    )?;
     // KIP-853: this disk's directory id goes into every request the cores send.
     config.directory_id = meta.directory_id;
     // tokio-uring's runtime is a current-thread tokio runtime with a LocalSet: the event loop,

@@ -30,6 +30,7 @@ use ringlog_engine::quorum_state::{
 };
 
 use crate::config::{NodeConfig, VoterAddress};
+use crate::data_dir_lock::DataDirLock;
 use crate::meta_properties::{MetaProperties, MetaPropertiesError};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,8 @@ pub enum UncleanRecoveryError {
     QuorumState(#[from] QuorumStateError),
     #[error(transparent)]
     IoBackend(#[from] ringlog_engine::io::BackendChoiceError),
+    #[error(transparent)]
+    DataDirLock(#[from] crate::data_dir_lock::DataDirLockError),
     #[error("{path}: {source}")]
     File {
         path: String,
@@ -93,6 +96,8 @@ pub fn unclean_recover(
         )));
     }
     refuse_if_running(&config)?;
+    // A node still recovering its logs listens nowhere yet: the folder's lock finds it too.
+    let _data_dir_lock = DataDirLock::acquire(&config.metadata_log_dir)?;
 
     let mut io = AnyIo::from_env(Some(&config.metadata_log_dir))?;
     let log_config = LogConfig {

@@ -391,7 +391,7 @@ struct BoundListener {
 pub struct Server;
 
 /// How long a node waits for its port to be freed at start before it gives up.
-const BIND_RETRY_MS: u64 = 10_000;
+pub(crate) const BIND_RETRY_MS: u64 = 10_000;
 
 /// Binds `address`, retrying for up to `BIND_RETRY_MS` while it is in use. A node restarted
 /// right after a kill -9 meets its own previous listener: the kernel tears a dead process's

@@ -1,0 +1,145 @@
+//! One process per data folder. A node (and `ringlog unclean-recover`) holds an exclusive
+//! `flock(2)` on `<metadata.log.dir>/.lock` from before it opens any log until it exits, as
+//! Kafka's brokers lock each log folder. A second process on the same folder would recover the
+//! logs under the first (cutting a tail it is writing, removing a `.part` snapshot it is
+//! filling) and then write the same files: it is refused before it touches anything.
+//!
+//! The kernel drops the lock when the process ends, kill -9 included, so a restart never finds
+//! a stale one. The file holds the holder's pid, for the refusal's message only.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = ".lock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirLockError {
+    #[error(
+        "{dir} is in use by another process{holder}: a node or unclean-recover already runs on \
+         this folder; stop it first",
+        dir = .dir.display()
+    )]
+    InUse { dir: PathBuf, holder: String },
+    #[error("{path}: {source}", path = .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The held lock; dropping it (or the process ending) releases it.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+impl DataDirLock {
+    /// [`DataDirLock::acquire`], retried for up to `wait` while another process holds the lock:
+    /// a node started right after `kill -9` of its predecessor may find it still exiting (the
+    /// signal is delivered, the process not yet gone), as its listener waits for the address.
+    /// A live holder is still refused, after the wait.
+    pub fn acquire_waiting(
+        dir: &Path,
+        wait: std::time::Duration,
+    ) -> Result<DataDirLock, DataDirLockError> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut warned = false;
+        loop {
+            match DataDirLock::acquire(dir) {
+                Err(DataDirLockError::InUse { holder, .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    if !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(dir = %dir.display(), holder, "data folder locked by another process; waiting up to {} ms for it to exit", wait.as_millis());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Takes the lock of `dir` (which must exist), or says who holds it.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock, DataDirLockError> {
+        let path = dir.join(FILE_NAME);
+        let io_error = |source| DataDirLockError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_error)?;
+        // SAFETY: flock on a descriptor this function owns; LOCK_NB never blocks.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|text| text.trim().parse::<u32>().ok())
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default();
+                return Err(DataDirLockError::InUse {
+                    dir: dir.to_path_buf(),
+                    holder,
+                });
+            }
+            return Err(io_error(error));
+        }
+        // Not synced: the pid only names the holder in another process's refusal.
+        file.set_len(0).map_err(io_error)?;
+        write!(file, "{}", std::process::id()).map_err(io_error)?;
+        Ok(DataDirLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second lock of the same folder is refused, naming this process, while the first is
+    /// held, and granted once it is dropped. (flock locks belong to the open file description,
+    /// so two opens in one process conflict as two processes do.)
+    #[test]
+    fn a_held_folder_is_refused_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        match DataDirLock::acquire(dir.path()) {
+            Err(DataDirLockError::InUse { holder, .. }) => {
+                assert_eq!(holder, format!(" (pid {})", std::process::id()));
+            }
+            other => panic!("expected InUse, got {other:?}"),
+        }
+        drop(first);
+        DataDirLock::acquire(dir.path()).unwrap();
+    }
+
+    /// A holder that keeps the lock through the wait is refused after it; once it is gone the
+    /// waiting acquire takes the lock.
+    #[test]
+    fn a_holder_that_stays_is_refused_after_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        let wait = std::time::Duration::from_millis(200);
+        assert!(matches!(
+            DataDirLock::acquire_waiting(dir.path(), wait),
+            Err(DataDirLockError::InUse { .. })
+        ));
+        drop(first);
+        DataDirLock::acquire_waiting(dir.path(), wait).unwrap();
+    }
+
+    #[test]
+    fn a_missing_folder_is_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent");
+        assert!(matches!(
+            DataDirLock::acquire(&missing),
+            Err(DataDirLockError::Io { .. })
+        ));
+    }
+}
