@@ -88,11 +88,22 @@ impl DataDirLock {
                     holder,
                 });
             }
+            // A filesystem without locks (an NFS mount without its lock service, some FUSE
+            // filesystems): the node still runs there, unguarded, as it did before the lock.
+            if matches!(
+                error.raw_os_error(),
+                Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
+            ) {
+                tracing::warn!(path = %path.display(), %error, "the data folder cannot be locked here; nothing stops a second process on it");
+                return Ok(DataDirLock { _file: file });
+            }
             return Err(io_error(error));
         }
-        // Not synced: the pid only names the holder in another process's refusal.
-        file.set_len(0).map_err(io_error)?;
-        write!(file, "{}", std::process::id()).map_err(io_error)?;
+        // Best effort and not synced: the pid only names the holder in another process's
+        // refusal, and a full disk must not keep the node from starting.
+        if file.set_len(0).is_ok() {
+            let _ = write!(file, "{}", std::process::id());
+        }
         Ok(DataDirLock { _file: file })
     }
 }
