@@ -31,7 +31,8 @@ pub enum DataDirLockError {
 /// The held lock; dropping it (or the process ending) releases it.
 #[derive(Debug)]
 pub struct DataDirLock {
-    _file: std::fs::File,
+    /// `None` where the lock could not be taken and the node runs unguarded.
+    _file: Option<std::fs::File>,
 }
 
 impl DataDirLock {
@@ -67,13 +68,23 @@ impl DataDirLock {
             path: path.clone(),
             source,
         };
-        let mut file = std::fs::OpenOptions::new()
+        let opened = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(io_error)?;
+            .open(&path);
+        let mut file = match opened {
+            Ok(file) => file,
+            // The first start after an upgrade creates the file: on a full disk that may fail,
+            // and a full disk must not keep the node from starting (it serves reads, and
+            // writes wait for space: docs/node.md "Storage faults").
+            Err(error) if error.raw_os_error() == Some(libc::ENOSPC) => {
+                tracing::warn!(path = %path.display(), %error, "the data folder's lock file cannot be created; nothing stops a second process on it");
+                return Ok(DataDirLock { _file: None });
+            }
+            Err(error) => return Err(io_error(error)),
+        };
         // SAFETY: flock on a descriptor this function owns; LOCK_NB never blocks.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let error = std::io::Error::last_os_error();
@@ -95,7 +106,7 @@ impl DataDirLock {
                 Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
             ) {
                 tracing::warn!(path = %path.display(), %error, "the data folder cannot be locked here; nothing stops a second process on it");
-                return Ok(DataDirLock { _file: file });
+                return Ok(DataDirLock { _file: None });
             }
             return Err(io_error(error));
         }
@@ -104,7 +115,7 @@ impl DataDirLock {
         if file.set_len(0).is_ok() {
             let _ = write!(file, "{}", std::process::id());
         }
-        Ok(DataDirLock { _file: file })
+        Ok(DataDirLock { _file: Some(file) })
     }
 }
 
@@ -142,6 +153,42 @@ mod tests {
         ));
         drop(first);
         DataDirLock::acquire_waiting(dir.path(), wait).unwrap();
+    }
+
+    /// A folder where not even the lock file can be created (no inode left: the first start
+    /// after an upgrade on a full disk) still starts, unguarded. Mounts a tmpfs of two inodes,
+    /// so it runs as root, as tests/disk_full.rs does; a failed mount fails the test.
+    #[test]
+    fn a_full_disk_does_not_keep_the_node_from_starting() {
+        let parent = tempfile::tempdir().unwrap();
+        let mount = parent.path().join("disk");
+        std::fs::create_dir(&mount).unwrap();
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=2", "tmpfs"])
+            .arg(&mount)
+            .output()
+            .expect("running mount(8)");
+        assert!(
+            output.status.success(),
+            "this test mounts a tmpfs and must run as root: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let _unmount = Unmount(&mount);
+        // The root takes one inode, the filler the other.
+        std::fs::write(mount.join("filler"), b"x").unwrap();
+        let error = std::fs::write(mount.join("probe"), b"x").unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
+        let lock = DataDirLock::acquire(&mount).unwrap();
+        assert!(lock._file.is_none());
     }
 
     #[test]
