@@ -290,12 +290,15 @@ fn supervise(nodes: &mut [DevNode], exe: &Path, restart: bool) -> Result<(), Str
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                 .map_err(|e| format!("SIGTERM handler: {e}"))?;
+        let mut hangup =
+            ringlog_net::signals::hangup().map_err(|e| format!("SIGHUP handler: {e}"))?;
         let mut last: Option<(i32, i32)> = None;
         let mut ticker = tokio::time::interval(Duration::from_millis(300));
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => return Ok(()),
                 _ = terminate.recv() => return Ok(()),
+                _ = ringlog_net::signals::next(&mut hangup) => return Ok(()),
                 _ = ticker.tick() => {
                     let now = std::time::Instant::now();
                     for node in nodes.iter_mut() {

@@ -138,8 +138,14 @@ impl Cluster {
 
     /// SIGTERM and wait for the exit; returns whether it exited successfully.
     fn terminate(&mut self, id: i32) -> bool {
+        self.stop_with(id, libc::SIGTERM)
+    }
+
+    /// `signal` and wait for the exit; returns whether it exited successfully (a graceful
+    /// stop exits 0; a signal's default action ends the process with that signal).
+    fn stop_with(&mut self, id: i32, signal: i32) -> bool {
         let mut child = self.node(id).child.take().expect("running");
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id() as i32, signal) };
         let status = eventually(Duration::from_secs(10), "the node to exit", || {
             child.try_wait().unwrap()
         });
@@ -480,6 +486,67 @@ fn sigterm_of_the_leader_hands_over_before_the_fetch_timeout() {
     eprintln!("handover: {graceful:?} after SIGTERM, {after_crash:?} after kill -9");
     let remaining = (1..=3).find(|id| *id != successor).unwrap();
     wait_for_values(&cluster, remaining, &acknowledged);
+}
+
+/// SIGHUP (the terminal closing) stops a node gracefully, as SIGTERM does: exit status 0, where
+/// the signal's default action ended it at once. Started with SIGHUP ignored (`nohup`), the
+/// node keeps serving through one.
+#[test]
+fn sighup_stops_a_node_gracefully_unless_it_runs_under_nohup() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(1, 0, "");
+    cluster.wait_for_leader(Duration::from_secs(10), None);
+    assert!(
+        cluster.stop_with(1, libc::SIGHUP),
+        "a node exits cleanly on SIGHUP"
+    );
+
+    let node = &cluster.nodes[0];
+    let mut command = Command::new(RINGLOG);
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(&node.config)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&node.log)
+                .unwrap(),
+        );
+    // What nohup(1) does before it runs the command.
+    // SAFETY: signal() is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    cluster.nodes[0].child = Some(command.spawn().unwrap());
+    let (_, epoch) = cluster.wait_for_leader(Duration::from_secs(10), None);
+    cluster.create_topic();
+    cluster.wait_for_leader_of(TOPIC, Duration::from_secs(10), None);
+    let pid = cluster.nodes[0].child.as_ref().unwrap().id() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    // Still serving, in the same epoch, after the signal: a node that had stopped (gracefully or
+    // not) would not answer, and a restart would be a new epoch.
+    let produced = produce_all(&cluster, 1, &values("after-hangup", 3));
+    assert_eq!(produced.len(), 3);
+    assert_eq!(
+        cluster.describe(1).map(|v| v.partition.leader_epoch),
+        Some(epoch)
+    );
+    assert!(
+        cluster.nodes[0]
+            .child
+            .as_mut()
+            .unwrap()
+            .try_wait()
+            .unwrap()
+            .is_none()
+    );
 }
 
 /// `serve` refuses an unformatted folder and an unknown configuration key, naming the problem.

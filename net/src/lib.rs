@@ -11,4 +11,5 @@ pub mod node;
 pub mod protocol;
 pub mod sasl;
 pub mod server;
+pub mod signals;
 pub mod tls;

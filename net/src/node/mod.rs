@@ -355,6 +355,7 @@ impl Node {
         use tokio::signal::unix::{SignalKind, signal};
         let mut terminate = signal(SignalKind::terminate()).map_err(NodeError::Runtime)?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(NodeError::Runtime)?;
+        let mut hangup = crate::signals::hangup().map_err(NodeError::Runtime)?;
         // Start-up (recovery of every partition, producer state) is not a turn of the loop.
         self.stall.begin_turn();
         let mut snapshot_done = self
@@ -472,6 +473,7 @@ impl Node {
                     biased;
                     _ = terminate.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
                     _ = interrupt.recv(), if self.shutdown_until_ms.is_none() => Wake::Signal,
+                    _ = crate::signals::next(&mut hangup), if self.shutdown_until_ms.is_none() => Wake::Signal,
                     event = events.recv() => Wake::Event(event),
                     // Never None: the node holds a sender.
                     Some(done) = snapshot_done.recv() => Wake::SnapshotDone(done),
