@@ -368,6 +368,43 @@ fn dev_refuses_ports_another_program_holds() {
     }
 }
 
+/// `consume` (alone and with `--group`) whose bootstrap answers nothing says so on stderr and
+/// keeps retrying, as Kafka's consumers warn; before, it waited without a word.
+#[test]
+fn consume_says_when_no_node_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: free_port checked it free, and nothing binds it here.
+    let address = format!("127.0.0.1:{}", free_port());
+    for (run, extra, what) in [
+        ("alone", &[][..], "no Metadata answer from the cluster"),
+        (
+            "group",
+            &["--group", "g"][..],
+            "no FindCoordinator answer from the cluster",
+        ),
+    ] {
+        let stderr_path = dir.path().join(format!("{run}.stderr"));
+        let mut child = Command::new(RINGLOG)
+            .args(["consume", "--bootstrap", &address])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .unwrap();
+        let said = eventually(Duration::from_secs(30), what, || {
+            let text = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            text.contains(what).then_some(text)
+        });
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "it keeps retrying: {said}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
 /// Every partition is its own quorum over the same voters: `describe-quorum --topic T
 /// --partition P` shows that partition's leader, epoch and replicas, asked at any node.
 #[test]

@@ -223,7 +223,14 @@ pub struct Consumer<T: Transport = Connections> {
     assignment: BTreeMap<TopicPartition, PartitionState>,
     pub(super) metadata_stale: bool,
     metadata_refreshed_at: Option<Instant>,
+    /// When a failed Metadata request was last logged: a consumer whose nodes are all down
+    /// says so every `TROUBLE_LOG_INTERVAL`, as Kafka's clients warn, instead of waiting
+    /// silently.
+    trouble_logged_at: Option<Instant>,
 }
+
+/// How often a consumer that cannot get Metadata logs it.
+const TROUBLE_LOG_INTERVAL: Duration = Duration::from_secs(5);
 
 impl Consumer<Connections> {
     /// A consumer of the nodes behind `bootstrap` (comma-separated host:port).
@@ -241,6 +248,7 @@ impl<T: Transport> Consumer<T> {
             assignment: BTreeMap::new(),
             metadata_stale: true,
             metadata_refreshed_at: None,
+            trouble_logged_at: None,
         }
     }
 
@@ -383,6 +391,18 @@ impl<T: Transport> Consumer<T> {
             })
     }
 
+    /// Logs that `what` could not be had from any node, at most every
+    /// `TROUBLE_LOG_INTERVAL` (the request is retried, quietly otherwise).
+    pub(super) fn log_trouble(&mut self, what: &str, error: &dyn std::fmt::Display) {
+        if self
+            .trouble_logged_at
+            .is_none_or(|at| at.elapsed() >= TROUBLE_LOG_INTERVAL)
+        {
+            self.trouble_logged_at = Some(Instant::now());
+            tracing::warn!(%error, "no {what} answer from the cluster; retrying");
+        }
+    }
+
     pub(super) fn backoff(&self, deadline: Instant) {
         let pause = Duration::from_millis(self.config.retry_backoff_ms)
             .min(deadline.saturating_duration_since(Instant::now()));
@@ -403,6 +423,7 @@ impl<T: Transport> Consumer<T> {
         if (self.metadata_stale || too_old || leaderless)
             && let Err(error) = self.refresh_metadata()
         {
+            self.log_trouble("Metadata", &error);
             transient = Some(error);
         }
         if let Some(error) = self.reset_positions()? {

@@ -106,7 +106,7 @@ impl<T: Transport> GroupConsumer<T> {
         ) {
             Ok(response) => response,
             Err(error) => {
-                tracing::debug!(%error, "FindCoordinator failed");
+                self.consumer.log_trouble("FindCoordinator", &error);
                 return Ok(Err(ErrorCode::CoordinatorNotAvailable));
             }
         };
