@@ -110,22 +110,37 @@ impl Cluster {
     fn start_node(&mut self, id: i32) {
         let node = self.node(id);
         assert!(node.child.is_none(), "node {id} already runs");
+        let child = self.serve_command(id).spawn().unwrap();
+        self.node(id).child = Some(child);
+    }
+
+    /// `ringlog serve` of node `id`, its log appended to the node's log file.
+    fn serve_command(&self, id: i32) -> Command {
+        let node = self.nodes.iter().find(|n| n.id == id).expect("known node");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&node.log)
             .unwrap();
-        let child = Command::new(RINGLOG)
+        let mut command = Command::new(RINGLOG);
+        command
             .arg("serve")
             .arg("--config")
             .arg(&node.config)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        node.child = Some(child);
+            .stderr(log);
+        command
+    }
+
+    /// One voter, `TOPIC` created and led: the cluster and the topic's leader.
+    fn one_voter_with_topic(extra: &str) -> (Cluster, i32) {
+        let cluster = Cluster::start(1, 0, extra);
+        cluster.wait_for_leader(Duration::from_secs(10), None);
+        cluster.create_topic();
+        let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+        (cluster, leader)
     }
 
     /// kill -9: no resignation, no flush.
@@ -356,10 +371,7 @@ fn a_quorum_elects_one_leader_and_replicates_to_the_observer() {
 #[test]
 fn produce_validates_batches_and_honours_acks() {
     let _serial = serial();
-    let cluster = Cluster::start(1, 0, "message.max.bytes=2000\n");
-    cluster.wait_for_leader(Duration::from_secs(10), None);
-    cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+    let (cluster, leader) = Cluster::one_voter_with_topic("message.max.bytes=2000\n");
     let mut client = Client::connect(&cluster.address(leader), Duration::from_secs(2)).unwrap();
 
     let mut corrupt = batch_of(&values("bad", 1)).to_vec();
@@ -501,21 +513,7 @@ fn sighup_stops_a_node_gracefully_unless_it_runs_under_nohup() {
         "a node exits cleanly on SIGHUP"
     );
 
-    let node = &cluster.nodes[0];
-    let mut command = Command::new(RINGLOG);
-    command
-        .arg("serve")
-        .arg("--config")
-        .arg(&node.config)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&node.log)
-                .unwrap(),
-        );
+    let mut command = cluster.serve_command(1);
     // What nohup(1) does before it runs the command.
     // SAFETY: signal() is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -594,19 +592,13 @@ fn serve_refuses_an_unformatted_folder_and_an_unknown_key() {
 #[test]
 fn a_second_process_on_a_node_folder_is_refused_before_it_opens_anything() {
     let _serial = serial();
-    let cluster = Cluster::start(1, 0, "");
-    cluster.wait_for_leader(Duration::from_secs(10), None);
-    cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+    let (cluster, leader) = Cluster::one_voter_with_topic("");
     let mut acknowledged = produce_all(&cluster, leader, &values("before", 10));
     let running = cluster.nodes[0].child.as_ref().expect("node 1 runs").id();
 
-    let second = Command::new(RINGLOG)
-        .arg("serve")
-        .arg("--config")
-        .arg(&cluster.nodes[0].config)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
+    let second = cluster
+        .serve_command(1)
+        .stderr(Stdio::piped())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);
@@ -627,10 +619,7 @@ fn a_second_process_on_a_node_folder_is_refused_before_it_opens_anything() {
 fn garbage_and_a_huge_size_prefix_leave_the_server_serving() {
     use std::io::{Read, Write};
     let _serial = serial();
-    let cluster = Cluster::start(1, 0, "");
-    cluster.wait_for_leader(Duration::from_secs(10), None);
-    cluster.create_topic();
-    let (leader, _) = cluster.wait_for_leader_of(TOPIC, Duration::from_secs(20), None);
+    let (cluster, leader) = Cluster::one_voter_with_topic("");
     let address = cluster.address(leader);
     for bad in [
         b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec(),
