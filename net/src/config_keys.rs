@@ -135,7 +135,7 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "metadata.log.dir",
         aliases: &["log.dirs", "log.dir"],
         default: None,
-        doc: "The data folder: meta.properties, one folder per partition with its segments, snapshots and quorum-state.",
+        doc: "The data folder: meta.properties, .lock (held by the one process that serves the folder), one folder per partition with its segments, snapshots and quorum-state.",
     },
     KeyDefinition {
         name: "controller.quorum.election.timeout.ms",
