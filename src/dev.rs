@@ -132,7 +132,7 @@ pub(crate) fn dev(
         .collect::<Result<_, _>>()?;
     let controller_port = |port: u16| port + count;
     let mut nodes: Vec<DevNode> = (1..=i32::from(count))
-        .zip(ports)
+        .zip(ports.iter().copied())
         .map(|(id, port)| DevNode {
             id,
             port,
@@ -155,9 +155,9 @@ pub(crate) fn dev(
     // A node waits up to 10 s for its listener's address (a restarted node's predecessor may
     // still hold it), so a port held by another program, or by a `dev` on another folder, would
     // leave this quorum unstarted while the other one answered on its ports.
-    if let Some((port, error)) = (0..2 * count)
-        .map(|index| base_port + index)
-        .find_map(|port| Some((port, port_in_use(port)?)))
+    if let Some((port, error)) = ports
+        .iter()
+        .find_map(|&port| Some((port, port_in_use(port)?)))
     {
         return Err(format!(
             "127.0.0.1:{port} is taken ({error}): another `ringlog dev` or another program \

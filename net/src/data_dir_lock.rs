@@ -44,21 +44,14 @@ impl DataDirLock {
         dir: &Path,
         wait: std::time::Duration,
     ) -> Result<DataDirLock, DataDirLockError> {
-        let deadline = std::time::Instant::now() + wait;
-        let mut warned = false;
-        loop {
-            match DataDirLock::acquire(dir) {
-                Err(DataDirLockError::InUse { holder, .. })
-                    if std::time::Instant::now() < deadline =>
-                {
-                    if !std::mem::replace(&mut warned, true) {
-                        tracing::warn!(dir = %dir.display(), holder, "data folder locked by another process; waiting up to {} ms for it to exit", wait.as_millis());
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                result => return result,
-            }
-        }
+        crate::server::retry_while_held(
+            wait,
+            || DataDirLock::acquire(dir),
+            |error| matches!(error, DataDirLockError::InUse { .. }),
+            |error| {
+                tracing::warn!(dir = %dir.display(), %error, "waiting up to {} ms for the holder to exit", wait.as_millis());
+            },
+        )
     }
 
     /// Takes the lock of `dir` (which must exist), or says who holds it.
@@ -80,8 +73,7 @@ impl DataDirLock {
             // and a full disk must not keep the node from starting (it serves reads, and
             // writes wait for space: docs/node.md "Storage faults").
             Err(error) if error.raw_os_error() == Some(libc::ENOSPC) => {
-                tracing::warn!(path = %path.display(), %error, "the data folder's lock file cannot be created; nothing stops a second process on it");
-                return Ok(DataDirLock { _file: None });
+                return Ok(DataDirLock::unguarded(&path, &error));
             }
             Err(error) => return Err(io_error(error)),
         };
@@ -105,8 +97,7 @@ impl DataDirLock {
                 error.raw_os_error(),
                 Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
             ) {
-                tracing::warn!(path = %path.display(), %error, "the data folder cannot be locked here; nothing stops a second process on it");
-                return Ok(DataDirLock { _file: None });
+                return Ok(DataDirLock::unguarded(&path, &error));
             }
             return Err(io_error(error));
         }
@@ -116,6 +107,12 @@ impl DataDirLock {
             let _ = write!(file, "{}", std::process::id());
         }
         Ok(DataDirLock { _file: Some(file) })
+    }
+
+    /// No lock, said once: the node runs as it did before there was one.
+    fn unguarded(path: &Path, error: &std::io::Error) -> DataDirLock {
+        tracing::warn!(path = %path.display(), %error, "the data folder cannot be locked here; nothing stops a second process on it");
+        DataDirLock { _file: None }
     }
 }
 

@@ -112,10 +112,8 @@ pub use error::NodeError;
 pub fn run(mut config: NodeConfig) -> Result<(), NodeError> {
     let meta = MetaProperties::check(&config.metadata_log_dir, config.node_id, None)?;
     // Held until the process ends: no second process recovers or writes this folder meanwhile.
-    let _data_dir_lock = DataDirLock::acquire_waiting(
-        &config.metadata_log_dir,
-        std::time::Duration::from_millis(crate::server::BIND_RETRY_MS),
-    )?;
+    let _data_dir_lock =
+        DataDirLock::acquire_waiting(&config.metadata_log_dir, crate::server::DEAD_OWNER_WAIT)?;
     // KIP-853: this disk's directory id goes into every request the cores send.
     config.directory_id = meta.directory_id;
     // tokio-uring's runtime is a current-thread tokio runtime with a LocalSet: the event loop,

@@ -390,35 +390,53 @@ struct BoundListener {
 /// Namespace for starting a server.
 pub struct Server;
 
-/// How long a node waits for its port to be freed at start before it gives up.
-pub(crate) const BIND_RETRY_MS: u64 = 10_000;
+/// How long a node waits, at start, for something a process before it may still hold: its
+/// listeners' addresses here, its data folder's lock (`data_dir_lock.rs`).
+pub(crate) const DEAD_OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Binds `address`, retrying for up to `BIND_RETRY_MS` while it is in use. A node restarted
-/// right after a kill -9 meets its own previous listener: the kernel tears a dead process's
-/// io_uring down only after the process was reaped, and a pending accept keeps the listening
-/// socket open until then (seen in CI as "Address already in use" on restart). A port held by
-/// a live process still fails, after the wait, with the same error. Every listener of a node
-/// binds through it: the Kafka listeners here and the metrics endpoint
-/// (`metrics::MetricsServer`, since 2026-12-05, after CI met the same error on it).
-pub(crate) fn bind_waiting_for_a_dead_owner(
-    address: std::net::SocketAddr,
-) -> std::io::Result<std::net::TcpListener> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BIND_RETRY_MS);
-    let mut warned = false;
+/// Runs `attempt` until it succeeds, fails otherwise than `held` says, or `wait` passes,
+/// 50 ms apart; `first_held` is told of the first held answer (to log the wait once). A node
+/// restarted right after kill -9 of its predecessor meets what the dying process still holds;
+/// a live holder still fails, after the wait, with its own error.
+pub(crate) fn retry_while_held<T, E>(
+    wait: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<T, E>,
+    held: impl Fn(&E) -> bool,
+    first_held: impl FnOnce(&E),
+) -> Result<T, E> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut first_held = Some(first_held);
     loop {
-        match std::net::TcpListener::bind(address) {
-            Err(error)
-                if error.kind() == std::io::ErrorKind::AddrInUse
-                    && std::time::Instant::now() < deadline =>
-            {
-                if !std::mem::replace(&mut warned, true) {
-                    tracing::warn!(%address, "listener address in use; waiting up to {BIND_RETRY_MS} ms for it to be freed");
+        match attempt() {
+            Err(error) if held(&error) && std::time::Instant::now() < deadline => {
+                if let Some(tell) = first_held.take() {
+                    tell(&error);
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             result => return result,
         }
     }
+}
+
+/// Binds `address`, retrying for up to `DEAD_OWNER_WAIT` while it is in use
+/// ([`retry_while_held`]). A node restarted right after a kill -9 meets its own previous
+/// listener: the kernel tears a dead process's io_uring down only after the process was
+/// reaped, and a pending accept keeps the listening socket open until then (seen in CI as
+/// "Address already in use" on restart). Every listener of a node binds through it: the Kafka
+/// listeners here and the metrics endpoint (`metrics::MetricsServer`, since 2026-12-05, after
+/// CI met the same error on it).
+pub(crate) fn bind_waiting_for_a_dead_owner(
+    address: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    retry_while_held(
+        DEAD_OWNER_WAIT,
+        || std::net::TcpListener::bind(address),
+        |error| error.kind() == std::io::ErrorKind::AddrInUse,
+        |_| {
+            tracing::warn!(%address, "listener address in use; waiting up to {} ms for it to be freed", DEAD_OWNER_WAIT.as_millis());
+        },
+    )
 }
 
 impl Server {
