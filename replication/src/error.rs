@@ -76,6 +76,11 @@ pub enum RaftError {
     },
     #[error("not a candidate or leader: nothing to resign")]
     NothingToResign,
+    #[error("leadership not transferred to {successor}: {reason}")]
+    TransferRefused {
+        successor: NodeId,
+        reason: &'static str,
+    },
     #[error("malformed record batch at byte {position}: {reason}")]
     MalformedBatch {
         position: usize,

@@ -455,6 +455,18 @@ impl MultiRaft {
         Ok(Self::tag(partition, work))
     }
 
+    pub fn transfer_leadership(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        successor: NodeId,
+    ) -> Result<Vec<PartitionWork>, RaftError> {
+        let work = self
+            .group(partition)?
+            .transfer_leadership(now_ms, successor)?;
+        Ok(Self::tag(partition, work))
+    }
+
     /// Groups the immediately sendable messages of a work list by destination peer (in
     /// partition order), so a host can put all of one peer's fetches into one request. Other
     /// work is returned in its original order.

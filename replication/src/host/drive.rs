@@ -109,4 +109,19 @@ impl<I: Io> Host<I> {
         let work = self.multi.resign(now_ms, partition)?;
         Ok(self.execute(work)?)
     }
+
+    /// A leadership transfer of one partition to `successor` (`Raft::transfer_leadership`):
+    /// Kafka's preferred-leader election.
+    pub fn transfer_leadership(
+        &mut self,
+        now_ms: u64,
+        partition: PartitionId,
+        successor: NodeId,
+    ) -> Result<(), HostError> {
+        self.now_ms = now_ms;
+        let work = self
+            .multi
+            .transfer_leadership(now_ms, partition, successor)?;
+        Ok(self.execute(work)?)
+    }
 }

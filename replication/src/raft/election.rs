@@ -536,7 +536,7 @@ impl Raft {
                 ?since_last_fetch_ms,
                 "check quorum: no majority fetched within the timeout, resigning"
             );
-            return self.transition_to_resigned(out);
+            return self.transition_to_resigned(out, None);
         }
         // The resend timer runs only while a voter has not acknowledged the epoch (as
         // `next_deadline_ms` has it): a voter added later hears BeginQuorumEpoch at the next
@@ -587,7 +587,13 @@ impl Raft {
 
     // ---- EndQuorumEpoch and resignation ----
 
-    pub(crate) fn transition_to_resigned(&mut self, out: &mut Out) -> Result<(), RaftError> {
+    /// Resigns (KIP-595 EndQuorumEpoch) naming the most caught-up voters first, or `first`
+    /// ahead of them (a leadership transfer, `Raft::transfer_leadership`).
+    pub(crate) fn transition_to_resigned(
+        &mut self,
+        out: &mut Out,
+        first: Option<NodeId>,
+    ) -> Result<(), RaftError> {
         if self.state.check_to_resigned().is_err() {
             return Err(RaftError::NothingToResign);
         }
@@ -608,8 +614,15 @@ impl Raft {
                 .map(|v| (0, v))
                 .collect(),
         };
-        successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        successors.sort_by(|a, b| {
+            let named = |id: NodeId| Some(id) != first;
+            named(a.1)
+                .cmp(&named(b.1))
+                .then(b.0.cmp(&a.0))
+                .then(a.1.cmp(&b.1))
+        });
         let preferred_successors: Vec<NodeId> = successors.into_iter().map(|(_, id)| id).collect();
+        debug_assert!(first.is_none_or(|f| preferred_successors.first() == Some(&f)));
         let deadline = self.now_ms + self.random_election_timeout_ms();
         self.state = EpochState::Resigned(ResignedState {
             epoch,

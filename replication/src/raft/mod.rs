@@ -476,7 +476,46 @@ impl Raft {
     pub fn resign(&mut self, now_ms: u64) -> Result<Vec<Work>, RaftError> {
         self.advance_clock(now_ms);
         let mut out = self.new_out();
-        self.transition_to_resigned(&mut out)?;
+        self.transition_to_resigned(&mut out, None)?;
+        Ok(out.finish())
+    }
+
+    /// A leadership transfer (Kafka's preferred-leader election, done the KIP-595 way): the
+    /// leader resigns naming `successor` first, which then stands at once. Only to a voter
+    /// that has fetched everything this leader appended, so that it wins the election its
+    /// EndQuorumEpoch starts (any voter may still win it: Raft's rules decide, not this call).
+    pub fn transfer_leadership(
+        &mut self,
+        now_ms: u64,
+        successor: NodeId,
+    ) -> Result<Vec<Work>, RaftError> {
+        self.advance_clock(now_ms);
+        let EpochState::Leader(leader) = &self.state else {
+            return Err(RaftError::NotLeader {
+                leader_id: self.leader_id(),
+                epoch: self.epoch(),
+            });
+        };
+        let refused = |reason| RaftError::TransferRefused { successor, reason };
+        if successor == self.config.node_id {
+            return Err(refused("it is the leader"));
+        }
+        let Some(progress) = leader.voters.get(&successor) else {
+            return Err(refused("not a voter"));
+        };
+        if progress.end_offset.unwrap_or(0) < self.log.log_end_offset() {
+            return Err(refused("behind the leader's log end"));
+        }
+        // As a voter change asks of a new voter (`check_caught_up`): a voter that stopped
+        // fetching (paused, cut off) would not stand, and the others would wait for it.
+        if progress
+            .last_fetch_ms
+            .is_none_or(|t| t + self.config.fetch_timeout_ms < self.now_ms)
+        {
+            return Err(refused("no fetch within the fetch timeout"));
+        }
+        let mut out = self.new_out();
+        self.transition_to_resigned(&mut out, Some(successor))?;
         Ok(out.finish())
     }
 

@@ -436,7 +436,7 @@ impl Raft {
                 epoch = self.epoch(),
                 "removed from the voter set: resigning"
             );
-            self.transition_to_resigned(out)
+            self.transition_to_resigned(out, None)
                 .expect("a leader can always resign");
         }
     }

@@ -1259,6 +1259,79 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
     assert_eq!(follower.resign(21), Err(RaftError::NothingToResign));
 }
 
+#[test]
+fn a_leadership_transfer_names_its_successor_first_once_it_has_the_whole_log() {
+    let mut leader = leader_1();
+    leader
+        .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    let refused = |successor, reason| RaftError::TransferRefused { successor, reason };
+    // Node 2 has fetched nothing of the leader's log: it could lose the election.
+    assert_eq!(
+        leader.transfer_leadership(5_020, 2),
+        Err(refused(2, "behind the leader's log end"))
+    );
+    assert_eq!(
+        leader.transfer_leadership(5_020, 1),
+        Err(refused(1, "it is the leader"))
+    );
+    assert_eq!(
+        leader.transfer_leadership(5_020, 7),
+        Err(refused(7, "not a voter"))
+    );
+    assert!(leader.is_leader(), "a refused transfer changes nothing");
+    leader
+        .step(5_030, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    // Node 3 has the whole log but has not fetched for longer than the fetch timeout (2 s
+    // here): it may be paused or cut off.
+    assert_eq!(
+        leader.transfer_leadership(5_010 + 2_001, 3),
+        Err(refused(3, "no fetch within the fetch timeout"))
+    );
+    leader
+        .step(7_020, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    leader
+        .step(7_030, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    // Both caught up: the one named goes first, although node 3 is first by id order.
+    let work = leader.transfer_leadership(7_040, 2).unwrap();
+    let (end, sends) = end_quorum_epoch_to(1, 1, &[2, 3]);
+    assert_eq!(work, sends);
+    assert!(matches!(leader.state(), EpochState::Resigned(_)));
+    // The successor stands (almost) at once.
+    let mut follower = fresh(2);
+    let work = follower
+        .step(
+            10,
+            1,
+            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
+                leader_id: 1,
+                leader_epoch: 1,
+                voter_directory_id: [0; 16],
+            }),
+        )
+        .unwrap();
+    persist_quorum_state(&mut follower, 10, &work);
+    follower
+        .step(20, 1, Message::EndQuorumEpochRequest(end))
+        .unwrap();
+    assert!(
+        follower.next_deadline_ms() <= 20 + 101,
+        "{}",
+        follower.next_deadline_ms()
+    );
+    // Only a leader transfers.
+    assert_eq!(
+        follower.transfer_leadership(21, 3),
+        Err(RaftError::NotLeader {
+            leader_id: Some(1),
+            epoch: 1
+        })
+    );
+}
+
 /// A resigned leader never leads its epoch again. Node 2 hears of the resignation before the
 /// answer to the Fetch it sent earlier, and then a pre-vote refusal from a voter that has not
 /// heard yet: neither sends it back to the old leader nor pushes its election a fetch timeout

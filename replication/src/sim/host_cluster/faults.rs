@@ -1,6 +1,7 @@
 //! Faults and the client workload of the host-driven simulator.
 
 use super::{Cluster, EventKind};
+use crate::error::RaftError;
 use crate::host::HostError;
 use crate::records::{KeyValue, build_batch};
 use crate::types::{NodeId, PartitionId};
@@ -152,11 +153,38 @@ impl Cluster {
                 if let Some((leader, _)) = self.current_leader(partition)
                     && self.nodes[&leader].paused_until_ms <= self.now_ms
                 {
-                    self.count("resign");
                     let now = self.now_ms;
-                    let result = self.host_mut(leader).resign(now, partition);
-                    if self.host_result(leader, "resign", result).is_some() {
-                        self.settle(leader);
+                    let others: Vec<NodeId> = self
+                        .checks
+                        .voter_set_in_force(leader, partition)
+                        .ids()
+                        .into_iter()
+                        .filter(|&id| id != leader)
+                        .collect();
+                    if others.is_empty() || self.rng.chance(1, 2) {
+                        self.count("resign");
+                        let result = self.host_mut(leader).resign(now, partition);
+                        if self.host_result(leader, "resign", result).is_some() {
+                            self.settle(leader);
+                        }
+                    } else {
+                        // A preferred-leader election (net's leader_balance.rs): refused
+                        // while the successor lacks part of the leader's log.
+                        let successor = others[self.rng.below(others.len() as u64) as usize];
+                        let result = self
+                            .host_mut(leader)
+                            .transfer_leadership(now, partition, successor);
+                        match result {
+                            Err(HostError::Raft(RaftError::TransferRefused { .. })) => {
+                                self.count("transfer-refused");
+                            }
+                            result => {
+                                if self.host_result(leader, "transfer", result).is_some() {
+                                    self.count("transfer");
+                                    self.settle(leader);
+                                }
+                            }
+                        }
                     }
                 }
             }
