@@ -240,7 +240,12 @@ fn confluent_kafka_uses_replication_factor_one_across_its_replicas_restart() {
 /// Every partition of `topic` as node 1 answers Metadata, once all have a leader: (leader,
 /// replicas).
 fn leaders_and_replicas(quorum: &Quorum, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
-    let mut client = Client::connect(&quorum.address(1), Duration::from_millis(500)).ok()?;
+    leaders_and_replicas_at(quorum, 1, topic)
+}
+
+/// [`leaders_and_replicas`] as node `id` answers them.
+fn leaders_and_replicas_at(quorum: &Quorum, id: i32, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
+    let mut client = Client::connect(&quorum.address(id), Duration::from_millis(500)).ok()?;
     let request = Request::Metadata(metadata_request::MetadataRequest {
         topics: Some(vec![metadata_request::MetadataRequestTopic {
             name: Some(topic.into()),
@@ -306,4 +311,50 @@ fn a_new_topic_s_partitions_are_led_by_their_first_replicas() {
             );
         }
     }
+}
+
+/// Preferred leaders kept (leader_balance.rs, Kafka's `auto.leader.rebalance.enable`): after
+/// a kill -9 the partitions node 1 led are led by the other two, and once node 1 is back and
+/// has fetched their logs, their leaders hand them back to it. Before, they stayed with
+/// whoever won the elections during its absence.
+#[test]
+fn a_restarted_node_leads_its_preferred_partitions_again() {
+    let _serial = serial();
+    let mut quorum = Quorum::format_with(3, "leader.imbalance.check.interval.seconds=1\n");
+    quorum.start_all();
+    quorum.wait_for_leader(Duration::from_secs(30));
+    assert_eq!(create_topic(&quorum, "kept", 6, 3), (0, 3));
+    let first_replicas_lead = |at: i32| {
+        move |quorum: &Quorum| {
+            leaders_and_replicas_at(quorum, at, "kept")
+                .filter(|partitions| partitions.iter().all(|(leader, r)| *leader == r[0]))
+        }
+    };
+    let partitions = eventually(
+        Duration::from_secs(30),
+        "every partition of kept led by its first replica",
+        || first_replicas_lead(1)(&quorum),
+    );
+    let preferred_by_1 = partitions.iter().filter(|(_, r)| r[0] == 1).count();
+    assert_eq!(preferred_by_1, 2, "{partitions:?}");
+    quorum.kill(1);
+    eventually(
+        Duration::from_secs(30),
+        "node 1's partitions led by the others",
+        || {
+            leaders_and_replicas_at(&quorum, 2, "kept")
+                .filter(|partitions| partitions.iter().all(|(leader, _)| *leader != 1))
+        },
+    );
+    quorum.start_node(1);
+    eventually(
+        Duration::from_secs(60),
+        "node 1 leading its preferred partitions again",
+        || first_replicas_lead(2)(&quorum),
+    );
+    let handed = (2..=3)
+        .map(|id| quorum::text_of(&quorum.node(id).log))
+        .filter(|log| log.contains("leadership handed to the preferred leader"))
+        .count();
+    assert!(handed >= 1, "{}", quorum.dump_logs());
 }

@@ -51,6 +51,15 @@ const MIB: u64 = 1024 * 1024;
 
 pub use keys::KEYS;
 
+/// Preferred leaders kept (`auto.leader.rebalance.enable`, node/leader_balance.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderBalanceConfig {
+    /// `leader.imbalance.check.interval.seconds`, in milliseconds.
+    pub check_interval_ms: u64,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub per_node_percentage: u64,
+}
+
 /// The parsed, validated configuration of one node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfig {
@@ -105,6 +114,9 @@ pub struct NodeConfig {
     pub message_max_bytes: u32,
     pub metrics_listener: Option<SocketAddr>,
     pub auto_create_topics_enable: bool,
+    /// `auto.leader.rebalance.enable` and its two settings; `None` when disabled
+    /// (node/leader_balance.rs).
+    pub leader_balance: Option<LeaderBalanceConfig>,
     /// `authorizer.class.name`, `allow.everyone.if.no.acl.found`, `super.users`.
     pub authorizer: crate::acl::AuthorizerConfig,
     pub num_partitions: u32,
@@ -399,6 +411,29 @@ impl NodeConfig {
             message_max_bytes: values.positive("message.max.bytes")?,
             metrics_listener,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
+            leader_balance: if values.boolean("auto.leader.rebalance.enable")? {
+                let percentage: u64 = values.number("leader.imbalance.per.broker.percentage")?;
+                if percentage > 100 {
+                    return Err(values.invalid(
+                        "leader.imbalance.per.broker.percentage",
+                        "must be at most 100".into(),
+                    ));
+                }
+                Some(LeaderBalanceConfig {
+                    check_interval_ms: values
+                        .positive::<u64>("leader.imbalance.check.interval.seconds")?
+                        .checked_mul(1_000)
+                        .ok_or_else(|| {
+                            values.invalid(
+                                "leader.imbalance.check.interval.seconds",
+                                "too large".into(),
+                            )
+                        })?,
+                    per_node_percentage: percentage,
+                })
+            } else {
+                None
+            },
             authorizer: crate::acl::AuthorizerConfig::parse(
                 values.get("authorizer.class.name"),
                 values.boolean("allow.everyone.if.no.acl.found")?,

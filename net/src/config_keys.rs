@@ -282,6 +282,24 @@ pub const KEYS: &[KeyDefinition] = &[
         doc: "Create a topic when a client's Metadata request names it and allows auto-creation (Kafka's producers do; a Produce to an unknown topic does not create it).",
     },
     KeyDefinition {
+        name: "auto.leader.rebalance.enable",
+        aliases: &[],
+        default: Some("true"),
+        doc: "Move each partition's leadership back to its preferred leader (its first replica, the leader a new topic's partitions start with) when a check finds more than leader.imbalance.per.broker.percentage of a node's preferred partitions led elsewhere, as Kafka's controller does. Each leader checks the partitions it leads and hands each to its preferred leader with EndQuorumEpoch once that voter has fetched the whole log (docs/design.md, \"Preferred leaders\").",
+    },
+    KeyDefinition {
+        name: "leader.imbalance.check.interval.seconds",
+        aliases: &[],
+        default: Some("300"),
+        doc: "How often a leader checks whether the partitions it leads should go back to their preferred leaders (auto.leader.rebalance.enable); the first check is one interval after the start. A move refused because the preferred leader lacked part of the log is tried again every second until the next check.",
+    },
+    KeyDefinition {
+        name: "leader.imbalance.per.broker.percentage",
+        aliases: &[],
+        default: Some("10"),
+        doc: "The share of a node's preferred partitions (0-100) that a leader must lead before it hands them back to that node. Each leader counts only the partitions it leads, so the share it sees can be below the cluster's.",
+    },
+    KeyDefinition {
         name: "authorizer.class.name",
         aliases: &[],
         default: Some(""),

@@ -111,6 +111,8 @@ pub(super) struct State {
     pub(super) groups: super::groups::GroupsState,
     pub(super) delete_records: super::delete_records::PendingDeletes,
     pub(super) voter_changes: super::voter_changes::PendingVoterChanges,
+    /// Preferred leaders kept (leader_balance.rs).
+    pub(super) leader_balance: super::leader_balance::LeaderBalance,
     /// KIP-853: this voter's UpdateRaftVoter of its own listener (own_endpoint.rs).
     pub(super) own_endpoint: super::own_endpoint::OwnEndpoint,
     /// The SCRAM credentials in force (scram_record.rs), shared with the server's SASL

@@ -48,6 +48,7 @@ mod handlers;
 mod idempotence;
 mod idle_poll;
 mod lazy_thread;
+mod leader_balance;
 mod leader_endpoints;
 mod listed_checks;
 mod metadata;

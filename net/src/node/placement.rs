@@ -6,10 +6,10 @@
 //! `AdminUtils.assignReplicasToBrokersRackUnaware`): the first replica of partition p is node
 //! `(p + start_index) mod n`, so first replicas (Kafka's preferred leaders) go round the
 //! nodes; the other replicas follow it at a shift that grows by one every n partitions, so the
-//! followers of one node's partitions are spread too. Which replica leads first is decided by
-//! the partition's election (the first election timeout to fire), so leaders spread with the
-//! replicas but only statistically: ringlog has no preferred-leader election yet
-//! (docs/design.md, "Replication factor"). With 3 nodes, RF 2, start 0, shift 0:
+//! followers of one node's partitions are spread too. A new partition's first replica stands
+//! for election at once, so it leads first; after a failover, leader_balance.rs hands the
+//! partition back to it (docs/design.md, "First leaders" and "Preferred leaders"). With 3
+//! nodes, RF 2, start 0, shift 0:
 //!
 //! ```text
 //! partition 0: [1, 2]   partition 3: [1, 3]

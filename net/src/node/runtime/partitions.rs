@@ -26,6 +26,9 @@ impl Node {
         self.maybe_enforce_retention()?;
         self.stall.part(began, "pump: retention");
         let began = Instant::now();
+        self.maybe_balance_leaders()?;
+        self.stall.part(began, "pump: leader balance");
+        let began = Instant::now();
         let changes = topic_image::apply_images(&mut self.handlers, &self.host, &self.table);
         self.stall.part(began, "pump: metadata image");
         if let Some(changes) = changes {
