@@ -650,32 +650,17 @@ fn the_lagging_tail_budget_is_bounded_by_the_machine_unless_set() {
 /// with Kafka's 300 s and 10 %, off when disabled, and a percentage above 100 refused.
 #[test]
 fn preferred_leaders_are_kept_as_kafka_keeps_them_unless_disabled() {
-    let config = NodeConfig::parse("p", MINIMAL).unwrap();
-    assert_eq!(
-        config.leader_balance,
-        Some(crate::config::LeaderBalanceConfig {
-            check_interval_ms: 300_000,
-            per_node_percentage: 10
-        })
-    );
-    let config = NodeConfig::parse(
-        "p",
-        &format!("{MINIMAL}leader.imbalance.check.interval.seconds=2\nleader.imbalance.per.broker.percentage=0\n"),
-    )
-    .unwrap();
-    assert_eq!(
-        config.leader_balance,
-        Some(crate::config::LeaderBalanceConfig {
-            check_interval_ms: 2_000,
-            per_node_percentage: 0
-        })
-    );
-    let config = NodeConfig::parse(
-        "p",
-        &format!("{MINIMAL}auto.leader.rebalance.enable=false\n"),
-    )
-    .unwrap();
-    assert_eq!(config.leader_balance, None);
+    let balance = |lines: &str| {
+        NodeConfig::parse("p", &format!("{MINIMAL}{lines}"))
+            .unwrap()
+            .leader_balance
+            .map(|b| (b.check_interval_ms, b.per_node_percentage))
+    };
+    assert_eq!(balance(""), Some((300_000, 10)));
+    let lines =
+        "leader.imbalance.check.interval.seconds=2\nleader.imbalance.per.broker.percentage=0\n";
+    assert_eq!(balance(lines), Some((2_000, 0)));
+    assert_eq!(balance("auto.leader.rebalance.enable=false\n"), None);
     for bad in [
         "leader.imbalance.per.broker.percentage=101",
         "leader.imbalance.check.interval.seconds=0",

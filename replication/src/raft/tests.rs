@@ -1224,17 +1224,10 @@ fn end_quorum_epoch_to(
     (end, sends)
 }
 
-#[test]
-fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
-    let mut leader = leader_1();
-    leader
-        .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
-        .unwrap();
-    let work = leader.resign(5_020).unwrap();
-    let (end, sends) = end_quorum_epoch_to(1, 1, &[3, 2]);
-    assert_eq!(work, sends);
-    // The first successor's fetch timeout drops to (almost) now.
-    let mut follower = fresh(3);
+/// Node `id`, a follower of node 1 in epoch 1, told by `end` that its leader resigned: it
+/// must stand (almost) at once, as the first preferred successor.
+fn successor_told_of_resignation(id: NodeId, end: EndQuorumEpochRequest) -> Raft {
+    let mut follower = fresh(id);
     let work = follower
         .step(
             10,
@@ -1255,6 +1248,20 @@ fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
         "{}",
         follower.next_deadline_ms()
     );
+    follower
+}
+
+#[test]
+fn resignation_names_the_most_caught_up_successor_first_and_it_stands_early() {
+    let mut leader = leader_1();
+    leader
+        .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    let work = leader.resign(5_020).unwrap();
+    let (end, sends) = end_quorum_epoch_to(1, 1, &[3, 2]);
+    assert_eq!(work, sends);
+    // The first successor's fetch timeout drops to (almost) now.
+    let mut follower = successor_told_of_resignation(3, end);
     // Nothing to resign for a follower.
     assert_eq!(follower.resign(21), Err(RaftError::NothingToResign));
 }
@@ -1301,27 +1308,7 @@ fn a_leadership_transfer_names_its_successor_first_once_it_has_the_whole_log() {
     assert_eq!(work, sends);
     assert!(matches!(leader.state(), EpochState::Resigned(_)));
     // The successor stands (almost) at once.
-    let mut follower = fresh(2);
-    let work = follower
-        .step(
-            10,
-            1,
-            Message::BeginQuorumEpochRequest(BeginQuorumEpochRequest {
-                leader_id: 1,
-                leader_epoch: 1,
-                voter_directory_id: [0; 16],
-            }),
-        )
-        .unwrap();
-    persist_quorum_state(&mut follower, 10, &work);
-    follower
-        .step(20, 1, Message::EndQuorumEpochRequest(end))
-        .unwrap();
-    assert!(
-        follower.next_deadline_ms() <= 20 + 101,
-        "{}",
-        follower.next_deadline_ms()
-    );
+    let mut follower = successor_told_of_resignation(2, end);
     // Only a leader transfers.
     assert_eq!(
         follower.transfer_leadership(21, 3),
