@@ -285,13 +285,13 @@ pub const KEYS: &[KeyDefinition] = &[
         name: "auto.leader.rebalance.enable",
         aliases: &[],
         default: Some("true"),
-        doc: "Move each partition's leadership back to its preferred leader (its first replica, the leader a new topic's partitions start with) when a check finds more than leader.imbalance.per.broker.percentage of a node's preferred partitions led elsewhere, as Kafka's controller does. Each leader checks the partitions it leads and hands each to its preferred leader with EndQuorumEpoch once that voter has fetched the whole log (docs/design.md, \"Preferred leaders\").",
+        doc: "Move each partition's leadership back to its preferred leader (its first replica, the leader a new topic's partitions start with) when a check finds more than leader.imbalance.per.broker.percentage of a node's preferred partitions led elsewhere, as Kafka's controller does. Each leader checks the partitions it leads and hands each to its preferred leader with EndQuorumEpoch once that voter has fetched the whole log, holding the partition's appends for at most an election timeout while a voter that has every committed record fetches the newest ones (docs/design.md, \"Preferred leaders\").",
     },
     KeyDefinition {
         name: "leader.imbalance.check.interval.seconds",
         aliases: &[],
         default: Some("300"),
-        doc: "How often a leader checks whether the partitions it leads should go back to their preferred leaders (auto.leader.rebalance.enable); the first check is one interval after the start. A move refused because the preferred leader lacked part of the log is tried again every second until the next check.",
+        doc: "How often a leader checks whether the partitions it leads should go back to their preferred leaders (auto.leader.rebalance.enable); the first check is one interval after the start. A move refused because the preferred leader lacked committed records or had not fetched within the fetch timeout is tried again every second until the next check.",
     },
     KeyDefinition {
         name: "leader.imbalance.per.broker.percentage",

@@ -136,6 +136,17 @@ pub struct LeaderState {
     pub became_leader_ms: u64,
     /// Replica fetches waiting for records, a high-watermark move or their `max_wait_ms`.
     pub parked: Purgatory<NodeId, ParkedReplicaFetch>,
+    /// A leadership transfer waiting for its successor to fetch the whole log
+    /// (`Raft::transfer_leadership`): client appends are refused meanwhile.
+    pub transfer: Option<PendingTransfer>,
+}
+
+/// A leadership transfer in progress: the leader resigns naming `successor` first once that
+/// voter's fetch reaches its log end, or gives up at `deadline_ms` (one election timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingTransfer {
+    pub successor: NodeId,
+    pub deadline_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -339,6 +350,7 @@ mod tests {
             begin_quorum_resend_ms: 0,
             became_leader_ms: 0,
             parked: Purgatory::new(),
+            transfer: None,
         })
     }
     fn follower(epoch: Epoch) -> EpochState {

@@ -421,9 +421,10 @@ fn acting_on_a_committed_voter_set_only_is_caught() {
 /// the memory disk no longer lets a chain's write after its fdatasync land (2026-12-07), seed
 /// 3888 of 0..5,000 (`--reconfig --seeds 1000`, none; then `--start 1000 --seeds 4000`), and
 /// 4515, 4593 and 4725 as a committed batch truncated (3285 as a lost liveness). Since half
-/// of the simulator's resignations are leadership transfers (2026-12-07), seeds 2470, 2515,
-/// 2752, 3470, 3570 and 4942 of 0..5,000 (`--reconfig --seeds 5000`; 1044, 2126, 4515, 4593
-/// and 4725 as a committed batch truncated, 3285 as a lost liveness).
+/// of the simulator's resignations are leadership transfers (2026-12-07; the transfer holding
+/// appends for a successor that lacks only the newest records), seeds 2470, 2515 and 4942 of
+/// 0..5,000 (`--reconfig --seeds 5000`; 1044, 2514, 4515, 4593 and 4725 as a committed batch
+/// truncated, 3285 as a lost liveness).
 #[test]
 fn a_replaced_disk_voting_as_the_old_voter_is_caught() {
     let caught = first_caught_core(

@@ -13,8 +13,10 @@
 //! hands each of those partitions to B (`Raft::transfer_leadership`: EndQuorumEpoch naming B
 //! first). A partition whose first replica is not a voter of its group is left alone. Kafka
 //! counts every partition led away from B, and here each leader counts only its own, so the
-//! share can be smaller than Kafka's. A transfer is refused while B lacks part of the log.
-//! The wanted moves are then tried again every second until the next check.
+//! share can be smaller than Kafka's. A transfer is refused while B lacks committed records
+//! or has not fetched within the fetch timeout, and those moves are tried again every second
+//! until the next check; a B that lacks only the newest appends gets one election timeout
+//! with the partition's appends held (`Raft::transfer_leadership`).
 
 use super::topics::TopicRecord;
 use super::*;
@@ -95,10 +97,16 @@ impl Node {
         for (partition, successor) in wanted {
             match self.host.transfer_leadership(now, partition, successor) {
                 Ok(()) => {
+                    let handed = !self.host.raft(partition).is_some_and(|r| r.is_leader());
                     tracing::info!(
                         partition = %self.table.dir_name(partition),
                         successor,
-                        "leadership handed to the preferred leader"
+                        "{}",
+                        if handed {
+                            "leadership handed to the preferred leader"
+                        } else {
+                            "leadership to be handed to the preferred leader once it has the newest records (appends held)"
+                        }
                     );
                 }
                 Err(HostError::Raft(core::RaftError::TransferRefused { .. })) => {

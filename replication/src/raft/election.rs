@@ -354,6 +354,7 @@ impl Raft {
             begin_quorum_resend_ms: self.now_ms + self.config.request_timeout_ms,
             became_leader_ms: self.now_ms,
             parked: crate::purgatory::Purgatory::new(),
+            transfer: None,
         });
         self.set_election(
             ElectionState {
@@ -549,6 +550,35 @@ impl Raft {
         }
         self.complete_parked_fetches(out, true);
         self.maybe_advance_log_start_offset(out);
+        self.maybe_complete_transfer(out)
+    }
+
+    /// A pending leadership transfer: resigns naming its successor once that voter's fetch
+    /// reached the log end (appends were held meanwhile, so the end stays put), or gives up
+    /// at its deadline, and appends resume.
+    pub(crate) fn maybe_complete_transfer(&mut self, out: &mut Out) -> Result<(), RaftError> {
+        let log_end_offset = self.log.log_end_offset();
+        let now = self.now_ms;
+        let EpochState::Leader(leader) = &mut self.state else {
+            return Ok(());
+        };
+        let Some(transfer) = leader.transfer else {
+            return Ok(());
+        };
+        let caught_up = leader
+            .voters
+            .get(&transfer.successor)
+            .is_some_and(|p| p.end_offset.unwrap_or(0) >= log_end_offset);
+        if caught_up {
+            return self.transition_to_resigned(out, Some(transfer.successor));
+        }
+        if now >= transfer.deadline_ms {
+            tracing::info!(
+                successor = transfer.successor,
+                "leadership transfer given up: the successor did not catch up"
+            );
+            leader.transfer = None;
+        }
         Ok(())
     }
 

@@ -170,6 +170,10 @@ impl Raft {
                 }
                 // This replica may have been the last live one short of the latest snapshot.
                 self.maybe_advance_log_start_offset(out);
+                // The successor of a pending transfer may have just reached the log end.
+                if is_voter {
+                    self.maybe_complete_transfer(out)?;
+                }
             }
         }
         Ok(())

@@ -27,7 +27,8 @@ use crate::error::RaftError;
 use crate::log_state::LogState;
 use crate::message::{DescribeQuorumPartition, LeaderIdAndEpoch, Message, ReplicaState};
 use crate::quorum::{
-    EpochState, FollowerState, ReplicaProgress, ResignedState, UnattachedState, VotedState,
+    EpochState, FollowerState, PendingTransfer, ReplicaProgress, ResignedState, UnattachedState,
+    VotedState,
 };
 use crate::rng::SplitMix64;
 use crate::types::{
@@ -430,6 +431,14 @@ impl Raft {
                 epoch: self.epoch(),
             });
         };
+        if leader.transfer.is_some() {
+            // Handing leadership over (`transfer_leadership`): the log end must stay where
+            // the successor can reach it. Clients send again, to whichever node leads then.
+            return Err(RaftError::NotLeader {
+                leader_id: Some(self.config.node_id),
+                epoch: self.epoch(),
+            });
+        }
         let leader_epoch = leader.epoch;
         if batches.is_empty() {
             return Err(RaftError::EmptyAppend);
@@ -484,6 +493,10 @@ impl Raft {
     /// leader resigns naming `successor` first, which then stands at once. Only to a voter
     /// that has fetched everything this leader appended, so that it wins the election its
     /// EndQuorumEpoch starts (any voter may still win it: Raft's rules decide, not this call).
+    /// A live successor that has everything committed but not the newest appends gets one
+    /// election timeout to catch up, during which client appends are refused so that the log
+    /// end stays put (the Raft thesis's transfer, §3.10); the leader resigns as soon as its
+    /// fetch reaches the end, else goes on leading. One further behind is refused.
     pub fn transfer_leadership(
         &mut self,
         now_ms: u64,
@@ -503,9 +516,6 @@ impl Raft {
         let Some(progress) = leader.voters.get(&successor) else {
             return Err(refused("not a voter"));
         };
-        if progress.end_offset.unwrap_or(0) < self.log.log_end_offset() {
-            return Err(refused("behind the leader's log end"));
-        }
         // As a voter change asks of a new voter (`check_caught_up`): a voter that stopped
         // fetching (paused, cut off) would not stand, and the others would wait for it.
         if progress
@@ -514,8 +524,24 @@ impl Raft {
         {
             return Err(refused("no fetch within the fetch timeout"));
         }
+        let end_offset = progress.end_offset.unwrap_or(0);
+        // Far behind (a restarted replica catching up): holding appends for it would stop the
+        // partition for an election timeout and then give up. It must have what is committed.
+        if end_offset < self.log.high_watermark() {
+            return Err(refused("behind the high-watermark"));
+        }
+        let caught_up = end_offset >= self.log.log_end_offset();
+        let deadline_ms = self.now_ms + self.config.election_timeout_ms;
+        if let EpochState::Leader(leader) = &mut self.state {
+            leader.transfer = Some(PendingTransfer {
+                successor,
+                deadline_ms,
+            });
+        }
         let mut out = self.new_out();
-        self.transition_to_resigned(&mut out, Some(successor))?;
+        if caught_up {
+            self.transition_to_resigned(&mut out, Some(successor))?;
+        }
         Ok(out.finish())
     }
 
@@ -658,10 +684,12 @@ impl Raft {
                 } else {
                     u64::MAX
                 };
+                let transfer = s.transfer.map_or(u64::MAX, |t| t.deadline_ms);
                 parked
                     .min(begin)
                     .min(self.check_quorum_deadline_ms(s))
                     .min(log_start)
+                    .min(transfer)
             }
             EpochState::Follower(_) if self.fetch_timer_paused => u64::MAX,
             EpochState::Follower(s) => s.fetch_timeout_deadline_ms,

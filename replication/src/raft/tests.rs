@@ -1273,10 +1273,10 @@ fn a_leadership_transfer_names_its_successor_first_once_it_has_the_whole_log() {
         .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
         .unwrap();
     let refused = |successor, reason| RaftError::TransferRefused { successor, reason };
-    // Node 2 has fetched nothing of the leader's log: it could lose the election.
+    // Node 2 has never fetched: it may be down.
     assert_eq!(
         leader.transfer_leadership(5_020, 2),
-        Err(refused(2, "behind the leader's log end"))
+        Err(refused(2, "no fetch within the fetch timeout"))
     );
     assert_eq!(
         leader.transfer_leadership(5_020, 1),
@@ -1317,6 +1317,66 @@ fn a_leadership_transfer_names_its_successor_first_once_it_has_the_whole_log() {
             epoch: 1
         })
     );
+}
+
+/// A live successor that lacks part of the log gets one election timeout to catch up, with
+/// client appends refused meanwhile so that the log end stays put (under a steady load a
+/// follower is otherwise never at the very end); the leader resigns as soon as its fetch
+/// reaches the end, or goes on leading when the time is up.
+#[test]
+fn a_transfer_to_a_voter_behind_holds_appends_until_it_has_caught_up() {
+    let mut leader = leader_1();
+    leader
+        .step(5_010, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    leader
+        .step(5_010, 3, Message::FetchRequest(fetch(3, 1, 1, 1)))
+        .unwrap();
+    leader.append(5_020, vec![client_batch(1)]).unwrap(); // offset 1
+    let work = leader.transfer_leadership(5_030, 2).unwrap();
+    assert_eq!(work, vec![], "nothing sent while node 2 is behind");
+    assert!(leader.is_leader());
+    let not_leader = Err(RaftError::NotLeader {
+        leader_id: Some(1),
+        epoch: 1,
+    });
+    assert_eq!(leader.append(5_031, vec![client_batch(1)]), not_leader);
+    // Node 3 reaching the end changes nothing; node 2 reaching it makes the leader resign.
+    leader
+        .step(5_040, 3, Message::FetchRequest(fetch(3, 1, 2, 1)))
+        .unwrap();
+    assert!(leader.is_leader());
+    let work = leader
+        .step(5_050, 2, Message::FetchRequest(fetch(2, 1, 2, 1)))
+        .unwrap();
+    let (_, sends) = end_quorum_epoch_to(1, 1, &[2, 3]);
+    for send in &sends {
+        assert!(work.contains(send), "{send:?} not in {work:?}");
+    }
+    assert!(matches!(leader.state(), EpochState::Resigned(_)));
+
+    // A successor that does not catch up within an election timeout: appends resume.
+    let mut leader = leader_1();
+    leader
+        .step(5_010, 2, Message::FetchRequest(fetch(2, 1, 1, 1)))
+        .unwrap();
+    leader.append(5_020, vec![client_batch(1)]).unwrap();
+    leader.transfer_leadership(5_030, 2).unwrap();
+    assert_eq!(leader.append(5_031, vec![client_batch(1)]), not_leader);
+    assert!(leader.next_deadline_ms() <= 5_030 + leader.config().election_timeout_ms);
+    let timeout = leader.config().election_timeout_ms;
+    leader
+        .step(
+            5_030 + timeout / 2,
+            2,
+            Message::FetchRequest(fetch(2, 1, 1, 1)),
+        )
+        .unwrap();
+    leader.tick(5_030 + timeout).unwrap();
+    assert!(leader.is_leader());
+    leader
+        .append(5_031 + timeout, vec![client_batch(1)])
+        .unwrap();
 }
 
 /// A resigned leader never leads its epoch again. Node 2 hears of the resignation before the

@@ -169,7 +169,8 @@ impl Cluster {
                         }
                     } else {
                         // A preferred-leader election (net's leader_balance.rs): refused
-                        // while the successor lacks part of the leader's log.
+                        // while the successor lacks committed records or is silent; appends
+                        // held while it lacks only the newest.
                         let successor = others[self.rng.below(others.len() as u64) as usize];
                         let result = self
                             .host_mut(leader)
