@@ -1,16 +1,15 @@
-//! Elections and leadership changes: Vote, BeginQuorumEpoch, EndQuorumEpoch, candidacy,
-//! becoming leader, check quorum and resignation (KIP-595).
+//! Elections: Vote, candidacy, becoming leader, BeginQuorumEpoch and check quorum (KIP-595);
+//! resignation and leadership transfer are in resignation.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Out, Raft};
 use crate::error::{ErrorCode, RaftError};
 use crate::message::{
-    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
-    EndQuorumEpochResponse, Message, VoteRequest, VoteResponse,
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, Message, VoteRequest, VoteResponse,
 };
 use crate::mutation::Mutation;
-use crate::quorum::{CandidateState, EpochState, LeaderState, ReplicaProgress, ResignedState};
+use crate::quorum::{CandidateState, EpochState, LeaderState, ReplicaProgress};
 use crate::types::{ElectionState, Epoch, NodeId, OffsetAndEpoch};
 use crate::work::Work;
 
@@ -426,7 +425,7 @@ impl Raft {
     /// KIP-595's checks shared by BeginQuorumEpoch and EndQuorumEpoch: the sender must be the
     /// voter it names as leader and this node a voter (else INCONSISTENT_VOTER_SET), and the
     /// request's epoch must not be older than ours (else FENCED_LEADER_EPOCH).
-    fn reject_leader_request(
+    pub(crate) fn reject_leader_request(
         &self,
         from: NodeId,
         leader_id: NodeId,
@@ -553,35 +552,6 @@ impl Raft {
         self.maybe_complete_transfer(out)
     }
 
-    /// A pending leadership transfer: resigns naming its successor once that voter's fetch
-    /// reached the log end (appends were held meanwhile, so the end stays put), or gives up
-    /// at its deadline, and appends resume.
-    pub(crate) fn maybe_complete_transfer(&mut self, out: &mut Out) -> Result<(), RaftError> {
-        let log_end_offset = self.log.log_end_offset();
-        let now = self.now_ms;
-        let EpochState::Leader(leader) = &mut self.state else {
-            return Ok(());
-        };
-        let Some(transfer) = leader.transfer else {
-            return Ok(());
-        };
-        let caught_up = leader
-            .voters
-            .get(&transfer.successor)
-            .is_some_and(|p| p.end_offset.unwrap_or(0) >= log_end_offset);
-        if caught_up {
-            return self.transition_to_resigned(out, Some(transfer.successor));
-        }
-        if now >= transfer.deadline_ms {
-            tracing::info!(
-                successor = transfer.successor,
-                "leadership transfer given up: the successor did not catch up"
-            );
-            leader.transfer = None;
-        }
-        Ok(())
-    }
-
     /// When check quorum fires: 1.5 × `fetch_timeout_ms` after the majority-th most recent
     /// fetch from a voter (the leader counts as fetching now; a fresh leader gets a full
     /// timeout).
@@ -613,203 +583,6 @@ impl Raft {
         times.sort_unstable_by(|a, b| b.cmp(a));
         // The leader itself is one of the majority; the others must be fresh.
         times[others_needed - 1] + check_quorum_timeout_ms(self.config.fetch_timeout_ms)
-    }
-
-    // ---- EndQuorumEpoch and resignation ----
-
-    /// Resigns (KIP-595 EndQuorumEpoch) naming the most caught-up voters first, or `first`
-    /// ahead of them (a leadership transfer, `Raft::transfer_leadership`).
-    pub(crate) fn transition_to_resigned(
-        &mut self,
-        out: &mut Out,
-        first: Option<NodeId>,
-    ) -> Result<(), RaftError> {
-        if self.state.check_to_resigned().is_err() {
-            return Err(RaftError::NothingToResign);
-        }
-        let epoch = self.epoch();
-        let local = self.config.node_id;
-        // Preferred successors: the most caught-up voters first (KIP-595).
-        let mut successors: Vec<(u64, NodeId)> = match &self.state {
-            EpochState::Leader(leader) => leader
-                .voters
-                .iter()
-                .filter(|(id, _)| **id != local)
-                .map(|(id, p)| (p.end_offset.unwrap_or(0), *id))
-                .collect(),
-            _ => self
-                .voter_set()
-                .iter_ids()
-                .filter(|&v| v != local)
-                .map(|v| (0, v))
-                .collect(),
-        };
-        successors.sort_by(|a, b| {
-            let named = |id: NodeId| Some(id) != first;
-            named(a.1)
-                .cmp(&named(b.1))
-                .then(b.0.cmp(&a.0))
-                .then(a.1.cmp(&b.1))
-        });
-        let preferred_successors: Vec<NodeId> = successors.into_iter().map(|(_, id)| id).collect();
-        debug_assert!(first.is_none_or(|f| preferred_successors.first() == Some(&f)));
-        let deadline = self.now_ms + self.random_election_timeout_ms();
-        self.state = EpochState::Resigned(ResignedState {
-            epoch,
-            preferred_successors: preferred_successors.clone(),
-            unacknowledged: preferred_successors.iter().copied().collect(),
-            end_quorum_resend_ms: self.now_ms + self.config.request_timeout_ms,
-            election_deadline_ms: deadline,
-        });
-        // The quorum-state keeps naming us (a candidate names nobody): nothing to rewrite.
-        self.send_end_quorum_epoch(out);
-        Ok(())
-    }
-
-    fn send_end_quorum_epoch(&mut self, out: &mut Out) {
-        let EpochState::Resigned(resigned) = &self.state else {
-            return;
-        };
-        let request = EndQuorumEpochRequest {
-            leader_id: self.config.node_id,
-            leader_epoch: resigned.epoch,
-            preferred_successors: resigned.preferred_successors.clone(),
-            preferred_successor_directory_ids: resigned
-                .preferred_successors
-                .iter()
-                .map(|&id| self.voter_directory_id(id))
-                .collect(),
-        };
-        let targets: Vec<NodeId> = resigned
-            .preferred_successors
-            .iter()
-            .copied()
-            .filter(|id| resigned.unacknowledged.contains(id))
-            .collect();
-        for voter in targets {
-            out.send(voter, Message::EndQuorumEpochRequest(request.clone()));
-        }
-    }
-
-    pub(crate) fn poll_resigned(&mut self, out: &mut Out) -> Result<(), RaftError> {
-        let now = self.now_ms;
-        let EpochState::Resigned(resigned) = &mut self.state else {
-            return Ok(());
-        };
-        if now >= resigned.election_deadline_ms {
-            if !self.may_stand() {
-                // Removed from the voter set, and the removal committed: it may not stand; it
-                // looks for the new leader.
-                return self.transition_to_removed_observer();
-            }
-            return self.transition_to_prospective(out);
-        }
-        if now >= resigned.end_quorum_resend_ms && !resigned.unacknowledged.is_empty() {
-            resigned.end_quorum_resend_ms = now + self.config.request_timeout_ms;
-            self.send_end_quorum_epoch(out);
-        }
-        Ok(())
-    }
-
-    /// KIP-595: a voter told that the leader (or a candidate) of its epoch stepped down starts
-    /// the next election soon; the more preferred it is, the sooner.
-    pub(crate) fn handle_end_quorum_epoch_request(
-        &mut self,
-        from: NodeId,
-        request: EndQuorumEpochRequest,
-        out: &mut Out,
-    ) -> Result<(), RaftError> {
-        let respond = |raft: &Raft, out: &mut Out, error_code: ErrorCode| {
-            let current_leader = raft.leader_and_epoch();
-            out.send(
-                from,
-                Message::EndQuorumEpochResponse(EndQuorumEpochResponse {
-                    error_code,
-                    current_leader,
-                }),
-            );
-        };
-        if let Some(error_code) =
-            self.reject_leader_request(from, request.leader_id, request.leader_epoch)
-        {
-            respond(self, out, error_code);
-            return Ok(());
-        }
-        if request.leader_epoch > self.epoch() {
-            self.transition_to_unattached(request.leader_epoch, out)?;
-        }
-        let local = self.config.node_id;
-        // KIP-853: named with another disk than ours, we are not the successor named.
-        let own_directory_id = self.config.directory_id;
-        let position = request
-            .preferred_successors
-            .iter()
-            .enumerate()
-            .position(|(i, &id)| {
-                id == local
-                    && request
-                        .preferred_successor_directory_ids
-                        .get(i)
-                        .is_none_or(|d| {
-                            *d == crate::voters::NO_DIRECTORY_ID || *d == own_directory_id
-                        })
-            });
-        let backoff_max = self.config.election_backoff_max_ms;
-        let jitter = self.rng.below(backoff_max / 10 + 1);
-        let timeout = match position {
-            // The first preferred successor stands almost at once, the next ones a step later.
-            Some(p) => {
-                (p as u64) * backoff_max / (request.preferred_successors.len() as u64).max(1)
-                    + jitter
-            }
-            None => backoff_max + jitter,
-        };
-        let deadline = self.now_ms + timeout;
-        self.resigned_leader = Some((request.leader_epoch, request.leader_id));
-        match &mut self.state {
-            EpochState::Follower(f) if f.leader_id == request.leader_id => {
-                f.fetch_timeout_deadline_ms = f.fetch_timeout_deadline_ms.min(deadline);
-                // Its leader is leaving: the successors' pre-votes must not be refused in its
-                // name.
-                self.fetched_from_leader = false;
-            }
-            EpochState::Unattached(u) => {
-                u.election_deadline_ms = u.election_deadline_ms.map(|d| d.min(deadline));
-            }
-            EpochState::Voted(v) => v.election_deadline_ms = v.election_deadline_ms.min(deadline),
-            _ => {}
-        }
-        respond(self, out, ErrorCode::None);
-        Ok(())
-    }
-
-    pub(crate) fn handle_end_quorum_epoch_response(
-        &mut self,
-        from: NodeId,
-        response: EndQuorumEpochResponse,
-        out: &mut Out,
-    ) -> Result<(), RaftError> {
-        if self.observe_leader(response.current_leader, out)? {
-            return Ok(());
-        }
-        let retry_at_ms = self.now_ms + self.config.retry_backoff_ms;
-        let EpochState::Resigned(resigned) = &mut self.state else {
-            return Ok(());
-        };
-        if response.error_code != ErrorCode::None {
-            // Not delivered (the host answers BROKER_NOT_AVAILABLE for a request its lane
-            // lost: a quorum restarted at once, whose peers are not listening yet), or not
-            // taken: tell that voter again after the retry backoff, as Kafka's request manager
-            // does, rather than a request timeout later, by when the election timeout has
-            // passed and the voters waited their fetch timeout (1.65 s after a restart of the
-            // whole quorum, docs/benchmarks.md "Every node killed at once").
-            if resigned.unacknowledged.contains(&from) {
-                resigned.end_quorum_resend_ms = resigned.end_quorum_resend_ms.min(retry_at_ms);
-            }
-        } else if response.current_leader.leader_epoch == resigned.epoch {
-            resigned.unacknowledged.remove(&from);
-        }
-        Ok(())
     }
 }
 

@@ -15,8 +15,10 @@
 mod election;
 mod fetch;
 mod pre_vote;
+mod queries;
 mod reconfig;
 mod repair;
+mod resignation;
 mod snapshot;
 mod snapshot_fetch;
 mod transitions;
@@ -27,8 +29,7 @@ use crate::error::RaftError;
 use crate::log_state::LogState;
 use crate::message::{DescribeQuorumPartition, LeaderIdAndEpoch, Message, ReplicaState};
 use crate::quorum::{
-    EpochState, FollowerState, PendingTransfer, ReplicaProgress, ResignedState, UnattachedState,
-    VotedState,
+    EpochState, FollowerState, ReplicaProgress, ResignedState, UnattachedState, VotedState,
 };
 use crate::rng::SplitMix64;
 use crate::types::{
@@ -478,234 +479,6 @@ impl Raft {
             },
             out.finish(),
         ))
-    }
-
-    /// Graceful resignation (KIP-595 EndQuorumEpoch) of a leader or a candidate, so that the
-    /// next election starts without waiting for a timeout.
-    pub fn resign(&mut self, now_ms: u64) -> Result<Vec<Work>, RaftError> {
-        self.advance_clock(now_ms);
-        let mut out = self.new_out();
-        self.transition_to_resigned(&mut out, None)?;
-        Ok(out.finish())
-    }
-
-    /// A leadership transfer (Kafka's preferred-leader election, done the KIP-595 way): the
-    /// leader resigns naming `successor` first, which then stands at once. Only to a voter
-    /// that has fetched everything this leader appended, so that it wins the election its
-    /// EndQuorumEpoch starts (any voter may still win it: Raft's rules decide, not this call).
-    /// A live successor that has everything committed but not the newest appends gets one
-    /// election timeout to catch up, during which client appends are refused so that the log
-    /// end stays put (the Raft thesis's transfer, §3.10); the leader resigns as soon as its
-    /// fetch reaches the end, else goes on leading. One further behind is refused.
-    pub fn transfer_leadership(
-        &mut self,
-        now_ms: u64,
-        successor: NodeId,
-    ) -> Result<Vec<Work>, RaftError> {
-        self.advance_clock(now_ms);
-        let EpochState::Leader(leader) = &self.state else {
-            return Err(RaftError::NotLeader {
-                leader_id: self.leader_id(),
-                epoch: self.epoch(),
-            });
-        };
-        let refused = |reason| RaftError::TransferRefused { successor, reason };
-        if successor == self.config.node_id {
-            return Err(refused("it is the leader"));
-        }
-        let Some(progress) = leader.voters.get(&successor) else {
-            return Err(refused("not a voter"));
-        };
-        // As a voter change asks of a new voter (`check_caught_up`): a voter that stopped
-        // fetching (paused, cut off) would not stand, and the others would wait for it.
-        if progress
-            .last_fetch_ms
-            .is_none_or(|t| t + self.config.fetch_timeout_ms < self.now_ms)
-        {
-            return Err(refused("no fetch within the fetch timeout"));
-        }
-        let end_offset = progress.end_offset.unwrap_or(0);
-        // Far behind (a restarted replica catching up): holding appends for it would stop the
-        // partition for an election timeout and then give up. It must have what is committed.
-        if end_offset < self.log.high_watermark() {
-            return Err(refused("behind the high-watermark"));
-        }
-        let caught_up = end_offset >= self.log.log_end_offset();
-        let deadline_ms = self.now_ms + self.config.election_timeout_ms;
-        if let EpochState::Leader(leader) = &mut self.state {
-            leader.transfer = Some(PendingTransfer {
-                successor,
-                deadline_ms,
-            });
-        }
-        let mut out = self.new_out();
-        if caught_up {
-            self.transition_to_resigned(&mut out, Some(successor))?;
-        }
-        Ok(out.finish())
-    }
-
-    // ---- queries ----
-
-    pub fn node_id(&self) -> NodeId {
-        self.config.node_id
-    }
-    pub fn config(&self) -> &QuorumConfig {
-        &self.config
-    }
-    pub fn epoch(&self) -> Epoch {
-        self.state.epoch()
-    }
-    pub fn state(&self) -> &EpochState {
-        &self.state
-    }
-    pub fn is_leader(&self) -> bool {
-        matches!(self.state, EpochState::Leader(_))
-    }
-    pub fn log(&self) -> &LogState {
-        &self.log
-    }
-    pub fn high_watermark(&self) -> u64 {
-        self.log.high_watermark()
-    }
-    /// The leader's log start offset as the last successful Fetch response gave it (a
-    /// follower's; 0 before any). A follower's log start follows it only up to a snapshot of
-    /// its own (snapshot.rs), so the node records one there for DeleteRecords.
-    pub fn leader_log_start_offset(&self) -> u64 {
-        self.leader_log_start_offset
-    }
-    /// The quorum-state this replica has asked to be written.
-    pub fn election_state(&self) -> ElectionState {
-        self.election
-    }
-    /// The quorum-state the host last reported durable.
-    pub fn persisted_election_state(&self) -> ElectionState {
-        self.persisted_election
-    }
-
-    /// The leader this replica knows of in its epoch.
-    pub fn leader_id(&self) -> Option<NodeId> {
-        match &self.state {
-            EpochState::Leader(_) | EpochState::Resigned(_) => Some(self.config.node_id),
-            EpochState::Follower(f) => Some(f.leader_id),
-            _ => None,
-        }
-    }
-
-    pub fn leader_and_epoch(&self) -> LeaderIdAndEpoch {
-        LeaderIdAndEpoch {
-            leader_id: self.leader_id(),
-            leader_epoch: self.epoch(),
-        }
-    }
-
-    /// DescribeQuorum, answered by the leader; other replicas answer NOT_LEADER_OR_FOLLOWER.
-    pub fn describe_quorum(&self) -> DescribeQuorumPartition {
-        let EpochState::Leader(leader) = &self.state else {
-            return DescribeQuorumPartition {
-                error_code: crate::error::ErrorCode::NotLeaderOrFollower,
-                leader_id: self.leader_id(),
-                leader_epoch: self.epoch(),
-                high_watermark: self.log.high_watermark(),
-                current_voters: Vec::new(),
-                observers: Vec::new(),
-            };
-        };
-        let replica = |(id, p): (&NodeId, &ReplicaProgress)| ReplicaState {
-            replica_id: *id,
-            replica_directory_id: p.directory_id,
-            log_end_offset: p.end_offset,
-            last_fetch_timestamp_ms: p.last_fetch_ms,
-            last_caught_up_timestamp_ms: p.last_caught_up_ms,
-        };
-        let mut current_voters: Vec<ReplicaState> = leader.voters.iter().map(replica).collect();
-        for voter in &mut current_voters {
-            // A voter is shown with the disk its set names (its fetches with another are an
-            // observer's).
-            voter.replica_directory_id = self.voter_directory_id(voter.replica_id);
-            if voter.replica_id == self.config.node_id {
-                voter.log_end_offset = Some(self.log.log_end_offset());
-                voter.last_fetch_timestamp_ms = Some(self.now_ms);
-                voter.last_caught_up_timestamp_ms = Some(self.now_ms);
-            }
-        }
-        DescribeQuorumPartition {
-            error_code: crate::error::ErrorCode::None,
-            leader_id: Some(self.config.node_id),
-            leader_epoch: leader.epoch,
-            high_watermark: self.log.high_watermark(),
-            current_voters,
-            observers: leader.observers.iter().map(replica).collect(),
-        }
-    }
-
-    /// Whether a tick before [`Raft::next_deadline_ms`], with nothing else reaching the group
-    /// since its last tick, has no work and changes nothing but the clock. Not while a leader
-    /// waits to advance its log start: a lagging replica stops holding it back once its last
-    /// fetch is older than the fetch timeout, a time no deadline names. A Prospective or
-    /// Candidate rests too since 2026-12-07: its tick used to draw its next timeout from the
-    /// RNG whether or not a timer was due, so every one was ticked on every turn of the host's
-    /// loop, and a thousand partitions electing at once held two cores busy with those ticks
-    /// (and the walks over the groups they touched) until elections timed out again.
-    pub fn idle_tick_is_noop(&self) -> bool {
-        match self.state {
-            EpochState::Leader(_) => !self.log_start_advance_pending(),
-            _ => true,
-        }
-    }
-
-    /// Whether a voter other than the leader has not acknowledged its epoch yet (KIP-595:
-    /// BeginQuorumEpoch is sent again until each has).
-    fn has_unendorsed_voter(&self, leader: &crate::quorum::LeaderState) -> bool {
-        let local = self.config.node_id;
-        self.voter_set()
-            .iter_ids()
-            .any(|v| v != local && !leader.endorsed.contains(&v))
-    }
-
-    /// The earliest time at which `tick` has something to do.
-    pub fn next_deadline_ms(&self) -> u64 {
-        let mut deadline = match &self.state {
-            EpochState::Unattached(s) => s.election_deadline_ms.unwrap_or(u64::MAX),
-            EpochState::Voted(s) => s.election_deadline_ms,
-            EpochState::Prospective(s) => s.election_deadline_ms.min(s.vote_resend_ms),
-            EpochState::Candidate(s) => s
-                .backoff_until_ms
-                .unwrap_or(s.election_deadline_ms.min(s.vote_resend_ms)),
-            EpochState::Leader(s) => {
-                let parked = s.parked.next_deadline_ms();
-                let begin = if self.has_unendorsed_voter(s) {
-                    s.begin_quorum_resend_ms
-                } else {
-                    u64::MAX
-                };
-                let log_start = if self.log_start_advance_pending() {
-                    self.log_start_lag_deadline_ms()
-                } else {
-                    u64::MAX
-                };
-                let transfer = s.transfer.map_or(u64::MAX, |t| t.deadline_ms);
-                parked
-                    .min(begin)
-                    .min(self.check_quorum_deadline_ms(s))
-                    .min(log_start)
-                    .min(transfer)
-            }
-            EpochState::Follower(_) if self.fetch_timer_paused => u64::MAX,
-            EpochState::Follower(s) => s.fetch_timeout_deadline_ms,
-            EpochState::Resigned(s) => s.election_deadline_ms.min(if s.unacknowledged.is_empty() {
-                u64::MAX
-            } else {
-                s.end_quorum_resend_ms
-            }),
-        };
-        if let Some(fetch) = self.fetch_in_flight {
-            deadline = deadline.min(fetch.resend_at_ms);
-        } else if self.wants_to_fetch() && self.fetch_may_leave() {
-            // Nothing in flight: fetch at once, or when the backoff ends.
-            deadline = deadline.min(self.fetch_backoff_until_ms.max(self.now_ms));
-        }
-        deadline.max(self.now_ms)
     }
 
     // ---- internals shared by the handlers ----
