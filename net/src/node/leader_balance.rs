@@ -26,8 +26,8 @@ const RETRY_INTERVAL_MS: u64 = 1_000;
 
 #[derive(Default)]
 pub(super) struct LeaderBalance {
-    /// When the next check runs (node clock); 0 before the first.
-    next_check_ms: u64,
+    /// When the next check runs (node clock); `None` until the first turn sets it.
+    next_check_ms: Option<u64>,
     /// Moves the last check wanted and that were refused, tried again until the next check.
     wanted: Vec<(PartitionId, NodeId)>,
     next_retry_ms: u64,
@@ -79,14 +79,11 @@ impl Node {
         let (interval_ms, percentage) = (balance.check_interval_ms, balance.per_node_percentage);
         let now = self.now_ms();
         let state = &mut self.handlers.leader_balance;
-        if state.next_check_ms == 0 {
-            // The first check one interval after the start, as Kafka's controller schedules
-            // its first: a node that just started leads what its elections gave it.
-            state.next_check_ms = now + interval_ms;
-            return Ok(());
-        }
-        let wanted = if now >= state.next_check_ms {
-            state.next_check_ms = now + interval_ms;
+        // The first check one interval after the start, as Kafka's controller schedules its
+        // first: a node that just started leads what its elections gave it.
+        let next_check_ms = *state.next_check_ms.get_or_insert(now + interval_ms);
+        let wanted = if now >= next_check_ms {
+            state.next_check_ms = Some(now + interval_ms);
             self.leader_moves_wanted(percentage)
         } else if !state.wanted.is_empty() && now >= state.next_retry_ms {
             std::mem::take(&mut state.wanted)
@@ -126,21 +123,19 @@ impl Node {
     /// The partitions this node leads that the check moves, each with its preferred leader.
     fn leader_moves_wanted(&self, percentage: u64) -> Vec<(PartitionId, NodeId)> {
         let configured = placement::configured_voter_ids(&self.config);
-        let image = &self.handlers.topics.image;
+        let topics = &self.handlers.topics;
         let local = self.config.node_id;
         let mut led = Vec::new();
         for id in self.table.ids() {
-            let hosted = self.table.get(id);
-            let Some(topic) = image
-                .get(&hosted.topic)
-                .filter(|t| t.topic_id == hosted.topic_id)
-            else {
-                continue; // `__cluster_metadata-0`, or a topic being deleted
+            // `None`: `__cluster_metadata-0`, or a topic being deleted.
+            let Some(topic) = topics.topic_record(&self.table, id) else {
+                continue;
             };
             let Some(raft) = self.host.raft(id).filter(|raft| raft.is_leader()) else {
                 continue;
             };
-            let Some(&first) = topic.replicas_of(hosted.index, &configured).first() else {
+            let index = self.table.get(id).index;
+            let Some(&first) = topic.replicas_of(index, &configured).first() else {
                 continue;
             };
             if first != local && raft.voter_set().contains(first) {
@@ -150,7 +145,11 @@ impl Node {
         if led.is_empty() {
             return led;
         }
-        moves_wanted(led, &preferred_counts(image, &configured), percentage)
+        moves_wanted(
+            led,
+            &preferred_counts(&topics.image, &configured),
+            percentage,
+        )
     }
 }
 

@@ -170,11 +170,20 @@ impl Topics {
         table: &PartitionTable,
         partition: PartitionId,
     ) -> Option<&TopicConfig> {
+        self.topic_record(table, partition).map(|t| &t.config)
+    }
+
+    /// The committed topic record `partition` (of the node's `table`) belongs to; `None` as
+    /// for [`Topics::topic_config`].
+    pub(super) fn topic_record(
+        &self,
+        table: &PartitionTable,
+        partition: PartitionId,
+    ) -> Option<&TopicRecord> {
         let hosted = table.get(partition);
         self.image
             .get(&hosted.topic)
             .filter(|t| t.topic_id == hosted.topic_id)
-            .map(|t| &t.config)
     }
 
     /// The largest batch a Produce may bring to `partition`: the topic's `max.message.bytes`,
